@@ -1,0 +1,37 @@
+# Sourced by scripts/test.sh and scripts/run.sh: idempotent environment setup.
+# ensure_venv EXTRAS  -> .venv with the project installed editable (+ extras)
+# ensure_redis        -> redis-server and redis-cli on PATH (Debian package when root)
+
+ensure_venv() {
+    local extras="${1:-}"
+    if [ ! -x .venv/bin/python ]; then
+        python3 -m venv .venv
+    fi
+    local spec="."
+    [ -n "$extras" ] && spec=".[$extras]"
+    # Re-install only when pyproject.toml changed since the last install.
+    local stamp=".venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)-${extras:-none}"
+    if [ ! -f "$stamp" ]; then
+        .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+        .venv/bin/python -m pip install -q -e "$spec"
+        touch "$stamp"
+    fi
+}
+
+ensure_redis() {
+    if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then
+        return 0
+    fi
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing redis-server (Debian package) for the Redis tests..." >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server >/dev/null 2>&1 \
+            || { apt-get update -q >/dev/null 2>&1 && \
+                 DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server >/dev/null; }
+        # The package starts a system service on 6379; the tests start their own.
+        (service redis-server stop || true) >/dev/null 2>&1
+        return 0
+    fi
+    echo "error: redis-server is required by the test suite (real Redis, no mocks)." >&2
+    echo "       install it (Debian/Ubuntu: sudo apt-get install redis-server) and re-run." >&2
+    return 1
+}
