@@ -1,0 +1,162 @@
+"""What the evaluator reads: memory facts, the request, and a lineage snapshot.
+
+The server fills these from any store; the in-language test runner and the
+benchmarks fill them from `DictSnapshot`. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class UnknownProvenance(Exception):
+    """Raised when a rule reads lineage of a memory that has none recorded.
+
+    The evaluator turns it into "this rule does not apply": memories of unknown
+    provenance are governed only by rules that test `unknown(memory)`.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Creator:
+    kind: str
+    id: str
+
+    @staticmethod
+    def parse(text: str) -> Creator:
+        """`tool:flight_api` -> Creator(kind="tool", id="tool:flight_api")."""
+        kind = text.split(":", 1)[0] if ":" in text else text
+        return Creator(kind, text)
+
+
+@dataclass(slots=True)
+class MemoryFacts:
+    """The lineage record of one memory, as policies see it."""
+
+    id: str
+    namespace: str = "default"
+    type: str = "fact"
+    tags: tuple[str, ...] = ()
+    subject: str | None = None
+    attribute: str | None = None
+    value: str | None = None
+    volatility: str | None = None
+    creator: Creator = field(default_factory=lambda: Creator("system", "system"))
+    confidence: float = 1.0
+    created_at: float = 0.0
+    context_id: str | None = None
+    status: str = "active"
+    version: int = 1
+    successor: str | None = None
+    dependencies: tuple[str, ...] = ()
+    reliability: float = 1.0
+    value_score: float = 1.0
+    state: str = "active"
+    contradictions: int = 0
+    confirmations: int = 0
+    access_count: int = 0
+    last_access: float | None = None
+    known: bool = True
+
+
+class UnknownMemory:
+    """A memory the sidecar has no lineage for (a store that predates it)."""
+
+    __slots__ = ("id", "namespace")
+    known = False
+
+    def __init__(self, id: str, namespace: str = "default") -> None:
+        self.id = id
+        self.namespace = namespace
+
+    def __getattr__(self, name: str) -> object:
+        raise UnknownProvenance(f"memory `{self.id}` has no recorded lineage (`{name}`)")
+
+    def __repr__(self) -> str:
+        return f"UnknownMemory({self.id!r})"
+
+
+Memory = MemoryFacts | UnknownMemory
+
+
+class LineageSnapshot(Protocol):
+    """Lineage around the memories of one request, already read from the store."""
+
+    def ancestors(self, memory_id: str, depth: int | None = None) -> Sequence[MemoryFacts]: ...
+
+    def descendants(self, memory_id: str, depth: int | None = None) -> Sequence[MemoryFacts]: ...
+
+    def calls(self, source: str, window_seconds: float, now: float) -> int: ...
+
+
+@dataclass(slots=True)
+class Request:
+    """One operation to decide. `memory` is its subject; `target` the stored
+    memory an update/delete changes, or that a write would supersede."""
+
+    op: str
+    memory: Memory
+    actor: Creator = field(default_factory=lambda: Creator("user", "user:default"))
+    namespace: str = "default"
+    budget: float = 0.0
+    time: float = 0.0
+    action: str = ""
+    historical: bool = False
+    target: Memory | None = None
+    memories: tuple[Memory, ...] = ()
+
+
+def _walk(
+    start: str, edges: dict[str, tuple[str, ...]], depth: int | None
+) -> list[str]:
+    """Breadth-first ids reachable from `start` (excluded), up to `depth` hops."""
+    seen: dict[str, None] = {}
+    frontier = [start]
+    level = 0
+    while frontier and (depth is None or level < depth):
+        level += 1
+        nxt: list[str] = []
+        for node in frontier:
+            for other in edges.get(node, ()):
+                if other not in seen and other != start:
+                    seen[other] = None
+                    nxt.append(other)
+        frontier = nxt
+    return list(seen)
+
+
+class DictSnapshot:
+    """An in-memory LineageSnapshot over a dict of memories and call events."""
+
+    def __init__(
+        self,
+        memories: Iterable[MemoryFacts] = (),
+        calls: Iterable[tuple[str, float]] = (),
+    ) -> None:
+        self.memories: dict[str, MemoryFacts] = {m.id: m for m in memories}
+        self.call_events: list[tuple[str, float]] = list(calls)
+        self._parents = {m.id: m.dependencies for m in self.memories.values()}
+        children: dict[str, list[str]] = {}
+        for m in self.memories.values():
+            for dep in m.dependencies:
+                children.setdefault(dep, []).append(m.id)
+        self._children = {k: tuple(v) for k, v in children.items()}
+
+    def ancestors(self, memory_id: str, depth: int | None = None) -> list[MemoryFacts]:
+        ids = _walk(memory_id, self._parents, depth)
+        return [self.memories[i] for i in ids if i in self.memories]
+
+    def descendants(self, memory_id: str, depth: int | None = None) -> list[MemoryFacts]:
+        ids = _walk(memory_id, self._children, depth)
+        return [self.memories[i] for i in ids if i in self.memories]
+
+    def calls(self, source: str, window_seconds: float, now: float) -> int:
+        since = now - window_seconds
+        return sum(
+            1
+            for src, at in self.call_events
+            if since < at <= now and fnmatch.fnmatchcase(src, source)
+        )

@@ -1,0 +1,108 @@
+"""Files and directories -> parsed modules of one policy set, includes resolved.
+
+`include "x.mlp"` is resolved relative to the including file; each file is
+loaded once however many times it is included; a cycle is an error at the
+include that closes it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from . import ast as A
+from .diagnostics import Diagnostic, Severity, SourceFile
+from .parser import parse_source
+
+
+@dataclass
+class LoadedSet:
+    """Every module of a policy set, the sources (for diagnostics) and errors."""
+
+    modules: list[A.Module] = field(default_factory=list)
+    sources: dict[str, SourceFile] = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+def collect_files(paths: Iterable[str]) -> list[str]:
+    """Expand directories into their `.mlp` files (recursively, sorted)."""
+    out: list[str] = []
+    for p in paths:
+        if os.path.isdir(p):
+            for root, dirs, files in os.walk(p):
+                dirs.sort()
+                out.extend(os.path.join(root, f) for f in sorted(files) if f.endswith(".mlp"))
+        else:
+            out.append(p)
+    return out
+
+
+def _norm(path: str) -> str:
+    return os.path.normpath(path)
+
+
+def load_texts(texts: dict[str, str]) -> LoadedSet:
+    """Load a policy set from in-memory texts (path -> text); includes among them."""
+    return _Loader(lambda p: texts.get(p)).load(list(texts))
+
+
+def load_paths(paths: Iterable[str]) -> LoadedSet:
+    """Load a policy set from files and directories on disk."""
+
+    def read(p: str) -> str | None:
+        try:
+            with open(p, encoding="utf-8") as fh:
+                return fh.read()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    return _Loader(read).load(collect_files(paths))
+
+
+class _Loader:
+    def __init__(self, read) -> None:  # read: path -> text | None
+        self.read = read
+        self.out = LoadedSet()
+        self.done: set[str] = set()
+
+    def load(self, roots: list[str]) -> LoadedSet:
+        for root in roots:
+            self._load(_norm(root), stack=(), at=None)
+        self.out.diagnostics.sort(key=Diagnostic.sort_key)
+        return self.out
+
+    def _load(self, path: str, stack: tuple[str, ...], at: tuple[SourceFile, A.Include] | None):
+        if path in stack:
+            src, inc = at  # type: ignore[misc]
+            chain = " -> ".join([*stack[stack.index(path):], path])
+            self.out.diagnostics.append(
+                src.diag("E005", inc.span, f"include cycle: {chain}", "remove one of the includes")
+            )
+            return
+        if path in self.done:
+            return
+        self.done.add(path)
+        text = self.read(path)
+        if text is None:
+            if at is None:
+                self.out.diagnostics.append(
+                    Diagnostic("E006", Severity.ERROR, f"cannot read `{path}`", path,
+                               A.Span(1, 1, 1, 1), "", "check the path and that it is UTF-8")
+                )
+            else:
+                src, inc = at
+                self.out.diagnostics.append(
+                    src.diag("E004", inc.span, f"included file `{inc.path}` not found",
+                             f"looked for `{path}`")
+                )
+            return
+        src = SourceFile(path, text)
+        self.out.sources[path] = src
+        module, diags = parse_source(text, path)
+        self.out.modules.append(module)
+        self.out.diagnostics.extend(diags)
+        for item in module.items:
+            if isinstance(item, A.Include):
+                target = _norm(os.path.join(os.path.dirname(path), item.path))
+                self._load(target, (*stack, path), (src, item))

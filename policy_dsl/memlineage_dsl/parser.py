@@ -1,0 +1,429 @@
+"""Text -> AST, collecting every syntax error with a position and a hint.
+
+One LALR parser is built once from `grammar.lark` and cached. On a syntax error
+the text is cut into top-level items (a line that starts with `policy`,
+`test`, `const`, `sources`, `include` or `resolve` outside braces) and each
+item is parsed on its own, so one broken policy does not hide the errors of
+the next one and the good items still reach the checker.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from functools import cache
+from typing import Any
+
+from lark import Lark, Token, Transformer, Tree, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
+
+from . import ast as A
+from .diagnostics import Diagnostic, SourceFile, did_you_mean
+
+TOP_LEVEL_KEYWORDS = ("policy", "test", "const", "sources", "include", "resolve")
+
+# Human spelling of grammar terminals, for "expected ..." help lines.
+_TERMINAL_TEXT = {
+    "NAME": "a name",
+    "STRING": "a string",
+    "NUMBER": "a number",
+    "DURATION": "a duration",
+    "COMP_OP": "a comparison",
+    "$END": "end of file",
+}
+
+
+@cache
+def lark_parser() -> Lark:
+    return Lark.open_from_package(
+        "memlineage_dsl",
+        "grammar.lark",
+        parser="lalr",
+        propagate_positions=True,
+        maybe_placeholders=True,
+        strict=True,
+    )
+
+
+@cache
+def _terminal_text() -> dict[str, str]:
+    """Map terminal names (LBRACE, POLICY…) to what a user would type."""
+    out = dict(_TERMINAL_TEXT)
+    for term in lark_parser().terminals:
+        if term.name not in out and term.pattern.type == "str":
+            out[term.name] = f"`{term.pattern.value}`"
+    return out
+
+
+def _span_of(meta: Any) -> A.Span:
+    if getattr(meta, "empty", True):
+        return A.NO_SPAN
+    return A.Span(meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+def _tok_span(tok: Token) -> A.Span:
+    return A.Span(tok.line or 0, tok.column or 0, tok.end_line or 0, tok.end_column or 0)
+
+
+def unquote(tok: str) -> str:
+    """Decode a STRING token: JSON-like escapes `\\"`, `\\\\`, `\\n`, `\\t`."""
+    body = tok[1:-1]
+    return re.sub(
+        r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body
+    )
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def duration_seconds(text: str) -> float:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)", text)
+    if not m:
+        raise ValueError(f"not a duration: {text!r}")
+    return float(m.group(1)) * _UNITS[m.group(2)]
+
+
+class _SyntaxIssue(Exception):
+    """A structural mistake found while building the AST (duplicate clause…)."""
+
+    def __init__(self, code: str, span: A.Span, message: str, help: str | None = None):
+        super().__init__(message)
+        self.code, self.span, self.message, self.help = code, span, message, help
+
+
+def _drop_none(items: list[Any]) -> tuple[Any, ...]:
+    return tuple(i for i in items if i is not None)
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    """Parse tree -> `ast` nodes. Raises `_SyntaxIssue` for clause-level mistakes."""
+
+    # -- expressions
+    def number(self, meta, ch):
+        return A.Number(float(ch[0]), span=_span_of(meta))
+
+    def duration(self, meta, ch):
+        return A.Duration(duration_seconds(str(ch[0])), span=_span_of(meta))
+
+    def string(self, meta, ch):
+        return A.Str(unquote(str(ch[0])), span=_span_of(meta))
+
+    def true(self, meta, ch):
+        return A.Bool(True, span=_span_of(meta))
+
+    def false(self, meta, ch):
+        return A.Bool(False, span=_span_of(meta))
+
+    def now(self, meta, ch):
+        return A.Now(span=_span_of(meta))
+
+    def name(self, meta, ch):
+        return A.Name(str(ch[0]), span=_span_of(meta))
+
+    def attr(self, meta, ch):
+        return A.Attr(ch[0], str(ch[1]), span=_span_of(meta), name_span=_tok_span(ch[1]))
+
+    def call(self, meta, ch):
+        return A.Call(
+            str(ch[0]), _drop_none(ch[1:]), span=_span_of(meta), func_span=_tok_span(ch[0])
+        )
+
+    def quant_kind(self, meta, ch):
+        return str(ch[0])
+
+    def quant(self, meta, ch):
+        kind, var, coll, body = ch
+        return A.Quant(kind, str(var), coll, body, span=_span_of(meta))
+
+    def list(self, meta, ch):
+        return A.ListLit(_drop_none(ch), span=_span_of(meta))
+
+    def neg(self, meta, ch):
+        operand = ch[0]
+        if isinstance(operand, A.Number):
+            return A.Number(-operand.value, span=_span_of(meta))
+        return A.Unary("-", operand, span=_span_of(meta))
+
+    def not_(self, meta, ch):
+        return A.Unary("not", ch[0], span=_span_of(meta))
+
+    def _bin(self, op: str, meta, left, right):
+        return A.Binary(op, left, right, span=_span_of(meta))
+
+    def or_(self, meta, ch):
+        return self._bin("or", meta, ch[0], ch[1])
+
+    def and_(self, meta, ch):
+        return self._bin("and", meta, ch[0], ch[1])
+
+    def compare(self, meta, ch):
+        return self._bin(str(ch[1]), meta, ch[0], ch[2])
+
+    def in_(self, meta, ch):
+        return self._bin("in", meta, ch[0], ch[1])
+
+    def not_in(self, meta, ch):
+        return self._bin("not in", meta, ch[0], ch[1])
+
+    def matches(self, meta, ch):
+        return self._bin("matches", meta, ch[0], ch[1])
+
+    def add(self, meta, ch):
+        return self._bin("+", meta, ch[0], ch[1])
+
+    def sub(self, meta, ch):
+        return self._bin("-", meta, ch[0], ch[1])
+
+    def mul(self, meta, ch):
+        return self._bin("*", meta, ch[0], ch[1])
+
+    def div(self, meta, ch):
+        return self._bin("/", meta, ch[0], ch[1])
+
+    def cond(self, meta, ch):
+        return A.Cond(ch[0], ch[1], ch[2], span=_span_of(meta))
+
+    # -- top level
+    def include(self, meta, ch):
+        return A.Include(unquote(str(ch[0])), span=_span_of(meta))
+
+    def resolve_opt(self, meta, ch):
+        return A.Option(str(ch[0]), ch[1], span=_span_of(meta))
+
+    def resolve(self, meta, ch):
+        return A.Resolve(
+            str(ch[0]), tuple(ch[1:]), span=_span_of(meta), strategy_span=_tok_span(ch[0])
+        )
+
+    def const_def(self, meta, ch):
+        return A.Const(str(ch[0]), ch[1], span=_span_of(meta))
+
+    def sources_def(self, meta, ch):
+        return A.Sources(
+            str(ch[0]), tuple(unquote(str(t)) for t in ch[1:] if t is not None),
+            span=_span_of(meta),
+        )
+
+    # -- policies
+    def priority_opt(self, meta, ch):
+        return ("priority", ch[0], _span_of(meta))
+
+    def weight_opt(self, meta, ch):
+        return ("weight", ch[0], _span_of(meta))
+
+    def policy_opt(self, meta, ch):  # pragma: no cover - aliases above cover all
+        return ch[0]
+
+    def on_clause(self, meta, ch):
+        return ("on", tuple(A.Ident(str(t), span=_tok_span(t)) for t in ch), _span_of(meta))
+
+    def when_clause(self, meta, ch):
+        return ("when", ch[0], _span_of(meta))
+
+    def effect(self, meta, ch):
+        return str(ch[0])
+
+    def obligation(self, meta, ch):
+        return A.Obligation(str(ch[0]), _drop_none(ch[1:]), span=_span_of(meta))
+
+    def effect_clause(self, meta, ch):
+        kind = ch[0]
+        message = None
+        obligations = []
+        for c in ch[1:]:
+            if isinstance(c, Token):
+                message = unquote(str(c))
+            elif c is not None:
+                obligations.append(c)
+        effect = A.Effect(kind, tuple(obligations), message, span=_span_of(meta))
+        return ("effect", effect, _span_of(meta))
+
+    def score_clause(self, meta, ch):
+        return ("score", ch[0], _span_of(meta))
+
+    def cost_clause(self, meta, ch):
+        return ("cost", ch[0], _span_of(meta))
+
+    def policy(self, meta, ch):
+        name_tok = ch[0]
+        slots: dict[str, Any] = {}
+        for kind, value, span in ch[1:]:
+            if kind in slots:
+                what = "effect (allow/deny/degrade)" if kind == "effect" else f"`{kind}` clause"
+                raise _SyntaxIssue(
+                    "E303", span, f"duplicate {what} in policy `{name_tok}`",
+                    "a policy has one effect; split it into two policies"
+                    if kind == "effect"
+                    else f"a policy has at most one `{kind}`; combine them with `and` or `,`",
+                )
+            slots[kind] = value
+        return A.Policy(
+            name=str(name_tok),
+            ops=slots.get("on", ()),
+            when=slots.get("when"),
+            effect=slots.get("effect"),
+            priority=slots.get("priority"),
+            weight=slots.get("weight"),
+            score=slots.get("score"),
+            cost=slots.get("cost"),
+            span=_span_of(meta),
+            name_span=_tok_span(name_tok),
+        )
+
+    # -- tests
+    def field(self, meta, ch):
+        return A.Field(str(ch[0]), ch[1], span=_span_of(meta))
+
+    def given_memory(self, meta, ch):
+        return A.GivenMemory(str(ch[0]), _drop_none(ch[1:]), span=_span_of(meta))
+
+    def given_request(self, meta, ch):
+        return A.GivenRequest(_drop_none(ch), span=_span_of(meta))
+
+    def given_calls(self, meta, ch):
+        return A.GivenCalls(unquote(str(ch[0])), ch[1], ch[2], span=_span_of(meta))
+
+    def target_one(self, meta, ch):
+        return (A.Ident(str(ch[0]), span=_tok_span(ch[0])),)
+
+    def target_many(self, meta, ch):
+        return tuple(A.Ident(str(t), span=_tok_span(t)) for t in ch)
+
+    def expect_score(self, meta, ch):
+        low = ch[0].value
+        high = ch[1].value if ch[1] is not None else low
+        return ("score", (low, high))
+
+    def expect_with(self, meta, ch):
+        return ("with", tuple(ch))
+
+    def expect_without(self, meta, ch):
+        return ("without", tuple(ch))
+
+    def expect(self, meta, ch):
+        op_tok, targets, actor, effect, *opts = ch
+        kw: dict[str, Any] = {}
+        for key, value in opts:
+            if key == "score":
+                kw["score_low"], kw["score_high"] = value
+            elif key == "with":
+                kw["with_obligations"] = kw.get("with_obligations", ()) + value
+            else:
+                kw["without_obligations"] = kw.get("without_obligations", ()) + value
+        return A.Expect(
+            A.Ident(str(op_tok), span=_tok_span(op_tok)),
+            targets,
+            unquote(str(actor)) if actor is not None else None,
+            effect,
+            span=_span_of(meta),
+            **kw,
+        )
+
+    def test(self, meta, ch):
+        return A.Test(unquote(str(ch[0])), tuple(ch[1:]), span=_span_of(meta))
+
+    def start(self, meta, ch):
+        return list(ch)
+
+
+def _expected_help(expected: set[str], token: Token | None) -> str | None:
+    names = _terminal_text()
+    words = sorted(names.get(e, e) for e in expected)
+    if token is not None and token.type == "NAME":
+        keywords = [w.strip("`") for w in words if w.startswith("`") and w[1:-1].isalpha()]
+        hint = did_you_mean(str(token), keywords)
+        if hint:
+            return hint
+    if token is not None and str(token) == "=" and "COMP_OP" in expected:
+        return "try `==` instead of `=`"
+    if not words:
+        return None
+    shown = ", ".join(words[:8]) + (", …" if len(words) > 8 else "")
+    return f"expected {shown}"
+
+
+def _error_to_diag(src: SourceFile, err: UnexpectedInput, text: str) -> Diagnostic:
+    line, col = err.line or 1, err.column or 1
+    if isinstance(err, UnexpectedCharacters):
+        ch = src.line(line)[col - 1 : col] or "?"
+        span = A.Span(line, col, line, col + 1)
+        help_ = "strings use double quotes" if ch == "'" else _expected_help(
+            set(err.allowed or ()), None
+        )
+        if ch == '"':
+            return src.diag("E001", span, "unterminated string", "close the string with `\"`")
+        return src.diag("E002", span, f"unexpected character `{ch}`", help_)
+    token_type = getattr(getattr(err, "token", None), "type", None)
+    if isinstance(err, UnexpectedEOF) or token_type == "$END":
+        parsed = text.rstrip().splitlines() or [""]
+        last = len(parsed)
+        end_col = len(parsed[-1]) + 1
+        span = A.Span(last, end_col, last, end_col)
+        expected = set(getattr(err, "expected", ()) or ())
+        help_ = "is a closing `}` missing?" if "RBRACE" in expected else _expected_help(
+            expected, None
+        )
+        return src.diag("E003", span, "unexpected end of file", help_)
+    token: Token = err.token  # type: ignore[attr-defined]
+    span = _tok_span(token)
+    expected = set(getattr(err, "expected", ()) or ())
+    return src.diag("E001", span, f"unexpected `{token}`", _expected_help(expected, token))
+
+
+def _item_chunks(text: str) -> list[tuple[int, str]]:
+    """Split text into top-level items: (first line number, chunk text)."""
+    starts: list[int] = []
+    depth = 0
+    for n, line in enumerate(text.splitlines(keepends=False), start=1):
+        stripped = line.lstrip()
+        word = re.match(r"[A-Za-z_]+", stripped)
+        if depth <= 0 and line[:1].isalpha() and word and word.group(0) in TOP_LEVEL_KEYWORDS:
+            starts.append(n)
+            depth = 0
+        code = re.sub(r'"([^"\\\n]|\\.)*"', '""', line)
+        code = re.split(r"#|//", code, maxsplit=1)[0]
+        depth += code.count("{") - code.count("}")
+    lines = text.splitlines(keepends=True)
+    if not starts or starts[0] != 1:
+        starts.insert(0, 1)
+    bounds = [*starts, len(lines) + 1]
+    return [(a, "".join(lines[a - 1 : b - 1])) for a, b in itertools.pairwise(bounds)]
+
+
+def _parse_items(src: SourceFile, text: str) -> tuple[list[Any], list[Diagnostic]]:
+    try:
+        tree: Tree = lark_parser().parse(text)
+        return _ToAst().transform(tree), []
+    except UnexpectedInput as err:
+        return [], [_error_to_diag(src, err, text)]
+    except VisitError as err:
+        inner = err.orig_exc
+        if isinstance(inner, _SyntaxIssue):
+            return [], [src.diag(inner.code, inner.span, inner.message, inner.help)]
+        raise
+
+
+def parse_source(text: str, path: str = "<string>") -> tuple[A.Module, list[Diagnostic]]:
+    """Parse one file. Always returns a module (the items that parsed) and every error."""
+    src = SourceFile(path, text)
+    items, diags = _parse_items(src, text)
+    if not diags:
+        return A.Module(tuple(items), path=path), []
+    items, diags = [], []
+    for first_line, chunk in _item_chunks(text):
+        # Pad with newlines so Lark's positions are those of the whole file.
+        chunk_items, chunk_diags = _parse_items(src, "\n" * (first_line - 1) + chunk)
+        items.extend(chunk_items)
+        diags.extend(chunk_diags)
+    return A.Module(tuple(items), path=path), sorted(diags, key=Diagnostic.sort_key)
+
+
+def parse_expr(text: str) -> A.Expr:
+    """Parse a single expression (used by tests and the REPL-ish `check` command)."""
+    module, diags = parse_source(f"const __expr__ = {text}")
+    if diags:
+        raise ValueError(f"{diags[0].message} ({diags[0].help})")
+    const = module.items[0]
+    assert isinstance(const, A.Const)
+    return const.value
