@@ -1,0 +1,98 @@
+"""Domain errors of the lineage store.
+
+Every error carries a machine ``code`` (stable, for clients and tests), the
+offending ``field`` when one input is to blame (``dependencies[2]``), and the
+gRPC status name the service layer should map it to, so that mapping is a
+lookup rather than a chain of ``isinstance`` checks.
+"""
+
+from __future__ import annotations
+
+
+class LineageError(Exception):
+    """Base class: a precise, machine-readable refusal."""
+
+    code: str = "LINEAGE_ERROR"
+    grpc_status: str = "INTERNAL"
+
+    def __init__(self, message: str, *, field: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        if code is not None:
+            self.code = code
+
+    def __str__(self) -> str:
+        where = f"{self.field}: " if self.field else ""
+        return f"{where}{self.message} [{self.code}]"
+
+
+class ValidationError(LineageError):
+    """The input is malformed or violates a limit; nothing was written."""
+
+    code = "INVALID"
+    grpc_status = "INVALID_ARGUMENT"
+
+
+class UnknownDependencyError(ValidationError):
+    """A dependency does not exist in the record's namespace."""
+
+    code = "UNKNOWN_DEPENDENCY"
+
+
+class CycleError(ValidationError):
+    """The change would make the lineage graph cyclic (including self-dependency)."""
+
+    code = "CYCLE"
+
+
+class NamespaceError(LineageError):
+    """The request reaches into another namespace; refused without revealing it."""
+
+    code = "CROSS_NAMESPACE"
+    grpc_status = "PERMISSION_DENIED"
+
+
+class NotFoundError(LineageError):
+    """The memory addressed by the request does not exist in its namespace."""
+
+    code = "NOT_FOUND"
+    grpc_status = "NOT_FOUND"
+
+
+class AlreadyExistsError(LineageError):
+    """A memory with this id already exists in the namespace (records are immutable)."""
+
+    code = "ALREADY_EXISTS"
+    grpc_status = "ALREADY_EXISTS"
+
+
+class VersionConflictError(LineageError):
+    """Compare-and-set refused: the caller's version is stale."""
+
+    code = "VERSION_CONFLICT"
+    grpc_status = "FAILED_PRECONDITION"
+
+    def __init__(self, message: str, *, expected: int, actual: int, field: str = "version"):
+        super().__init__(message, field=field)
+        self.expected = expected
+        self.actual = actual
+
+
+class TransitionError(LineageError):
+    """The status change is not in the transition table for the current status."""
+
+    code = "INVALID_TRANSITION"
+    grpc_status = "FAILED_PRECONDITION"
+
+    def __init__(self, message: str, *, current: str, requested: str, field: str = "status"):
+        super().__init__(message, field=field)
+        self.current = current
+        self.requested = requested
+
+
+class StoreUnavailableError(LineageError):
+    """The backing store cannot be reached; the caller decides fail-closed/degraded."""
+
+    code = "STORE_UNAVAILABLE"
+    grpc_status = "UNAVAILABLE"

@@ -1,0 +1,160 @@
+"""The lineage record (PRODUCT.md §2) and the status transition table.
+
+Records are immutable values: the store hands out copies, and every change goes
+through a store operation that bumps ``version`` so compare-and-set can refuse
+stale writers.  ``derivations`` is the maintained inverse of ``dependencies``;
+it is not part of the record's content and adding a child does not bump the
+parent's version (otherwise every new derivation would break CAS on parents).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NamedTuple
+
+
+class Status(StrEnum):
+    ACTIVE = "active"
+    PENDING_VERIFICATION = "pending_verification"
+    REVOKED = "revoked"
+    SUPERSEDED = "superseded"
+    ARCHIVED = "archived"
+    COMPRESSED = "compressed"
+    EVICTED = "evicted"
+
+
+class CreatorKind(StrEnum):
+    USER = "user"
+    TOOL = "tool"
+    REASONING = "reasoning"
+    AGENT = "agent"
+    SYSTEM = "system"
+
+
+S = Status
+TRANSITIONS: dict[Status, frozenset[Status]] = {
+    S.ACTIVE: frozenset(
+        {S.PENDING_VERIFICATION, S.REVOKED, S.SUPERSEDED, S.ARCHIVED, S.COMPRESSED, S.EVICTED}
+    ),
+    S.PENDING_VERIFICATION: frozenset(
+        {S.ACTIVE, S.REVOKED, S.SUPERSEDED, S.ARCHIVED, S.COMPRESSED, S.EVICTED}
+    ),
+    S.ARCHIVED: frozenset(
+        {S.ACTIVE, S.PENDING_VERIFICATION, S.REVOKED, S.SUPERSEDED, S.COMPRESSED, S.EVICTED}
+    ),
+    S.COMPRESSED: frozenset({S.PENDING_VERIFICATION, S.REVOKED, S.ARCHIVED, S.EVICTED}),
+    S.SUPERSEDED: frozenset({S.REVOKED, S.ARCHIVED, S.EVICTED}),
+    S.REVOKED: frozenset({S.EVICTED}),
+    S.EVICTED: frozenset(),
+}
+"""Allowed ``from -> to`` status changes; everything else is a TransitionError."""
+
+INITIAL_STATUSES = frozenset({S.ACTIVE, S.PENDING_VERIFICATION})
+"""Statuses a memory may be recorded with."""
+
+CASCADE_TRIGGERS = frozenset({S.REVOKED, S.SUPERSEDED})
+"""Changing a memory to one of these marks every descendant pending_verification."""
+
+CASCADE_MARKS = frozenset({S.ACTIVE, S.ARCHIVED, S.COMPRESSED})
+"""Descendant statuses a cascade moves to pending_verification (the others keep theirs)."""
+
+TAINTED = frozenset({S.PENDING_VERIFICATION, S.REVOKED, S.SUPERSEDED})
+"""A memory recorded on a dependency in one of these statuses starts pending_verification.
+
+This is what makes a cascade complete under concurrency: a child recorded after
+its parent was marked inherits the mark at record time.
+"""
+
+CLAIM_RELEASE = frozenset({S.REVOKED, S.SUPERSEDED, S.EVICTED})
+"""Leaving for one of these releases the (subject, attribute) claim index entry."""
+
+MUTABLE_FIELDS = ("type", "tags", "value", "volatility", "creator_confidence", "context_id")
+"""Fields a compare-and-set :meth:`update` may change; lineage itself is immutable."""
+
+
+def allowed_sources(target: Status) -> frozenset[Status]:
+    """Statuses from which ``target`` may be reached (used by the Redis scripts)."""
+    return frozenset(src for src, dests in TRANSITIONS.items() if target in dests)
+
+
+class StatusChange(NamedTuple):
+    """One entry of a memory's short status history (for Explain)."""
+
+    at: float
+    from_status: str
+    to_status: str
+    reason: str
+    root_id: str
+
+
+class MemoryRef(NamedTuple):
+    """A namespace-qualified reference, for callers that carry namespaces explicitly.
+
+    A dependency given as a plain string is resolved in the record's namespace; a
+    ``MemoryRef`` in another namespace is refused with NamespaceError.
+    """
+
+    namespace: str
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """Everything the sidecar needs to decide about one memory (not its content)."""
+
+    id: str
+    namespace: str
+    type: str = "fact"
+    tags: tuple[str, ...] = ()
+    subject: str | None = None
+    attribute: str | None = None
+    value: str | None = None
+    volatility: float | None = None
+    creator_kind: str = CreatorKind.USER.value
+    creator_id: str = ""
+    creator_confidence: float = 1.0
+    created_at: float | None = None
+    context_id: str | None = None
+    dependencies: tuple[str | MemoryRef, ...] = ()
+    derivations: tuple[str, ...] = ()
+    status: str = Status.ACTIVE.value
+    successor: str | None = None
+    version: int = 1
+    last_access: float | None = None
+    access_count: int = 0
+    status_history: tuple[StatusChange, ...] = field(default=())
+
+    @property
+    def claim(self) -> tuple[str, str] | None:
+        """The (subject, attribute) this memory asserts, if it is a structured claim."""
+        if self.subject is None or self.attribute is None:
+            return None
+        return (self.subject, self.attribute)
+
+
+@dataclass(frozen=True, slots=True)
+class Walk:
+    """Result of an ancestors/descendants traversal (breadth-first order)."""
+
+    records: tuple[MemoryRecord, ...]
+    depths: dict[str, int]
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LineageView:
+    """Records plus their ancestors/descendants, loaded in one BFS (round trip per level)."""
+
+    records: dict[str, MemoryRecord]
+    missing: tuple[str, ...]
+    truncated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CascadeResult:
+    """What a status change touched: the root and how many descendants it re-marked."""
+
+    root: MemoryRecord
+    marked: int
+    visited: int

@@ -1,0 +1,272 @@
+"""Pure input validation, shared by every backend and run before any write.
+
+Checks that need the store (dependency existence, versions, transitions from
+the *current* status) happen inside the backend's atomic step; everything that
+can be decided from the input alone is decided here, with the offending field.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from memlineage.lineage.errors import CycleError, NamespaceError, TransitionError, ValidationError
+from memlineage.lineage.model import (
+    INITIAL_STATUSES,
+    MUTABLE_FIELDS,
+    TRANSITIONS,
+    CreatorKind,
+    MemoryRecord,
+    MemoryRef,
+    Status,
+)
+
+_ID_RE = re.compile(r"[A-Za-z0-9._:/-]+")
+_CREATOR_KINDS = frozenset(k.value for k in CreatorKind)
+_STATUSES = frozenset(s.value for s in Status)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLimits:
+    """Configurable limits; the defaults are the team's agreed values."""
+
+    max_id_length: int = 128
+    max_dependencies: int = 256
+    max_tags: int = 64
+    max_tag_length: int = 64
+    max_type_length: int = 64
+    max_value_length: int = 1024
+    max_reason_length: int = 256
+    max_future_seconds: float = 300.0
+    history_length: int = 8
+    counter_retention_seconds: float = 7 * 86400.0
+    max_walk_depth: int = 64
+    max_walk_count: int = 10_000
+
+
+def check_id(value: Any, field: str, *, max_length: int = 128) -> str:
+    """An id, namespace or name: 1..max_length chars of [A-Za-z0-9._:/-]."""
+    if not isinstance(value, str):
+        raise ValidationError(f"must be a string, got {type(value).__name__}", field=field,
+                              code="INVALID_ID")
+    if not value:
+        raise ValidationError("must not be empty", field=field, code="INVALID_ID")
+    if len(value) > max_length:
+        raise ValidationError(f"is {len(value)} characters long, the limit is {max_length}",
+                              field=field, code="ID_TOO_LONG")
+    if not _ID_RE.fullmatch(value):
+        bad = next(c for c in value if not _ID_RE.fullmatch(c))
+        raise ValidationError(f"contains {bad!r}; allowed are letters, digits and ._:/-",
+                              field=field, code="INVALID_ID")
+    return value
+
+
+def check_confidence(value: Any, field: str = "creator_confidence") -> float:
+    """A finite float in [0, 1] (NaN and booleans are refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError("must be a number", field=field, code="INVALID_CONFIDENCE")
+    value = float(value)
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise ValidationError(f"must be in [0, 1], got {value!r}", field=field,
+                              code="INVALID_CONFIDENCE")
+    return value
+
+
+def check_time(value: Any, field: str) -> float:
+    """A finite, non-negative epoch-seconds float."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError("must be a number of epoch seconds", field=field,
+                              code="INVALID_TIME")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValidationError(f"must be finite and >= 0, got {value!r}", field=field,
+                              code="INVALID_TIME")
+    return value
+
+
+def check_reason(reason: Any, limits: StoreLimits) -> str:
+    """Free text for the status history: printable, bounded."""
+    if not isinstance(reason, str):
+        raise ValidationError("must be a string", field="reason", code="INVALID_REASON")
+    if len(reason) > limits.max_reason_length:
+        raise ValidationError(f"is longer than {limits.max_reason_length} characters",
+                              field="reason", code="INVALID_REASON")
+    if any(ord(c) < 32 for c in reason):
+        raise ValidationError("must not contain control characters", field="reason",
+                              code="INVALID_REASON")
+    return reason
+
+
+def check_status(value: Any, field: str = "status") -> Status:
+    if value not in _STATUSES:
+        raise ValidationError(f"unknown status {value!r}", field=field, code="UNKNOWN_STATUS")
+    return Status(value)
+
+
+def check_transition(current: str, target: Status, memory_id: str) -> None:
+    """Refuse a change that the transition table does not allow."""
+    if target not in TRANSITIONS[Status(current)]:
+        raise TransitionError(
+            f"memory {memory_id!r} cannot go from {current} to {target.value}",
+            current=current, requested=target.value)
+
+
+def _check_tags(tags: Any, limits: StoreLimits) -> tuple[str, ...]:
+    if isinstance(tags, str) or not isinstance(tags, list | tuple | set | frozenset):
+        raise ValidationError("must be a list of strings", field="tags", code="INVALID_TAGS")
+    if len(tags) > limits.max_tags:
+        raise ValidationError(f"has {len(tags)} tags, the limit is {limits.max_tags}",
+                              field="tags", code="TOO_MANY_TAGS")
+    out: list[str] = []
+    for i, tag in enumerate(tags):
+        check_id(tag, f"tags[{i}]", max_length=limits.max_tag_length)
+        if tag not in out:
+            out.append(tag)
+    return tuple(out)
+
+
+def _check_value(value: Any, limits: StoreLimits) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError("must be a string", field="value", code="INVALID_VALUE")
+    if len(value) > limits.max_value_length:
+        raise ValidationError(f"is longer than {limits.max_value_length} characters",
+                              field="value", code="VALUE_TOO_LONG")
+    return value
+
+
+def _check_volatility(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError("must be a number", field="volatility", code="INVALID_VOLATILITY")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise ValidationError(f"must be finite and >= 0, got {value!r}", field="volatility",
+                              code="INVALID_VOLATILITY")
+    return value
+
+
+def _check_dependencies(rec: MemoryRecord, limits: StoreLimits) -> tuple[str, ...]:
+    deps = rec.dependencies
+    if isinstance(deps, str) or not isinstance(deps, list | tuple):
+        raise ValidationError("must be a list of ids", field="dependencies",
+                              code="INVALID_DEPENDENCIES")
+    if len(deps) > limits.max_dependencies:
+        raise ValidationError(
+            f"has {len(deps)} dependencies, the limit is {limits.max_dependencies}",
+            field="dependencies", code="TOO_MANY_DEPENDENCIES")
+    out: list[str] = []
+    seen: set[str] = set()
+    for i, dep in enumerate(deps):
+        field = f"dependencies[{i}]"
+        if isinstance(dep, MemoryRef):
+            check_id(dep.namespace, f"{field}.namespace", max_length=limits.max_id_length)
+            if dep.namespace != rec.namespace:
+                raise NamespaceError("dependency is in another namespace", field=field)
+            dep = dep.id
+        check_id(dep, field, max_length=limits.max_id_length)
+        if dep == rec.id:
+            raise CycleError("a memory cannot depend on itself", field=field,
+                             code="SELF_DEPENDENCY")
+        if dep in seen:
+            raise ValidationError(f"{dep!r} is listed twice", field=field,
+                                  code="DUPLICATE_DEPENDENCY")
+        seen.add(dep)
+        out.append(dep)
+    return tuple(out)
+
+
+def validate_new(rec: Any, *, now: float, limits: StoreLimits) -> MemoryRecord:
+    """Check a record to be created and return its normalised form (version 1, no links)."""
+    if not isinstance(rec, MemoryRecord):
+        raise ValidationError("must be a MemoryRecord", field="record", code="INVALID_RECORD")
+    check_id(rec.id, "id", max_length=limits.max_id_length)
+    check_id(rec.namespace, "namespace", max_length=limits.max_id_length)
+    check_id(rec.type, "type", max_length=limits.max_type_length)
+    tags = _check_tags(rec.tags, limits)
+    if (rec.subject is None) != (rec.attribute is None):
+        field = "attribute" if rec.attribute is None else "subject"
+        raise ValidationError("a claim needs both subject and attribute", field=field,
+                              code="INCOMPLETE_CLAIM")
+    if rec.subject is not None:
+        check_id(rec.subject, "subject", max_length=limits.max_id_length)
+        check_id(rec.attribute, "attribute", max_length=limits.max_id_length)
+    value = _check_value(rec.value, limits)
+    volatility = _check_volatility(rec.volatility)
+    if rec.creator_kind not in _CREATOR_KINDS:
+        raise ValidationError(
+            f"unknown creator kind {rec.creator_kind!r}; expected one of "
+            f"{', '.join(sorted(_CREATOR_KINDS))}", field="creator_kind",
+            code="INVALID_CREATOR_KIND")
+    check_id(rec.creator_id, "creator_id", max_length=limits.max_id_length)
+    confidence = check_confidence(rec.creator_confidence)
+    created_at = now if rec.created_at is None else check_time(rec.created_at, "created_at")
+    if created_at > now + limits.max_future_seconds:
+        raise ValidationError(
+            f"is {created_at - now:.0f} s in the future, the limit is "
+            f"{limits.max_future_seconds:.0f} s", field="created_at", code="FUTURE_TIMESTAMP")
+    if rec.context_id is not None:
+        check_id(rec.context_id, "context_id", max_length=limits.max_id_length)
+    status = check_status(rec.status)
+    if status not in INITIAL_STATUSES:
+        raise ValidationError(f"a memory is recorded as active or pending_verification, "
+                              f"not {status.value}", field="status", code="INVALID_INITIAL_STATUS")
+    if rec.successor is not None:
+        raise ValidationError("is set by a status change, not at record time",
+                              field="successor", code="READ_ONLY_FIELD")
+    if rec.derivations:
+        raise ValidationError("are maintained by the store", field="derivations",
+                              code="READ_ONLY_FIELD")
+    if rec.status_history:
+        raise ValidationError("is maintained by the store", field="status_history",
+                              code="READ_ONLY_FIELD")
+    deps = _check_dependencies(rec, limits)
+    return replace(rec, tags=tags, value=value, volatility=volatility,
+                   creator_confidence=confidence, created_at=created_at, dependencies=deps,
+                   status=status.value, version=1, last_access=None, access_count=0)
+
+
+def validate_changes(changes: dict[str, Any], limits: StoreLimits) -> dict[str, Any]:
+    """Check the fields of a compare-and-set update; unknown or lineage fields are refused."""
+    if not changes:
+        raise ValidationError("no field to change", field="changes", code="EMPTY_UPDATE")
+    out: dict[str, Any] = {}
+    for name, value in changes.items():
+        if name not in MUTABLE_FIELDS:
+            raise ValidationError(
+                f"cannot be changed by update (mutable: {', '.join(MUTABLE_FIELDS)})",
+                field=name, code="READ_ONLY_FIELD")
+        if name == "type":
+            out[name] = check_id(value, "type", max_length=limits.max_type_length)
+        elif name == "tags":
+            out[name] = _check_tags(value, limits)
+        elif name == "value":
+            out[name] = _check_value(value, limits)
+        elif name == "volatility":
+            out[name] = _check_volatility(value)
+        elif name == "creator_confidence":
+            out[name] = check_confidence(value)
+        elif name == "context_id":
+            out[name] = None if value is None else check_id(value, "context_id")
+    return out
+
+
+def check_window(window_seconds: Any, limits: StoreLimits) -> float:
+    """A sliding-window length: positive and within the counter retention."""
+    window = check_time(window_seconds, "window_seconds")
+    if window <= 0 or window > limits.counter_retention_seconds:
+        raise ValidationError(
+            f"must be in (0, {limits.counter_retention_seconds:.0f}] seconds",
+            field="window_seconds", code="INVALID_WINDOW")
+    return window
+
+
+def check_limit(value: Any, field: str, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
+        raise ValidationError(f"must be an integer in [0, {maximum}]", field=field,
+                              code="INVALID_LIMIT")
+    return value

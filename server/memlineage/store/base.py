@@ -1,0 +1,346 @@
+"""The lineage store contract, shared by the embedded and Redis backends.
+
+Backends implement a handful of atomic primitives (record, status change with
+cascade, compare-and-set update, batch load, claim lookup, access and counter
+updates); the traversals (ancestors, descendants, lineage_view) are written
+once here on top of ``_load``, one batch load per BFS level, so every backend
+answers a lineage view in ``depth + 1`` round trips whatever the fan-out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from memlineage.lineage.clock import Clock, system_clock
+from memlineage.lineage.errors import NotFoundError, ValidationError
+from memlineage.lineage.model import (
+    CascadeResult,
+    LineageView,
+    MemoryRecord,
+    Status,
+    Walk,
+)
+from memlineage.lineage.validation import (
+    StoreLimits,
+    check_id,
+    check_limit,
+    check_reason,
+    check_status,
+    check_time,
+    check_window,
+    validate_changes,
+)
+
+MAX_BATCH_IDS = 10_000
+
+
+def cascade_reason(target: Status, reason: str) -> str:
+    """The history reason written on descendants re-marked by a cascade."""
+    return f"ancestor {target.value}: {reason}" if reason else f"ancestor {target.value}"
+
+
+class LineageStore(ABC):
+    """One interface for every backend; all methods are synchronous and thread-safe."""
+
+    kind: str = "abstract"
+
+    def __init__(self, *, clock: Clock = system_clock, limits: StoreLimits | None = None):
+        self.clock = clock
+        self.limits = limits or StoreLimits()
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _now(self, now: float | None) -> float:
+        return self.clock() if now is None else check_time(now, "now")
+
+    def _ns(self, namespace: str) -> str:
+        return check_id(namespace, "namespace", max_length=self.limits.max_id_length)
+
+    def _id(self, memory_id: str, field: str = "id") -> str:
+        return check_id(memory_id, field, max_length=self.limits.max_id_length)
+
+    def _ids(self, ids: Iterable[str]) -> list[str]:
+        if isinstance(ids, str):
+            raise ValidationError("must be a list of ids", field="ids", code="INVALID_IDS")
+        out = list(dict.fromkeys(ids))
+        if len(out) > MAX_BATCH_IDS:
+            raise ValidationError(f"has {len(out)} ids, the limit is {MAX_BATCH_IDS}",
+                                  field="ids", code="TOO_MANY_IDS")
+        for i, memory_id in enumerate(out):
+            self._id(memory_id, f"ids[{i}]")
+        return out
+
+    @contextlib.contextmanager
+    def _read_lock(self) -> Iterator[None]:
+        """Held across a traversal; the embedded store makes it a consistent snapshot."""
+        yield
+
+    # -- backend primitives ---------------------------------------------------------
+
+    @abstractmethod
+    def record(self, rec: MemoryRecord, *, now: float | None = None) -> MemoryRecord:
+        """Create a memory: validate, check dependencies (exist, same namespace), write the
+        record, its derivation links and its claim index entry atomically.
+
+        A memory recorded on a pending/revoked/superseded dependency starts as
+        pending_verification (so cascades stay complete under concurrency).
+        Raises ValidationError (and subclasses), NamespaceError, AlreadyExistsError.
+        """
+
+    @abstractmethod
+    def _change_status(self, namespace: str, memory_id: str, target: Status, *, reason: str,
+                       successor: str | None, expected_version: int | None, now: float,
+                       only_from: frozenset[Status] | None) -> CascadeResult:
+        """Atomically check and apply a status change, then cascade if it revokes/supersedes."""
+
+    @abstractmethod
+    def _update(self, namespace: str, memory_id: str, expected_version: int,
+                changes: dict[str, Any]) -> MemoryRecord:
+        """Compare-and-set the given (validated) fields."""
+
+    @abstractmethod
+    def _load(self, namespace: str, ids: list[str]) -> dict[str, MemoryRecord]:
+        """Fetch existing records (with derivations) in one round trip; missing ids omitted."""
+
+    @abstractmethod
+    def _current_claim_id(self, namespace: str, subject: str, attribute: str) -> str | None:
+        """The id holding the (subject, attribute) claim index entry, if any."""
+
+    @abstractmethod
+    def _record_access(self, namespace: str, ids: list[str], now: float) -> int:
+        """Bump access_count and last_access of existing ids; return how many existed."""
+
+    @abstractmethod
+    def _incr_counter(self, namespace: str, name: str, now: float) -> None: ...
+
+    @abstractmethod
+    def _count(self, namespace: str, name: str, since: float, now: float) -> int: ...
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections/files; the store is unusable afterwards."""
+
+    def __enter__(self) -> LineageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- status changes ---------------------------------------------------------------
+
+    def set_status(self, namespace: str, memory_id: str, status: str | Status, *,
+                   reason: str = "", successor: str | None = None,
+                   expected_version: int | None = None,
+                   now: float | None = None) -> CascadeResult:
+        """Move a memory along the transition table.
+
+        Revoking or superseding marks every descendant pending_verification
+        (history records the reason and this memory as root), following the
+        derivation links only: cost is proportional to the descendants touched.
+        ``superseded`` requires ``successor``, an existing memory of the namespace.
+        """
+        ns = self._ns(namespace)
+        memory_id = self._id(memory_id)
+        target = check_status(status)
+        reason = check_reason(reason, self.limits)
+        if target is Status.SUPERSEDED:
+            if successor is None:
+                raise ValidationError("superseded needs a successor", field="successor",
+                                      code="MISSING_SUCCESSOR")
+            successor = self._id(successor, "successor")
+            if successor == memory_id:
+                raise ValidationError("a memory cannot supersede itself", field="successor",
+                                      code="SELF_SUCCESSOR")
+        elif successor is not None:
+            raise ValidationError("only a superseded memory has a successor",
+                                  field="successor", code="UNEXPECTED_SUCCESSOR")
+        if expected_version is not None:
+            check_limit(expected_version, "expected_version", 2**62)
+        return self._change_status(ns, memory_id, target, reason=reason, successor=successor,
+                                   expected_version=expected_version, now=self._now(now),
+                                   only_from=None)
+
+    def revoke(self, namespace: str, memory_id: str, *, reason: str = "",
+               expected_version: int | None = None, now: float | None = None) -> CascadeResult:
+        return self.set_status(namespace, memory_id, Status.REVOKED, reason=reason,
+                               expected_version=expected_version, now=now)
+
+    def supersede(self, namespace: str, memory_id: str, successor: str, *, reason: str = "",
+                  expected_version: int | None = None,
+                  now: float | None = None) -> CascadeResult:
+        return self.set_status(namespace, memory_id, Status.SUPERSEDED, reason=reason,
+                               successor=successor, expected_version=expected_version, now=now)
+
+    def confirm(self, namespace: str, memory_id: str, *, reason: str = "confirmed",
+                expected_version: int | None = None, now: float | None = None) -> MemoryRecord:
+        """Re-validate a pending_verification memory (only from that status) back to active."""
+        ns = self._ns(namespace)
+        memory_id = self._id(memory_id)
+        reason = check_reason(reason, self.limits)
+        if expected_version is not None:
+            check_limit(expected_version, "expected_version", 2**62)
+        return self._change_status(
+            ns, memory_id, Status.ACTIVE, reason=reason, successor=None,
+            expected_version=expected_version, now=self._now(now),
+            only_from=frozenset({Status.PENDING_VERIFICATION})).root
+
+    def update(self, namespace: str, memory_id: str, expected_version: int,
+               changes: Mapping[str, Any]) -> MemoryRecord:
+        """Compare-and-set: apply ``changes`` only if the stored version is still
+        ``expected_version`` (VersionConflictError otherwise); bumps the version."""
+        ns = self._ns(namespace)
+        memory_id = self._id(memory_id)
+        check_limit(expected_version, "expected_version", 2**62)
+        return self._update(ns, memory_id, expected_version,
+                            validate_changes(dict(changes), self.limits))
+
+    # -- reads ---------------------------------------------------------------------
+
+    def get(self, namespace: str, memory_id: str) -> MemoryRecord:
+        ns = self._ns(namespace)
+        memory_id = self._id(memory_id)
+        found = self._load(ns, [memory_id]).get(memory_id)
+        if found is None:
+            raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+        return found
+
+    def get_many(self, namespace: str, ids: Iterable[str]) -> dict[str, MemoryRecord]:
+        """Existing records among ``ids`` in one round trip (missing ids are omitted)."""
+        return self._load(self._ns(namespace), self._ids(ids))
+
+    def current_claim(self, namespace: str, subject: str,
+                      attribute: str) -> MemoryRecord | None:
+        """The latest recorded memory asserting (subject, attribute), unless it was
+        revoked, superseded or evicted since; a new claim compares itself against it."""
+        ns = self._ns(namespace)
+        check_id(subject, "subject")
+        check_id(attribute, "attribute")
+        holder = self._current_claim_id(ns, subject, attribute)
+        if holder is None:
+            return None
+        return self._load(ns, [holder]).get(holder)
+
+    def ancestors(self, namespace: str, memory_id: str, *, max_depth: int = 8,
+                  limit: int = 1000) -> Walk:
+        """What ``memory_id`` was derived from, breadth first, excluding itself."""
+        return self._walk(namespace, memory_id, max_depth, limit, up=True)
+
+    def descendants(self, namespace: str, memory_id: str, *, max_depth: int = 8,
+                    limit: int = 1000) -> Walk:
+        """What was built on ``memory_id``, breadth first, excluding itself."""
+        return self._walk(namespace, memory_id, max_depth, limit, up=False)
+
+    def _walk(self, namespace: str, memory_id: str, max_depth: int, limit: int, *,
+              up: bool) -> Walk:
+        ns = self._ns(namespace)
+        memory_id = self._id(memory_id)
+        check_limit(max_depth, "max_depth", self.limits.max_walk_depth)
+        check_limit(limit, "limit", self.limits.max_walk_count)
+        with self._read_lock():
+            start = self._load(ns, [memory_id]).get(memory_id)
+            if start is None:
+                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+            depths: dict[str, int] = {memory_id: 0}
+            found: list[MemoryRecord] = []
+            frontier = [start]
+            truncated = False
+            for depth in range(1, max_depth + 1):
+                nxt: list[str] = []
+                for rec in frontier:
+                    for n in _neighbours(rec, up):
+                        if n not in depths:
+                            depths[n] = depth
+                            nxt.append(n)
+                if not nxt:
+                    break
+                if len(found) + len(nxt) > limit:
+                    truncated = True
+                    for n in nxt[limit - len(found):]:
+                        del depths[n]
+                    nxt = nxt[: limit - len(found)]
+                loaded = self._load(ns, nxt)
+                frontier = [loaded[n] for n in nxt if n in loaded]
+                found.extend(frontier)
+                if truncated:
+                    break
+            else:
+                truncated = any(n not in depths for r in frontier for n in _neighbours(r, up))
+        del depths[memory_id]
+        return Walk(records=tuple(found), depths=depths, truncated=truncated)
+
+    def lineage_view(self, namespace: str, ids: Iterable[str], *, ancestor_depth: int = 8,
+                     descendant_depth: int = 0, limit: int = 5000) -> LineageView:
+        """The records ``ids`` plus their ancestors (and descendants) in one BFS.
+
+        Ancestor and descendant frontiers are loaded together, one batch per
+        level: ``1 + max(ancestor_depth, descendant_depth)`` round trips at most.
+        ``limit`` bounds the records added beyond ``ids``.
+        """
+        ns = self._ns(namespace)
+        wanted = self._ids(ids)
+        check_limit(ancestor_depth, "ancestor_depth", self.limits.max_walk_depth)
+        check_limit(descendant_depth, "descendant_depth", self.limits.max_walk_depth)
+        check_limit(limit, "limit", self.limits.max_walk_count)
+        with self._read_lock():
+            records = self._load(ns, wanted)
+            missing = tuple(i for i in wanted if i not in records)
+            up = list(records.values())
+            down = list(records.values())
+            added = 0
+            truncated = False
+            for depth in range(1, max(ancestor_depth, descendant_depth) + 1):
+                nxt_up = _fresh(up, True, records) if depth <= ancestor_depth else []
+                nxt_down = _fresh(down, False, records) if depth <= descendant_depth else []
+                batch = list(dict.fromkeys(nxt_up + nxt_down))
+                if not batch:
+                    break
+                if added + len(batch) > limit:
+                    truncated = True
+                    batch = batch[: limit - added]
+                loaded = self._load(ns, batch)
+                records.update(loaded)
+                added += len(loaded)
+                up = [loaded[i] for i in nxt_up if i in loaded]
+                down = [loaded[i] for i in nxt_down if i in loaded]
+                if truncated:
+                    break
+        return LineageView(records=records, missing=missing, truncated=truncated)
+
+    # -- statistics -------------------------------------------------------------------
+
+    def record_access(self, namespace: str, ids: Iterable[str], *,
+                      now: float | None = None) -> int:
+        """Bump access_count and last_access (never moving it backwards) for existing
+        ids in one round trip; unknown ids are ignored. Does not bump versions."""
+        return self._record_access(self._ns(namespace), self._ids(ids), self._now(now))
+
+    def incr_counter(self, namespace: str, name: str, *, now: float | None = None) -> None:
+        """Count one event (e.g. a call of tool:flight_api) at ``now``.
+
+        Events older than ``limits.counter_retention_seconds`` are dropped."""
+        self._incr_counter(self._ns(namespace), check_id(name, "name"), self._now(now))
+
+    def count(self, namespace: str, name: str, window_seconds: float, *,
+              now: float | None = None) -> int:
+        """Events of ``name`` in the sliding window ``(now - window_seconds, now]``."""
+        ns = self._ns(namespace)
+        check_id(name, "name")
+        window = check_window(window_seconds, self.limits)
+        at = self._now(now)
+        return self._count(ns, name, at - window, at)
+
+
+def _neighbours(rec: MemoryRecord, up: bool) -> tuple[str, ...]:
+    return rec.dependencies if up else rec.derivations  # type: ignore[return-value]
+
+
+def _fresh(frontier: list[MemoryRecord], up: bool, seen: Mapping[str, Any]) -> list[str]:
+    out: dict[str, None] = {}
+    for rec in frontier:
+        for n in _neighbours(rec, up):
+            if n not in seen:
+                out[n] = None
+    return list(out)

@@ -1,0 +1,399 @@
+"""In-process store: the zero-setup default, optionally persistent.
+
+State lives in per-namespace dictionaries behind one re-entrant lock (so a
+namespace can never see another's keys by construction).  With a data
+directory every mutation is appended to a JSON-lines log *before* it is
+applied, as the operation (not its effects): replaying the log re-runs the
+same deterministic apply functions, so a cascade over 100,000 descendants
+costs one log line.  ``compact()`` writes a snapshot and starts a new log
+generation; a torn last line (crash mid-write) is ignored on replay.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import json
+import os
+import threading
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from memlineage.lineage.clock import Clock, system_clock
+from memlineage.lineage.errors import (
+    AlreadyExistsError,
+    NotFoundError,
+    TransitionError,
+    UnknownDependencyError,
+    VersionConflictError,
+)
+from memlineage.lineage.model import (
+    CASCADE_MARKS,
+    CASCADE_TRIGGERS,
+    CLAIM_RELEASE,
+    TAINTED,
+    CascadeResult,
+    MemoryRecord,
+    Status,
+    StatusChange,
+)
+from memlineage.lineage.validation import StoreLimits, check_transition, validate_new
+from memlineage.store.base import LineageStore, cascade_reason
+
+_ROW_FIELDS = tuple(f for f in MemoryRecord.__dataclass_fields__ if f != "derivations")
+_PENDING = Status.PENDING_VERIFICATION.value
+
+
+class _Row:
+    """Mutable internal twin of MemoryRecord (frozen copies are handed out)."""
+
+    __slots__ = _ROW_FIELDS
+
+    def to_record(self, derivations: list[str] | None) -> MemoryRecord:
+        values = {f: getattr(self, f) for f in _ROW_FIELDS}
+        values["status_history"] = tuple(self.status_history)
+        return MemoryRecord(derivations=tuple(sorted(derivations or ())), **values)
+
+    @classmethod
+    def from_record(cls, rec: MemoryRecord) -> _Row:
+        row = cls()
+        for f in _ROW_FIELDS:
+            setattr(row, f, getattr(rec, f))
+        row.status_history = list(rec.status_history)
+        return row
+
+    def to_json(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in _ROW_FIELDS}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> _Row:
+        row = cls()
+        for f in _ROW_FIELDS:
+            setattr(row, f, data[f])
+        row.tags = tuple(row.tags)
+        row.dependencies = tuple(row.dependencies)
+        row.status_history = [StatusChange(*h) for h in row.status_history]
+        return row
+
+
+@dataclass
+class _Space:
+    """Everything one namespace owns."""
+
+    rows: dict[str, _Row] = field(default_factory=dict)
+    children: dict[str, list[str]] = field(default_factory=dict)
+    claims: dict[tuple[str, str], str] = field(default_factory=dict)
+    counters: dict[str, list[float]] = field(default_factory=dict)
+
+
+class EmbeddedStore(LineageStore):
+    """Thread-safe in-process backend; pass ``data_dir`` to survive restarts."""
+
+    kind = "embedded"
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *,
+                 clock: Clock = system_clock, limits: StoreLimits | None = None,
+                 fsync: bool = False):
+        super().__init__(clock=clock, limits=limits)
+        self._lock = threading.RLock()
+        self._spaces: dict[str, _Space] = {}
+        self._fsync = fsync
+        self._log: IO[str] | None = None
+        self._dir = Path(data_dir) if data_dir is not None else None
+        self._generation = 0
+        if self._dir is not None:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            self._open_dir()
+
+    # -- persistence ---------------------------------------------------------------
+
+    def _log_path(self, generation: int) -> Path:
+        assert self._dir is not None
+        return self._dir / f"log.{generation}.jsonl"
+
+    def _open_dir(self) -> None:
+        assert self._dir is not None
+        snapshot = self._dir / "snapshot.json"
+        if snapshot.exists():
+            data = json.loads(snapshot.read_text(encoding="utf-8"))
+            self._generation = data["generation"]
+            for ns, sp in data["spaces"].items():
+                space = self._space(ns)
+                for row in sp["rows"]:
+                    self._apply_record(ns, _Row.from_json(row))
+                space.claims = {(s, a): i for s, a, i in sp["claims"]}
+                for name, times in sp["counters"].items():
+                    space.counters[name] = list(times)
+        path = self._log_path(self._generation)
+        if path.exists():
+            self._replay(path)
+        self._log = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the store
+
+    def _replay(self, path: Path) -> None:
+        with open(path, "rb") as fh:
+            lines = fh.read().split(b"\n")
+        good = 0
+        for line in lines:
+            if not line:
+                continue
+            try:
+                op = json.loads(line)
+            except ValueError:
+                break  # torn tail from a crash mid-write: everything before it is intact
+            self._apply(op)
+            good += len(line) + 1
+        if good < path.stat().st_size:
+            with open(path, "r+b") as fh:
+                fh.truncate(good)
+
+    def _append(self, op: dict[str, Any]) -> None:
+        """Write-ahead: the op is on disk (OS buffers, or fsynced) before it is applied."""
+        if self._log is None:
+            return
+        self._log.write(json.dumps(op, separators=(",", ":")) + "\n")
+        self._log.flush()
+        if self._fsync:
+            os.fsync(self._log.fileno())
+
+    def _apply(self, op: dict[str, Any]) -> None:
+        kind = op["o"]
+        if kind == "r":
+            self._apply_record(op["n"], _Row.from_json(op["r"]))
+        elif kind == "s":
+            self._apply_status(op["n"], op["i"], Status(op["t"]), op["w"], op["u"], op["a"])
+        elif kind == "u":
+            self._apply_update(op["n"], op["i"], op["c"])
+        elif kind == "a":
+            self._apply_access(op["n"], op["i"], op["a"])
+        elif kind == "c":
+            self._apply_counter(op["n"], op["k"], op["a"])
+
+    def compact(self) -> None:
+        """Snapshot the whole state and start a new, empty log generation."""
+        if self._dir is None:
+            return
+        with self._lock:
+            gen = self._generation + 1
+            # Rows keep insertion order, so dependencies precede their dependents.
+            data = {"generation": gen, "spaces": {
+                ns: {"rows": [row.to_json() for row in sp.rows.values()],
+                     "claims": [[s, a, i] for (s, a), i in sp.claims.items()],
+                     "counters": sp.counters}
+                for ns, sp in self._spaces.items()}}
+            tmp = self._dir / "snapshot.json.tmp"
+            tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
+            new_log = open(self._log_path(gen), "a", encoding="utf-8")  # noqa: SIM115
+            os.replace(tmp, self._dir / "snapshot.json")
+            old = self._log_path(self._generation)
+            if self._log is not None:
+                self._log.close()
+            self._log, self._generation = new_log, gen
+            old.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+
+    # -- apply functions (shared by live calls and replay) ----------------------------
+
+    def _space(self, ns: str) -> _Space:
+        sp = self._spaces.get(ns)
+        if sp is None:
+            sp = self._spaces[ns] = _Space()
+        return sp
+
+    def _history(self, row: _Row, entry: StatusChange) -> None:
+        row.status_history.append(entry)
+        if len(row.status_history) > self.limits.history_length:
+            del row.status_history[0]
+
+    def _apply_record(self, ns: str, row: _Row) -> None:
+        sp = self._space(ns)
+        sp.rows[row.id] = row
+        for dep in row.dependencies:
+            sp.children.setdefault(dep, []).append(row.id)
+        if row.subject is not None:
+            sp.claims[(row.subject, row.attribute)] = row.id
+
+    def _apply_status(self, ns: str, memory_id: str, target: Status, reason: str,
+                      successor: str | None, now: float) -> tuple[int, int]:
+        sp = self._spaces[ns]
+        row = sp.rows[memory_id]
+        self._history(row, StatusChange(now, row.status, target.value, reason, memory_id))
+        row.status = target.value
+        row.version += 1
+        if target is Status.SUPERSEDED:
+            row.successor = successor
+        claim = (row.subject, row.attribute)
+        if target in CLAIM_RELEASE and sp.claims.get(claim) == memory_id:  # type: ignore[arg-type]
+            del sp.claims[claim]  # type: ignore[arg-type]
+        if target not in CASCADE_TRIGGERS:
+            return 0, 0
+        why = cascade_reason(target, reason)
+        marks = {s.value for s in CASCADE_MARKS}
+        seen = {memory_id}
+        queue = deque(sp.children.get(memory_id, ()))
+        marked = 0
+        rows, children, limit = sp.rows, sp.children, self.limits.history_length
+        while queue:
+            child = queue.popleft()
+            if child in seen:
+                continue
+            seen.add(child)
+            r = rows[child]
+            if r.status in marks:
+                r.status_history.append(StatusChange(now, r.status, _PENDING, why, memory_id))
+                if len(r.status_history) > limit:
+                    del r.status_history[0]
+                r.status = _PENDING
+                r.version += 1
+                marked += 1
+            queue.extend(children.get(child, ()))
+        return marked, len(seen) - 1
+
+    def _apply_update(self, ns: str, memory_id: str, changes: dict[str, Any]) -> None:
+        row = self._spaces[ns].rows[memory_id]
+        for name, value in changes.items():
+            setattr(row, name, tuple(value) if name == "tags" else value)
+        row.version += 1
+
+    def _apply_access(self, ns: str, ids: list[str], now: float) -> int:
+        sp = self._spaces.get(ns)
+        if sp is None:
+            return 0
+        hit = 0
+        for memory_id in ids:
+            row = sp.rows.get(memory_id)
+            if row is not None:
+                row.access_count += 1
+                if row.last_access is None or now > row.last_access:
+                    row.last_access = now
+                hit += 1
+        return hit
+
+    def _apply_counter(self, ns: str, name: str, now: float) -> None:
+        times = self._space(ns).counters.setdefault(name, [])
+        bisect.insort(times, now)
+        cut = bisect.bisect_left(times, now - self.limits.counter_retention_seconds)
+        if cut:
+            del times[:cut]
+
+    # -- primitives -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _read_lock(self) -> Iterator[None]:
+        with self._lock:
+            yield
+
+    def _get_row(self, ns: str, memory_id: str) -> _Row:
+        sp = self._spaces.get(ns)
+        row = sp.rows.get(memory_id) if sp is not None else None
+        if row is None:
+            raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+        return row
+
+    def record(self, rec: MemoryRecord, *, now: float | None = None) -> MemoryRecord:
+        at = self._now(now)
+        rec = validate_new(rec, now=at, limits=self.limits)
+        with self._lock:
+            sp = self._spaces.get(rec.namespace)
+            rows = sp.rows if sp is not None else {}
+            if rec.id in rows:
+                raise AlreadyExistsError(f"memory {rec.id!r} already exists", field="id")
+            taint: tuple[str, str] | None = None
+            for i, dep in enumerate(rec.dependencies):
+                parent = rows.get(dep)  # type: ignore[arg-type]
+                if parent is None:
+                    raise UnknownDependencyError(
+                        f"no memory {dep!r} in this namespace", field=f"dependencies[{i}]")
+                if taint is None and parent.status in TAINTED:
+                    taint = (dep, parent.status)  # type: ignore[assignment]
+            row = _Row.from_record(rec)
+            if taint is not None and row.status != _PENDING:
+                row.status_history.append(StatusChange(
+                    at, row.status, _PENDING, f"dependency {taint[1]}", taint[0]))
+                row.status = _PENDING
+            self._append({"o": "r", "n": rec.namespace, "r": row.to_json()})
+            self._apply_record(rec.namespace, row)
+            return row.to_record(None)
+
+    def _change_status(self, namespace: str, memory_id: str, target: Status, *, reason: str,
+                       successor: str | None, expected_version: int | None, now: float,
+                       only_from: frozenset[Status] | None) -> CascadeResult:
+        with self._lock:
+            row = self._get_row(namespace, memory_id)
+            if expected_version is not None and row.version != expected_version:
+                raise VersionConflictError(
+                    f"memory {memory_id!r} is at version {row.version}, not {expected_version}",
+                    expected=expected_version, actual=row.version)
+            if only_from is not None and Status(row.status) not in only_from:
+                raise TransitionError(
+                    f"memory {memory_id!r} is {row.status}, only "
+                    f"{'/'.join(sorted(only_from))} can become {target.value} this way",
+                    current=row.status, requested=target.value)
+            check_transition(row.status, target, memory_id)
+            if successor is not None and successor not in self._spaces[namespace].rows:
+                raise NotFoundError(f"no memory {successor!r} in this namespace",
+                                    field="successor")
+            self._append({"o": "s", "n": namespace, "i": memory_id, "t": target.value,
+                          "w": reason, "u": successor, "a": now})
+            marked, visited = self._apply_status(namespace, memory_id, target, reason,
+                                                 successor, now)
+            root = row.to_record(self._spaces[namespace].children.get(memory_id))
+            return CascadeResult(root=root, marked=marked, visited=visited)
+
+    def _update(self, namespace: str, memory_id: str, expected_version: int,
+                changes: dict[str, Any]) -> MemoryRecord:
+        with self._lock:
+            row = self._get_row(namespace, memory_id)
+            if row.version != expected_version:
+                raise VersionConflictError(
+                    f"memory {memory_id!r} is at version {row.version}, not {expected_version}",
+                    expected=expected_version, actual=row.version)
+            self._append({"o": "u", "n": namespace, "i": memory_id, "c": changes})
+            self._apply_update(namespace, memory_id, changes)
+            return row.to_record(self._spaces[namespace].children.get(memory_id))
+
+    def _load(self, namespace: str, ids: list[str]) -> dict[str, MemoryRecord]:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            if sp is None:
+                return {}
+            out: dict[str, MemoryRecord] = {}
+            for memory_id in ids:
+                row = sp.rows.get(memory_id)
+                if row is not None:
+                    out[memory_id] = row.to_record(sp.children.get(memory_id))
+            return out
+
+    def _current_claim_id(self, namespace: str, subject: str, attribute: str) -> str | None:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            return sp.claims.get((subject, attribute)) if sp is not None else None
+
+    def _record_access(self, namespace: str, ids: list[str], now: float) -> int:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            live = [i for i in ids if sp is not None and i in sp.rows]
+            if not live:
+                return 0
+            self._append({"o": "a", "n": namespace, "i": live, "a": now})
+            return self._apply_access(namespace, live, now)
+
+    def _incr_counter(self, namespace: str, name: str, now: float) -> None:
+        with self._lock:
+            self._append({"o": "c", "n": namespace, "k": name, "a": now})
+            self._apply_counter(namespace, name, now)
+
+    def _count(self, namespace: str, name: str, since: float, now: float) -> int:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            times = sp.counters.get(name) if sp is not None else None
+            if not times:
+                return 0
+            return bisect.bisect_right(times, now) - bisect.bisect_right(times, since)
