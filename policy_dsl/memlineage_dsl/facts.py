@@ -101,7 +101,7 @@ class Request:
     memory: Memory
     actor: Creator = field(default_factory=lambda: Creator("user", "user:default"))
     namespace: str = "default"
-    budget: float = 0.0
+    budget: float = float("inf")  # no budget given: every obligation is affordable
     time: float = 0.0
     action: str = ""
     historical: bool = False

@@ -1,0 +1,239 @@
+"""Expression AST -> Python source text, evaluated against (m, t, r, s, now).
+
+`m` is the memory under decision, `t` the target, `r` the request, `s` the
+lineage snapshot and `now` the decision time. Constants are inlined, source
+lists become precompiled matchers, quantifiers become generator expressions.
+Generated code is compiled once per policy set (OPA's "prepared query").
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import ast as A
+from .facts import UnknownProvenance
+from .schema import SYMBOLS
+
+ROOT_VARS = {"memory": "m", "target": "t", "request": "r"}
+
+
+class SourceMatcher:
+    """Membership in a named source list: exact ids in a set, globs in one regex."""
+
+    __slots__ = ("exact", "regex", "patterns")
+
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        self.patterns = patterns
+        self.exact = frozenset(p for p in patterns if not any(c in p for c in "*?["))
+        globs = [fnmatch.translate(p) for p in patterns if p not in self.exact]
+        self.regex = re.compile("|".join(globs)) if globs else None
+
+    def match(self, value: object) -> bool:
+        if not isinstance(value, str):
+            raise TypeError(f"source lists match strings, got {type(value).__name__}")
+        if value in self.exact:
+            return True
+        return bool(self.regex and self.regex.match(value))
+
+
+def glob_match(value: str, pattern: str) -> bool:
+    if not isinstance(value, str) or not isinstance(pattern, str):
+        raise TypeError("`matches` needs two strings")
+    return fnmatch.fnmatchcase(value, pattern)
+
+
+def _known(mem):
+    if not mem.known:
+        raise UnknownProvenance(f"memory `{mem.id}` has no recorded lineage")
+    return mem
+
+
+def rt_ancestors(s, mem, depth=None):
+    return s.ancestors(_known(mem).id, None if depth is None else int(depth))
+
+
+def rt_descendants(s, mem, depth=None):
+    return s.descendants(_known(mem).id, None if depth is None else int(depth))
+
+
+def rt_lineage(s, mem, depth=None):
+    return [_known(mem), *s.ancestors(mem.id, None if depth is None else int(depth))]
+
+
+def rt_min(values):
+    items = list(values)
+    if not items:
+        raise ValueError("min() over an empty collection")
+    return min(items)
+
+
+def rt_max(values):
+    items = list(values)
+    if not items:
+        raise ValueError("max() over an empty collection")
+    return max(items)
+
+
+RUNTIME: dict[str, object] = {
+    "_anc": rt_ancestors,
+    "_desc": rt_descendants,
+    "_lin": rt_lineage,
+    "_min": rt_min,
+    "_max": rt_max,
+    "_glob": glob_match,
+    "UnknownProvenance": UnknownProvenance,
+}
+
+
+@dataclass
+class CodeGen:
+    """Translates expressions; collects the globals the generated code needs."""
+
+    consts: dict[str, A.Expr]
+    sources: dict[str, tuple[str, ...]]
+    globals: dict[str, object] = field(default_factory=lambda: dict(RUNTIME))
+    _const_stack: tuple[str, ...] = ()
+
+    def source_var(self, name: str) -> str:
+        var = f"S_{name}"
+        if var not in self.globals:
+            self.globals[var] = SourceMatcher(self.sources[name])
+        return var
+
+    def expr(self, e: A.Expr, scope: frozenset[str] = frozenset()) -> str:
+        method: Callable[[A.Expr, frozenset[str]], str] = getattr(self, "_" + type(e).__name__)
+        return method(e, scope)
+
+    # -- leaves
+    def _Number(self, e: A.Number, scope) -> str:
+        return repr(e.value)
+
+    def _Duration(self, e: A.Duration, scope) -> str:
+        return repr(float(e.seconds))
+
+    def _Str(self, e: A.Str, scope) -> str:
+        return repr(e.value)
+
+    def _Bool(self, e: A.Bool, scope) -> str:
+        return "True" if e.value else "False"
+
+    def _Now(self, e: A.Now, scope) -> str:
+        return "now"
+
+    def _Name(self, e: A.Name, scope) -> str:
+        if e.id in scope:
+            return f"v_{e.id}"
+        if e.id in ROOT_VARS:
+            return ROOT_VARS[e.id]
+        if e.id in self.consts:
+            if e.id in self._const_stack:
+                raise ValueError(f"constant `{e.id}` refers to itself")
+            self._const_stack = (*self._const_stack, e.id)
+            try:
+                return f"({self.expr(self.consts[e.id], frozenset())})"
+            finally:
+                self._const_stack = self._const_stack[:-1]
+        if e.id in self.sources:
+            return self.source_var(e.id)
+        if e.id in SYMBOLS:
+            return repr(e.id)
+        raise ValueError(f"unknown name `{e.id}`")
+
+    def _Attr(self, e: A.Attr, scope) -> str:
+        return f"{self.expr(e.obj, scope)}.{e.name}"
+
+    def _ListLit(self, e: A.ListLit, scope) -> str:
+        return "(" + "".join(self.expr(i, scope) + ", " for i in e.items) + ")"
+
+    # -- operators
+    def _Unary(self, e: A.Unary, scope) -> str:
+        inner = self.expr(e.operand, scope)
+        return f"(not {inner})" if e.op == "not" else f"(-{inner})"
+
+    def _Binary(self, e: A.Binary, scope) -> str:
+        left = self.expr(e.left, scope)
+        if e.op in ("in", "not in", "matches"):
+            right_node = e.right
+            if isinstance(right_node, A.Name) and right_node.id in self.sources and (
+                right_node.id not in scope
+            ):
+                test = f"{self.source_var(right_node.id)}.match({left})"
+            elif e.op == "matches":
+                test = f"_glob({left}, {self.expr(right_node, scope)})"
+            else:
+                test = f"({left} in {self.expr(right_node, scope)})"
+            return f"(not {test})" if e.op == "not in" else test
+        right = self.expr(e.right, scope)
+        return f"({left} {e.op} {right})"
+
+    def _Cond(self, e: A.Cond, scope) -> str:
+        return (
+            f"({self.expr(e.then, scope)} if {self.expr(e.test, scope)} "
+            f"else {self.expr(e.otherwise, scope)})"
+        )
+
+    def _Call(self, e: A.Call, scope) -> str:
+        args = [self.expr(a, scope) for a in e.args]
+        f = e.func
+        if f == "age":
+            return f"(now - {args[0]}.created_at)"
+        if f == "since":
+            return f"(now - {args[0]})"
+        if f in ("ancestors", "descendants", "lineage"):
+            helper = {"ancestors": "_anc", "descendants": "_desc", "lineage": "_lin"}[f]
+            return f"{helper}(s, {', '.join(args)})"
+        if f == "unknown":
+            return f"(not {args[0]}.known)"
+        if f == "calls":
+            return f"s.calls({args[0]}, {args[1]}, now)"
+        if f == "len":
+            return f"len({args[0]})"
+        raise ValueError(f"unknown function `{f}`")
+
+    def _Quant(self, e: A.Quant, scope) -> str:
+        coll = self.expr(e.collection, scope)
+        inner = scope | {e.var}
+        body = self.expr(e.body, inner)
+        var = f"v_{e.var}"
+        gen = f"{body} for {var} in {coll}"
+        if e.kind == "any":
+            return f"any({gen})"
+        if e.kind == "all":
+            return f"all({gen})"
+        if e.kind == "count":
+            return f"sum(1 for {var} in {coll} if {body})"
+        if e.kind == "sum":
+            return f"sum({gen})"
+        return f"_{e.kind}({gen})"
+
+    # -- helpers for the compiler
+    def is_static(self, e: A.Expr) -> bool:
+        """True when `e` reads nothing from the request (foldable at compile time)."""
+        if isinstance(e, A.Number | A.Duration | A.Str | A.Bool):
+            return True
+        if isinstance(e, A.Name):
+            if e.id in self.consts:
+                return self.is_static(self.consts[e.id])
+            return e.id in SYMBOLS and e.id not in ROOT_VARS
+        if isinstance(e, A.Unary):
+            return self.is_static(e.operand)
+        if isinstance(e, A.Binary):
+            return self.is_static(e.left) and self.is_static(e.right)
+        if isinstance(e, A.ListLit):
+            return all(self.is_static(i) for i in e.items)
+        if isinstance(e, A.Cond):
+            return all(self.is_static(x) for x in (e.test, e.then, e.otherwise))
+        return False
+
+    def function(self, e: A.Expr, name: str) -> Callable:
+        """Compile `e` into `f(m, t, r, s, now)`."""
+        src = f"def {name}(m, t, r, s, now):\n    return {self.expr(e)}\n"
+        return self.define(src, name)
+
+    def define(self, src: str, name: str) -> Callable:
+        code = compile(src, f"<mlp:{name}>", "exec")
+        exec(code, self.globals)
+        return self.globals[name]  # type: ignore[return-value]

@@ -1,0 +1,157 @@
+"""Checked policy set -> `CompiledPolicySet`, indexed by operation.
+
+For each operation one Python function is generated that tests the `when` of
+every policy on that operation, each guarded on its own, and returns which
+fired; score, cost and obligation arguments are folded to constants when they
+read nothing from the request. Compile once, evaluate many times.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import ast as A
+from .codegen import CodeGen
+from .decision import ALLOW, DEGRADE, DENY, Decision
+from .env import Env
+from .schema import OPERATIONS
+
+DEFAULT_SCORE = {ALLOW: 1.0, DEGRADE: 0.5, DENY: 0.0}
+DEFAULT_WAIVE_PENALTY = 0.5
+
+Value = Callable[..., object]  # f(m, t, r, s, now)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledObligation:
+    kind: str
+    args: tuple[Value | object, ...]  # constants, or callables when dynamic
+    dynamic: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledPolicy:
+    index: int  # declaration order across the set
+    name: str
+    path: str
+    line: int
+    ops: frozenset[str]
+    priority: int
+    weight: float
+    effect: str
+    message: str
+    obligations: tuple[CompiledObligation, ...]
+    score: float | Value
+    cost: float | Value
+    when_source: str  # the generated Python, for `explain` and debugging
+
+
+@dataclass(frozen=True, slots=True)
+class OpPlan:
+    """The policies of one operation and the generated function that tests them."""
+
+    policies: tuple[CompiledPolicy, ...]
+    test: Callable  # (m, t, r, s, now) -> (fired idxs, [(idx, exc)] | None)
+    allow_all: Decision  # returned as-is when no policy fires
+
+
+@dataclass(frozen=True)
+class CompiledPolicySet:
+    strategy: str
+    waive_penalty: float
+    policies: tuple[CompiledPolicy, ...]
+    plans: dict[str, OpPlan]
+
+    def policy(self, name: str) -> CompiledPolicy | None:
+        return next((p for p in self.policies if p.name == name), None)
+
+
+def _const_number(gen: CodeGen, e: A.Expr | None, default: float) -> float:
+    if e is None:
+        return default
+    value = gen.function(e, "_const")(None, None, None, None, 0.0)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("expected a number")
+    return float(value)
+
+
+def _value(gen: CodeGen, e: A.Expr, name: str) -> float | Value | object:
+    """A constant when `e` reads nothing from the request, else a compiled function."""
+    fn = gen.function(e, name)
+    if gen.is_static(e):
+        return fn(None, None, None, None, 0.0)
+    return fn
+
+
+def _compile_policy(gen: CodeGen, index: int, policy: A.Policy, path: str) -> CompiledPolicy:
+    effect = policy.effect.kind if policy.effect else DENY
+    tag = f"p{index}"
+    obligations = []
+    for j, ob in enumerate(policy.effect.obligations if policy.effect else ()):
+        args = tuple(_value(gen, a, f"_{tag}_o{j}_{k}") for k, a in enumerate(ob.args))
+        obligations.append(
+            CompiledObligation(ob.name, args, any(callable(a) for a in args))
+        )
+    score = (
+        DEFAULT_SCORE[effect] if policy.score is None
+        else _value(gen, policy.score, f"_{tag}_score")
+    )
+    cost = 0.0 if policy.cost is None else _value(gen, policy.cost, f"_{tag}_cost")
+    return CompiledPolicy(
+        index=index,
+        name=policy.name,
+        path=path,
+        line=policy.name_span.line,
+        ops=frozenset(o.name for o in policy.ops),
+        priority=int(_const_number(gen, policy.priority, 0.0)),
+        weight=_const_number(gen, policy.weight, 1.0),
+        effect=effect,
+        message=(policy.effect.message if policy.effect and policy.effect.message else ""),
+        obligations=tuple(obligations),
+        score=score,  # type: ignore[arg-type]
+        cost=cost,  # type: ignore[arg-type]
+        when_source=gen.expr(policy.when) if policy.when is not None else "True",
+    )
+
+
+def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan:
+    """Generate `_test_<op>`: every policy's condition, each in its own try."""
+    lines = [f"def _test_{op}(m, t, r, s, now):", "    fired = []", "    bad = None"]
+    for k, p in enumerate(policies):
+        lines += [
+            "    try:",
+            f"        if {p.when_source}:",
+            f"            fired.append({k})",
+            "    except Exception as exc:",
+            f"        bad = (bad or []) + [({k}, exc)]",
+        ]
+    lines.append("    return fired, bad")
+    test = gen.define("\n".join(lines) + "\n", f"_test_{op}")
+    return OpPlan(policies, test, Decision(ALLOW, 1.0, 0.0))
+
+
+def compile_env(env: Env) -> CompiledPolicySet:
+    """Compile a checked environment. Raises ValueError on what the checker rejects."""
+    gen = CodeGen(
+        consts={n: loc.node.value for n, loc in env.consts.items()},  # type: ignore[union-attr]
+        sources={n: loc.node.patterns for n, loc in env.sources.items()},  # type: ignore[union-attr]
+    )
+    waive = DEFAULT_WAIVE_PENALTY
+    if env.resolve is not None:
+        for opt in env.resolve.node.options:  # type: ignore[union-attr]
+            if opt.name == "waive_penalty":
+                waive = _const_number(gen, opt.value, DEFAULT_WAIVE_PENALTY)
+    compiled = tuple(
+        _compile_policy(gen, i, loc.node, loc.path)  # type: ignore[arg-type]
+        for i, loc in enumerate(env.policies.values())
+    )
+    plans = {}
+    for op in OPERATIONS:
+        # Highest priority first, then declaration order: resolution walks this order.
+        mine = tuple(sorted((p for p in compiled if op in p.ops), key=lambda p: -p.priority))
+        plans[op] = _plan(gen, op, mine)
+    if not 0.0 <= waive <= 1.0 or math.isnan(waive):
+        raise ValueError("waive_penalty must be in [0, 1]")
+    return CompiledPolicySet(env.strategy, waive, compiled, plans)

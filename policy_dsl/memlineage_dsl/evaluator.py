@@ -1,0 +1,215 @@
+"""Evaluate a compiled policy set on one request: pure, total, never raises.
+
+Semantics (docs/language.md, "Decisions"):
+- a policy applies when its `on` lists the operation; a rule that reads the
+  lineage of a memory with unknown provenance does not apply to it;
+- a rule that fails at run time (bad type, empty `min`, NaN score…) is
+  reported in `Decision.errors` and counts as a DENY with score 0 (fail closed);
+- resolution: deny_overrides (any deny wins, else any degrade), priority (only
+  the highest-priority fired rules count; the rest are `overridden`), or
+  cost_aware (deny still wins; degrades are honoured in priority order while
+  their cost fits `request.budget`; the others are `waived`: obligations
+  dropped, score multiplied by 1 - waive_penalty);
+- compliance = sum(w_i * s_i) / sum(w_i) over applicable rules, s_i = 1 for a
+  rule that did not fire, else its score (defaults allow 1, degrade 0.5,
+  deny 0); a DENY caps it at the lowest deny score; no rule -> 1.0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .compiler import CompiledPolicy, CompiledPolicySet, OpPlan
+from .decision import (
+    ALLOW,
+    DEGRADE,
+    DENY,
+    ERROR,
+    FIRED,
+    OVERRIDDEN,
+    WAIVED,
+    Decision,
+    ObligationOut,
+    Reason,
+    stricter,
+)
+from .facts import LineageSnapshot, Memory, Request, UnknownProvenance
+
+
+@dataclass(slots=True)
+class _Outcome:
+    policy: CompiledPolicy
+    effect: str
+    score: float
+    cost: float
+    obligations: tuple[ObligationOut, ...]
+    status: str
+    message: str
+
+
+def decide(ps: CompiledPolicySet, req: Request, snap: LineageSnapshot) -> Decision:
+    """The decision for `req`. Never raises: engine faults become a fail-closed DENY."""
+    plan = ps.plans.get(req.op)
+    if plan is None:
+        msg = f"unknown operation `{req.op}`"
+        return Decision(DENY, 0.0, 0.0, reasons=(Reason("<engine>", DENY, msg, 0, ERROR),),
+                        errors=(msg,))
+    try:
+        if req.op == "act":
+            return _decide_act(ps, plan, req, snap)
+        target = req.target if req.target is not None else req.memory
+        return _decide_one(ps, plan, req.memory, target, req, snap)
+    except Exception as exc:  # defensive: the engine itself must stay total
+        msg = f"engine error: {type(exc).__name__}: {exc}"
+        return Decision(DENY, 0.0, 0.0, reasons=(Reason("<engine>", DENY, msg, 0, ERROR),),
+                        errors=(msg,))
+
+
+def _decide_one(
+    ps: CompiledPolicySet, plan: OpPlan, m: Memory, t: Memory, r: Request, s: LineageSnapshot
+) -> Decision:
+    fired, bad = plan.test(m, t, r, s, r.time)
+    if not fired and not bad:
+        return plan.allow_all
+    return _resolve(ps, plan, fired, bad or (), m, t, r, s)
+
+
+def _decide_act(ps: CompiledPolicySet, plan: OpPlan, r: Request, s: LineageSnapshot) -> Decision:
+    """An action is decided on every memory it relies on; the strictest wins."""
+    memories = r.memories or (r.memory,)
+    parts = [_decide_one(ps, plan, m, m, r, s) for m in memories]
+    if len(parts) == 1:
+        return parts[0]
+    effect = ALLOW
+    for d in parts:
+        effect = stricter(effect, d.effect)
+    return Decision(
+        effect,
+        min(d.compliance_score for d in parts),
+        sum(d.expected_cost for d in parts),
+        _dedupe(o for d in parts for o in d.obligations),
+        _dedupe(x for d in parts for x in d.reasons),
+        tuple(dict.fromkeys(e for d in parts for e in d.errors)),
+    )
+
+
+def _dedupe(items):
+    return tuple(dict.fromkeys(items))
+
+
+def _number(value: object, what: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise TypeError(f"{what} must be a number, got {value!r}")
+    return min(max(float(value), low), high)
+
+
+def _outcome(p: CompiledPolicy, m, t, r, s) -> _Outcome:
+    now = r.time
+    score = p.score(m, t, r, s, now) if callable(p.score) else p.score
+    cost = p.cost(m, t, r, s, now) if callable(p.cost) else p.cost
+    obligations = tuple(
+        ObligationOut(
+            o.kind,
+            tuple(a(m, t, r, s, now) if callable(a) else a for a in o.args) if o.dynamic
+            else o.args,  # type: ignore[arg-type]
+            p.name,
+        )
+        for o in p.obligations
+    )
+    return _Outcome(
+        p,
+        p.effect,
+        _number(score, "score", 0.0, 1.0),
+        _number(cost, "cost", 0.0, math.inf),
+        obligations,
+        FIRED,
+        p.message or f"{p.effect} by policy `{p.name}`",
+    )
+
+
+def _failed(p: CompiledPolicy, exc: BaseException) -> _Outcome:
+    msg = f"policy `{p.name}` failed at run time ({type(exc).__name__}: {exc}); fail-closed deny"
+    return _Outcome(p, DENY, 0.0, 0.0, (), ERROR, msg)
+
+
+def _resolve(ps, plan: OpPlan, fired, bad, m, t, r, s) -> Decision:
+    skipped: set[int] = set()
+    by_index: dict[int, _Outcome] = {}
+    for k, exc in bad:
+        if isinstance(exc, UnknownProvenance):
+            skipped.add(k)
+        else:
+            by_index[k] = _failed(plan.policies[k], exc)
+    for k in fired:
+        p = plan.policies[k]
+        try:
+            by_index[k] = _outcome(p, m, t, r, s)
+        except UnknownProvenance:
+            skipped.add(k)
+        except Exception as exc:
+            by_index[k] = _failed(p, exc)
+    outcomes = [by_index[k] for k in sorted(by_index)]  # plan order: priority desc
+
+    if ps.strategy == "priority" and outcomes:
+        top = outcomes[0].policy.priority
+        for o in outcomes:
+            if o.policy.priority < top:
+                o.status = OVERRIDDEN
+    elif ps.strategy == "cost_aware":
+        _apply_budget(outcomes, r.budget, ps.waive_penalty)
+
+    active = [o for o in outcomes if o.status != OVERRIDDEN]
+    effect = ALLOW
+    for o in active:
+        effect = stricter(effect, o.effect)
+
+    compliance = _compliance(plan, by_index, skipped, effect)
+    if effect == DENY:
+        obligations = _dedupe(ob for o in active if o.effect == DENY for ob in o.obligations)
+    else:
+        obligations = _dedupe(ob for o in active if o.status == FIRED for ob in o.obligations)
+    cost = sum(o.cost for o in active if o.status == FIRED and o.effect != DENY)
+    reasons = tuple(
+        Reason(o.policy.name, o.effect, o.message, o.policy.priority, o.status) for o in outcomes
+    )
+    errors = tuple(o.message for o in outcomes if o.status == ERROR)
+    return Decision(effect, compliance, 0.0 if effect == DENY else cost, obligations, reasons,
+                    errors)
+
+
+def _apply_budget(outcomes: list[_Outcome], budget: float, penalty: float) -> None:
+    remaining = budget
+    for o in outcomes:
+        if o.effect != DEGRADE or o.status != FIRED or o.cost <= 0.0:
+            continue
+        if o.cost <= remaining + 1e-12:
+            remaining -= o.cost
+        else:
+            o.status = WAIVED
+            o.message = (
+                f"{o.message} (waived: cost {o.cost:g} exceeds remaining budget {remaining:g})"
+            )
+            o.obligations = ()
+            o.score *= 1.0 - penalty
+
+
+def _compliance(plan: OpPlan, by_index: dict[int, _Outcome], skipped: set[int], effect: str):
+    total_w = 0.0
+    total = 0.0
+    deny_cap = 1.0
+    for k, p in enumerate(plan.policies):
+        if k in skipped:
+            continue
+        o = by_index.get(k)
+        if o is not None and o.status == OVERRIDDEN:
+            continue
+        w = p.weight
+        total_w += w
+        total += w * (o.score if o is not None else 1.0)
+        if o is not None and o.effect == DENY:
+            deny_cap = min(deny_cap, o.score)
+    score = total / total_w if total_w > 0 else 1.0
+    if effect == DENY:
+        score = min(score, deny_cap)
+    return min(max(score, 0.0), 1.0)
