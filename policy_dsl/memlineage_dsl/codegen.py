@@ -23,7 +23,7 @@ ROOT_VARS = {"memory": "m", "target": "t", "request": "r"}
 class SourceMatcher:
     """Membership in a named source list: exact ids in a set, globs in one regex."""
 
-    __slots__ = ("exact", "regex", "patterns")
+    __slots__ = ("exact", "patterns", "regex")
 
     def __init__(self, patterns: tuple[str, ...]) -> None:
         self.patterns = patterns
