@@ -1,0 +1,69 @@
+"""Lineage stores: one contract (``LineageStore``), three deployments.
+
+``open_store`` picks the backend from a URL so configuration stays a string:
+
+* ``embedded`` — in process, in memory (the default, zero setup)
+* ``embedded:///path/to/datadir`` — in process, persisted to that directory
+* ``redis://host:port/db`` (also ``rediss://``, ``unix://``) — one Redis
+* ``redis+cluster://host1:port1,host2:port2`` — a Redis Cluster (any reachable nodes)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from memlineage.lineage.clock import Clock, system_clock
+from memlineage.lineage.validation import StoreLimits
+from memlineage.store.base import LineageStore
+from memlineage.store.embedded import EmbeddedStore
+
+__all__ = ["EmbeddedStore", "LineageStore", "RedisStore", "open_store"]
+
+
+def open_store(url_or_kind: str = "embedded", *, clock: Clock = system_clock,
+               limits: StoreLimits | None = None, **options: Any) -> LineageStore:
+    """Open the store named by ``url_or_kind``; ``options`` go to the backend/client."""
+    if url_or_kind == "embedded":
+        return EmbeddedStore(clock=clock, limits=limits, **options)
+    if url_or_kind.startswith("embedded://"):
+        path = url_or_kind[len("embedded://"):]
+        if not path or path == "/":
+            raise ValueError("embedded:// needs a data directory: embedded:///path/to/dir")
+        return EmbeddedStore(unquote(path), clock=clock, limits=limits, **options)
+    from memlineage.store.redis_store import RedisStore
+
+    store_opts = {k: options.pop(k) for k in ("prefix", "cascade_chunk") if k in options}
+    if url_or_kind.startswith(("redis://", "rediss://", "unix://")):
+        import redis
+
+        client = redis.Redis.from_url(url_or_kind, decode_responses=True, **options)
+        return RedisStore(client, clock=clock, limits=limits, **store_opts)
+    if url_or_kind.startswith("redis+cluster://"):
+        from redis.cluster import ClusterNode, RedisCluster
+
+        parts = urlsplit(url_or_kind)
+        netloc = parts.netloc.rpartition("@")[2]
+        nodes = []
+        for hostport in netloc.split(","):
+            host, _, port = hostport.rpartition(":")
+            if not host or not port.isdigit():
+                raise ValueError(f"bad cluster node {hostport!r} in {url_or_kind!r}")
+            nodes.append(ClusterNode(host, int(port)))
+        if parts.password is not None:
+            options.setdefault("password", unquote(parts.password))
+            if parts.username:
+                options.setdefault("username", unquote(parts.username))
+        client = RedisCluster(startup_nodes=nodes, decode_responses=True, **options)
+        return RedisStore(client, clock=clock, limits=limits, **store_opts)
+    raise ValueError(f"unknown store {url_or_kind!r}; expected embedded, embedded:///dir, "
+                     "redis://host:port/db or redis+cluster://h1:p1,h2:p2")
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy ``RedisStore`` so the embedded default does not import redis."""
+    if name == "RedisStore":
+        from memlineage.store.redis_store import RedisStore
+
+        return RedisStore
+    raise AttributeError(name)

@@ -1,0 +1,55 @@
+"""Every Redis key name the store uses is built here and nowhere else.
+
+All keys of one namespace carry the hash tag ``{namespace}``, so a namespace
+lives in exactly one Redis Cluster slot: multi-key Lua scripts over one
+namespace are legal in a cluster, and no key of one namespace can be built
+from another's (namespaces exclude ``{`` and ``}`` by validation).
+
+Layout (prefix ``ml``)::
+
+    ml:{ns}:m:<id>              hash    the record (short field names, see redis_store)
+    ml:{ns}:d:<id>              list    derivations: ids recorded with <id> as dependency
+    ml:{ns}:h:<id>              list    status history entries (capped)
+    ml:{ns}:c:<subject>|<attr>  string  id of the current holder of that claim
+    ml:{ns}:w:<name>            zset    sliding-window counter events (score = time)
+"""
+
+from __future__ import annotations
+
+
+class RedisKeys:
+    """Key builder; the prefix lets several deployments share one Redis."""
+
+    __slots__ = ("prefix",)
+
+    def __init__(self, prefix: str = "ml"):
+        if not prefix or any(c in prefix for c in "{}"):
+            raise ValueError("key prefix must be non-empty and free of braces")
+        self.prefix = prefix
+
+    def tag(self, namespace: str) -> str:
+        """The part shared by all keys of ``namespace`` (contains the hash tag)."""
+        return f"{self.prefix}:{{{namespace}}}"
+
+    def record(self, namespace: str, memory_id: str) -> str:
+        return f"{self.prefix}:{{{namespace}}}:m:{memory_id}"
+
+    def derivations(self, namespace: str, memory_id: str) -> str:
+        return f"{self.prefix}:{{{namespace}}}:d:{memory_id}"
+
+    def history(self, namespace: str, memory_id: str) -> str:
+        return f"{self.prefix}:{{{namespace}}}:h:{memory_id}"
+
+    def claim(self, namespace: str, subject: str, attribute: str) -> str:
+        return f"{self.prefix}:{{{namespace}}}:c:{subject}|{attribute}"
+
+    def counter(self, namespace: str, name: str) -> str:
+        return f"{self.prefix}:{{{namespace}}}:w:{name}"
+
+    def triples(self, namespace: str, ids: list[str]) -> list[str]:
+        """record, derivations, history keys of each id, interleaved (script KEYS)."""
+        out: list[str] = []
+        base = self.tag(namespace)
+        for memory_id in ids:
+            out += (f"{base}:m:{memory_id}", f"{base}:d:{memory_id}", f"{base}:h:{memory_id}")
+        return out

@@ -1,0 +1,183 @@
+"""Lua scripts of the Redis store, one constant each.
+
+Every key a script touches arrives through KEYS (built by redis_keys), never
+built inside Lua, so the scripts are legal on Redis Cluster (all keys of one
+namespace share a hash tag).  Scripts report domain failures as a table
+``{0, code, detail}`` rather than a Redis error, and success as ``{1, ...}``;
+they check everything before writing anything, so a failure writes nothing.
+
+History entries are ``at \\x1f from \\x1f to \\x1f reason \\x1f root`` in a
+capped list.  Record hash fields: S status, V version, l last_access,
+n access_count (the others are written verbatim from ARGV).
+"""
+
+from __future__ import annotations
+
+_HISTORY = """
+local function push_history(key, entry, cap)
+  redis.call('RPUSH', key, entry)
+  redis.call('LTRIM', key, -cap, -1)
+end
+local US = '\\31'
+"""
+
+RECORD = _HISTORY + """
+-- Create a record with its derivation links and claim index entry, all or nothing.
+-- KEYS[1]            record hash of the new memory
+-- KEYS[2]            history list of the new memory
+-- KEYS[3]            claim key (KEYS[1] again when the memory asserts no claim)
+-- KEYS[3+i]          record hash of dependency i            (i = 1..n)
+-- KEYS[3+n+i]        derivation list of dependency i        (i = 1..n)
+-- ARGV[1] id    ARGV[2] n    ARGV[3] "1" if a claim    ARGV[4] " tainted statuses "
+-- ARGV[5] now   ARGV[6] history cap   ARGV[7] m = number of field/value items
+-- ARGV[8 .. 7+m]     field, value, field, value ...   (includes S = requested status)
+-- ARGV[8+m .. 7+m+n] dependency ids
+-- Returns {1, final status, previous claim holder or ""} | {0, "EXISTS", ""}
+--       | {0, "NODEP", i-1}
+local n = tonumber(ARGV[2])
+local m = tonumber(ARGV[7])
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 'EXISTS', ''} end
+local taint_i = nil
+local taint_st = nil
+for i = 1, n do
+  local st = redis.call('HGET', KEYS[3 + i], 'S')
+  if not st then return {0, 'NODEP', tostring(i - 1)} end
+  if not taint_i and string.find(ARGV[4], ' ' .. st .. ' ', 1, true) then
+    taint_i = i
+    taint_st = st
+  end
+end
+local fields = {}
+local status = 'active'
+for j = 8, 7 + m, 2 do
+  fields[#fields + 1] = ARGV[j]
+  if ARGV[j] == 'S' then
+    status = ARGV[j + 1]
+    fields[#fields + 1] = ARGV[j + 1]
+  else
+    fields[#fields + 1] = ARGV[j + 1]
+  end
+end
+if taint_i and status == 'active' then
+  for j = 1, #fields, 2 do
+    if fields[j] == 'S' then fields[j + 1] = 'pending_verification' end
+  end
+  push_history(KEYS[2], ARGV[5] .. US .. 'active' .. US .. 'pending_verification' .. US ..
+    'dependency ' .. taint_st .. US .. ARGV[7 + m + taint_i], tonumber(ARGV[6]))
+  status = 'pending_verification'
+end
+redis.call('HSET', KEYS[1], unpack(fields))
+for i = 1, n do
+  redis.call('RPUSH', KEYS[3 + n + i], ARGV[1])
+end
+local previous = ''
+if ARGV[3] == '1' then
+  previous = redis.call('GET', KEYS[3]) or ''
+  redis.call('SET', KEYS[3], ARGV[1])
+end
+return {1, status, previous}
+"""
+
+SET_STATUS = _HISTORY + """
+-- Check and apply one status change; return the record and (when cascading) its children.
+-- KEYS[1] record hash   KEYS[2] derivation list   KEYS[3] history list
+-- KEYS[4] claim key (KEYS[1] when none)   KEYS[5] successor record hash (KEYS[1] when none)
+-- ARGV[1] target status   ARGV[2] " statuses allowed to reach target "
+-- ARGV[3] expected version or ""   ARGV[4] now   ARGV[5] reason   ARGV[6] id
+-- ARGV[7] successor id or ""   ARGV[8] history cap   ARGV[9] "1" to release the claim
+-- ARGV[10] "1" to return the children (the target cascades)
+-- Returns {1, HGETALL, history, children} | {0, "NOTFOUND", ""}
+--       | {0, "VERSION", actual} | {0, "TRANSITION", current} | {0, "NOSUCCESSOR", ""}
+local cur = redis.call('HGET', KEYS[1], 'S')
+if not cur then return {0, 'NOTFOUND', ''} end
+local version = redis.call('HGET', KEYS[1], 'V')
+if ARGV[3] ~= '' and ARGV[3] ~= version then return {0, 'VERSION', version} end
+if not string.find(ARGV[2], ' ' .. cur .. ' ', 1, true) then return {0, 'TRANSITION', cur} end
+if ARGV[7] ~= '' and redis.call('EXISTS', KEYS[5]) == 0 then
+  return {0, 'NOSUCCESSOR', ''}
+end
+redis.call('HSET', KEYS[1], 'S', ARGV[1])
+redis.call('HINCRBY', KEYS[1], 'V', 1)
+if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'u', ARGV[7]) end
+push_history(KEYS[3], ARGV[4] .. US .. cur .. US .. ARGV[1] .. US .. ARGV[5] .. US .. ARGV[6],
+  tonumber(ARGV[8]))
+if ARGV[9] == '1' and redis.call('GET', KEYS[4]) == ARGV[6] then
+  redis.call('DEL', KEYS[4])
+end
+local children = {}
+if ARGV[10] == '1' then children = redis.call('LRANGE', KEYS[2], 0, -1) end
+return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[3], 0, -1), children}
+"""
+
+CASCADE_MARK = _HISTORY + """
+-- Mark one chunk of descendants pending_verification and return their children, atomically
+-- per chunk. Children recorded after a node is marked inherit the mark at record time
+-- (RECORD's taint check), so the BFS driven by the returned children misses nobody.
+-- KEYS[3i-2] record hash, KEYS[3i-1] derivation list, KEYS[3i] history list of node i
+-- ARGV[1] " statuses to mark "   ARGV[2] now   ARGV[3] reason   ARGV[4] root id
+-- ARGV[5] history cap
+-- Returns {number marked, child ids ...}
+local out = {0}
+local marked = 0
+local cap = tonumber(ARGV[5])
+local tail = US .. 'pending_verification' .. US .. ARGV[3] .. US .. ARGV[4]
+for i = 1, #KEYS, 3 do
+  local st = redis.call('HGET', KEYS[i], 'S')
+  if st and string.find(ARGV[1], ' ' .. st .. ' ', 1, true) then
+    redis.call('HSET', KEYS[i], 'S', 'pending_verification')
+    redis.call('HINCRBY', KEYS[i], 'V', 1)
+    push_history(KEYS[i + 2], ARGV[2] .. US .. st .. tail, cap)
+    marked = marked + 1
+  end
+  local kids = redis.call('LRANGE', KEYS[i + 1], 0, -1)
+  for j = 1, #kids do out[#out + 1] = kids[j] end
+end
+out[1] = marked
+return out
+"""
+
+UPDATE = """
+-- Compare-and-set: write fields only if the version is still the expected one.
+-- KEYS[1] record hash   KEYS[2] derivation list   KEYS[3] history list
+-- ARGV[1] expected version   ARGV[2] space-separated fields to delete (may be "")
+-- ARGV[3 ..] field, value pairs to set
+-- Returns {1, HGETALL, history, derivations} | {0, "NOTFOUND", ""} | {0, "VERSION", actual}
+local version = redis.call('HGET', KEYS[1], 'V')
+if not version then return {0, 'NOTFOUND', ''} end
+if version ~= ARGV[1] then return {0, 'VERSION', version} end
+if #ARGV > 2 then redis.call('HSET', KEYS[1], unpack(ARGV, 3)) end
+for f in string.gmatch(ARGV[2], '%S+') do redis.call('HDEL', KEYS[1], f) end
+redis.call('HINCRBY', KEYS[1], 'V', 1)
+return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[3], 0, -1),
+  redis.call('LRANGE', KEYS[2], 0, -1)}
+"""
+
+ACCESS = """
+-- Bump access statistics of existing records (never creates a key).
+-- KEYS[i] record hash   ARGV[1] now
+-- Returns the number of records that existed.
+local hit = 0
+local now = tonumber(ARGV[1])
+for i = 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    redis.call('HINCRBY', KEYS[i], 'n', 1)
+    local last = redis.call('HGET', KEYS[i], 'l')
+    if not last or tonumber(last) < now then redis.call('HSET', KEYS[i], 'l', ARGV[1]) end
+    hit = hit + 1
+  end
+end
+return hit
+"""
+
+COUNTER_ADD = """
+-- Add one event to a sliding-window counter and drop events past the retention.
+-- KEYS[1] counter zset   ARGV[1] now   ARGV[2] unique member   ARGV[3] cutoff time
+-- ARGV[4] key TTL in milliseconds (idle counters disappear)
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+"""
+
+ALL = {"record": RECORD, "set_status": SET_STATUS, "cascade_mark": CASCADE_MARK,
+       "update": UPDATE, "access": ACCESS, "counter_add": COUNTER_ADD}

@@ -1,0 +1,305 @@
+"""Redis backend, standalone and Cluster with the same code.
+
+The client is injected (``redis.Redis`` or ``redis.cluster.RedisCluster``, both
+with ``decode_responses=True``).  Writes are single Lua scripts whose keys all
+carry the namespace hash tag, so they are atomic and cluster-legal; reads are
+one pipeline per batch (one round trip, one node in a cluster).
+
+Cascade atomicity: the root's status change is one script; descendants are
+marked breadth-first in chunks of ``cascade_chunk`` nodes, each chunk one
+atomic script that also returns the chunk's children for the next round.  A
+reader may observe a cascade half-way (some descendants already pending,
+others not yet), but no descendant is ever missed: a memory recorded under a
+node after that node was marked inherits pending_verification at record time
+(RECORD checks its dependencies' statuses atomically).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import redis
+import redis.exceptions as rex
+
+from memlineage.lineage.clock import Clock, system_clock
+from memlineage.lineage.errors import (
+    AlreadyExistsError,
+    NotFoundError,
+    StoreUnavailableError,
+    TransitionError,
+    UnknownDependencyError,
+    VersionConflictError,
+)
+from memlineage.lineage.model import (
+    CASCADE_MARKS,
+    CASCADE_TRIGGERS,
+    CLAIM_RELEASE,
+    TAINTED,
+    CascadeResult,
+    MemoryRecord,
+    Status,
+    StatusChange,
+    allowed_sources,
+)
+from memlineage.lineage.validation import StoreLimits, validate_new
+from memlineage.store import redis_scripts
+from memlineage.store.base import LineageStore, cascade_reason
+from memlineage.store.redis_keys import RedisKeys
+
+_UNAVAILABLE = (rex.ConnectionError, rex.TimeoutError, rex.ClusterError,
+                rex.RedisClusterException, rex.ReadOnlyError, rex.TryAgainError)
+
+# Record hash field names: short, because they are stored once per record.
+_FIELDS = {"type": "t", "tags": "g", "subject": "s", "attribute": "a", "value": "v",
+           "volatility": "o", "creator_kind": "k", "creator_id": "c",
+           "creator_confidence": "f", "created_at": "w", "context_id": "x",
+           "dependencies": "d", "status": "S", "successor": "u", "version": "V",
+           "last_access": "l", "access_count": "n"}
+_FLOATS = frozenset({"volatility", "creator_confidence", "created_at", "last_access"})
+_JOINED = frozenset({"tags", "dependencies"})
+
+
+def _spaced(statuses: frozenset[Status]) -> str:
+    """Statuses as ' a b c ' so Lua can test membership with a plain find."""
+    return " " + " ".join(sorted(s.value for s in statuses)) + " "
+
+
+def _encode_field(name: str, value: Any) -> str:
+    if name in _JOINED:
+        return " ".join(value)
+    if name in _FLOATS:
+        return repr(float(value))
+    return str(value)
+
+
+def _decode(namespace: str, memory_id: str, h: dict[str, str], history: list[str],
+            derivations: list[str]) -> MemoryRecord:
+    g = h.get
+    return MemoryRecord(
+        id=memory_id, namespace=namespace, type=h["t"],
+        tags=tuple(h["g"].split(" ")) if "g" in h else (),
+        subject=g("s"), attribute=g("a"), value=g("v"),
+        volatility=float(h["o"]) if "o" in h else None,
+        creator_kind=h["k"], creator_id=h["c"], creator_confidence=float(h["f"]),
+        created_at=float(h["w"]), context_id=g("x"),
+        dependencies=tuple(h["d"].split(" ")) if "d" in h else (),
+        derivations=tuple(sorted(derivations)), status=h["S"], successor=g("u"),
+        version=int(h["V"]), last_access=float(h["l"]) if "l" in h else None,
+        access_count=int(h.get("n", 0)),
+        status_history=tuple(_decode_history(e) for e in history))
+
+
+def _decode_history(entry: str) -> StatusChange:
+    at, frm, to, reason, root = entry.split("\x1f")
+    return StatusChange(float(at), frm, to, reason, root)
+
+
+def _pairs(flat: list[str]) -> dict[str, str]:
+    return dict(zip(flat[::2], flat[1::2], strict=True))
+
+
+class RedisStore(LineageStore):
+    """Lineage store over an injected redis-py client (standalone or cluster)."""
+
+    def __init__(self, client: redis.Redis | redis.cluster.RedisCluster, *,
+                 clock: Clock = system_clock, limits: StoreLimits | None = None,
+                 prefix: str = "ml", cascade_chunk: int = 1000):
+        super().__init__(clock=clock, limits=limits)
+        self.client = client
+        self.kind = "cluster" if isinstance(client, redis.cluster.RedisCluster) else "redis"
+        self.keys = RedisKeys(prefix)
+        self.cascade_chunk = cascade_chunk
+        self._scripts = {name: client.register_script(src)
+                         for name, src in redis_scripts.ALL.items()}
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Turn connection-level failures into StoreUnavailableError."""
+        try:
+            yield
+        except _UNAVAILABLE as exc:
+            raise StoreUnavailableError(f"redis unavailable: {exc}") from exc
+
+    def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        with self._guard():
+            return self._scripts[name](keys=keys, args=args)
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- writes ------------------------------------------------------------------
+
+    def record(self, rec: MemoryRecord, *, now: float | None = None) -> MemoryRecord:
+        at = self._now(now)
+        rec = validate_new(rec, now=at, limits=self.limits)
+        ns, k = rec.namespace, self.keys
+        deps: list[str] = list(rec.dependencies)  # type: ignore[arg-type]
+        fields: list[str] = []
+        for name, short in _FIELDS.items():
+            value = getattr(rec, name)
+            if value is None or (name in _JOINED and not value) or name in (
+                    "last_access", "access_count", "successor"):
+                continue
+            fields += (short, _encode_field(name, value))
+        claim = rec.claim
+        rkey = k.record(ns, rec.id)
+        keys = [rkey, k.history(ns, rec.id),
+                k.claim(ns, *claim) if claim else rkey]
+        keys += [k.record(ns, d) for d in deps]
+        keys += [k.derivations(ns, d) for d in deps]
+        args = [rec.id, len(deps), "1" if claim else "0", _spaced(TAINTED), repr(at),
+                self.limits.history_length, len(fields), *fields, *deps]
+        out = self._run("record", keys, args)
+        if out[0] == 0:
+            if out[1] == "EXISTS":
+                raise AlreadyExistsError(f"memory {rec.id!r} already exists", field="id")
+            i = int(out[2])
+            raise UnknownDependencyError(f"no memory {deps[i]!r} in this namespace",
+                                         field=f"dependencies[{i}]")
+        if out[1] == rec.status:
+            return rec
+        # Recorded pending because a dependency is tainted: return what was stored.
+        return self._load(ns, [rec.id])[rec.id]
+
+    def _change_status(self, namespace: str, memory_id: str, target: Status, *, reason: str,
+                       successor: str | None, expected_version: int | None, now: float,
+                       only_from: frozenset[Status] | None) -> CascadeResult:
+        k = self.keys
+        rkey = k.record(namespace, memory_id)
+        claim_key = rkey
+        if target in CLAIM_RELEASE:
+            with self._guard():
+                subject, attribute = self.client.hmget(rkey, ["s", "a"])
+            if subject is not None and attribute is not None:
+                claim_key = k.claim(namespace, subject, attribute)
+        sources = allowed_sources(target)
+        if only_from is not None:
+            sources &= only_from
+        cascades = target in CASCADE_TRIGGERS
+        keys = [rkey, k.derivations(namespace, memory_id), k.history(namespace, memory_id),
+                claim_key, k.record(namespace, successor) if successor else rkey]
+        args = [target.value, _spaced(sources),
+                "" if expected_version is None else str(expected_version), repr(now), reason,
+                memory_id, successor or "", self.limits.history_length,
+                "1" if claim_key != rkey else "0", "1" if cascades else "0"]
+        out = self._run("set_status", keys, args)
+        if out[0] == 0:
+            code, detail = out[1], out[2]
+            if code == "NOTFOUND":
+                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+            if code == "VERSION":
+                raise VersionConflictError(
+                    f"memory {memory_id!r} is at version {detail}, not {expected_version}",
+                    expected=expected_version or 0, actual=int(detail))
+            if code == "NOSUCCESSOR":
+                raise NotFoundError(f"no memory {successor!r} in this namespace",
+                                    field="successor")
+            raise TransitionError(
+                f"memory {memory_id!r} cannot go from {detail} to {target.value}",
+                current=detail, requested=target.value)
+        children = out[3]
+        root = _decode(namespace, memory_id, _pairs(out[1]), out[2], children)
+        marked, visited = 0, 0
+        if cascades:
+            marked, visited = self._cascade(namespace, memory_id, children,
+                                            cascade_reason(target, reason), now)
+        return CascadeResult(root=root, marked=marked, visited=visited)
+
+    def _cascade(self, namespace: str, root: str, children: list[str], reason: str,
+                 now: float) -> tuple[int, int]:
+        """BFS over derivation lists, one atomic script per chunk of nodes."""
+        seen = {root}
+        frontier: list[str] = []
+        for c in children:
+            if c not in seen:
+                seen.add(c)
+                frontier.append(c)
+        marked = 0
+        args = [_spaced(CASCADE_MARKS), repr(now), reason, root, self.limits.history_length]
+        chunk = self.cascade_chunk
+        while frontier:
+            nxt: list[str] = []
+            for start in range(0, len(frontier), chunk):
+                part = frontier[start:start + chunk]
+                out = self._run("cascade_mark", self.keys.triples(namespace, part), args)
+                marked += out[0]
+                for c in out[1:]:
+                    if c not in seen:
+                        seen.add(c)
+                        nxt.append(c)
+            frontier = nxt
+        return marked, len(seen) - 1
+
+    def _update(self, namespace: str, memory_id: str, expected_version: int,
+                changes: dict[str, Any]) -> MemoryRecord:
+        sets: list[str] = []
+        dels: list[str] = []
+        for name, value in changes.items():
+            short = _FIELDS[name]
+            if value is None or (name in _JOINED and not value):
+                dels.append(short)
+            else:
+                sets += (short, _encode_field(name, value))
+        k = self.keys
+        keys = [k.record(namespace, memory_id), k.derivations(namespace, memory_id),
+                k.history(namespace, memory_id)]
+        out = self._run("update", keys, [str(expected_version), " ".join(dels), *sets])
+        if out[0] == 0:
+            if out[1] == "NOTFOUND":
+                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+            raise VersionConflictError(
+                f"memory {memory_id!r} is at version {out[2]}, not {expected_version}",
+                expected=expected_version, actual=int(out[2]))
+        return _decode(namespace, memory_id, _pairs(out[1]), out[2], out[3])
+
+    # -- reads ---------------------------------------------------------------------
+
+    def _load(self, namespace: str, ids: list[str]) -> dict[str, MemoryRecord]:
+        if not ids:
+            return {}
+        k = self.keys
+        with self._guard():
+            pipe = self.client.pipeline(transaction=False)
+            for memory_id in ids:
+                pipe.hgetall(k.record(namespace, memory_id))
+                pipe.lrange(k.history(namespace, memory_id), 0, -1)
+                pipe.lrange(k.derivations(namespace, memory_id), 0, -1)
+            replies = pipe.execute()
+        out: dict[str, MemoryRecord] = {}
+        for i, memory_id in enumerate(ids):
+            h = replies[3 * i]
+            if h:
+                out[memory_id] = _decode(namespace, memory_id, h, replies[3 * i + 1],
+                                         replies[3 * i + 2])
+        return out
+
+    def _current_claim_id(self, namespace: str, subject: str, attribute: str) -> str | None:
+        with self._guard():
+            return self.client.get(self.keys.claim(namespace, subject, attribute))
+
+    def _record_access(self, namespace: str, ids: list[str], now: float) -> int:
+        if not ids:
+            return 0
+        keys = [self.keys.record(namespace, i) for i in ids]
+        return int(self._run("access", keys, [repr(now)]))
+
+    def _incr_counter(self, namespace: str, name: str, now: float) -> None:
+        retention = self.limits.counter_retention_seconds
+        member = f"{now!r}:{os.urandom(6).hex()}"
+        self._run("counter_add", [self.keys.counter(namespace, name)],
+                  [repr(now), member, repr(now - retention), int(retention * 1000)])
+
+    def _count(self, namespace: str, name: str, since: float, now: float) -> int:
+        with self._guard():
+            return int(self.client.zcount(self.keys.counter(namespace, name),
+                                          f"({since!r}", repr(now)))
+
+    # -- diagnostics ------------------------------------------------------------------
+
+    def memory_usage(self, namespace: str, memory_id: str) -> int | None:
+        """Bytes Redis reports for the record hash (MEMORY USAGE), for the bench."""
+        with self._guard():
+            return self.client.memory_usage(self.keys.record(namespace, memory_id), samples=0)

@@ -1,0 +1,206 @@
+"""Start real redis-server processes on free loopback ports, for tests.
+
+Used by the store conformance suite and reusable by the gRPC end-to-end tests:
+``start_redis_server`` (standalone, AOF on), ``RedisServer.restart`` (same port
+and directory, so AOF persistence can be checked), ``start_redis_cluster``
+(N masters built with ``redis-cli --cluster create``).  A missing binary is a
+hard failure with an install hint, never a skip.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+STARTUP_TIMEOUT = 15.0
+INSTALL_HINT = ("the store tests need a real redis-server and redis-cli on PATH; "
+                "install them (Debian/Ubuntu: apt-get install -y redis-server) or run "
+                "scripts/test.sh, which does it")
+
+
+def require_binaries() -> tuple[str, str]:
+    """Paths of redis-server and redis-cli, or a RuntimeError saying how to get them."""
+    server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
+    if not server or not cli:
+        raise RuntimeError(INSTALL_HINT)
+    return server, cli
+
+
+def free_port(*, with_bus: bool = False) -> int:
+    """A loopback port free right now (and port + 10000 too, for the cluster bus)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if not with_bus:
+            return port
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no free loopback port found")
+
+
+def _wait_ready(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+    try:
+        while True:
+            if proc.poll() is not None:
+                tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+                raise RuntimeError(f"redis-server on port {port} exited "
+                                   f"(code {proc.returncode}):\n{tail}")
+            try:
+                # PING answers while the AOF is still loading; wait for loading to end.
+                if client.ping() and client.info("persistence").get("loading", 0) == 0:
+                    return
+            except redis.exceptions.ConnectionError:  # includes BusyLoadingError
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server on port {port} not ready after "
+                                   f"{STARTUP_TIMEOUT:.0f} s (log: {log})")
+            time.sleep(0.02)
+    finally:
+        client.close()
+
+
+@dataclass
+class RedisServer:
+    """One redis-server process bound to 127.0.0.1:port with its data in ``dir``."""
+
+    port: int
+    dir: Path
+    extra_args: tuple[str, ...] = ()
+    aof: bool = True
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    host = "127.0.0.1"
+
+    @property
+    def url(self) -> str:
+        return f"redis://{self.host}:{self.port}/0"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "redis.log"
+
+    def start(self) -> RedisServer:
+        server, _ = require_binaries()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        args = [server, "--port", str(self.port), "--bind", self.host,
+                "--dir", str(self.dir), "--daemonize", "no", "--save", "",
+                "--logfile", str(self.log), "--protected-mode", "no"]
+        if self.aof:
+            # fsync on every write: a SIGKILL restart must lose nothing acknowledged.
+            args += ["--appendonly", "yes", "--appendfsync", "always"]
+        args += list(self.extra_args)
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        _wait_ready(self.port, self.proc, self.log)
+        return self
+
+    def stop(self, *, hard: bool = False) -> None:
+        """SIGTERM (graceful shutdown) or SIGKILL (crash); waits for the exit."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL if hard else signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STARTUP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def restart(self, *, hard: bool = False) -> RedisServer:
+        """Stop and start again on the same port and data directory."""
+        self.stop(hard=hard)
+        return self.start()
+
+    def client(self, **kwargs: object) -> redis.Redis:
+        return redis.Redis(host=self.host, port=self.port, **kwargs)  # type: ignore[arg-type]
+
+
+def start_redis_server(dir: Path, *, port: int | None = None, aof: bool = True,
+                       extra_args: tuple[str, ...] = ()) -> RedisServer:
+    """Start a standalone server (AOF on by default) on a free loopback port."""
+    return RedisServer(port=port or free_port(), dir=Path(dir), aof=aof,
+                       extra_args=extra_args).start()
+
+
+@dataclass
+class RedisClusterHandle:
+    """A running cluster of masters (no replicas) on loopback."""
+
+    servers: list[RedisServer]
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{s.port}" for s in self.servers)
+
+    @property
+    def startup_nodes(self) -> list[tuple[str, int]]:
+        return [("127.0.0.1", s.port) for s in self.servers]
+
+    def stop(self) -> None:
+        for s in self.servers:
+            s.stop()
+
+
+def start_redis_cluster(dir: Path, *, masters: int = 3) -> RedisClusterHandle:
+    """Start ``masters`` cluster-enabled servers and join them with redis-cli."""
+    _, cli = require_binaries()
+    servers: list[RedisServer] = []
+    try:
+        for i in range(masters):
+            port = free_port(with_bus=True)
+            servers.append(start_redis_server(
+                Path(dir) / f"node{i}", port=port, aof=False,
+                extra_args=("--cluster-enabled", "yes", "--cluster-config-file",
+                            "nodes.conf", "--cluster-node-timeout", "5000")))
+        create = subprocess.run(
+            [cli, "--cluster", "create", *(f"127.0.0.1:{s.port}" for s in servers),
+             "--cluster-replicas", "0", "--cluster-yes"],
+            capture_output=True, text=True, timeout=60)
+        if create.returncode != 0:
+            raise RuntimeError(f"redis-cli --cluster create failed:\n{create.stdout}\n"
+                               f"{create.stderr}")
+        _wait_cluster_ok(servers)
+    except BaseException:
+        for s in servers:
+            s.stop()
+        raise
+    return RedisClusterHandle(servers)
+
+
+def _wait_cluster_ok(servers: list[RedisServer]) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        states = []
+        for s in servers:
+            c = s.client(decode_responses=True)
+            try:
+                info = c.execute_command("CLUSTER", "INFO")
+                if isinstance(info, bytes | str):
+                    text = info.decode() if isinstance(info, bytes) else info
+                    states.append("cluster_state:ok" in text)
+                else:
+                    states.append(info.get("cluster_state") == "ok")
+            finally:
+                c.close()
+        if all(states):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError("redis cluster did not reach cluster_state:ok in 30 s")
+        time.sleep(0.05)
