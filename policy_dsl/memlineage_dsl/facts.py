@@ -11,6 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+# What a request may spend on obligations when it does not say (cost units).
+DEFAULT_BUDGET = 1.0
+
 
 class UnknownProvenance(Exception):
     """Raised when a rule reads lineage of a memory that has none recorded.
@@ -101,7 +104,7 @@ class Request:
     memory: Memory
     actor: Creator = field(default_factory=lambda: Creator("user", "user:default"))
     namespace: str = "default"
-    budget: float = float("inf")  # no budget given: every obligation is affordable
+    budget: float = DEFAULT_BUDGET
     time: float = 0.0
     action: str = ""
     historical: bool = False

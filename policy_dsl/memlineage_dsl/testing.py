@@ -1,0 +1,198 @@
+"""Run the in-language `test` blocks of a policy set against its compiled form.
+
+A test gives memories, a request and call counters, then expects decisions.
+Time is the fixed `TEST_NOW`, so a test means the same thing on every run.
+Defaults for a given memory: creator `user:test`, confidence 1, created now,
+status active, type fact; for the request: actor `user:test`, budget DEFAULT_BUDGET.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import ast as A
+from .codegen import CodeGen
+from .compiler import CompiledPolicySet
+from .decision import Decision
+from .diagnostics import Diagnostic, SourceFile
+from .env import Env
+from .evaluator import decide
+from .facts import (
+    DEFAULT_BUDGET,
+    Creator,
+    DictSnapshot,
+    Memory,
+    MemoryFacts,
+    Request,
+    UnknownMemory,
+)
+
+TEST_NOW = 1767225600.0  # 2026-01-01T00:00:00Z
+_INT_FIELDS = {"version", "contradictions", "confirmations", "access_count"}
+
+
+@dataclass
+class TestResult:
+    name: str
+    path: str
+    span: A.Span
+    expects: int = 0
+    failures: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+
+class _Setup(Exception):
+    def __init__(self, span: A.Span, message: str) -> None:
+        super().__init__(message)
+        self.span = span
+
+
+def _describe(d: Decision) -> str:
+    fired = "; ".join(f"{r.policy} [{r.status}] {r.effect}: {r.message}" for r in d.reasons)
+    obligations = ", ".join(str(o) for o in d.obligations) or "none"
+    return (
+        f"got {d.effect} (score {d.compliance_score:.3f}, obligations: {obligations})"
+        + (f"; rules: {fired}" if fired else "; no rule fired")
+    )
+
+
+class _TestRun:
+    def __init__(self, ps: CompiledPolicySet, gen: CodeGen, test: A.Test, src: SourceFile):
+        self.ps, self.gen, self.test, self.src = ps, gen, test, src
+        self.memories: dict[str, Memory] = {}
+        self.calls: list[tuple[str, float]] = []
+        self.request: dict[str, object] = {}
+
+    def value(self, e: A.Expr) -> object:
+        try:
+            return self.gen.function(e, "_given")(None, None, None, None, TEST_NOW)
+        except Exception as exc:
+            raise _Setup(e.span, f"cannot evaluate this value: {exc}") from exc
+
+    def add_memory(self, g: A.GivenMemory) -> None:
+        values: dict[str, object] = {}
+        for f in g.fields:
+            if f.name == "depends":
+                items = f.value.items if isinstance(f.value, A.ListLit) else ()
+                values["dependencies"] = tuple(
+                    i.id if isinstance(i, A.Name) else str(self.value(i)) for i in items
+                )
+            elif f.name == "creator":
+                values["creator"] = Creator.parse(str(self.value(f.value)))
+            else:
+                v = self.value(f.value)
+                if isinstance(v, list | tuple):
+                    v = tuple(v)
+                elif f.name in _INT_FIELDS and isinstance(v, float):
+                    v = int(v)
+                values[f.name] = v
+        if values.pop("known", True) is False:
+            self.memories[g.name] = UnknownMemory(g.name, str(values.get("namespace", "default")))
+            return
+        values.setdefault("creator", Creator("user", "user:test"))
+        values.setdefault("created_at", TEST_NOW)
+        try:
+            self.memories[g.name] = MemoryFacts(id=g.name, **values)  # type: ignore[arg-type]
+        except TypeError as exc:
+            raise _Setup(g.span, f"invalid memory `{g.name}`: {exc}") from exc
+
+    def setup(self) -> None:
+        for stmt in self.test.stmts:
+            if isinstance(stmt, A.GivenMemory):
+                self.add_memory(stmt)
+            elif isinstance(stmt, A.GivenRequest):
+                self.request.update({f.name: self.value(f.value) for f in stmt.fields})
+            elif isinstance(stmt, A.GivenCalls):
+                at = TEST_NOW if stmt.at is None else float(self.value(stmt.at))  # type: ignore[arg-type]
+                self.calls.extend([(stmt.source, at)] * int(self.value(stmt.count)))  # type: ignore[call-overload]
+
+    def _target_for(self, op: str, m: Memory) -> Memory:
+        """For a write/derive, the active memory of the same claim it would supersede."""
+        if op not in ("write", "derive") or not m.known or not m.subject:  # type: ignore[union-attr]
+            return m
+        for other in self.memories.values():
+            if (
+                other is not m and other.known and other.status == "active"  # type: ignore[union-attr]
+                and (other.subject, other.attribute) == (m.subject, m.attribute)  # type: ignore[union-attr]
+            ):
+                return other
+        return m
+
+    def request_for(self, e: A.Expect) -> Request:
+        missing = [t for t in e.targets if t.name not in self.memories]
+        if missing:
+            raise _Setup(missing[0].span, f"test has no memory `{missing[0].name}`")
+        memories = tuple(self.memories[t.name] for t in e.targets)
+        actor = e.actor or str(self.request.get("actor", "user:test"))
+        budget = self.request.get("budget", DEFAULT_BUDGET)
+        return Request(
+            op=e.op.name,
+            memory=memories[0],
+            actor=Creator.parse(actor),
+            namespace=str(self.request.get("namespace", "default")),
+            budget=float(budget),  # type: ignore[arg-type]
+            time=float(self.request.get("time", TEST_NOW)),  # type: ignore[arg-type]
+            action=str(self.request.get("action", "")),
+            historical=bool(self.request.get("historical", False)),
+            target=self._target_for(e.op.name, memories[0]),
+            memories=memories if e.op.name == "act" else (),
+        )
+
+    def check(self, e: A.Expect) -> str | None:
+        """None when the expectation holds, else what went wrong."""
+        snapshot = DictSnapshot(
+            [m for m in self.memories.values() if isinstance(m, MemoryFacts)], self.calls
+        )
+        d = decide(self.ps, self.request_for(e), snapshot)
+        problems = []
+        if d.effect != e.effect:
+            problems.append(f"expected {e.effect}")
+        if e.score_low is not None and not (
+            e.score_low - 1e-9 <= d.compliance_score <= (e.score_high or e.score_low) + 1e-9
+        ):
+            problems.append(f"expected score in [{e.score_low:g}, {e.score_high:g}]")
+        for ob in e.with_obligations:
+            args = tuple(self.value(a) for a in ob.args)
+            if not d.has_obligation(ob.name, args if ob.args else None):
+                problems.append(f"expected obligation {ob.name}{args if args else '()'}")
+        for ob in e.without_obligations:
+            args = tuple(self.value(a) for a in ob.args)
+            if d.has_obligation(ob.name, args if ob.args else None):
+                problems.append(f"expected no obligation {ob.name}{args if args else '()'}")
+        return f"{', '.join(problems)}; {_describe(d)}" if problems else None
+
+
+def run_test(ps: CompiledPolicySet, env: Env, test: A.Test, path: str) -> TestResult:
+    src = env.files[path]
+    gen = CodeGen(
+        consts={n: loc.node.value for n, loc in env.consts.items()},  # type: ignore[union-attr]
+        sources={n: loc.node.patterns for n, loc in env.sources.items()},  # type: ignore[union-attr]
+    )
+    result = TestResult(test.name, path, test.span)
+    run = _TestRun(ps, gen, test, src)
+    try:
+        run.setup()
+    except _Setup as exc:
+        result.failures.append(src.diag("E504", exc.span, f"test \"{test.name}\": {exc}"))
+        return result
+    for stmt in test.stmts:
+        if not isinstance(stmt, A.Expect):
+            continue
+        result.expects += 1
+        try:
+            problem = run.check(stmt)
+        except _Setup as exc:
+            result.failures.append(src.diag("E504", exc.span, f"test \"{test.name}\": {exc}"))
+            continue
+        if problem:
+            result.failures.append(
+                src.diag("E503", stmt.span, f"test \"{test.name}\" failed: {problem}")
+            )
+    return result
+
+
+def run_tests(ps: CompiledPolicySet, env: Env) -> list[TestResult]:
+    return [run_test(ps, env, loc.node, loc.path) for loc in env.tests]  # type: ignore[arg-type]
