@@ -40,6 +40,7 @@ CODES: dict[str, str] = {
     "E108": "unknown-resolve-strategy",
     "E109": "duplicate-definition",
     "E110": "unknown-option",
+    "E111": "cyclic-definition",
     # types (E2xx)
     "E201": "type-mismatch",
     "E202": "not-a-constant",

@@ -1,0 +1,333 @@
+"""Rule analysis (warnings): never fires, shadowed, conflicting, unused.
+
+Deliberately conservative: a rule is only said to never fire when two of its
+`and`-ed conditions put contradictory bounds on the *same* operand (or one is
+literally false), so a satisfiable rule is never flagged. Consts are folded to
+their literal values first, so `memory.confidence > min_conf` is a bound too.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+
+from . import ast as A
+from . import schema as S
+from .diagnostics import Diagnostic, SourceFile
+from .env import Env, Located
+from .fold import Folder, literal_value
+from .spans import sub_span
+
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+_NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+
+
+@dataclass(frozen=True)
+class Conjunct:
+    """One `and`-ed condition: folded form (for logic) and original (for messages)."""
+
+    folded: A.Expr
+    original: A.Expr
+
+
+@dataclass(frozen=True)
+class Bound:
+    """`operand op value`, the shape the contradiction logic understands."""
+
+    operand: A.Expr | None  # None: a comparison of two literals
+    op: str
+    value: float | str | bool
+    kind: str
+
+
+@dataclass
+class _Rule:
+    name: str
+    loc: Located
+    policy: A.Policy
+    ops: frozenset[str]
+    conjuncts: list[Conjunct]
+    priority: float | None  # None: not a constant
+
+    @property
+    def effect(self) -> str:
+        return self.policy.effect.kind if self.policy.effect else ""
+
+    def where(self) -> str:
+        s = self.policy.name_span
+        return f"{self.loc.path}:{s.line}:{s.column}"
+
+
+def analyze(env: Env, skip: Collection[str] = ()) -> list[Diagnostic]:
+    """W401-W404 for the policies of `env` (those named in `skip` are left out)."""
+    folder = Folder({n: loc.node.value for n, loc in env.consts.items()})  # type: ignore[union-attr]
+    rules = [
+        _rule(name, loc, folder) for name, loc in env.policies.items() if name not in skip
+    ]
+    diags: list[Diagnostic] = []
+    live: list[_Rule] = []
+    for rule in rules:
+        why = contradiction(rule.conjuncts, env.files[rule.loc.path])
+        if why is None:
+            live.append(rule)
+            continue
+        diags.append(env.files[rule.loc.path].diag(
+            "W401", rule.policy.name_span, f"policy `{rule.name}` can never fire", why,
+        ))
+    shadowed: set[tuple[str, str]] = set()
+    for low in live:
+        for high in live:
+            reason = _shadows(high, low, env.strategy) if high is not low else None
+            if reason is not None:
+                shadowed.add((high.name, low.name))
+                diags.append(_shadow_diag(env, high, low, reason))
+                break
+    for a, b in itertools.combinations(live, 2):
+        if (a.name, b.name) in shadowed or (b.name, a.name) in shadowed:
+            continue
+        if _conflict(a, b, env):
+            ops = ", ".join(f"`{o}`" for o in sorted(a.ops & b.ops))
+            diags.append(env.files[b.loc.path].diag(
+                "W403", b.policy.name_span,
+                f"policy `{b.name}` conflicts with `{a.name}` at equal priority",
+                f"`{a.name}` ({a.where()}) also applies to {ops} at priority "
+                f"{_num(a.priority)} and decides `{a.effect}`; give them different "
+                "priorities or exclusive conditions",
+            ))
+    diags.extend(_unused(env))
+    return diags
+
+
+# ---------------------------------------------------------------- rules
+def _rule(name: str, loc: Located, folder: Folder) -> _Rule:
+    p: A.Policy = loc.node  # type: ignore[assignment]
+    conjuncts: list[Conjunct] = []
+    if p.when is not None:
+        for original in flatten_and(p.when):
+            for folded in flatten_and(folder.fold(original)):
+                if folded != A.Bool(True):
+                    conjuncts.append(Conjunct(folded, original))
+    priority: float | None = 0.0
+    if p.priority is not None:
+        value = folder.fold(p.priority)
+        priority = value.value if isinstance(value, A.Number) else None
+    return _Rule(name, loc, p, frozenset(o.name for o in p.ops), conjuncts, priority)
+
+
+def flatten_and(expr: A.Expr) -> list[A.Expr]:
+    if isinstance(expr, A.Binary) and expr.op == "and":
+        return [*flatten_and(expr.left), *flatten_and(expr.right)]
+    return [expr]
+
+
+def _shadows(high: _Rule, low: _Rule, strategy: str) -> str | None:
+    """Why `high` decides whenever `low` applies ("priority" or "deny"), if it does.
+
+    `high` must cover all of `low`'s operations and its conjuncts must be a
+    subset of `low`'s, so it applies whenever `low` does.
+    """
+    if not low.ops or not low.ops <= high.ops:
+        return None
+    if not {c.folded for c in high.conjuncts} <= {c.folded for c in low.conjuncts}:
+        return None
+    higher = (
+        high.priority is not None and low.priority is not None and high.priority > low.priority
+    )
+    if strategy == "priority" and higher:
+        return "priority"
+    overrides = strategy == "deny_overrides" or higher
+    if high.effect == "deny" and low.effect != "deny" and overrides:
+        return "deny"
+    return None
+
+
+def _shadow_diag(env: Env, high: _Rule, low: _Rule, reason: str) -> Diagnostic:
+    if reason == "priority":
+        why = (f"`{high.name}` ({high.where()}, priority {_num(high.priority)}) applies "
+               f"whenever `{low.name}` does and is decided first")
+    else:
+        why = (f"`{high.name}` ({high.where()}) denies whenever `{low.name}` applies, "
+               "and deny overrides")
+    return env.files[low.loc.path].diag(
+        "W402", low.policy.name_span, f"policy `{low.name}` is shadowed by `{high.name}`", why,
+    )
+
+
+def _conflict(a: _Rule, b: _Rule, env: Env) -> bool:
+    if a.priority is None or a.priority != b.priority:
+        return False
+    if not a.ops & b.ops or not a.effect or not b.effect or a.effect == b.effect:
+        return False
+    return contradiction([*a.conjuncts, *b.conjuncts], None) is None
+
+
+# ---------------------------------------------------------------- contradictions
+def contradiction(conjuncts: list[Conjunct], src: SourceFile | None) -> str | None:
+    """Why these conjuncts can never all hold, or None if they might."""
+    bounds: list[tuple[Bound, Conjunct]] = []
+    for c in conjuncts:
+        b = bound_of(c.folded)
+        if b is None:
+            continue
+        if b.operand is None:
+            if not _holds(b.value, b.op, b.kind):  # type: ignore[arg-type]
+                return f"{_quote(src, c.original)} is always false"
+            continue
+        bounds.append((b, c))
+    for (b1, c1), (b2, c2) in itertools.combinations(bounds, 2):
+        if b1.operand == b2.operand and b1.kind == b2.kind and _disjoint(b1, b2):
+            if c1.original is c2.original:
+                return f"{_quote(src, c1.original)} is always false"
+            return f"{_quote(src, c1.original)} contradicts {_quote(src, c2.original)}"
+    return None
+
+
+def _quote(src: SourceFile | None, expr: A.Expr) -> str:
+    text = src.snippet(expr.span) if src is not None else ""
+    return f"`{text}`" if text else "a condition"
+
+
+def _literal(expr: A.Expr) -> tuple[float | str | bool, str] | None:
+    if isinstance(expr, A.Name) and expr.id in S.SYMBOLS:
+        return expr.id, S.STRING
+    value = literal_value(expr)
+    if value is None:
+        return None
+    kinds = {A.Number: S.NUMBER, A.Duration: S.DURATION, A.Str: S.STRING, A.Bool: S.BOOL}
+    return value, kinds[type(expr)]  # type: ignore[index]
+
+
+def bound_of(expr: A.Expr) -> Bound | None:
+    """Read a conjunct as `operand op literal` (or a literal truth value)."""
+    if isinstance(expr, A.Bool):
+        return Bound(None, "==", expr.value, "truth")
+    negate = False
+    if isinstance(expr, A.Unary) and expr.op == "not":
+        negate, expr = True, expr.operand
+    if isinstance(expr, A.Binary) and expr.op in _FLIP:
+        left, right = _literal(expr.left), _literal(expr.right)
+        op = _NEGATE[expr.op] if negate else expr.op
+        if left is not None and right is not None:
+            if left[1] != right[1]:
+                return None
+            return Bound(None, op, (left[0], right[0]), left[1])  # type: ignore[arg-type]
+        if right is not None:
+            return Bound(expr.left, op, right[0], right[1])
+        if left is not None:
+            return Bound(expr.right, _FLIP[op], left[0], left[1])
+    if isinstance(expr, A.Binary) and expr.op in ("and", "or"):
+        return None
+    if isinstance(expr, A.Binary | A.Quant | A.Call | A.Attr | A.Name):
+        # any other condition: `x` is `x == true`, `not x` is `x == false`
+        return Bound(expr, "==", not negate, S.BOOL)
+    return None
+
+
+def _holds(value: object, op: str, kind: str) -> bool:
+    """Truth of a literal-only conjunct (`false`, `1 > 2`)."""
+    if kind == "truth":
+        return bool(value)
+    a, b = value  # type: ignore[misc]
+    return _compare(a, op, b)
+
+
+def _compare(a, op: str, b) -> bool:  # type: ignore[no-untyped-def]
+    if op == "==":
+        return a == b
+    if op == "!=":
+        return a != b
+    if isinstance(a, bool) or isinstance(b, bool):
+        return True  # ordering booleans is a type error, not a contradiction
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+
+
+def _disjoint(b1: Bound, b2: Bound) -> bool:
+    """Whether `x op1 v1` and `x op2 v2` can never both hold."""
+    if b1.op == "!=" and b2.op == "!=":
+        return False
+    if b1.op == "==":
+        return not _compare(b1.value, b2.op, b2.value)
+    if b2.op == "==":
+        return not _compare(b2.value, b1.op, b1.value)
+    if "!=" in (b1.op, b2.op) or b1.kind == S.BOOL:
+        return False
+    lo = [b for b in (b1, b2) if b.op in (">", ">=")]
+    hi = [b for b in (b1, b2) if b.op in ("<", "<=")]
+    if len(lo) != 1 or len(hi) != 1:
+        return False
+    low, high = lo[0], hi[0]
+    if low.value > high.value:  # type: ignore[operator]
+        return True
+    return low.value == high.value and (low.op == ">" or high.op == "<")
+
+
+# ---------------------------------------------------------------- unused names
+def _unused(env: Env) -> list[Diagnostic]:
+    used: set[str] = set()
+    for loc in [*env.consts.values(), *env.policies.values(), *env.tests]:
+        for expr in _exprs_of(loc.node):
+            used.update(n.id for n in _walk(expr) if isinstance(n, A.Name))
+    if env.resolve is not None:
+        for opt in env.resolve.node.options:  # type: ignore[union-attr]
+            used.update(n.id for n in _walk(opt.value) if isinstance(n, A.Name))
+    out: list[Diagnostic] = []
+    for what, table in (("const", env.consts), ("sources", env.sources)):
+        for name, loc in table.items():
+            if name in used:
+                continue
+            src = env.files[loc.path]
+            span = sub_span(src, loc.node.span, what + r"\s+", name)
+            label = "const" if what == "const" else "source list"
+            out.append(src.diag("W404", span, f"{label} `{name}` is never used",
+                                "remove it, or use it in a policy"))
+    return out
+
+
+def _exprs_of(node: object) -> Iterator[A.Expr]:
+    if isinstance(node, A.Const):
+        yield node.value
+    elif isinstance(node, A.Policy):
+        for e in (node.when, node.priority, node.weight, node.score, node.cost):
+            if e is not None:
+                yield e
+        if node.effect is not None:
+            for ob in node.effect.obligations:
+                yield from ob.args
+    elif isinstance(node, A.Test):
+        for stmt in node.stmts:
+            if isinstance(stmt, A.GivenMemory | A.GivenRequest):
+                yield from (f.value for f in stmt.fields)
+            elif isinstance(stmt, A.GivenCalls):
+                yield stmt.count
+                if stmt.at is not None:
+                    yield stmt.at
+            else:
+                for ob in (*stmt.with_obligations, *stmt.without_obligations):
+                    yield from ob.args
+
+
+def _walk(expr: A.Expr) -> Iterator[A.Expr]:
+    yield expr
+    if isinstance(expr, A.Attr):
+        yield from _walk(expr.obj)
+    elif isinstance(expr, A.Call | A.ListLit):
+        for child in expr.args if isinstance(expr, A.Call) else expr.items:
+            yield from _walk(child)
+    elif isinstance(expr, A.Quant):
+        yield from _walk(expr.collection)
+        yield from _walk(expr.body)
+    elif isinstance(expr, A.Unary):
+        yield from _walk(expr.operand)
+    elif isinstance(expr, A.Binary):
+        yield from _walk(expr.left)
+        yield from _walk(expr.right)
+    elif isinstance(expr, A.Cond):
+        for child in (expr.test, expr.then, expr.otherwise):
+            yield from _walk(child)
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "?"
+    return str(int(v)) if v == int(v) else repr(v)

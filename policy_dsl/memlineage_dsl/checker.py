@@ -1,0 +1,353 @@
+"""Static checks of a policy set: names, types, policy structure and tests.
+
+`check(env)` walks every declaration and collects every problem (never stops
+at the first), then runs the rule analysis (`analysis.py`) on the policies
+that checked clean. `lint_paths` / `lint_texts` are the whole pipeline:
+load -> build_env -> check, with every diagnostic sorted by location.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from . import ast as A
+from . import schema as S
+from .analysis import analyze
+from .diagnostics import Diagnostic, Severity, SourceFile, did_you_mean
+from .env import Env, Located, build_env
+from .fold import Folder
+from .loader import LoadedSet, load_paths, load_texts
+from .spans import head_span, sub_span
+from .typecheck import ExprChecker, Names, assignable
+
+
+def lint_paths(paths: Iterable[str]) -> list[Diagnostic]:
+    """Load files/directories and return every diagnostic (load, env, check)."""
+    return lint_loaded(load_paths(paths))
+
+
+def lint_texts(texts: dict[str, str]) -> list[Diagnostic]:
+    """Like `lint_paths` for in-memory texts (path -> text)."""
+    return lint_loaded(load_texts(texts))
+
+
+def lint_loaded(loaded: LoadedSet) -> list[Diagnostic]:
+    env, env_diags = build_env(loaded)
+    return sort_diagnostics([*loaded.diagnostics, *env_diags, *check(env)])
+
+
+def sort_diagnostics(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
+    """Sort by (file, line, column, code) and drop exact duplicates."""
+    return sorted(dict.fromkeys(diags), key=Diagnostic.sort_key)
+
+
+def check(env: Env) -> list[Diagnostic]:
+    """Every name, type, structure and test diagnostic of `env`, plus rule warnings."""
+    return _Checker(env).run()
+
+
+class _Checker:
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self.diags: list[Diagnostic] = []
+        self.folder = Folder({n: loc.node.value for n, loc in env.consts.items()})  # type: ignore[union-attr]
+        self._const_types: dict[str, str] = {}
+        self._active: list[str] = []
+        self._cycles: set[frozenset[str]] = set()
+        self.policy_names = Names(env.consts, self.const_type, env.sources, roots=True)
+        self.plain_names = Names(env.consts, self.const_type, env.sources, roots=False)
+
+    def run(self) -> list[Diagnostic]:
+        for name in self.env.consts:
+            self.const_type(name)
+        if self.env.resolve is not None:
+            self._check_resolve(self.env.resolve)
+        broken: set[str] = set()
+        for name, loc in self.env.policies.items():
+            before = len(self.diags)
+            self._check_policy(loc)
+            if any(d.severity is Severity.ERROR for d in self.diags[before:]):
+                broken.add(name)
+        for loc in self.env.tests:
+            self._check_test(loc)
+        self.diags.extend(analyze(self.env, skip=broken))
+        return sort_diagnostics(self.diags)
+
+    def _ex(self, path: str, names: Names) -> ExprChecker:
+        return ExprChecker(self.env.files[path], names, self.diags)
+
+    # ------------------------------------------------------------------ consts
+    def const_type(self, name: str) -> str:
+        """The type of const `name`, checking its definition the first time."""
+        if name in self._const_types:
+            return self._const_types[name]
+        if name in self._active:
+            self._report_cycle(self._active[self._active.index(name):])
+            return S.ANY
+        loc = self.env.consts[name]
+        self._active.append(name)
+        try:
+            t = self._ex(loc.path, self.plain_names).infer(loc.node.value, {})  # type: ignore[union-attr]
+        finally:
+            self._active.pop()
+        self._const_types[name] = t
+        return t
+
+    def _report_cycle(self, cycle: list[str]) -> None:
+        if frozenset(cycle) in self._cycles:
+            return
+        self._cycles.add(frozenset(cycle))
+        loc = self.env.consts[cycle[0]]
+        src = self.env.files[loc.path]
+        chain = " -> ".join([*cycle, cycle[0]])
+        self.diags.append(src.diag(
+            "E111", sub_span(src, loc.node.span, r"const\s+", cycle[0]),
+            f"const `{cycle[0]}` is defined in terms of itself: {chain}",
+            "a const may only use other consts that do not refer back to it",
+        ))
+
+    # ------------------------------------------------------------------ resolve
+    def _check_resolve(self, loc: Located) -> None:
+        node: A.Resolve = loc.node  # type: ignore[assignment]
+        src = self.env.files[loc.path]
+        if node.strategy not in S.STRATEGIES:
+            self.diags.append(src.diag(
+                "E108", node.strategy_span, f"unknown resolution strategy `{node.strategy}`",
+                did_you_mean(node.strategy, S.STRATEGIES)
+                or "use one of " + ", ".join(f"`{s}`" for s in S.STRATEGIES),
+            ))
+        ex = self._ex(loc.path, self.plain_names)
+        for opt in node.options:
+            want = S.RESOLVE_OPTIONS.get(opt.name)
+            if want is None:
+                self.diags.append(src.diag(
+                    "E110", head_span(opt.span, opt.name), f"unknown option `{opt.name}`",
+                    did_you_mean(opt.name, S.RESOLVE_OPTIONS)
+                    or "options: " + ", ".join(f"`{o}`" for o in S.RESOLVE_OPTIONS),
+                ))
+                ex.infer(opt.value, {})
+                continue
+            ex.expect(opt.value, want, f"`{opt.name}`")
+            self._check_range(src, opt.value, f"`{opt.name}`", low=0.0, high=1.0)
+
+    # ------------------------------------------------------------------ policies
+    def _check_policy(self, loc: Located) -> None:
+        p: A.Policy = loc.node  # type: ignore[assignment]
+        src = self.env.files[loc.path]
+        ex = self._ex(loc.path, self.policy_names)
+        if not p.ops:
+            self.diags.append(src.diag(
+                "E301", p.name_span, f"policy `{p.name}` has no `on` clause",
+                "say which operations it governs, e.g. `on read, act`",
+            ))
+        for op in p.ops:
+            self._check_op(src, op)
+        if p.when is not None:
+            ex.expect(p.when, S.BOOL, "`when`")
+        if p.effect is None:
+            self.diags.append(src.diag(
+                "E302", p.name_span, f"policy `{p.name}` has no effect",
+                "add `allow`, `deny` or `degrade`",
+            ))
+        else:
+            for ob in p.effect.obligations:
+                self._check_obligation(src, ex, ob)
+        if p.score is not None:
+            ex.expect(p.score, S.NUMBER, "`score`")
+            self._check_range(src, p.score, "`score`", low=0.0, high=1.0)
+        if p.cost is not None:
+            ex.expect(p.cost, S.NUMBER, "`cost`")
+            self._check_range(src, p.cost, "`cost`", low=0.0, high=None)
+        if p.priority is not None:
+            self._check_constant(src, ex, p.priority, "priority", integer=True)
+        if p.weight is not None:
+            self._check_constant(src, ex, p.weight, "weight", integer=False)
+
+    def _check_op(self, src: SourceFile, op: A.Ident) -> None:
+        if op.name not in S.OPERATIONS:
+            self.diags.append(src.diag(
+                "E106", op.span, f"unknown operation `{op.name}`",
+                did_you_mean(op.name, S.OPERATIONS)
+                or "operations: " + ", ".join(f"`{o}`" for o in S.OPERATIONS),
+            ))
+
+    def _check_obligation(self, src: SourceFile, ex: ExprChecker, ob: A.Obligation) -> None:
+        spec = S.OBLIGATIONS.get(ob.name)
+        if spec is None:
+            self.diags.append(src.diag(
+                "E107", head_span(ob.span, ob.name), f"unknown obligation `{ob.name}`",
+                did_you_mean(ob.name, S.OBLIGATIONS)
+                or "obligations: " + ", ".join(f"`{o}`" for o in S.OBLIGATIONS),
+            ))
+            for arg in ob.args:
+                ex.infer(arg, {})
+            return
+        most, least = len(spec.params), len(spec.params) - spec.optional
+        if not least <= len(ob.args) <= most:
+            want = f"{least} to {most}" if least != most else str(most)
+            plural = "" if most == 1 and least == most else "s"
+            self.diags.append(src.diag(
+                "E105", ob.span, f"`{ob.name}` takes {want} argument{plural}, "
+                f"got {len(ob.args)}", f"`{ob.name}`: {spec.doc}",
+            ))
+        for arg, want in zip(ob.args, spec.params, strict=False):
+            ex.expect(arg, want, f"argument of `{ob.name}`")
+        for arg in ob.args[len(spec.params):]:
+            ex.infer(arg, {})
+        if ob.name == "downrank" and ob.args:
+            value = self.folder.fold(ob.args[0])
+            if isinstance(value, A.Number) and not 0.0 < value.value <= 1.0:
+                self.diags.append(src.diag(
+                    "E203", ob.args[0].span,
+                    f"`downrank` factor must be in (0, 1], got {_num(value.value)}",
+                    "e.g. `downrank(0.5)` halves its rank",
+                ))
+
+    def _check_range(self, src: SourceFile, expr: A.Expr, what: str,
+                     low: float, high: float | None) -> None:
+        """Range-check the literal (or const) values an expression can take."""
+        if isinstance(expr, A.Cond):
+            self._check_range(src, expr.then, what, low, high)
+            self._check_range(src, expr.otherwise, what, low, high)
+            return
+        value = self.folder.fold(expr)
+        if not isinstance(value, A.Number):
+            return
+        v = value.value
+        if v < low or (high is not None and v > high):
+            bounds = f"in [{_num(low)}, {_num(high)}]" if high is not None else (
+                f">= {_num(low)}")
+            self.diags.append(src.diag("E203", expr.span, f"{what} must be {bounds}, "
+                                       f"got {_num(v)}"))
+
+    def _check_constant(self, src: SourceFile, ex: ExprChecker, expr: A.Expr,
+                        what: str, integer: bool) -> None:
+        t = ex.expect(expr, S.NUMBER, f"`{what}`")
+        if not assignable(t, S.NUMBER) or t == S.ANY:
+            return
+        value = self.folder.fold(expr)
+        kind = "integer" if integer else "number"
+        if not isinstance(value, A.Number):
+            self.diags.append(src.diag(
+                "E202", expr.span, f"`{what}` must be a constant {kind}",
+                "use a number literal or a `const`",
+            ))
+        elif integer and value.value != int(value.value):
+            self.diags.append(src.diag(
+                "E202", expr.span, f"`{what}` must be a constant integer, got {value.value}",
+            ))
+        elif not integer and value.value <= 0:
+            self.diags.append(src.diag(
+                "E203", expr.span, f"`{what}` must be positive, got {_num(value.value)}",
+            ))
+
+    # ------------------------------------------------------------------ tests
+    def _check_test(self, loc: Located) -> None:
+        test: A.Test = loc.node  # type: ignore[assignment]
+        src = self.env.files[loc.path]
+        ex = self._ex(loc.path, self.plain_names)
+        memories: dict[str, A.GivenMemory] = {}
+        for stmt in test.stmts:
+            if isinstance(stmt, A.GivenMemory):
+                if stmt.name in memories:
+                    self.diags.append(src.diag(
+                        "E109", sub_span(src, stmt.span, r"given\s+memory\s+", stmt.name),
+                        f"memory `{stmt.name}` is already given in test `{test.name}`",
+                    ))
+                    continue
+                memories[stmt.name] = stmt
+        for stmt in test.stmts:
+            if isinstance(stmt, A.GivenMemory):
+                self._check_fields(src, ex, test, stmt.fields, S.TEST_MEMORY_FIELDS,
+                                   "memory", memories)
+            elif isinstance(stmt, A.GivenRequest):
+                self._check_fields(src, ex, test, stmt.fields, S.TEST_REQUEST_FIELDS,
+                                   "request", memories)
+            elif isinstance(stmt, A.GivenCalls):
+                ex.expect(stmt.count, S.NUMBER, "a call count")
+                if stmt.at is not None:
+                    ex.expect(stmt.at, S.TIME, "`at`")
+            else:
+                self._check_expect(src, ex, test, stmt, memories)
+
+    def _check_fields(self, src: SourceFile, ex: ExprChecker, test: A.Test,
+                      fields: tuple[A.Field, ...], table: dict[str, str], what: str,
+                      memories: dict[str, A.GivenMemory]) -> None:
+        seen: set[str] = set()
+        for f in fields:
+            name_span = head_span(f.span, f.name)
+            if f.name in seen:
+                self.diags.append(src.diag("E109", name_span, f"field `{f.name}` is set twice"))
+            seen.add(f.name)
+            want = table.get(f.name)
+            if want is None:
+                self.diags.append(src.diag(
+                    "E502", name_span, f"unknown {what} field `{f.name}`",
+                    did_you_mean(f.name, table)
+                    or "fields: " + ", ".join(f"`{n}`" for n in sorted(table)),
+                ))
+                ex.infer(f.value, {})
+            elif f.name == "depends":
+                self._check_depends(src, test, f.value, memories)
+            else:
+                ex.expect(f.value, want, f"field `{f.name}`")
+                if f.name in ("creator", "actor") and isinstance(f.value, A.Str):
+                    self._check_creator_text(src, f.value)
+                elif want == S.NUMBER and f.name in ("confidence", "reliability"):
+                    self._check_range(src, f.value, f"`{f.name}`", low=0.0, high=1.0)
+
+    def _check_creator_text(self, src: SourceFile, value: A.Str) -> None:
+        kind, sep, ident = value.value.partition(":")
+        if not sep or not ident or kind not in S.CREATOR_KINDS:
+            self.diags.append(src.diag(
+                "E504", value.span, f"`{value.value}` is not a creator",
+                "write `kind:id` with kind one of "
+                + ", ".join(f"`{k}`" for k in S.CREATOR_KINDS) + ", e.g. `tool:flight_api`",
+            ))
+
+    def _check_depends(self, src: SourceFile, test: A.Test, value: A.Expr,
+                       memories: dict[str, A.GivenMemory]) -> None:
+        if not isinstance(value, A.ListLit):
+            self.diags.append(src.diag(
+                "E201", value.span, "`depends` must be a list of memory names",
+                "e.g. `depends: [a, b]`",
+            ))
+            return
+        for item in value.items:
+            if not isinstance(item, A.Name):
+                self.diags.append(src.diag(
+                    "E201", item.span, "`depends` lists memory names, e.g. `[a, b]`"
+                ))
+            elif item.id not in memories:
+                self._missing_memory(src, test, item.id, item.span, memories)
+
+    def _missing_memory(self, src: SourceFile, test: A.Test, name: str, span: A.Span,
+                        memories: dict[str, A.GivenMemory]) -> None:
+        self.diags.append(src.diag(
+            "E501", span, f"test `{test.name}` has no memory `{name}`",
+            did_you_mean(name, memories) or f"add `given memory {name} {{ ... }}`",
+        ))
+
+    def _check_expect(self, src: SourceFile, ex: ExprChecker, test: A.Test,
+                      stmt: A.Expect, memories: dict[str, A.GivenMemory]) -> None:
+        self._check_op(src, stmt.op)
+        for target in stmt.targets:
+            if target.name not in memories:
+                self._missing_memory(src, test, target.name, target.span, memories)
+        low, high = stmt.score_low, stmt.score_high
+        for bound in (low, high):
+            if bound is not None and not 0.0 <= bound <= 1.0:
+                self.diags.append(src.diag(
+                    "E203", stmt.span, f"expected score {_num(bound)} is outside [0, 1]"
+                ))
+        if low is not None and high is not None and low > high:
+            self.diags.append(src.diag(
+                "E203", stmt.span, f"score range {_num(low)} .. {_num(high)} is empty",
+                f"write the lower bound first: `score {_num(high)} .. {_num(low)}`",
+            ))
+        for ob in (*stmt.with_obligations, *stmt.without_obligations):
+            self._check_obligation(src, ex, ob)
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if v == int(v) else repr(v)
