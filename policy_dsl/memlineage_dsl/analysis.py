@@ -180,7 +180,70 @@ def contradiction(conjuncts: list[Conjunct], src: SourceFile | None) -> str | No
             if c1.original is c2.original:
                 return f"{_quote(src, c1.original)} is always false"
             return f"{_quote(src, c1.original)} contradicts {_quote(src, c2.original)}"
+    return _unknown_vs_lineage(conjuncts, src)
+
+
+_LINEAGE_FUNCS = ("age", "ancestors", "descendants", "lineage")
+
+
+def _unknown_vs_lineage(conjuncts: list[Conjunct], src: SourceFile | None) -> str | None:
+    """`unknown(memory)` with a read of `memory`'s lineage: the read skips the rule."""
+    unknown: dict[str, Conjunct] = {}
+    for c in conjuncts:
+        root = _unknown_root(c.folded)
+        if root is not None:
+            unknown.setdefault(root, c)
+    if not unknown:
+        return None
+    for c in conjuncts:
+        for root in _lineage_reads(c.folded):
+            if root in unknown:
+                return (f"{_quote(src, unknown[root].original)} holds only without recorded "
+                        f"lineage, but {_quote(src, c.original)} reads it (a rule that reads "
+                        "missing lineage does not apply)")
     return None
+
+
+def _unknown_root(expr: A.Expr) -> str | None:
+    """`R` when the conjunct is `unknown(R)` or `R.known == false`."""
+    if (isinstance(expr, A.Call) and expr.func == "unknown" and len(expr.args) == 1
+            and isinstance(expr.args[0], A.Name)):
+        return expr.args[0].id
+    b = bound_of(expr)
+    if (b is not None and isinstance(b.operand, A.Attr) and b.operand.name == "known"
+            and isinstance(b.operand.obj, A.Name) and b.kind == S.BOOL
+            and ((b.op == "==" and b.value is False) or (b.op == "!=" and b.value is True))):
+        return b.operand.obj.id
+    return None
+
+
+def _lineage_reads(expr: A.Expr) -> Iterator[str]:
+    """Roots whose lineage is read wherever `expr` is evaluated (no short-circuit)."""
+    if isinstance(expr, A.Attr):
+        obj = expr.obj
+        if isinstance(obj, A.Name) and S.ROOTS.get(obj.id) == S.MEMORY:
+            spec = S.MEMORY_ATTRS.get(expr.name)
+            if spec is not None and spec.lineage:
+                yield obj.id
+        yield from _lineage_reads(obj)
+    elif isinstance(expr, A.Call):
+        first = expr.args[0] if expr.args else None
+        if expr.func in _LINEAGE_FUNCS and isinstance(first, A.Name):
+            yield first.id
+        for arg in expr.args:
+            yield from _lineage_reads(arg)
+    elif isinstance(expr, A.Binary) and expr.op not in ("and", "or"):
+        yield from _lineage_reads(expr.left)
+        yield from _lineage_reads(expr.right)
+    elif isinstance(expr, A.Unary):
+        yield from _lineage_reads(expr.operand)
+    elif isinstance(expr, A.Quant):
+        yield from _lineage_reads(expr.collection)
+    elif isinstance(expr, A.Cond):
+        yield from _lineage_reads(expr.test)
+    elif isinstance(expr, A.ListLit):
+        for item in expr.items:
+            yield from _lineage_reads(item)
 
 
 def _quote(src: SourceFile | None, expr: A.Expr) -> str:
