@@ -81,7 +81,10 @@ def _value(gen: CodeGen, e: A.Expr, name: str) -> float | Value | object:
     """A constant when `e` reads nothing from the request, else a compiled function."""
     fn = gen.function(e, name)
     if gen.is_static(e):
-        return fn(None, None, None, None, 0.0)
+        try:
+            return fn(None, None, None, None, 0.0)
+        except Exception:  # e.g. 0 / 0: left to fail closed at run time, with its error
+            return fn
     return fn
 
 

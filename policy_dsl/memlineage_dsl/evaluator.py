@@ -88,7 +88,7 @@ def _decide_act(ps: CompiledPolicySet, plan: OpPlan, r: Request, s: LineageSnaps
         effect,
         min(d.compliance_score for d in parts),
         sum(d.expected_cost for d in parts),
-        _dedupe(o for d in parts for o in d.obligations),
+        _dedupe_obligations(o for d in parts for o in d.obligations),
         _dedupe(x for d in parts for x in d.reasons),
         tuple(dict.fromkeys(e for d in parts for e in d.errors)),
     )
@@ -96,6 +96,14 @@ def _decide_act(ps: CompiledPolicySet, plan: OpPlan, r: Request, s: LineageSnaps
 
 def _dedupe(items):
     return tuple(dict.fromkeys(items))
+
+
+def _dedupe_obligations(items) -> tuple[ObligationOut, ...]:
+    """The same obligation from two rules is honoured once (the first rule names it)."""
+    seen: dict[tuple[str, tuple[object, ...]], ObligationOut] = {}
+    for o in items:
+        seen.setdefault((o.kind, o.args), o)
+    return tuple(seen.values())
 
 
 def _number(value: object, what: str, low: float, high: float) -> float:
@@ -166,9 +174,13 @@ def _resolve(ps, plan: OpPlan, fired, bad, m, t, r, s) -> Decision:
 
     compliance = _compliance(plan, by_index, skipped, effect)
     if effect == DENY:
-        obligations = _dedupe(ob for o in active if o.effect == DENY for ob in o.obligations)
+        obligations = _dedupe_obligations(
+            ob for o in active if o.effect == DENY for ob in o.obligations
+        )
     else:
-        obligations = _dedupe(ob for o in active if o.status == FIRED for ob in o.obligations)
+        obligations = _dedupe_obligations(
+            ob for o in active if o.status == FIRED for ob in o.obligations
+        )
     cost = sum(o.cost for o in active if o.status == FIRED and o.effect != DENY)
     reasons = tuple(
         Reason(o.policy.name, o.effect, o.message, o.policy.priority, o.status) for o in outcomes
