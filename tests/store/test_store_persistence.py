@@ -1,0 +1,153 @@
+"""Restarts lose nothing: the embedded data directory and redis-server with AOF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from memlineage.lineage import ManualClock, MemoryRecord, Status, StoreUnavailableError
+from memlineage.store import EmbeddedStore, LineageStore, open_store
+from support.redis_servers import start_redis_server
+
+NS = "tenant:p"
+NOW = 1_700_000_000.0
+IDS = ["root", "a", "b", "c", "old", "new", "lonely"]
+
+
+def populate(store: LineageStore) -> None:
+    """Exercise every kind of write once, so replay/AOF has all of them to restore."""
+    store.record(MemoryRecord(id="root", namespace=NS, creator_id="user:u", tags=("x", "y")))
+    store.record(MemoryRecord(id="a", namespace=NS, creator_id="tool:t",
+                              creator_kind="tool", dependencies=("root",)))
+    store.record(MemoryRecord(id="b", namespace=NS, creator_id="tool:t", dependencies=("a",),
+                              subject="user:1", attribute="city", value="Paris"))
+    store.record(MemoryRecord(id="c", namespace=NS, creator_id="agent:p",
+                              dependencies=("a", "b")))
+    store.record(MemoryRecord(id="old", namespace=NS, creator_id="user:u", subject="user:1",
+                              attribute="airline", value="AF"))
+    store.record(MemoryRecord(id="new", namespace=NS, creator_id="user:u", subject="user:1",
+                              attribute="airline", value="KL"))
+    store.record(MemoryRecord(id="lonely", namespace=NS, creator_id="user:u", value="v"))
+    store.revoke(NS, "root", reason="withdrawn", now=NOW + 1)
+    store.confirm(NS, "c", now=NOW + 2)
+    store.supersede(NS, "old", "new", now=NOW + 3)
+    store.update(NS, "lonely", 1, {"value": "w", "tags": ["t"]})
+    store.record_access(NS, ["a", "lonely"], now=NOW + 4)
+    store.record_access(NS, ["a"], now=NOW + 5)
+    for t in (NOW, NOW + 10, NOW + 20):
+        store.incr_counter(NS, "tool:flight_api", now=t)
+
+
+def state(store: LineageStore) -> dict[str, object]:
+    claim = store.current_claim(NS, "user:1", "airline")
+    return {"records": store.get_many(NS, IDS),
+            "count": store.count(NS, "tool:flight_api", 3600, now=NOW + 30),
+            "claim": claim.id if claim else None,
+            "city": store.current_claim(NS, "user:1", "city")}
+
+
+def test_populate_covers_what_we_think(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    populate(store)
+    s = state(store)
+    records = s["records"]
+    assert isinstance(records, dict)
+    assert [records[i].status for i in ("root", "a", "b", "c", "old")] == [
+        "revoked", "pending_verification", "pending_verification", "active", "superseded"]
+    assert (records["a"].access_count, records["a"].last_access) == (2, NOW + 5)
+    assert (s["count"], s["claim"]) == (3, "new")
+    store.close()
+
+
+def test_embedded_restart_restores_everything(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    populate(store)
+    before = state(store)
+    store.close()
+    reopened = open_store(f"embedded://{tmp_path}", clock=ManualClock(NOW))
+    assert state(reopened) == before
+    # The reopened store keeps working and appending.
+    reopened.record(MemoryRecord(id="after", namespace=NS, creator_id="user:u",
+                                 dependencies=("c",)))
+    reopened.close()
+    again = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    assert again.get(NS, "c").derivations == ("after",)
+    again.close()
+
+
+def test_embedded_survives_a_crash_without_close(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    populate(store)
+    # No close(): a second process opening the directory sees every acknowledged write.
+    survivor = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    assert state(survivor) == state(store)
+    survivor.close()
+    store.close()
+
+
+def test_embedded_compaction_then_restart(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    populate(store)
+    store.compact()
+    store.revoke(NS, "new", now=NOW + 6)  # written to the new log generation
+    before = state(store)
+    store.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.1.jsonl", "snapshot.json"]
+    reopened = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    assert state(reopened) == before
+    assert before["claim"] is None  # released by the revoke after the snapshot
+    reopened.close()
+
+
+def test_embedded_ignores_a_torn_last_line(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    populate(store)
+    before = state(store)
+    store.close()
+    with open(tmp_path / "log.0.jsonl", "a", encoding="utf-8") as fh:
+        fh.write('{"o":"r","n":"tenant:p","r":{"id":"half')  # crash mid-write
+    reopened = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    assert state(reopened) == before
+    reopened.record(MemoryRecord(id="next", namespace=NS, creator_id="user:u"))
+    reopened.close()
+    third = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    assert third.get(NS, "next").id == "next"
+    third.close()
+
+
+@pytest.mark.parametrize("hard", [False, True], ids=["sigterm", "sigkill"])
+def test_redis_restart_with_aof_restores_everything(tmp_path: Path, hard: bool) -> None:
+    server = start_redis_server(tmp_path / "redis")
+    try:
+        store = open_store(server.url, clock=ManualClock(NOW))
+        populate(store)
+        before = state(store)
+        server.restart(hard=hard)
+        # Same client: reconnects, and reloads the Lua scripts the restart forgot.
+        assert state(store) == before
+        store.revoke(NS, "new")
+        assert store.current_claim(NS, "user:1", "airline") is None
+        store.close()
+    finally:
+        server.stop()
+
+
+def test_redis_down_is_store_unavailable(tmp_path: Path) -> None:
+    server = start_redis_server(tmp_path / "redis")
+    store = open_store(server.url, clock=ManualClock(NOW), socket_timeout=2)
+    try:
+        store.record(MemoryRecord(id="m", namespace=NS, creator_id="user:u"))
+        server.stop()
+        for call in (lambda: store.get(NS, "m"),
+                     lambda: store.record(MemoryRecord(id="n", namespace=NS,
+                                                       creator_id="user:u")),
+                     lambda: store.set_status(NS, "m", Status.ARCHIVED),
+                     lambda: store.count(NS, "c", 60)):
+            with pytest.raises(StoreUnavailableError) as err:
+                call()
+            assert err.value.grpc_status == "UNAVAILABLE"
+        server.start()
+        assert store.get(NS, "m").status == "active"
+    finally:
+        store.close()
+        server.stop()

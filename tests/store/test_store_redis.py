@@ -1,0 +1,134 @@
+"""What only the Redis backend promises: key layout, round trips, memory, no stray keys."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+import redis
+from memlineage.lineage import ManualClock, MemoryRecord, UnknownDependencyError
+from memlineage.store import open_store, redis_scripts
+from memlineage.store.redis_keys import RedisKeys
+from memlineage.store.redis_store import RedisStore
+from redis.cluster import RedisCluster
+from redis.crc import key_slot
+from support.redis_servers import RedisClusterHandle, RedisServer
+
+NS = "tenant:r/user:9"
+NOW = 1_700_000_000.0
+
+
+class CountingConnection(redis.Connection):
+    """A real connection that counts the packets it sends (one per round trip)."""
+
+    sends = 0
+
+    def send_packed_command(self, command, check_health=True):  # type: ignore[no-untyped-def]
+        CountingConnection.sends += 1
+        return super().send_packed_command(command, check_health)
+
+
+@pytest.fixture
+def rstore(redis_server: RedisServer) -> Iterator[RedisStore]:
+    pool = redis.ConnectionPool(host=redis_server.host, port=redis_server.port,
+                                decode_responses=True, connection_class=CountingConnection)
+    client = redis.Redis(connection_pool=pool)
+    client.flushall()
+    store = RedisStore(client, clock=ManualClock(NOW))
+    yield store
+    store.close()
+
+
+def test_all_keys_of_a_namespace_share_one_slot() -> None:
+    keys = RedisKeys()
+    built = [keys.record(NS, "a"), keys.derivations(NS, "b:c"), keys.history(NS, "d"),
+             keys.claim(NS, "user:1", "city"), keys.counter(NS, "tool:x"),
+             *keys.triples(NS, ["e", "f"])]
+    assert {key_slot(k.encode()) for k in built} == {key_slot(b"%s" % NS.encode())}
+    assert all(k.startswith(f"ml:{{{NS}}}:") for k in built)
+    with pytest.raises(ValueError):
+        RedisKeys("bad{prefix}")
+
+
+def test_cluster_stores_a_namespace_on_one_node(redis_cluster: RedisClusterHandle) -> None:
+    store = open_store(redis_cluster.url, clock=ManualClock(NOW))
+    client: RedisCluster = store.client  # type: ignore[attr-defined]
+    client.flushall(target_nodes=RedisCluster.PRIMARIES)
+    for ns in ("n1", "n2", "n3", "n4"):
+        store.record(MemoryRecord(id="a", namespace=ns, creator_id="user:u",
+                                  subject="s", attribute="t"))
+        store.record(MemoryRecord(id="b", namespace=ns, creator_id="user:u",
+                                  dependencies=("a",)))
+        store.revoke(ns, "a")
+        store.incr_counter(ns, "c")
+    holders: dict[str, set[int]] = {}
+    for node in client.get_primaries():
+        conn = redis.Redis(host=node.host, port=node.port, decode_responses=True)
+        for key in conn.scan_iter("ml:*"):
+            ns = re.match(r"ml:\{([^}]*)\}", key).group(1)  # type: ignore[union-attr]
+            holders.setdefault(ns, set()).add(node.port)
+        conn.close()
+    assert set(holders) == {"n1", "n2", "n3", "n4"}
+    assert all(len(ports) == 1 for ports in holders.values())
+    assert len({p for ports in holders.values() for p in ports}) > 1  # spread over masters
+    store.close()
+
+
+def test_failed_record_leaves_no_key_behind(rstore: RedisStore) -> None:
+    rstore.record(MemoryRecord(id="d0", namespace=NS, creator_id="user:u"))
+    rstore.record(MemoryRecord(id="d2", namespace=NS, creator_id="user:u"))
+    before = sorted(rstore.client.keys("*"))
+    with pytest.raises(UnknownDependencyError):
+        rstore.record(MemoryRecord(id="m", namespace=NS, creator_id="user:u",
+                                   dependencies=("d0", "ghost", "d2"),
+                                   subject="s", attribute="a"))
+    assert rstore.record_access(NS, ["ghost"]) == 0  # access never creates keys either
+    assert sorted(rstore.client.keys("*")) == before
+
+
+def test_get_many_of_100_is_one_round_trip(rstore: RedisStore) -> None:
+    ids = [f"mem:{i:06d}" for i in range(100)]
+    for memory_id in ids:
+        rstore.record(MemoryRecord(id=memory_id, namespace=NS, creator_id="user:u"))
+    CountingConnection.sends = 0
+    got = rstore.get_many(NS, ids)
+    assert len(got) == 100
+    assert CountingConnection.sends == 1
+    CountingConnection.sends = 0
+    rstore.record_access(NS, ids)
+    assert CountingConnection.sends == 1
+
+
+def test_lineage_view_costs_one_round_trip_per_level(rstore: RedisStore) -> None:
+    prev: tuple[str, ...] = ()
+    for i in range(6):  # a chain of 6 plus 20 children under the last one
+        rstore.record(MemoryRecord(id=f"c{i}", namespace=NS, creator_id="user:u",
+                                   dependencies=prev))
+        prev = (f"c{i}",)
+    for j in range(20):
+        rstore.record(MemoryRecord(id=f"k{j}", namespace=NS, creator_id="user:u",
+                                   dependencies=("c5",)))
+    CountingConnection.sends = 0
+    view = rstore.lineage_view(NS, ["c5"], ancestor_depth=3, descendant_depth=1)
+    assert len(view.records) == 1 + 3 + 20
+    assert CountingConnection.sends == 1 + 3
+
+
+def test_record_memory_usage_under_600_bytes(rstore: RedisStore) -> None:
+    for d in ("mem:000001", "mem:000002", "mem:000003"):
+        rstore.record(MemoryRecord(id=d, namespace=NS, creator_id="user:u"))
+    rstore.record(MemoryRecord(
+        id="mem:000004", namespace=NS, type="tool_result", tags=("travel", "flight", "price"),
+        subject="user:42", attribute="destination_city", value="Shanghai",
+        volatility=0.001, creator_kind="tool", creator_id="tool:flight_api",
+        creator_confidence=0.85, context_id="ctx:000123",
+        dependencies=("mem:000001", "mem:000002", "mem:000003")))
+    usage = rstore.memory_usage(NS, "mem:000004")
+    assert usage is not None and usage < 600
+
+
+def test_every_script_documents_keys_and_argv() -> None:
+    for name, source in redis_scripts.ALL.items():
+        assert "-- KEYS[" in source and "ARGV[" in source, name
+        assert "..':" not in source  # no key names built inside Lua
