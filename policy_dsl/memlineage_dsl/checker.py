@@ -8,6 +8,7 @@ load -> build_env -> check, with every diagnostic sorted by location.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from . import ast as A
@@ -19,6 +20,8 @@ from .fold import Folder
 from .loader import LoadedSet, load_paths, load_texts
 from .spans import head_span, sub_span
 from .typecheck import ExprChecker, Names, assignable
+
+_SCORE = re.compile(r"\bscore\s+-?[\d.]+(\s*\.\.\s*-?[\d.]+)?")
 
 
 def lint_paths(paths: Iterable[str]) -> list[Diagnostic]:
@@ -335,18 +338,25 @@ class _Checker:
             if target.name not in memories:
                 self._missing_memory(src, test, target.name, target.span, memories)
         low, high = stmt.score_low, stmt.score_high
+        span = _score_span(src, stmt.span)
         for bound in (low, high):
             if bound is not None and not 0.0 <= bound <= 1.0:
                 self.diags.append(src.diag(
-                    "E203", stmt.span, f"expected score {_num(bound)} is outside [0, 1]"
+                    "E203", span, f"expected score {_num(bound)} is outside [0, 1]"
                 ))
         if low is not None and high is not None and low > high:
             self.diags.append(src.diag(
-                "E203", stmt.span, f"score range {_num(low)} .. {_num(high)} is empty",
+                "E203", span, f"score range {_num(low)} .. {_num(high)} is empty",
                 f"write the lower bound first: `score {_num(high)} .. {_num(low)}`",
             ))
         for ob in (*stmt.with_obligations, *stmt.without_obligations):
             self._check_obligation(src, ex, ob)
+
+
+def _score_span(src: SourceFile, span: A.Span) -> A.Span:
+    """The `score a .. b` part of an `expect` line (the expect has no finer spans)."""
+    m = _SCORE.search(src.line(span.line), max(span.column - 1, 0))
+    return A.Span(span.line, m.start() + 1, span.line, m.end() + 1) if m else span
 
 
 def _num(v: float) -> str:

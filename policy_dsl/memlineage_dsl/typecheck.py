@@ -128,7 +128,9 @@ class ExprChecker:
                        hint or "define it with `sources NAME = [\"tool:*\"]`")
             return S.ANY
         hint = did_you_mean(e.id, self.names.visible(vars))
-        if hint is None and e.id in S.ROOTS:
+        if e.id in S.EFFECTS:
+            hint = f"`{e.id}` is an effect: is the condition before it unfinished?"
+        elif hint is None and e.id in S.ROOTS:
             hint = f"`{e.id}` is not available here"
         self.error("E101", e.span, f"unknown name `{e.id}`", hint)
         return S.ANY
