@@ -16,7 +16,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from memlineage_dsl.checker import lint_loaded
 from memlineage_dsl.loader import load_paths
 from memlineage_dsl.render import render_human
@@ -37,7 +36,7 @@ def test_golden(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     expected_path = GOLDEN / (case.removesuffix(".mlp") + ".expected")
     if os.environ.get("MEMLINEAGE_REGEN_GOLDEN") == "1":
         expected_path.write_text(actual, encoding="utf-8")
-    assert expected_path.exists(), f"missing {expected_path.name}: run with MEMLINEAGE_REGEN_GOLDEN=1"
+    assert expected_path.exists(), f"no {expected_path.name}: set MEMLINEAGE_REGEN_GOLDEN=1"
     assert actual == expected_path.read_text(encoding="utf-8")
 
 
