@@ -1,0 +1,153 @@
+"""Lineage store benchmark: prints figures, asserts nothing (not a timed test).
+
+For the embedded and Redis backends: records/s, get-many latency for 100 ids,
+revoke of a root with N descendants (time and time per descendant), and Redis
+MEMORY USAGE per record (3 dependencies, 3 tags).  Without --redis-url a
+throwaway redis-server is started on a free loopback port.
+
+    .venv/bin/python bench/store_bench.py                # full: 100,000 descendants
+    .venv/bin/python bench/store_bench.py --descendants 10000 --records 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from memlineage.lineage import ManualClock, MemoryRecord
+from memlineage.store import LineageStore, open_store
+
+NS = "bench:tenant"
+NOW = 1_700_000_000.0
+
+
+def _record(store: LineageStore, memory_id: str, deps: tuple[str, ...], ns: str = NS) -> None:
+    store.record(MemoryRecord(
+        id=memory_id, namespace=ns, type="tool_result", tags=("travel", "flight", "price"),
+        creator_kind="tool", creator_id="tool:flight_api", creator_confidence=0.85,
+        context_id="ctx:000123", dependencies=deps))
+
+
+def bench_records(store: LineageStore, n: int) -> float:
+    ids = [f"mem:{i:06d}" for i in range(n)]
+    start = time.perf_counter()
+    for i, memory_id in enumerate(ids):
+        deps = tuple(ids[j] for j in (i - 1, i - 7, i - 31) if j >= 0)
+        _record(store, memory_id, deps)
+    elapsed = time.perf_counter() - start
+    print(f"  record: {n} records with up to 3 deps and 3 tags in {elapsed:.2f} s "
+          f"-> {n / elapsed:,.0f} records/s")
+    return elapsed
+
+
+def bench_get_many(store: LineageStore, n: int, rounds: int = 200) -> None:
+    ids = [f"mem:{i:06d}" for i in range(0, n, max(1, n // 100))][:100]
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        got = store.get_many(NS, ids)
+        samples.append(time.perf_counter() - start)
+    assert len(got) == len(ids)
+    samples.sort()
+    print(f"  get_many({len(ids)} ids): median {statistics.median(samples) * 1e3:.2f} ms, "
+          f"p99 {samples[int(len(samples) * 0.99) - 1] * 1e3:.2f} ms")
+
+
+def build_tree(store: LineageStore, ns: str, total: int, fanout: int = 10) -> int:
+    """root + a breadth-first tree of ``total`` descendants (fan-out 10)."""
+    _record(store, "root", (), ns)
+    frontier, made, level = ["root"], 0, 0
+    while made < total:
+        nxt = []
+        for parent in frontier:
+            for k in range(fanout):
+                if made >= total:
+                    break
+                child = f"n{level}:{parent}:{k}" if level < 2 else f"d:{made}"
+                _record(store, child, (parent,), ns)
+                nxt.append(child)
+                made += 1
+        frontier, level = nxt, level + 1
+    return made
+
+
+def bench_cascade(store: LineageStore, n: int) -> None:
+    ns = f"{NS}:cascade"
+    start = time.perf_counter()
+    made = build_tree(store, ns, n)
+    print(f"  built a tree of {made:,} descendants in {time.perf_counter() - start:.1f} s")
+    start = time.perf_counter()
+    result = store.revoke(ns, "root", reason="bench")
+    elapsed = time.perf_counter() - start
+    assert result.marked == made, (result.marked, made)
+    print(f"  revoke root with {made:,} descendants: {elapsed:.3f} s "
+          f"({elapsed / made * 1e6:.2f} us per descendant, {result.marked:,} marked)")
+
+
+def bench_memory(store: LineageStore) -> None:
+    client = store.client  # type: ignore[attr-defined]
+    ns = f"{NS}:mem"
+    for d in ("mem:000001", "mem:000002", "mem:000003"):
+        _record(store, d, (), ns)
+    store.record(MemoryRecord(
+        id="mem:000004", namespace=ns, type="tool_result", tags=("travel", "flight", "price"),
+        subject="user:42", attribute="destination_city", value="Shanghai", volatility=0.001,
+        creator_kind="tool", creator_id="tool:flight_api", creator_confidence=0.85,
+        context_id="ctx:000123", dependencies=("mem:000001", "mem:000002", "mem:000003")))
+    usage = store.memory_usage(ns, "mem:000004")  # type: ignore[attr-defined]
+    print(f"  MEMORY USAGE of a record hash (3 deps, 3 tags, claim): {usage} bytes "
+          f"(target < 600)")
+    before = client.info("memory")["used_memory"]
+    n = 2000
+    for i in range(n):
+        deps = tuple(f"x:{j}" for j in (i - 1, i - 2, i - 3) if j >= 0)
+        _record(store, f"x:{i}", deps, f"{ns}:bulk")
+    after = client.info("memory")["used_memory"]
+    print(f"  used_memory per record incl. its 3 derivation links: {(after - before) / n:.0f} "
+          f"bytes (over {n} records)")
+
+
+def run(kind: str, url: str, args: argparse.Namespace) -> None:
+    print(f"== {kind} ({url})")
+    store = open_store(url, clock=ManualClock(NOW))
+    bench_records(store, args.records)
+    bench_get_many(store, args.records)
+    bench_cascade(store, args.descendants)
+    if kind == "redis":
+        bench_memory(store)
+    store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--descendants", type=int, default=100_000)
+    parser.add_argument("--records", type=int, default=10_000)
+    parser.add_argument("--redis-url", help="use this Redis instead of starting one")
+    parser.add_argument("--backends", default="embedded,redis")
+    args = parser.parse_args()
+    backends = args.backends.split(",")
+    if "embedded" in backends:
+        run("embedded", "embedded", args)
+    if "redis" in backends:
+        if args.redis_url:
+            run("redis", args.redis_url, args)
+            return
+        from support.redis_servers import start_redis_server
+
+        with tempfile.TemporaryDirectory() as tmp:
+            # Bench the default AOF policy (everysec), not the tests' fsync-always.
+            server = start_redis_server(Path(tmp), extra_args=("--appendfsync", "everysec"))
+            try:
+                run("redis", server.url, args)
+            finally:
+                server.stop()
+
+
+if __name__ == "__main__":
+    main()
