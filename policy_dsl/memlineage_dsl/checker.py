@@ -288,8 +288,7 @@ class _Checker:
                     "E502", name_span, f"unknown {what} field `{f.name}`",
                     did_you_mean(f.name, table)
                     or "fields: " + ", ".join(f"`{n}`" for n in sorted(table)),
-                ))
-                ex.infer(f.value, {})
+                ))  # its value is not checked: a misspelt `depends` would cascade
             elif f.name == "depends":
                 self._check_depends(src, test, f.value, memories)
             else:
