@@ -15,8 +15,7 @@ from __future__ import annotations
 
 _HISTORY = """
 local function push_history(key, entry, cap)
-  redis.call('RPUSH', key, entry)
-  redis.call('LTRIM', key, -cap, -1)
+  if redis.call('RPUSH', key, entry) > cap then redis.call('LTRIM', key, -cap, -1) end
 end
 local US = '\\31'
 """
@@ -51,12 +50,8 @@ local fields = {}
 local status = 'active'
 for j = 8, 7 + m, 2 do
   fields[#fields + 1] = ARGV[j]
-  if ARGV[j] == 'S' then
-    status = ARGV[j + 1]
-    fields[#fields + 1] = ARGV[j + 1]
-  else
-    fields[#fields + 1] = ARGV[j + 1]
-  end
+  fields[#fields + 1] = ARGV[j + 1]
+  if ARGV[j] == 'S' then status = ARGV[j + 1] end
 end
 if taint_i and status == 'active' then
   for j = 1, #fields, 2 do
@@ -122,10 +117,10 @@ local marked = 0
 local cap = tonumber(ARGV[5])
 local tail = US .. 'pending_verification' .. US .. ARGV[3] .. US .. ARGV[4]
 for i = 1, #KEYS, 3 do
-  local st = redis.call('HGET', KEYS[i], 'S')
+  local sv = redis.call('HMGET', KEYS[i], 'S', 'V')
+  local st = sv[1]
   if st and string.find(ARGV[1], ' ' .. st .. ' ', 1, true) then
-    redis.call('HSET', KEYS[i], 'S', 'pending_verification')
-    redis.call('HINCRBY', KEYS[i], 'V', 1)
+    redis.call('HSET', KEYS[i], 'S', 'pending_verification', 'V', tonumber(sv[2]) + 1)
     push_history(KEYS[i + 2], ARGV[2] .. US .. st .. tail, cap)
     marked = marked + 1
   end

@@ -50,7 +50,8 @@ from memlineage.store.base import LineageStore, cascade_reason
 from memlineage.store.redis_keys import RedisKeys
 
 _UNAVAILABLE = (rex.ConnectionError, rex.TimeoutError, rex.ClusterError,
-                rex.RedisClusterException, rex.ReadOnlyError, rex.TryAgainError)
+                rex.RedisClusterException, rex.ReadOnlyError, rex.TryAgainError,
+                rex.OutOfMemoryError)
 
 # Record hash field names: short, because they are stored once per record.
 _FIELDS = {"type": "t", "tags": "g", "subject": "s", "attribute": "a", "value": "v",
@@ -106,7 +107,7 @@ class RedisStore(LineageStore):
 
     def __init__(self, client: redis.Redis | redis.cluster.RedisCluster, *,
                  clock: Clock = system_clock, limits: StoreLimits | None = None,
-                 prefix: str = "ml", cascade_chunk: int = 1000):
+                 prefix: str = "ml", cascade_chunk: int = 2000):
         super().__init__(clock=clock, limits=limits)
         self.client = client
         self.kind = "cluster" if isinstance(client, redis.cluster.RedisCluster) else "redis"
