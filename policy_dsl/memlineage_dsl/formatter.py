@@ -85,7 +85,7 @@ def _args(args: tuple[A.Expr, ...]) -> str:
     return ", ".join(format_expr(a) for a in args)
 
 
-def _expr(e: A.Expr) -> tuple[str, int]:  # noqa: PLR0911 - one case per node type
+def _expr(e: A.Expr) -> tuple[str, int]:
     match e:
         case A.Number(value=v):
             text = format_number(v)
