@@ -243,6 +243,7 @@ def test_transition_table_is_enforced(store: LineageStore, clock: ManualClock,
                                      reason="test").root
             assert (after.status, after.version) == (target.value, before.version + 1)
             assert after.status_history[-1][1:4] == (source.value, target.value, "test")
+            assert after == store.get(NS, memory_id)
         else:
             with pytest.raises(TransitionError) as err:
                 store.set_status(NS, memory_id, target, successor=successor)
@@ -290,6 +291,8 @@ def test_revoke_cascades_to_every_descendant_only(store: LineageStore,
     clock.advance(60)
     result = store.revoke(NS, "root", reason="user withdrew it")
     assert result.root.status == "revoked"
+    assert result.root == store.get(NS, "root")
+    assert result.root.derivations == ("a", "b")
     assert result.visited == 7  # a b c d e x gone (c reached twice, counted once)
     assert result.marked == 6  # all but the evicted one
     for memory_id in ("a", "b", "c", "d", "e", "x"):
@@ -363,11 +366,15 @@ def test_record_on_tainted_dependency_starts_pending(store: LineageStore) -> Non
 
 def test_history_is_capped(store: LineageStore) -> None:
     store.record(mem("m"))
+    store.record(mem("kid", "m"))
+    archived = store.set_status(NS, "m", Status.ARCHIVED).root
+    assert archived == store.get(NS, "m") and archived.derivations == ("kid",)
+    store.set_status(NS, "m", Status.ACTIVE)
     for _ in range(3):
         store.set_status(NS, "m", Status.ARCHIVED)
         store.set_status(NS, "m", Status.ACTIVE)
     history = store.get(NS, "m").status_history
-    assert len(history) == 4  # LIMITS.history_length in conftest
+    assert len(history) == 4  # LIMITS.history_length in conftest (8 changes made)
     assert history[-1][1:3] == ("archived", "active")
 
 
@@ -383,8 +390,10 @@ def test_update_is_compare_and_set(store: LineageStore) -> None:
         store.update(NS, "m", 1, {"value": "stale"})
     assert (err.value.expected, err.value.actual, err.value.code) == (1, 2, "VERSION_CONFLICT")
     assert store.get(NS, "m") == updated
-    cleared = store.update(NS, "m", 2, {"value": None, "tags": []})
-    assert (cleared.value, cleared.tags, cleared.version) == (None, (), 3)
+    store.record(mem("child", "m"))
+    assert store.update(NS, "m", 2, {"type": "decision"}).derivations == ("child",)
+    cleared = store.update(NS, "m", 3, {"value": None, "tags": []})
+    assert (cleared.value, cleared.tags, cleared.version) == (None, (), 4)
     assert store.get(NS, "m") == cleared
 
 

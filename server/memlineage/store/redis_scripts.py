@@ -74,14 +74,13 @@ return {1, status, previous}
 """
 
 SET_STATUS = _HISTORY + """
--- Check and apply one status change; return the record and (when cascading) its children.
+-- Check and apply one status change; return the record with its history and children.
 -- KEYS[1] record hash   KEYS[2] derivation list   KEYS[3] history list
 -- KEYS[4] claim key (KEYS[1] when none)   KEYS[5] successor record hash (KEYS[1] when none)
 -- ARGV[1] target status   ARGV[2] " statuses allowed to reach target "
 -- ARGV[3] expected version or ""   ARGV[4] now   ARGV[5] reason   ARGV[6] id
 -- ARGV[7] successor id or ""   ARGV[8] history cap   ARGV[9] "1" to release the claim
--- ARGV[10] "1" to return the children (the target cascades)
--- Returns {1, HGETALL, history, children} | {0, "NOTFOUND", ""}
+-- Returns {1, HGETALL, history, derivations (the cascade's first frontier)} | {0, "NOTFOUND", ""}
 --       | {0, "VERSION", actual} | {0, "TRANSITION", current} | {0, "NOSUCCESSOR", ""}
 local cur = redis.call('HGET', KEYS[1], 'S')
 if not cur then return {0, 'NOTFOUND', ''} end
@@ -99,9 +98,8 @@ push_history(KEYS[3], ARGV[4] .. US .. cur .. US .. ARGV[1] .. US .. ARGV[5] .. 
 if ARGV[9] == '1' and redis.call('GET', KEYS[4]) == ARGV[6] then
   redis.call('DEL', KEYS[4])
 end
-local children = {}
-if ARGV[10] == '1' then children = redis.call('LRANGE', KEYS[2], 0, -1) end
-return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[3], 0, -1), children}
+return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[3], 0, -1),
+  redis.call('LRANGE', KEYS[2], 0, -1)}
 """
 
 CASCADE_MARK = _HISTORY + """

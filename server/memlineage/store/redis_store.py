@@ -185,7 +185,7 @@ class RedisStore(LineageStore):
         args = [target.value, _spaced(sources),
                 "" if expected_version is None else str(expected_version), repr(now), reason,
                 memory_id, successor or "", self.limits.history_length,
-                "1" if claim_key != rkey else "0", "1" if cascades else "0"]
+                "1" if claim_key != rkey else "0"]
         out = self._run("set_status", keys, args)
         if out[0] == 0:
             code, detail = out[1], out[2]
