@@ -132,3 +132,56 @@ def test_every_script_documents_keys_and_argv() -> None:
     for name, source in redis_scripts.ALL.items():
         assert "-- KEYS[" in source and "ARGV[" in source, name
         assert "..':" not in source  # no key names built inside Lua
+
+
+def test_cascade_cost_follows_descendants_not_store_size(rstore: RedisStore) -> None:
+    for i in range(1500):  # unrelated memories the cascade must never look at
+        rstore.record(MemoryRecord(id=f"bulk:{i}", namespace=NS, creator_id="user:u",
+                                   dependencies=(f"bulk:{i - 1}",) if i else ()))
+    rstore.record(MemoryRecord(id="root", namespace=NS, creator_id="user:u"))
+    for i in range(3):
+        rstore.record(MemoryRecord(id=f"kid{i}", namespace=NS, creator_id="user:u",
+                                   dependencies=("root",)))
+    stats = rstore.client.info("stats")
+    touched_before = stats["keyspace_hits"] + stats["keyspace_misses"]
+    assert rstore.revoke(NS, "root").marked == 3
+    stats = rstore.client.info("stats")
+    touched = stats["keyspace_hits"] + stats["keyspace_misses"] - touched_before
+    assert 4 <= touched < 40, touched  # a few key reads per touched memory, no scan
+
+
+def test_chunked_cascade_over_a_wide_and_deep_graph(redis_server: RedisServer) -> None:
+    store = open_store(redis_server.url, clock=ManualClock(NOW), cascade_chunk=7)
+    store.record(MemoryRecord(id="root", namespace="wide", creator_id="user:u"))
+    parents = ["root"]
+    made = 0
+    for level in range(3):  # 10 + 100 + 300 descendants, many chunks per level
+        kids = []
+        for p_i, parent in enumerate(parents):
+            for k in range(10 if level < 2 else 3):
+                kid = f"l{level}:{p_i}:{k}"
+                deps = (parent,) if p_i == 0 else (parent, parents[p_i - 1])
+                store.record(MemoryRecord(id=kid, namespace="wide", creator_id="user:u",
+                                          dependencies=deps))
+                kids.append(kid)
+                made += 1
+        parents = kids
+    result = store.revoke("wide", "root")
+    assert (result.marked, result.visited) == (made, made)
+    view = store.descendants("wide", "root", max_depth=5, limit=made)
+    assert {r.status for r in view.records} == {"pending_verification"}
+    assert all(r.version == 2 for r in view.records)  # each marked exactly once
+    store.close()
+
+
+def test_open_store_urls(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from memlineage.store import EmbeddedStore
+
+    assert isinstance(open_store("embedded"), EmbeddedStore)
+    persisted = open_store(f"embedded://{tmp_path}/data")
+    assert isinstance(persisted, EmbeddedStore)
+    persisted.close()
+    assert (tmp_path / "data" / "log.0.jsonl").exists()
+    for bad in ("mysql://x", "embedded://", "redis+cluster://nohost"):
+        with pytest.raises(ValueError):
+            open_store(bad)
