@@ -406,8 +406,9 @@ def main(argv: list[str] | None = None) -> int:
         print("note: Cedar gets policies and entities parsed once (PolicySet/Entities handles);"
               " ancestors are a\n      parent hierarchy (Memory -> Node proxies -> "
               "Status::\"revoked\"), closed transitively by Cedar\n      at entity load, so "
-              "its revoked-ancestor check is a precomputed set lookup at decision time,\n"
-              "      where .mlp and hand-written walk the snapshot's DAG on every read.")
+              "its revoked-ancestor check is a precomputed set lookup at decision time;\n"
+              "      .mlp and hand-written share one DictSnapshot, which memoises each walk "
+              "(the same\n      closure, computed lazily on first use).")
         auth = statistics.median(x.get("authz_duration_micros", 0) for x in cedar_metrics)
         breq = statistics.median(
             x.get("build_request_duration_micros", 0) for x in cedar_metrics)

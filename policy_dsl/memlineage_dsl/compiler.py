@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import ast as A
 from .codegen import CodeGen
@@ -47,6 +47,13 @@ class CompiledPolicy:
     cost: float | Value
     when_source: str  # the generated Python, for `explain` and debugging
 
+    @property
+    def static(self) -> bool:
+        """Score, cost and obligations read nothing from the request."""
+        return not (
+            callable(self.score) or callable(self.cost) or any(o.dynamic for o in self.obligations)
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class OpPlan:
@@ -55,6 +62,9 @@ class OpPlan:
     policies: tuple[CompiledPolicy, ...]
     test: Callable  # (m, t, r, s, now) -> (fired idxs, [(idx, exc)] | None)
     allow_all: Decision  # returned as-is when no policy fires
+    static: tuple[bool, ...]  # per policy: its outcome depends only on having fired
+    # Decisions for a set of fired static rules (and budget): frozen, so shared.
+    cache: dict[tuple[object, ...], Decision] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -132,7 +142,7 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
         ]
     lines.append("    return fired, bad")
     test = gen.define("\n".join(lines) + "\n", f"_test_{op}")
-    return OpPlan(policies, test, Decision(ALLOW, 1.0, 0.0))
+    return OpPlan(policies, test, Decision(ALLOW, 1.0, 0.0), tuple(p.static for p in policies))
 
 
 def compile_env(env: Env) -> CompiledPolicySet:

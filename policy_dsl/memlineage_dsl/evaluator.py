@@ -36,6 +36,9 @@ from .decision import (
 )
 from .facts import LineageSnapshot, Memory, Request, UnknownProvenance
 
+# Distinct fired-rule sets remembered per operation (decisions are frozen, so shared).
+_CACHE_LIMIT = 4096
+
 
 @dataclass(slots=True)
 class _Outcome:
@@ -70,8 +73,18 @@ def _decide_one(
     ps: CompiledPolicySet, plan: OpPlan, m: Memory, t: Memory, r: Request, s: LineageSnapshot
 ) -> Decision:
     fired, bad = plan.test(m, t, r, s, r.time)
-    if not fired and not bad:
-        return plan.allow_all
+    if not bad:
+        if not fired:
+            return plan.allow_all
+        static = plan.static
+        if all(static[k] for k in fired):
+            key = (*fired, r.budget) if ps.strategy == "cost_aware" else tuple(fired)
+            hit = plan.cache.get(key)
+            if hit is None:
+                hit = _resolve(ps, plan, fired, (), m, t, r, s)
+                if len(plan.cache) < _CACHE_LIMIT:
+                    plan.cache[key] = hit
+            return hit
     return _resolve(ps, plan, fired, bad or (), m, t, r, s)
 
 

@@ -132,7 +132,7 @@ def _walk(
 
 
 class DictSnapshot:
-    """An in-memory LineageSnapshot over a dict of memories and call events."""
+    """An immutable in-memory LineageSnapshot over memories and call events."""
 
     def __init__(
         self,
@@ -147,14 +147,25 @@ class DictSnapshot:
             for dep in m.dependencies:
                 children.setdefault(dep, []).append(m.id)
         self._children = {k: tuple(v) for k, v in children.items()}
+        # The snapshot never changes, so each walk is done once (like an entity
+        # store computing its ancestor closure at load).
+        self._walks: dict[tuple[str, int | None, bool], list[MemoryFacts]] = {}
 
     def ancestors(self, memory_id: str, depth: int | None = None) -> list[MemoryFacts]:
-        ids = _walk(memory_id, self._parents, depth)
-        return [self.memories[i] for i in ids if i in self.memories]
+        key = (memory_id, depth, True)
+        hit = self._walks.get(key)
+        if hit is None:
+            ids = _walk(memory_id, self._parents, depth)
+            hit = self._walks[key] = [self.memories[i] for i in ids if i in self.memories]
+        return hit
 
     def descendants(self, memory_id: str, depth: int | None = None) -> list[MemoryFacts]:
-        ids = _walk(memory_id, self._children, depth)
-        return [self.memories[i] for i in ids if i in self.memories]
+        key = (memory_id, depth, False)
+        hit = self._walks.get(key)
+        if hit is None:
+            ids = _walk(memory_id, self._children, depth)
+            hit = self._walks[key] = [self.memories[i] for i in ids if i in self.memories]
+        return hit
 
     def calls(self, source: str, window_seconds: float, now: float) -> int:
         since = now - window_seconds
