@@ -1,7 +1,8 @@
 """Fuzz `parse_source`: whatever the text, it returns diagnostics and never raises.
 
-Seeds are the golden formatting corpus plus a few hand-written policy files,
-mutated by deleting, inserting, duplicating and swapping characters and tokens.
+Seeds are the golden corpora (formatting and diagnostics) plus a few
+hand-written policy files, mutated by deleting, inserting, duplicating and
+swapping characters and tokens.
 Example counts are bounded so the whole file runs in a few seconds.
 """
 
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 from memlineage_dsl.diagnostics import CODES
 from memlineage_dsl.parser import parse_source
 
-GOLDEN = Path(__file__).parent / "fmt_golden"
+HERE = Path(__file__).parent
+GOLDEN = HERE / "fmt_golden"
 
 HAND_WRITTEN = [
     """sources trusted_tools = ["tool:flight_api", "tool:weather_api"]
@@ -61,7 +63,9 @@ test "budget" {
 }
 """,
 ]
-SEEDS = HAND_WRITTEN + [p.read_text(encoding="utf-8") for p in sorted(GOLDEN.glob("*.mlp"))]
+VALID = HAND_WRITTEN + [p.read_text(encoding="utf-8") for p in sorted(GOLDEN.glob("*.mlp"))]
+# The diagnostics golden corpus (`golden/`) holds broken files on purpose: seeds only.
+SEEDS = VALID + [p.read_text(encoding="utf-8") for p in sorted(HERE.glob("golden/**/*.mlp"))]
 
 _TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|\w+|==|!=|<=|>=|->|\.\.|\s+|.', re.S)
 # Fragments a mutation may insert: grammar words, punctuation, typical mistakes.
@@ -115,7 +119,7 @@ def mutated(draw: st.DrawFn, unit: str) -> str:
 
 
 def test_seeds_parse_cleanly() -> None:
-    for text in SEEDS:
+    for text in VALID:
         _, diags = parse_source(text)
         assert diags == []
 
