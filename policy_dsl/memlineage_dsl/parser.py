@@ -343,7 +343,9 @@ def _expected_help(expected: set[str], token: Token | None) -> str | None:
     return f"expected {shown}"
 
 
-def _error_to_diag(src: SourceFile, err: UnexpectedInput, text: str) -> Diagnostic:
+def _error_to_diag(
+    src: SourceFile, err: UnexpectedInput, text: str, chunked: bool = False
+) -> Diagnostic:
     line, col = err.line or 1, err.column or 1
     if isinstance(err, UnexpectedCharacters):
         ch = src.line(line)[col - 1 : col] or "?"
@@ -364,6 +366,11 @@ def _error_to_diag(src: SourceFile, err: UnexpectedInput, text: str) -> Diagnost
         help_ = "is a closing `}` missing?" if "RBRACE" in expected else _expected_help(
             expected, None
         )
+        if chunked:
+            what = "missing `}` before the next item" if "RBRACE" in expected else (
+                "unexpected end of item"
+            )
+            return src.diag("E003", span, what, help_)
         return src.diag("E003", span, "unexpected end of file", help_)
     token: Token = err.token  # type: ignore[attr-defined]
     span = _tok_span(token)
@@ -378,7 +385,9 @@ def _item_chunks(text: str) -> list[tuple[int, str]]:
     for n, line in enumerate(text.splitlines(keepends=False), start=1):
         stripped = line.lstrip()
         word = re.match(r"[A-Za-z_]+", stripped)
-        if depth <= 0 and line[:1].isalpha() and word and word.group(0) in TOP_LEVEL_KEYWORDS:
+        # A keyword in column 1 starts an item even inside an unclosed block, so a
+        # missing `}` costs one item, not the rest of the file.
+        if word and word.group(0) in TOP_LEVEL_KEYWORDS and (line[:1].isalpha() or depth <= 0):
             starts.append(n)
             depth = 0
         code = re.sub(r'"([^"\\\n]|\\.)*"', '""', line)
@@ -391,12 +400,14 @@ def _item_chunks(text: str) -> list[tuple[int, str]]:
     return [(a, "".join(lines[a - 1 : b - 1])) for a, b in itertools.pairwise(bounds)]
 
 
-def _parse_items(src: SourceFile, text: str) -> tuple[list[Any], list[Diagnostic]]:
+def _parse_items(
+    src: SourceFile, text: str, chunked: bool = False
+) -> tuple[list[Any], list[Diagnostic]]:
     try:
         tree: Tree = lark_parser().parse(text)
         return _ToAst().transform(tree), []
     except UnexpectedInput as err:
-        return [], [_error_to_diag(src, err, text)]
+        return [], [_error_to_diag(src, err, text, chunked)]
     except VisitError as err:
         inner = err.orig_exc
         if isinstance(inner, _SyntaxIssue):
@@ -411,9 +422,11 @@ def parse_source(text: str, path: str = "<string>") -> tuple[A.Module, list[Diag
     if not diags:
         return A.Module(tuple(items), path=path), []
     items, diags = [], []
-    for first_line, chunk in _item_chunks(text):
+    chunks = _item_chunks(text)
+    for n, (first_line, chunk) in enumerate(chunks):
         # Pad with newlines so Lark's positions are those of the whole file.
-        chunk_items, chunk_diags = _parse_items(src, "\n" * (first_line - 1) + chunk)
+        padded = "\n" * (first_line - 1) + chunk
+        chunk_items, chunk_diags = _parse_items(src, padded, n < len(chunks) - 1)
         items.extend(chunk_items)
         diags.extend(chunk_diags)
     return A.Module(tuple(items), path=path), sorted(diags, key=Diagnostic.sort_key)

@@ -1,0 +1,26 @@
+"""Error recovery: one broken item must not hide the next item or its errors."""
+
+from memlineage_dsl.parser import parse_source
+
+
+def test_missing_brace_costs_one_item_not_the_rest_of_the_file() -> None:
+    text = (
+        "policy a {\n"
+        "  on read\n"
+        "  when memory.confidence < 0.5\n"
+        "  deny\n"
+        "\n"
+        "policy b { on read when true deny }\n"
+        "policy c { on read when memory.x == = 1 deny }\n"
+    )
+    module, diags = parse_source(text, "x.mlp")
+    assert [item.name for item in module.items] == ["b"]
+    assert [(d.code, d.span.line) for d in diags] == [("E003", 4), ("E001", 7)]
+    assert diags[0].message == "missing `}` before the next item"
+    assert diags[0].help == "is a closing `}` missing?"
+    assert diags[1].help is not None and "expected" in diags[1].help
+
+
+def test_end_of_file_in_last_item_says_end_of_file() -> None:
+    _, diags = parse_source("policy ok { on read deny }\npolicy a {\n  on read\n", "y.mlp")
+    assert [(d.code, d.message) for d in diags] == [("E003", "unexpected end of file")]
