@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from memlineage_dsl import ast as A
+from memlineage_dsl.checker import lint_texts
+from memlineage_dsl.diagnostics import has_errors
 from memlineage_dsl.fmt_command import fmt_paths
 from memlineage_dsl.formatter import (
     format_duration,
@@ -22,7 +24,7 @@ from memlineage_dsl.formatter import (
     format_source,
 )
 from memlineage_dsl.parser import parse_expr, parse_source
-from strategies import messy_sources, modules
+from strategies import messy_sources, modules, well_typed_policy_sets
 
 GOLDEN = Path(__file__).parent / "fmt_golden"
 REGEN = os.environ.get("MEMLINEAGE_REGEN_GOLDEN") == "1"
@@ -62,6 +64,15 @@ def test_messy_text_round_trips_and_keeps_comments(case: tuple[str, A.Module, li
         assert comment in out
     assert out == "" or (out.endswith("\n") and not out.endswith("\n\n"))
     assert all(line == line.rstrip() for line in out.split("\n"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(well_typed_policy_sets())
+def test_well_typed_policy_sets_pass_the_checker(text: str) -> None:
+    """The strategy keeps its promise (other suites rely on it)."""
+    assert fmt(text) == text
+    diags = lint_texts({"set.mlp": text})
+    assert not has_errors(diags), [(d.code, d.message) for d in diags]
 
 
 # ---------------------------------------------------------------- golden files
