@@ -6,6 +6,7 @@ import random
 import threading
 
 from memlineage.lineage import (
+    CycleError,
     MemoryRecord,
     Status,
     TransitionError,
@@ -103,3 +104,56 @@ def test_concurrent_writers_leave_a_consistent_graph(make_store, backend: str) -
             assert rec.id in records[child].dependencies
         if rec.status == "superseded":
             assert rec.successor in records
+
+
+def test_concurrent_edge_additions_never_close_a_cycle(make_store) -> None:  # type: ignore[no-untyped-def]
+    """Racing add_dependencies (a->b against b->a) may refuse, but never both succeed."""
+    store = make_store()
+    nodes = [f"n{i}" for i in range(6)]
+    for node in nodes:
+        store.record(MemoryRecord(id=node, namespace=NS, creator_id="user:u"))
+    barrier = threading.Barrier(THREADS)
+    errors: list[BaseException] = []
+    added = [0] * THREADS
+
+    def adder(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            barrier.wait()
+            for _ in range(12):
+                a, b = rng.sample(nodes, 2)
+                while True:
+                    current = store.get(NS, a)
+                    if b in current.dependencies:
+                        break
+                    try:
+                        store.add_dependencies(NS, a, [b], expected_version=current.version)
+                        added[seed] += 1
+                        break
+                    except VersionConflictError:
+                        continue
+                    except CycleError:
+                        break
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=adder, args=(seed,)) for seed in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    records = store.get_many(NS, nodes)
+    assert sum(len(r.dependencies) for r in records.values()) == sum(added) > 0
+    for rec in records.values():
+        for dep in rec.dependencies:
+            assert records[dep].derivations.count(rec.id) == 1
+    # Acyclic: repeatedly peel memories without remaining dependencies.
+    remaining = {r.id: set(r.dependencies) for r in records.values()}
+    while remaining:
+        roots = [n for n, deps in remaining.items() if not deps]
+        assert roots, f"cycle among {sorted(remaining)}"
+        for n in roots:
+            del remaining[n]
+        for deps in remaining.values():
+            deps.difference_update(roots)

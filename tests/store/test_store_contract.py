@@ -509,3 +509,69 @@ def test_counter_drops_events_past_retention(make_store) -> None:  # type: ignor
     assert store.count(NS, "c", 100, now=NOW + 150) == 1
     with pytest.raises(ValidationError):
         store.count(NS, "c", 101, now=NOW + 150)
+
+
+# -- adding dependencies (the only way to attempt a cycle) -----------------------------------
+
+
+def test_add_dependencies_links_both_ways(store: LineageStore) -> None:
+    store.record(mem("a"))
+    store.record(mem("b"))
+    store.record(mem("m", "a"))
+    added = store.add_dependencies(NS, "m", ["b"], expected_version=1)
+    assert (added.dependencies, added.version) == (("a", "b"), 2)
+    assert added == store.get(NS, "m")
+    assert store.get(NS, "b").derivations == ("m",)
+    with pytest.raises(VersionConflictError):
+        store.add_dependencies(NS, "m", ["a"], expected_version=1)
+
+
+def test_add_dependency_that_closes_a_cycle_is_refused(store: LineageStore) -> None:
+    chain(store, "a", "b", "c", "d")  # a <- b <- c <- d
+    store.record(mem("free"))
+    for memory_id, deps, field in [("a", ["free", "d"], "dependencies[1]"),
+                                   ("b", ["c"], "dependencies[0]")]:
+        version = store.get(NS, memory_id).version
+        with pytest.raises(CycleError) as err:
+            store.add_dependencies(NS, memory_id, deps, expected_version=version)
+        assert (err.value.field, err.value.code) == (field, "CYCLE")
+        assert store.get(NS, memory_id).dependencies == (() if memory_id == "a" else ("a",))
+    assert store.get(NS, "free").derivations == ()
+    assert store.get(NS, "d").derivations == ()
+    # A diamond is not a cycle.
+    assert store.add_dependencies(NS, "d", ["a"], expected_version=1).dependencies == (
+        "c", "a")
+
+
+def test_add_dependencies_input_errors_write_nothing(store: LineageStore) -> None:
+    store.record(mem("a"))
+    store.record(mem("b"))
+    store.record(mem("m", "a"))
+    cases = [(["m"], CycleError, "dependencies[0]", "SELF_DEPENDENCY"),
+             (["a"], ValidationError, "dependencies[0]", "DUPLICATE_DEPENDENCY"),
+             (["b", "ghost"], UnknownDependencyError, "dependencies[1]", "UNKNOWN_DEPENDENCY"),
+             ([MemoryRef("x", "b")], NamespaceError, "dependencies[0]", "CROSS_NAMESPACE"),
+             ([f"d{i}" for i in range(8)], ValidationError, "dependencies",
+              "TOO_MANY_DEPENDENCIES"),
+             ([], ValidationError, "dependencies", "EMPTY_UPDATE")]
+    for deps, error, field, code in cases:
+        with pytest.raises(error) as err:
+            store.add_dependencies(NS, "m", deps, expected_version=1)
+        assert (err.value.field, err.value.code) == (field, code)
+    assert store.get(NS, "m").version == 1
+    assert store.get(NS, "b").derivations == ()
+    with pytest.raises(NotFoundError):
+        store.add_dependencies(NS, "ghost", ["a"], expected_version=1)
+
+
+def test_adding_a_tainted_dependency_marks_memory_and_descendants(store: LineageStore) -> None:
+    store.record(mem("bad"))
+    store.revoke(NS, "bad", reason="wrong")
+    chain(store, "m", "below")
+    added = store.add_dependencies(NS, "m", ["bad"], expected_version=1)
+    assert added.status == "pending_verification"
+    assert added.status_history[-1][1:] == ("active", "pending_verification",
+                                            "dependency revoked", "bad")
+    below = store.get(NS, "below")
+    assert below.status == "pending_verification"
+    assert below.status_history[-1].root_id == "bad"

@@ -32,6 +32,7 @@ def populate(store: LineageStore) -> None:
     store.confirm(NS, "c", now=NOW + 2)
     store.supersede(NS, "old", "new", now=NOW + 3)
     store.update(NS, "lonely", 1, {"value": "w", "tags": ["t"]})
+    store.add_dependencies(NS, "lonely", ["new"], expected_version=2)
     store.record_access(NS, ["a", "lonely"], now=NOW + 4)
     store.record_access(NS, ["a"], now=NOW + 5)
     for t in (NOW, NOW + 10, NOW + 20):

@@ -23,6 +23,7 @@ op = st.one_of(
     st.tuples(st.just("confirm"), idx),
     st.tuples(st.just("update"), idx, st.booleans()),
     st.tuples(st.just("access"), st.lists(idx, max_size=4)),
+    st.tuples(st.just("link"), idx, idx),
 )
 
 
@@ -54,6 +55,10 @@ def apply(store: LineageStore, ns: str, ops: list[tuple], ids: list[str]) -> lis
                 current = store.get(ns, pick(a[0]))
                 version = current.version - 1 if a[1] else current.version
                 out = store.update(ns, current.id, version, {"value": str(n)})
+            elif kind == "link":
+                current = store.get(ns, pick(a[0]))
+                out = store.add_dependencies(ns, current.id, [pick(a[1])],
+                                             expected_version=current.version, now=now)
             else:
                 out = store.record_access(ns, [pick(i) for i in a[0]], now=now)
         except LineageError as exc:

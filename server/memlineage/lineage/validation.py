@@ -150,26 +150,30 @@ def _check_volatility(value: Any) -> float | None:
     return value
 
 
-def _check_dependencies(rec: MemoryRecord, limits: StoreLimits) -> tuple[str, ...]:
-    deps = rec.dependencies
+def check_dependencies(deps: Any, *, namespace: str, memory_id: str, limits: StoreLimits,
+                       existing: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Dependency ids: format, same namespace, not itself, no duplicates, within the limit.
+
+    ``existing`` are dependencies the memory already has (when adding more).
+    """
     if isinstance(deps, str) or not isinstance(deps, list | tuple):
         raise ValidationError("must be a list of ids", field="dependencies",
                               code="INVALID_DEPENDENCIES")
-    if len(deps) > limits.max_dependencies:
+    if len(deps) + len(existing) > limits.max_dependencies:
         raise ValidationError(
-            f"has {len(deps)} dependencies, the limit is {limits.max_dependencies}",
-            field="dependencies", code="TOO_MANY_DEPENDENCIES")
+            f"has {len(deps) + len(existing)} dependencies, the limit is "
+            f"{limits.max_dependencies}", field="dependencies", code="TOO_MANY_DEPENDENCIES")
     out: list[str] = []
-    seen: set[str] = set()
+    seen: set[str] = set(existing)
     for i, dep in enumerate(deps):
         field = f"dependencies[{i}]"
         if isinstance(dep, MemoryRef):
             check_id(dep.namespace, f"{field}.namespace", max_length=limits.max_id_length)
-            if dep.namespace != rec.namespace:
+            if dep.namespace != namespace:
                 raise NamespaceError("dependency is in another namespace", field=field)
             dep = dep.id
         check_id(dep, field, max_length=limits.max_id_length)
-        if dep == rec.id:
+        if dep == memory_id:
             raise CycleError("a memory cannot depend on itself", field=field,
                              code="SELF_DEPENDENCY")
         if dep in seen:
@@ -224,7 +228,8 @@ def validate_new(rec: Any, *, now: float, limits: StoreLimits) -> MemoryRecord:
     if rec.status_history:
         raise ValidationError("is maintained by the store", field="status_history",
                               code="READ_ONLY_FIELD")
-    deps = _check_dependencies(rec, limits)
+    deps = check_dependencies(rec.dependencies, namespace=rec.namespace, memory_id=rec.id,
+                              limits=limits)
     return replace(rec, tags=tags, value=value, volatility=volatility,
                    creator_confidence=confidence, created_at=created_at, dependencies=deps,
                    status=status.value, version=1, last_access=None, access_count=0)

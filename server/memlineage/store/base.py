@@ -25,6 +25,7 @@ from memlineage.lineage.model import (
 )
 from memlineage.lineage.validation import (
     StoreLimits,
+    check_dependencies,
     check_id,
     check_limit,
     check_reason,
@@ -100,6 +101,11 @@ class LineageStore(ABC):
     def _update(self, namespace: str, memory_id: str, expected_version: int,
                 changes: dict[str, Any]) -> MemoryRecord:
         """Compare-and-set the given (validated) fields."""
+
+    @abstractmethod
+    def _add_dependencies(self, namespace: str, memory_id: str, deps: tuple[str, ...],
+                          expected_version: int, now: float) -> MemoryRecord:
+        """Atomically add (pre-validated) dependencies after the existence and cycle checks."""
 
     @abstractmethod
     def _load(self, namespace: str, ids: list[str]) -> dict[str, MemoryRecord]:
@@ -196,6 +202,25 @@ class LineageStore(ABC):
         check_limit(expected_version, "expected_version", 2**62)
         return self._update(ns, memory_id, expected_version,
                             validate_changes(dict(changes), self.limits))
+
+    def add_dependencies(self, namespace: str, memory_id: str, dependencies: Iterable[Any], *,
+                         expected_version: int, now: float | None = None) -> MemoryRecord:
+        """Add dependencies to an existing memory (compare-and-set on its version).
+
+        The only operation that can close a cycle, so it is refused with CycleError
+        when a new dependency is the memory itself or one of its descendants.  A
+        tainted new dependency moves the memory (and its descendants) to
+        pending_verification, as if it had been recorded on it.
+        """
+        ns = self._ns(namespace)
+        memory_id = self._id(memory_id)
+        check_limit(expected_version, "expected_version", 2**62)
+        deps = check_dependencies(list(dependencies), namespace=ns, memory_id=memory_id,
+                                  limits=self.limits)
+        if not deps:
+            raise ValidationError("no dependency to add", field="dependencies",
+                                  code="EMPTY_UPDATE")
+        return self._add_dependencies(ns, memory_id, deps, expected_version, self._now(now))
 
     # -- reads ---------------------------------------------------------------------
 

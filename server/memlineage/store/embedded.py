@@ -25,6 +25,7 @@ from typing import IO, Any
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.errors import (
     AlreadyExistsError,
+    CycleError,
     NotFoundError,
     TransitionError,
     UnknownDependencyError,
@@ -40,7 +41,12 @@ from memlineage.lineage.model import (
     Status,
     StatusChange,
 )
-from memlineage.lineage.validation import StoreLimits, check_transition, validate_new
+from memlineage.lineage.validation import (
+    StoreLimits,
+    check_dependencies,
+    check_transition,
+    validate_new,
+)
 from memlineage.store.base import LineageStore, cascade_reason
 
 _ROW_FIELDS = tuple(f for f in MemoryRecord.__dataclass_fields__ if f != "derivations")
@@ -164,6 +170,8 @@ class EmbeddedStore(LineageStore):
             self._apply_record(op["n"], _Row.from_json(op["r"]))
         elif kind == "s":
             self._apply_status(op["n"], op["i"], Status(op["t"]), op["w"], op["u"], op["a"])
+        elif kind == "d":
+            self._apply_add(op["n"], op["i"], op["d"], op["a"])
         elif kind == "u":
             self._apply_update(op["n"], op["i"], op["c"])
         elif kind == "a":
@@ -234,10 +242,15 @@ class EmbeddedStore(LineageStore):
             del sp.claims[claim]  # type: ignore[arg-type]
         if target not in CASCADE_TRIGGERS:
             return 0, 0
-        why = cascade_reason(target, reason)
+        return self._mark_descendants(sp, memory_id, memory_id,
+                                      cascade_reason(target, reason), now)
+
+    def _mark_descendants(self, sp: _Space, start: str, root: str, why: str,
+                          now: float) -> tuple[int, int]:
+        """BFS over derivations from ``start``: cost is the descendants, never the store."""
         marks = {s.value for s in CASCADE_MARKS}
-        seen = {memory_id}
-        queue = deque(sp.children.get(memory_id, ()))
+        seen = {start}
+        queue = deque(sp.children.get(start, ()))
         marked = 0
         rows, children, limit = sp.rows, sp.children, self.limits.history_length
         while queue:
@@ -247,7 +260,7 @@ class EmbeddedStore(LineageStore):
             seen.add(child)
             r = rows[child]
             if r.status in marks:
-                r.status_history.append(StatusChange(now, r.status, _PENDING, why, memory_id))
+                r.status_history.append(StatusChange(now, r.status, _PENDING, why, root))
                 if len(r.status_history) > limit:
                     del r.status_history[0]
                 r.status = _PENDING
@@ -255,6 +268,20 @@ class EmbeddedStore(LineageStore):
                 marked += 1
             queue.extend(children.get(child, ()))
         return marked, len(seen) - 1
+
+    def _apply_add(self, ns: str, memory_id: str, deps: list[str], now: float) -> None:
+        sp = self._spaces[ns]
+        row = sp.rows[memory_id]
+        row.dependencies = tuple(row.dependencies) + tuple(deps)
+        row.version += 1
+        for dep in deps:
+            sp.children.setdefault(dep, []).append(memory_id)
+        tainted = next((d for d in deps if sp.rows[d].status in TAINTED), None)
+        if tainted is not None and row.status in {s.value for s in CASCADE_MARKS}:
+            why = f"dependency {sp.rows[tainted].status}"
+            self._history(row, StatusChange(now, row.status, _PENDING, why, tainted))
+            row.status = _PENDING
+            self._mark_descendants(sp, memory_id, tainted, why, now)
 
     def _apply_update(self, ns: str, memory_id: str, changes: dict[str, Any]) -> None:
         row = self._spaces[ns].rows[memory_id]
@@ -357,6 +384,36 @@ class EmbeddedStore(LineageStore):
                     expected=expected_version, actual=row.version)
             self._append({"o": "u", "n": namespace, "i": memory_id, "c": changes})
             self._apply_update(namespace, memory_id, changes)
+            return row.to_record(self._spaces[namespace].children.get(memory_id))
+
+    def _add_dependencies(self, namespace: str, memory_id: str, deps: tuple[str, ...],
+                          expected_version: int, now: float) -> MemoryRecord:
+        with self._lock:
+            row = self._get_row(namespace, memory_id)
+            if row.version != expected_version:
+                raise VersionConflictError(
+                    f"memory {memory_id!r} is at version {row.version}, not {expected_version}",
+                    expected=expected_version, actual=row.version)
+            deps = check_dependencies(deps, namespace=namespace, memory_id=memory_id,
+                                      limits=self.limits, existing=tuple(row.dependencies))
+            rows = self._spaces[namespace].rows
+            for i, dep in enumerate(deps):
+                if dep not in rows:
+                    raise UnknownDependencyError(f"no memory {dep!r} in this namespace",
+                                                 field=f"dependencies[{i}]")
+            seen: set[str] = set()
+            for i, dep in enumerate(deps):  # a cycle iff memory_id is an ancestor of dep
+                stack = [dep]
+                while stack:
+                    node = stack.pop()
+                    if node == memory_id:
+                        raise CycleError(f"{memory_id!r} is an ancestor of {dep!r}",
+                                         field=f"dependencies[{i}]")
+                    if node not in seen:
+                        seen.add(node)
+                        stack.extend(rows[node].dependencies)  # type: ignore[arg-type]
+            self._append({"o": "d", "n": namespace, "i": memory_id, "d": list(deps), "a": now})
+            self._apply_add(namespace, memory_id, list(deps), now)
             return row.to_record(self._spaces[namespace].children.get(memory_id))
 
     def _load(self, namespace: str, ids: list[str]) -> dict[str, MemoryRecord]:

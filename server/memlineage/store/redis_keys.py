@@ -12,6 +12,7 @@ Layout (prefix ``ml``)::
     ml:{ns}:h:<id>              list    status history entries (capped)
     ml:{ns}:c:<subject>|<attr>  string  id of the current holder of that claim
     ml:{ns}:w:<name>            zset    sliding-window counter events (score = time)
+    ml:{ns}:e                   string  graph epoch: bumped by every add_dependencies
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ class RedisKeys:
 
     def counter(self, namespace: str, name: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:w:{name}"
+
+    def epoch(self, namespace: str) -> str:
+        return f"{self.prefix}:{{{namespace}}}:e"
 
     def triples(self, namespace: str, ids: list[str]) -> list[str]:
         """record, derivations, history keys of each id, interleaved (script KEYS)."""

@@ -172,5 +172,48 @@ redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 """
 
+ADD_DEPENDENCIES = _HISTORY + """
+-- Add dependencies to an existing memory. The caller checked for cycles against the
+-- ancestor graph as of graph epoch ARGV[4]; only add_dependencies changes existing
+-- ancestors, and it bumps the epoch, so an unchanged epoch means the check still holds.
+-- KEYS[1] record hash   KEYS[2] history list   KEYS[3] namespace graph epoch
+-- KEYS[4] derivation list of the memory
+-- KEYS[4+i] record hash of new dependency i, KEYS[4+n+i] its derivation list (i = 1..n)
+-- ARGV[1] id   ARGV[2] n   ARGV[3] expected version   ARGV[4] epoch seen ("" when unset)
+-- ARGV[5] new value of field d   ARGV[6] " tainted statuses "   ARGV[7] " markable statuses "
+-- ARGV[8] now   ARGV[9] history cap   ARGV[10 .. 9+n] new dependency ids
+-- Returns {1, taint root or "", children when marked} | {0, "NOTFOUND", ""}
+--       | {0, "VERSION", actual} | {0, "RETRY", ""} | {0, "NODEP", i-1}
+local n = tonumber(ARGV[2])
+local version = redis.call('HGET', KEYS[1], 'V')
+if not version then return {0, 'NOTFOUND', ''} end
+if version ~= ARGV[3] then return {0, 'VERSION', version} end
+if (redis.call('GET', KEYS[3]) or '') ~= ARGV[4] then return {0, 'RETRY', ''} end
+local taint_i = nil
+local taint_st = nil
+for i = 1, n do
+  local st = redis.call('HGET', KEYS[4 + i], 'S')
+  if not st then return {0, 'NODEP', tostring(i - 1)} end
+  if not taint_i and string.find(ARGV[6], ' ' .. st .. ' ', 1, true) then
+    taint_i = i
+    taint_st = st
+  end
+end
+redis.call('HSET', KEYS[1], 'd', ARGV[5])
+redis.call('HINCRBY', KEYS[1], 'V', 1)
+redis.call('INCR', KEYS[3])
+for i = 1, n do redis.call('RPUSH', KEYS[4 + n + i], ARGV[1]) end
+local cur = redis.call('HGET', KEYS[1], 'S')
+if taint_i and string.find(ARGV[7], ' ' .. cur .. ' ', 1, true) then
+  redis.call('HSET', KEYS[1], 'S', 'pending_verification')
+  push_history(KEYS[2], ARGV[8] .. US .. cur .. US .. 'pending_verification' .. US ..
+    'dependency ' .. taint_st .. US .. ARGV[9 + taint_i], tonumber(ARGV[9]))
+  return {1, ARGV[9 + taint_i], 'dependency ' .. taint_st,
+    redis.call('LRANGE', KEYS[4], 0, -1)}
+end
+return {1, '', '', {}}
+"""
+
 ALL = {"record": RECORD, "set_status": SET_STATUS, "cascade_mark": CASCADE_MARK,
-       "update": UPDATE, "access": ACCESS, "counter_add": COUNTER_ADD}
+       "update": UPDATE, "access": ACCESS, "counter_add": COUNTER_ADD,
+       "add_dependencies": ADD_DEPENDENCIES}

@@ -27,6 +27,7 @@ import redis.exceptions as rex
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.errors import (
     AlreadyExistsError,
+    CycleError,
     NotFoundError,
     StoreUnavailableError,
     TransitionError,
@@ -44,7 +45,7 @@ from memlineage.lineage.model import (
     StatusChange,
     allowed_sources,
 )
-from memlineage.lineage.validation import StoreLimits, validate_new
+from memlineage.lineage.validation import StoreLimits, check_dependencies, validate_new
 from memlineage.store import redis_scripts
 from memlineage.store.base import LineageStore, cascade_reason
 from memlineage.store.redis_keys import RedisKeys
@@ -205,14 +206,15 @@ class RedisStore(LineageStore):
         root = _decode(namespace, memory_id, _pairs(out[1]), out[2], children)
         marked, visited = 0, 0
         if cascades:
-            marked, visited = self._cascade(namespace, memory_id, children,
+            marked, visited = self._cascade(namespace, memory_id, memory_id, children,
                                             cascade_reason(target, reason), now)
         return CascadeResult(root=root, marked=marked, visited=visited)
 
-    def _cascade(self, namespace: str, root: str, children: list[str], reason: str,
-                 now: float) -> tuple[int, int]:
-        """BFS over derivation lists, one atomic script per chunk of nodes."""
-        seen = {root}
+    def _cascade(self, namespace: str, start: str, root: str, children: list[str],
+                 reason: str, now: float) -> tuple[int, int]:
+        """BFS over derivation lists from ``start``, one atomic script per chunk of nodes;
+        history on the marked descendants names ``root``."""
+        seen = {start}
         frontier: list[str] = []
         for c in children:
             if c not in seen:
@@ -233,6 +235,74 @@ class RedisStore(LineageStore):
                         nxt.append(c)
             frontier = nxt
         return marked, len(seen) - 1
+
+    def _add_dependencies(self, namespace: str, memory_id: str, deps: tuple[str, ...],
+                          expected_version: int, now: float) -> MemoryRecord:
+        k = self.keys
+        for _ in range(32):  # optimistic: retried only if another edge was added meanwhile
+            with self._guard():
+                epoch = self.client.get(k.epoch(namespace)) or ""
+            current = self.get(namespace, memory_id)
+            if current.version != expected_version:
+                raise VersionConflictError(
+                    f"memory {memory_id!r} is at version {current.version}, "
+                    f"not {expected_version}", expected=expected_version,
+                    actual=current.version)
+            deps = check_dependencies(deps, namespace=namespace, memory_id=memory_id,
+                                      limits=self.limits,
+                                      existing=current.dependencies)  # type: ignore[arg-type]
+            self._check_no_cycle(namespace, memory_id, deps)
+            keys = [k.record(namespace, memory_id), k.history(namespace, memory_id),
+                    k.epoch(namespace), k.derivations(namespace, memory_id)]
+            keys += [k.record(namespace, d) for d in deps]
+            keys += [k.derivations(namespace, d) for d in deps]
+            args = [memory_id, len(deps), str(expected_version), epoch,
+                    " ".join((*current.dependencies, *deps)), _spaced(TAINTED),
+                    _spaced(CASCADE_MARKS), repr(now), self.limits.history_length, *deps]
+            out = self._run("add_dependencies", keys, args)
+            if out[0] == 1:
+                if out[1]:
+                    self._cascade(namespace, memory_id, out[1], out[3], out[2], now)
+                return self.get(namespace, memory_id)
+            if out[1] == "NODEP":
+                i = int(out[2])
+                raise UnknownDependencyError(f"no memory {deps[i]!r} in this namespace",
+                                             field=f"dependencies[{i}]")
+            if out[1] == "NOTFOUND":
+                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+            if out[1] == "VERSION":
+                raise VersionConflictError(
+                    f"memory {memory_id!r} is at version {out[2]}, not {expected_version}",
+                    expected=expected_version, actual=int(out[2]))
+        raise StoreUnavailableError("the namespace graph kept changing; retry later")
+
+    def _check_no_cycle(self, namespace: str, memory_id: str, deps: tuple[str, ...]) -> None:
+        """Refuse if ``memory_id`` is an ancestor of a new dependency (BFS, a pipeline per
+        level over the ``d`` fields)."""
+        origin = {d: i for i, d in enumerate(deps)}
+        frontier = list(deps)
+        first = True
+        while frontier:
+            if memory_id in frontier:
+                i = origin[memory_id]
+                raise CycleError(f"{memory_id!r} is an ancestor of {deps[i]!r}",
+                                 field=f"dependencies[{i}]")
+            with self._guard():
+                pipe = self.client.pipeline(transaction=False)
+                for node in frontier:
+                    pipe.hmget(self.keys.record(namespace, node), ["S", "d"])
+                replies = pipe.execute()
+            nxt: list[str] = []
+            for node, (status, joined) in zip(frontier, replies, strict=True):
+                if first and status is None:  # same precedence as the embedded store
+                    i = origin[node]
+                    raise UnknownDependencyError(f"no memory {node!r} in this namespace",
+                                                 field=f"dependencies[{i}]")
+                for parent in (joined or "").split():
+                    if parent not in origin:
+                        origin[parent] = origin[node]
+                        nxt.append(parent)
+            frontier, first = nxt, False
 
     def _update(self, namespace: str, memory_id: str, expected_version: int,
                 changes: dict[str, Any]) -> MemoryRecord:
