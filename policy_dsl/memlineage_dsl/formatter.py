@@ -33,7 +33,8 @@ _BINARY: dict[str, tuple[int, int, int]] = {
     "*": (PROD, PROD, UNARY),
     "/": (PROD, PROD, UNARY),
 }
-_UNITS = (("w", 604800), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001))
+# Days are the largest unit printed: `14d` reads better than `2w` (`w` still parses).
+_UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001))
 _GROUPED = (A.Const, A.Sources, A.Include)  # one-liners kept together, no blank line
 
 
@@ -50,7 +51,7 @@ def format_number(value: float) -> str:
 
 
 def format_duration(seconds: float) -> str:
-    """The largest unit that holds the value as a whole number (`90s`, `2w`)."""
+    """The largest unit up to days that holds the value whole (`90s`, `14d`)."""
     if seconds == 0:
         return "0s"
     for unit, size in _UNITS:
