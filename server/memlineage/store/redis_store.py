@@ -12,6 +12,12 @@ reader may observe a cascade half-way (some descendants already pending,
 others not yet), but no descendant is ever missed: a memory recorded under a
 node after that node was marked inherits pending_verification at record time
 (RECORD checks its dependencies' statuses atomically).
+
+Cycle check: only ``add_dependencies`` changes the ancestors of an existing
+memory.  It checks reachability client-side (a pipeline per ancestor level)
+against the namespace's graph epoch and its script refuses (and the call
+retries) if another edge was added in between, so racing additions can never
+close a cycle.
 """
 
 from __future__ import annotations
