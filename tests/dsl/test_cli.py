@@ -1,0 +1,89 @@
+"""The `memlineage lint | fmt | test` commands, run as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+GOOD = """policy low_conf priority 50 {
+  on read
+  when memory.creator.kind == reasoning and memory.confidence < 0.7
+  deny "doubtful reasoning"
+}
+
+test "doubtful reasoning is refused" {
+  given memory g { creator: "reasoning:planner", confidence: 0.4 }
+  expect read g -> deny
+}
+"""
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memlineage", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_bundled_policies_lint_and_pass(tmp_path: Path) -> None:
+    lint = run("lint", str(REPO / "policies"), cwd=tmp_path)
+    assert lint.returncode == 0, lint.stdout
+    test = run("test", str(REPO / "policies"), cwd=tmp_path)
+    assert test.returncode == 0, test.stdout
+    last = test.stdout.strip().splitlines()[-1]
+    passed = int(last.split()[0])
+    assert last == f"{passed} passed, 0 failed" and passed >= 20
+
+
+def test_lint_reports_file_line_col_and_fails(tmp_path: Path) -> None:
+    (tmp_path / "bad.mlp").write_text(GOOD.replace("memory.confidence", "memory.confidnce"))
+    out = run("lint", "bad.mlp", cwd=tmp_path)
+    assert out.returncode == 1
+    assert "bad.mlp:3:52: error[E102]" in out.stdout
+    assert "did you mean `confidence`?" in out.stdout
+
+
+def test_lint_json_and_sarif(tmp_path: Path) -> None:
+    (tmp_path / "bad.mlp").write_text("policy p { on raed deny }\n")
+    as_json = json.loads(run("lint", "--format", "json", "bad.mlp", cwd=tmp_path).stdout)
+    assert [(d["code"], d["line"], d["column"]) for d in as_json] == [("E106", 1, 15)]
+    sarif = json.loads(run("lint", "--format", "sarif", "bad.mlp", cwd=tmp_path).stdout)
+    result = sarif["runs"][0]["results"][0]
+    assert result["ruleId"] == "E106"
+    region = result["locations"][0]["physicalLocation"]["region"]
+    assert (region["startLine"], region["startColumn"]) == (1, 15)
+
+
+def test_test_command_reports_a_failing_expectation(tmp_path: Path) -> None:
+    (tmp_path / "p.mlp").write_text(GOOD.replace("-> deny", "-> allow"))
+    out = run("test", ".", cwd=tmp_path)
+    assert out.returncode == 1
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1] == "0 passed, 1 failed"
+    assert lines[0].startswith("p.mlp:9:3: FAIL test \"doubtful reasoning is refused\" failed:")
+    assert "expected allow" in lines[0] and "got deny" in lines[0]
+
+
+def test_test_command_refuses_a_broken_set(tmp_path: Path) -> None:
+    (tmp_path / "p.mlp").write_text(GOOD + "\npolicy broken { on read when memory.x deny }\n")
+    out = run("test", ".", cwd=tmp_path)
+    assert out.returncode == 1
+    assert "p.mlp:12:" in out.stdout and out.stdout.strip().endswith("0 passed, 0 failed")
+
+
+def test_fmt_check_lists_files_and_rewrite_fixes_them(tmp_path: Path) -> None:
+    messy = tmp_path / "messy.mlp"
+    messy.write_text("policy   p{on read   deny}\n")
+    check = run("fmt", "--check", ".", cwd=tmp_path)
+    assert check.returncode == 1 and "messy.mlp" in check.stdout
+    assert run("fmt", ".", cwd=tmp_path).returncode == 0
+    assert messy.read_text() == "policy p {\n  on read\n  deny\n}\n"
+    assert run("fmt", "--check", ".", cwd=tmp_path).returncode == 0
+
+
+def test_no_files_is_a_usage_error(tmp_path: Path) -> None:
+    assert run("lint", str(tmp_path), cwd=tmp_path).returncode == 2
