@@ -49,6 +49,15 @@ from memlineage.lineage.validation import (
 )
 from memlineage.store.base import LineageStore, cascade_reason
 
+
+def _check_version(memory_id: str, actual: int, expected: int) -> None:
+    """Compare-and-set: a stale version is refused, never silently overwritten."""
+    if actual != expected:
+        raise VersionConflictError(
+            f"memory {memory_id!r} is at version {actual}, not {expected}",
+            expected=expected, actual=actual)
+
+
 _ROW_FIELDS = tuple(f for f in MemoryRecord.__dataclass_fields__ if f != "derivations")
 _PENDING = Status.PENDING_VERIFICATION.value
 
@@ -354,10 +363,8 @@ class EmbeddedStore(LineageStore):
                        only_from: frozenset[Status] | None) -> CascadeResult:
         with self._lock:
             row = self._get_row(namespace, memory_id)
-            if expected_version is not None and row.version != expected_version:
-                raise VersionConflictError(
-                    f"memory {memory_id!r} is at version {row.version}, not {expected_version}",
-                    expected=expected_version, actual=row.version)
+            if expected_version is not None:
+                _check_version(memory_id, row.version, expected_version)
             if only_from is not None and Status(row.status) not in only_from:
                 raise TransitionError(
                     f"memory {memory_id!r} is {row.status}, only "
@@ -378,10 +385,7 @@ class EmbeddedStore(LineageStore):
                 changes: dict[str, Any]) -> MemoryRecord:
         with self._lock:
             row = self._get_row(namespace, memory_id)
-            if row.version != expected_version:
-                raise VersionConflictError(
-                    f"memory {memory_id!r} is at version {row.version}, not {expected_version}",
-                    expected=expected_version, actual=row.version)
+            _check_version(memory_id, row.version, expected_version)
             self._append({"o": "u", "n": namespace, "i": memory_id, "c": changes})
             self._apply_update(namespace, memory_id, changes)
             return row.to_record(self._spaces[namespace].children.get(memory_id))
@@ -390,10 +394,7 @@ class EmbeddedStore(LineageStore):
                           expected_version: int, now: float) -> MemoryRecord:
         with self._lock:
             row = self._get_row(namespace, memory_id)
-            if row.version != expected_version:
-                raise VersionConflictError(
-                    f"memory {memory_id!r} is at version {row.version}, not {expected_version}",
-                    expected=expected_version, actual=row.version)
+            _check_version(memory_id, row.version, expected_version)
             deps = check_dependencies(deps, namespace=namespace, memory_id=memory_id,
                                       limits=self.limits, existing=tuple(row.dependencies))
             rows = self._spaces[namespace].rows
