@@ -1,0 +1,1 @@
+"""Generated protobuf/gRPC code for memlineage.v1 (see scripts/gen_proto.py)."""
