@@ -97,7 +97,7 @@ def bench_memory(store: LineageStore) -> None:
         _record(store, d, (), ns)
     store.record(MemoryRecord(
         id="mem:000004", namespace=ns, type="tool_result", tags=("travel", "flight", "price"),
-        subject="user:42", attribute="destination_city", value="Shanghai", volatility=0.001,
+        subject="user:42", attribute="destination_city", value="Shanghai", volatility="high",
         creator_kind="tool", creator_id="tool:flight_api", creator_confidence=0.85,
         context_id="ctx:000123", dependencies=("mem:000001", "mem:000002", "mem:000003")))
     usage = store.memory_usage(ns, "mem:000004")  # type: ignore[attr-defined]

@@ -52,7 +52,7 @@ def test_record_round_trips_every_field(store: LineageStore) -> None:
     store.record(mem("src:1"))
     full = mem("m:1", "src:1", type="preference", tags=("travel", "city", "travel"),
                subject="user:42", attribute="destination_city", value="Shanghai, \"PVG\"\n",
-               volatility=0.25, creator_kind="tool", creator_id="tool:flight_api",
+               volatility="medium", creator_kind="tool", creator_id="tool:flight_api",
                creator_confidence=0.8, created_at=NOW - 10.5, context_id="ctx:7")
     returned = store.record(full)
     got = store.get(NS, "m:1")
@@ -61,7 +61,7 @@ def test_record_round_trips_every_field(store: LineageStore) -> None:
     assert (got.type, got.subject, got.attribute, got.value) == (
         "preference", "user:42", "destination_city", "Shanghai, \"PVG\"\n")
     assert (got.volatility, got.creator_kind, got.creator_id, got.creator_confidence) == (
-        0.25, "tool", "tool:flight_api", 0.8)
+        "medium", "tool", "tool:flight_api", 0.8)
     assert (got.created_at, got.context_id, got.dependencies) == (NOW - 10.5, "ctx:7",
                                                                    ("src:1",))
     assert (got.status, got.version, got.successor, got.access_count, got.last_access) == (
@@ -178,7 +178,12 @@ BAD_RECORDS = [
     ("bad tag", dict(tags=("ok", "not ok")), "tags[1]", "INVALID_ID"),
     ("subject without attribute", dict(subject="user:1"), "attribute", "INCOMPLETE_CLAIM"),
     ("value too long", dict(value="v" * 1025), "value", "VALUE_TOO_LONG"),
-    ("negative volatility", dict(volatility=-1.0), "volatility", "INVALID_VOLATILITY"),
+    ("numeric volatility", dict(volatility=0.5), "volatility", "INVALID_VOLATILITY"),
+    ("volatility class with capitals", dict(volatility="High"), "volatility",
+     "INVALID_VOLATILITY"),
+    ("volatility class too long", dict(volatility="v" * 33), "volatility",
+     "INVALID_VOLATILITY"),
+    ("empty volatility class", dict(volatility=""), "volatility", "INVALID_VOLATILITY"),
     ("recorded revoked", dict(status="revoked"), "status", "INVALID_INITIAL_STATUS"),
     ("unknown status", dict(status="zombie"), "status", "UNKNOWN_STATUS"),
     ("derivations given", dict(derivations=("x",)), "derivations", "READ_ONLY_FIELD"),
@@ -383,9 +388,9 @@ def test_history_is_capped(store: LineageStore) -> None:
 
 def test_update_is_compare_and_set(store: LineageStore) -> None:
     store.record(mem("m", tags=("a",), value="1"))
-    updated = store.update(NS, "m", 1, {"value": "2", "tags": ["b", "c"], "volatility": 0.5})
+    updated = store.update(NS, "m", 1, {"value": "2", "tags": ["b", "c"], "volatility": "low"})
     assert (updated.value, updated.tags, updated.volatility, updated.version) == (
-        "2", ("b", "c"), 0.5, 2)
+        "2", ("b", "c"), "low", 2)
     with pytest.raises(VersionConflictError) as err:
         store.update(NS, "m", 1, {"value": "stale"})
     assert (err.value.expected, err.value.actual, err.value.code) == (1, 2, "VERSION_CONFLICT")
@@ -402,6 +407,8 @@ def test_update_refuses_lineage_fields_and_bad_values(store: LineageStore) -> No
     for changes, field in [({"dependencies": ["x"]}, "dependencies"),
                            ({"status": "revoked"}, "status"),
                            ({"creator_confidence": 2.0}, "creator_confidence"),
+                           ({"volatility": 3.5}, "volatility"),
+                           ({"volatility": "not a class"}, "volatility"),
                            ({}, "changes")]:
         with pytest.raises(ValidationError) as err:
             store.update(NS, "m", 1, changes)

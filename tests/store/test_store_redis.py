@@ -121,7 +121,7 @@ def test_record_memory_usage_under_600_bytes(rstore: RedisStore) -> None:
     rstore.record(MemoryRecord(
         id="mem:000004", namespace=NS, type="tool_result", tags=("travel", "flight", "price"),
         subject="user:42", attribute="destination_city", value="Shanghai",
-        volatility=0.001, creator_kind="tool", creator_id="tool:flight_api",
+        volatility="high", creator_kind="tool", creator_id="tool:flight_api",
         creator_confidence=0.85, context_id="ctx:000123",
         dependencies=("mem:000001", "mem:000002", "mem:000003")))
     usage = rstore.memory_usage(NS, "mem:000004")

@@ -3,6 +3,7 @@
 from memlineage.lineage.clock import Clock, ManualClock, system_clock
 from memlineage.lineage.errors import (
     AlreadyExistsError,
+    CursorExpiredError,
     CycleError,
     LineageError,
     NamespaceError,
@@ -17,6 +18,8 @@ from memlineage.lineage.model import (
     TRANSITIONS,
     CascadeResult,
     CreatorKind,
+    EventType,
+    LineageEvent,
     LineageView,
     MemoryRecord,
     MemoryRef,
@@ -32,8 +35,11 @@ __all__ = [
     "CascadeResult",
     "Clock",
     "CreatorKind",
+    "CursorExpiredError",
     "CycleError",
+    "EventType",
     "LineageError",
+    "LineageEvent",
     "LineageView",
     "ManualClock",
     "MemoryRecord",

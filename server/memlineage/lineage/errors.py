@@ -91,6 +91,17 @@ class TransitionError(LineageError):
         self.requested = requested
 
 
+class CursorExpiredError(LineageError):
+    """The event cursor is older than the oldest retained event (or ahead of the log,
+    after a reset): events were lost for this reader, who must re-sync."""
+
+    code = "CURSOR_EXPIRED"
+    grpc_status = "OUT_OF_RANGE"
+
+    def __init__(self, message: str, *, field: str = "cursor"):
+        super().__init__(message, field=field)
+
+
 class StoreUnavailableError(LineageError):
     """The backing store cannot be reached; the caller decides fail-closed/degraded."""
 

@@ -110,7 +110,7 @@ class MemoryRecord:
     subject: str | None = None
     attribute: str | None = None
     value: str | None = None
-    volatility: float | None = None
+    volatility: str | None = None
     creator_kind: str = CreatorKind.USER.value
     creator_id: str = ""
     creator_confidence: float = 1.0
@@ -153,8 +153,61 @@ class LineageView:
 
 @dataclass(frozen=True, slots=True)
 class CascadeResult:
-    """What a status change touched: the root and how many descendants it re-marked."""
+    """What a status change touched: the root and the descendants it re-marked.
+
+    ``affected`` are the ids moved to pending_verification, in breadth-first
+    order from the root; ``marked == len(affected)``; ``visited`` counts every
+    descendant reached (including those whose status a cascade does not touch).
+    """
 
     root: MemoryRecord
     marked: int
     visited: int
+    affected: tuple[str, ...] = ()
+
+
+class EventType(StrEnum):
+    """Kinds of :class:`LineageEvent` (the Watch stream)."""
+
+    RECORDED = "recorded"
+    STATUS_CHANGED = "status_changed"
+    CASCADED = "cascaded"
+    UPDATED = "updated"
+
+
+@dataclass(frozen=True, slots=True)
+class LineageEvent:
+    """One entry of a namespace's lineage event log, written atomically with its change.
+
+    ``cursor`` is opaque to clients (a decimal sequence number on the embedded
+    store, a stream entry id on Redis); pass it back as ``after`` to resume.
+    Which fields are set depends on ``type``:
+
+    * ``recorded``: ``memory_id``; ``status`` (initial), ``version`` 1,
+      ``affected`` = its dependencies; when a tainted dependency made it start
+      pending_verification, ``root_id`` = that dependency and ``reason`` says why.
+    * ``status_changed``: ``memory_id``, ``previous_status`` -> ``status``,
+      ``reason``, ``successor`` (superseded only), ``version`` (new); ``root_id``
+      is set only when a newly added tainted dependency caused the change.
+    * ``cascaded``: descendants re-marked pending_verification: ``affected`` (this
+      chunk of them, breadth-first), ``root_id`` (the root named in their history),
+      ``status`` (that root's status), ``memory_id`` (where the walk started: the
+      root itself, or the memory that gained a tainted dependency), ``reason``
+      (as written in their history).  One event per cascade on the embedded
+      store, one per atomic chunk on Redis: concatenate consecutive ones.
+    * ``updated``: ``memory_id``, ``version`` (new) after a compare-and-set update
+      or an ``add_dependencies``.
+    """
+
+    cursor: str
+    type: str
+    namespace: str
+    memory_id: str
+    at: float
+    root_id: str | None = None
+    status: str | None = None
+    previous_status: str | None = None
+    reason: str = ""
+    successor: str | None = None
+    affected: tuple[str, ...] = ()
+    version: int | None = None

@@ -24,6 +24,7 @@ from memlineage.lineage.model import (
 )
 
 _ID_RE = re.compile(r"[A-Za-z0-9._:/-]+")
+_VOLATILITY_RE = re.compile(r"[a-z0-9_]{1,32}")
 _CREATOR_KINDS = frozenset(k.value for k in CreatorKind)
 _STATUSES = frozenset(s.value for s in Status)
 
@@ -44,6 +45,9 @@ class StoreLimits:
     counter_retention_seconds: float = 7 * 86400.0
     max_walk_depth: int = 64
     max_walk_count: int = 10_000
+    event_retention: int = 100_000
+    """Lineage events kept per namespace (Redis trims approximately: at least this many)."""
+    max_event_page: int = 10_000
 
 
 def check_id(value: Any, field: str, *, max_length: int = 128) -> str:
@@ -138,15 +142,18 @@ def _check_value(value: Any, limits: StoreLimits) -> str | None:
     return value
 
 
-def _check_volatility(value: Any) -> float | None:
+def check_volatility(value: Any) -> str | None:
+    """A volatility class name ("high", "static", ...): 1..32 chars of [a-z0-9_].
+
+    The half-life of each class is configuration, not part of the record."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValidationError("must be a number", field="volatility", code="INVALID_VOLATILITY")
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValidationError(f"must be finite and >= 0, got {value!r}", field="volatility",
-                              code="INVALID_VOLATILITY")
+    if not isinstance(value, str):
+        raise ValidationError(f"must be a volatility class name, got {type(value).__name__}",
+                              field="volatility", code="INVALID_VOLATILITY")
+    if not _VOLATILITY_RE.fullmatch(value):
+        raise ValidationError(f"{value[:40]!r} is not a class name: 1 to 32 characters of "
+                              "a-z, 0-9 and _", field="volatility", code="INVALID_VOLATILITY")
     return value
 
 
@@ -200,7 +207,7 @@ def validate_new(rec: Any, *, now: float, limits: StoreLimits) -> MemoryRecord:
         check_id(rec.subject, "subject", max_length=limits.max_id_length)
         check_id(rec.attribute, "attribute", max_length=limits.max_id_length)
     value = _check_value(rec.value, limits)
-    volatility = _check_volatility(rec.volatility)
+    volatility = check_volatility(rec.volatility)
     if rec.creator_kind not in _CREATOR_KINDS:
         raise ValidationError(
             f"unknown creator kind {rec.creator_kind!r}; expected one of "
@@ -252,7 +259,7 @@ def validate_changes(changes: dict[str, Any], limits: StoreLimits) -> dict[str, 
         elif name == "value":
             out[name] = _check_value(value, limits)
         elif name == "volatility":
-            out[name] = _check_volatility(value)
+            out[name] = check_volatility(value)
         elif name == "creator_confidence":
             out[name] = check_confidence(value)
         elif name == "context_id":

@@ -18,6 +18,7 @@ from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.errors import NotFoundError, ValidationError
 from memlineage.lineage.model import (
     CascadeResult,
+    LineageEvent,
     LineageView,
     MemoryRecord,
     Status,
@@ -36,6 +37,8 @@ from memlineage.lineage.validation import (
 )
 
 MAX_BATCH_IDS = 10_000
+MAX_WAIT_SECONDS = 3600.0
+MAX_CURSOR_LENGTH = 48
 
 
 def cascade_reason(target: Status, reason: str) -> str:
@@ -79,6 +82,25 @@ class LineageStore(ABC):
         """Held across a traversal; the embedded store makes it a consistent snapshot."""
         yield
 
+    def _cursor(self, after: Any) -> str | None:
+        if after is None:
+            return None
+        if not isinstance(after, str) or not after or len(after) > MAX_CURSOR_LENGTH:
+            raise ValidationError("must be a cursor returned by this store", field="cursor",
+                                  code="INVALID_CURSOR")
+        parsed = self._parse_cursor(after)
+        if parsed is None:
+            raise ValidationError(f"{after!r} is not a cursor of this store", field="cursor",
+                                  code="INVALID_CURSOR")
+        return parsed
+
+    def _page(self, limit: Any) -> int:
+        maximum = self.limits.max_event_page
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
+            raise ValidationError(f"must be an integer in [1, {maximum}]", field="limit",
+                                  code="INVALID_LIMIT")
+        return limit
+
     # -- backend primitives ---------------------------------------------------------
 
     @abstractmethod
@@ -99,7 +121,7 @@ class LineageStore(ABC):
 
     @abstractmethod
     def _update(self, namespace: str, memory_id: str, expected_version: int,
-                changes: dict[str, Any]) -> MemoryRecord:
+                changes: dict[str, Any], now: float) -> MemoryRecord:
         """Compare-and-set the given (validated) fields."""
 
     @abstractmethod
@@ -124,6 +146,22 @@ class LineageStore(ABC):
 
     @abstractmethod
     def _count(self, namespace: str, name: str, since: float, now: float) -> int: ...
+
+    @abstractmethod
+    def _parse_cursor(self, cursor: str) -> str | None:
+        """The normalised cursor, or None when it is not one of this backend's."""
+
+    @abstractmethod
+    def _events(self, namespace: str, after: str | None,
+                limit: int) -> tuple[list[LineageEvent], str]:
+        """Events strictly after ``after`` (None: from the oldest retained)."""
+
+    @abstractmethod
+    def _wait_events(self, namespace: str, after: str | None, limit: int,
+                     timeout: float) -> tuple[list[LineageEvent], str]: ...
+
+    @abstractmethod
+    def _latest_cursor(self, namespace: str) -> str: ...
 
     @abstractmethod
     def close(self) -> None:
@@ -194,14 +232,15 @@ class LineageStore(ABC):
             only_from=frozenset({Status.PENDING_VERIFICATION})).root
 
     def update(self, namespace: str, memory_id: str, expected_version: int,
-               changes: Mapping[str, Any]) -> MemoryRecord:
+               changes: Mapping[str, Any], *, now: float | None = None) -> MemoryRecord:
         """Compare-and-set: apply ``changes`` only if the stored version is still
-        ``expected_version`` (VersionConflictError otherwise); bumps the version."""
+        ``expected_version`` (VersionConflictError otherwise); bumps the version.
+        ``now`` only dates the ``updated`` event."""
         ns = self._ns(namespace)
         memory_id = self._id(memory_id)
         check_limit(expected_version, "expected_version", 2**62)
         return self._update(ns, memory_id, expected_version,
-                            validate_changes(dict(changes), self.limits))
+                            validate_changes(dict(changes), self.limits), self._now(now))
 
     def add_dependencies(self, namespace: str, memory_id: str, dependencies: Iterable[Any], *,
                          expected_version: int, now: float | None = None) -> MemoryRecord:
@@ -333,6 +372,40 @@ class LineageStore(ABC):
                 if truncated:
                     break
         return LineageView(records=records, missing=missing, truncated=truncated)
+
+    # -- lineage event log (the Watch stream) --------------------------------------------
+
+    def events(self, namespace: str, *, after: str | None = None,
+               limit: int = 500) -> tuple[list[LineageEvent], str]:
+        """Up to ``limit`` events of ``namespace`` strictly after the cursor ``after``
+        (None: from the oldest retained), oldest first, and the cursor to resume from
+        (the last event's, or ``after`` itself when there is nothing new).
+
+        Every lineage change appends its events atomically with the change, so a
+        reader that resumes from the returned cursor misses nothing and sees no
+        event of a failed change.  Raises CursorExpiredError (OUT_OF_RANGE) when
+        events after ``after`` were already dropped by retention (or the log was
+        reset): the reader must re-sync; ValidationError for a malformed cursor.
+        """
+        ns = self._ns(namespace)
+        return self._events(ns, self._cursor(after), self._page(limit))
+
+    def wait_events(self, namespace: str, *, after: str | None, limit: int = 500,
+                    timeout: float) -> tuple[list[LineageEvent], str]:
+        """Like :meth:`events`, but block up to ``timeout`` seconds until at least one
+        event exists after ``after``; returns ``([], cursor)`` on timeout."""
+        ns = self._ns(namespace)
+        cursor = self._cursor(after)
+        limit = self._page(limit)
+        wait = check_time(timeout, "timeout")
+        if wait > MAX_WAIT_SECONDS:
+            raise ValidationError(f"must be at most {MAX_WAIT_SECONDS:.0f} seconds",
+                                  field="timeout", code="INVALID_TIMEOUT")
+        return self._wait_events(ns, cursor, limit, wait)
+
+    def latest_cursor(self, namespace: str) -> str:
+        """The cursor of the newest event (or of the empty log): watch "from now"."""
+        return self._latest_cursor(self._ns(namespace))
 
     # -- statistics -------------------------------------------------------------------
 

@@ -7,6 +7,11 @@ applied, as the operation (not its effects): replaying the log re-runs the
 same deterministic apply functions, so a cascade over 100,000 descendants
 costs one log line.  ``compact()`` writes a snapshot and starts a new log
 generation; a torn last line (crash mid-write) is ignored on replay.
+
+Lineage events are produced by the same apply functions, under the same lock,
+from the same log line: replay regenerates them with the same per-namespace
+sequence numbers (the cursors), and the snapshot carries the retained events
+and the sequence, so a restart resumes every reader's cursor.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ import bisect
 import contextlib
 import json
 import os
+import re
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -25,6 +32,7 @@ from typing import IO, Any
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.errors import (
     AlreadyExistsError,
+    CursorExpiredError,
     CycleError,
     NotFoundError,
     TransitionError,
@@ -37,6 +45,8 @@ from memlineage.lineage.model import (
     CLAIM_RELEASE,
     TAINTED,
     CascadeResult,
+    EventType,
+    LineageEvent,
     MemoryRecord,
     Status,
     StatusChange,
@@ -60,6 +70,8 @@ def _check_version(memory_id: str, actual: int, expected: int) -> None:
 
 _ROW_FIELDS = tuple(f for f in MemoryRecord.__dataclass_fields__ if f != "derivations")
 _PENDING = Status.PENDING_VERIFICATION.value
+_CURSOR_RE = re.compile(r"[0-9]{1,19}")
+_MARKS = frozenset(s.value for s in CASCADE_MARKS)
 
 
 class _Row:
@@ -91,7 +103,20 @@ class _Row:
         row.tags = tuple(row.tags)
         row.dependencies = tuple(row.dependencies)
         row.status_history = [StatusChange(*h) for h in row.status_history]
+        if not isinstance(row.volatility, str | None):
+            row.volatility = None  # numeric volatility of logs written before classes
         return row
+
+
+def _event_to_json(e: LineageEvent) -> list[Any]:
+    return [int(e.cursor), e.type, e.memory_id, e.at, e.root_id, e.status, e.previous_status,
+            e.reason, e.successor, list(e.affected), e.version]
+
+
+def _event_from_json(ns: str, d: list[Any]) -> LineageEvent:
+    return LineageEvent(cursor=str(d[0]), type=d[1], namespace=ns, memory_id=d[2], at=d[3],
+                        root_id=d[4], status=d[5], previous_status=d[6], reason=d[7],
+                        successor=d[8], affected=tuple(d[9]), version=d[10])
 
 
 @dataclass
@@ -102,6 +127,9 @@ class _Space:
     children: dict[str, list[str]] = field(default_factory=dict)
     claims: dict[tuple[str, str], str] = field(default_factory=dict)
     counters: dict[str, list[float]] = field(default_factory=dict)
+    events: deque[LineageEvent] = field(default_factory=deque)
+    seq: int = 0
+    """Sequence number (cursor) of the last event ever appended in this namespace."""
 
 
 class EmbeddedStore(LineageStore):
@@ -114,6 +142,7 @@ class EmbeddedStore(LineageStore):
                  fsync: bool = False):
         super().__init__(clock=clock, limits=limits)
         self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
         self._spaces: dict[str, _Space] = {}
         self._fsync = fsync
         self._log: IO[str] | None = None
@@ -121,7 +150,8 @@ class EmbeddedStore(LineageStore):
         self._generation = 0
         if self._dir is not None:
             self._dir.mkdir(parents=True, exist_ok=True)
-            self._open_dir()
+            with self._lock:
+                self._open_dir()
 
     # -- persistence ---------------------------------------------------------------
 
@@ -138,10 +168,12 @@ class EmbeddedStore(LineageStore):
             for ns, sp in data["spaces"].items():
                 space = self._space(ns)
                 for row in sp["rows"]:
-                    self._apply_record(ns, _Row.from_json(row))
+                    self._link(ns, _Row.from_json(row))
                 space.claims = {(s, a): i for s, a, i in sp["claims"]}
                 for name, times in sp["counters"].items():
                     space.counters[name] = list(times)
+                space.seq = sp.get("seq", 0)
+                space.events.extend(_event_from_json(ns, e) for e in sp.get("events", ()))
         path = self._log_path(self._generation)
         if path.exists():
             self._replay(path)
@@ -176,13 +208,14 @@ class EmbeddedStore(LineageStore):
     def _apply(self, op: dict[str, Any]) -> None:
         kind = op["o"]
         if kind == "r":
-            self._apply_record(op["n"], _Row.from_json(op["r"]))
+            row = _Row.from_json(op["r"])
+            self._apply_record(op["n"], row, op.get("a", row.created_at))
         elif kind == "s":
             self._apply_status(op["n"], op["i"], Status(op["t"]), op["w"], op["u"], op["a"])
         elif kind == "d":
             self._apply_add(op["n"], op["i"], op["d"], op["a"])
         elif kind == "u":
-            self._apply_update(op["n"], op["i"], op["c"])
+            self._apply_update(op["n"], op["i"], op["c"], op.get("a", 0.0))
         elif kind == "a":
             self._apply_access(op["n"], op["i"], op["a"])
         elif kind == "c":
@@ -198,7 +231,8 @@ class EmbeddedStore(LineageStore):
             data = {"generation": gen, "spaces": {
                 ns: {"rows": [row.to_json() for row in sp.rows.values()],
                      "claims": [[s, a, i] for (s, a), i in sp.claims.items()],
-                     "counters": sp.counters}
+                     "counters": sp.counters, "seq": sp.seq,
+                     "events": [_event_to_json(e) for e in sp.events]}
                 for ns, sp in self._spaces.items()}}
             tmp = self._dir / "snapshot.json.tmp"
             tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
@@ -221,15 +255,25 @@ class EmbeddedStore(LineageStore):
     def _space(self, ns: str) -> _Space:
         sp = self._spaces.get(ns)
         if sp is None:
-            sp = self._spaces[ns] = _Space()
+            sp = self._spaces[ns] = _Space(
+                events=deque(maxlen=max(1, self.limits.event_retention)))
         return sp
+
+    def _emit(self, ns: str, sp: _Space, kind: EventType, memory_id: str, at: float,
+              **fields: Any) -> None:
+        """Append one event (caller holds the lock) and wake the waiting readers."""
+        sp.seq += 1
+        sp.events.append(LineageEvent(cursor=str(sp.seq), type=kind.value, namespace=ns,
+                                      memory_id=memory_id, at=at, **fields))
+        self._changed.notify_all()
 
     def _history(self, row: _Row, entry: StatusChange) -> None:
         row.status_history.append(entry)
         if len(row.status_history) > self.limits.history_length:
             del row.status_history[0]
 
-    def _apply_record(self, ns: str, row: _Row) -> None:
+    def _link(self, ns: str, row: _Row) -> None:
+        """Index a row: derivation links of its dependencies, its claim (no event)."""
         sp = self._space(ns)
         sp.rows[row.id] = row
         for dep in row.dependencies:
@@ -237,11 +281,20 @@ class EmbeddedStore(LineageStore):
         if row.subject is not None:
             sp.claims[(row.subject, row.attribute)] = row.id
 
+    def _apply_record(self, ns: str, row: _Row, at: float) -> None:
+        self._link(ns, row)
+        taint = row.status_history[-1] if row.status_history else None
+        self._emit(ns, self._spaces[ns], EventType.RECORDED, row.id, at, status=row.status,
+                   version=row.version, affected=tuple(row.dependencies),
+                   root_id=taint.root_id if taint else None,
+                   reason=taint.reason if taint else "")
+
     def _apply_status(self, ns: str, memory_id: str, target: Status, reason: str,
-                      successor: str | None, now: float) -> tuple[int, int]:
+                      successor: str | None, now: float) -> tuple[list[str], int]:
         sp = self._spaces[ns]
         row = sp.rows[memory_id]
-        self._history(row, StatusChange(now, row.status, target.value, reason, memory_id))
+        previous = row.status
+        self._history(row, StatusChange(now, previous, target.value, reason, memory_id))
         row.status = target.value
         row.version += 1
         if target is Status.SUPERSEDED:
@@ -249,18 +302,27 @@ class EmbeddedStore(LineageStore):
         claim = (row.subject, row.attribute)
         if target in CLAIM_RELEASE and sp.claims.get(claim) == memory_id:  # type: ignore[arg-type]
             del sp.claims[claim]  # type: ignore[arg-type]
+        self._emit(ns, sp, EventType.STATUS_CHANGED, memory_id, now, status=target.value,
+                   previous_status=previous, reason=reason, version=row.version,
+                   successor=successor if target is Status.SUPERSEDED else None)
         if target not in CASCADE_TRIGGERS:
-            return 0, 0
-        return self._mark_descendants(sp, memory_id, memory_id,
-                                      cascade_reason(target, reason), now)
+            return [], 0
+        why = cascade_reason(target, reason)
+        affected, visited = self._mark_descendants(sp, memory_id, memory_id, why, now)
+        if affected:
+            self._emit(ns, sp, EventType.CASCADED, memory_id, now, root_id=memory_id,
+                       status=target.value, reason=why, affected=tuple(affected))
+        return affected, visited
 
     def _mark_descendants(self, sp: _Space, start: str, root: str, why: str,
-                          now: float) -> tuple[int, int]:
-        """BFS over derivations from ``start``: cost is the descendants, never the store."""
-        marks = {s.value for s in CASCADE_MARKS}
+                          now: float) -> tuple[list[str], int]:
+        """BFS over derivations from ``start``: cost is the descendants, never the store.
+
+        Returns the ids re-marked pending_verification (BFS order) and how many
+        descendants were visited."""
         seen = {start}
         queue = deque(sp.children.get(start, ()))
-        marked = 0
+        affected: list[str] = []
         rows, children, limit = sp.rows, sp.children, self.limits.history_length
         while queue:
             child = queue.popleft()
@@ -268,15 +330,15 @@ class EmbeddedStore(LineageStore):
                 continue
             seen.add(child)
             r = rows[child]
-            if r.status in marks:
+            if r.status in _MARKS:
                 r.status_history.append(StatusChange(now, r.status, _PENDING, why, root))
                 if len(r.status_history) > limit:
                     del r.status_history[0]
                 r.status = _PENDING
                 r.version += 1
-                marked += 1
+                affected.append(child)
             queue.extend(children.get(child, ()))
-        return marked, len(seen) - 1
+        return affected, len(seen) - 1
 
     def _apply_add(self, ns: str, memory_id: str, deps: list[str], now: float) -> None:
         sp = self._spaces[ns]
@@ -285,18 +347,30 @@ class EmbeddedStore(LineageStore):
         row.version += 1
         for dep in deps:
             sp.children.setdefault(dep, []).append(memory_id)
+        self._emit(ns, sp, EventType.UPDATED, memory_id, now, version=row.version)
         tainted = next((d for d in deps if sp.rows[d].status in TAINTED), None)
-        if tainted is not None and row.status in {s.value for s in CASCADE_MARKS}:
+        if tainted is not None and row.status in _MARKS:
             why = f"dependency {sp.rows[tainted].status}"
-            self._history(row, StatusChange(now, row.status, _PENDING, why, tainted))
+            previous = row.status
+            self._history(row, StatusChange(now, previous, _PENDING, why, tainted))
             row.status = _PENDING
-            self._mark_descendants(sp, memory_id, tainted, why, now)
+            self._emit(ns, sp, EventType.STATUS_CHANGED, memory_id, now, root_id=tainted,
+                       status=_PENDING, previous_status=previous, reason=why,
+                       version=row.version)
+            affected, _ = self._mark_descendants(sp, memory_id, tainted, why, now)
+            if affected:
+                self._emit(ns, sp, EventType.CASCADED, memory_id, now, root_id=tainted,
+                           status=sp.rows[tainted].status, reason=why,
+                           affected=tuple(affected))
 
-    def _apply_update(self, ns: str, memory_id: str, changes: dict[str, Any]) -> None:
-        row = self._spaces[ns].rows[memory_id]
+    def _apply_update(self, ns: str, memory_id: str, changes: dict[str, Any],
+                      now: float) -> None:
+        sp = self._spaces[ns]
+        row = sp.rows[memory_id]
         for name, value in changes.items():
             setattr(row, name, tuple(value) if name == "tags" else value)
         row.version += 1
+        self._emit(ns, sp, EventType.UPDATED, memory_id, now, version=row.version)
 
     def _apply_access(self, ns: str, ids: list[str], now: float) -> int:
         sp = self._spaces.get(ns)
@@ -354,8 +428,8 @@ class EmbeddedStore(LineageStore):
                 row.status_history.append(StatusChange(
                     at, row.status, _PENDING, f"dependency {taint[1]}", taint[0]))
                 row.status = _PENDING
-            self._append({"o": "r", "n": rec.namespace, "r": row.to_json()})
-            self._apply_record(rec.namespace, row)
+            self._append({"o": "r", "n": rec.namespace, "r": row.to_json(), "a": at})
+            self._apply_record(rec.namespace, row, at)
             return row.to_record(None)
 
     def _change_status(self, namespace: str, memory_id: str, target: Status, *, reason: str,
@@ -376,18 +450,19 @@ class EmbeddedStore(LineageStore):
                                     field="successor")
             self._append({"o": "s", "n": namespace, "i": memory_id, "t": target.value,
                           "w": reason, "u": successor, "a": now})
-            marked, visited = self._apply_status(namespace, memory_id, target, reason,
-                                                 successor, now)
+            affected, visited = self._apply_status(namespace, memory_id, target, reason,
+                                                   successor, now)
             root = row.to_record(self._spaces[namespace].children.get(memory_id))
-            return CascadeResult(root=root, marked=marked, visited=visited)
+            return CascadeResult(root=root, marked=len(affected), visited=visited,
+                                 affected=tuple(affected))
 
     def _update(self, namespace: str, memory_id: str, expected_version: int,
-                changes: dict[str, Any]) -> MemoryRecord:
+                changes: dict[str, Any], now: float) -> MemoryRecord:
         with self._lock:
             row = self._get_row(namespace, memory_id)
             _check_version(memory_id, row.version, expected_version)
-            self._append({"o": "u", "n": namespace, "i": memory_id, "c": changes})
-            self._apply_update(namespace, memory_id, changes)
+            self._append({"o": "u", "n": namespace, "i": memory_id, "c": changes, "a": now})
+            self._apply_update(namespace, memory_id, changes, now)
             return row.to_record(self._spaces[namespace].children.get(memory_id))
 
     def _add_dependencies(self, namespace: str, memory_id: str, deps: tuple[str, ...],
@@ -455,3 +530,56 @@ class EmbeddedStore(LineageStore):
             if not times:
                 return 0
             return bisect.bisect_right(times, now) - bisect.bisect_right(times, since)
+
+    # -- lineage events ---------------------------------------------------------------
+
+    def _parse_cursor(self, cursor: str) -> str | None:
+        return str(int(cursor)) if _CURSOR_RE.fullmatch(cursor) else None
+
+    def _events_locked(self, namespace: str, after: str | None,
+                       limit: int) -> tuple[list[LineageEvent], str]:
+        sp = self._spaces.get(namespace)
+        seq = sp.seq if sp is not None else 0
+        retained = len(sp.events) if sp is not None else 0
+        first = seq - retained + 1  # sequence number of the oldest retained event
+        if after is None:
+            start = first
+        else:
+            position = int(after)
+            if position > seq:
+                raise CursorExpiredError(
+                    f"cursor {after} is ahead of this namespace's log (at {seq}): the store "
+                    "was reset or the cursor is not from it; re-sync")
+            if position < first - 1:
+                raise CursorExpiredError(
+                    f"events after cursor {after} were dropped (oldest retained is {first}); "
+                    "re-sync")
+            start = position + 1
+        if sp is None or start > seq:
+            return [], str(seq) if after is None else after
+        events = sp.events
+        lo = start - first
+        hi = min(lo + limit, retained)
+        out = [events[i] for i in range(lo, hi)]
+        return out, out[-1].cursor
+
+    def _events(self, namespace: str, after: str | None,
+                limit: int) -> tuple[list[LineageEvent], str]:
+        with self._lock:
+            return self._events_locked(namespace, after, limit)
+
+    def _wait_events(self, namespace: str, after: str | None, limit: int,
+                     timeout: float) -> tuple[list[LineageEvent], str]:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                events, cursor = self._events_locked(namespace, after, limit)
+                remaining = deadline - time.monotonic()
+                if events or remaining <= 0:
+                    return events, cursor
+                self._changed.wait(remaining)
+
+    def _latest_cursor(self, namespace: str) -> str:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            return str(sp.seq if sp is not None else 0)

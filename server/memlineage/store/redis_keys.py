@@ -13,6 +13,7 @@ Layout (prefix ``ml``)::
     ml:{ns}:c:<subject>|<attr>  string  id of the current holder of that claim
     ml:{ns}:w:<name>            zset    sliding-window counter events (score = time)
     ml:{ns}:e                   string  graph epoch: bumped by every add_dependencies
+    ml:{ns}:ev                  stream  lineage event log (Watch), capped with MAXLEN ~
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ class RedisKeys:
 
     def epoch(self, namespace: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:e"
+
+    def events(self, namespace: str) -> str:
+        return f"{self.prefix}:{{{namespace}}}:ev"
 
     def triples(self, namespace: str, ids: list[str]) -> list[str]:
         """record, derivations, history keys of each id, interleaved (script KEYS)."""

@@ -9,6 +9,13 @@ they check everything before writing anything, so a failure writes nothing.
 History entries are ``at \\x1f from \\x1f to \\x1f reason \\x1f root`` in a
 capped list.  Record hash fields: S status, V version, l last_access,
 n access_count (the others are written verbatim from ARGV).
+
+Every writing script also appends its lineage events to the namespace's event
+stream (``XADD ... MAXLEN ~ cap``) in the same atomic step, after all checks,
+so no change goes unannounced and no failed change is announced.  Entry fields:
+p id of the entry before it (lets a reader tell a trimmed gap from none),
+t type, m memory id, a time, and when set: r root id, s status, f previous
+status, w reason, u successor, x affected ids (space-separated), v version.
 """
 
 from __future__ import annotations
@@ -18,6 +25,12 @@ local function push_history(key, entry, cap)
   if redis.call('RPUSH', key, entry) > cap then redis.call('LTRIM', key, -cap, -1) end
 end
 local US = '\\31'
+local function emit(key, cap, ...)
+  local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)
+  local prev = '0-0'
+  if last[1] then prev = last[1][1] end
+  return redis.call('XADD', key, 'MAXLEN', '~', cap, '*', 'p', prev, ...)
+end
 """
 
 RECORD = _HISTORY + """
@@ -25,12 +38,14 @@ RECORD = _HISTORY + """
 -- KEYS[1]            record hash of the new memory
 -- KEYS[2]            history list of the new memory
 -- KEYS[3]            claim key (KEYS[1] again when the memory asserts no claim)
--- KEYS[3+i]          record hash of dependency i            (i = 1..n)
--- KEYS[3+n+i]        derivation list of dependency i        (i = 1..n)
+-- KEYS[4]            event stream of the namespace
+-- KEYS[4+i]          record hash of dependency i            (i = 1..n)
+-- KEYS[4+n+i]        derivation list of dependency i        (i = 1..n)
 -- ARGV[1] id    ARGV[2] n    ARGV[3] "1" if a claim    ARGV[4] " tainted statuses "
 -- ARGV[5] now   ARGV[6] history cap   ARGV[7] m = number of field/value items
--- ARGV[8 .. 7+m]     field, value, field, value ...   (includes S = requested status)
--- ARGV[8+m .. 7+m+n] dependency ids
+-- ARGV[8] event retention
+-- ARGV[9 .. 8+m]     field, value, field, value ...   (includes S = requested status)
+-- ARGV[9+m .. 8+m+n] dependency ids
 -- Returns {1, final status, previous claim holder or ""} | {0, "EXISTS", ""}
 --       | {0, "NODEP", i-1}
 local n = tonumber(ARGV[2])
@@ -39,7 +54,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 'EXISTS', ''} end
 local taint_i = nil
 local taint_st = nil
 for i = 1, n do
-  local st = redis.call('HGET', KEYS[3 + i], 'S')
+  local st = redis.call('HGET', KEYS[4 + i], 'S')
   if not st then return {0, 'NODEP', tostring(i - 1)} end
   if not taint_i and string.find(ARGV[4], ' ' .. st .. ' ', 1, true) then
     taint_i = i
@@ -48,27 +63,38 @@ for i = 1, n do
 end
 local fields = {}
 local status = 'active'
-for j = 8, 7 + m, 2 do
+for j = 9, 8 + m, 2 do
   fields[#fields + 1] = ARGV[j]
   fields[#fields + 1] = ARGV[j + 1]
   if ARGV[j] == 'S' then status = ARGV[j + 1] end
 end
+local tainted = false
 if taint_i and status == 'active' then
+  tainted = true
   for j = 1, #fields, 2 do
     if fields[j] == 'S' then fields[j + 1] = 'pending_verification' end
   end
   push_history(KEYS[2], ARGV[5] .. US .. 'active' .. US .. 'pending_verification' .. US ..
-    'dependency ' .. taint_st .. US .. ARGV[7 + m + taint_i], tonumber(ARGV[6]))
+    'dependency ' .. taint_st .. US .. ARGV[8 + m + taint_i], tonumber(ARGV[6]))
   status = 'pending_verification'
 end
 redis.call('HSET', KEYS[1], unpack(fields))
+local deps = {}
 for i = 1, n do
-  redis.call('RPUSH', KEYS[3 + n + i], ARGV[1])
+  redis.call('RPUSH', KEYS[4 + n + i], ARGV[1])
+  deps[i] = ARGV[8 + m + i]
 end
 local previous = ''
 if ARGV[3] == '1' then
   previous = redis.call('GET', KEYS[3]) or ''
   redis.call('SET', KEYS[3], ARGV[1])
+end
+if tainted then
+  emit(KEYS[4], ARGV[8], 't', 'recorded', 'm', ARGV[1], 'a', ARGV[5], 's', status, 'v', '1',
+    'x', table.concat(deps, ' '), 'r', ARGV[8 + m + taint_i], 'w', 'dependency ' .. taint_st)
+else
+  emit(KEYS[4], ARGV[8], 't', 'recorded', 'm', ARGV[1], 'a', ARGV[5], 's', status, 'v', '1',
+    'x', table.concat(deps, ' '))
 end
 return {1, status, previous}
 """
@@ -77,9 +103,11 @@ SET_STATUS = _HISTORY + """
 -- Check and apply one status change; return the record with its history and children.
 -- KEYS[1] record hash   KEYS[2] derivation list   KEYS[3] history list
 -- KEYS[4] claim key (KEYS[1] when none)   KEYS[5] successor record hash (KEYS[1] when none)
+-- KEYS[6] event stream of the namespace
 -- ARGV[1] target status   ARGV[2] " statuses allowed to reach target "
 -- ARGV[3] expected version or ""   ARGV[4] now   ARGV[5] reason   ARGV[6] id
 -- ARGV[7] successor id or ""   ARGV[8] history cap   ARGV[9] "1" to release the claim
+-- ARGV[10] event retention
 -- Returns {1, HGETALL, history, derivations (the cascade's first frontier)} | {0, "NOTFOUND", ""}
 --       | {0, "VERSION", actual} | {0, "TRANSITION", current} | {0, "NOSUCCESSOR", ""}
 local cur = redis.call('HGET', KEYS[1], 'S')
@@ -91,13 +119,15 @@ if ARGV[7] ~= '' and redis.call('EXISTS', KEYS[5]) == 0 then
   return {0, 'NOSUCCESSOR', ''}
 end
 redis.call('HSET', KEYS[1], 'S', ARGV[1])
-redis.call('HINCRBY', KEYS[1], 'V', 1)
+local new_version = redis.call('HINCRBY', KEYS[1], 'V', 1)
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'u', ARGV[7]) end
 push_history(KEYS[3], ARGV[4] .. US .. cur .. US .. ARGV[1] .. US .. ARGV[5] .. US .. ARGV[6],
   tonumber(ARGV[8]))
 if ARGV[9] == '1' and redis.call('GET', KEYS[4]) == ARGV[6] then
   redis.call('DEL', KEYS[4])
 end
+emit(KEYS[6], ARGV[10], 't', 'status_changed', 'm', ARGV[6], 'a', ARGV[4], 's', ARGV[1],
+  'f', cur, 'w', ARGV[5], 'u', ARGV[7], 'v', tostring(new_version))
 return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[3], 0, -1),
   redis.call('LRANGE', KEYS[2], 0, -1)}
 """
@@ -107,40 +137,48 @@ CASCADE_MARK = _HISTORY + """
 -- per chunk. Children recorded after a node is marked inherit the mark at record time
 -- (RECORD's taint check), so the BFS driven by the returned children misses nobody.
 -- KEYS[3i-2] record hash, KEYS[3i-1] derivation list, KEYS[3i] history list of node i
+-- KEYS[#KEYS] event stream of the namespace
 -- ARGV[1] " statuses to mark "   ARGV[2] now   ARGV[3] reason   ARGV[4] root id
--- ARGV[5] history cap
--- Returns {number marked, child ids ...}
-local out = {0}
-local marked = 0
+-- ARGV[5] history cap   ARGV[6] event retention   ARGV[7] root status
+-- ARGV[8] id the walk started from   ARGV[9 ..] ids of the nodes, in KEYS order
+-- Returns {{ids marked, in order}, {child ids ...}}; one "cascaded" event when any marked
+local marked = {}
+local kids_out = {}
 local cap = tonumber(ARGV[5])
 local tail = US .. 'pending_verification' .. US .. ARGV[3] .. US .. ARGV[4]
-for i = 1, #KEYS, 3 do
+for i = 1, #KEYS - 1, 3 do
   local sv = redis.call('HMGET', KEYS[i], 'S', 'V')
   local st = sv[1]
   if st and string.find(ARGV[1], ' ' .. st .. ' ', 1, true) then
     redis.call('HSET', KEYS[i], 'S', 'pending_verification', 'V', tonumber(sv[2]) + 1)
     push_history(KEYS[i + 2], ARGV[2] .. US .. st .. tail, cap)
-    marked = marked + 1
+    marked[#marked + 1] = ARGV[8 + (i + 2) / 3]
   end
   local kids = redis.call('LRANGE', KEYS[i + 1], 0, -1)
-  for j = 1, #kids do out[#out + 1] = kids[j] end
+  for j = 1, #kids do kids_out[#kids_out + 1] = kids[j] end
 end
-out[1] = marked
-return out
+if #marked > 0 then
+  emit(KEYS[#KEYS], ARGV[6], 't', 'cascaded', 'm', ARGV[8], 'a', ARGV[2], 'r', ARGV[4],
+    's', ARGV[7], 'w', ARGV[3], 'x', table.concat(marked, ' '))
+end
+return {marked, kids_out}
 """
 
-UPDATE = """
+UPDATE = _HISTORY + """
 -- Compare-and-set: write fields only if the version is still the expected one.
 -- KEYS[1] record hash   KEYS[2] derivation list   KEYS[3] history list
+-- KEYS[4] event stream of the namespace
 -- ARGV[1] expected version   ARGV[2] space-separated fields to delete (may be "")
--- ARGV[3 ..] field, value pairs to set
+-- ARGV[3] now   ARGV[4] event retention   ARGV[5] id
+-- ARGV[6 ..] field, value pairs to set
 -- Returns {1, HGETALL, history, derivations} | {0, "NOTFOUND", ""} | {0, "VERSION", actual}
 local version = redis.call('HGET', KEYS[1], 'V')
 if not version then return {0, 'NOTFOUND', ''} end
 if version ~= ARGV[1] then return {0, 'VERSION', version} end
-if #ARGV > 2 then redis.call('HSET', KEYS[1], unpack(ARGV, 3)) end
+if #ARGV > 5 then redis.call('HSET', KEYS[1], unpack(ARGV, 6)) end
 for f in string.gmatch(ARGV[2], '%S+') do redis.call('HDEL', KEYS[1], f) end
-redis.call('HINCRBY', KEYS[1], 'V', 1)
+local new_version = redis.call('HINCRBY', KEYS[1], 'V', 1)
+emit(KEYS[4], ARGV[4], 't', 'updated', 'm', ARGV[5], 'a', ARGV[3], 'v', tostring(new_version))
 return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[3], 0, -1),
   redis.call('LRANGE', KEYS[2], 0, -1)}
 """
@@ -177,13 +215,14 @@ ADD_DEPENDENCIES = _HISTORY + """
 -- ancestor graph as of graph epoch ARGV[4]; only add_dependencies changes existing
 -- ancestors, and it bumps the epoch, so an unchanged epoch means the check still holds.
 -- KEYS[1] record hash   KEYS[2] history list   KEYS[3] namespace graph epoch
--- KEYS[4] derivation list of the memory
--- KEYS[4+i] record hash of new dependency i, KEYS[4+n+i] its derivation list (i = 1..n)
+-- KEYS[4] derivation list of the memory   KEYS[5] event stream of the namespace
+-- KEYS[5+i] record hash of new dependency i, KEYS[5+n+i] its derivation list (i = 1..n)
 -- ARGV[1] id   ARGV[2] n   ARGV[3] expected version   ARGV[4] epoch seen ("" when unset)
 -- ARGV[5] new value of field d   ARGV[6] " tainted statuses "   ARGV[7] " markable statuses "
--- ARGV[8] now   ARGV[9] history cap   ARGV[10 .. 9+n] new dependency ids
--- Returns {1, taint root or "", children when marked} | {0, "NOTFOUND", ""}
---       | {0, "VERSION", actual} | {0, "RETRY", ""} | {0, "NODEP", i-1}
+-- ARGV[8] now   ARGV[9] history cap   ARGV[10] event retention
+-- ARGV[11 .. 10+n] new dependency ids
+-- Returns {1, taint root or "", reason, children when marked, taint root status}
+--       | {0, "NOTFOUND", ""} | {0, "VERSION", actual} | {0, "RETRY", ""} | {0, "NODEP", i-1}
 local n = tonumber(ARGV[2])
 local version = redis.call('HGET', KEYS[1], 'V')
 if not version then return {0, 'NOTFOUND', ''} end
@@ -192,7 +231,7 @@ if (redis.call('GET', KEYS[3]) or '') ~= ARGV[4] then return {0, 'RETRY', ''} en
 local taint_i = nil
 local taint_st = nil
 for i = 1, n do
-  local st = redis.call('HGET', KEYS[4 + i], 'S')
+  local st = redis.call('HGET', KEYS[5 + i], 'S')
   if not st then return {0, 'NODEP', tostring(i - 1)} end
   if not taint_i and string.find(ARGV[6], ' ' .. st .. ' ', 1, true) then
     taint_i = i
@@ -200,20 +239,58 @@ for i = 1, n do
   end
 end
 redis.call('HSET', KEYS[1], 'd', ARGV[5])
-redis.call('HINCRBY', KEYS[1], 'V', 1)
+local new_version = tostring(redis.call('HINCRBY', KEYS[1], 'V', 1))
 redis.call('INCR', KEYS[3])
-for i = 1, n do redis.call('RPUSH', KEYS[4 + n + i], ARGV[1]) end
+for i = 1, n do redis.call('RPUSH', KEYS[5 + n + i], ARGV[1]) end
+emit(KEYS[5], ARGV[10], 't', 'updated', 'm', ARGV[1], 'a', ARGV[8], 'v', new_version)
 local cur = redis.call('HGET', KEYS[1], 'S')
 if taint_i and string.find(ARGV[7], ' ' .. cur .. ' ', 1, true) then
+  local why = 'dependency ' .. taint_st
   redis.call('HSET', KEYS[1], 'S', 'pending_verification')
   push_history(KEYS[2], ARGV[8] .. US .. cur .. US .. 'pending_verification' .. US ..
-    'dependency ' .. taint_st .. US .. ARGV[9 + taint_i], tonumber(ARGV[9]))
-  return {1, ARGV[9 + taint_i], 'dependency ' .. taint_st,
-    redis.call('LRANGE', KEYS[4], 0, -1)}
+    why .. US .. ARGV[10 + taint_i], tonumber(ARGV[9]))
+  emit(KEYS[5], ARGV[10], 't', 'status_changed', 'm', ARGV[1], 'a', ARGV[8],
+    's', 'pending_verification', 'f', cur, 'w', why, 'r', ARGV[10 + taint_i], 'v', new_version)
+  return {1, ARGV[10 + taint_i], why, redis.call('LRANGE', KEYS[4], 0, -1), taint_st}
 end
-return {1, '', '', {}}
+return {1, '', '', {}, ''}
+"""
+
+EVENTS = """
+-- Read the event stream strictly after a cursor, refusing a cursor whose successors were
+-- trimmed (the oldest retained entry's field p names the entry before it) or that is
+-- ahead of the stream (reset).  Cursors arrive normalised: "ms-seq", no leading zeros.
+-- KEYS[1] event stream of the namespace
+-- ARGV[1] cursor, "" for the oldest retained   ARGV[2] count
+-- Returns {1, last entry id or "0-0", entries} | {0, "EXPIRED", oldest kept predecessor}
+--       | {0, "AHEAD", last entry id}
+local function less(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  if #am ~= #bm then return #am < #bm end
+  if am ~= bm then return am < bm end
+  if #as ~= #bs then return #as < #bs end
+  return as < bs
+end
+local last = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+local after = ARGV[1]
+if not last then
+  if after ~= '' and after ~= '0-0' then return {0, 'AHEAD', '0-0'} end
+  return {1, '0-0', {}}
+end
+if after == '' then
+  return {1, last[1], redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', ARGV[2])}
+end
+if less(last[1], after) then return {0, 'AHEAD', last[1]} end
+local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1]
+local prev = '0-0'
+for j = 1, #first[2], 2 do
+  if first[2][j] == 'p' then prev = first[2][j + 1] end
+end
+if less(after, prev) then return {0, 'EXPIRED', prev} end
+return {1, last[1], redis.call('XRANGE', KEYS[1], '(' .. after, '+', 'COUNT', ARGV[2])}
 """
 
 ALL = {"record": RECORD, "set_status": SET_STATUS, "cascade_mark": CASCADE_MARK,
        "update": UPDATE, "access": ACCESS, "counter_add": COUNTER_ADD,
-       "add_dependencies": ADD_DEPENDENCIES}
+       "add_dependencies": ADD_DEPENDENCIES, "events": EVENTS}

@@ -13,6 +13,12 @@ others not yet), but no descendant is ever missed: a memory recorded under a
 node after that node was marked inherits pending_verification at record time
 (RECORD checks its dependencies' statuses atomically).
 
+Lineage events: every writing script appends its events to the namespace's
+stream (``ml:{ns}:ev``) in the same atomic step; a cascade appends one
+``cascaded`` event per chunk.  Readers page with one script (which also tells
+a trimmed gap from an up-to-date cursor) and wait with ``XREAD BLOCK``, which
+holds one pooled connection for the duration of the wait.
+
 Cycle check: only ``add_dependencies`` changes the ancestors of an existing
 memory.  It checks reachability client-side (a pipeline per ancestor level)
 against the namespace's graph epoch and its script refuses (and the call
@@ -24,6 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,6 +41,7 @@ import redis.exceptions as rex
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.errors import (
     AlreadyExistsError,
+    CursorExpiredError,
     CycleError,
     NotFoundError,
     StoreUnavailableError,
@@ -46,6 +55,7 @@ from memlineage.lineage.model import (
     CLAIM_RELEASE,
     TAINTED,
     CascadeResult,
+    LineageEvent,
     MemoryRecord,
     Status,
     StatusChange,
@@ -66,7 +76,9 @@ _FIELDS = {"type": "t", "tags": "g", "subject": "s", "attribute": "a", "value": 
            "creator_confidence": "f", "created_at": "w", "context_id": "x",
            "dependencies": "d", "status": "S", "successor": "u", "version": "V",
            "last_access": "l", "access_count": "n"}
-_FLOATS = frozenset({"volatility", "creator_confidence", "created_at", "last_access"})
+_FLOATS = frozenset({"creator_confidence", "created_at", "last_access"})
+_CURSOR_RE = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
+_MAX_BLOCK_SECONDS = 5.0
 _JOINED = frozenset({"tags", "dependencies"})
 
 
@@ -90,7 +102,7 @@ def _decode(namespace: str, memory_id: str, h: dict[str, str], history: list[str
         id=memory_id, namespace=namespace, type=h["t"],
         tags=tuple(h["g"].split(" ")) if "g" in h else (),
         subject=g("s"), attribute=g("a"), value=g("v"),
-        volatility=float(h["o"]) if "o" in h else None,
+        volatility=g("o"),
         creator_kind=h["k"], creator_id=h["c"], creator_confidence=float(h["f"]),
         created_at=float(h["w"]), context_id=g("x"),
         dependencies=tuple(h["d"].split(" ")) if "d" in h else (),
@@ -109,6 +121,18 @@ def _pairs(flat: list[str]) -> dict[str, str]:
     return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
+def _decode_event(namespace: str, entry_id: str, flat: list[str]) -> LineageEvent:
+    f = _pairs(flat)
+    g = f.get
+    version = g("v")
+    return LineageEvent(
+        cursor=entry_id, type=f["t"], namespace=namespace, memory_id=f["m"],
+        at=float(f["a"]), root_id=g("r") or None, status=g("s") or None,
+        previous_status=g("f") or None, reason=g("w", ""), successor=g("u") or None,
+        affected=tuple(f["x"].split(" ")) if g("x") else (),
+        version=int(version) if version else None)
+
+
 class RedisStore(LineageStore):
     """Lineage store over an injected redis-py client (standalone or cluster)."""
 
@@ -122,6 +146,10 @@ class RedisStore(LineageStore):
         self.cascade_chunk = cascade_chunk
         self._scripts = {name: client.register_script(src)
                          for name, src in redis_scripts.ALL.items()}
+        timeout = _socket_timeout(client)
+        # An XREAD BLOCK longer than the socket timeout would look like a dead server.
+        self._block_slice = _MAX_BLOCK_SECONDS if timeout is None else min(
+            _MAX_BLOCK_SECONDS, max(0.01, timeout / 2))
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -155,11 +183,11 @@ class RedisStore(LineageStore):
         claim = rec.claim
         rkey = k.record(ns, rec.id)
         keys = [rkey, k.history(ns, rec.id),
-                k.claim(ns, *claim) if claim else rkey]
+                k.claim(ns, *claim) if claim else rkey, k.events(ns)]
         keys += [k.record(ns, d) for d in deps]
         keys += [k.derivations(ns, d) for d in deps]
         args = [rec.id, len(deps), "1" if claim else "0", _spaced(TAINTED), repr(at),
-                self.limits.history_length, len(fields), *fields, *deps]
+                self.limits.history_length, len(fields), self._retention, *fields, *deps]
         out = self._run("record", keys, args)
         if out[0] == 0:
             if out[1] == "EXISTS":
@@ -188,11 +216,12 @@ class RedisStore(LineageStore):
             sources &= only_from
         cascades = target in CASCADE_TRIGGERS
         keys = [rkey, k.derivations(namespace, memory_id), k.history(namespace, memory_id),
-                claim_key, k.record(namespace, successor) if successor else rkey]
+                claim_key, k.record(namespace, successor) if successor else rkey,
+                k.events(namespace)]
         args = [target.value, _spaced(sources),
                 "" if expected_version is None else str(expected_version), repr(now), reason,
                 memory_id, successor or "", self.limits.history_length,
-                "1" if claim_key != rkey else "0"]
+                "1" if claim_key != rkey else "0", self._retention]
         out = self._run("set_status", keys, args)
         if out[0] == 0:
             code, detail = out[1], out[2]
@@ -210,37 +239,48 @@ class RedisStore(LineageStore):
                 current=detail, requested=target.value)
         children = out[3]
         root = _decode(namespace, memory_id, _pairs(out[1]), out[2], children)
-        marked, visited = 0, 0
+        affected: list[str] = []
+        visited = 0
         if cascades:
-            marked, visited = self._cascade(namespace, memory_id, memory_id, children,
-                                            cascade_reason(target, reason), now)
-        return CascadeResult(root=root, marked=marked, visited=visited)
+            affected, visited = self._cascade(namespace, memory_id, memory_id, target.value,
+                                              children, cascade_reason(target, reason), now)
+        return CascadeResult(root=root, marked=len(affected), visited=visited,
+                             affected=tuple(affected))
 
-    def _cascade(self, namespace: str, start: str, root: str, children: list[str],
-                 reason: str, now: float) -> tuple[int, int]:
-        """BFS over derivation lists from ``start``, one atomic script per chunk of nodes;
-        history on the marked descendants names ``root``."""
+    @property
+    def _retention(self) -> int:
+        return max(1, self.limits.event_retention)
+
+    def _cascade(self, namespace: str, start: str, root: str, root_status: str,
+                 children: list[str], reason: str, now: float) -> tuple[list[str], int]:
+        """BFS over derivation lists from ``start``, one atomic script per chunk of nodes
+        (each appending one ``cascaded`` event); history on the marked descendants names
+        ``root``.  Returns the ids marked (BFS order) and how many were visited."""
         seen = {start}
         frontier: list[str] = []
         for c in children:
             if c not in seen:
                 seen.add(c)
                 frontier.append(c)
-        marked = 0
-        args = [_spaced(CASCADE_MARKS), repr(now), reason, root, self.limits.history_length]
+        affected: list[str] = []
+        args = [_spaced(CASCADE_MARKS), repr(now), reason, root, self.limits.history_length,
+                self._retention, root_status, start]
+        events_key = self.keys.events(namespace)
         chunk = self.cascade_chunk
         while frontier:
             nxt: list[str] = []
-            for start in range(0, len(frontier), chunk):
-                part = frontier[start:start + chunk]
-                out = self._run("cascade_mark", self.keys.triples(namespace, part), args)
-                marked += out[0]
-                for c in out[1:]:
+            for i in range(0, len(frontier), chunk):
+                part = frontier[i:i + chunk]
+                keys = self.keys.triples(namespace, part)
+                keys.append(events_key)
+                marked, kids = self._run("cascade_mark", keys, [*args, *part])
+                affected.extend(marked)
+                for c in kids:
                     if c not in seen:
                         seen.add(c)
                         nxt.append(c)
             frontier = nxt
-        return marked, len(seen) - 1
+        return affected, len(seen) - 1
 
     def _add_dependencies(self, namespace: str, memory_id: str, deps: tuple[str, ...],
                           expected_version: int, now: float) -> MemoryRecord:
@@ -259,16 +299,18 @@ class RedisStore(LineageStore):
                                       existing=current.dependencies)  # type: ignore[arg-type]
             self._check_no_cycle(namespace, memory_id, deps)
             keys = [k.record(namespace, memory_id), k.history(namespace, memory_id),
-                    k.epoch(namespace), k.derivations(namespace, memory_id)]
+                    k.epoch(namespace), k.derivations(namespace, memory_id),
+                    k.events(namespace)]
             keys += [k.record(namespace, d) for d in deps]
             keys += [k.derivations(namespace, d) for d in deps]
             args = [memory_id, len(deps), str(expected_version), epoch,
                     " ".join((*current.dependencies, *deps)), _spaced(TAINTED),
-                    _spaced(CASCADE_MARKS), repr(now), self.limits.history_length, *deps]
+                    _spaced(CASCADE_MARKS), repr(now), self.limits.history_length,
+                    self._retention, *deps]
             out = self._run("add_dependencies", keys, args)
             if out[0] == 1:
                 if out[1]:
-                    self._cascade(namespace, memory_id, out[1], out[3], out[2], now)
+                    self._cascade(namespace, memory_id, out[1], out[4], out[3], out[2], now)
                 return self.get(namespace, memory_id)
             if out[1] == "NODEP":
                 i = int(out[2])
@@ -311,7 +353,7 @@ class RedisStore(LineageStore):
             frontier, first = nxt, False
 
     def _update(self, namespace: str, memory_id: str, expected_version: int,
-                changes: dict[str, Any]) -> MemoryRecord:
+                changes: dict[str, Any], now: float) -> MemoryRecord:
         sets: list[str] = []
         dels: list[str] = []
         for name, value in changes.items():
@@ -322,8 +364,9 @@ class RedisStore(LineageStore):
                 sets += (short, _encode_field(name, value))
         k = self.keys
         keys = [k.record(namespace, memory_id), k.derivations(namespace, memory_id),
-                k.history(namespace, memory_id)]
-        out = self._run("update", keys, [str(expected_version), " ".join(dels), *sets])
+                k.history(namespace, memory_id), k.events(namespace)]
+        out = self._run("update", keys, [str(expected_version), " ".join(dels), repr(now),
+                                         self._retention, memory_id, *sets])
         if out[0] == 0:
             if out[1] == "NOTFOUND":
                 raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
@@ -374,9 +417,64 @@ class RedisStore(LineageStore):
             return int(self.client.zcount(self.keys.counter(namespace, name),
                                           f"({since!r}", repr(now)))
 
+    # -- lineage events ---------------------------------------------------------------
+
+    def _parse_cursor(self, cursor: str) -> str | None:
+        m = _CURSOR_RE.fullmatch(cursor)
+        if m is None:
+            return None
+        ms, seq = int(m.group(1)), int(m.group(2))
+        if ms >= 2**64 or seq >= 2**64:
+            return None
+        return f"{ms}-{seq}"
+
+    def _events(self, namespace: str, after: str | None,
+                limit: int) -> tuple[list[LineageEvent], str]:
+        out = self._run("events", [self.keys.events(namespace)], [after or "", limit])
+        if out[0] == 0:
+            if out[1] == "EXPIRED":
+                raise CursorExpiredError(
+                    f"events after cursor {after} were dropped (the oldest retained follows "
+                    f"{out[2]}); re-sync")
+            raise CursorExpiredError(
+                f"cursor {after} is ahead of this namespace's log (at {out[2]}): the store "
+                "was reset or the cursor is not from it; re-sync")
+        events = [_decode_event(namespace, entry_id, flat) for entry_id, flat in out[2]]
+        if events:
+            return events, events[-1].cursor
+        return events, out[1] if after is None else after
+
+    def _wait_events(self, namespace: str, after: str | None, limit: int,
+                     timeout: float) -> tuple[list[LineageEvent], str]:
+        deadline = time.monotonic() + timeout
+        key = self.keys.events(namespace)
+        while True:
+            events, cursor = self._events(namespace, after, limit)
+            remaining = deadline - time.monotonic()
+            if events or remaining <= 0:
+                return events, cursor
+            block_ms = max(1, int(min(remaining, self._block_slice) * 1000))
+            with self._guard():  # wakes on the first new entry; read it via _events
+                self.client.xread({key: cursor}, count=1, block=block_ms)
+
+    def _latest_cursor(self, namespace: str) -> str:
+        with self._guard():
+            last = self.client.xrevrange(self.keys.events(namespace), count=1)
+        return last[0][0] if last else "0-0"
+
     # -- diagnostics ------------------------------------------------------------------
 
     def memory_usage(self, namespace: str, memory_id: str) -> int | None:
         """Bytes Redis reports for the record hash (MEMORY USAGE), for the bench."""
         with self._guard():
             return self.client.memory_usage(self.keys.record(namespace, memory_id), samples=0)
+
+
+def _socket_timeout(client: Any) -> float | None:
+    """The client's socket timeout (standalone pool or cluster node settings), if any."""
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    if kwargs is None:
+        kwargs = getattr(getattr(client, "nodes_manager", None), "connection_kwargs", None)
+    timeout = (kwargs or {}).get("socket_timeout")
+    return float(timeout) if timeout else None
