@@ -46,6 +46,7 @@ class CompiledPolicy:
     score: float | Value
     cost: float | Value
     when_source: str  # the generated Python, for `explain` and debugging
+    functions: frozenset[str]  # built-ins it calls (age, ancestors, calls, …)
 
     @property
     def static(self) -> bool:
@@ -63,6 +64,7 @@ class OpPlan:
     test: Callable  # (m, t, r, s, now) -> (fired idxs, [(idx, exc)] | None)
     allow_all: Decision  # returned as-is when no policy fires
     static: tuple[bool, ...]  # per policy: its outcome depends only on having fired
+    uses: frozenset[str]  # functions its policies call: tells a server what lineage to load
     # Decisions for a set of fired static rules (and budget): frozen, so shared.
     cache: dict[tuple[object, ...], Decision] = field(default_factory=dict)
 
@@ -126,7 +128,30 @@ def _compile_policy(gen: CodeGen, index: int, policy: A.Policy, path: str) -> Co
         score=score,  # type: ignore[arg-type]
         cost=cost,  # type: ignore[arg-type]
         when_source=gen.expr(policy.when) if policy.when is not None else "True",
+        functions=_functions_called(policy, gen.consts),
     )
+
+
+def _functions_called(policy: A.Policy, consts: dict[str, A.Expr]) -> frozenset[str]:
+    """Every built-in a policy calls, through the constants it uses too."""
+    found: set[str] = set()
+    seen_consts: set[str] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, A.Call):
+            found.add(node.func)
+        if isinstance(node, A.Name) and node.id in consts and node.id not in seen_consts:
+            seen_consts.add(node.id)
+            walk(consts[node.id])
+        if isinstance(node, tuple):
+            for item in node:
+                walk(item)
+        elif hasattr(node, "__dataclass_fields__"):
+            for name in node.__dataclass_fields__:  # type: ignore[attr-defined]
+                walk(getattr(node, name))
+
+    walk(policy)
+    return frozenset(found)
 
 
 def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan:
@@ -142,7 +167,10 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
         ]
     lines.append("    return fired, bad")
     test = gen.define("\n".join(lines) + "\n", f"_test_{op}")
-    return OpPlan(policies, test, Decision(ALLOW, 1.0, 0.0), tuple(p.static for p in policies))
+    uses = frozenset(f for p in policies for f in p.functions)
+    return OpPlan(
+        policies, test, Decision(ALLOW, 1.0, 0.0), tuple(p.static for p in policies), uses
+    )
 
 
 def compile_env(env: Env) -> CompiledPolicySet:

@@ -35,7 +35,46 @@ def _parser() -> argparse.ArgumentParser:
     test.add_argument("-v", "--verbose", action="store_true")
     test.add_argument("--each", action="store_true",
                       help="treat every file as its own policy set")
+    serve = sub.add_parser("serve", help="run the sidecar (gRPC)")
+    serve.add_argument("--config", help="TOML configuration file")
+    serve.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:50051)")
+    serve.add_argument("--store", help="embedded | embedded:///dir | redis://host:port/db | "
+                       "redis+cluster://h1:p1,h2:p2")
+    serve.add_argument("--data-dir", help="embedded store directory (persists across restarts)")
+    serve.add_argument("--policies", dest="policy_dir", help="policy directory")
+    serve.add_argument("--fail-mode", choices=("closed", "degraded"),
+                       help="when the store is unavailable: refuse (closed) or degrade reads")
+    serve.add_argument("--decision-log", help='"-" (stderr, default), "off", or a file')
+    serve.add_argument("--metrics-port", type=int, help="Prometheus metrics on 127.0.0.1:PORT")
     return p
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from memlineage.config import ConfigError, load_config
+    from memlineage.engine.policies import PolicyLoadError
+    from memlineage.grpc_api.server import run
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    overrides = {k: getattr(args, k) for k in (
+        "listen", "store", "data_dir", "policy_dir", "fail_mode", "decision_log", "metrics_port")}
+    try:
+        config = load_config(args.config, overrides=overrides)
+        asyncio.run(run(config))
+    except ConfigError as exc:
+        print(f"error: configuration: {exc}", file=sys.stderr)
+        return 2
+    except PolicyLoadError as exc:
+        for d in exc.diagnostics:
+            print(f"{d.location}: {d.severity}[{d.code}]: {d.message}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from memlineage_dsl.commands import test_command
 
         return test_command(args.paths, out, verbose=args.verbose, each=args.each)
+    if args.command == "serve":
+        return _serve(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

@@ -1,0 +1,135 @@
+"""Sidecar configuration: defaults < TOML file < environment < command-line flags.
+
+Environment variables: MEMLINEAGE_LISTEN, MEMLINEAGE_STORE, MEMLINEAGE_DATA_DIR,
+MEMLINEAGE_POLICY_DIR, MEMLINEAGE_FAIL_MODE, MEMLINEAGE_DECISION_LOG,
+MEMLINEAGE_METRICS_PORT, MEMLINEAGE_TOKENS ("tokA=ns1,ns2;tokB=*admin*" style:
+`token=namespace,...`, with `admin` as a namespace entry meaning an admin token).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from memlineage.grpc_api.auth import TokenGrant
+
+FAIL_MODES = ("closed", "degraded")
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class Config:
+    listen: str = "127.0.0.1:50051"
+    store: str = "embedded"  # embedded | embedded:///dir | redis://… | redis+cluster://…
+    data_dir: str | None = None  # shorthand for embedded:///data_dir
+    policy_dir: str = "policies"
+    fail_mode: str = "closed"
+    decision_log: str = "-"  # "-" stderr, "off", or a file path
+    metrics_port: int | None = None
+    lineage_depth: int = 16
+    record_access: bool = True
+    grace_seconds: float = 5.0
+    tokens: tuple[TokenGrant, ...] = field(default_factory=tuple)
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+    def store_url(self) -> str:
+        if self.data_dir and self.store == "embedded":
+            return f"embedded://{Path(self.data_dir).resolve()}"
+        return self.store
+
+    def validated(self) -> Config:
+        if self.fail_mode not in FAIL_MODES:
+            raise ConfigError(f"fail_mode must be one of {FAIL_MODES}, got {self.fail_mode!r}")
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(f"listen must be HOST:PORT, got {self.listen!r}")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ConfigError("tls_cert and tls_key go together")
+        if self.lineage_depth < 1:
+            raise ConfigError("lineage_depth must be >= 1")
+        return self
+
+
+def _tokens_from_table(table: Mapping[str, object]) -> tuple[TokenGrant, ...]:
+    grants = []
+    for name, spec in table.items():
+        if not isinstance(spec, Mapping) or "token" not in spec:
+            raise ConfigError(f"tokens.{name} needs a `token` (and `namespaces`, `admin`)")
+        grants.append(TokenGrant(str(spec["token"]), tuple(spec.get("namespaces", ())),
+                                 bool(spec.get("admin", False)), name))
+    return tuple(grants)
+
+
+def _tokens_from_env(text: str) -> tuple[TokenGrant, ...]:
+    grants = []
+    for i, part in enumerate(p for p in text.split(";") if p.strip()):
+        token, sep, spaces = part.partition("=")
+        if not sep:
+            raise ConfigError("MEMLINEAGE_TOKENS entries are token=ns1,ns2[,admin]")
+        names = [n.strip() for n in spaces.split(",") if n.strip()]
+        grants.append(TokenGrant(token.strip(), tuple(n for n in names if n != "admin"),
+                                 "admin" in names, f"env{i}"))
+    return tuple(grants)
+
+
+_ENV = {
+    "listen": "MEMLINEAGE_LISTEN",
+    "store": "MEMLINEAGE_STORE",
+    "data_dir": "MEMLINEAGE_DATA_DIR",
+    "policy_dir": "MEMLINEAGE_POLICY_DIR",
+    "fail_mode": "MEMLINEAGE_FAIL_MODE",
+    "decision_log": "MEMLINEAGE_DECISION_LOG",
+    "metrics_port": "MEMLINEAGE_METRICS_PORT",
+}
+
+
+def _coerce(name: str, value: object) -> object:
+    kind = {f.name: f.type for f in fields(Config)}[name]
+    try:
+        if "int" in str(kind) and not isinstance(value, int):
+            return int(str(value))
+        if "float" in str(kind) and not isinstance(value, float):
+            return float(str(value))
+        if "bool" in str(kind) and isinstance(value, str):
+            return value.lower() in ("1", "true", "yes", "on")
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc}") from exc
+    return value
+
+
+def load_config(
+    path: str | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> Config:
+    cfg = Config()
+    env = os.environ if env is None else env
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
+        tokens = data.pop("tokens", {})
+        known = {f.name for f in fields(Config)} - {"tokens"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"{path}: unknown setting(s) {unknown}")
+        cfg = replace(cfg, **{k: _coerce(k, v) for k, v in data.items()},
+                      tokens=_tokens_from_table(tokens))
+    for name, var in _ENV.items():
+        if env.get(var):
+            cfg = replace(cfg, **{name: _coerce(name, env[var])})
+    if env.get("MEMLINEAGE_TOKENS"):
+        cfg = replace(cfg, tokens=_tokens_from_env(env["MEMLINEAGE_TOKENS"]))
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            cfg = replace(cfg, **{name: _coerce(name, value)})
+    return cfg.validated()

@@ -1,0 +1,1 @@
+"""The decision engine: joins compiled policies with lineage read from the store."""

@@ -1,0 +1,352 @@
+"""The decision engine: one store read per request or batch, then pure evaluation.
+
+Semantics a caller relies on (README "Decisions"):
+- `Check(op, id)` decides on the stored memory `id`; a memory with no lineage
+  in the caller's namespace has unknown provenance, unless it exists in
+  another namespace, which is a DENY (namespace isolation) whatever the policies;
+- `Record` decides `write` (or `derive`, when it has dependencies) on the
+  proposed memory, records it only if not denied, and supersedes the current
+  memory of the same claim when the value changed;
+- `UpdateStatus` decides `update` on the memory before revoking, superseding or
+  confirming it;
+- store unavailable: fail closed (raise `StoreUnavailableError`, UNAVAILABLE)
+  or, with `fail_mode="degraded"`, answer reads DEGRADE and everything else DENY.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from memlineage_dsl.decision import DEGRADE, DENY, ERROR, FIRED, Decision, ObligationOut, Reason
+from memlineage_dsl.evaluator import decide
+from memlineage_dsl.facts import DEFAULT_BUDGET, Creator, Memory, Request, UnknownMemory
+from memlineage_dsl.schema import OPERATIONS
+
+from memlineage.engine.policies import PolicyHolder
+from memlineage.engine.records import DecisionJournal, DecisionLog, DecisionRecord, new_decision_id
+from memlineage.engine.snapshot import calls_counter, snapshot_of, to_facts
+from memlineage.lineage.clock import Clock, system_clock
+from memlineage.lineage.errors import NotFoundError, StoreUnavailableError, ValidationError
+from memlineage.lineage.model import MemoryRecord, Walk
+from memlineage.store.base import LineageStore
+
+ISOLATION = "<namespace-isolation>"
+UNAVAILABLE = "<store-unavailable>"
+_ISOLATED = Decision(
+    DENY, 0.0, 0.0,
+    reasons=(Reason(ISOLATION, DENY, "memory belongs to another namespace", 2**31 - 1, FIRED),),
+)
+
+
+def _store_down(op: str) -> Decision:
+    """The documented fail-degraded decision: reads degrade, the rest is denied."""
+    msg = "lineage store unavailable: provenance not verified"
+    if op == "read":
+        return Decision(
+            DEGRADE, 0.5, 0.0,
+            obligations=(ObligationOut("annotate", (msg,), UNAVAILABLE),),
+            reasons=(Reason(UNAVAILABLE, DEGRADE, msg, 0, ERROR),), errors=(msg,),
+        )
+    return Decision(DENY, 0.0, 0.0, reasons=(Reason(UNAVAILABLE, DENY, msg, 0, ERROR),),
+                    errors=(msg,))
+
+
+@dataclass(frozen=True, slots=True)
+class RankedCandidate:
+    memory_id: str
+    similarity: float
+    rank_score: float
+    kept: bool
+    decision: DecisionRecord
+
+
+@dataclass(frozen=True, slots=True)
+class RecordResult:
+    recorded: bool
+    decision: DecisionRecord
+    memory: MemoryRecord | None = None
+    superseded_id: str | None = None
+    affected_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StatusResult:
+    applied: bool
+    decision: DecisionRecord
+    memory: MemoryRecord | None = None
+    affected_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    memory: MemoryRecord
+    ancestors: tuple[MemoryRecord, ...]
+    descendants: tuple[MemoryRecord, ...]
+    edges: tuple[tuple[str, str], ...]
+    decisions: tuple[DecisionRecord, ...]
+    truncated: bool
+
+
+@dataclass
+class Engine:
+    store: LineageStore
+    policies: PolicyHolder
+    clock: Clock = system_clock
+    log: DecisionLog = field(default_factory=lambda: DecisionLog(None))
+    journal: DecisionJournal = field(default_factory=DecisionJournal)
+    fail_mode: str = "closed"  # closed | degraded
+    lineage_depth: int = 16
+    record_access: bool = True
+    max_future_seconds: float = 300.0
+
+    # ------------------------------------------------------------ helpers
+    def _now(self, at: float | None) -> float:
+        now = self.clock()
+        if at is None:
+            return now
+        if not math.isfinite(at) or at > now + self.max_future_seconds:
+            raise ValidationError("is too far in the future or not a number", field="time")
+        return at
+
+    @staticmethod
+    def _budget(budget: float | None) -> float:
+        if budget is None:
+            return DEFAULT_BUDGET
+        if math.isnan(budget) or budget < 0:
+            raise ValidationError("must be a non-negative number", field="budget")
+        return budget
+
+    def _issue(
+        self, d: Decision, ns: str, op: str, ids: tuple[str, ...], actor: Creator, now: float,
+        version: str,
+    ) -> DecisionRecord:
+        rec = DecisionRecord(new_decision_id(now), d, ns, op, ids, actor.id, now, version)
+        self.log.write(rec)
+        self.journal.add(rec)
+        return rec
+
+    def _view(self, ns: str, ids: Sequence[str], op: str, compiled) -> dict[str, MemoryRecord]:
+        uses = compiled.plans[op].uses
+        up = self.lineage_depth if uses & {"ancestors", "lineage"} else 0
+        down = self.lineage_depth if "descendants" in uses else 0
+        if not up and not down:
+            return self.store.get_many(ns, ids)
+        return self.store.lineage_view(ns, ids, ancestor_depth=up, descendant_depth=down).records
+
+    def _foreign(self, ns: str, missing: Sequence[str]) -> set[str]:
+        """Ids unknown here that exist in another namespace (never revealed which)."""
+        if not missing:
+            return set()
+        return {i for i, where in self.store.locate(missing).items() if where != ns}
+
+    # ------------------------------------------------------------ decisions
+    def check(
+        self, ns: str, op: str, memory_ids: Sequence[str], actor: Creator, *,
+        budget: float | None = None, action: str = "", historical: bool = False,
+        time: float | None = None,
+    ) -> DecisionRecord:
+        if op not in OPERATIONS:
+            raise ValidationError(f"unknown operation {op!r}", field="operation")
+        if not memory_ids:
+            raise ValidationError("names no memory", field="memory_id")
+        if op != "act" and len(memory_ids) != 1:
+            raise ValidationError(f"{op} decides on exactly one memory", field="memory_ids")
+        now = self._now(time)
+        spend = self._budget(budget)
+        serving = self.policies.current
+        ids = tuple(dict.fromkeys(memory_ids))
+        try:
+            records = self._view(ns, ids, op, serving.compiled)
+            foreign = self._foreign(ns, [i for i in ids if i not in records])
+        except StoreUnavailableError:
+            if self.fail_mode != "degraded":
+                raise
+            return self._issue(_store_down(op), ns, op, ids, actor, now, serving.version)
+        if foreign:
+            return self._issue(_ISOLATED, ns, op, ids, actor, now, serving.version)
+        snap, facts = snapshot_of(records, self.store, ns, now)
+        memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
+        req = Request(op, memories[0], actor, ns, spend, now, action, historical,
+                      memories=memories if op == "act" else ())
+        d = self._decide_safely(serving.compiled, req, snap, op)
+        if op == "read" and self.record_access and d.effect != DENY and ids[0] in records:
+            self.store.record_access(ns, ids, now=now)
+        return self._issue(d, ns, op, ids, actor, now, serving.version)
+
+    def _decide_safely(self, compiled, req: Request, snap, op: str) -> Decision:
+        """Counters are read lazily from the store during evaluation: honour fail mode."""
+        d = decide(compiled, req, snap)
+        if any("StoreUnavailableError" in e for e in d.errors):
+            if self.fail_mode != "degraded":
+                raise StoreUnavailableError("lineage store unavailable during evaluation")
+            return _store_down(op)
+        return d
+
+    def filter_rank(
+        self, ns: str, candidates: Sequence[tuple[str, float]], actor: Creator, *,
+        budget: float | None = None, historical: bool = False, limit: int = 0,
+        time: float | None = None,
+    ) -> list[RankedCandidate]:
+        """Decide `read` on every candidate from one lineage read; rank the kept ones by
+        similarity x compliance x down-rank factors (best first, stable)."""
+        if limit < 0:
+            raise ValidationError("must be >= 0", field="limit")
+        for i, (mid, sim) in enumerate(candidates):
+            if not math.isfinite(sim):
+                raise ValidationError(
+                    "must be a finite number", field=f"candidates[{i}].similarity"
+                )
+            if not mid:
+                raise ValidationError("must not be empty", field=f"candidates[{i}].memory_id")
+        now = self._now(time)
+        spend = self._budget(budget)
+        serving = self.policies.current
+        ids = list(dict.fromkeys(mid for mid, _ in candidates))
+        down = False
+        try:
+            records = self._view(ns, ids, "read", serving.compiled) if ids else {}
+            foreign = self._foreign(ns, [i for i in ids if i not in records])
+        except StoreUnavailableError:
+            if self.fail_mode != "degraded":
+                raise
+            records, foreign, down = {}, set(), True
+        snap, facts = snapshot_of(records, self.store, ns, now)
+        out: list[RankedCandidate] = []
+        for mid, sim in candidates:
+            if down:
+                d = _store_down("read")
+            elif mid in foreign:
+                d = _ISOLATED
+            else:
+                memory = facts.get(mid) or UnknownMemory(mid, ns)
+                req = Request("read", memory, actor, ns, spend, now, "", historical)
+                d = self._decide_safely(serving.compiled, req, snap, "read")
+            rank = sim * d.compliance_score
+            for o in d.obligations:
+                if o.kind == "downrank" and o.args:
+                    rank *= float(o.args[0])  # type: ignore[arg-type]
+            rec = self._issue(d, ns, "read", (mid,), actor, now, serving.version)
+            out.append(RankedCandidate(mid, sim, rank, d.effect != DENY, rec))
+        if limit:
+            keep = {id(c) for c in sorted((c for c in out if c.kept),
+                                          key=lambda c: -c.rank_score)[:limit]}
+            out = [c if id(c) in keep or not c.kept else
+                   RankedCandidate(c.memory_id, c.similarity, c.rank_score, False, c.decision)
+                   for c in out]
+        kept = [c.memory_id for c in out if c.kept and c.memory_id in records]
+        if kept and self.record_access:
+            self.store.record_access(ns, kept, now=now)
+        return out
+
+    # ------------------------------------------------------------ writes
+    def record(
+        self, proposed: MemoryRecord, actor: Creator | None = None, *,
+        budget: float | None = None, time: float | None = None,
+    ) -> RecordResult:
+        ns = proposed.namespace
+        now = self._now(time)
+        spend = self._budget(budget)
+        if proposed.created_at is None:
+            proposed = replace(proposed, created_at=now)
+        actor = actor or Creator(proposed.creator_kind, proposed.creator_id)
+        op = "derive" if proposed.dependencies else "write"
+        serving = self.policies.current
+        deps = [str(getattr(d, "id", d)) for d in proposed.dependencies]
+        records = self._view(ns, deps, op, serving.compiled) if deps else {}
+        current = (
+            self.store.current_claim(ns, proposed.subject, proposed.attribute)
+            if proposed.subject and proposed.attribute else None
+        )
+        if current is not None:
+            records = {**records, current.id: current}
+        mine = to_facts(proposed, now)
+        snap, facts = snapshot_of(records, self.store, ns, now, extra=[mine])
+        target = facts[current.id] if current is not None and current.id != proposed.id else mine
+        req = Request(op, mine, actor, ns, spend, now, target=target)
+        d = self._decide_safely(serving.compiled, req, snap, op)
+        rec = self._issue(d, ns, op, (proposed.id,), actor, now, serving.version)
+        if d.effect == DENY:
+            return RecordResult(False, rec)
+        stored = self.store.record(proposed, now=now)
+        self.store.incr_counter(ns, calls_counter(proposed.creator_id), now=now)
+        if current is None or current.id == stored.id or current.value == stored.value:
+            return RecordResult(True, rec, stored)
+        result = self.store.supersede(
+            ns, current.id, stored.id, reason=f"superseded by {stored.id}", now=now
+        )
+        return RecordResult(True, rec, stored, current.id, tuple(result.affected))
+
+    def update_status(
+        self, ns: str, memory_id: str, action: str, actor: Creator, *,
+        successor: str | None = None, reason: str = "", expected_version: int | None = None,
+        time: float | None = None,
+    ) -> StatusResult:
+        if action not in ("revoke", "supersede", "confirm"):
+            raise ValidationError(f"unknown status action {action!r}", field="action")
+        if action == "supersede" and not successor:
+            raise ValidationError("is required to supersede", field="successor_id")
+        rec = self.check(ns, "update", [memory_id], actor, time=time)
+        if memory_id not in self.store.get_many(ns, [memory_id]):
+            raise NotFoundError(f"memory {memory_id!r} not found", field="memory_id")
+        if rec.decision.effect == DENY:
+            return StatusResult(False, rec)
+        now = rec.decided_at
+        if action == "confirm":
+            stored = self.store.confirm(
+                ns, memory_id, reason=reason or "confirmed", expected_version=expected_version,
+                now=now,
+            )
+            return StatusResult(True, rec, stored)
+        if action == "revoke":
+            result = self.store.revoke(
+                ns, memory_id, reason=reason, expected_version=expected_version, now=now
+            )
+        else:
+            result = self.store.supersede(
+                ns, memory_id, successor or "", reason=reason, expected_version=expected_version,
+                now=now,
+            )
+        return StatusResult(True, rec, result.root, tuple(result.affected))
+
+    def feedback(
+        self, ns: str, decision_id: str, memory_ids: Sequence[str], success: bool, *,
+        time: float | None = None,
+    ) -> int:
+        """Count a use that succeeded or failed, per memory and per source."""
+        now = self._now(time)
+        ids = list(dict.fromkeys(memory_ids))
+        known = self.journal.get(decision_id) if decision_id else None
+        if known is not None:
+            if known.namespace != ns:
+                raise NotFoundError(f"decision {decision_id!r} not found", field="decision_id")
+            ids = ids or list(known.memory_ids)
+        if not ids:
+            raise ValidationError("names no memory", field="memory_ids")
+        records = self.store.get_many(ns, ids)
+        outcome = "success" if success else "failure"
+        for rec in records.values():
+            self.store.incr_counter(ns, f"feedback:{outcome}:{rec.id}", now=now)
+            self.store.incr_counter(ns, f"feedback:{outcome}:{rec.creator_id}", now=now)
+        return len(records)
+
+    # ------------------------------------------------------------ explain
+    def explain(
+        self, ns: str, memory_id: str, *, ancestor_depth: int = 8, descendant_depth: int = 8,
+        decisions: int = 20,
+    ) -> Explanation:
+        memory = self.store.get(ns, memory_id)
+        up: Walk = self.store.ancestors(ns, memory_id, max_depth=ancestor_depth)
+        down: Walk = self.store.descendants(ns, memory_id, max_depth=descendant_depth)
+        nodes = {memory.id: memory, **{r.id: r for r in up.records + down.records}}
+        edges = tuple(
+            (str(getattr(dep, "id", dep)), r.id)
+            for r in nodes.values() for dep in r.dependencies
+            if str(getattr(dep, "id", dep)) in nodes
+        )
+        return Explanation(
+            memory, up.records, down.records, edges,
+            tuple(self.journal.recent(ns, memory_id, decisions)), up.truncated or down.truncated,
+        )
+

@@ -1,0 +1,82 @@
+"""The serving policy set: loaded from a directory, swapped atomically on reload.
+
+A reload compiles the whole new set first; only a set with no errors replaces
+the current one (one reference assignment), so a broken set never half-applies
+and the old set keeps serving.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass, field
+
+from memlineage_dsl.compiler import CompiledPolicySet
+from memlineage_dsl.diagnostics import Diagnostic
+from memlineage_dsl.loader import collect_files
+from memlineage_dsl.pipeline import Build, build_paths, build_texts
+
+
+class PolicyLoadError(Exception):
+    """The initial policy set does not compile; carries every diagnostic."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        first = diagnostics[0] if diagnostics else None
+        where = f": {first.location}: {first.message}" if first else ""
+        super().__init__(f"policy set has {len(diagnostics)} problem(s){where}")
+        self.diagnostics = diagnostics
+
+
+@dataclass(frozen=True)
+class ServingPolicies:
+    compiled: CompiledPolicySet
+    version: str
+    files: tuple[str, ...]
+
+
+@dataclass
+class ReloadOutcome:
+    applied: bool
+    version: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+def _version(build: Build) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(build.sources):
+        digest.update(path.encode())
+        digest.update(b"\0")
+        digest.update(build.sources[path].text.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:12]
+
+
+class PolicyHolder:
+    """Holds the serving set; `current` is always a complete compiled set."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self._lock = threading.Lock()
+        build = build_paths([directory])
+        if build.compiled is None or not collect_files([directory]):
+            errors = [d for d in build.diagnostics if d.severity == "error"]
+            raise PolicyLoadError(errors)
+        self._current = self._serving(build)
+
+    @staticmethod
+    def _serving(build: Build) -> ServingPolicies:
+        assert build.compiled is not None
+        return ServingPolicies(build.compiled, _version(build), tuple(sorted(build.sources)))
+
+    @property
+    def current(self) -> ServingPolicies:
+        return self._current
+
+    def reload(self, files: dict[str, str] | None = None) -> ReloadOutcome:
+        """Compile the new set (the directory, or the given texts) and swap it in."""
+        with self._lock:
+            build = build_texts(files) if files else build_paths([self.directory])
+            if build.compiled is None:
+                return ReloadOutcome(False, self._current.version, build.diagnostics)
+            self._current = self._serving(build)
+            return ReloadOutcome(True, self._current.version, build.diagnostics)

@@ -1,0 +1,90 @@
+"""Who is calling, and which namespaces they may use.
+
+A caller is identified by a bearer token in gRPC metadata (`authorization:
+Bearer <token>`), configured as token -> allowed namespaces (+ admin). With no
+token configured (the local default) every caller gets the single namespace
+`default`, and admin RPCs are accepted only from loopback peers.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from memlineage.lineage.errors import LineageError
+
+DEFAULT_NAMESPACE = "default"
+
+
+class Unauthenticated(LineageError):
+    code = "UNAUTHENTICATED"
+    grpc_status = "UNAUTHENTICATED"
+
+
+class PermissionDenied(LineageError):
+    code = "PERMISSION_DENIED"
+    grpc_status = "PERMISSION_DENIED"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    name: str
+    namespaces: tuple[str, ...]  # the first is the default
+    admin: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TokenGrant:
+    token: str
+    namespaces: tuple[str, ...]
+    admin: bool = False
+    name: str = ""
+
+
+def is_loopback(peer: str) -> bool:
+    """grpc peer strings: ipv4:127.0.0.1:port, ipv6:[::1]:port, unix:…"""
+    return peer.startswith(("ipv4:127.", "ipv6:[::1]", "unix:", "unix-abstract:"))
+
+
+class Authenticator:
+    def __init__(self, grants: Iterable[TokenGrant] = ()) -> None:
+        self._grants = list(grants)
+        for g in self._grants:
+            if not g.token or (not g.namespaces and not g.admin):
+                raise ValueError("a token needs a value and at least one namespace or admin")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._grants)
+
+    def principal(self, metadata: Mapping[str, str], peer: str) -> Principal:
+        if not self._grants:
+            return Principal("local", (DEFAULT_NAMESPACE,), admin=is_loopback(peer))
+        header = metadata.get("authorization", "")
+        token = header[7:] if header.lower().startswith("bearer ") else ""
+        if not token:
+            raise Unauthenticated("missing `authorization: Bearer <token>` metadata")
+        for g in self._grants:
+            if hmac.compare_digest(g.token.encode(), token.encode()):
+                return Principal(g.name or f"token:{g.token[:4]}…", g.namespaces, g.admin)
+        raise Unauthenticated("unknown token")
+
+    @staticmethod
+    def namespace(principal: Principal, requested: str) -> str:
+        """The namespace a request acts in: its own request, or the caller's default."""
+        if not requested:
+            if not principal.namespaces:
+                raise PermissionDenied("this caller has no namespace", field="namespace")
+            return principal.namespaces[0]
+        if requested not in principal.namespaces:
+            raise PermissionDenied(
+                f"this caller may not use namespace {requested!r}", field="namespace"
+            )
+        return requested
+
+    @staticmethod
+    def require_admin(principal: Principal) -> None:
+        if not principal.admin:
+            raise PermissionDenied("admin RPCs need an admin token (or, with no auth "
+                                   "configured, a loopback caller)")

@@ -1,0 +1,211 @@
+"""proto <-> domain conversion, in one place (Flower's `serde`)."""
+
+from __future__ import annotations
+
+import math
+
+from google.protobuf.timestamp_pb2 import Timestamp
+from memlineage_dsl.decision import Decision
+from memlineage_dsl.facts import Creator
+
+from memlineage.engine.records import DecisionRecord
+from memlineage.lineage.errors import ValidationError
+from memlineage.lineage.model import MemoryRecord
+from memlineage.v1 import memlineage_pb2 as pb
+
+EFFECT_TO_PB = {"allow": pb.EFFECT_ALLOW, "deny": pb.EFFECT_DENY, "degrade": pb.EFFECT_DEGRADE}
+OP_FROM_PB = {
+    pb.OPERATION_READ: "read",
+    pb.OPERATION_WRITE: "write",
+    pb.OPERATION_UPDATE: "update",
+    pb.OPERATION_DELETE: "delete",
+    pb.OPERATION_DERIVE: "derive",
+    pb.OPERATION_ACT: "act",
+}
+OP_TO_PB = {v: k for k, v in OP_FROM_PB.items()}
+KIND_FROM_PB = {
+    pb.CREATOR_KIND_USER: "user",
+    pb.CREATOR_KIND_TOOL: "tool",
+    pb.CREATOR_KIND_REASONING: "reasoning",
+    pb.CREATOR_KIND_AGENT: "agent",
+    pb.CREATOR_KIND_SYSTEM: "system",
+}
+KIND_TO_PB = {v: k for k, v in KIND_FROM_PB.items()}
+STATUS_TO_PB = {
+    "active": pb.STATUS_ACTIVE,
+    "pending_verification": pb.STATUS_PENDING_VERIFICATION,
+    "revoked": pb.STATUS_REVOKED,
+    "superseded": pb.STATUS_SUPERSEDED,
+    "archived": pb.STATUS_ARCHIVED,
+    "compressed": pb.STATUS_COMPRESSED,
+    "evicted": pb.STATUS_EVICTED,
+}
+STATUS_ACTION_FROM_PB = {
+    pb.STATUS_ACTION_REVOKE: "revoke",
+    pb.STATUS_ACTION_SUPERSEDE: "supersede",
+    pb.STATUS_ACTION_CONFIRM: "confirm",
+}
+
+
+# ------------------------------------------------------------------ time
+def to_ts(seconds: float, ts: Timestamp) -> None:
+    whole = math.floor(seconds)
+    nanos = round((seconds - whole) * 1e9)
+    if nanos >= 1_000_000_000:
+        whole, nanos = whole + 1, nanos - 1_000_000_000
+    ts.seconds = whole
+    ts.nanos = nanos
+
+
+def from_ts(msg, name: str) -> float | None:
+    """The float epoch seconds of an optional Timestamp field, None when unset."""
+    if not msg.HasField(name):
+        return None
+    ts = getattr(msg, name)
+    if ts.nanos < 0 or ts.nanos > 999_999_999:
+        raise ValidationError("nanos out of range", field=name)
+    return ts.seconds + ts.nanos / 1e9
+
+
+# ------------------------------------------------------------------ inputs
+def operation(value: int) -> str:
+    op = OP_FROM_PB.get(value)
+    if op is None:
+        raise ValidationError(f"unknown or unset operation ({value})", field="operation")
+    return op
+
+
+def actor(msg: pb.Actor, default: Creator, field: str = "actor") -> Creator:
+    if msg.kind == pb.CREATOR_KIND_UNSPECIFIED and not msg.id:
+        return default
+    kind = KIND_FROM_PB.get(msg.kind)
+    if kind is None:
+        raise ValidationError("kind must be user, tool, reasoning, agent or system",
+                              field=f"{field}.kind")
+    if not msg.id:
+        raise ValidationError("must not be empty", field=f"{field}.id")
+    return Creator(kind, msg.id)
+
+
+def budget(msg) -> float | None:
+    return msg.budget if msg.HasField("budget") else None
+
+
+def record_from_pb(namespace: str, m: pb.Memory) -> MemoryRecord:
+    """A proposed record; the store validates ids, limits, confidence and time."""
+    kind = KIND_FROM_PB.get(m.creator.kind)
+    if kind is None:
+        raise ValidationError("kind must be user, tool, reasoning, agent or system",
+                              field="memory.creator.kind")
+    if not m.creator.id:
+        raise ValidationError("must not be empty", field="memory.creator.id")
+    claim = m.claim if m.HasField("claim") else None
+    return MemoryRecord(
+        id=m.id,
+        namespace=namespace,
+        type=m.type or "fact",
+        tags=tuple(m.tags),
+        subject=(claim.subject or None) if claim else None,
+        attribute=(claim.attribute or None) if claim else None,
+        value=claim.value if claim else None,
+        volatility=m.volatility or None,
+        creator_kind=kind,
+        creator_id=m.creator.id,
+        creator_confidence=m.creator_confidence if m.HasField("creator_confidence") else 1.0,
+        created_at=from_ts(m, "created_at"),
+        context_id=m.context_id or None,
+        dependencies=tuple(m.dependencies),
+    )
+
+
+# ------------------------------------------------------------------ outputs
+def memory_to_pb(rec: MemoryRecord, out: pb.Memory | None = None) -> pb.Memory:
+    m = out if out is not None else pb.Memory()
+    m.id = rec.id
+    m.namespace = rec.namespace
+    m.type = rec.type
+    m.tags.extend(rec.tags)
+    if rec.subject is not None or rec.attribute is not None:
+        m.claim.subject = rec.subject or ""
+        m.claim.attribute = rec.attribute or ""
+        m.claim.value = rec.value or ""
+    m.volatility = str(rec.volatility or "")
+    m.creator.kind = KIND_TO_PB.get(rec.creator_kind, pb.CREATOR_KIND_UNSPECIFIED)
+    m.creator.id = rec.creator_id
+    m.creator_confidence = rec.creator_confidence
+    if rec.created_at is not None:
+        to_ts(rec.created_at, m.created_at)
+    m.context_id = rec.context_id or ""
+    m.dependencies.extend(str(getattr(d, "id", d)) for d in rec.dependencies)
+    m.derivations.extend(rec.derivations)
+    m.status = STATUS_TO_PB.get(rec.status, pb.STATUS_UNSPECIFIED)
+    m.successor = rec.successor or ""
+    m.version = rec.version
+    m.access_count = rec.access_count
+    if rec.last_access is not None:
+        to_ts(rec.last_access, m.last_access)
+    for change in rec.status_history:
+        h = m.history.add()
+        to_ts(change.at, h.at)
+        h.from_status = STATUS_TO_PB.get(change.from_status, pb.STATUS_UNSPECIFIED)
+        h.to_status = STATUS_TO_PB.get(change.to_status, pb.STATUS_UNSPECIFIED)
+        h.reason = change.reason
+        h.root_id = change.root_id or ""
+    return m
+
+
+_TEMPLATES: dict[int, tuple[Decision, bytes]] = {}
+
+
+def _template(d: Decision) -> bytes:
+    """The serialized part of a pb.Decision that depends only on the (frozen, shared)
+    Decision: built once, then merged into each response."""
+    hit = _TEMPLATES.get(id(d))
+    if hit is not None and hit[0] is d:
+        return hit[1]
+    msg = pb.Decision(
+        effect=EFFECT_TO_PB[d.effect],
+        compliance_score=d.compliance_score,
+        expected_cost=d.expected_cost,
+        errors=list(d.errors),
+    )
+    for o in d.obligations:
+        ob = msg.obligations.add(kind=o.kind, policy=o.policy)
+        arg = o.args[0] if o.args else None
+        if o.kind == "refresh":
+            ob.source = str(arg)
+        elif o.kind == "downrank":
+            ob.factor = float(arg)  # type: ignore[arg-type]
+        elif arg is not None:
+            ob.text = str(arg)
+    for r in d.reasons:
+        msg.reasons.add(policy=r.policy, effect=EFFECT_TO_PB[r.effect], message=r.message,
+                        priority=r.priority, status=r.status)
+    data = msg.SerializeToString()
+    if len(_TEMPLATES) > 4096:
+        _TEMPLATES.clear()
+    _TEMPLATES[id(d)] = (d, data)
+    return data
+
+
+def decision_to_pb(rec: DecisionRecord, out: pb.Decision | None = None) -> pb.Decision:
+    msg = out if out is not None else pb.Decision()
+    msg.MergeFromString(_template(rec.decision))
+    msg.decision_id = rec.decision_id
+    msg.operation = OP_TO_PB[rec.operation]
+    msg.memory_ids.extend(rec.memory_ids)
+    to_ts(rec.decided_at, msg.decided_at)
+    msg.policy_version = rec.policy_version
+    return msg
+
+
+def event_to_pb(e) -> pb.LineageEvent:  # e: memlineage.lineage.model.LineageEvent
+    msg = pb.LineageEvent(
+        cursor=e.cursor, type=e.type, memory_id=e.memory_id, root_id=e.root_id or "",
+        status=STATUS_TO_PB.get(e.status or "", pb.STATUS_UNSPECIFIED),
+        previous_status=STATUS_TO_PB.get(e.previous_status or "", pb.STATUS_UNSPECIFIED),
+        reason=e.reason or "", successor=e.successor or "", affected_ids=list(e.affected),
+        version=e.version or 0,
+    )
+    to_ts(e.at, msg.at)
+    return msg

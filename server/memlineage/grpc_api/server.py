@@ -1,0 +1,142 @@
+"""Build, start and stop the sidecar: gRPC services, health, reflection, metrics.
+
+Health and reflection are registered apart from the business services; on
+shutdown health flips to NOT_SERVING before the server stops with a grace
+period; SIGHUP reloads the policy directory (never half-applying a broken set).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TextIO
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from memlineage.config import Config
+from memlineage.engine.core import Engine
+from memlineage.engine.policies import PolicyHolder
+from memlineage.engine.records import DecisionLog
+from memlineage.grpc_api.auth import Authenticator
+from memlineage.grpc_api.servicer import MemLineageService, PolicyAdminService
+from memlineage.lineage.clock import Clock, system_clock
+from memlineage.metrics import Metrics
+from memlineage.store import open_store
+from memlineage.store.base import LineageStore
+from memlineage.v1 import memlineage_pb2 as pb
+from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
+
+log = logging.getLogger("memlineage.server")
+SERVICE_NAMES = (
+    pb.DESCRIPTOR.services_by_name["MemLineage"].full_name,
+    pb.DESCRIPTOR.services_by_name["PolicyAdmin"].full_name,
+)
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+
+
+@dataclass
+class Sidecar:
+    server: grpc.aio.Server
+    port: int
+    health: health.aio.HealthServicer
+    engine: Engine
+    store: LineageStore
+    metrics: Metrics
+    executor: ThreadPoolExecutor | None
+    log_file: TextIO | None = None
+
+    async def stop(self, grace: float = 5.0) -> None:
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace)
+        if self.executor is not None:
+            self.executor.shutdown(wait=False)
+        self.store.close()
+        if self.log_file is not None:
+            self.log_file.close()
+
+
+def _log_sink(target: str) -> tuple[TextIO | None, TextIO | None]:
+    """(sink, file to close): "-" stderr, "off" nothing, else a file appended to."""
+    if target == "off":
+        return None, None
+    if target == "-":
+        return sys.stderr, None
+    fh = open(target, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in stop()
+    return fh, fh
+
+
+async def start_sidecar(config: Config, *, clock: Clock = system_clock,
+                        metrics: Metrics | None = None) -> Sidecar:
+    holder = PolicyHolder(config.policy_dir)
+    store = open_store(config.store_url(), clock=clock)
+    sink, log_file = _log_sink(config.decision_log)
+    engine = Engine(store, holder, clock=clock, log=DecisionLog(sink),
+                    fail_mode=config.fail_mode, lineage_depth=config.lineage_depth,
+                    record_access=config.record_access)
+    metrics = metrics or Metrics()
+    auth = Authenticator(config.tokens)
+    executor = None if store.kind == "embedded" else ThreadPoolExecutor(
+        max_workers=32, thread_name_prefix="memlineage-store")
+    server = grpc.aio.server(options=[
+        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ("grpc.so_reuseport", 0),
+    ])
+    pb_grpc.add_MemLineageServicer_to_server(
+        MemLineageService(engine, auth, metrics, executor), server)
+    pb_grpc.add_PolicyAdminServicer_to_server(
+        PolicyAdminService(engine, auth, metrics, executor), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    if config.tls_cert and config.tls_key:
+        with open(config.tls_key, "rb") as k, open(config.tls_cert, "rb") as c:
+            creds = grpc.ssl_server_credentials([(k.read(), c.read())])
+        port = server.add_secure_port(config.listen, creds)
+    else:
+        port = server.add_insecure_port(config.listen)
+    if port == 0:
+        raise OSError(f"cannot listen on {config.listen}")
+    await server.start()
+    for name in ("", *SERVICE_NAMES):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return Sidecar(server, port, health_servicer, engine, store, metrics, executor, log_file)
+
+
+async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
+    """Serve until SIGTERM/SIGINT; SIGHUP reloads the policy directory."""
+    sidecar = await start_sidecar(config)
+    if config.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(config.metrics_port, addr="127.0.0.1",
+                          registry=sidecar.metrics.registry)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def reload_policies() -> None:
+        outcome = sidecar.engine.policies.reload()
+        if outcome.applied:
+            log.warning("SIGHUP: policies reloaded, version %s", outcome.version)
+        else:
+            log.error("SIGHUP: policy reload rejected, still serving %s:\n%s", outcome.version,
+                      "\n".join(f"{d.location}: {d.message}" for d in outcome.diagnostics))
+
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, reload_policies)
+    host = config.listen.rpartition(":")[0]
+    if ready is not None:
+        serving = sidecar.engine.policies.current
+        ready.write(f"memlineage serving on {host}:{sidecar.port} (store {sidecar.store.kind}, "
+                    f"policies {serving.version}, {len(serving.compiled.policies)} rules)\n")
+        ready.flush()
+    await stop.wait()
+    await sidecar.stop(config.grace_seconds)

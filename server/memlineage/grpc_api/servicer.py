@@ -1,0 +1,258 @@
+"""The MemLineage and PolicyAdmin servicers: authenticate, convert, call, map errors."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
+
+import grpc
+from memlineage_dsl.checker import lint_texts
+from memlineage_dsl.diagnostics import Diagnostic, has_errors
+from memlineage_dsl.facts import Creator
+
+from memlineage.engine.core import Engine
+from memlineage.grpc_api import serde
+from memlineage.grpc_api.auth import Authenticator, Principal
+from memlineage.lineage.errors import LineageError, StoreUnavailableError, ValidationError
+from memlineage.metrics import Metrics
+from memlineage.v1 import memlineage_pb2 as pb
+from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
+
+log = logging.getLogger("memlineage.grpc")
+
+
+def status_of(err: LineageError) -> grpc.StatusCode:
+    return getattr(grpc.StatusCode, err.grpc_status, grpc.StatusCode.INTERNAL)
+
+
+def details_of(err: LineageError) -> str:
+    return f"{err.field}: {err.message}" if err.field else err.message
+
+
+class _Base:
+    """Auth, the engine call (inline or on a thread pool) and error mapping."""
+
+    def __init__(self, engine: Engine, auth: Authenticator, metrics: Metrics,
+                 executor: Executor | None) -> None:
+        self.engine = engine
+        self.auth = auth
+        self.metrics = metrics
+        self.executor = executor  # None: the store is in-process, call inline
+
+    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self.executor is None:
+            return fn(*args, **kwargs)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, functools.partial(fn, *args, **kwargs))
+
+    def principal(self, context: grpc.aio.ServicerContext) -> Principal:
+        metadata = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+        return self.auth.principal(metadata, context.peer() or "")
+
+    def default_actor(self, ns: str) -> Creator:
+        return Creator("user", f"user:{ns}")
+
+
+def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a unary handler: principal in, domain errors out as gRPC statuses."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    async def wrapper(self: _Base, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        started = time.perf_counter()
+        try:
+            return await method(self, request, context, self.principal(context))
+        except LineageError as err:
+            if isinstance(err, StoreUnavailableError):
+                self.metrics.store_errors.labels(name).inc()
+            code = status_of(err)
+            self.metrics.rpc_errors.labels(name, code.name).inc()
+            await context.abort(code, details_of(err))
+        finally:
+            self.metrics.latency.labels(name).observe(time.perf_counter() - started)
+
+    return wrapper
+
+
+class MemLineageService(_Base, pb_grpc.MemLineageServicer):
+    @rpc
+    async def Check(self, request: pb.CheckRequest, context, principal) -> pb.CheckResponse:
+        ns = self.auth.namespace(principal, request.namespace)
+        op = serde.operation(request.operation)
+        ids = list(request.memory_ids) if op == "act" else (
+            [request.memory_id] if request.memory_id else list(request.memory_ids)
+        )
+        rec = await self.call(
+            self.engine.check, ns, op, ids,
+            serde.actor(request.actor, self.default_actor(ns)),
+            budget=serde.budget(request), action=request.action,
+            historical=request.historical, time=serde.from_ts(request, "time"),
+        )
+        self.metrics.count(op, (rec.decision,))
+        out = pb.CheckResponse()
+        serde.decision_to_pb(rec, out.decision)
+        return out
+
+    @rpc
+    async def FilterRank(self, request: pb.FilterRankRequest, context, principal):
+        ns = self.auth.namespace(principal, request.namespace)
+        ranked = await self.call(
+            self.engine.filter_rank, ns,
+            [(c.memory_id, c.similarity) for c in request.candidates],
+            serde.actor(request.actor, self.default_actor(ns)),
+            budget=serde.budget(request), historical=request.historical, limit=request.limit,
+            time=serde.from_ts(request, "time"),
+        )
+        self.metrics.count("read", (c.decision.decision for c in ranked))
+        out = pb.FilterRankResponse()
+        for c in ranked:
+            item = out.candidates.add(memory_id=c.memory_id, similarity=c.similarity,
+                                      rank_score=c.rank_score, kept=c.kept)
+            serde.decision_to_pb(c.decision, item.decision)
+        best = sorted((c for c in ranked if c.kept), key=lambda c: -c.rank_score)
+        out.ranked_ids.extend(c.memory_id for c in best)
+        return out
+
+    @rpc
+    async def Record(self, request: pb.RecordRequest, context, principal) -> pb.RecordResponse:
+        ns = self.auth.namespace(principal, request.namespace)
+        if not request.HasField("memory"):
+            raise ValidationError("is required", field="memory")
+        proposed = serde.record_from_pb(ns, request.memory)
+        creator = Creator(proposed.creator_kind, proposed.creator_id)
+        result = await self.call(
+            self.engine.record, proposed, serde.actor(request.actor, creator),
+            budget=serde.budget(request), time=serde.from_ts(request, "time"),
+        )
+        self.metrics.count(result.decision.operation, (result.decision.decision,))
+        out = pb.RecordResponse(recorded=result.recorded,
+                                superseded_id=result.superseded_id or "",
+                                affected_ids=list(result.affected_ids))
+        serde.decision_to_pb(result.decision, out.decision)
+        if result.memory is not None:
+            serde.memory_to_pb(result.memory, out.memory)
+        return out
+
+    @rpc
+    async def UpdateStatus(self, request: pb.UpdateStatusRequest, context, principal):
+        ns = self.auth.namespace(principal, request.namespace)
+        action = serde.STATUS_ACTION_FROM_PB.get(request.action)
+        if action is None:
+            raise ValidationError("must be REVOKE, SUPERSEDE or CONFIRM", field="action")
+        result = await self.call(
+            self.engine.update_status, ns, request.memory_id, action,
+            serde.actor(request.actor, self.default_actor(ns)),
+            successor=request.successor_id or None, reason=request.reason,
+            expected_version=request.expected_version or None,
+            time=serde.from_ts(request, "time"),
+        )
+        self.metrics.count("update", (result.decision.decision,))
+        out = pb.UpdateStatusResponse(applied=result.applied,
+                                      affected_ids=list(result.affected_ids))
+        serde.decision_to_pb(result.decision, out.decision)
+        if result.memory is not None:
+            serde.memory_to_pb(result.memory, out.memory)
+        return out
+
+    @rpc
+    async def Feedback(self, request: pb.FeedbackRequest, context, principal):
+        ns = self.auth.namespace(principal, request.namespace)
+        updated = await self.call(
+            self.engine.feedback, ns, request.decision_id, list(request.memory_ids),
+            request.success, time=serde.from_ts(request, "time"),
+        )
+        return pb.FeedbackResponse(updated=updated)
+
+    @rpc
+    async def Explain(self, request: pb.ExplainRequest, context, principal):
+        ns = self.auth.namespace(principal, request.namespace)
+        for name in ("ancestor_depth", "descendant_depth", "decisions"):
+            if getattr(request, name) < 0:
+                raise ValidationError("must be >= 0", field=name)
+        ex = await self.call(
+            self.engine.explain, ns, request.memory_id,
+            ancestor_depth=request.ancestor_depth or 8,
+            descendant_depth=request.descendant_depth or 8,
+            decisions=request.decisions or 20,
+        )
+        out = pb.ExplainResponse(truncated=ex.truncated)
+        serde.memory_to_pb(ex.memory, out.memory)
+        for rec in ex.ancestors:
+            serde.memory_to_pb(rec, out.ancestors.add())
+        for rec in ex.descendants:
+            serde.memory_to_pb(rec, out.descendants.add())
+        for a, b in ex.edges:
+            out.edges.add(from_id=a, to_id=b)
+        for d in ex.decisions:
+            serde.decision_to_pb(d, out.decisions.add())
+        return out
+
+    async def Watch(self, request: pb.WatchRequest, context):
+        """A resumable stream: events strictly after the cursor, then new ones as they come."""
+        try:
+            principal = self.principal(context)
+            ns = self.auth.namespace(principal, request.namespace)
+            store = self.engine.store
+            cursor: str | None = request.cursor or None
+            if cursor is None and not request.from_oldest:
+                cursor = await self.call(store.latest_cursor, ns)
+            while not context.done():
+                events, cursor = await self.call(
+                    store.wait_events, ns, after=cursor, limit=500, timeout=0.5
+                )
+                for e in events:
+                    yield serde.event_to_pb(e)
+        except LineageError as err:
+            await context.abort(status_of(err), details_of(err))
+
+
+def diagnostics_to_pb(diags: list[Diagnostic], out) -> None:
+    for d in diags:
+        out.add(code=d.code, severity=str(d.severity), message=d.message, file=d.file,
+                line=d.span.line, column=d.span.column, end_line=d.span.end_line,
+                end_column=d.span.end_column, snippet=d.snippet, help=d.help or "",
+                rendered=f"{d.location}: {d.severity}[{d.code}]: {d.message}")
+
+
+class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
+    @rpc
+    async def ListPolicies(self, request, context, principal) -> pb.ListPoliciesResponse:
+        self.auth.require_admin(principal)
+        serving = self.engine.policies.current
+        out = pb.ListPoliciesResponse(version=serving.version,
+                                      strategy=serving.compiled.strategy)
+        for p in serving.compiled.policies:
+            out.policies.add(
+                name=p.name, file=p.path, line=p.line, priority=p.priority,
+                effect=serde.EFFECT_TO_PB[p.effect],
+                operations=sorted(serde.OP_TO_PB[o] for o in p.ops),
+            )
+        return out
+
+    @rpc
+    async def ReloadPolicies(self, request, context, principal) -> pb.ReloadPoliciesResponse:
+        self.auth.require_admin(principal)
+        outcome = await self.call(self.engine.policies.reload, dict(request.files) or None)
+        if outcome.applied:
+            log.info("policies reloaded: version %s", outcome.version)
+        else:
+            log.warning("policy reload rejected: %s", "; ".join(
+                f"{d.location}: {d.message}" for d in outcome.diagnostics[:5]))
+        out = pb.ReloadPoliciesResponse(applied=outcome.applied, version=outcome.version)
+        diagnostics_to_pb(outcome.diagnostics, out.diagnostics)
+        return out
+
+    @rpc
+    async def LintPolicy(self, request, context, principal) -> pb.LintPolicyResponse:
+        self.auth.require_admin(principal)
+        if not request.files:
+            raise ValidationError("names no file", field="files")
+        diags = await self.call(lint_texts, dict(request.files))
+        out = pb.LintPolicyResponse(ok=not has_errors(diags))
+        diagnostics_to_pb(diags, out.diagnostics)
+        return out

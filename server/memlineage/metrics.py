@@ -1,0 +1,50 @@
+"""Prometheus metrics: decisions by effect and policy, RPC latency, store errors.
+
+Label children are bound once; the hot path only increments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from memlineage_dsl.decision import Decision
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.decisions = Counter(
+            "memlineage_decisions_total", "Decisions taken, by operation and effect",
+            ["operation", "effect"], registry=self.registry,
+        )
+        self.policy_hits = Counter(
+            "memlineage_policy_decisions_total",
+            "Rules that took part in a decision, by policy, effect and status",
+            ["policy", "effect", "status"], registry=self.registry,
+        )
+        self.latency = Histogram(
+            "memlineage_rpc_latency_seconds", "RPC handling time, by method", ["method"],
+            buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                     0.25, 1.0),
+            registry=self.registry,
+        )
+        self.store_errors = Counter(
+            "memlineage_store_errors_total", "Store unavailable errors, by method", ["method"],
+            registry=self.registry,
+        )
+        self.rpc_errors = Counter(
+            "memlineage_rpc_errors_total", "RPCs answered with an error status, by code",
+            ["method", "code"], registry=self.registry,
+        )
+        self._decision_children: dict[tuple[str, str], object] = {}
+
+    def count(self, operation: str, decisions: Iterable[Decision]) -> None:
+        for d in decisions:
+            key = (operation, d.effect)
+            child = self._decision_children.get(key)
+            if child is None:
+                child = self._decision_children[key] = self.decisions.labels(*key)
+            child.inc()  # type: ignore[attr-defined]
+            for r in d.reasons:
+                self.policy_hits.labels(r.policy, r.effect, r.status).inc()
