@@ -1,11 +1,21 @@
-"""Restarts lose nothing: the embedded data directory and redis-server with AOF."""
+"""Restarts lose nothing: the embedded data directory and redis-server with AOF.
+
+``state`` includes the whole lineage event log with its cursors, so every restart
+test also checks that readers can resume from the same cursors afterwards."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from memlineage.lineage import ManualClock, MemoryRecord, Status, StoreUnavailableError
+from memlineage.lineage import (
+    CursorExpiredError,
+    ManualClock,
+    MemoryRecord,
+    Status,
+    StoreLimits,
+    StoreUnavailableError,
+)
 from memlineage.store import EmbeddedStore, LineageStore, open_store
 from support.redis_servers import start_redis_server
 
@@ -41,7 +51,8 @@ def populate(store: LineageStore) -> None:
 
 def state(store: LineageStore) -> dict[str, object]:
     claim = store.current_claim(NS, "user:1", "airline")
-    return {"records": store.get_many(NS, IDS),
+    events, cursor = store.events(NS, limit=10_000)
+    return {"records": store.get_many(NS, IDS), "events": events, "cursor": cursor,
             "count": store.count(NS, "tool:flight_api", 3600, now=NOW + 30),
             "claim": claim.id if claim else None,
             "city": store.current_claim(NS, "user:1", "city")}
@@ -57,7 +68,49 @@ def test_populate_covers_what_we_think(tmp_path: Path) -> None:
         "revoked", "pending_verification", "pending_verification", "active", "superseded"]
     assert (records["a"].access_count, records["a"].last_access) == (2, NOW + 5)
     assert (s["count"], s["claim"]) == (3, "new")
+    events = s["events"]
+    assert isinstance(events, list)
+    assert [e.type for e in events].count("cascaded") == 1
+    assert [e.cursor for e in events] == [str(i) for i in range(1, len(events) + 1)]
     store.close()
+
+
+def test_embedded_cursors_resume_after_restart(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    populate(store)
+    middle = store.events(NS, limit=5)[1]
+    rest, last = store.events(NS, after=middle, limit=10_000)
+    store.close()
+    reopened = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    assert reopened.events(NS, after=middle, limit=10_000) == (rest, last)
+    assert reopened.latest_cursor(NS) == last
+    reopened.record(MemoryRecord(id="after", namespace=NS, creator_id="user:u"))
+    new, _ = reopened.events(NS, after=last)
+    assert [(e.cursor, e.memory_id) for e in new] == [(str(int(last) + 1), "after")]
+    reopened.compact()
+    reopened.revoke(NS, "after", now=NOW + 9)
+    everything = reopened.events(NS, limit=10_000)
+    reopened.close()
+    third = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    assert third.events(NS, limit=10_000) == everything
+    assert third.events(NS, after=middle, limit=10_000)[0] == everything[0][5:]
+    third.close()
+
+
+def test_embedded_retention_survives_compaction(tmp_path: Path) -> None:
+    limits = StoreLimits(event_retention=5)
+    store = EmbeddedStore(tmp_path, clock=ManualClock(NOW), limits=limits)
+    for i in range(12):
+        store.record(MemoryRecord(id=f"m{i}", namespace=NS, creator_id="user:u"))
+    store.compact()
+    store.close()
+    reopened = EmbeddedStore(tmp_path, clock=ManualClock(NOW), limits=limits)
+    events, last = reopened.events(NS)
+    assert [e.cursor for e in events] == ["8", "9", "10", "11", "12"] and last == "12"
+    with pytest.raises(CursorExpiredError):
+        reopened.events(NS, after="6")
+    assert reopened.events(NS, after="7")[0] == events
+    reopened.close()
 
 
 def test_embedded_restart_restores_everything(tmp_path: Path) -> None:
@@ -123,11 +176,18 @@ def test_redis_restart_with_aof_restores_everything(tmp_path: Path, hard: bool) 
         store = open_store(server.url, clock=ManualClock(NOW))
         populate(store)
         before = state(store)
+        middle = store.events(NS, limit=5)[1]
         server.restart(hard=hard)
         # Same client: reconnects, and reloads the Lua scripts the restart forgot.
         assert state(store) == before
+        events = before["events"]
+        assert isinstance(events, list)
+        assert store.events(NS, after=middle, limit=10_000)[0] == events[5:]
         store.revoke(NS, "new")
         assert store.current_claim(NS, "user:1", "airline") is None
+        new, _ = store.events(NS, after=before["cursor"])  # type: ignore[arg-type]
+        assert [(e.type, e.memory_id, e.affected) for e in new] == [
+            ("status_changed", "new", ()), ("cascaded", "new", ("lonely",))]
         store.close()
     finally:
         server.stop()

@@ -1,5 +1,6 @@
-"""Property tests: random operation sequences give identical results on embedded and
-Redis, and always leave derivations the exact inverse of dependencies."""
+"""Property tests: random operation sequences give identical results (records, cascade
+``affected`` order, lineage event logs) on embedded and Redis, and always leave
+derivations the exact inverse of dependencies."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memlineage.lineage import LineageError, ManualClock, MemoryRecord, Status
 from memlineage.store import EmbeddedStore, LineageStore, open_store
+from support.lineage_events import normalise
 from support.redis_servers import RedisServer
 
 NOW = 1_700_000_000.0
@@ -91,5 +93,8 @@ def test_embedded_and_redis_agree(redis_server: RedisServer, ops: list[tuple]) -
         assert check_links(embedded, ns, ids_e) == check_links(remote, ns, ids_r)
         claim_e = embedded.current_claim(ns, "user:1", "city")
         assert claim_e == remote.current_claim(ns, "user:1", "city")
+        events_e = embedded.events(ns, limit=10_000)[0]
+        events_r = remote.events(ns, limit=10_000)[0]
+        assert normalise(events_e) == normalise(events_r)
     finally:
         remote.close()
