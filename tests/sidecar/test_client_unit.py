@@ -1,0 +1,452 @@
+"""MemLineageClient without the sidecar: conversions, the retry rule, and calls
+against a real in-test gRPC server whose handlers each test scripts."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+import pytest
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from memlineage.client import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    MemLineageClient,
+    MemLineageError,
+    NotFound,
+    OutOfRange,
+    PermissionDenied,
+    Unavailable,
+    backoff_delay,
+    from_timestamp,
+    parse_actor,
+    parse_creator,
+    should_retry,
+    to_timestamp,
+)
+from memlineage.v1 import memlineage_pb2 as pb
+from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
+
+UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
+REFUSED = ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:9: "
+           "Failed to connect to remote host: Connection refused")
+
+# ---------------------------------------------------------------- pure functions
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("user:alice", pb.CREATOR_KIND_USER), ("tool:flight_api", pb.CREATOR_KIND_TOOL),
+    ("reasoning:step3", pb.CREATOR_KIND_REASONING), ("agent:architect", pb.CREATOR_KIND_AGENT),
+    ("system:sweeper", pb.CREATOR_KIND_SYSTEM), ("system", pb.CREATOR_KIND_SYSTEM),
+])
+def test_parse_actor_keeps_the_full_text_as_id(text: str, kind: int) -> None:
+    assert parse_actor(text) == pb.Actor(kind=kind, id=text)
+    assert parse_creator(text) == pb.Creator(kind=kind, id=text)
+
+
+@pytest.mark.parametrize("text", ["robot:r2", "", ":x", "User:bob", " user:bob"])
+def test_parse_actor_rejects_unknown_kinds(text: str) -> None:
+    with pytest.raises(ValueError, match="kind"):
+        parse_actor(text)
+
+
+@pytest.mark.parametrize("t", [0.0, 1.5, 1_700_000_000.123456, 1_700_000_000.000001, -1.25])
+def test_timestamp_round_trip_keeps_sub_seconds(t: float) -> None:
+    ts = to_timestamp(t)
+    assert 0 <= ts.nanos < 1_000_000_000
+    assert from_timestamp(ts) == pytest.approx(t, abs=1e-6)
+
+
+def test_timestamp_edges() -> None:
+    assert to_timestamp(-1.25) == pb.RecordRequest().time.__class__(seconds=-2, nanos=750_000_000)
+    carry = to_timestamp(0.9999999999)
+    assert (carry.seconds, carry.nanos) == (1, 0)
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="finite"):
+            to_timestamp(bad)
+
+
+@pytest.mark.parametrize(("code", "details", "idempotent", "expected"), [
+    (UNAVAILABLE, "store down", True, True),
+    (UNAVAILABLE, "store down", False, False),
+    (UNAVAILABLE, REFUSED, False, True),
+    (UNAVAILABLE, "DNS resolution failed for nowhere:1", False, True),
+    (UNAVAILABLE, "Socket closed", False, False),
+    (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", True, False),
+    (grpc.StatusCode.INTERNAL, REFUSED, True, False),
+    (grpc.StatusCode.FAILED_PRECONDITION, "version conflict", True, False),
+])
+def test_retry_rule(code: grpc.StatusCode, details: str, idempotent: bool,
+                    expected: bool) -> None:
+    assert should_retry(code, details, idempotent=idempotent) is expected
+
+
+def test_backoff_schedule_grows_is_capped_and_jittered() -> None:
+    full = [backoff_delay(a, rng=lambda: 1.0) for a in range(8)]
+    assert full[:4] == pytest.approx([0.05, 0.1, 0.2, 0.4])
+    assert max(full) == 1.0 and full[-1] == 1.0
+    assert [backoff_delay(a, rng=lambda: 0.0) for a in range(3)] == pytest.approx(
+        [0.025, 0.05, 0.1])
+    assert backoff_delay(2, base=0.1, cap=0.3, rng=lambda: 1.0) == pytest.approx(0.3)
+
+
+# ---------------------------------------------------------------- a real test server
+
+Handler = Callable[[Any, grpc.ServicerContext], Any]
+
+
+class Scripted(pb_grpc.MemLineageServicer, pb_grpc.PolicyAdminServicer):
+    """Answers each RPC with the handler a test set, and remembers what it got."""
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, Handler] = {}
+        self.calls: list[tuple[str, Any, dict[str, str], float | None]] = []
+        self.target = ""
+        self.health = health.HealthServicer()
+
+    def requests(self, name: str) -> list[Any]:
+        return [request for n, request, _, _ in self.calls if n == name]
+
+    def _handle(self, name: str, request: Any, context: grpc.ServicerContext) -> Any:
+        self.calls.append((name, request, dict(context.invocation_metadata()),
+                           context.time_remaining()))
+        handler = self.handlers.get(name)
+        if handler is None:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{name} not scripted")
+        return handler(request, context)
+
+    def Record(self, request, context):
+        return self._handle("Record", request, context)
+
+    def Check(self, request, context):
+        return self._handle("Check", request, context)
+
+    def FilterRank(self, request, context):
+        return self._handle("FilterRank", request, context)
+
+    def UpdateStatus(self, request, context):
+        return self._handle("UpdateStatus", request, context)
+
+    def Feedback(self, request, context):
+        return self._handle("Feedback", request, context)
+
+    def Explain(self, request, context):
+        return self._handle("Explain", request, context)
+
+    def Watch(self, request, context):
+        yield from self._handle("Watch", request, context)
+
+    def ListPolicies(self, request, context):
+        return self._handle("ListPolicies", request, context)
+
+    def ReloadPolicies(self, request, context):
+        return self._handle("ReloadPolicies", request, context)
+
+    def LintPolicy(self, request, context):
+        return self._handle("LintPolicy", request, context)
+
+
+@pytest.fixture
+def server() -> Iterator[Scripted]:
+    svc = Scripted()
+    srv = grpc.server(ThreadPoolExecutor(max_workers=8))
+    pb_grpc.add_MemLineageServicer_to_server(svc, srv)
+    pb_grpc.add_PolicyAdminServicer_to_server(svc, srv)
+    health_pb2_grpc.add_HealthServicer_to_server(svc.health, srv)
+    port = srv.add_insecure_port("127.0.0.1:0")
+    srv.start()
+    svc.target = f"127.0.0.1:{port}"
+    yield svc
+    srv.stop(0)
+
+
+@pytest.fixture
+def sleeps() -> list[float]:
+    return []
+
+
+@pytest.fixture
+def client(server: Scripted, sleeps: list[float]) -> Iterator[MemLineageClient]:
+    with MemLineageClient(server.target, token="s3cret", namespace="tenant-a", timeout=2.0,
+                          sleep=sleeps.append, rng=lambda: 1.0) as c:
+        yield c
+
+
+def allow(request: Any, context: grpc.ServicerContext) -> pb.CheckResponse:
+    return pb.CheckResponse(decision=pb.Decision(decision_id="d1", effect=pb.EFFECT_ALLOW,
+                                                 compliance_score=1.0))
+
+
+def fail_then(times: int, code: grpc.StatusCode, details: str, then: Handler) -> Handler:
+    left = [times]
+
+    def handler(request: Any, context: grpc.ServicerContext) -> Any:
+        if left[0] > 0:
+            left[0] -= 1
+            context.abort(code, details)
+        return then(request, context)
+
+    return handler
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------- calls
+
+
+def test_check_sends_token_namespace_deadline_and_operation(
+    server: Scripted, client: MemLineageClient
+) -> None:
+    server.handlers["Check"] = allow
+    decision = client.check("read", "m1", actor="agent:planner", budget=0.5, at=1_700_000_000.25)
+    assert decision.effect == pb.EFFECT_ALLOW
+    [(_, request, metadata, remaining)] = server.calls
+    assert metadata["authorization"] == "Bearer s3cret"
+    assert remaining is not None and 0 < remaining <= 2.0
+    assert request.namespace == "tenant-a"
+    assert request.operation == pb.OPERATION_READ and request.memory_id == "m1"
+    assert request.actor == pb.Actor(kind=pb.CREATOR_KIND_AGENT, id="agent:planner")
+    assert request.HasField("budget") and request.budget == 0.5
+    assert from_timestamp(request.time) == pytest.approx(1_700_000_000.25)
+
+
+def test_check_act_sends_every_id_and_no_budget_when_unset(
+    server: Scripted, client: MemLineageClient
+) -> None:
+    server.handlers["Check"] = allow
+    client.check("act", ["a", "b"], action="send_email")
+    [request] = server.requests("Check")
+    assert list(request.memory_ids) == ["a", "b"] and request.memory_id == ""
+    assert request.action == "send_email"
+    assert not request.HasField("budget") and not request.HasField("actor")
+    assert not request.HasField("time")
+
+
+def test_bad_arguments_fail_before_any_call(server: Scripted, client: MemLineageClient) -> None:
+    with pytest.raises(ValueError, match="actor"):
+        client.check("read", "m", actor="robot:r2")
+    with pytest.raises(ValueError, match="operation"):
+        client.check("peek", "m")
+    with pytest.raises(ValueError, match="one id"):
+        client.check("read", ["a", "b"])
+    with pytest.raises(ValueError, match="creator"):
+        client.record("m", creator="alien:x")
+    assert server.calls == []
+
+
+def test_no_token_sends_no_authorization(server: Scripted) -> None:
+    server.handlers["Check"] = allow
+    with MemLineageClient(server.target) as anonymous:
+        anonymous.check("read", "m")
+    [(_, request, metadata, _)] = server.calls
+    assert "authorization" not in metadata and request.namespace == ""
+
+
+def test_record_builds_the_memory(server: Scripted, client: MemLineageClient) -> None:
+    server.handlers["Record"] = lambda r, c: pb.RecordResponse(recorded=True, memory=r.memory)
+    response = client.record(
+        "price-1", creator="tool:flight_api", confidence=0.8, type="tool_result",
+        tags=("flight_price",), claim=("user:42", "destination_city", "Shanghai"),
+        volatility="high", context_id="conv-9", dependencies=["query-1"],
+        created_at=1_700_000_000.5,
+    )
+    assert response.recorded
+    [request] = server.requests("Record")
+    m = request.memory
+    assert (m.id, m.type, list(m.tags), m.volatility, m.context_id) == (
+        "price-1", "tool_result", ["flight_price"], "high", "conv-9")
+    assert m.creator == pb.Creator(kind=pb.CREATOR_KIND_TOOL, id="tool:flight_api")
+    assert m.creator_confidence == 0.8 and list(m.dependencies) == ["query-1"]
+    assert m.claim == pb.Claim(subject="user:42", attribute="destination_city", value="Shanghai")
+    assert (m.created_at.seconds, m.created_at.nanos) == (1_700_000_000, 500_000_000)
+    assert not request.HasField("actor")
+
+
+def test_status_updates_feedback_and_admin_requests(
+    server: Scripted, client: MemLineageClient
+) -> None:
+    server.handlers["UpdateStatus"] = lambda r, c: pb.UpdateStatusResponse(applied=True)
+    server.handlers["Feedback"] = lambda r, c: pb.FeedbackResponse(updated=len(r.memory_ids))
+    server.handlers["ReloadPolicies"] = lambda r, c: pb.ReloadPoliciesResponse(applied=True)
+    server.handlers["LintPolicy"] = lambda r, c: pb.LintPolicyResponse(ok=True)
+    server.handlers["ListPolicies"] = lambda r, c: pb.ListPoliciesResponse(version="v7")
+    server.handlers["Explain"] = lambda r, c: pb.ExplainResponse(memory=pb.Memory(id=r.memory_id))
+    server.handlers["FilterRank"] = lambda r, c: pb.FilterRankResponse(ranked_ids=["b"])
+
+    client.revoke("a", reason="wrong", expected_version=3)
+    client.supersede("a", "b", actor="user:alice")
+    client.confirm("c")
+    assert client.feedback("d1", ["a", "b"], success=False, note="bad").updated == 2
+    assert client.reload_policies({"p.mlp": "x"}).applied
+    assert client.reload_policies().applied
+    assert client.lint_policy({"p.mlp": "x"}).ok
+    assert client.list_policies().version == "v7"
+    assert client.explain("a", ancestor_depth=2).memory.id == "a"
+    assert client.filter_rank([("a", 0.9), ("b", 0.5)], limit=1).ranked_ids == ["b"]
+
+    revoke, supersede, confirm = server.requests("UpdateStatus")
+    assert (revoke.action, revoke.reason, revoke.expected_version) == (
+        pb.STATUS_ACTION_REVOKE, "wrong", 3)
+    assert (supersede.action, supersede.successor_id) == (pb.STATUS_ACTION_SUPERSEDE, "b")
+    assert supersede.actor.kind == pb.CREATOR_KIND_USER
+    assert confirm.action == pb.STATUS_ACTION_CONFIRM
+    [feedback] = server.requests("Feedback")
+    assert (feedback.decision_id, feedback.success, feedback.note) == ("d1", False, "bad")
+    first, second = server.requests("ReloadPolicies")
+    assert dict(first.files) == {"p.mlp": "x"} and dict(second.files) == {}
+    [explain] = server.requests("Explain")
+    assert (explain.namespace, explain.ancestor_depth, explain.descendant_depth) == (
+        "tenant-a", 2, 0)
+    [fr] = server.requests("FilterRank")
+    assert [(c.memory_id, c.similarity) for c in fr.candidates] == [("a", 0.9), ("b", 0.5)]
+    assert fr.limit == 1
+
+
+# ---------------------------------------------------------------- errors and retries
+
+
+@pytest.mark.parametrize(("code", "error"), [
+    (grpc.StatusCode.INVALID_ARGUMENT, InvalidArgument),
+    (grpc.StatusCode.NOT_FOUND, NotFound),
+    (grpc.StatusCode.PERMISSION_DENIED, PermissionDenied),
+    (grpc.StatusCode.FAILED_PRECONDITION, FailedPrecondition),
+    (grpc.StatusCode.OUT_OF_RANGE, OutOfRange),
+    (grpc.StatusCode.INTERNAL, MemLineageError),
+])
+def test_status_codes_become_typed_errors(
+    server: Scripted, client: MemLineageClient, code: grpc.StatusCode,
+    error: type[MemLineageError],
+) -> None:
+    server.handlers["Explain"] = fail_then(99, code, "memory_id: bad", allow)
+    with pytest.raises(error) as caught:
+        client.explain("x")
+    assert type(caught.value) is error
+    assert caught.value.code == code and caught.value.details == "memory_id: bad"
+    assert len(server.calls) == 1  # never retried
+
+
+def test_check_is_retried_on_unavailable_with_backoff(
+    server: Scripted, client: MemLineageClient, sleeps: list[float]
+) -> None:
+    server.handlers["Check"] = fail_then(2, UNAVAILABLE, "store down", allow)
+    assert client.check("read", "m").effect == pb.EFFECT_ALLOW
+    assert len(server.requests("Check")) == 3
+    assert sleeps == pytest.approx([0.05, 0.1])
+
+
+def test_retries_are_bounded(server: Scripted, sleeps: list[float]) -> None:
+    server.handlers["Check"] = fail_then(99, UNAVAILABLE, "store down", allow)
+    c = MemLineageClient(server.target, retries=1, sleep=sleeps.append)
+    with c, pytest.raises(Unavailable, match="store down"):
+        c.check("read", "m")
+    assert len(server.requests("Check")) == 2 and len(sleeps) == 1
+
+
+def test_record_reaching_the_server_is_not_retried(
+    server: Scripted, client: MemLineageClient, sleeps: list[float]
+) -> None:
+    server.handlers["Record"] = fail_then(1, UNAVAILABLE, "store down",
+                                          lambda r, c: pb.RecordResponse(recorded=True))
+    with pytest.raises(Unavailable):
+        client.record("m", creator="user:u")
+    assert len(server.requests("Record")) == 1 and sleeps == []
+
+
+def test_record_is_retried_when_no_server_listens(sleeps: list[float]) -> None:
+    c = MemLineageClient(f"127.0.0.1:{free_port()}", retries=2, sleep=sleeps.append)
+    with c, pytest.raises(Unavailable) as caught:
+        c.record("m", creator="user:u")
+    assert should_retry(UNAVAILABLE, caught.value.details, idempotent=False)
+    assert len(sleeps) == 2
+
+
+def test_deadline_exceeded_surfaces_and_is_not_retried(
+    server: Scripted, sleeps: list[float]
+) -> None:
+    def slow(request: Any, context: grpc.ServicerContext) -> pb.ExplainResponse:
+        while context.is_active():
+            time.sleep(0.01)
+        return pb.ExplainResponse()
+
+    server.handlers["Explain"] = slow
+    started = time.monotonic()
+    c = MemLineageClient(server.target, timeout=0.2, sleep=sleeps.append)
+    with c, pytest.raises(DeadlineExceeded) as caught:
+        c.explain("m")
+    assert caught.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - started < 1.5
+    assert len(server.calls) == 1 and sleeps == []
+
+
+def test_constructor_validates() -> None:
+    with pytest.raises(ValueError, match="timeout"):
+        MemLineageClient("127.0.0.1:1", timeout=0)
+    with pytest.raises(ValueError, match="retries"):
+        MemLineageClient("127.0.0.1:1", retries=-1)
+
+
+# ---------------------------------------------------------------- health and watch
+
+
+def test_health(server: Scripted, client: MemLineageClient) -> None:
+    server.health.set("", health_pb2.HealthCheckResponse.SERVING)
+    assert client.health() == "SERVING"
+    server.health.set("", health_pb2.HealthCheckResponse.NOT_SERVING)
+    assert client.health() == "NOT_SERVING"
+
+
+def events(*cursors: str) -> list[pb.LineageEvent]:
+    return [pb.LineageEvent(cursor=c, type="recorded", memory_id=f"m{c}") for c in cursors]
+
+
+def test_watch_resumes_after_the_last_cursor(
+    server: Scripted, client: MemLineageClient, sleeps: list[float]
+) -> None:
+    def stream(request: pb.WatchRequest, context: grpc.ServicerContext) -> Iterator[Any]:
+        if not request.cursor:
+            yield from events("1", "2")
+            context.abort(UNAVAILABLE, "restarting")
+        yield from events(str(int(request.cursor) + 1))
+
+    server.handlers["Watch"] = stream
+    got = [e.cursor for e in client.watch(from_oldest=True)]
+    assert got == ["1", "2", "3"]
+    first, second = server.requests("Watch")
+    assert (first.cursor, first.from_oldest, first.namespace) == ("", True, "tenant-a")
+    assert (second.cursor, second.from_oldest) == ("2", False)
+    assert len(sleeps) == 1
+
+
+def test_watch_cancel_from_another_thread_ends_iteration(
+    server: Scripted, client: MemLineageClient
+) -> None:
+    def stream(request: pb.WatchRequest, context: grpc.ServicerContext) -> Iterator[Any]:
+        yield from events("1")
+        while context.is_active():
+            time.sleep(0.01)
+
+    server.handlers["Watch"] = stream
+    watch = client.watch()
+    assert next(watch).cursor == "1"
+    timer = threading.Timer(0.1, watch.cancel)
+    timer.start()
+    assert list(watch) == []
+    timer.join()
+    assert watch.cursor == "1"
+
+
+def test_watch_expired_cursor_raises(server: Scripted, client: MemLineageClient) -> None:
+    server.handlers["Watch"] = fail_then(1, grpc.StatusCode.OUT_OF_RANGE, "cursor expired",
+                                         lambda r, c: iter(()))
+    with pytest.raises(OutOfRange):
+        next(client.watch(cursor="old"))
