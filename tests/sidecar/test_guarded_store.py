@@ -1,0 +1,207 @@
+"""GuardedStore against a real in-test gRPC server with fixed rules.
+
+Rules: writes of ``blocked*`` are denied; reads of ``secret*`` denied and of
+``old*`` degraded; updates of ``locked*`` and deletes of ``keep*`` denied.
+FilterRank drops ``secret*`` and scores ``old*`` at similarity x 0.5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import pytest
+from memlineage.client import DictMemoryStore, GuardedStore, MemLineageClient, PolicyDenied
+from memlineage.v1 import memlineage_pb2 as pb
+from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
+
+DENY_PREFIX = {pb.OPERATION_READ: "secret", pb.OPERATION_UPDATE: "locked",
+               pb.OPERATION_DELETE: "keep", pb.OPERATION_WRITE: "blocked"}
+
+
+def decide(op: int, memory_id: str) -> pb.Decision:
+    effect, score, reasons = pb.EFFECT_ALLOW, 1.0, []
+    if memory_id.startswith(DENY_PREFIX.get(op, "\0")):
+        effect, score = pb.EFFECT_DENY, 0.0
+        reasons = [pb.Reason(policy="fixed_rule", effect=pb.EFFECT_DENY, message="no")]
+    elif op == pb.OPERATION_READ and memory_id.startswith("old"):
+        effect, score = pb.EFFECT_DEGRADE, 0.5
+    return pb.Decision(decision_id=f"d-{memory_id}", effect=effect, compliance_score=score,
+                       operation=op, memory_ids=[memory_id], reasons=reasons)
+
+
+class FixedRules(pb_grpc.MemLineageServicer):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def names(self) -> list[str]:
+        return [name for name, _ in self.calls]
+
+    def Record(self, request, context):
+        self.calls.append(("Record", request))
+        d = decide(pb.OPERATION_WRITE, request.memory.id)
+        recorded = d.effect != pb.EFFECT_DENY
+        return pb.RecordResponse(recorded=recorded, decision=d,
+                                 memory=request.memory if recorded else None)
+
+    def Check(self, request, context):
+        self.calls.append(("Check", request))
+        return pb.CheckResponse(decision=decide(request.operation, request.memory_id))
+
+    def FilterRank(self, request, context):
+        self.calls.append(("FilterRank", request))
+        out = []
+        for c in request.candidates:
+            d = decide(pb.OPERATION_READ, c.memory_id)
+            kept = d.effect != pb.EFFECT_DENY
+            out.append(pb.RankedCandidate(memory_id=c.memory_id, similarity=c.similarity,
+                                          rank_score=c.similarity * d.compliance_score,
+                                          kept=kept, decision=d))
+        ranked = sorted((c for c in out if c.kept), key=lambda c: -c.rank_score)
+        if request.limit:
+            for c in ranked[request.limit:]:
+                c.kept = False
+            ranked = ranked[:request.limit]
+        return pb.FilterRankResponse(candidates=out, ranked_ids=[c.memory_id for c in ranked])
+
+
+@pytest.fixture
+def rules() -> Iterator[tuple[FixedRules, str]]:
+    svc = FixedRules()
+    srv = grpc.server(ThreadPoolExecutor(max_workers=4))
+    pb_grpc.add_MemLineageServicer_to_server(svc, srv)
+    port = srv.add_insecure_port("127.0.0.1:0")
+    srv.start()
+    yield svc, f"127.0.0.1:{port}"
+    srv.stop(0)
+
+
+@pytest.fixture
+def inner() -> DictMemoryStore:
+    return DictMemoryStore()
+
+
+@pytest.fixture
+def guarded(rules: tuple[FixedRules, str], inner: DictMemoryStore) -> Iterator[GuardedStore]:
+    with MemLineageClient(rules[1], timeout=2.0) as client:
+        yield GuardedStore(inner, client, creator="agent:assistant")
+
+
+def test_put_records_lineage_then_writes(
+    rules: tuple[FixedRules, str], inner: DictMemoryStore, guarded: GuardedStore
+) -> None:
+    guarded.put("city", "user 42 flies to Shanghai", creator="user:u42", tags=["trip"],
+                claim=["user:42", "destination_city", "Shanghai"], confidence=0.9,
+                dependencies=("chat-1",), source_row=7)
+    assert inner.items["city"] == (
+        "user 42 flies to Shanghai",
+        {"creator": "user:u42", "tags": ["trip"], "claim": ["user:42", "destination_city",
+         "Shanghai"], "confidence": 0.9, "dependencies": ("chat-1",), "source_row": 7},
+    )
+    [(name, request)] = rules[0].calls
+    assert name == "Record"
+    m = request.memory
+    assert (m.id, m.creator.id, list(m.tags), m.creator_confidence) == (
+        "city", "user:u42", ["trip"], 0.9)
+    assert m.claim.value == "Shanghai" and list(m.dependencies) == ["chat-1"]
+    assert guarded.last_decision is not None and guarded.last_decision.effect == pb.EFFECT_ALLOW
+
+
+def test_put_uses_the_default_creator(rules: tuple[FixedRules, str],
+                                      guarded: GuardedStore) -> None:
+    guarded.put("note", "x")
+    assert rules[0].calls[0][1].memory.creator.id == "agent:assistant"
+
+
+def test_put_without_any_creator_is_refused_before_calling(
+    rules: tuple[FixedRules, str], inner: DictMemoryStore
+) -> None:
+    with MemLineageClient(rules[1]) as client, pytest.raises(ValueError, match="creator"):
+        GuardedStore(inner, client).put("k", "v")
+    assert rules[0].calls == [] and len(inner) == 0
+
+
+def test_denied_put_leaves_the_store_untouched(inner: DictMemoryStore,
+                                               guarded: GuardedStore) -> None:
+    with pytest.raises(PolicyDenied, match="fixed_rule: no") as caught:
+        guarded.put("blocked-1", "v")
+    assert caught.value.decision.effect == pb.EFFECT_DENY
+    assert "blocked-1" not in inner
+
+
+def test_put_on_an_existing_key_checks_update(
+    rules: tuple[FixedRules, str], inner: DictMemoryStore, guarded: GuardedStore
+) -> None:
+    inner.put("pref", "aisle seat")
+    inner.put("locked-pref", "window seat")
+    guarded.put("pref", "window seat")
+    assert inner.get("pref") == "window seat"
+    with pytest.raises(PolicyDenied):
+        guarded.put("locked-pref", "middle seat")
+    assert inner.get("locked-pref") == "window seat"
+    assert rules[0].names() == ["Check", "Check"]
+    assert all(r.operation == pb.OPERATION_UPDATE for _, r in rules[0].calls)
+
+
+def test_get_allows_degrades_and_denies(inner: DictMemoryStore, guarded: GuardedStore) -> None:
+    for key in ("fresh", "old-price", "secret-key"):
+        inner.put(key, f"value of {key}")
+    assert guarded.get("fresh") == "value of fresh"
+    assert guarded.get("old-price") == "value of old-price"
+    assert guarded.last_decision is not None
+    assert guarded.last_decision.effect == pb.EFFECT_DEGRADE
+    with pytest.raises(PolicyDenied):
+        guarded.get("secret-key")
+    assert guarded.last_decision.effect == pb.EFFECT_DENY
+
+
+def test_search_filters_reranks_and_returns_at_most_k(
+    rules: tuple[FixedRules, str], inner: DictMemoryStore, guarded: GuardedStore
+) -> None:
+    inner.put("secret-plan", "flight price to shanghai")        # best match, denied
+    inner.put("old-price", "flight price to shanghai today")     # second, halved
+    inner.put("price", "flight price")              # 0.5, beats the halved 0.8
+    inner.put("hotel", "hotel in shanghai")
+    inner.put("weather", "weather tomorrow")                     # no overlap
+    got = guarded.search("flight price to shanghai", 2)
+    assert [key for key, *_ in got] == ["price", "old-price"]
+    _, value, score, decision = got[1]
+    assert value == "flight price to shanghai today"
+    assert score == pytest.approx(0.8 * 0.5)
+    assert decision.effect == pb.EFFECT_DEGRADE
+    [(_, request)] = [c for c in rules[0].calls if c[0] == "FilterRank"]
+    assert request.limit == 2 and len(request.candidates) == 4  # asked for up to 3k
+    assert request.candidates[0].memory_id == "secret-plan"
+
+
+def test_search_with_no_candidates_does_not_call(
+    rules: tuple[FixedRules, str], guarded: GuardedStore
+) -> None:
+    assert guarded.search("anything", 3) == []
+    assert guarded.search("anything", 0) == []
+    assert rules[0].calls == []
+
+
+def test_delete_checks_first(inner: DictMemoryStore, guarded: GuardedStore) -> None:
+    inner.put("keep-me", "a")
+    inner.put("drop-me", "b")
+    with pytest.raises(PolicyDenied):
+        guarded.delete("keep-me")
+    guarded.delete("drop-me")
+    assert "keep-me" in inner and "drop-me" not in inner
+
+
+def test_other_attributes_pass_through(inner: DictMemoryStore, guarded: GuardedStore) -> None:
+    assert guarded.items is inner.items
+
+
+def test_dict_store_search_orders_by_overlap() -> None:
+    store = DictMemoryStore()
+    store.put("a", "red apple pie")
+    store.put("b", "red car")
+    store.put("c", "blue sky")
+    assert [k for k, _, _ in store.search("red apple", 5)] == ["a", "b"]
+    assert store.search("red apple", 1)[0][2] == pytest.approx(2 / 3)
+    with pytest.raises(KeyError):
+        store.get("missing")
