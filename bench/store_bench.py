@@ -1,8 +1,9 @@
 """Lineage store benchmark: prints figures, asserts nothing (not a timed test).
 
 For the embedded and Redis backends: records/s, get-many latency for 100 ids,
-revoke of a root with N descendants (time and time per descendant), and Redis
-MEMORY USAGE per record (3 dependencies, 3 tags).  Without --redis-url a
+revoke of a root with N descendants (time and time per descendant), lineage
+event log paging and wait_events wake-up latency, and Redis MEMORY USAGE per
+record (3 dependencies, 3 tags).  Without --redis-url a
 throwaway redis-server is started on a free loopback port.
 
     .venv/bin/python bench/store_bench.py                # full: 100,000 descendants
@@ -15,6 +16,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -90,6 +92,44 @@ def bench_cascade(store: LineageStore, n: int) -> None:
           f"({elapsed / made * 1e6:.2f} us per descendant, {result.marked:,} marked)")
 
 
+def bench_events(store: LineageStore, rounds: int = 50) -> None:
+    start = time.perf_counter()
+    cursor, total = None, 0
+    while True:
+        page, cursor = store.events(NS, after=cursor, limit=500)
+        if not page:
+            break
+        total += len(page)
+    elapsed = time.perf_counter() - start
+    print(f"  events: paged through {total:,} events (500 per call) in {elapsed:.3f} s "
+          f"-> {total / elapsed:,.0f} events/s")
+    ns = f"{NS}:watch"
+    latencies: list[float] = []
+    for i in range(rounds):
+        cursor = store.latest_cursor(ns)
+        woke: list[float] = []
+        ready = threading.Event()
+
+        def watch(after: str = cursor, ready: threading.Event = ready,
+                  woke: list[float] = woke) -> None:
+            ready.set()
+            events, _ = store.wait_events(ns, after=after, timeout=10.0)
+            woke.append(time.perf_counter())
+            assert events
+
+        t = threading.Thread(target=watch)
+        t.start()
+        ready.wait()
+        time.sleep(0.002)  # let the watcher block
+        sent = time.perf_counter()
+        _record(store, f"w:{i}", (), ns)
+        t.join()
+        latencies.append(woke[0] - sent)
+    latencies.sort()
+    print(f"  wait_events wake-up after a record: median "
+          f"{statistics.median(latencies) * 1e3:.2f} ms, max {latencies[-1] * 1e3:.2f} ms")
+
+
 def bench_memory(store: LineageStore) -> None:
     client = store.client  # type: ignore[attr-defined]
     ns = f"{NS}:mem"
@@ -119,6 +159,7 @@ def run(kind: str, url: str, args: argparse.Namespace) -> None:
     bench_records(store, args.records)
     bench_get_many(store, args.records)
     bench_cascade(store, args.descendants)
+    bench_events(store)
     if kind == "redis":
         bench_memory(store)
     store.close()

@@ -43,7 +43,7 @@ def rstore(redis_server: RedisServer) -> Iterator[RedisStore]:
 def test_all_keys_of_a_namespace_share_one_slot() -> None:
     keys = RedisKeys()
     built = [keys.record(NS, "a"), keys.derivations(NS, "b:c"), keys.history(NS, "d"),
-             keys.claim(NS, "user:1", "city"), keys.counter(NS, "tool:x"),
+             keys.claim(NS, "user:1", "city"), keys.counter(NS, "tool:x"), keys.events(NS),
              *keys.triples(NS, ["e", "f"])]
     assert {key_slot(k.encode()) for k in built} == {key_slot(b"%s" % NS.encode())}
     assert all(k.startswith(f"ml:{{{NS}}}:") for k in built)

@@ -5,6 +5,9 @@ cascade, compare-and-set update, batch load, claim lookup, access and counter
 updates); the traversals (ancestors, descendants, lineage_view) are written
 once here on top of ``_load``, one batch load per BFS level, so every backend
 answers a lineage view in ``depth + 1`` round trips whatever the fan-out.
+
+Every lineage change also appends to the namespace's event log atomically with
+the change (``events`` / ``wait_events`` / ``latest_cursor``, for the Watch RPC).
 """
 
 from __future__ import annotations

@@ -140,11 +140,13 @@ CASCADE_MARK = _HISTORY + """
 -- KEYS[#KEYS] event stream of the namespace
 -- ARGV[1] " statuses to mark "   ARGV[2] now   ARGV[3] reason   ARGV[4] root id
 -- ARGV[5] history cap   ARGV[6] event retention   ARGV[7] root status
--- ARGV[8] id the walk started from   ARGV[9 ..] ids of the nodes, in KEYS order
+-- ARGV[8] id the walk started from
+-- ARGV[9] length of the record key prefix (a record key is that prefix then the id)
 -- Returns {{ids marked, in order}, {child ids ...}}; one "cascaded" event when any marked
 local marked = {}
 local kids_out = {}
 local cap = tonumber(ARGV[5])
+local skip = tonumber(ARGV[9]) + 1
 local tail = US .. 'pending_verification' .. US .. ARGV[3] .. US .. ARGV[4]
 for i = 1, #KEYS - 1, 3 do
   local sv = redis.call('HMGET', KEYS[i], 'S', 'V')
@@ -152,7 +154,7 @@ for i = 1, #KEYS - 1, 3 do
   if st and string.find(ARGV[1], ' ' .. st .. ' ', 1, true) then
     redis.call('HSET', KEYS[i], 'S', 'pending_verification', 'V', tonumber(sv[2]) + 1)
     push_history(KEYS[i + 2], ARGV[2] .. US .. st .. tail, cap)
-    marked[#marked + 1] = ARGV[8 + (i + 2) / 3]
+    marked[#marked + 1] = string.sub(KEYS[i], skip)
   end
   local kids = redis.call('LRANGE', KEYS[i + 1], 0, -1)
   for j = 1, #kids do kids_out[#kids_out + 1] = kids[j] end

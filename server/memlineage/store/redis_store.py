@@ -264,7 +264,7 @@ class RedisStore(LineageStore):
                 frontier.append(c)
         affected: list[str] = []
         args = [_spaced(CASCADE_MARKS), repr(now), reason, root, self.limits.history_length,
-                self._retention, root_status, start]
+                self._retention, root_status, start, len(self.keys.record(namespace, ""))]
         events_key = self.keys.events(namespace)
         chunk = self.cascade_chunk
         while frontier:
@@ -273,7 +273,7 @@ class RedisStore(LineageStore):
                 part = frontier[i:i + chunk]
                 keys = self.keys.triples(namespace, part)
                 keys.append(events_key)
-                marked, kids = self._run("cascade_mark", keys, [*args, *part])
+                marked, kids = self._run("cascade_mark", keys, args)
                 affected.extend(marked)
                 for c in kids:
                     if c not in seen:
