@@ -42,9 +42,11 @@ __all__ = [
     "Unavailable",
     "WatchStream",
     "backoff_delay",
+    "error_from_rpc",
     "from_timestamp",
     "parse_actor",
     "parse_creator",
+    "parse_operation",
     "should_retry",
     "to_timestamp",
 ]
