@@ -47,6 +47,13 @@ STATUS_ACTION_FROM_PB = {
 }
 
 
+# Record fields the store validates (its error `field`s), as named inside `memory`.
+RECORD_FIELDS = frozenset({
+    "id", "type", "tags", "subject", "attribute", "value", "volatility", "creator_kind",
+    "creator_id", "creator_confidence", "created_at", "context_id", "dependencies", "status",
+})
+
+
 # ------------------------------------------------------------------ time
 def to_ts(seconds: float, ts: Timestamp) -> None:
     whole = math.floor(seconds)

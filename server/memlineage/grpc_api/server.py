@@ -49,11 +49,13 @@ class Sidecar:
     store: LineageStore
     metrics: Metrics
     executor: ThreadPoolExecutor | None
+    service: MemLineageService
     log_file: TextIO | None = None
 
     async def stop(self, grace: float = 5.0) -> None:
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
+        self.service.close()
         if self.executor is not None:
             self.executor.shutdown(wait=False)
         self.store.close()
@@ -88,8 +90,8 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.so_reuseport", 0),
     ])
-    pb_grpc.add_MemLineageServicer_to_server(
-        MemLineageService(engine, auth, metrics, executor), server)
+    service = MemLineageService(engine, auth, metrics, executor)
+    pb_grpc.add_MemLineageServicer_to_server(service, server)
     pb_grpc.add_PolicyAdminServicer_to_server(
         PolicyAdminService(engine, auth, metrics, executor), server)
     health_servicer = health.aio.HealthServicer()
@@ -107,7 +109,8 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
     await server.start()
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return Sidecar(server, port, health_servicer, engine, store, metrics, executor, log_file)
+    return Sidecar(server, port, health_servicer, engine, store, metrics, executor, service,
+                   log_file)
 
 
 async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:

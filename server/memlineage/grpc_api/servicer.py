@@ -7,7 +7,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 import grpc
@@ -80,6 +80,17 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class MemLineageService(_Base, pb_grpc.MemLineageServicer):
+    # A watcher blocks in the store for up to WATCH_POLL seconds at a time: always
+    # on its own threads, never on the event loop (even for the in-process store).
+    WATCH_POLL = 0.5
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.watch_pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="ml-watch")
+
+    def close(self) -> None:
+        self.watch_pool.shutdown(wait=False, cancel_futures=True)
+
     @rpc
     async def Check(self, request: pb.CheckRequest, context, principal) -> pb.CheckResponse:
         ns = self.auth.namespace(principal, request.namespace)
@@ -125,10 +136,16 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             raise ValidationError("is required", field="memory")
         proposed = serde.record_from_pb(ns, request.memory)
         creator = Creator(proposed.creator_kind, proposed.creator_id)
-        result = await self.call(
-            self.engine.record, proposed, serde.actor(request.actor, creator),
-            budget=serde.budget(request), time=serde.from_ts(request, "time"),
-        )
+        try:
+            result = await self.call(
+                self.engine.record, proposed, serde.actor(request.actor, creator),
+                budget=serde.budget(request), time=serde.from_ts(request, "time"),
+            )
+        except ValidationError as err:
+            # The store names record fields ("tags[3]"); the client sent them in `memory`.
+            if err.field and err.field.split("[")[0].split(".")[0] in serde.RECORD_FIELDS:
+                err.field = f"memory.{err.field}"
+            raise
         self.metrics.count(result.decision.operation, (result.decision.decision,))
         out = pb.RecordResponse(recorded=result.recorded,
                                 superseded_id=result.superseded_id or "",
@@ -198,13 +215,14 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             principal = self.principal(context)
             ns = self.auth.namespace(principal, request.namespace)
             store = self.engine.store
+            loop = asyncio.get_running_loop()
             cursor: str | None = request.cursor or None
             if cursor is None and not request.from_oldest:
                 cursor = await self.call(store.latest_cursor, ns)
             while not context.done():
-                events, cursor = await self.call(
-                    store.wait_events, ns, after=cursor, limit=500, timeout=0.5
-                )
+                events, cursor = await loop.run_in_executor(
+                    self.watch_pool, functools.partial(
+                        store.wait_events, ns, after=cursor, limit=500, timeout=self.WATCH_POLL))
                 for e in events:
                     yield serde.event_to_pb(e)
         except LineageError as err:

@@ -372,6 +372,15 @@ class EmbeddedStore(LineageStore):
         row.version += 1
         self._emit(ns, sp, EventType.UPDATED, memory_id, now, version=row.version)
 
+    def _locate(self, ids: list[str]) -> dict[str, str]:
+        with self._lock:
+            found: dict[str, str] = {}
+            for ns, sp in self._spaces.items():
+                for memory_id in ids:
+                    if memory_id not in found and memory_id in sp.rows:
+                        found[memory_id] = ns
+            return found
+
     def _apply_access(self, ns: str, ids: list[str], now: float) -> int:
         sp = self._spaces.get(ns)
         if sp is None:

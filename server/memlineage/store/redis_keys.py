@@ -51,6 +51,13 @@ class RedisKeys:
     def epoch(self, namespace: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:e"
 
+    def location(self, memory_id: str) -> str:
+        """Global id -> namespace index (no hash tag: one key per id, any slot).
+
+        Lets the sidecar refuse a memory of another namespace instead of treating
+        it as unknown provenance."""
+        return f"{self.prefix}:loc:{memory_id}"
+
     def events(self, namespace: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:ev"
 

@@ -195,6 +195,10 @@ class RedisStore(LineageStore):
             i = int(out[2])
             raise UnknownDependencyError(f"no memory {deps[i]!r} in this namespace",
                                          field=f"dependencies[{i}]")
+        # The location index lives outside the namespace's slot, so it is written
+        # after the atomic record: it only ever says "exists somewhere", never more.
+        with self._guard():
+            self.client.set(k.location(rec.id), ns, nx=True)
         if out[1] == rec.status:
             return rec
         # Recorded pending because a dependency is tainted: return what was stored.
@@ -399,6 +403,14 @@ class RedisStore(LineageStore):
     def _current_claim_id(self, namespace: str, subject: str, attribute: str) -> str | None:
         with self._guard():
             return self.client.get(self.keys.claim(namespace, subject, attribute))
+
+    def _locate(self, ids: list[str]) -> dict[str, str]:
+        with self._guard():
+            pipe = self.client.pipeline(transaction=False)
+            for memory_id in ids:
+                pipe.get(self.keys.location(memory_id))
+            found = pipe.execute()
+        return {i: ns for i, ns in zip(ids, found, strict=True) if ns is not None}
 
     def _record_access(self, namespace: str, ids: list[str], now: float) -> int:
         if not ids:
