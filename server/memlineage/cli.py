@@ -46,7 +46,86 @@ def _parser() -> argparse.ArgumentParser:
                        help="when the store is unavailable: refuse (closed) or degrade reads")
     serve.add_argument("--decision-log", help='"-" (stderr, default), "off", or a file')
     serve.add_argument("--metrics-port", type=int, help="Prometheus metrics on 127.0.0.1:PORT")
+    def remote(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--target", default="127.0.0.1:50051", help="sidecar HOST:PORT")
+        sp.add_argument("--token", help="bearer token (default: $MEMLINEAGE_TOKEN)")
+        sp.add_argument("--namespace", default="", help="namespace (default: the caller's)")
+        sp.add_argument("--timeout", type=float, default=5.0)
+
+    check = sub.add_parser("check", help="ask the sidecar for one decision "
+                           "(exit 0 allow/degrade, 3 deny)")
+    check.add_argument("operation", choices=("read", "write", "update", "delete", "derive",
+                                             "act"))
+    check.add_argument("memory_ids", nargs="+", metavar="MEMORY_ID")
+    check.add_argument("--actor", help="kind:id of who asks, e.g. tool:flight_api")
+    check.add_argument("--budget", type=float)
+    check.add_argument("--action", default="", help="act: the tool or action name")
+    check.add_argument("--historical", action="store_true")
+    check.add_argument("--json", action="store_true", help="print the decision as JSON")
+    remote(check)
+
+    explain = sub.add_parser("explain", help="a memory's lineage graph and recent decisions")
+    explain.add_argument("memory_id")
+    explain.add_argument("--format", choices=("text", "dot", "mermaid"), default="text")
+    explain.add_argument("--depth", type=int, default=0, help="ancestor/descendant depth")
+    remote(explain)
     return p
+
+
+def _client(args: argparse.Namespace):
+    import os
+
+    from memlineage.client import MemLineageClient
+
+    return MemLineageClient(args.target, token=args.token or os.environ.get("MEMLINEAGE_TOKEN"),
+                            namespace=args.namespace, timeout=args.timeout)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from google.protobuf.json_format import MessageToJson
+
+    from memlineage.client import MemLineageError
+    from memlineage.v1 import memlineage_pb2 as pb
+
+    try:
+        with _client(args) as client:
+            d = client.check(args.operation, args.memory_ids if args.operation == "act"
+                             else args.memory_ids[0], actor=args.actor, budget=args.budget,
+                             action=args.action, historical=args.historical)
+    except (MemLineageError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(MessageToJson(d, preserving_proto_field_name=True))
+    else:
+        effect = pb.Effect.Name(d.effect).removeprefix("EFFECT_")
+        print(f"{effect}  score {d.compliance_score:.3f}  cost {d.expected_cost:g}  "
+              f"decision {d.decision_id}  policies {d.policy_version}")
+        for o in d.obligations:
+            arg = o.source or o.text or (f"{o.factor:g}" if o.factor else "")
+            print(f"  obligation {o.kind}({arg})  [{o.policy}]")
+        for r in d.reasons:
+            print(f"  {r.status:<10} {r.policy}: {r.message}")
+        for e in d.errors:
+            print(f"  error      {e}")
+    return 3 if d.effect == pb.EFFECT_DENY else 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from memlineage import graph_export
+    from memlineage.client import MemLineageError
+
+    try:
+        with _client(args) as client:
+            ex = client.explain(args.memory_id, ancestor_depth=args.depth,
+                                descendant_depth=args.depth)
+    except MemLineageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    render = {"text": graph_export.to_text, "dot": graph_export.to_dot,
+              "mermaid": graph_export.to_mermaid}[args.format]
+    sys.stdout.write(render(ex).rstrip("\n") + "\n")
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -94,6 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return test_command(args.paths, out, verbose=args.verbose, each=args.each)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "check":
+        return _check(args)
+    if args.command == "explain":
+        return _explain(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

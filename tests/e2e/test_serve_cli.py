@@ -1,0 +1,145 @@
+"""`memlineage serve` as an operator runs it: a real process, SIGHUP reloads the
+policy directory (a broken set is rejected and the old one keeps serving),
+SIGTERM shuts down gracefully, the embedded data directory survives a restart;
+`memlineage check` and `memlineage explain` talk to it."""
+
+from __future__ import annotations
+
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from memlineage.client import MemLineageClient
+from memlineage.v1 import memlineage_pb2 as pb
+
+POLICY = """policy low_confidence_reasoning priority 50 {
+  on read
+  when memory.creator.kind == reasoning and memory.confidence < 0.7
+  deny "doubtful reasoning"
+}
+"""
+
+
+class Served:
+    def __init__(self, args: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
+             "--decision-log", "off", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        ready = self.expect(r"memlineage serving on 127\.0\.0\.1:(\d+)")
+        self.address = f"127.0.0.1:{ready.group(1)}"
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def expect(self, pattern: str, timeout: float = 20.0) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        seen = []
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                break
+            seen.append(line)
+            m = re.search(pattern, line)
+            if m:
+                return m
+        raise AssertionError(f"no line matching {pattern!r}; output was: {''.join(seen)}")
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=20)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Served, Path, Path]]:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "main.mlp").write_text(POLICY)
+    data = tmp_path / "data"
+    s = Served(["--policies", str(policies), "--data-dir", str(data)])
+    yield s, policies, data
+    if s.proc.poll() is None:
+        s.proc.kill()
+        s.proc.wait()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "memlineage", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_serve_reload_on_sighup_and_graceful_stop(served) -> None:
+    s, policies, data = served
+    with MemLineageClient(s.address) as c:
+        assert c.health() == "SERVING"
+        c.record("guess", creator="reasoning:planner", confidence=0.5)
+        assert c.check("read", "guess").effect == pb.EFFECT_DENY
+        first = c.list_policies().version
+
+        # A valid change, picked up on SIGHUP.
+        (policies / "main.mlp").write_text(POLICY.replace("0.7", "0.4"))
+        s.proc.send_signal(signal.SIGHUP)
+        s.expect(r"SIGHUP: policies reloaded")
+        second = c.list_policies().version
+        assert second != first
+        assert c.check("read", "guess").effect == pb.EFFECT_ALLOW
+
+        # A broken change is rejected with file:line:col; the old set keeps serving.
+        (policies / "main.mlp").write_text(POLICY.replace("when", "whne"))
+        s.proc.send_signal(signal.SIGHUP)
+        s.expect(r"main\.mlp:3:3: unexpected `whne`")
+        assert c.list_policies().version == second
+        assert c.check("read", "guess").effect == pb.EFFECT_ALLOW
+
+    assert s.stop() == 0
+
+    # The embedded data directory survives the restart.
+    (policies / "main.mlp").write_text(POLICY)
+    again = Served(["--policies", str(policies), "--data-dir", str(data)])
+    try:
+        with MemLineageClient(again.address) as c:
+            assert c.explain("guess").memory.creator.id == "reasoning:planner"
+            assert c.check("read", "guess").effect == pb.EFFECT_DENY
+    finally:
+        assert again.stop() == 0
+
+
+def test_check_and_explain_commands(served) -> None:
+    s, _, _ = served
+    with MemLineageClient(s.address) as c:
+        c.record("city", creator="user:alice")
+        c.record("hotel", creator="agent:planner", dependencies=["city"])
+        c.record("guess", creator="reasoning:planner", confidence=0.2)
+    ok = cli("check", "read", "hotel", "--target", s.address)
+    assert ok.returncode == 0 and ok.stdout.startswith("ALLOW  score 1.000")
+    denied = cli("check", "read", "guess", "--target", s.address)
+    assert denied.returncode == 3
+    assert "fired      low_confidence_reasoning: doubtful reasoning" in denied.stdout
+    dot = cli("explain", "city", "--format", "dot", "--target", s.address)
+    assert dot.returncode == 0 and dot.stdout.startswith("digraph")
+    assert re.search(r'"city"\s*->\s*"hotel"', dot.stdout), dot.stdout
+    mermaid = cli("explain", "hotel", "--format", "mermaid", "--target", s.address)
+    assert mermaid.returncode == 0 and mermaid.stdout.startswith("flowchart")
+    missing = cli("explain", "nope", "--target", s.address)
+    assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
+
+
+def test_serve_refuses_a_broken_policy_directory(tmp_path: Path) -> None:
+    (tmp_path / "bad.mlp").write_text("policy p { on read when memory.confidnce < 1 deny }\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
+         "--policies", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert "bad.mlp:1:32: error[E102]" in out.stderr
