@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# The README's run command: set up the venv and run MemLineage with the bundled
-# policies. Until the gRPC sidecar lands (issue "The sidecar"), "running" means
-# compiling the bundled policy set, linting it and running its tests.
+# The README's run command: set up the venv and serve the sidecar on the
+# embedded store with the bundled policies (127.0.0.1:50051 unless overridden:
+# any `memlineage serve` flag can be appended, e.g. --listen 0.0.0.0:50051).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup_env.sh
 ensure_venv ""
-.venv/bin/memlineage lint policies
-.venv/bin/memlineage test policies
+exec .venv/bin/memlineage serve --policies policies "$@"
