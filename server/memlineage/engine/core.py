@@ -287,9 +287,9 @@ class Engine:
             raise ValidationError(f"unknown status action {action!r}", field="action")
         if action == "supersede" and not successor:
             raise ValidationError("is required to supersede", field="successor_id")
-        rec = self.check(ns, "update", [memory_id], actor, time=time)
         if memory_id not in self.store.get_many(ns, [memory_id]):
             raise NotFoundError(f"memory {memory_id!r} not found", field="memory_id")
+        rec = self.check(ns, "update", [memory_id], actor, time=time)
         if rec.decision.effect == DENY:
             return StatusResult(False, rec)
         now = rec.decided_at
