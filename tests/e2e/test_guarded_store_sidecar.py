@@ -1,0 +1,113 @@
+"""GuardedStore in front of a plain dict store, against the real sidecar (embedded and
+Redis) and the bundled policies: the agent code calls put/get/search/delete as before,
+and provenance decides what it gets back and what it may change."""
+
+from __future__ import annotations
+
+import pytest
+from memlineage.client import DictMemoryStore, GuardedStore, NotFound, PolicyDenied
+from memlineage.v1 import memlineage_pb2 as pb
+from support.sidecar import World
+
+
+def snapshot(store: DictMemoryStore) -> dict:
+    return {k: (v, dict(meta)) for k, (v, meta) in store.items.items()}
+
+
+def test_search_returns_the_preference_not_doubtful_reasoning(world: World) -> None:
+    store = DictMemoryStore()
+    guarded = GuardedStore(store, world.alice)
+    guarded.put("pref-seat", "alice prefers a window seat", creator="user:alice",
+                type="preference", claim=("user:alice", "seat", "window"))
+    guarded.put("guess-seat", "maybe a window seat near the wing", creator="reasoning:planner",
+                confidence=0.4, type="reasoning")
+    guarded.put("sure-seat", "window seat available on the morning flight",
+                creator="reasoning:planner", confidence=0.9, type="reasoning")
+    assert set(store.items) == {"pref-seat", "guess-seat", "sure-seat"}
+    # lineage went to the sidecar with the meta
+    m = world.alice.explain("guess-seat").memory
+    assert (m.creator.id, m.type) == ("reasoning:planner", "reasoning")
+    assert m.creator_confidence == pytest.approx(0.4)
+
+    found = guarded.search("window seat", k=5)
+    keys = [key for key, _, _, _ in found]
+    assert "pref-seat" in keys and "sure-seat" in keys
+    assert "guess-seat" not in keys
+    for key, value, score, decision in found:
+        assert value == store.get(key) and score > 0
+        assert decision.effect in (pb.EFFECT_ALLOW, pb.EFFECT_DEGRADE)
+    # k is honoured, best first
+    assert len(guarded.search("window seat", k=1)) == 1
+    # the denied one is still in the wrapped store: only the answer is filtered
+    assert "guess-seat" in store
+
+
+def test_a_tool_cannot_overwrite_what_the_user_said(world: World) -> None:
+    store = DictMemoryStore()
+    user = GuardedStore(store, world.alice, creator="user:alice")
+    user.put("budget", "2000 EUR", claim=("user:alice", "budget", "2000 EUR"))
+    before = snapshot(store)
+
+    # a new memory from a tool claiming a different budget would supersede the user's
+    tool = GuardedStore(store, world.alice, creator="tool:web_search", actor="tool:web_search")
+    with pytest.raises(PolicyDenied) as denied:
+        tool.put("budget-guess", "500 EUR", claim=("user:alice", "budget", "500 EUR"))
+    assert denied.value.decision.effect == pb.EFFECT_DENY
+    assert "claim_supersede_protected" in {r.policy for r in denied.value.decision.reasons}
+    assert snapshot(store) == before
+    with pytest.raises(NotFound):
+        world.alice.explain("budget-guess")
+
+    # writing over the user's key itself is an update by the tool: refused too
+    with pytest.raises(PolicyDenied) as overwrite:
+        tool.put("budget", "500 EUR")
+    assert overwrite.value.decision.operation == pb.OPERATION_UPDATE
+    assert "user_statements_protected" in {r.policy for r in overwrite.value.decision.reasons}
+    assert snapshot(store) == before
+    assert tool.last_decision is overwrite.value.decision
+
+    m = world.alice.explain("budget").memory
+    assert (m.status, m.claim.value) == (pb.STATUS_ACTIVE, "2000 EUR")
+    # the user may change it
+    user_actor = GuardedStore(store, world.alice, actor="user:alice")
+    user_actor.put("budget", "2500 EUR")
+    assert store.get("budget") == "2500 EUR"
+
+
+def test_an_agent_cannot_delete_the_users_memory(world: World) -> None:
+    store = DictMemoryStore()
+    GuardedStore(store, world.alice).put("diet", "vegetarian", creator="user:alice",
+                                         type="preference")
+    agent = GuardedStore(store, world.alice, actor="agent:planner")
+    with pytest.raises(PolicyDenied) as denied:
+        agent.delete("diet")
+    assert denied.value.decision.operation == pb.OPERATION_DELETE
+    assert "diet" in store and store.get("diet") == "vegetarian"
+    # the user can
+    GuardedStore(store, world.alice, actor="user:alice").delete("diet")
+    assert "diet" not in store
+
+
+def test_get_of_untrusted_tool_output_is_degraded_with_a_downrank(world: World) -> None:
+    store = DictMemoryStore()
+    guarded = GuardedStore(store, world.alice)
+    guarded.put("web-tip", "hotel deals in Rome", creator="tool:web_search", type="tool_result")
+    guarded.put("api-price", "EUR 412", creator="tool:flight_api", type="tool_result")
+
+    assert guarded.get("web-tip") == "hotel deals in Rome"
+    d = guarded.last_decision
+    assert d is not None and d.effect == pb.EFFECT_DEGRADE
+    downrank = [o for o in d.obligations if o.kind == "downrank"]
+    assert [o.factor for o in downrank] == [pytest.approx(0.5)]
+    assert downrank[0].policy == "unvetted_tool_output"
+    assert list(d.memory_ids) == ["web-tip"]
+
+    assert guarded.get("api-price") == "EUR 412"
+    assert guarded.last_decision.effect == pb.EFFECT_ALLOW
+
+    # a revoked memory is no longer served, though the wrapped store still has it
+    # (a tool result is changed only by the tool that produced it: tool_result_same_tool)
+    assert world.alice.revoke("web-tip", reason="scam", actor="tool:web_search").applied
+    with pytest.raises(PolicyDenied):
+        guarded.get("web-tip")
+    assert "web-tip" in store
