@@ -23,6 +23,7 @@ from memlineage.client import (
     FailedPrecondition,
     InvalidArgument,
     MemLineageClient,
+    MemLineageError,
     NotFound,
     OutOfRange,
     PermissionDenied,
@@ -250,6 +251,13 @@ def test_unknown_dependency_among_three_records_nothing(world: World) -> None:
     ok = c.record("plan", creator="agent:planner", dependencies=["city", "dates"])
     assert ok.recorded
     assert list(c.explain("city").memory.derivations) == ["plan"]
+    # the event log never saw the refused record
+    watch = Collector(c.watch(from_oldest=True))
+    try:
+        assert summary(watch.take(3)) == [("recorded", "city"), ("recorded", "dates"),
+                                          ("recorded", "plan")]
+    finally:
+        watch.stop()
 
 
 def test_dependency_in_another_namespace_is_unknown_here(world: World) -> None:
@@ -584,6 +592,25 @@ def test_explain_shows_lineage_up_and_down(world: World) -> None:
     assert info.value.details.startswith("ancestor_depth:")
 
 
+def test_refused_requests_leave_no_decision_on_the_memory(world: World) -> None:
+    """A request that fails (ALREADY_EXISTS, FAILED_PRECONDITION) changed nothing, so
+    Explain must not show a decision for it: it would claim a write that never was."""
+    c = world.alice
+    rec = c.record("ok", creator="user:alice")
+    read = c.check("read", "ok")
+    with pytest.raises(MemLineageError) as dup:
+        c.record("ok", creator="tool:web_search")
+    assert dup.value.code == grpc.StatusCode.ALREADY_EXISTS
+    with pytest.raises(FailedPrecondition):
+        c.revoke("ok", expected_version=5)
+    with pytest.raises(FailedPrecondition):
+        c.confirm("ok")
+    ex = c.explain("ok")
+    assert (ex.memory.creator.id, ex.memory.version) == ("user:alice", 1)
+    assert [(d.decision_id, d.operation) for d in ex.decisions] == [
+        (read.decision_id, pb.OPERATION_READ), (rec.decision.decision_id, pb.OPERATION_WRITE)]
+
+
 # ------------------------------------------------------------------ decision log
 def test_decision_log_has_one_json_line_per_decision(tmp_path: Path) -> None:
     log_path = tmp_path / "decisions.jsonl"
@@ -608,11 +635,24 @@ def test_decision_log_has_one_json_line_per_decision(tmp_path: Path) -> None:
         note(c.revoke("pref", actor="tool:web_search").decision, "update")
         note(c.record("guess", creator="tool:web_search",
                       claim=("user:alice", "seat", "aisle")).decision, "write")
+        clean = len(issued)
+        # refused requests: no decision was taken, so none may be logged
+        refused = [
+            lambda: c.record("bad-conf", creator="user:alice", confidence=math.nan),
+            lambda: c.record("bad-dep", creator="agent:planner", dependencies=["pref", "ghost"]),
+            lambda: c.record("self", creator="agent:planner", dependencies=["self"]),
+            lambda: c.record("pref", creator="user:alice"),
+            lambda: c.revoke("plan", expected_version=9),
+        ]
+        for call in refused:
+            with pytest.raises(MemLineageError):
+                call()
 
     lines = log_path.read_text(encoding="utf-8").splitlines()
-    assert len(lines) == len(issued)
     logged = [json.loads(line) for line in lines]
-    assert [(e["decision_id"], e["op"], e["effect"]) for e in logged] == issued
+    assert [(e["decision_id"], e["op"], e["effect"]) for e in logged[:clean]] == issued
+    assert [(e["op"], e["memory_ids"]) for e in logged[clean:]] == [], \
+        "refused requests were logged as decisions"
     for entry in logged:
         assert entry["namespace"] == "ns-log"
         assert isinstance(entry["policies"], list)
