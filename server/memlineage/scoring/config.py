@@ -1,0 +1,75 @@
+"""Scoring weights, half-lives and thresholds: configuration, not code."""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass, field
+
+DAY = 86400.0
+
+DEFAULT_HALF_LIVES: dict[str, float] = {
+    "high": 600.0,  # a CPU reading: half its reliability in 10 minutes
+    "medium": DAY,  # a price, a schedule
+    "low": math.inf,  # a goal, a preference: no decay
+    "static": math.inf,
+}
+DEFAULT_PRIORS: tuple[tuple[str, float], ...] = (
+    ("user:*", 0.9),
+    ("system:*", 0.9),
+    ("tool:*", 0.8),
+    ("agent:*", 0.7),
+    ("reasoning:*", 0.6),
+    ("*", 0.5),
+)
+
+
+@dataclass(frozen=True)
+class ScoringConfig:
+    # -- reliability
+    half_lives: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_HALF_LIVES))
+    default_volatility: str = "low"  # memories recorded without a class do not decay
+    credibility_priors: tuple[tuple[str, float], ...] = DEFAULT_PRIORS
+    prior_strength: float = 10.0  # pseudo-observations behind a prior: one bad claim moves little
+    contradiction_weight: float = 0.5  # kappa: an equally credible contradiction costs 25%
+    consensus_weight: float = 0.5  # rho: each confirming source closes this share of the gap
+    # -- value  V = alpha*accuracy + beta*relevance + gamma*utility - delta*cost
+    alpha: float = 0.4
+    beta: float = 0.4
+    gamma: float = 0.2
+    delta: float = 0.1
+    relevance_half_life: float = 7 * DAY  # lambda = ln 2 / this
+    frequency_boost: float = 0.2  # added to relevance at saturation
+    frequency_saturation: float = 50.0  # accesses that give the full boost
+    utility_saturation: float = 20.0  # derivations + successful uses for utility 1
+    type_costs: dict[str, float] = field(default_factory=dict)
+    default_cost: float = 0.1
+    # -- lifecycle
+    archive_below: float = 0.3
+    evict_below: float = 0.15
+    evict_after_archived: float = 30 * DAY
+    hot_window: float = DAY  # accessed within: reviewed every hot_interval
+    hot_interval: float = 3600.0
+    cold_interval: float = 7 * DAY
+    near_margin: float = 0.05  # within this of a threshold: reviewed every near_interval
+    near_interval: float = 600.0
+    # -- ranking: similarity x compliance x (1-w_r + w_r*reliability) x (1-w_v + w_v*value)
+    rank_reliability_weight: float = 0.5
+    rank_value_weight: float = 0.25
+
+    @property
+    def relevance_lambda(self) -> float:
+        return math.log(2) / self.relevance_half_life
+
+    def half_life(self, volatility: str | None) -> float:
+        return self.half_lives.get(volatility or self.default_volatility,
+                                   self.half_lives.get(self.default_volatility, math.inf))
+
+    def prior(self, source: str) -> float:
+        for pattern, value in self.credibility_priors:
+            if fnmatch.fnmatchcase(source, pattern):
+                return value
+        return 0.5
+
+    def cost(self, memory_type: str) -> float:
+        return self.type_costs.get(memory_type, self.default_cost)

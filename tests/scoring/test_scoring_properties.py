@@ -1,0 +1,115 @@
+"""Properties of the reliability / credibility / value scores, and agreement of
+the numpy batch path with the per-memory reference formulas."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from memlineage.scoring import formulas, vectorized
+from memlineage.scoring.config import ScoringConfig
+
+CFG = ScoringConfig()
+unit = st.floats(0.0, 1.0)
+cred = st.floats(0.01, 0.99)
+ages = st.floats(-100.0, 400 * 86400.0)
+counts = st.integers(0, 10_000)
+VOLS = ["high", "medium", "low", "static", None]
+
+memories = st.fixed_dictionaries({
+    "confidence": unit, "creator_cred": cred, "age": ages,
+    "volatility": st.sampled_from(VOLS),
+    "contradicting": st.lists(cred, max_size=4), "confirming": st.lists(cred, max_size=4),
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(memories)
+def test_reliability_in_unit_interval(m) -> None:
+    assert 0.0 <= formulas.reliability(CFG, **m) <= 1.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(memories, st.floats(0.0, 30 * 86400.0))
+def test_decay_is_monotonic_in_time(m, later) -> None:
+    older = dict(m, age=max(m["age"], 0.0) + later)
+    assert formulas.reliability(CFG, **older) <= formulas.reliability(CFG, **m) + 1e-12
+
+
+@settings(max_examples=300, deadline=None)
+@given(memories, cred)
+def test_consensus_never_lowers(m, extra) -> None:
+    more = dict(m, confirming=[*m["confirming"], extra])
+    assert formulas.reliability(CFG, **more) >= formulas.reliability(CFG, **m) - 1e-12
+
+
+@settings(max_examples=300, deadline=None)
+@given(memories, cred)
+def test_contradiction_lowers_smoothly_never_a_cliff(m, other) -> None:
+    before = formulas.reliability(CFG, **dict(m, confirming=[]))
+    after = formulas.reliability(CFG, **dict(m, confirming=[], contradicting=[
+        *m["contradicting"], other]))
+    assert after <= before + 1e-12
+    assert after >= before * (1 - CFG.contradiction_weight) - 1e-12
+
+
+def test_one_wrong_claim_does_not_erase_a_long_record() -> None:
+    good = formulas.credibility(CFG, "tool:flight_api", ok=200, bad=0)
+    assert good - formulas.credibility(CFG, "tool:flight_api", ok=200, bad=1) < 0.01
+    fresh = formulas.credibility(CFG, "tool:new_api", ok=0, bad=0)
+    assert fresh == CFG.prior("tool:new_api") == 0.8
+    assert formulas.credibility(CFG, "tool:new_api", ok=0, bad=1) < fresh
+
+
+def test_half_life_of_a_volatile_reading_and_a_goal_that_keeps() -> None:
+    half = CFG.half_lives["high"]
+    now = formulas.reliability(CFG, confidence=1, creator_cred=0.8, age=0, volatility="high")
+    later = formulas.reliability(CFG, confidence=1, creator_cred=0.8, age=half,
+                                 volatility="high")
+    assert later <= now / 2 + 1e-12
+    goal = formulas.reliability(CFG, confidence=1, creator_cred=0.8, age=365 * 86400,
+                                volatility="low")
+    assert goal == now
+
+
+value_inputs = st.fixed_dictionaries({
+    "uses_ok": counts, "uses_failed": counts, "idle": ages, "access_count": counts,
+    "derivations": counts, "memory_type": st.sampled_from(["fact", "preference"]),
+})
+
+
+@settings(max_examples=300, deadline=None)
+@given(value_inputs)
+def test_value_in_unit_interval(v) -> None:
+    assert 0.0 <= formulas.value(CFG, **v) <= 1.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(memories, min_size=1, max_size=40), st.lists(value_inputs, min_size=1,
+                                                               max_size=40))
+def test_vectorized_matches_the_reference_within_1e_9(ms, vs) -> None:
+    contra_idx = [i for i, m in enumerate(ms) for _ in m["contradicting"]]
+    confirm_idx = [i for i, m in enumerate(ms) for _ in m["confirming"]]
+    got = vectorized.reliability(
+        CFG,
+        np.array([m["confidence"] for m in ms]),
+        np.array([m["creator_cred"] for m in ms]),
+        np.array([m["age"] for m in ms]),
+        np.array([CFG.half_life(m["volatility"]) for m in ms]),
+        np.array(contra_idx, dtype=np.int64),
+        np.array([c for m in ms for c in m["contradicting"]]),
+        np.array(confirm_idx, dtype=np.int64),
+        np.array([c for m in ms for c in m["confirming"]]),
+    )
+    want = [formulas.reliability(CFG, **m) for m in ms]
+    assert np.allclose(got, want, rtol=0, atol=1e-9)
+
+    got_v = vectorized.value(
+        CFG, *(np.array([float(v[k]) for v in vs]) for k in (
+            "uses_ok", "uses_failed", "idle", "access_count", "derivations")),
+        np.array([CFG.cost(v["memory_type"]) for v in vs]))
+    want_v = [formulas.value(CFG, **v) for v in vs]
+    assert np.allclose(got_v, want_v, rtol=0, atol=1e-9)
+    assert not any(math.isnan(x) for x in got_v)
