@@ -28,8 +28,17 @@ from memlineage.engine.policies import PolicyHolder
 from memlineage.engine.records import DecisionJournal, DecisionLog, DecisionRecord, new_decision_id
 from memlineage.engine.snapshot import calls_counter, snapshot_of, to_facts
 from memlineage.lineage.clock import Clock, system_clock
-from memlineage.lineage.errors import NotFoundError, StoreUnavailableError, ValidationError
-from memlineage.lineage.model import MemoryRecord, Walk
+from memlineage.lineage.errors import (
+    AlreadyExistsError,
+    NotFoundError,
+    StoreUnavailableError,
+    TransitionError,
+    UnknownDependencyError,
+    ValidationError,
+    VersionConflictError,
+)
+from memlineage.lineage.model import MemoryRecord, Status, Walk
+from memlineage.lineage.validation import check_transition, validate_new
 from memlineage.store.base import LineageStore
 
 ISOLATION = "<namespace-isolation>"
@@ -245,16 +254,25 @@ class Engine:
         self, proposed: MemoryRecord, actor: Creator | None = None, *,
         budget: float | None = None, time: float | None = None,
     ) -> RecordResult:
+        """Validate fully, decide, then write. The decision is logged only when it is
+        final: a DENY, or a write that the store accepted (never for a refused input)."""
         ns = proposed.namespace
         now = self._now(time)
         spend = self._budget(budget)
         if proposed.created_at is None:
             proposed = replace(proposed, created_at=now)
+        proposed = validate_new(proposed, now=now, limits=self.store.limits)
         actor = actor or Creator(proposed.creator_kind, proposed.creator_id)
         op = "derive" if proposed.dependencies else "write"
         serving = self.policies.current
         deps = [str(getattr(d, "id", d)) for d in proposed.dependencies]
+        if self.store.get_many(ns, [proposed.id]):
+            raise AlreadyExistsError(f"memory {proposed.id!r} already exists", field="id")
         records = self._view(ns, deps, op, serving.compiled) if deps else {}
+        for i, dep in enumerate(deps):
+            if dep not in records:
+                raise UnknownDependencyError(f"no memory {dep!r} in this namespace",
+                                             field=f"dependencies[{i}]")
         current = (
             self.store.current_claim(ns, proposed.subject, proposed.attribute)
             if proposed.subject and proposed.attribute else None
@@ -263,15 +281,16 @@ class Engine:
             records = {**records, current.id: current}
         mine = to_facts(proposed, now)
         snap, facts = snapshot_of(records, self.store, ns, now, extra=[mine])
-        target = facts[current.id] if current is not None and current.id != proposed.id else mine
+        target = facts[current.id] if current is not None else mine
         req = Request(op, mine, actor, ns, spend, now, target=target)
         d = self._decide_safely(serving.compiled, req, snap, op)
-        rec = self._issue(d, ns, op, (proposed.id,), actor, now, serving.version)
         if d.effect == DENY:
-            return RecordResult(False, rec)
+            return RecordResult(False, self._issue(d, ns, op, (proposed.id,), actor, now,
+                                                   serving.version))
         stored = self.store.record(proposed, now=now)
+        rec = self._issue(d, ns, op, (proposed.id,), actor, now, serving.version)
         self.store.incr_counter(ns, calls_counter(proposed.creator_id), now=now)
-        if current is None or current.id == stored.id or current.value == stored.value:
+        if current is None or current.value == stored.value or not _supersedes(stored, current):
             return RecordResult(True, rec, stored)
         result = self.store.supersede(
             ns, current.id, stored.id, reason=f"superseded by {stored.id}", now=now
@@ -283,31 +302,51 @@ class Engine:
         successor: str | None = None, reason: str = "", expected_version: int | None = None,
         time: float | None = None,
     ) -> StatusResult:
-        if action not in ("revoke", "supersede", "confirm"):
+        """Check existence, version and transition first, then decide, then apply; the
+        decision is logged once it is final (a DENY, or the change applied)."""
+        target = {"revoke": Status.REVOKED, "supersede": Status.SUPERSEDED,
+                  "confirm": Status.ACTIVE}.get(action)
+        if target is None:
             raise ValidationError(f"unknown status action {action!r}", field="action")
         if action == "supersede" and not successor:
             raise ValidationError("is required to supersede", field="successor_id")
-        if memory_id not in self.store.get_many(ns, [memory_id]):
+        found = self.store.get_many(ns, [memory_id, *([successor] if successor else [])])
+        current = found.get(memory_id)
+        if current is None:
             raise NotFoundError(f"memory {memory_id!r} not found", field="memory_id")
-        rec = self.check(ns, "update", [memory_id], actor, time=time)
-        if rec.decision.effect == DENY:
-            return StatusResult(False, rec)
-        now = rec.decided_at
+        if successor and successor not in found:
+            raise NotFoundError(f"memory {successor!r} not found", field="successor_id")
+        if expected_version is not None and current.version != expected_version:
+            raise VersionConflictError(
+                f"memory {memory_id!r} is at version {current.version}, not {expected_version}",
+                field="expected_version", expected=expected_version, actual=current.version)
+        if action == "confirm" and current.status != Status.PENDING_VERIFICATION:
+            raise TransitionError(f"memory {memory_id!r} is {current.status}, only "
+                                  "pending_verification can be confirmed",
+                                  current=current.status, requested="active")
+        check_transition(current.status, target, memory_id)
+        now = self._now(time)
+        serving = self.policies.current
+        records = self._view(ns, [memory_id], "update", serving.compiled)
+        snap, facts = snapshot_of(records, self.store, ns, now)
+        memory = facts.get(memory_id) or UnknownMemory(memory_id, ns)
+        d = self._decide_safely(serving.compiled, Request("update", memory, actor, ns,
+                                DEFAULT_BUDGET, now), snap, "update")
+        if d.effect == DENY:
+            return StatusResult(False, self._issue(d, ns, "update", (memory_id,), actor, now,
+                                                   serving.version))
         if action == "confirm":
-            stored = self.store.confirm(
-                ns, memory_id, reason=reason or "confirmed", expected_version=expected_version,
-                now=now,
-            )
+            stored = self.store.confirm(ns, memory_id, reason=reason or "confirmed",
+                                        expected_version=expected_version, now=now)
+            rec = self._issue(d, ns, "update", (memory_id,), actor, now, serving.version)
             return StatusResult(True, rec, stored)
         if action == "revoke":
-            result = self.store.revoke(
-                ns, memory_id, reason=reason, expected_version=expected_version, now=now
-            )
+            result = self.store.revoke(ns, memory_id, reason=reason,
+                                       expected_version=expected_version, now=now)
         else:
-            result = self.store.supersede(
-                ns, memory_id, successor or "", reason=reason, expected_version=expected_version,
-                now=now,
-            )
+            result = self.store.supersede(ns, memory_id, successor or "", reason=reason,
+                                          expected_version=expected_version, now=now)
+        rec = self._issue(d, ns, "update", (memory_id,), actor, now, serving.version)
         return StatusResult(True, rec, result.root, tuple(result.affected))
 
     def feedback(
@@ -350,3 +389,10 @@ class Engine:
             tuple(self.journal.recent(ns, memory_id, decisions)), up.truncated or down.truncated,
         )
 
+
+
+def _supersedes(new: MemoryRecord, current: MemoryRecord) -> bool:
+    """A new value of a claim replaces the current one when it comes from the same
+    source, or from the user (users are authoritative about what they said); a
+    different value from another source is a contradiction, not a replacement."""
+    return new.creator_id == current.creator_id or new.creator_kind == "user"

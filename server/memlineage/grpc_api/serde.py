@@ -11,6 +11,7 @@ from memlineage_dsl.facts import Creator
 from memlineage.engine.records import DecisionRecord
 from memlineage.lineage.errors import ValidationError
 from memlineage.lineage.model import MemoryRecord
+from memlineage.lineage.validation import check_id
 from memlineage.v1 import memlineage_pb2 as pb
 
 EFFECT_TO_PB = {"allow": pb.EFFECT_ALLOW, "deny": pb.EFFECT_DENY, "degrade": pb.EFFECT_DEGRADE}
@@ -75,6 +76,15 @@ def from_ts(msg, name: str) -> float | None:
 
 
 # ------------------------------------------------------------------ inputs
+def ids(values, field: str, *, indexed: bool = True) -> list[str]:
+    """Validate request ids under the request's own field names (`memory_ids[2]`),
+    before the store would name them after its parameters."""
+    out = list(values)
+    for i, value in enumerate(out):
+        check_id(value, f"{field}[{i}]" if indexed else field)
+    return out
+
+
 def operation(value: int) -> str:
     op = OP_FROM_PB.get(value)
     if op is None:

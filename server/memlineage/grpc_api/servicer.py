@@ -95,9 +95,10 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
     async def Check(self, request: pb.CheckRequest, context, principal) -> pb.CheckResponse:
         ns = self.auth.namespace(principal, request.namespace)
         op = serde.operation(request.operation)
-        ids = list(request.memory_ids) if op == "act" else (
-            [request.memory_id] if request.memory_id else list(request.memory_ids)
-        )
+        if op == "act":
+            ids = serde.ids(request.memory_ids, "memory_ids")
+        else:
+            ids = serde.ids([request.memory_id], "memory_id", indexed=False)
         rec = await self.call(
             self.engine.check, ns, op, ids,
             serde.actor(request.actor, self.default_actor(ns)),
@@ -114,7 +115,8 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         ns = self.auth.namespace(principal, request.namespace)
         ranked = await self.call(
             self.engine.filter_rank, ns,
-            [(c.memory_id, c.similarity) for c in request.candidates],
+            [(serde.ids([c.memory_id], f"candidates[{i}].memory_id", indexed=False)[0],
+              c.similarity) for i, c in enumerate(request.candidates)],
             serde.actor(request.actor, self.default_actor(ns)),
             budget=serde.budget(request), historical=request.historical, limit=request.limit,
             time=serde.from_ts(request, "time"),
@@ -134,6 +136,8 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         ns = self.auth.namespace(principal, request.namespace)
         if not request.HasField("memory"):
             raise ValidationError("is required", field="memory")
+        serde.ids([request.memory.id], "memory.id", indexed=False)
+        serde.ids(request.memory.dependencies, "memory.dependencies")
         proposed = serde.record_from_pb(ns, request.memory)
         creator = Creator(proposed.creator_kind, proposed.creator_id)
         try:
@@ -141,7 +145,7 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
                 self.engine.record, proposed, serde.actor(request.actor, creator),
                 budget=serde.budget(request), time=serde.from_ts(request, "time"),
             )
-        except ValidationError as err:
+        except LineageError as err:
             # The store names record fields ("tags[3]"); the client sent them in `memory`.
             if err.field and err.field.split("[")[0].split(".")[0] in serde.RECORD_FIELDS:
                 err.field = f"memory.{err.field}"
@@ -161,6 +165,9 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         action = serde.STATUS_ACTION_FROM_PB.get(request.action)
         if action is None:
             raise ValidationError("must be REVOKE, SUPERSEDE or CONFIRM", field="action")
+        serde.ids([request.memory_id], "memory_id", indexed=False)
+        if request.successor_id:
+            serde.ids([request.successor_id], "successor_id", indexed=False)
         result = await self.call(
             self.engine.update_status, ns, request.memory_id, action,
             serde.actor(request.actor, self.default_actor(ns)),
@@ -180,7 +187,8 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
     async def Feedback(self, request: pb.FeedbackRequest, context, principal):
         ns = self.auth.namespace(principal, request.namespace)
         updated = await self.call(
-            self.engine.feedback, ns, request.decision_id, list(request.memory_ids),
+            self.engine.feedback, ns, request.decision_id,
+            serde.ids(request.memory_ids, "memory_ids"),
             request.success, time=serde.from_ts(request, "time"),
         )
         return pb.FeedbackResponse(updated=updated)
@@ -191,6 +199,7 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         for name in ("ancestor_depth", "descendant_depth", "decisions"):
             if getattr(request, name) < 0:
                 raise ValidationError("must be >= 0", field=name)
+        serde.ids([request.memory_id], "memory_id", indexed=False)
         ex = await self.call(
             self.engine.explain, ns, request.memory_id,
             ancestor_depth=request.ancestor_depth or 8,
