@@ -44,6 +44,7 @@ def test_all_keys_of_a_namespace_share_one_slot() -> None:
     keys = RedisKeys()
     built = [keys.record(NS, "a"), keys.derivations(NS, "b:c"), keys.history(NS, "d"),
              keys.claim(NS, "user:1", "city"), keys.counter(NS, "tool:x"), keys.events(NS),
+             keys.claim_group(NS, "user:1", "city"), keys.sources(NS), keys.review(NS),
              *keys.triples(NS, ["e", "f"])]
     assert {key_slot(k.encode()) for k in built} == {key_slot(b"%s" % NS.encode())}
     assert all(k.startswith(f"ml:{{{NS}}}:") for k in built)
@@ -66,7 +67,8 @@ def test_cluster_stores_a_namespace_on_one_node(redis_cluster: RedisClusterHandl
     for node in client.get_primaries():
         conn = redis.Redis(host=node.host, port=node.port, decode_responses=True)
         for key in conn.scan_iter("ml:*"):
-            if key.startswith("ml:loc:"):  # the global id -> namespace index, by design
+            # The global id -> namespace index and the namespace registry, by design.
+            if key.startswith("ml:loc:") or key == "ml:namespaces":
                 continue
             ns = re.match(r"ml:\{([^}]*)\}", key).group(1)  # type: ignore[union-attr]
             holders.setdefault(ns, set()).add(node.port)

@@ -5,6 +5,9 @@ through a store operation that bumps ``version`` so compare-and-set can refuse
 stale writers.  ``derivations`` is the maintained inverse of ``dependencies``;
 it is not part of the record's content and adding a child does not bump the
 parent's version (otherwise every new derivation would break CAS on parents).
+The same holds for the reliability bookkeeping (``confirmed_by``,
+``contradicted_by``, ``uses_ok``, ``uses_failed``, ``reviewed_at``): the store
+maintains it and changing it never bumps ``version``.
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ This is what makes a cascade complete under concurrency: a child recorded after
 its parent was marked inherits the mark at record time.
 """
 
+CLAIM_PEERS = frozenset({S.ACTIVE, S.PENDING_VERIFICATION})
+"""Claim group members a new claim confirms or contradicts (the others are history)."""
+
 CLAIM_RELEASE = frozenset({S.REVOKED, S.SUPERSEDED, S.EVICTED})
 """Leaving for one of these releases the (subject, attribute) claim index entry."""
 
@@ -124,6 +130,16 @@ class MemoryRecord:
     last_access: float | None = None
     access_count: int = 0
     status_history: tuple[StatusChange, ...] = field(default=())
+    confirmed_by: tuple[str, ...] = ()
+    """Other sources (creator ids) that recorded the same value for this claim."""
+    contradicted_by: tuple[str, ...] = ()
+    """Other sources that recorded a different value for this claim."""
+    uses_ok: int = 0
+    """Uses of this memory reported successful (``feedback``)."""
+    uses_failed: int = 0
+    """Uses of this memory reported failed (``feedback``)."""
+    reviewed_at: float | None = None
+    """When the governance sweep last (re)scheduled this memory (``schedule_review``)."""
 
     @property
     def claim(self) -> tuple[str, str] | None:

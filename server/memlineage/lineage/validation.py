@@ -48,6 +48,8 @@ class StoreLimits:
     event_retention: int = 100_000
     """Lineage events kept per namespace (Redis trims approximately: at least this many)."""
     max_event_page: int = 10_000
+    first_review_seconds: float = 3600.0
+    """A new memory is first due for review (governance sweep) this long after recording."""
 
 
 def check_id(value: Any, field: str, *, max_length: int = 128) -> str:
@@ -235,11 +237,16 @@ def validate_new(rec: Any, *, now: float, limits: StoreLimits) -> MemoryRecord:
     if rec.status_history:
         raise ValidationError("is maintained by the store", field="status_history",
                               code="READ_ONLY_FIELD")
+    for name in ("confirmed_by", "contradicted_by"):
+        if getattr(rec, name):
+            raise ValidationError("is maintained by the store", field=name,
+                                  code="READ_ONLY_FIELD")
     deps = check_dependencies(rec.dependencies, namespace=rec.namespace, memory_id=rec.id,
                               limits=limits)
     return replace(rec, tags=tags, value=value, volatility=volatility,
                    creator_confidence=confidence, created_at=created_at, dependencies=deps,
-                   status=status.value, version=1, last_access=None, access_count=0)
+                   status=status.value, version=1, last_access=None, access_count=0,
+                   uses_ok=0, uses_failed=0, reviewed_at=None)
 
 
 def validate_changes(changes: dict[str, Any], limits: StoreLimits) -> dict[str, Any]:

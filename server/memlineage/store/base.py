@@ -148,6 +148,31 @@ class LineageStore(ABC):
     def _incr_counter(self, namespace: str, name: str, now: float) -> None: ...
 
     @abstractmethod
+    def _claim_group(self, namespace: str, subject: str,
+                     attribute: str) -> list[MemoryRecord]:
+        """Every record ever recorded with the claim (any order)."""
+
+    @abstractmethod
+    def _source_stats(self, namespace: str,
+                      sources: list[str]) -> dict[str, tuple[float, float]]: ...
+
+    @abstractmethod
+    def _feedback(self, namespace: str, ids: list[str], success: bool, now: float) -> int: ...
+
+    @abstractmethod
+    def _due_for_review(self, namespace: str, now: float, limit: int) -> list[str]: ...
+
+    @abstractmethod
+    def _schedule_review(self, namespace: str, times: dict[str, float], now: float) -> int: ...
+
+    @abstractmethod
+    def _unschedule_review(self, namespace: str, ids: list[str]) -> int: ...
+
+    @abstractmethod
+    def namespaces(self) -> list[str]:
+        """Every namespace holding at least one memory, sorted."""
+
+    @abstractmethod
     def _count(self, namespace: str, name: str, since: float, now: float) -> int: ...
 
     @abstractmethod
@@ -427,6 +452,90 @@ class LineageStore(ABC):
         """Bump access_count and last_access (never moving it backwards) for existing
         ids in one round trip; unknown ids are ignored. Does not bump versions."""
         return self._record_access(self._ns(namespace), self._ids(ids), self._now(now))
+
+    # -- reliability: claim groups, source statistics, usage feedback ---------------------
+    #
+    # Recording a claim (subject, attribute, value) by source cX compares it, in the same
+    # atomic step, with every other active/pending member of the claim's group: a member
+    # from another source with the same value confirms it (both gain the other's source in
+    # ``confirmed_by``, both sources one ``ok``), a different value contradicts it (both
+    # gain ``contradicted_by``, both sources one ``bad``); same-source members are left to
+    # the engine (supersession).  None of this bumps versions or emits events.
+
+    def claim_group(self, namespace: str, subject: str,
+                    attribute: str) -> list[MemoryRecord]:
+        """Every memory ever recorded with (subject, attribute), whatever its status,
+        ordered by created_at then id."""
+        ns = self._ns(namespace)
+        check_id(subject, "subject")
+        check_id(attribute, "attribute")
+        group = self._claim_group(ns, subject, attribute)
+        return sorted(group, key=lambda r: (r.created_at or 0.0, r.id))
+
+    def source_stats(self, namespace: str,
+                     sources: Iterable[str]) -> dict[str, tuple[float, float]]:
+        """(ok, bad) counts of each source in ``namespace`` ((0, 0) for an unknown one),
+        in one round trip.  ok/bad come from confirmations/contradictions at record time
+        and from :meth:`feedback` on the memories the source created."""
+        ns = self._ns(namespace)
+        if isinstance(sources, str):
+            raise ValidationError("must be a list of source ids", field="sources",
+                                  code="INVALID_IDS")
+        wanted = list(dict.fromkeys(sources))
+        if len(wanted) > MAX_BATCH_IDS:
+            raise ValidationError(f"has {len(wanted)} sources, the limit is {MAX_BATCH_IDS}",
+                                  field="sources", code="TOO_MANY_IDS")
+        for i, source in enumerate(wanted):
+            check_id(source, f"sources[{i}]", max_length=self.limits.max_id_length)
+        if not wanted:
+            return {}
+        return self._source_stats(ns, wanted)
+
+    def feedback(self, namespace: str, ids: Iterable[str], success: bool, *,
+                 now: float | None = None) -> int:
+        """A use of the memories ``ids`` succeeded (or failed): atomically bump
+        ``uses_ok`` (``uses_failed``) on each existing one and count one ok (bad) for its
+        creator.  Unknown ids are ignored; returns how many records were updated.  No
+        version bump, no event."""
+        if not isinstance(success, bool):
+            raise ValidationError("must be true or false", field="success",
+                                  code="INVALID_FEEDBACK")
+        ns = self._ns(namespace)
+        wanted = self._ids(ids)
+        at = self._now(now)
+        return self._feedback(ns, wanted, success, at) if wanted else 0
+
+    # -- review schedule (the tiered governance sweep) -------------------------------------
+
+    def due_for_review(self, namespace: str, *, now: float | None = None,
+                       limit: int = 1000) -> list[str]:
+        """Ids whose next review time is <= ``now``, earliest first (ties by id), at most
+        ``limit``.  Cost is proportional to the result, never to the namespace."""
+        ns = self._ns(namespace)
+        check_limit(limit, "limit", MAX_BATCH_IDS)
+        at = self._now(now)
+        return self._due_for_review(ns, at, limit) if limit else []
+
+    def schedule_review(self, namespace: str, times: Mapping[str, float], *,
+                        now: float | None = None) -> int:
+        """Set the next review time of each id (existing memories only) and stamp
+        ``reviewed_at = now`` on them, atomically; returns how many were scheduled.
+        No version bump, no event."""
+        ns = self._ns(namespace)
+        if not isinstance(times, Mapping):
+            raise ValidationError("must map ids to review times", field="times",
+                                  code="INVALID_TIMES")
+        ids = self._ids(times.keys())
+        checked = {i: check_time(times[i], f"times[{i}]") for i in ids}
+        at = self._now(now)
+        return self._schedule_review(ns, checked, at) if checked else 0
+
+    def unschedule_review(self, namespace: str, ids: Iterable[str]) -> int:
+        """Take ids off the review schedule (e.g. evicted ones); returns how many were on
+        it.  A later :meth:`schedule_review` puts them back."""
+        ns = self._ns(namespace)
+        wanted = self._ids(ids)
+        return self._unschedule_review(ns, wanted) if wanted else 0
 
     def incr_counter(self, namespace: str, name: str, *, now: float | None = None) -> None:
         """Count one event (e.g. a call of tool:flight_api) at ``now``.

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import heapq
 import json
 import os
 import re
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -42,6 +43,7 @@ from memlineage.lineage.errors import (
 from memlineage.lineage.model import (
     CASCADE_MARKS,
     CASCADE_TRIGGERS,
+    CLAIM_PEERS,
     CLAIM_RELEASE,
     TAINTED,
     CascadeResult,
@@ -72,6 +74,9 @@ _ROW_FIELDS = tuple(f for f in MemoryRecord.__dataclass_fields__ if f != "deriva
 _PENDING = Status.PENDING_VERIFICATION.value
 _CURSOR_RE = re.compile(r"[0-9]{1,19}")
 _MARKS = frozenset(s.value for s in CASCADE_MARKS)
+_PEERS = frozenset(s.value for s in CLAIM_PEERS)
+_DEFAULTS = {f.name: f.default for f in MemoryRecord.__dataclass_fields__.values()}
+_TUPLES = ("tags", "dependencies", "confirmed_by", "contradicted_by")
 
 
 class _Row:
@@ -98,10 +103,10 @@ class _Row:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> _Row:
         row = cls()
-        for f in _ROW_FIELDS:
-            setattr(row, f, data[f])
-        row.tags = tuple(row.tags)
-        row.dependencies = tuple(row.dependencies)
+        for f in _ROW_FIELDS:  # fields added later default (logs written before them)
+            setattr(row, f, data[f] if f in data else _DEFAULTS[f])
+        for f in _TUPLES:
+            setattr(row, f, tuple(getattr(row, f)))
         row.status_history = [StatusChange(*h) for h in row.status_history]
         if not isinstance(row.volatility, str | None):
             row.volatility = None  # numeric volatility of logs written before classes
@@ -119,6 +124,58 @@ def _event_from_json(ns: str, d: list[Any]) -> LineageEvent:
                         successor=d[8], affected=tuple(d[9]), version=d[10])
 
 
+class _ReviewQueue:
+    """Next review time per id: a heap of (time, id) with lazy deletion plus a dict.
+
+    ``schedule`` is O(log n); ``due`` pops the due entries (dropping stale ones:
+    rescheduled or unscheduled ids), then pushes the live ones back, so it costs
+    O((k + stale) log n) for k results and never looks at an entry that is not due.
+    Stale entries are each dropped once; the heap is rebuilt from the dict when they
+    outnumber the live ones, so it stays O(n).  ``examined`` counts popped entries
+    (tests use it to check that non-due memories are never touched).
+    """
+
+    __slots__ = ("examined", "heap", "next")
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, str]] = []
+        self.next: dict[str, float] = {}
+        self.examined = 0
+
+    def __len__(self) -> int:
+        return len(self.next)
+
+    def schedule(self, memory_id: str, at: float) -> None:
+        if self.next.get(memory_id) == at:
+            return
+        self.next[memory_id] = at
+        heapq.heappush(self.heap, (at, memory_id))
+        if len(self.heap) > 2 * len(self.next) + 64:
+            self.rebuild()
+
+    def unschedule(self, memory_id: str) -> bool:
+        return self.next.pop(memory_id, None) is not None
+
+    def rebuild(self) -> None:
+        self.heap = [(t, i) for i, t in self.next.items()]
+        heapq.heapify(self.heap)
+
+    def due(self, now: float, limit: int) -> list[str]:
+        heap, nxt = self.heap, self.next
+        out: list[tuple[float, str]] = []
+        seen: set[str] = set()
+        while heap and len(out) < limit and heap[0][0] <= now:
+            at, memory_id = heapq.heappop(heap)
+            self.examined += 1
+            if nxt.get(memory_id) != at or memory_id in seen:
+                continue  # stale (rescheduled/unscheduled) or a duplicate entry: drop it
+            seen.add(memory_id)
+            out.append((at, memory_id))
+        for entry in out:
+            heapq.heappush(heap, entry)
+        return [memory_id for _, memory_id in out]
+
+
 @dataclass
 class _Space:
     """Everything one namespace owns."""
@@ -127,6 +184,11 @@ class _Space:
     children: dict[str, list[str]] = field(default_factory=dict)
     claims: dict[tuple[str, str], str] = field(default_factory=dict)
     counters: dict[str, list[float]] = field(default_factory=dict)
+    groups: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    """Claim groups: every id ever recorded with (subject, attribute), in record order."""
+    sources: dict[str, list[float]] = field(default_factory=dict)
+    """Source statistics: creator id -> [ok, bad]."""
+    review: _ReviewQueue = field(default_factory=_ReviewQueue)
     events: deque[LineageEvent] = field(default_factory=deque)
     seq: int = 0
     """Sequence number (cursor) of the last event ever appended in this namespace."""
@@ -172,6 +234,11 @@ class EmbeddedStore(LineageStore):
                 space.claims = {(s, a): i for s, a, i in sp["claims"]}
                 for name, times in sp["counters"].items():
                     space.counters[name] = list(times)
+                space.sources = {src: list(okbad) for src, okbad in
+                                 sp.get("sources", {}).items()}
+                for memory_id, at in sp.get("review", ()):
+                    space.review.next[memory_id] = at
+                space.review.rebuild()
                 space.seq = sp.get("seq", 0)
                 space.events.extend(_event_from_json(ns, e) for e in sp.get("events", ()))
         path = self._log_path(self._generation)
@@ -209,7 +276,9 @@ class EmbeddedStore(LineageStore):
         kind = op["o"]
         if kind == "r":
             row = _Row.from_json(op["r"])
-            self._apply_record(op["n"], row, op.get("a", row.created_at))
+            at = op.get("a", row.created_at)
+            self._apply_record(op["n"], row, at,
+                               op.get("v", at + self.limits.first_review_seconds))
         elif kind == "s":
             self._apply_status(op["n"], op["i"], Status(op["t"]), op["w"], op["u"], op["a"])
         elif kind == "d":
@@ -220,6 +289,12 @@ class EmbeddedStore(LineageStore):
             self._apply_access(op["n"], op["i"], op["a"])
         elif kind == "c":
             self._apply_counter(op["n"], op["k"], op["a"])
+        elif kind == "f":
+            self._apply_feedback(op["n"], op["i"], op["k"])
+        elif kind == "v":
+            self._apply_schedule(op["n"], op["t"], op["a"])
+        elif kind == "x":
+            self._apply_unschedule(op["n"], op["i"])
 
     def compact(self) -> None:
         """Snapshot the whole state and start a new, empty log generation."""
@@ -232,6 +307,8 @@ class EmbeddedStore(LineageStore):
                 ns: {"rows": [row.to_json() for row in sp.rows.values()],
                      "claims": [[s, a, i] for (s, a), i in sp.claims.items()],
                      "counters": sp.counters, "seq": sp.seq,
+                     "sources": sp.sources,
+                     "review": [[i, t] for i, t in sp.review.next.items()],
                      "events": [_event_to_json(e) for e in sp.events]}
                 for ns, sp in self._spaces.items()}}
             tmp = self._dir / "snapshot.json.tmp"
@@ -280,9 +357,33 @@ class EmbeddedStore(LineageStore):
             sp.children.setdefault(dep, []).append(row.id)
         if row.subject is not None:
             sp.claims[(row.subject, row.attribute)] = row.id
+            sp.groups.setdefault((row.subject, row.attribute), []).append(row.id)
 
-    def _apply_record(self, ns: str, row: _Row, at: float) -> None:
+    def _compare_claims(self, sp: _Space, row: _Row) -> None:
+        """Confirm/contradict the new row against the live members of its claim group."""
+        members = sp.groups.get((row.subject, row.attribute))  # type: ignore[arg-type]
+        if not members:
+            return
+        cx, value, rows, sources = row.creator_id, row.value, sp.rows, sp.sources
+        for member_id in members:
+            y = rows[member_id]
+            cy = y.creator_id
+            if y.status not in _PEERS or cy == cx:
+                continue
+            name, k = ("confirmed_by", 0) if y.value == value else ("contradicted_by", 1)
+            theirs = getattr(y, name)
+            if cx not in theirs:
+                setattr(y, name, (*theirs, cx))
+            ours = getattr(row, name)
+            if cy not in ours:
+                setattr(row, name, (*ours, cy))
+            sources.setdefault(cx, [0.0, 0.0])[k] += 1.0
+            sources.setdefault(cy, [0.0, 0.0])[k] += 1.0
+
+    def _apply_record(self, ns: str, row: _Row, at: float, review_at: float) -> None:
+        self._compare_claims(self._space(ns), row)
         self._link(ns, row)
+        self._spaces[ns].review.schedule(row.id, review_at)
         taint = row.status_history[-1] if row.status_history else None
         self._emit(ns, self._spaces[ns], EventType.RECORDED, row.id, at, status=row.status,
                    version=row.version, affected=tuple(row.dependencies),
@@ -395,6 +496,43 @@ class EmbeddedStore(LineageStore):
                 hit += 1
         return hit
 
+    def _apply_feedback(self, ns: str, ids: list[str], success: bool) -> int:
+        sp = self._spaces.get(ns)
+        if sp is None:
+            return 0
+        hit, k = 0, 0 if success else 1
+        for memory_id in ids:
+            row = sp.rows.get(memory_id)
+            if row is None:
+                continue
+            if success:
+                row.uses_ok += 1
+            else:
+                row.uses_failed += 1
+            sp.sources.setdefault(row.creator_id, [0.0, 0.0])[k] += 1.0
+            hit += 1
+        return hit
+
+    def _apply_schedule(self, ns: str, times: dict[str, float], now: float) -> int:
+        sp = self._spaces.get(ns)
+        if sp is None:
+            return 0
+        hit = 0
+        for memory_id, at in times.items():
+            row = sp.rows.get(memory_id)
+            if row is None:
+                continue
+            sp.review.schedule(memory_id, at)
+            row.reviewed_at = now
+            hit += 1
+        return hit
+
+    def _apply_unschedule(self, ns: str, ids: list[str]) -> int:
+        sp = self._spaces.get(ns)
+        if sp is None:
+            return 0
+        return sum(sp.review.unschedule(memory_id) for memory_id in ids)
+
     def _apply_counter(self, ns: str, name: str, now: float) -> None:
         times = self._space(ns).counters.setdefault(name, [])
         bisect.insort(times, now)
@@ -437,9 +575,33 @@ class EmbeddedStore(LineageStore):
                 row.status_history.append(StatusChange(
                     at, row.status, _PENDING, f"dependency {taint[1]}", taint[0]))
                 row.status = _PENDING
-            self._append({"o": "r", "n": rec.namespace, "r": row.to_json(), "a": at})
-            self._apply_record(rec.namespace, row, at)
+            review_at = at + self.limits.first_review_seconds
+            self._append({"o": "r", "n": rec.namespace, "r": row.to_json(), "a": at,
+                          "v": review_at})
+            self._apply_record(rec.namespace, row, at, review_at)
             return row.to_record(None)
+
+    def _bulk_load(self, namespace: str, records: Iterable[MemoryRecord], *,
+                   review_at: float) -> int:
+        """Benches and tests only: insert many plain records fast, bypassing validation,
+        dependency checks, claim comparison, events and the op log.
+
+        Each record must be new, valid, without dependencies or claim; all are
+        scheduled for review at ``review_at``.  Refused on a persistent store (the rows
+        would not be in its log).  Returns how many were loaded."""
+        if self._dir is not None:
+            raise RuntimeError("_bulk_load is for in-memory stores only")
+        with self._lock:
+            sp = self._space(namespace)
+            rows, nxt = sp.rows, sp.review.next
+            n = 0
+            for rec in records:
+                row = _Row.from_record(rec)
+                rows[row.id] = row
+                nxt[row.id] = review_at
+                n += 1
+            sp.review.rebuild()
+            return n
 
     def _change_status(self, namespace: str, memory_id: str, target: Status, *, reason: str,
                        successor: str | None, expected_version: int | None, now: float,
@@ -531,6 +693,62 @@ class EmbeddedStore(LineageStore):
         with self._lock:
             self._append({"o": "c", "n": namespace, "k": name, "a": now})
             self._apply_counter(namespace, name, now)
+
+    def _claim_group(self, namespace: str, subject: str,
+                     attribute: str) -> list[MemoryRecord]:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            if sp is None:
+                return []
+            return [sp.rows[i].to_record(sp.children.get(i))
+                    for i in sp.groups.get((subject, attribute), ())]
+
+    def _source_stats(self, namespace: str,
+                      sources: list[str]) -> dict[str, tuple[float, float]]:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            known = sp.sources if sp is not None else {}
+            out: dict[str, tuple[float, float]] = {}
+            for source in sources:
+                ok, bad = known.get(source, (0.0, 0.0))
+                out[source] = (ok, bad)
+            return out
+
+    def _feedback(self, namespace: str, ids: list[str], success: bool, now: float) -> int:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            live = [i for i in ids if sp is not None and i in sp.rows]
+            if not live:
+                return 0
+            self._append({"o": "f", "n": namespace, "i": live, "k": success, "a": now})
+            return self._apply_feedback(namespace, live, success)
+
+    def _due_for_review(self, namespace: str, now: float, limit: int) -> list[str]:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            return sp.review.due(now, limit) if sp is not None else []
+
+    def _schedule_review(self, namespace: str, times: dict[str, float], now: float) -> int:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            live = {i: t for i, t in times.items() if sp is not None and i in sp.rows}
+            if not live:
+                return 0
+            self._append({"o": "v", "n": namespace, "t": live, "a": now})
+            return self._apply_schedule(namespace, live, now)
+
+    def _unschedule_review(self, namespace: str, ids: list[str]) -> int:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            live = [i for i in ids if sp is not None and i in sp.review.next]
+            if not live:
+                return 0
+            self._append({"o": "x", "n": namespace, "i": live})
+            return self._apply_unschedule(namespace, live)
+
+    def namespaces(self) -> list[str]:
+        with self._lock:
+            return sorted(ns for ns, sp in self._spaces.items() if sp.rows)
 
     def _count(self, namespace: str, name: str, since: float, now: float) -> int:
         with self._lock:

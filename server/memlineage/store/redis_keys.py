@@ -14,6 +14,11 @@ Layout (prefix ``ml``)::
     ml:{ns}:w:<name>            zset    sliding-window counter events (score = time)
     ml:{ns}:e                   string  graph epoch: bumped by every add_dependencies
     ml:{ns}:ev                  stream  lineage event log (Watch), capped with MAXLEN ~
+    ml:{ns}:cg:<subject>|<attr> set     claim group: every id ever recorded with that claim
+    ml:{ns}:src                 hash    source statistics: fields <source>|ok, <source>|bad
+    ml:{ns}:rv                  zset    review schedule: member id, score = next review time
+    ml:loc:<id>                 string  global id -> namespace index (outside the slots)
+    ml:namespaces               set     every namespace holding a memory (outside the slots)
 """
 
 from __future__ import annotations
@@ -47,6 +52,20 @@ class RedisKeys:
 
     def counter(self, namespace: str, name: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:w:{name}"
+
+    def claim_group(self, namespace: str, subject: str, attribute: str) -> str:
+        return f"{self.prefix}:{{{namespace}}}:cg:{subject}|{attribute}"
+
+    def sources(self, namespace: str) -> str:
+        """Source statistics of the namespace: one hash, so scripts take it in KEYS."""
+        return f"{self.prefix}:{{{namespace}}}:src"
+
+    def review(self, namespace: str) -> str:
+        return f"{self.prefix}:{{{namespace}}}:rv"
+
+    def namespaces(self) -> str:
+        """Registry of namespaces (no hash tag: global, written after a record)."""
+        return f"{self.prefix}:namespaces"
 
     def epoch(self, namespace: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:e"

@@ -8,7 +8,9 @@ they check everything before writing anything, so a failure writes nothing.
 
 History entries are ``at \\x1f from \\x1f to \\x1f reason \\x1f root`` in a
 capped list.  Record hash fields: S status, V version, l last_access,
-n access_count (the others are written verbatim from ARGV).
+n access_count, y confirmed_by, z contradicted_by (space-separated source ids),
+j uses_ok, q uses_failed, r reviewed_at (the others are written verbatim from ARGV);
+absent fields mean empty / zero / None.
 
 Every writing script also appends its lineage events to the namespace's event
 stream (``XADD ... MAXLEN ~ cap``) in the same atomic step, after all checks,
@@ -34,39 +36,97 @@ end
 """
 
 RECORD = _HISTORY + """
--- Create a record with its derivation links and claim index entry, all or nothing.
+-- Create a record with its derivation links, claim index and claim group entries, its
+-- confirmations/contradictions of the claim group and its first review, all or nothing.
 -- KEYS[1]            record hash of the new memory
 -- KEYS[2]            history list of the new memory
 -- KEYS[3]            claim key (KEYS[1] again when the memory asserts no claim)
 -- KEYS[4]            event stream of the namespace
--- KEYS[4+i]          record hash of dependency i            (i = 1..n)
--- KEYS[4+n+i]        derivation list of dependency i        (i = 1..n)
+-- KEYS[5]            claim group set (KEYS[1] again when no claim)
+-- KEYS[6]            source statistics hash of the namespace
+-- KEYS[7]            review schedule zset of the namespace
+-- KEYS[7+i]          record hash of dependency i            (i = 1..n)
+-- KEYS[7+n+i]        derivation list of dependency i        (i = 1..n)
+-- KEYS[7+2n+j]       record hash of claim group member j    (j = 1..g)
 -- ARGV[1] id    ARGV[2] n    ARGV[3] "1" if a claim    ARGV[4] " tainted statuses "
 -- ARGV[5] now   ARGV[6] history cap   ARGV[7] m = number of field/value items
--- ARGV[8] event retention
--- ARGV[9 .. 8+m]     field, value, field, value ...   (includes S = requested status)
--- ARGV[9+m .. 8+m+n] dependency ids
--- Returns {1, final status, previous claim holder or ""} | {0, "EXISTS", ""}
---       | {0, "NODEP", i-1}
+-- ARGV[8] event retention   ARGV[9] g = group size the caller read
+-- ARGV[10] first review time   ARGV[11] creator id   ARGV[12] "1" if a value
+-- ARGV[13] value (or "")
+-- ARGV[14 .. 13+m]    field, value, field, value ...   (includes S = requested status)
+-- ARGV[14+m .. 13+m+n] dependency ids
+-- Returns {1, final status, previous claim holder or "", confirmed_by, contradicted_by}
+--       | {0, "EXISTS", ""} | {0, "NODEP", i-1}
+--       | {0, "RETRY", ""} when the claim group is no longer the g members read
 local n = tonumber(ARGV[2])
 local m = tonumber(ARGV[7])
+local g = tonumber(ARGV[9])
+local F = 13
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0, 'EXISTS', ''} end
 local taint_i = nil
 local taint_st = nil
 for i = 1, n do
-  local st = redis.call('HGET', KEYS[4 + i], 'S')
+  local st = redis.call('HGET', KEYS[7 + i], 'S')
   if not st then return {0, 'NODEP', tostring(i - 1)} end
   if not taint_i and string.find(ARGV[4], ' ' .. st .. ' ', 1, true) then
     taint_i = i
     taint_st = st
   end
 end
+-- A group only ever grows, so the same size means the same members.
+if ARGV[3] == '1' and redis.call('SCARD', KEYS[5]) ~= g then return {0, 'RETRY', ''} end
 local fields = {}
 local status = 'active'
-for j = 9, 8 + m, 2 do
+for j = F + 1, F + m, 2 do
   fields[#fields + 1] = ARGV[j]
   fields[#fields + 1] = ARGV[j + 1]
   if ARGV[j] == 'S' then status = ARGV[j + 1] end
+end
+-- Confirmations and contradictions against the live members of other sources.
+local cx = ARGV[11]
+local mine = {y = {}, z = {}}
+local seen = {y = {}, z = {}}
+local incr = {}
+local incr_order = {}
+local function count(field)
+  if not incr[field] then
+    incr[field] = 0
+    incr_order[#incr_order + 1] = field
+  end
+  incr[field] = incr[field] + 1
+end
+for j = 1, g do
+  local key = KEYS[7 + 2 * n + j]
+  local y = redis.call('HMGET', key, 'S', 'c', 'v', 'y', 'z')
+  if (y[1] == 'active' or y[1] == 'pending_verification') and y[2] ~= cx then
+    local same
+    if ARGV[12] == '1' then same = (y[3] == ARGV[13]) else same = (y[3] == false) end
+    local f, idx, suffix = 'z', 5, '|bad'
+    if same then f, idx, suffix = 'y', 4, '|ok' end
+    local theirs = y[idx]
+    if not theirs then
+      redis.call('HSET', key, f, cx)
+    elseif not string.find(' ' .. theirs .. ' ', ' ' .. cx .. ' ', 1, true) then
+      redis.call('HSET', key, f, theirs .. ' ' .. cx)
+    end
+    if not seen[f][y[2]] then
+      seen[f][y[2]] = true
+      mine[f][#mine[f] + 1] = y[2]
+    end
+    count(cx .. suffix)
+    count(y[2] .. suffix)
+  end
+end
+for _, f in ipairs(incr_order) do redis.call('HINCRBYFLOAT', KEYS[6], f, incr[f]) end
+local confirmed = table.concat(mine.y, ' ')
+local contradicted = table.concat(mine.z, ' ')
+if confirmed ~= '' then
+  fields[#fields + 1] = 'y'
+  fields[#fields + 1] = confirmed
+end
+if contradicted ~= '' then
+  fields[#fields + 1] = 'z'
+  fields[#fields + 1] = contradicted
 end
 local tainted = false
 if taint_i and status == 'active' then
@@ -75,28 +135,30 @@ if taint_i and status == 'active' then
     if fields[j] == 'S' then fields[j + 1] = 'pending_verification' end
   end
   push_history(KEYS[2], ARGV[5] .. US .. 'active' .. US .. 'pending_verification' .. US ..
-    'dependency ' .. taint_st .. US .. ARGV[8 + m + taint_i], tonumber(ARGV[6]))
+    'dependency ' .. taint_st .. US .. ARGV[F + m + taint_i], tonumber(ARGV[6]))
   status = 'pending_verification'
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 local deps = {}
 for i = 1, n do
-  redis.call('RPUSH', KEYS[4 + n + i], ARGV[1])
-  deps[i] = ARGV[8 + m + i]
+  redis.call('RPUSH', KEYS[7 + n + i], ARGV[1])
+  deps[i] = ARGV[F + m + i]
 end
 local previous = ''
 if ARGV[3] == '1' then
   previous = redis.call('GET', KEYS[3]) or ''
   redis.call('SET', KEYS[3], ARGV[1])
+  redis.call('SADD', KEYS[5], ARGV[1])
 end
+redis.call('ZADD', KEYS[7], ARGV[10], ARGV[1])
 if tainted then
   emit(KEYS[4], ARGV[8], 't', 'recorded', 'm', ARGV[1], 'a', ARGV[5], 's', status, 'v', '1',
-    'x', table.concat(deps, ' '), 'r', ARGV[8 + m + taint_i], 'w', 'dependency ' .. taint_st)
+    'x', table.concat(deps, ' '), 'r', ARGV[F + m + taint_i], 'w', 'dependency ' .. taint_st)
 else
   emit(KEYS[4], ARGV[8], 't', 'recorded', 'm', ARGV[1], 'a', ARGV[5], 's', status, 'v', '1',
     'x', table.concat(deps, ' '))
 end
-return {1, status, previous}
+return {1, status, previous, confirmed, contradicted}
 """
 
 SET_STATUS = _HISTORY + """
@@ -293,6 +355,50 @@ if less(after, prev) then return {0, 'EXPIRED', prev} end
 return {1, last[1], redis.call('XRANGE', KEYS[1], '(' .. after, '+', 'COUNT', ARGV[2])}
 """
 
+FEEDBACK = """
+-- Count one use (successful or failed) of existing records and of their creators.
+-- KEYS[1 .. #KEYS-1] record hashes   KEYS[#KEYS] source statistics hash of the namespace
+-- ARGV[1] record field to increment (j uses_ok, q uses_failed)   ARGV[2] "|ok" or "|bad"
+-- Returns the number of records that existed.
+local src = KEYS[#KEYS]
+local hit = 0
+local incr = {}
+local order = {}
+for i = 1, #KEYS - 1 do
+  local c = redis.call('HGET', KEYS[i], 'c')
+  if c then
+    redis.call('HINCRBY', KEYS[i], ARGV[1], 1)
+    local f = c .. ARGV[2]
+    if not incr[f] then
+      incr[f] = 0
+      order[#order + 1] = f
+    end
+    incr[f] = incr[f] + 1
+    hit = hit + 1
+  end
+end
+for _, f in ipairs(order) do redis.call('HINCRBYFLOAT', src, f, incr[f]) end
+return hit
+"""
+
+SCHEDULE_REVIEW = """
+-- Set the next review time of existing records and stamp their reviewed_at.
+-- KEYS[1 .. #KEYS-1] record hash of id i   KEYS[#KEYS] review schedule zset
+-- ARGV[1] now   ARGV[2i] id i   ARGV[2i+1] its next review time
+-- Returns the number of records scheduled.
+local z = #KEYS
+local hit = 0
+for i = 1, z - 1 do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    redis.call('ZADD', KEYS[z], ARGV[2 * i + 1], ARGV[2 * i])
+    redis.call('HSET', KEYS[i], 'r', ARGV[1])
+    hit = hit + 1
+  end
+end
+return hit
+"""
+
 ALL = {"record": RECORD, "set_status": SET_STATUS, "cascade_mark": CASCADE_MARK,
        "update": UPDATE, "access": ACCESS, "counter_add": COUNTER_ADD,
-       "add_dependencies": ADD_DEPENDENCIES, "events": EVENTS}
+       "add_dependencies": ADD_DEPENDENCIES, "events": EVENTS, "feedback": FEEDBACK,
+       "schedule_review": SCHEDULE_REVIEW}

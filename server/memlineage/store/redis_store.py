@@ -33,6 +33,7 @@ import os
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import redis
@@ -75,11 +76,16 @@ _FIELDS = {"type": "t", "tags": "g", "subject": "s", "attribute": "a", "value": 
            "volatility": "o", "creator_kind": "k", "creator_id": "c",
            "creator_confidence": "f", "created_at": "w", "context_id": "x",
            "dependencies": "d", "status": "S", "successor": "u", "version": "V",
-           "last_access": "l", "access_count": "n"}
-_FLOATS = frozenset({"creator_confidence", "created_at", "last_access"})
+           "last_access": "l", "access_count": "n", "confirmed_by": "y",
+           "contradicted_by": "z", "uses_ok": "j", "uses_failed": "q", "reviewed_at": "r"}
+_FLOATS = frozenset({"creator_confidence", "created_at", "last_access", "reviewed_at"})
+_STORE_KEPT = frozenset({"last_access", "access_count", "successor", "uses_ok", "uses_failed",
+                         "reviewed_at"})
+"""Fields the store maintains after record time (never written by ``record``)."""
+_GROUP_RETRIES = 8
 _CURSOR_RE = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
 _MAX_BLOCK_SECONDS = 5.0
-_JOINED = frozenset({"tags", "dependencies"})
+_JOINED = frozenset({"tags", "dependencies", "confirmed_by", "contradicted_by"})
 
 
 def _spaced(statuses: frozenset[Status]) -> str:
@@ -109,7 +115,11 @@ def _decode(namespace: str, memory_id: str, h: dict[str, str], history: list[str
         derivations=tuple(sorted(derivations)), status=h["S"], successor=g("u"),
         version=int(h["V"]), last_access=float(h["l"]) if "l" in h else None,
         access_count=int(h.get("n", 0)),
-        status_history=tuple(_decode_history(e) for e in history))
+        status_history=tuple(_decode_history(e) for e in history),
+        confirmed_by=tuple(h["y"].split(" ")) if "y" in h else (),
+        contradicted_by=tuple(h["z"].split(" ")) if "z" in h else (),
+        uses_ok=int(h.get("j", 0)), uses_failed=int(h.get("q", 0)),
+        reviewed_at=float(h["r"]) if "r" in h else None)
 
 
 def _decode_history(entry: str) -> StatusChange:
@@ -176,31 +186,50 @@ class RedisStore(LineageStore):
         fields: list[str] = []
         for name, short in _FIELDS.items():
             value = getattr(rec, name)
-            if value is None or (name in _JOINED and not value) or name in (
-                    "last_access", "access_count", "successor"):
+            if value is None or (name in _JOINED and not value) or name in _STORE_KEPT:
                 continue
             fields += (short, _encode_field(name, value))
         claim = rec.claim
         rkey = k.record(ns, rec.id)
-        keys = [rkey, k.history(ns, rec.id),
-                k.claim(ns, *claim) if claim else rkey, k.events(ns)]
-        keys += [k.record(ns, d) for d in deps]
-        keys += [k.derivations(ns, d) for d in deps]
-        args = [rec.id, len(deps), "1" if claim else "0", _spaced(TAINTED), repr(at),
-                self.limits.history_length, len(fields), self._retention, *fields, *deps]
-        out = self._run("record", keys, args)
+        gkey = k.claim_group(ns, *claim) if claim else rkey
+        base = [rkey, k.history(ns, rec.id), k.claim(ns, *claim) if claim else rkey,
+                k.events(ns), gkey, k.sources(ns), k.review(ns)]
+        base += [k.record(ns, d) for d in deps]
+        base += [k.derivations(ns, d) for d in deps]
+        head = [rec.id, len(deps), "1" if claim else "0", _spaced(TAINTED), repr(at),
+                self.limits.history_length, len(fields), self._retention]
+        tail = [repr(at + self.limits.first_review_seconds), rec.creator_id,
+                "0" if rec.value is None else "1", rec.value or "", *fields, *deps]
+        # The members' record keys must be in KEYS, so read the group first; the script
+        # re-checks its size (a group only grows) and asks for a retry if it changed.
+        for _ in range(_GROUP_RETRIES):
+            members: list[str] = []
+            if claim:
+                with self._guard():
+                    members = sorted(self.client.smembers(gkey))
+            keys = base + [k.record(ns, m) for m in members]
+            out = self._run("record", keys, [*head, len(members), *tail])
+            if out[0] == 1 or out[1] != "RETRY":
+                break
+        else:
+            raise StoreUnavailableError("the claim group kept changing; retry later")
         if out[0] == 0:
             if out[1] == "EXISTS":
                 raise AlreadyExistsError(f"memory {rec.id!r} already exists", field="id")
             i = int(out[2])
             raise UnknownDependencyError(f"no memory {deps[i]!r} in this namespace",
                                          field=f"dependencies[{i}]")
-        # The location index lives outside the namespace's slot, so it is written
-        # after the atomic record: it only ever says "exists somewhere", never more.
+        # The location index and the namespace registry live outside the namespace's
+        # slot, so they are written after the atomic record: they only ever say
+        # "exists somewhere", never more.
         with self._guard():
-            self.client.set(k.location(rec.id), ns, nx=True)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.set(k.location(rec.id), ns, nx=True)
+            pipe.sadd(k.namespaces(), ns)
+            pipe.execute()
         if out[1] == rec.status:
-            return rec
+            return replace(rec, confirmed_by=tuple(out[3].split()),
+                           contradicted_by=tuple(out[4].split()))
         # Recorded pending because a dependency is tainted: return what was stored.
         return self._load(ns, [rec.id])[rec.id]
 
@@ -417,6 +446,49 @@ class RedisStore(LineageStore):
             return 0
         keys = [self.keys.record(namespace, i) for i in ids]
         return int(self._run("access", keys, [repr(now)]))
+
+    # -- reliability and review schedule ------------------------------------------------
+
+    def _claim_group(self, namespace: str, subject: str,
+                     attribute: str) -> list[MemoryRecord]:
+        with self._guard():
+            members = list(self.client.smembers(self.keys.claim_group(namespace, subject,
+                                                                      attribute)))
+        return list(self._load(namespace, members).values())
+
+    def _source_stats(self, namespace: str,
+                      sources: list[str]) -> dict[str, tuple[float, float]]:
+        names = [f"{s}|{kind}" for s in sources for kind in ("ok", "bad")]
+        with self._guard():
+            values = self.client.hmget(self.keys.sources(namespace), names)
+        return {s: (float(values[2 * i] or 0.0), float(values[2 * i + 1] or 0.0))
+                for i, s in enumerate(sources)}
+
+    def _feedback(self, namespace: str, ids: list[str], success: bool, now: float) -> int:
+        keys = [self.keys.record(namespace, i) for i in ids]
+        keys.append(self.keys.sources(namespace))
+        return int(self._run("feedback", keys, ["j", "|ok"] if success else ["q", "|bad"]))
+
+    def _due_for_review(self, namespace: str, now: float, limit: int) -> list[str]:
+        with self._guard():
+            return self.client.zrangebyscore(self.keys.review(namespace), "-inf", repr(now),
+                                             start=0, num=limit)
+
+    def _schedule_review(self, namespace: str, times: dict[str, float], now: float) -> int:
+        keys = [self.keys.record(namespace, i) for i in times]
+        keys.append(self.keys.review(namespace))
+        args: list[str] = [repr(now)]
+        for memory_id, at in times.items():
+            args += (memory_id, repr(at))
+        return int(self._run("schedule_review", keys, args))
+
+    def _unschedule_review(self, namespace: str, ids: list[str]) -> int:
+        with self._guard():
+            return int(self.client.zrem(self.keys.review(namespace), *ids))
+
+    def namespaces(self) -> list[str]:
+        with self._guard():
+            return sorted(self.client.smembers(self.keys.namespaces()))
 
     def _incr_counter(self, namespace: str, name: str, now: float) -> None:
         retention = self.limits.counter_retention_seconds
