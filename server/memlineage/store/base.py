@@ -460,7 +460,8 @@ class LineageStore(ABC):
     # from another source with the same value confirms it (both gain the other's source in
     # ``confirmed_by``, both sources one ``ok``), a different value contradicts it (both
     # gain ``contradicted_by``, both sources one ``bad``); same-source members are left to
-    # the engine (supersession).  None of this bumps versions or emits events.
+    # the engine (supersession).  None of this bumps versions or emits events.  The new
+    # memory's lists are sorted; a member's list grows in arrival order.
 
     def claim_group(self, namespace: str, subject: str,
                     attribute: str) -> list[MemoryRecord]:

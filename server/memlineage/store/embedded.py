@@ -379,6 +379,9 @@ class EmbeddedStore(LineageStore):
                 setattr(row, name, (*ours, cy))
             sources.setdefault(cx, [0.0, 0.0])[k] += 1.0
             sources.setdefault(cy, [0.0, 0.0])[k] += 1.0
+        # The new memory's own lists are sorted (members' lists are in arrival order).
+        row.confirmed_by = tuple(sorted(row.confirmed_by))
+        row.contradicted_by = tuple(sorted(row.contradicted_by))
 
     def _apply_record(self, ns: str, row: _Row, at: float, review_at: float) -> None:
         self._compare_claims(self._space(ns), row)

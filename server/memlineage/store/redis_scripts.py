@@ -57,7 +57,8 @@ RECORD = _HISTORY + """
 -- ARGV[14+m .. 13+m+n] dependency ids
 -- Returns {1, final status, previous claim holder or "", confirmed_by, contradicted_by}
 --       | {0, "EXISTS", ""} | {0, "NODEP", i-1}
---       | {0, "RETRY", ""} when the claim group is no longer the g members read
+--       | {0, "RETRY", current members} when the claim group is no longer the g members
+--         read (the caller retries with these)
 local n = tonumber(ARGV[2])
 local m = tonumber(ARGV[7])
 local g = tonumber(ARGV[9])
@@ -74,7 +75,9 @@ for i = 1, n do
   end
 end
 -- A group only ever grows, so the same size means the same members.
-if ARGV[3] == '1' and redis.call('SCARD', KEYS[5]) ~= g then return {0, 'RETRY', ''} end
+if ARGV[3] == '1' and redis.call('SCARD', KEYS[5]) ~= g then
+  return {0, 'RETRY', redis.call('SMEMBERS', KEYS[5])}
+end
 local fields = {}
 local status = 'active'
 for j = F + 1, F + m, 2 do
@@ -118,6 +121,8 @@ for j = 1, g do
   end
 end
 for _, f in ipairs(incr_order) do redis.call('HINCRBYFLOAT', KEYS[6], f, incr[f]) end
+table.sort(mine.y)
+table.sort(mine.z)
 local confirmed = table.concat(mine.y, ' ')
 local contradicted = table.concat(mine.z, ' ')
 if confirmed ~= '' then

@@ -82,7 +82,7 @@ _FLOATS = frozenset({"creator_confidence", "created_at", "last_access", "reviewe
 _STORE_KEPT = frozenset({"last_access", "access_count", "successor", "uses_ok", "uses_failed",
                          "reviewed_at"})
 """Fields the store maintains after record time (never written by ``record``)."""
-_GROUP_RETRIES = 8
+_GROUP_RETRIES = 32
 _CURSOR_RE = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
 _MAX_BLOCK_SECONDS = 5.0
 _JOINED = frozenset({"tags", "dependencies", "confirmed_by", "contradicted_by"})
@@ -202,15 +202,16 @@ class RedisStore(LineageStore):
                 "0" if rec.value is None else "1", rec.value or "", *fields, *deps]
         # The members' record keys must be in KEYS, so read the group first; the script
         # re-checks its size (a group only grows) and asks for a retry if it changed.
+        members: list[str] = []
+        if claim:
+            with self._guard():
+                members = list(self.client.smembers(gkey))
         for _ in range(_GROUP_RETRIES):
-            members: list[str] = []
-            if claim:
-                with self._guard():
-                    members = sorted(self.client.smembers(gkey))
             keys = base + [k.record(ns, m) for m in members]
             out = self._run("record", keys, [*head, len(members), *tail])
             if out[0] == 1 or out[1] != "RETRY":
                 break
+            members = out[2]  # the group as the script saw it: try again with those
         else:
             raise StoreUnavailableError("the claim group kept changing; retry later")
         if out[0] == 0:
