@@ -25,7 +25,12 @@ from memlineage_dsl.facts import DEFAULT_BUDGET, Creator, Memory, Request, Unkno
 from memlineage_dsl.schema import OPERATIONS
 
 from memlineage.engine.policies import PolicyHolder
-from memlineage.engine.records import DecisionJournal, DecisionLog, DecisionRecord, new_decision_id
+from memlineage.engine.records import (
+    DecisionJournal,
+    DecisionLog,
+    DecisionRecord,
+    new_decision_ids,
+)
 from memlineage.engine.snapshot import calls_counter, snapshot_of, to_facts
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.errors import (
@@ -131,7 +136,7 @@ class Engine:
         self, d: Decision, ns: str, op: str, ids: tuple[str, ...], actor: Creator, now: float,
         version: str,
     ) -> DecisionRecord:
-        rec = DecisionRecord(new_decision_id(now), d, ns, op, ids, actor.id, now, version)
+        rec = DecisionRecord(new_decision_ids(now)[0], d, ns, op, ids, actor.id, now, version)
         self.log.write(rec)
         self.journal.add(rec)
         return rec
@@ -222,8 +227,11 @@ class Engine:
                 raise
             records, foreign, down = {}, set(), True
         snap, facts = snapshot_of(records, self.store, ns, now)
+        compiled, version = serving.compiled, serving.version
+        decision_ids = new_decision_ids(now, len(candidates))
+        issued: list[DecisionRecord] = []
         out: list[RankedCandidate] = []
-        for mid, sim in candidates:
+        for (mid, sim), decision_id in zip(candidates, decision_ids, strict=True):
             if down:
                 d = _store_down("read")
             elif mid in foreign:
@@ -231,13 +239,16 @@ class Engine:
             else:
                 memory = facts.get(mid) or UnknownMemory(mid, ns)
                 req = Request("read", memory, actor, ns, spend, now, "", historical)
-                d = self._decide_safely(serving.compiled, req, snap, "read")
+                d = self._decide_safely(compiled, req, snap, "read")
             rank = sim * d.compliance_score
             for o in d.obligations:
                 if o.kind == "downrank" and o.args:
                     rank *= float(o.args[0])  # type: ignore[arg-type]
-            rec = self._issue(d, ns, "read", (mid,), actor, now, serving.version)
+            rec = DecisionRecord(decision_id, d, ns, "read", (mid,), actor.id, now, version)
+            issued.append(rec)
             out.append(RankedCandidate(mid, sim, rank, d.effect != DENY, rec))
+        self.log.write_many(issued)
+        self.journal.add_many(issued)
         if limit:
             keep = {id(c) for c in sorted((c for c in out if c.kept),
                                           key=lambda c: -c.rank_score)[:limit]}

@@ -12,6 +12,7 @@ import json
 import os
 import threading
 from collections import OrderedDict, deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -35,13 +36,15 @@ _counter_lock = threading.Lock()
 _PREFIX = os.urandom(4).hex()
 
 
-def new_decision_id(now: float) -> str:
-    """Unique across sidecars: time (ms), a per-process random prefix, a counter."""
+def new_decision_ids(now: float, count: int = 1) -> list[str]:
+    """Unique across sidecars: time (ms), a per-process random prefix, a counter.
+    A batch takes its range of the counter under one lock."""
     global _counter
     with _counter_lock:
-        _counter += 1
-        n = _counter
-    return f"d{int(now * 1000):x}-{_PREFIX}-{n:x}"
+        first = _counter + 1
+        _counter += count
+    head = f"d{int(now * 1000):x}-{_PREFIX}-"
+    return [f"{head}{n:x}" for n in range(first, first + count)]
 
 
 class DecisionLog:
@@ -75,8 +78,17 @@ class DecisionLog:
         return body
 
     def write(self, rec: DecisionRecord) -> None:
-        if self.sink is None:
+        self.write_many((rec,))
+
+    def write_many(self, recs: Sequence[DecisionRecord]) -> None:
+        """One write (and one lock) for a batch of decisions."""
+        if self.sink is None or not recs:
             return
+        text = "".join(self._line(r) for r in recs)
+        with self._lock:
+            self.sink.write(text)
+
+    def _line(self, rec: DecisionRecord) -> str:
         head = json.dumps(
             {
                 "ts": rec.decided_at,
@@ -89,9 +101,7 @@ class DecisionLog:
             },
             separators=(",", ":"),
         )
-        line = f"{head[:-1]},{self._body(rec.decision)}\n"
-        with self._lock:
-            self.sink.write(line)
+        return f"{head[:-1]},{self._body(rec.decision)}\n"
 
 
 class DecisionJournal:
@@ -105,18 +115,23 @@ class DecisionJournal:
         self._lock = threading.Lock()
 
     def add(self, rec: DecisionRecord) -> None:
+        self.add_many((rec,))
+
+    def add_many(self, recs: Sequence[DecisionRecord]) -> None:
         with self._lock:
-            self._by_id[rec.decision_id] = rec
-            if len(self._by_id) > self._limit:
-                self._by_id.popitem(last=False)
-            for mid in rec.memory_ids:
-                key = (rec.namespace, mid)
-                q = self._recent.get(key)
-                if q is None:
-                    q = self._recent[key] = deque(maxlen=self._per_memory)
-                    if len(self._recent) > self._limit:
-                        self._recent.popitem(last=False)
-                q.appendleft(rec)
+            by_id, recent = self._by_id, self._recent
+            for rec in recs:
+                by_id[rec.decision_id] = rec
+                for mid in rec.memory_ids:
+                    key = (rec.namespace, mid)
+                    q = recent.get(key)
+                    if q is None:
+                        q = recent[key] = deque(maxlen=self._per_memory)
+                    q.appendleft(rec)
+            while len(by_id) > self._limit:
+                by_id.popitem(last=False)
+            while len(recent) > self._limit:
+                recent.popitem(last=False)
 
     def recent(self, namespace: str, memory_id: str, limit: int) -> list[DecisionRecord]:
         with self._lock:

@@ -32,6 +32,10 @@ class Principal:
     name: str
     namespaces: tuple[str, ...]  # the first is the default
     admin: bool = False
+    loopback_admin: bool = False  # no auth configured: admin iff the peer is loopback
+
+
+LOCAL = Principal("local", (DEFAULT_NAMESPACE,), loopback_admin=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +62,9 @@ class Authenticator:
     def enabled(self) -> bool:
         return bool(self._grants)
 
-    def principal(self, metadata: Mapping[str, str], peer: str) -> Principal:
+    def principal(self, metadata: Mapping[str, str]) -> Principal:
         if not self._grants:
-            return Principal("local", (DEFAULT_NAMESPACE,), admin=is_loopback(peer))
+            return LOCAL
         header = metadata.get("authorization", "")
         token = header[7:] if header.lower().startswith("bearer ") else ""
         if not token:
@@ -84,7 +88,7 @@ class Authenticator:
         return requested
 
     @staticmethod
-    def require_admin(principal: Principal) -> None:
-        if not principal.admin:
+    def require_admin(principal: Principal, peer: str) -> None:
+        if not (principal.admin or (principal.loopback_admin and is_loopback(peer))):
             raise PermissionDenied("admin RPCs need an admin token (or, with no auth "
                                    "configured, a loopback caller)")

@@ -17,7 +17,7 @@ from memlineage_dsl.facts import Creator
 
 from memlineage.engine.core import Engine
 from memlineage.grpc_api import serde
-from memlineage.grpc_api.auth import Authenticator, Principal
+from memlineage.grpc_api.auth import LOCAL, Authenticator, Principal
 from memlineage.lineage.errors import LineageError, StoreUnavailableError, ValidationError
 from memlineage.metrics import Metrics
 from memlineage.v1 import memlineage_pb2 as pb
@@ -51,8 +51,10 @@ class _Base:
         return await loop.run_in_executor(self.executor, functools.partial(fn, *args, **kwargs))
 
     def principal(self, context: grpc.aio.ServicerContext) -> Principal:
+        if not self.auth.enabled:
+            return LOCAL
         metadata = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
-        return self.auth.principal(metadata, context.peer() or "")
+        return self.auth.principal(metadata)
 
     def default_actor(self, ns: str) -> Creator:
         return Creator("user", f"user:{ns}")
@@ -249,7 +251,7 @@ def diagnostics_to_pb(diags: list[Diagnostic], out) -> None:
 class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
     @rpc
     async def ListPolicies(self, request, context, principal) -> pb.ListPoliciesResponse:
-        self.auth.require_admin(principal)
+        self.auth.require_admin(principal, context.peer() or "")
         serving = self.engine.policies.current
         out = pb.ListPoliciesResponse(version=serving.version,
                                       strategy=serving.compiled.strategy)
@@ -263,7 +265,7 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
 
     @rpc
     async def ReloadPolicies(self, request, context, principal) -> pb.ReloadPoliciesResponse:
-        self.auth.require_admin(principal)
+        self.auth.require_admin(principal, context.peer() or "")
         outcome = await self.call(self.engine.policies.reload, dict(request.files) or None)
         if outcome.applied:
             log.info("policies reloaded: version %s", outcome.version)
@@ -276,7 +278,7 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
 
     @rpc
     async def LintPolicy(self, request, context, principal) -> pb.LintPolicyResponse:
-        self.auth.require_admin(principal)
+        self.auth.require_admin(principal, context.peer() or "")
         if not request.files:
             raise ValidationError("names no file", field="files")
         diags = await self.call(lint_texts, dict(request.files))

@@ -1,0 +1,59 @@
+"""Callers, namespaces and admin rights, as the servicers apply them."""
+
+from __future__ import annotations
+
+import pytest
+from memlineage.grpc_api.auth import (
+    LOCAL,
+    Authenticator,
+    PermissionDenied,
+    TokenGrant,
+    Unauthenticated,
+    is_loopback,
+)
+
+AUTH = Authenticator([TokenGrant("ta", ("a", "a2")), TokenGrant("tops", (), admin=True)])
+
+
+def test_no_auth_means_one_default_namespace_and_loopback_admin() -> None:
+    local = Authenticator().principal({})
+    assert local is LOCAL and Authenticator.namespace(local, "") == "default"
+    with pytest.raises(PermissionDenied):
+        Authenticator.namespace(local, "other")
+    Authenticator.require_admin(local, "ipv4:127.0.0.1:5555")
+    Authenticator.require_admin(local, "ipv6:[::1]:5555")
+    with pytest.raises(PermissionDenied):
+        Authenticator.require_admin(local, "ipv4:10.1.2.3:5555")
+
+
+def test_tokens_map_to_namespaces_and_admin() -> None:
+    alice = AUTH.principal({"authorization": "Bearer ta"})
+    assert Authenticator.namespace(alice, "") == "a"
+    assert Authenticator.namespace(alice, "a2") == "a2"
+    with pytest.raises(PermissionDenied, match="may not use namespace 'b'"):
+        Authenticator.namespace(alice, "b")
+    with pytest.raises(PermissionDenied):
+        Authenticator.require_admin(alice, "ipv4:127.0.0.1:1")  # loopback is no excuse here
+    ops = AUTH.principal({"authorization": "bearer tops"})
+    Authenticator.require_admin(ops, "ipv4:10.0.0.1:1")
+    with pytest.raises(PermissionDenied, match="no namespace"):
+        Authenticator.namespace(ops, "")
+
+
+@pytest.mark.parametrize("metadata", [{}, {"authorization": "Bearer nope"},
+                                      {"authorization": "Basic ta"}])
+def test_missing_or_unknown_tokens_are_unauthenticated(metadata) -> None:
+    with pytest.raises(Unauthenticated):
+        AUTH.principal(metadata)
+
+
+def test_loopback_peers() -> None:
+    assert is_loopback("ipv4:127.0.0.1:80") and is_loopback("unix:/tmp/s")
+    assert not is_loopback("ipv4:192.168.1.1:80") and not is_loopback("ipv6:[fe80::1]:80")
+
+
+def test_a_grant_needs_a_token_and_a_namespace_or_admin() -> None:
+    with pytest.raises(ValueError):
+        Authenticator([TokenGrant("", ("a",))])
+    with pytest.raises(ValueError):
+        Authenticator([TokenGrant("t", ())])
