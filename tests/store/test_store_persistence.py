@@ -21,7 +21,8 @@ from support.redis_servers import start_redis_server
 
 NS = "tenant:p"
 NOW = 1_700_000_000.0
-IDS = ["root", "a", "b", "c", "old", "new", "lonely"]
+IDS = ["root", "a", "b", "c", "old", "new", "lonely", "b2", "b3"]
+SOURCES = ["user:u", "tool:t", "agent:p", "nobody"]
 
 
 def populate(store: LineageStore) -> None:
@@ -33,6 +34,10 @@ def populate(store: LineageStore) -> None:
                               subject="user:1", attribute="city", value="Paris"))
     store.record(MemoryRecord(id="c", namespace=NS, creator_id="agent:p",
                               dependencies=("a", "b")))
+    store.record(MemoryRecord(id="b2", namespace=NS, creator_id="agent:p", subject="user:1",
+                              attribute="city", value="Paris"))  # confirms b
+    store.record(MemoryRecord(id="b3", namespace=NS, creator_id="user:u", subject="user:1",
+                              attribute="city", value="Rome"))  # contradicts b and b2
     store.record(MemoryRecord(id="old", namespace=NS, creator_id="user:u", subject="user:1",
                               attribute="airline", value="AF"))
     store.record(MemoryRecord(id="new", namespace=NS, creator_id="user:u", subject="user:1",
@@ -47,6 +52,11 @@ def populate(store: LineageStore) -> None:
     store.record_access(NS, ["a"], now=NOW + 5)
     for t in (NOW, NOW + 10, NOW + 20):
         store.incr_counter(NS, "tool:flight_api", now=t)
+    store.feedback(NS, ["a", "b2", "ghost"], True, now=NOW + 6)
+    store.feedback(NS, ["lonely"], False, now=NOW + 6)
+    store.schedule_review(NS, {"a": NOW + 50, "b": NOW + 7200}, now=NOW + 6)
+    store.unschedule_review(NS, ["c"])
+    store.record(MemoryRecord(id="elsewhere", namespace="tenant:q", creator_id="user:u"))
 
 
 def state(store: LineageStore) -> dict[str, object]:
@@ -55,7 +65,11 @@ def state(store: LineageStore) -> dict[str, object]:
     return {"records": store.get_many(NS, IDS), "events": events, "cursor": cursor,
             "count": store.count(NS, "tool:flight_api", 3600, now=NOW + 30),
             "claim": claim.id if claim else None,
-            "city": store.current_claim(NS, "user:1", "city")}
+            "city": store.current_claim(NS, "user:1", "city"),
+            "group": store.claim_group(NS, "user:1", "city"),
+            "stats": store.source_stats(NS, SOURCES),
+            "due": store.due_for_review(NS, now=NOW + 10**7, limit=100),
+            "namespaces": store.namespaces()}
 
 
 def test_populate_covers_what_we_think(tmp_path: Path) -> None:
@@ -68,6 +82,16 @@ def test_populate_covers_what_we_think(tmp_path: Path) -> None:
         "revoked", "pending_verification", "pending_verification", "active", "superseded"]
     assert (records["a"].access_count, records["a"].last_access) == (2, NOW + 5)
     assert (s["count"], s["claim"]) == (3, "new")
+    assert [(r.id, r.confirmed_by, r.contradicted_by) for r in s["group"]] == [  # type: ignore[attr-defined]
+        ("b", ("agent:p",), ("user:u",)), ("b2", ("tool:t",), ("user:u",)),
+        ("b3", (), ("agent:p", "tool:t"))]
+    assert s["stats"] == {"user:u": (0.0, 3.0), "tool:t": (2.0, 1.0),
+                          "agent:p": (2.0, 1.0), "nobody": (0.0, 0.0)}
+    assert (records["a"].uses_ok, records["lonely"].uses_failed) == (1, 1)
+    assert (records["a"].reviewed_at, records["c"].reviewed_at) == (NOW + 6, None)
+    first = sorted(i for i in IDS if i not in ("a", "b", "c"))
+    assert s["due"] == ["a", *first, "b"]  # a at +50, the rest at +3600 by id, b at +7200
+    assert s["namespaces"] == [NS, "tenant:q"]
     events = s["events"]
     assert isinstance(events, list)
     assert [e.type for e in events].count("cascaded") == 1

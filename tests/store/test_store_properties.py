@@ -1,6 +1,7 @@
 """Property tests: random operation sequences give identical results (records, cascade
-``affected`` order, lineage event logs) on embedded and Redis, and always leave
-derivations the exact inverse of dependencies."""
+``affected`` order, lineage event logs, claim groups with their confirmations and
+contradictions, source statistics, review schedule) on embedded and Redis, and always
+leave derivations the exact inverse of dependencies."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ _namespaces = itertools.count()
 
 idx = st.integers(min_value=0, max_value=11)
 op = st.one_of(
-    st.tuples(st.just("record"), st.lists(idx, max_size=3), st.booleans(), st.booleans()),
+    st.tuples(st.just("record"), st.lists(idx, max_size=3), st.booleans(), st.booleans(),
+              st.integers(0, 2), st.sampled_from([None, "x", "y"])),
     st.tuples(st.just("revoke"), idx),
     st.tuples(st.just("supersede"), idx, idx),
     st.tuples(st.just("archive"), idx),
@@ -26,7 +28,11 @@ op = st.one_of(
     st.tuples(st.just("update"), idx, st.booleans()),
     st.tuples(st.just("access"), st.lists(idx, max_size=4)),
     st.tuples(st.just("link"), idx, idx),
+    st.tuples(st.just("feedback"), st.lists(idx, max_size=3), st.booleans()),
+    st.tuples(st.just("schedule"), st.lists(idx, max_size=3), st.integers(-5, 5)),
+    st.tuples(st.just("unschedule"), st.lists(idx, max_size=3)),
 )
+SOURCES = ["agent:0", "agent:1", "agent:2"]
 
 
 def apply(store: LineageStore, ns: str, ops: list[tuple], ids: list[str]) -> list[object]:
@@ -40,9 +46,9 @@ def apply(store: LineageStore, ns: str, ops: list[tuple], ids: list[str]) -> lis
                 memory_id = f"m{n}"
                 deps = tuple(dict.fromkeys(pick(i) for i in a[0]))
                 rec = store.record(MemoryRecord(
-                    id=memory_id, namespace=ns, creator_id="agent:a", dependencies=deps,
+                    id=memory_id, namespace=ns, creator_id=SOURCES[a[3]], dependencies=deps,
                     subject="user:1" if a[1] else None, attribute="city" if a[1] else None,
-                    status="pending_verification" if a[2] else "active"), now=now)
+                    value=a[4], status="pending_verification" if a[2] else "active"), now=now)
                 ids.append(memory_id)
                 out: object = rec
             elif kind == "revoke":
@@ -61,6 +67,12 @@ def apply(store: LineageStore, ns: str, ops: list[tuple], ids: list[str]) -> lis
                 current = store.get(ns, pick(a[0]))
                 out = store.add_dependencies(ns, current.id, [pick(a[1])],
                                              expected_version=current.version, now=now)
+            elif kind == "feedback":
+                out = store.feedback(ns, [pick(i) for i in a[0]], a[1], now=now)
+            elif kind == "schedule":
+                out = store.schedule_review(ns, {pick(i): now + a[1] for i in a[0]}, now=now)
+            elif kind == "unschedule":
+                out = store.unschedule_review(ns, [pick(i) for i in a[0]])
             else:
                 out = store.record_access(ns, [pick(i) for i in a[0]], now=now)
         except LineageError as exc:
@@ -96,5 +108,11 @@ def test_embedded_and_redis_agree(redis_server: RedisServer, ops: list[tuple]) -
         events_e = embedded.events(ns, limit=10_000)[0]
         events_r = remote.events(ns, limit=10_000)[0]
         assert normalise(events_e) == normalise(events_r)
+        assert embedded.claim_group(ns, "user:1", "city") == remote.claim_group(
+            ns, "user:1", "city")
+        assert embedded.source_stats(ns, SOURCES) == remote.source_stats(ns, SOURCES)
+        for at in (NOW, NOW + 30, NOW + 4000):
+            assert embedded.due_for_review(ns, now=at, limit=7) == remote.due_for_review(
+                ns, now=at, limit=7)
     finally:
         remote.close()

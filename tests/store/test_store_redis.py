@@ -189,3 +189,68 @@ def test_open_store_urls(tmp_path) -> None:  # type: ignore[no-untyped-def]
     for bad in ("mysql://x", "embedded://", "redis+cluster://nohost"):
         with pytest.raises(ValueError):
             open_store(bad)
+
+
+def test_reliability_calls_are_one_round_trip(rstore: RedisStore) -> None:
+    for i, source in enumerate(("agent:a", "agent:b", "agent:c")):
+        rstore.record(MemoryRecord(id=f"m{i}", namespace=NS, creator_id=source,
+                                   subject="job", attribute="state", value=str(i % 2)))
+    rstore.feedback(NS, ["m0"], True)  # warm the script cache (EVALSHA after a NOSCRIPT)
+    rstore.schedule_review(NS, {"m0": NOW}, now=NOW)
+    calls = {
+        "source_stats": lambda: rstore.source_stats(NS, ["agent:a", "agent:b", "nobody"]),
+        "feedback": lambda: rstore.feedback(NS, ["m0", "m1", "ghost"], False),
+        "schedule_review": lambda: rstore.schedule_review(NS, {"m1": NOW, "m2": NOW}),
+        "due_for_review": lambda: rstore.due_for_review(NS, now=NOW, limit=10),
+        "unschedule_review": lambda: rstore.unschedule_review(NS, ["m2"]),
+        "namespaces": rstore.namespaces,
+    }
+    for name, call in calls.items():
+        CountingConnection.sends = 0
+        call()
+        assert CountingConnection.sends == 1, name
+    CountingConnection.sends = 0
+    assert len(rstore.claim_group(NS, "job", "state")) == 3
+    assert CountingConnection.sends == 2  # the set, then one pipeline for the records
+    CountingConnection.sends = 0
+    rstore.record(MemoryRecord(id="m3", namespace=NS, creator_id="agent:d", subject="job",
+                               attribute="state", value="1"))
+    assert CountingConnection.sends == 3  # group read, record script, location/registry
+
+
+def test_record_retries_when_the_claim_group_changed(rstore: RedisStore,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    rstore.record(MemoryRecord(id="a", namespace=NS, creator_id="agent:a", subject="job",
+                               attribute="state", value="done"))
+    rstore.record(MemoryRecord(id="b", namespace=NS, creator_id="agent:b", subject="job",
+                               attribute="state", value="failed"))
+    # A stale read of the group (as if "b" were recorded right after it): the script
+    # refuses, hands back the group it saw, and the second attempt counts both members.
+    monkeypatch.setattr(rstore.client, "smembers", lambda key: {"a"})
+    CountingConnection.sends = 0
+    out = rstore.record(MemoryRecord(id="c", namespace=NS, creator_id="agent:c",
+                                     subject="job", attribute="state", value="failed"))
+    assert CountingConnection.sends == 3  # two record scripts, location/registry
+    assert (out.confirmed_by, out.contradicted_by) == (("agent:b",), ("agent:a",))
+    assert rstore.get(NS, "a").contradicted_by == ("agent:b", "agent:c")
+    assert rstore.source_stats(NS, ["agent:a", "agent:b", "agent:c"]) == {
+        "agent:a": (0.0, 2.0), "agent:b": (1.0, 1.0), "agent:c": (1.0, 1.0)}
+
+
+def test_a_record_with_marks_and_counters_stays_small(rstore: RedisStore) -> None:
+    """Plain records store none of the new fields; a confirmed, contradicted, used and
+    reviewed one stays well within the budget too."""
+    for i, source in enumerate(("agent:a", "agent:b", "agent:c")):
+        rstore.record(MemoryRecord(
+            id=f"mem:00000{i}", namespace=NS, type="tool_result",
+            tags=("travel", "flight", "price"), subject="user:42",
+            attribute="destination_city", value="Shanghai" if i < 2 else "Paris",
+            creator_kind="tool", creator_id=source, creator_confidence=0.85,
+            context_id="ctx:000123"))
+    fields = rstore.client.hgetall(rstore.keys.record(NS, "mem:000000"))
+    assert set(fields) >= {"y", "z"} and not set(fields) & {"j", "q", "r"}
+    rstore.feedback(NS, ["mem:000000"], True)
+    rstore.feedback(NS, ["mem:000000"], False)
+    rstore.schedule_review(NS, {"mem:000000": NOW + 60}, now=NOW)
+    usage = rstore.memory_usage(NS, "mem:000000")
+    assert usage is not None and usage < 600
