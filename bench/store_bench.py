@@ -2,12 +2,17 @@
 
 For the embedded and Redis backends: records/s, get-many latency for 100 ids,
 revoke of a root with N descendants (time and time per descendant), lineage
-event log paging and wait_events wake-up latency, and Redis MEMORY USAGE per
-record (3 dependencies, 3 tags).  Without --redis-url a
+event log paging and wait_events wake-up latency, due_for_review of 1,000 on
+the record namespace, and Redis MEMORY USAGE per record (3 dependencies, 3 tags;
+plain and with confirmations/contradictions/feedback/review marks).  Embedded
+only: due_for_review of a batch of 1,000 on a namespace of 1,000,000 memories
+vs one of 10,000 (bulk-loaded with ``EmbeddedStore._bulk_load``): the time per
+call should not depend on the namespace size.  Without --redis-url a
 throwaway redis-server is started on a free loopback port.
 
     .venv/bin/python bench/store_bench.py                # full: 100,000 descendants
-    .venv/bin/python bench/store_bench.py --descendants 10000 --records 2000
+    .venv/bin/python bench/store_bench.py --descendants 10000 --records 2000 \
+        --review-sizes 10000,100000
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from memlineage.lineage import ManualClock, MemoryRecord
-from memlineage.store import LineageStore, open_store
+from memlineage.store import EmbeddedStore, LineageStore, open_store
 
 NS = "bench:tenant"
 NOW = 1_700_000_000.0
@@ -130,6 +135,54 @@ def bench_events(store: LineageStore, rounds: int = 50) -> None:
           f"{statistics.median(latencies) * 1e3:.2f} ms, max {latencies[-1] * 1e3:.2f} ms")
 
 
+def _median_ms(call, rounds: int) -> float:  # type: ignore[no-untyped-def]
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1e3
+
+
+def bench_due(store: LineageStore, rounds: int = 50) -> None:
+    """due_for_review(limit=1000) on the namespace of bench_records (all due)."""
+    at = NOW + store.limits.first_review_seconds
+    got = store.due_for_review(NS, now=at, limit=1000)
+    ms = _median_ms(lambda: store.due_for_review(NS, now=at, limit=1000), rounds)
+    print(f"  due_for_review(limit=1000) on the record namespace: {len(got)} ids, "
+          f"median {ms:.2f} ms")
+
+
+def bench_review_scaling(sizes: list[int], batch: int = 1000, rounds: int = 50) -> None:
+    """Embedded: due_for_review of ``batch`` ids on namespaces of different sizes.
+
+    Every memory is scheduled far in the future except 5 x ``batch`` of them, due
+    at distinct times; the call must cost the same whatever the namespace size."""
+    print("== embedded review schedule (due_for_review scaling)")
+    timings: dict[int, float] = {}
+    for n in sizes:
+        store = EmbeddedStore(clock=ManualClock(NOW))
+        start = time.perf_counter()
+        store._bulk_load(NS, (MemoryRecord(id=f"r:{i:07d}", namespace=NS,
+                                           creator_id="tool:t", created_at=NOW)
+                              for i in range(n)), review_at=NOW + 10**6)
+        loaded = time.perf_counter() - start
+        step = max(1, n // (5 * batch))
+        due = {f"r:{i:07d}": NOW + i / n for i in range(0, n, step)}
+        store.schedule_review(NS, due, now=NOW)
+        got = store.due_for_review(NS, now=NOW + 1, limit=batch)
+        assert len(got) == min(batch, len(due)), len(got)
+        timings[n] = ms = _median_ms(
+            lambda s=store: s.due_for_review(NS, now=NOW + 1, limit=batch), rounds)
+        print(f"  namespace of {n:>9,} memories (bulk-loaded in {loaded:.1f} s, "
+              f"{len(due):,} due): due_for_review(limit={batch}) median {ms:.3f} ms")
+        store.close()
+    small, large = min(timings), max(timings)
+    if small != large:
+        print(f"  ratio {large:,} / {small:,}: {timings[large] / timings[small]:.2f}x "
+              f"(namespace {large / small:,.0f}x larger)")
+
+
 def bench_memory(store: LineageStore) -> None:
     client = store.client  # type: ignore[attr-defined]
     ns = f"{NS}:mem"
@@ -143,6 +196,18 @@ def bench_memory(store: LineageStore) -> None:
     usage = store.memory_usage(ns, "mem:000004")  # type: ignore[attr-defined]
     print(f"  MEMORY USAGE of a record hash (3 deps, 3 tags, claim): {usage} bytes "
           f"(target < 600)")
+    for i, (source, value) in enumerate((("tool:other_api", "Shanghai"),
+                                         ("agent:planner", "Paris"))):
+        store.record(MemoryRecord(
+            id=f"mem:00001{i}", namespace=ns, type="tool_result", subject="user:42",
+            attribute="destination_city", value=value, creator_kind="tool",
+            creator_id=source))
+    store.feedback(ns, ["mem:000004"], True)
+    store.feedback(ns, ["mem:000004"], False)
+    store.schedule_review(ns, {"mem:000004": NOW + 60}, now=NOW)
+    usage = store.memory_usage(ns, "mem:000004")  # type: ignore[attr-defined]
+    print(f"  same record once confirmed, contradicted, used ok/failed and reviewed: "
+          f"{usage} bytes")
     before = client.info("memory")["used_memory"]
     n = 2000
     for i in range(n):
@@ -160,6 +225,7 @@ def run(kind: str, url: str, args: argparse.Namespace) -> None:
     bench_get_many(store, args.records)
     bench_cascade(store, args.descendants)
     bench_events(store)
+    bench_due(store)
     if kind == "redis":
         bench_memory(store)
     store.close()
@@ -171,10 +237,13 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--redis-url", help="use this Redis instead of starting one")
     parser.add_argument("--backends", default="embedded,redis")
+    parser.add_argument("--review-sizes", default="10000,1000000",
+                        help="embedded namespace sizes for the due_for_review scaling bench")
     args = parser.parse_args()
     backends = args.backends.split(",")
     if "embedded" in backends:
         run("embedded", "embedded", args)
+        bench_review_scaling([int(n) for n in args.review_sizes.split(",") if n])
     if "redis" in backends:
         if args.redis_url:
             run("redis", args.redis_url, args)
