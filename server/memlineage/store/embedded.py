@@ -8,6 +8,12 @@ same deterministic apply functions, so a cascade over 100,000 descendants
 costs one log line.  ``compact()`` writes a snapshot and starts a new log
 generation; a torn last line (crash mid-write) is ignored on replay.
 
+The reliability bookkeeping follows the same rule: a record op carries no
+confirmation/contradiction effects, its apply function recomputes them from the
+claim group (deterministic), and feedback / schedule_review / unschedule_review
+are ops of their own (``f`` / ``v`` / ``x``).  The snapshot adds the source
+statistics and the review schedule (claim groups are rebuilt from the rows).
+
 Lineage events are produced by the same apply functions, under the same lock,
 from the same log line: replay regenerates them with the same per-namespace
 sequence numbers (the cursors), and the snapshot carries the retained events

@@ -19,6 +19,16 @@ stream (``ml:{ns}:ev``) in the same atomic step; a cascade appends one
 a trimmed gap from an up-to-date cursor) and wait with ``XREAD BLOCK``, which
 holds one pooled connection for the duration of the wait.
 
+Claim groups: a record with a claim compares itself with the other members of
+the claim's group (``ml:{ns}:cg:<subject>|<attr>``) inside RECORD.  Their record
+keys must be in KEYS, so the group is read first (SMEMBERS) and the script
+re-checks its size (a group only grows, so same size = same members); if it
+changed it answers RETRY with the members it saw and the call retries with those
+(up to 32 times, then StoreUnavailableError).  Source statistics (``ml:{ns}:src``)
+and the review schedule (``ml:{ns}:rv``) are single per-namespace keys written by
+the same scripts; the namespace registry (``ml:namespaces``) is global and, like
+the location index, written after the record.
+
 Cycle check: only ``add_dependencies`` changes the ancestors of an existing
 memory.  It checks reachability client-side (a pipeline per ancestor level)
 against the namespace's graph epoch and its script refuses (and the call
