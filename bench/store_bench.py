@@ -66,6 +66,54 @@ def bench_get_many(store: LineageStore, n: int, rounds: int = 200) -> None:
           f"p99 {samples[int(len(samples) * 0.99) - 1] * 1e3:.2f} ms")
 
 
+def build_dag(store: LineageStore, ns: str, roots: int = 1000, layer1: int = 600,
+              layer2: int = 400, seed: int = 7) -> list[str]:
+    """The grpc bench's shape: roots, then two layers of derived memories with 1-3
+    dependencies each (layer 2 on roots and layer 1)."""
+    import random
+
+    rnd = random.Random(seed)
+    base = [f"r:{i}" for i in range(roots)]
+    for memory_id in base:
+        _record(store, memory_id, (), ns)
+    one = [f"p1:{i}" for i in range(layer1)]
+    for memory_id in one:
+        _record(store, memory_id, tuple(rnd.sample(base, rnd.randint(1, 3))), ns)
+    two = [f"p2:{i}" for i in range(layer2)]
+    for memory_id in two:
+        pool = one if rnd.random() < 0.7 else base
+        _record(store, memory_id, tuple(rnd.sample(pool, rnd.randint(1, 3))), ns)
+    return base + one + two
+
+
+def bench_lineage_view(store: LineageStore, rounds: int = 200) -> None:
+    """lineage_view of 100 random ids with their ancestors (a FilterRank's read)."""
+    import random
+
+    ns = f"{NS}:view"
+    ids = build_dag(store, ns)
+    rnd = random.Random(11)
+    batches = [rnd.sample(ids, 100) for _ in range(rounds)]
+    sizes = [len(store.lineage_view(ns, b, ancestor_depth=8).records) for b in batches[:20]]
+    samples = []
+    for batch in batches:
+        start = time.perf_counter()
+        store.lineage_view(ns, batch, ancestor_depth=8)
+        samples.append(time.perf_counter() - start)
+    samples.sort()
+    med = statistics.median(samples)
+    per = statistics.mean(sizes)
+    print(f"  lineage_view(100 ids + ancestors, ~{per:.0f} records): median "
+          f"{med * 1e3:.3f} ms, p99 {samples[int(len(samples) * 0.99) - 1] * 1e3:.3f} ms "
+          f"-> {per / med:,.0f} records/s")
+    accesses = {i: (1, NOW + 1.0) for i in batches[0]}
+    if hasattr(store, "record_accesses"):
+        ms = _median_ms(lambda: store.record_accesses(ns, accesses), 50)
+        print(f"  record_accesses(100 ids): median {ms:.3f} ms")
+    ms = _median_ms(lambda: store.record_access(ns, batches[0], now=NOW + 1.0), 50)
+    print(f"  record_access(100 ids): median {ms:.3f} ms")
+
+
 def build_tree(store: LineageStore, ns: str, total: int, fanout: int = 10) -> int:
     """root + a breadth-first tree of ``total`` descendants (fan-out 10)."""
     _record(store, "root", (), ns)
@@ -223,6 +271,10 @@ def run(kind: str, url: str, args: argparse.Namespace) -> None:
     store = open_store(url, clock=ManualClock(NOW))
     bench_records(store, args.records)
     bench_get_many(store, args.records)
+    bench_lineage_view(store)
+    if args.only_view:
+        store.close()
+        return
     bench_cascade(store, args.descendants)
     bench_events(store)
     bench_due(store)
@@ -236,6 +288,8 @@ def main() -> None:
     parser.add_argument("--descendants", type=int, default=100_000)
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--redis-url", help="use this Redis instead of starting one")
+    parser.add_argument("--only-view", action="store_true",
+                        help="stop after the lineage_view line (quick before/after)")
     parser.add_argument("--backends", default="embedded,redis")
     parser.add_argument("--review-sizes", default="10000,1000000",
                         help="embedded namespace sizes for the due_for_review scaling bench")
@@ -243,7 +297,8 @@ def main() -> None:
     backends = args.backends.split(",")
     if "embedded" in backends:
         run("embedded", "embedded", args)
-        bench_review_scaling([int(n) for n in args.review_sizes.split(",") if n])
+        if not args.only_view:
+            bench_review_scaling([int(n) for n in args.review_sizes.split(",") if n])
     if "redis" in backends:
         if args.redis_url:
             run("redis", args.redis_url, args)
