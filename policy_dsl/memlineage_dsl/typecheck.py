@@ -314,6 +314,7 @@ _ARITH_RULES: dict[tuple[str, str, str], str] = {
     (_N, "*", _D): _D,
     (_D, "/", _N): _D,
     (_D, "/", _D): _N,
+    (S.STRING, "+", S.STRING): S.STRING,  # concatenation, e.g. annotate("by " + m.successor)
 }
 
 
@@ -351,5 +352,5 @@ def _arith_hint(left: str, op: str, right: str) -> str | None:
     if left == S.TIME and right == S.TIME and op == "+":
         return "subtract two times to get a duration"
     if S.STRING in (left, right):
-        return "strings cannot be used in arithmetic"
+        return "strings only concatenate with strings (`+`)"
     return None

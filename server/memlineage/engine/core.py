@@ -16,7 +16,7 @@ Semantics a caller relies on (README "Decisions"):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from memlineage_dsl.decision import DEGRADE, DENY, ERROR, FIRED, Decision, ObligationOut, Reason
@@ -24,6 +24,7 @@ from memlineage_dsl.evaluator import decide
 from memlineage_dsl.facts import DEFAULT_BUDGET, Creator, Memory, Request, UnknownMemory
 from memlineage_dsl.schema import OPERATIONS
 
+from memlineage.engine.credibility import CredibilityCache
 from memlineage.engine.policies import PolicyHolder
 from memlineage.engine.records import (
     DecisionJournal,
@@ -44,6 +45,9 @@ from memlineage.lineage.errors import (
 )
 from memlineage.lineage.model import MemoryRecord, Status, Walk
 from memlineage.lineage.validation import check_transition, validate_new
+from memlineage.scoring.batch import Scores, credibilities, score, sources_of
+from memlineage.scoring.config import ScoringConfig
+from memlineage.scoring.formulas import rank_score
 from memlineage.store.base import LineageStore
 
 ISOLATION = "<namespace-isolation>"
@@ -74,6 +78,8 @@ class RankedCandidate:
     rank_score: float
     kept: bool
     decision: DecisionRecord
+    reliability: float = 1.0
+    value_score: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +107,8 @@ class Explanation:
     edges: tuple[tuple[str, str], ...]
     decisions: tuple[DecisionRecord, ...]
     truncated: bool
+    scores: Scores
+    source_stats: dict[str, tuple[float, float]]
 
 
 @dataclass
@@ -114,6 +122,18 @@ class Engine:
     lineage_depth: int = 16
     record_access: bool = True
     max_future_seconds: float = 300.0
+    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    credibility: CredibilityCache | None = None
+
+    def __post_init__(self) -> None:
+        if self.credibility is None:
+            self.credibility = CredibilityCache(self.store, self.scoring)
+
+    def _scores(self, ns: str, records: Mapping[str, MemoryRecord], now: float) -> Scores:
+        """Reliability and value of every loaded record, in one vectorised pass."""
+        assert self.credibility is not None
+        cred = self.credibility.credibility(ns, sources_of(records))
+        return score(self.scoring, records, cred, now)
 
     # ------------------------------------------------------------ helpers
     def _now(self, at: float | None) -> float:
@@ -143,7 +163,10 @@ class Engine:
 
     def _view(self, ns: str, ids: Sequence[str], op: str, compiled) -> dict[str, MemoryRecord]:
         uses = compiled.plans[op].uses
-        up = self.lineage_depth if uses & {"ancestors", "lineage"} else 0
+        # Reliability is capped by the chain a memory rests on: reads, actions and
+        # derivations load the ancestors even when no rule walks them.
+        chain = op in ("read", "act", "derive") or bool(uses & {"ancestors", "lineage"})
+        up = self.lineage_depth if chain else 0
         down = self.lineage_depth if "descendants" in uses else 0
         if not up and not down:
             return self.store.get_many(ns, ids)
@@ -180,7 +203,8 @@ class Engine:
             return self._issue(_store_down(op), ns, op, ids, actor, now, serving.version)
         if foreign:
             return self._issue(_ISOLATED, ns, op, ids, actor, now, serving.version)
-        snap, facts = snapshot_of(records, self.store, ns, now)
+        snap, facts = snapshot_of(records, self.store, ns, now,
+                                  scores=self._scores(ns, records, now))
         memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
         req = Request(op, memories[0], actor, ns, spend, now, action, historical,
                       memories=memories if op == "act" else ())
@@ -226,7 +250,8 @@ class Engine:
             if self.fail_mode != "degraded":
                 raise
             records, foreign, down = {}, set(), True
-        snap, facts = snapshot_of(records, self.store, ns, now)
+        scores = self._scores(ns, records, now)
+        snap, facts = snapshot_of(records, self.store, ns, now, scores=scores)
         compiled, version = serving.compiled, serving.version
         decision_ids = new_decision_ids(now, len(candidates))
         issued: list[DecisionRecord] = []
@@ -240,21 +265,22 @@ class Engine:
                 memory = facts.get(mid) or UnknownMemory(mid, ns)
                 req = Request("read", memory, actor, ns, spend, now, "", historical)
                 d = self._decide_safely(compiled, req, snap, "read")
-            rank = sim * d.compliance_score
+            reliability = scores.reliability.get(mid, 1.0)
+            value = scores.value.get(mid, 1.0)
+            rank = rank_score(self.scoring, sim, d.compliance_score, reliability, value)
             for o in d.obligations:
                 if o.kind == "downrank" and o.args:
                     rank *= float(o.args[0])  # type: ignore[arg-type]
             rec = DecisionRecord(decision_id, d, ns, "read", (mid,), actor.id, now, version)
             issued.append(rec)
-            out.append(RankedCandidate(mid, sim, rank, d.effect != DENY, rec))
+            out.append(RankedCandidate(mid, sim, rank, d.effect != DENY, rec, reliability,
+                                       value))
         self.log.write_many(issued)
         self.journal.add_many(issued)
         if limit:
             keep = {id(c) for c in sorted((c for c in out if c.kept),
                                           key=lambda c: -c.rank_score)[:limit]}
-            out = [c if id(c) in keep or not c.kept else
-                   RankedCandidate(c.memory_id, c.similarity, c.rank_score, False, c.decision)
-                   for c in out]
+            out = [c if id(c) in keep or not c.kept else replace(c, kept=False) for c in out]
         kept = [c.memory_id for c in out if c.kept and c.memory_id in records]
         if kept and self.record_access:
             self.store.record_access(ns, kept, now=now)
@@ -291,7 +317,8 @@ class Engine:
         if current is not None:
             records = {**records, current.id: current}
         mine = to_facts(proposed, now)
-        snap, facts = snapshot_of(records, self.store, ns, now, extra=[mine])
+        scores = self._scores(ns, {**records, proposed.id: proposed}, now)
+        snap, facts = snapshot_of(records, self.store, ns, now, extra=[mine], scores=scores)
         target = facts[current.id] if current is not None else mine
         req = Request(op, mine, actor, ns, spend, now, target=target)
         d = self._decide_safely(serving.compiled, req, snap, op)
@@ -316,17 +343,20 @@ class Engine:
         """Check existence, version and transition first, then decide, then apply; the
         decision is logged once it is final (a DENY, or the change applied)."""
         target = {"revoke": Status.REVOKED, "supersede": Status.SUPERSEDED,
-                  "confirm": Status.ACTIVE}.get(action)
+                  "confirm": Status.ACTIVE, "compress": Status.COMPRESSED}.get(action)
         if target is None:
             raise ValidationError(f"unknown status action {action!r}", field="action")
-        if action == "supersede" and not successor:
-            raise ValidationError("is required to supersede", field="successor_id")
+        if action in ("supersede", "compress") and not successor:
+            raise ValidationError(f"is required to {action}", field="successor_id")
         found = self.store.get_many(ns, [memory_id, *([successor] if successor else [])])
         current = found.get(memory_id)
         if current is None:
             raise NotFoundError(f"memory {memory_id!r} not found", field="memory_id")
         if successor and successor not in found:
             raise NotFoundError(f"memory {successor!r} not found", field="successor_id")
+        if action == "compress" and memory_id not in _dependency_ids(found[successor or ""]):
+            raise ValidationError(f"summary {successor!r} must depend on {memory_id!r}",
+                                  field="successor_id")
         if expected_version is not None and current.version != expected_version:
             raise VersionConflictError(
                 f"memory {memory_id!r} is at version {current.version}, not {expected_version}",
@@ -339,7 +369,8 @@ class Engine:
         now = self._now(time)
         serving = self.policies.current
         records = self._view(ns, [memory_id], "update", serving.compiled)
-        snap, facts = snapshot_of(records, self.store, ns, now)
+        snap, facts = snapshot_of(records, self.store, ns, now,
+                                  scores=self._scores(ns, records, now))
         memory = facts.get(memory_id) or UnknownMemory(memory_id, ns)
         d = self._decide_safely(serving.compiled, Request("update", memory, actor, ns,
                                 DEFAULT_BUDGET, now), snap, "update")
@@ -351,7 +382,11 @@ class Engine:
                                         expected_version=expected_version, now=now)
             rec = self._issue(d, ns, "update", (memory_id,), actor, now, serving.version)
             return StatusResult(True, rec, stored)
-        if action == "revoke":
+        if action == "compress":
+            result = self.store.set_status(
+                ns, memory_id, Status.COMPRESSED, reason=reason or f"compressed into {successor}",
+                expected_version=expected_version, now=now)
+        elif action == "revoke":
             result = self.store.revoke(ns, memory_id, reason=reason,
                                        expected_version=expected_version, now=now)
         else:
@@ -364,7 +399,8 @@ class Engine:
         self, ns: str, decision_id: str, memory_ids: Sequence[str], success: bool, *,
         time: float | None = None,
     ) -> int:
-        """Count a use that succeeded or failed, per memory and per source."""
+        """A use that succeeded or failed: moves the memories' accuracy (uses_ok /
+        uses_failed) and their sources' credibility."""
         now = self._now(time)
         ids = list(dict.fromkeys(memory_ids))
         known = self.journal.get(decision_id) if decision_id else None
@@ -375,11 +411,10 @@ class Engine:
         if not ids:
             raise ValidationError("names no memory", field="memory_ids")
         records = self.store.get_many(ns, ids)
-        outcome = "success" if success else "failure"
-        for rec in records.values():
-            self.store.incr_counter(ns, f"feedback:{outcome}:{rec.id}", now=now)
-            self.store.incr_counter(ns, f"feedback:{outcome}:{rec.creator_id}", now=now)
-        return len(records)
+        updated = self.store.feedback(ns, list(records), success, now=now) if records else 0
+        assert self.credibility is not None
+        self.credibility.invalidate(ns, {r.creator_id for r in records.values()})
+        return updated
 
     # ------------------------------------------------------------ explain
     def explain(
@@ -395,9 +430,13 @@ class Engine:
             for r in nodes.values() for dep in r.dependencies
             if str(getattr(dep, "id", dep)) in nodes
         )
+        assert self.credibility is not None
+        now = self.clock()
+        stats = self.credibility.stats(ns, sources_of(nodes))
         return Explanation(
             memory, up.records, down.records, edges,
             tuple(self.journal.recent(ns, memory_id, decisions)), up.truncated or down.truncated,
+            score(self.scoring, nodes, credibilities(self.scoring, stats), now), stats,
         )
 
 
@@ -407,3 +446,7 @@ def _supersedes(new: MemoryRecord, current: MemoryRecord) -> bool:
     source, or from the user (users are authoritative about what they said); a
     different value from another source is a contradiction, not a replacement."""
     return new.creator_id == current.creator_id or new.creator_kind == "user"
+
+
+def _dependency_ids(rec: MemoryRecord) -> set[str]:
+    return {str(getattr(d, "id", d)) for d in rec.dependencies}

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from memlineage_dsl.facts import Creator, DictSnapshot, MemoryFacts
 
 from memlineage.lineage.model import MemoryRecord
+from memlineage.scoring.batch import Scores
 from memlineage.store.base import LineageStore
 
 
@@ -36,6 +37,8 @@ def to_facts(rec: MemoryRecord, now: float) -> MemoryFacts:
         state=rec.status,
         access_count=rec.access_count,
         last_access=rec.last_access,
+        contradictions=len(rec.contradicted_by),
+        confirmations=len(rec.confirmed_by),
     )
 
 
@@ -76,8 +79,13 @@ def snapshot_of(
     namespace: str,
     now: float,
     extra: Iterable[MemoryFacts] = (),
+    scores: Scores | None = None,
 ) -> tuple[StoreSnapshot, dict[str, MemoryFacts]]:
     facts = {rid: to_facts(rec, now) for rid, rec in records.items()}
     for f in extra:
         facts[f.id] = f
+    if scores is not None:
+        for rid, f in facts.items():
+            f.reliability = scores.reliability.get(rid, f.reliability)
+            f.value_score = scores.value.get(rid, f.value_score)
     return StoreSnapshot(facts.values(), store, namespace), facts

@@ -45,6 +45,7 @@ STATUS_ACTION_FROM_PB = {
     pb.STATUS_ACTION_REVOKE: "revoke",
     pb.STATUS_ACTION_SUPERSEDE: "supersede",
     pb.STATUS_ACTION_CONFIRM: "confirm",
+    pb.STATUS_ACTION_COMPRESS: "compress",
 }
 
 
@@ -136,8 +137,17 @@ def record_from_pb(namespace: str, m: pb.Memory) -> MemoryRecord:
 
 
 # ------------------------------------------------------------------ outputs
-def memory_to_pb(rec: MemoryRecord, out: pb.Memory | None = None) -> pb.Memory:
+def memory_to_pb(rec: MemoryRecord, out: pb.Memory | None = None, *,
+                 reliability: float | None = None, value: float | None = None) -> pb.Memory:
     m = out if out is not None else pb.Memory()
+    if reliability is not None:
+        m.reliability = reliability
+    if value is not None:
+        m.value_score = value
+    m.confirmed_by.extend(rec.confirmed_by)
+    m.contradicted_by.extend(rec.contradicted_by)
+    m.uses_ok = rec.uses_ok
+    m.uses_failed = rec.uses_failed
     m.id = rec.id
     m.namespace = rec.namespace
     m.type = rec.type

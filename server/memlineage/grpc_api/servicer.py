@@ -127,7 +127,8 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         out = pb.FilterRankResponse()
         for c in ranked:
             item = out.candidates.add(memory_id=c.memory_id, similarity=c.similarity,
-                                      rank_score=c.rank_score, kept=c.kept)
+                                      rank_score=c.rank_score, kept=c.kept,
+                                      reliability=c.reliability, value_score=c.value_score)
             serde.decision_to_pb(c.decision, item.decision)
         best = sorted((c for c in ranked if c.kept), key=lambda c: -c.rank_score)
         out.ranked_ids.extend(c.memory_id for c in best)
@@ -166,7 +167,8 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         ns = self.auth.namespace(principal, request.namespace)
         action = serde.STATUS_ACTION_FROM_PB.get(request.action)
         if action is None:
-            raise ValidationError("must be REVOKE, SUPERSEDE or CONFIRM", field="action")
+            raise ValidationError("must be REVOKE, SUPERSEDE, CONFIRM or COMPRESS",
+                                  field="action")
         serde.ids([request.memory_id], "memory_id", indexed=False)
         if request.successor_id:
             serde.ids([request.successor_id], "successor_id", indexed=False)
@@ -209,11 +211,20 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             decisions=request.decisions or 20,
         )
         out = pb.ExplainResponse(truncated=ex.truncated)
-        serde.memory_to_pb(ex.memory, out.memory)
+        rel, val = ex.scores.reliability, ex.scores.value
+
+        def put(rec, msg) -> None:
+            serde.memory_to_pb(rec, msg, reliability=rel.get(rec.id), value=val.get(rec.id))
+
+        put(ex.memory, out.memory)
         for rec in ex.ancestors:
-            serde.memory_to_pb(rec, out.ancestors.add())
+            put(rec, out.ancestors.add())
         for rec in ex.descendants:
-            serde.memory_to_pb(rec, out.descendants.add())
+            put(rec, out.descendants.add())
+        for source in sorted(ex.source_stats):
+            ok, bad = ex.source_stats[source]
+            out.sources.add(source=source, credibility=ex.scores.credibility.get(source, 0.0),
+                            ok=ok, bad=bad)
         for a, b in ex.edges:
             out.edges.add(from_id=a, to_id=b)
         for d in ex.decisions:

@@ -53,6 +53,7 @@ class StatusAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STATUS_ACTION_REVOKE: _ClassVar[StatusAction]
     STATUS_ACTION_SUPERSEDE: _ClassVar[StatusAction]
     STATUS_ACTION_CONFIRM: _ClassVar[StatusAction]
+    STATUS_ACTION_COMPRESS: _ClassVar[StatusAction]
 EFFECT_UNSPECIFIED: Effect
 EFFECT_ALLOW: Effect
 EFFECT_DENY: Effect
@@ -82,6 +83,7 @@ STATUS_ACTION_UNSPECIFIED: StatusAction
 STATUS_ACTION_REVOKE: StatusAction
 STATUS_ACTION_SUPERSEDE: StatusAction
 STATUS_ACTION_CONFIRM: StatusAction
+STATUS_ACTION_COMPRESS: StatusAction
 
 class Creator(_message.Message):
     __slots__ = ("kind", "id")
@@ -116,7 +118,7 @@ class StatusChange(_message.Message):
     def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., from_status: _Optional[_Union[Status, str]] = ..., to_status: _Optional[_Union[Status, str]] = ..., reason: _Optional[str] = ..., root_id: _Optional[str] = ...) -> None: ...
 
 class Memory(_message.Message):
-    __slots__ = ("id", "namespace", "type", "tags", "claim", "volatility", "creator", "creator_confidence", "created_at", "context_id", "dependencies", "derivations", "status", "successor", "version", "access_count", "last_access", "history")
+    __slots__ = ("id", "namespace", "type", "tags", "claim", "volatility", "creator", "creator_confidence", "created_at", "context_id", "dependencies", "derivations", "status", "successor", "version", "access_count", "last_access", "history", "reliability", "value_score", "confirmed_by", "contradicted_by", "uses_ok", "uses_failed")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +137,12 @@ class Memory(_message.Message):
     ACCESS_COUNT_FIELD_NUMBER: _ClassVar[int]
     LAST_ACCESS_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
+    RELIABILITY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_SCORE_FIELD_NUMBER: _ClassVar[int]
+    CONFIRMED_BY_FIELD_NUMBER: _ClassVar[int]
+    CONTRADICTED_BY_FIELD_NUMBER: _ClassVar[int]
+    USES_OK_FIELD_NUMBER: _ClassVar[int]
+    USES_FAILED_FIELD_NUMBER: _ClassVar[int]
     id: str
     namespace: str
     type: str
@@ -153,7 +161,13 @@ class Memory(_message.Message):
     access_count: int
     last_access: _timestamp_pb2.Timestamp
     history: _containers.RepeatedCompositeFieldContainer[StatusChange]
-    def __init__(self, id: _Optional[str] = ..., namespace: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., volatility: _Optional[str] = ..., creator: _Optional[_Union[Creator, _Mapping]] = ..., creator_confidence: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., context_id: _Optional[str] = ..., dependencies: _Optional[_Iterable[str]] = ..., derivations: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[Status, str]] = ..., successor: _Optional[str] = ..., version: _Optional[int] = ..., access_count: _Optional[int] = ..., last_access: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., history: _Optional[_Iterable[_Union[StatusChange, _Mapping]]] = ...) -> None: ...
+    reliability: float
+    value_score: float
+    confirmed_by: _containers.RepeatedScalarFieldContainer[str]
+    contradicted_by: _containers.RepeatedScalarFieldContainer[str]
+    uses_ok: int
+    uses_failed: int
+    def __init__(self, id: _Optional[str] = ..., namespace: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., volatility: _Optional[str] = ..., creator: _Optional[_Union[Creator, _Mapping]] = ..., creator_confidence: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., context_id: _Optional[str] = ..., dependencies: _Optional[_Iterable[str]] = ..., derivations: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[Status, str]] = ..., successor: _Optional[str] = ..., version: _Optional[int] = ..., access_count: _Optional[int] = ..., last_access: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., history: _Optional[_Iterable[_Union[StatusChange, _Mapping]]] = ..., reliability: _Optional[float] = ..., value_score: _Optional[float] = ..., confirmed_by: _Optional[_Iterable[str]] = ..., contradicted_by: _Optional[_Iterable[str]] = ..., uses_ok: _Optional[int] = ..., uses_failed: _Optional[int] = ...) -> None: ...
 
 class Obligation(_message.Message):
     __slots__ = ("kind", "source", "text", "factor", "policy")
@@ -300,18 +314,22 @@ class FilterRankRequest(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., budget: _Optional[float] = ..., historical: _Optional[bool] = ..., limit: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RankedCandidate(_message.Message):
-    __slots__ = ("memory_id", "similarity", "rank_score", "kept", "decision")
+    __slots__ = ("memory_id", "similarity", "rank_score", "kept", "decision", "reliability", "value_score")
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
     SIMILARITY_FIELD_NUMBER: _ClassVar[int]
     RANK_SCORE_FIELD_NUMBER: _ClassVar[int]
     KEPT_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
+    RELIABILITY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_SCORE_FIELD_NUMBER: _ClassVar[int]
     memory_id: str
     similarity: float
     rank_score: float
     kept: bool
     decision: Decision
-    def __init__(self, memory_id: _Optional[str] = ..., similarity: _Optional[float] = ..., rank_score: _Optional[float] = ..., kept: _Optional[bool] = ..., decision: _Optional[_Union[Decision, _Mapping]] = ...) -> None: ...
+    reliability: float
+    value_score: float
+    def __init__(self, memory_id: _Optional[str] = ..., similarity: _Optional[float] = ..., rank_score: _Optional[float] = ..., kept: _Optional[bool] = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., reliability: _Optional[float] = ..., value_score: _Optional[float] = ...) -> None: ...
 
 class FilterRankResponse(_message.Message):
     __slots__ = ("candidates", "ranked_ids")
@@ -397,21 +415,35 @@ class Edge(_message.Message):
     to_id: str
     def __init__(self, from_id: _Optional[str] = ..., to_id: _Optional[str] = ...) -> None: ...
 
+class SourceCredibility(_message.Message):
+    __slots__ = ("source", "credibility", "ok", "bad")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    CREDIBILITY_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    BAD_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    credibility: float
+    ok: float
+    bad: float
+    def __init__(self, source: _Optional[str] = ..., credibility: _Optional[float] = ..., ok: _Optional[float] = ..., bad: _Optional[float] = ...) -> None: ...
+
 class ExplainResponse(_message.Message):
-    __slots__ = ("memory", "ancestors", "descendants", "edges", "decisions", "truncated")
+    __slots__ = ("memory", "ancestors", "descendants", "edges", "decisions", "truncated", "sources")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     ANCESTORS_FIELD_NUMBER: _ClassVar[int]
     DESCENDANTS_FIELD_NUMBER: _ClassVar[int]
     EDGES_FIELD_NUMBER: _ClassVar[int]
     DECISIONS_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
     memory: Memory
     ancestors: _containers.RepeatedCompositeFieldContainer[Memory]
     descendants: _containers.RepeatedCompositeFieldContainer[Memory]
     edges: _containers.RepeatedCompositeFieldContainer[Edge]
     decisions: _containers.RepeatedCompositeFieldContainer[Decision]
     truncated: bool
-    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., ancestors: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., descendants: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[Edge, _Mapping]]] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., truncated: _Optional[bool] = ...) -> None: ...
+    sources: _containers.RepeatedCompositeFieldContainer[SourceCredibility]
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., ancestors: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., descendants: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[Edge, _Mapping]]] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., truncated: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceCredibility, _Mapping]]] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ("namespace", "cursor", "from_oldest")
@@ -548,3 +580,35 @@ class LintPolicyResponse(_message.Message):
     ok: bool
     diagnostics: _containers.RepeatedCompositeFieldContainer[Diagnostic]
     def __init__(self, ok: _Optional[bool] = ..., diagnostics: _Optional[_Iterable[_Union[Diagnostic, _Mapping]]] = ...) -> None: ...
+
+class RunSweepRequest(_message.Message):
+    __slots__ = ("namespace", "batch", "time")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    batch: int
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, namespace: _Optional[str] = ..., batch: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class SweepTransition(_message.Message):
+    __slots__ = ("memory_id", "from_status", "to_status", "reason")
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_STATUS_FIELD_NUMBER: _ClassVar[int]
+    TO_STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    memory_id: str
+    from_status: Status
+    to_status: Status
+    reason: str
+    def __init__(self, memory_id: _Optional[str] = ..., from_status: _Optional[_Union[Status, str]] = ..., to_status: _Optional[_Union[Status, str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RunSweepResponse(_message.Message):
+    __slots__ = ("examined", "transitions", "refused")
+    EXAMINED_FIELD_NUMBER: _ClassVar[int]
+    TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    examined: int
+    transitions: _containers.RepeatedCompositeFieldContainer[SweepTransition]
+    refused: _containers.RepeatedCompositeFieldContainer[SweepTransition]
+    def __init__(self, examined: _Optional[int] = ..., transitions: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ..., refused: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ...) -> None: ...

@@ -385,6 +385,11 @@ class PolicyAdminStub:
                 request_serializer=memlineage_dot_v1_dot_memlineage__pb2.LintPolicyRequest.SerializeToString,
                 response_deserializer=memlineage_dot_v1_dot_memlineage__pb2.LintPolicyResponse.FromString,
                 _registered_method=True)
+        self.RunSweep = channel.unary_unary(
+                '/memlineage.v1.PolicyAdmin/RunSweep',
+                request_serializer=memlineage_dot_v1_dot_memlineage__pb2.RunSweepRequest.SerializeToString,
+                response_deserializer=memlineage_dot_v1_dot_memlineage__pb2.RunSweepResponse.FromString,
+                _registered_method=True)
 
 
 class PolicyAdminServicer:
@@ -408,6 +413,12 @@ class PolicyAdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RunSweep(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PolicyAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -425,6 +436,11 @@ def add_PolicyAdminServicer_to_server(servicer, server):
                     servicer.LintPolicy,
                     request_deserializer=memlineage_dot_v1_dot_memlineage__pb2.LintPolicyRequest.FromString,
                     response_serializer=memlineage_dot_v1_dot_memlineage__pb2.LintPolicyResponse.SerializeToString,
+            ),
+            'RunSweep': grpc.unary_unary_rpc_method_handler(
+                    servicer.RunSweep,
+                    request_deserializer=memlineage_dot_v1_dot_memlineage__pb2.RunSweepRequest.FromString,
+                    response_serializer=memlineage_dot_v1_dot_memlineage__pb2.RunSweepResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -508,6 +524,33 @@ class PolicyAdmin:
             '/memlineage.v1.PolicyAdmin/LintPolicy',
             memlineage_dot_v1_dot_memlineage__pb2.LintPolicyRequest.SerializeToString,
             memlineage_dot_v1_dot_memlineage__pb2.LintPolicyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunSweep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memlineage.v1.PolicyAdmin/RunSweep',
+            memlineage_dot_v1_dot_memlineage__pb2.RunSweepRequest.SerializeToString,
+            memlineage_dot_v1_dot_memlineage__pb2.RunSweepResponse.FromString,
             options,
             channel_credentials,
             insecure,

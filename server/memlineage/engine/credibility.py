@@ -1,0 +1,57 @@
+"""Source credibility per namespace, cached briefly in the sidecar.
+
+Credibility moves only when claims are confirmed or contradicted and on usage
+feedback; reading the statistics on every decision would cost a store round
+trip, so they are kept for `ttl` seconds (monotonic time) and dropped at once
+when this sidecar changes them. Another sidecar's changes show within `ttl`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from memlineage.scoring.batch import credibilities
+from memlineage.scoring.config import ScoringConfig
+from memlineage.store.base import LineageStore
+
+
+class CredibilityCache:
+    def __init__(self, store: LineageStore, cfg: ScoringConfig, ttl: float = 1.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.store, self.cfg, self.ttl = store, cfg, ttl
+        self._monotonic = monotonic
+        self._entries: dict[tuple[str, str], tuple[float, float, float]] = {}
+        self._lock = threading.Lock()
+
+    def stats(self, namespace: str, sources: Iterable[str]) -> dict[str, tuple[float, float]]:
+        """(ok, bad) per source, from the cache or one store call for the missing."""
+        now = self._monotonic()
+        out: dict[str, tuple[float, float]] = {}
+        missing: list[str] = []
+        with self._lock:
+            for s in sources:
+                hit = self._entries.get((namespace, s))
+                if hit is not None and hit[0] > now:
+                    out[s] = (hit[1], hit[2])
+                else:
+                    missing.append(s)
+        if missing:
+            fresh = self.store.source_stats(namespace, missing)
+            with self._lock:
+                if len(self._entries) > 100_000:
+                    self._entries.clear()
+                for s, (ok, bad) in fresh.items():
+                    self._entries[(namespace, s)] = (now + self.ttl, ok, bad)
+                    out[s] = (ok, bad)
+        return out
+
+    def credibility(self, namespace: str, sources: Iterable[str]) -> dict[str, float]:
+        stats = self.stats(namespace, sources)
+        return credibilities(self.cfg, stats)
+
+    def invalidate(self, namespace: str, sources: Iterable[str]) -> None:
+        with self._lock:
+            for s in sources:
+                self._entries.pop((namespace, s), None)

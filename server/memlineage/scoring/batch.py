@@ -1,0 +1,112 @@
+"""Scores for a batch of stored records: one numpy pass, then the chain rule.
+
+Credibility comes from the namespace's source statistics (prior per source
+pattern + track record); reliability and value from `vectorized`; a derived
+memory is then capped by the least reliable memory it rests on, among the
+records loaded for the request (the lineage depth bounds how far that looks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from memlineage.lineage.model import MemoryRecord
+from memlineage.scoring import vectorized
+from memlineage.scoring.config import ScoringConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    reliability: dict[str, float]
+    value: dict[str, float]
+    credibility: dict[str, float]  # per source
+
+
+def sources_of(records: Mapping[str, MemoryRecord]) -> set[str]:
+    """Every source whose credibility the batch needs: creators, confirmers, contradictors."""
+    out: set[str] = set()
+    for r in records.values():
+        out.add(r.creator_id)
+        out.update(r.confirmed_by)
+        out.update(r.contradicted_by)
+    return out
+
+
+def credibilities(cfg: ScoringConfig, stats: Mapping[str, tuple[float, float]]) -> dict[str, float]:
+    names = list(stats)
+    if not names:
+        return {}
+    prior = np.array([cfg.prior(s) for s in names])
+    ok = np.array([stats[s][0] for s in names], dtype=float)
+    bad = np.array([stats[s][1] for s in names], dtype=float)
+    return dict(zip(names, vectorized.credibility(cfg, prior, ok, bad).tolist(), strict=True))
+
+
+def score(
+    cfg: ScoringConfig,
+    records: Mapping[str, MemoryRecord],
+    cred: Mapping[str, float],
+    now: float,
+) -> Scores:
+    recs = list(records.values())
+    n = len(recs)
+    if n == 0:
+        return Scores({}, {}, dict(cred))
+
+    def c(source: str) -> float:
+        return cred.get(source, cfg.prior(source))
+
+    creator = np.array([c(r.creator_id) for r in recs])
+    contra = [(i, c(s)) for i, r in enumerate(recs) for s in r.contradicted_by]
+    confirm = [(i, c(s)) for i, r in enumerate(recs) for s in r.confirmed_by]
+    rel = vectorized.reliability(
+        cfg,
+        np.array([r.creator_confidence for r in recs], dtype=float),
+        creator,
+        np.array([now - (r.created_at if r.created_at is not None else now) for r in recs]),
+        np.array([cfg.half_life(r.volatility) for r in recs]),
+        np.array([i for i, _ in contra], dtype=np.int64),
+        np.array([x for _, x in contra], dtype=float),
+        np.array([i for i, _ in confirm], dtype=np.int64),
+        np.array([x for _, x in confirm], dtype=float),
+    )
+    val = vectorized.value(
+        cfg,
+        np.array([r.uses_ok for r in recs], dtype=float),
+        np.array([r.uses_failed for r in recs], dtype=float),
+        np.array([now - (r.last_access if r.last_access is not None else
+                         (r.created_at if r.created_at is not None else now)) for r in recs]),
+        np.array([r.access_count for r in recs], dtype=float),
+        np.array([len(r.derivations) for r in recs], dtype=float),
+        np.array([cfg.cost(r.type) for r in recs]),
+    )
+    own = dict(zip((r.id for r in recs), rel.tolist(), strict=True))
+    return Scores(_chain_min(records, own), dict(zip((r.id for r in recs), val.tolist(),
+                                                     strict=True)), dict(cred))
+
+
+def _chain_min(records: Mapping[str, MemoryRecord], own: dict[str, float]) -> dict[str, float]:
+    """reliability(m) = min(own(m), reliability(d) for loaded dependencies d)."""
+    done: dict[str, float] = {}
+    for start in own:
+        if start in done:
+            continue
+        stack: list[tuple[str, bool]] = [(start, False)]
+        visiting: set[str] = set()
+        while stack:
+            node, expanded = stack.pop()
+            if node in done:
+                continue
+            deps = [str(getattr(d, "id", d)) for d in records[node].dependencies
+                    if str(getattr(d, "id", d)) in own]
+            if expanded:
+                done[node] = min([own[node], *(done[d] for d in deps if d in done)])
+                visiting.discard(node)
+                continue
+            visiting.add(node)
+            stack.append((node, True))
+            stack.extend((d, False) for d in deps if d not in done and d not in visiting)
+    return done
