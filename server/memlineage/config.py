@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from memlineage.grpc_api.auth import TokenGrant
+from memlineage.scoring.config import ScoringConfig
 
 FAIL_MODES = ("closed", "degraded")
 
@@ -38,6 +39,9 @@ class Config:
     tokens: tuple[TokenGrant, ...] = field(default_factory=tuple)
     tls_cert: str | None = None
     tls_key: str | None = None
+    sweep_interval: float = 60.0  # seconds between background sweep passes; 0: off
+    sweep_batch: int = 1000  # memories examined per namespace per pass
+    scoring: ScoringConfig = field(default_factory=ScoringConfig)
 
     def store_url(self) -> str:
         if self.data_dir and self.store == "embedded":
@@ -54,6 +58,8 @@ class Config:
             raise ConfigError("tls_cert and tls_key go together")
         if self.lineage_depth < 1:
             raise ConfigError("lineage_depth must be >= 1")
+        if self.sweep_interval < 0 or self.sweep_batch < 1:
+            raise ConfigError("sweep_interval must be >= 0 and sweep_batch >= 1")
         return self
 
 
@@ -77,6 +83,28 @@ def _tokens_from_env(text: str) -> tuple[TokenGrant, ...]:
         grants.append(TokenGrant(token.strip(), tuple(n for n in names if n != "admin"),
                                  "admin" in names, f"env{i}"))
     return tuple(grants)
+
+
+def _scoring_from_table(table: Mapping[str, object], path: str) -> ScoringConfig:
+    """`[scoring]`: any ScoringConfig field; `half_lives` a table of class -> seconds."""
+    known = {f.name: f for f in fields(ScoringConfig)}
+    unknown = sorted(set(table) - set(known))
+    if unknown:
+        raise ConfigError(f"{path}: unknown scoring setting(s) {unknown}")
+    values: dict[str, object] = {}
+    for name, value in table.items():
+        if name in ("half_lives", "type_costs"):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{path}: scoring.{name} must be a table")
+            values[name] = {str(k): float(v) for k, v in value.items()}  # type: ignore[arg-type]
+        elif name == "credibility_priors":
+            values[name] = tuple((str(p), float(c)) for p, c in value)  # type: ignore[union-attr]
+        else:
+            try:
+                values[name] = float(value)  # type: ignore[arg-type]
+            except (TypeError, ValueError) as exc:
+                raise ConfigError(f"{path}: scoring.{name}: {exc}") from exc
+    return ScoringConfig(**values)  # type: ignore[arg-type]
 
 
 _ENV = {
@@ -118,12 +146,13 @@ def load_config(
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"{path}: {exc}") from exc
         tokens = data.pop("tokens", {})
-        known = {f.name for f in fields(Config)} - {"tokens"}
+        scoring = _scoring_from_table(data.pop("scoring", {}), path)
+        known = {f.name for f in fields(Config)} - {"tokens", "scoring"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{path}: unknown setting(s) {unknown}")
         cfg = replace(cfg, **{k: _coerce(k, v) for k, v in data.items()},
-                      tokens=_tokens_from_table(tokens))
+                      tokens=_tokens_from_table(tokens), scoring=scoring)
     for name, var in _ENV.items():
         if env.get(var):
             cfg = replace(cfg, **{name: _coerce(name, env[var])})

@@ -33,6 +33,7 @@ from memlineage.engine.records import (
     new_decision_ids,
 )
 from memlineage.engine.snapshot import calls_counter, snapshot_of, to_facts
+from memlineage.lifecycle.sweep import SweepReport, sweep
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.errors import (
     AlreadyExistsError,
@@ -415,6 +416,15 @@ class Engine:
         assert self.credibility is not None
         self.credibility.invalidate(ns, {r.creator_id for r in records.values()})
         return updated
+
+    # ------------------------------------------------------------ lifecycle
+    def sweep(self, namespace: str | None = None, *, batch: int = 1000,
+              time: float | None = None) -> SweepReport:
+        """One governance pass (a batch per namespace); see memlineage.lifecycle.sweep."""
+        if batch < 1 or batch > 10_000:
+            raise ValidationError("must be between 1 and 10000", field="batch")
+        return sweep(self.store, self.scoring, self._now(time), namespace=namespace,
+                     batch=batch)
 
     # ------------------------------------------------------------ explain
     def explain(

@@ -52,8 +52,11 @@ class Sidecar:
     executor: ThreadPoolExecutor | None
     service: MemLineageService
     log_file: TextIO | None = None
+    background: asyncio.Task[None] | None = None
 
     async def stop(self, grace: float = 5.0) -> None:
+        if self.background is not None:
+            self.background.cancel()
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
         self.service.close()
@@ -81,7 +84,7 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
     sink, log_file = _log_sink(config.decision_log)
     engine = Engine(store, holder, clock=clock, log=DecisionLog(sink),
                     fail_mode=config.fail_mode, lineage_depth=config.lineage_depth,
-                    record_access=config.record_access)
+                    record_access=config.record_access, scoring=config.scoring)
     metrics = metrics or Metrics()
     auth = Authenticator(config.tokens)
     executor = None if store.kind == "embedded" else ThreadPoolExecutor(
@@ -93,8 +96,9 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
     ])
     service = MemLineageService(engine, auth, metrics, executor)
     pb_grpc.add_MemLineageServicer_to_server(service, server)
-    pb_grpc.add_PolicyAdminServicer_to_server(
-        PolicyAdminService(engine, auth, metrics, executor), server)
+    admin = PolicyAdminService(engine, auth, metrics, executor)
+    admin.sweep_batch = config.sweep_batch
+    pb_grpc.add_PolicyAdminServicer_to_server(admin, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -110,8 +114,28 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
     await server.start()
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return Sidecar(server, port, health_servicer, engine, store, metrics, executor, service,
-                   log_file)
+    sidecar = Sidecar(server, port, health_servicer, engine, store, metrics, executor, service,
+                      log_file)
+    if config.sweep_interval > 0:
+        sidecar.background = asyncio.create_task(
+            _sweep_forever(engine, config.sweep_interval, config.sweep_batch))
+    return sidecar
+
+
+async def _sweep_forever(engine: Engine, interval: float, batch: int) -> None:
+    """The background governance sweep: a batch per namespace every `interval` s,
+    on a worker thread so the event loop keeps serving."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            report = await loop.run_in_executor(None, lambda: engine.sweep(batch=batch))
+        except Exception:  # a failed pass is logged and retried next interval
+            log.exception("governance sweep failed")
+            continue
+        if report.transitions or report.refused:
+            log.info("sweep: examined %d, %d transitions, %d refused", report.examined,
+                     len(report.transitions), len(report.refused))
 
 
 async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:

@@ -260,6 +260,8 @@ def diagnostics_to_pb(diags: list[Diagnostic], out) -> None:
 
 
 class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
+    sweep_batch = 1000
+
     @rpc
     async def ListPolicies(self, request, context, principal) -> pb.ListPoliciesResponse:
         self.auth.require_admin(principal, context.peer() or "")
@@ -285,6 +287,21 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
                 f"{d.location}: {d.message}" for d in outcome.diagnostics[:5]))
         out = pb.ReloadPoliciesResponse(applied=outcome.applied, version=outcome.version)
         diagnostics_to_pb(outcome.diagnostics, out.diagnostics)
+        return out
+
+    @rpc
+    async def RunSweep(self, request, context, principal) -> pb.RunSweepResponse:
+        self.auth.require_admin(principal, context.peer() or "")
+        report = await self.call(
+            self.engine.sweep, request.namespace or None, batch=request.batch or self.sweep_batch,
+            time=serde.from_ts(request, "time"))
+        out = pb.RunSweepResponse(examined=report.examined)
+        for items, target in ((report.transitions, out.transitions),
+                              (report.refused, out.refused)):
+            for t in items:
+                target.add(memory_id=t.memory_id, reason=t.reason,
+                           from_status=serde.STATUS_TO_PB.get(t.from_status, 0),
+                           to_status=serde.STATUS_TO_PB.get(t.to_status, 0))
         return out
 
     @rpc

@@ -1,0 +1,1 @@
+"""Lifecycle governance: the tiered sweep that archives and evicts memories."""

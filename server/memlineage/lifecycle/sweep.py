@@ -1,0 +1,133 @@
+"""One governance sweep pass: examine the memories due for review, in batches.
+
+Cost is proportional to what is examined: the store hands out only memories
+whose next review is due (a sorted index), and each is rescheduled by tier —
+near a threshold soon, recently used often, cold rarely. Transitions:
+- active / pending_verification with value < archive_below -> archived;
+- archived for at least evict_after_archived with value < evict_below -> evicted,
+  refused while it has an active (or pending) derivation or is still the current
+  value of its claim;
+every transition goes through the store's status change, so it is recorded in
+the memory's history with its reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from memlineage.lineage.errors import LineageError
+from memlineage.lineage.model import MemoryRecord, Status
+from memlineage.scoring.batch import credibilities, score, sources_of
+from memlineage.scoring.config import ScoringConfig
+from memlineage.store.base import LineageStore
+
+_LIVE = {Status.ACTIVE.value, Status.PENDING_VERIFICATION.value}
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    memory_id: str
+    from_status: str
+    to_status: str
+    reason: str
+
+
+@dataclass
+class SweepReport:
+    examined: int = 0
+    transitions: list[Transition] = field(default_factory=list)
+    refused: list[Transition] = field(default_factory=list)
+
+    def merge(self, other: SweepReport) -> None:
+        self.examined += other.examined
+        self.transitions += other.transitions
+        self.refused += other.refused
+
+
+def _archived_since(rec: MemoryRecord) -> float | None:
+    for change in reversed(rec.status_history):
+        if change.to_status == Status.ARCHIVED.value:
+            return change.at
+    return None
+
+
+def _eviction_blocker(store: LineageStore, rec: MemoryRecord) -> str | None:
+    if rec.derivations:
+        children = store.get_many(rec.namespace, list(rec.derivations))
+        live = sorted(c.id for c in children.values() if c.status in _LIVE)
+        if live:
+            return f"has active descendants ({', '.join(live[:3])})"
+    if rec.subject is not None and rec.attribute is not None:
+        current = store.current_claim(rec.namespace, rec.subject, rec.attribute)
+        if current is not None and current.id == rec.id:
+            return f"is the current value of {rec.subject}/{rec.attribute}"
+    return None
+
+
+def sweep_namespace(
+    store: LineageStore, cfg: ScoringConfig, namespace: str, now: float, batch: int = 1000
+) -> SweepReport:
+    """Review at most `batch` due memories of one namespace."""
+    report = SweepReport()
+    ids = store.due_for_review(namespace, now=now, limit=batch)
+    if not ids:
+        return report
+    records = store.get_many(namespace, ids)
+    report.examined = len(records)
+    stats = store.source_stats(namespace, sources_of(records))
+    values = score(cfg, records, credibilities(cfg, stats), now).value
+    next_review: dict[str, float] = {}
+    gone: list[str] = []
+    for rid, rec in records.items():
+        v = values[rid]
+        status = rec.status
+        move: tuple[Status, str] | None = None
+        if status in _LIVE and v < cfg.archive_below:
+            move = (Status.ARCHIVED, f"value {v:.3f} below {cfg.archive_below:g}")
+        elif status == Status.ARCHIVED.value and v < cfg.evict_below:
+            since = _archived_since(rec)
+            if since is not None and now - since >= cfg.evict_after_archived:
+                blocker = _eviction_blocker(store, rec)
+                reason = f"value {v:.3f} below {cfg.evict_below:g}, archived since {since:.0f}"
+                if blocker is None:
+                    move = (Status.EVICTED, reason)
+                else:
+                    report.refused.append(Transition(rid, status, Status.EVICTED.value,
+                                                     f"not evicted: {blocker}"))
+        if move is not None:
+            try:
+                store.set_status(namespace, rid, move[0], reason=f"sweep: {move[1]}", now=now)
+            except LineageError as exc:  # changed meanwhile: review again soon
+                report.refused.append(Transition(rid, status, move[0].value, str(exc)))
+                next_review[rid] = now + cfg.near_interval
+                continue
+            report.transitions.append(Transition(rid, status, move[0].value, move[1]))
+            if move[0] is Status.EVICTED:
+                gone.append(rid)
+                continue
+        next_review[rid] = now + _interval(cfg, rec, v, now)
+    if gone:
+        store.unschedule_review(namespace, gone)
+    store.schedule_review(namespace, next_review, now=now)
+    return report
+
+
+def _interval(cfg: ScoringConfig, rec: MemoryRecord, value: float, now: float) -> float:
+    """Near a threshold: soon. Recently used: often. Otherwise: rarely."""
+    if min(abs(value - cfg.archive_below), abs(value - cfg.evict_below)) < cfg.near_margin:
+        return cfg.near_interval
+    last = rec.last_access if rec.last_access is not None else rec.created_at or now
+    if now - last < cfg.hot_window:
+        return cfg.hot_interval
+    return cfg.cold_interval
+
+
+def sweep(
+    store: LineageStore, cfg: ScoringConfig, now: float, *, namespace: str | None = None,
+    batch: int = 1000,
+) -> SweepReport:
+    """One pass over one namespace or all of them (a batch each)."""
+    report = SweepReport()
+    for ns in [namespace] if namespace else store.namespaces():
+        report.merge(sweep_namespace(store, cfg, ns, now, batch))
+    return report
