@@ -13,8 +13,9 @@ the change (``events`` / ``wait_events`` / ``latest_cursor``, for the Watch RPC)
 from __future__ import annotations
 
 import contextlib
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from memlineage.lineage.clock import Clock, system_clock
@@ -57,6 +58,14 @@ class LineageStore(ABC):
     def __init__(self, *, clock: Clock = system_clock, limits: StoreLimits | None = None):
         self.clock = clock
         self.limits = limits or StoreLimits()
+        n = self.limits.max_id_length
+        # Every id of a batch checked by one regex over the ids joined with "\n" (not an
+        # id character); only a failing batch is re-checked id by id for the error.
+        self._batch_ids_re = re.compile(
+            rf"[A-Za-z0-9._:/-]{{1,{n}}}(?:\n[A-Za-z0-9._:/-]{{1,{n}}})*")
+        self._snapshot: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+        """Held across a traversal; the embedded store makes it its lock (a consistent
+        snapshot).  A plain context manager, not a generator: it is on the read path."""
 
     # -- helpers ---------------------------------------------------------------
 
@@ -76,14 +85,14 @@ class LineageStore(ABC):
         if len(out) > MAX_BATCH_IDS:
             raise ValidationError(f"has {len(out)} ids, the limit is {MAX_BATCH_IDS}",
                                   field="ids", code="TOO_MANY_IDS")
-        for i, memory_id in enumerate(out):
-            self._id(memory_id, f"ids[{i}]")
+        try:
+            joined = "\n".join(out)
+        except TypeError:
+            joined = None
+        if joined is None or (out and self._batch_ids_re.fullmatch(joined) is None):
+            for i, memory_id in enumerate(out):
+                self._id(memory_id, f"ids[{i}]")
         return out
-
-    @contextlib.contextmanager
-    def _read_lock(self) -> Iterator[None]:
-        """Held across a traversal; the embedded store makes it a consistent snapshot."""
-        yield
 
     def _cursor(self, after: Any) -> str | None:
         if after is None:
@@ -133,16 +142,22 @@ class LineageStore(ABC):
         """Atomically add (pre-validated) dependencies after the existence and cycle checks."""
 
     @abstractmethod
-    def _load(self, namespace: str, ids: list[str]) -> dict[str, MemoryRecord]:
-        """Fetch existing records (with derivations) in one round trip; missing ids omitted."""
+    def _load(self, namespace: str, ids: list[str],
+              with_history: bool = True) -> dict[str, MemoryRecord]:
+        """Fetch existing records (with derivations) in one round trip; missing ids omitted.
+
+        ``with_history=False``: the records' ``status_history`` is empty (Redis skips
+        reading it; the embedded store hands out its cached copy without it)."""
 
     @abstractmethod
     def _current_claim_id(self, namespace: str, subject: str, attribute: str) -> str | None:
         """The id holding the (subject, attribute) claim index entry, if any."""
 
     @abstractmethod
-    def _record_access(self, namespace: str, ids: list[str], now: float) -> int:
-        """Bump access_count and last_access of existing ids; return how many existed."""
+    def _record_accesses(self, namespace: str,
+                         accesses: dict[str, tuple[int, float]]) -> int:
+        """For each existing id add ``count`` to access_count and move last_access to
+        max(current, time), in one atomic step; return how many existed."""
 
     @abstractmethod
     def _incr_counter(self, namespace: str, name: str, now: float) -> None: ...
@@ -299,9 +314,14 @@ class LineageStore(ABC):
             raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
         return found
 
-    def get_many(self, namespace: str, ids: Iterable[str]) -> dict[str, MemoryRecord]:
-        """Existing records among ``ids`` in one round trip (missing ids are omitted)."""
-        return self._load(self._ns(namespace), self._ids(ids))
+    def get_many(self, namespace: str, ids: Iterable[str], *,
+                 with_history: bool = False) -> dict[str, MemoryRecord]:
+        """Existing records among ``ids`` in one round trip (missing ids are omitted).
+
+        Records carry their derivations; their ``status_history`` only with
+        ``with_history=True`` (decisions never read it; :meth:`get`, the walks and
+        Explain do)."""
+        return self._load(self._ns(namespace), self._ids(ids), with_history)
 
     def current_claim(self, namespace: str, subject: str,
                       attribute: str) -> MemoryRecord | None:
@@ -331,7 +351,7 @@ class LineageStore(ABC):
         memory_id = self._id(memory_id)
         check_limit(max_depth, "max_depth", self.limits.max_walk_depth)
         check_limit(limit, "limit", self.limits.max_walk_count)
-        with self._read_lock():
+        with self._snapshot:
             start = self._load(ns, [memory_id]).get(memory_id)
             if start is None:
                 raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
@@ -364,20 +384,23 @@ class LineageStore(ABC):
         return Walk(records=tuple(found), depths=depths, truncated=truncated)
 
     def lineage_view(self, namespace: str, ids: Iterable[str], *, ancestor_depth: int = 8,
-                     descendant_depth: int = 0, limit: int = 5000) -> LineageView:
+                     descendant_depth: int = 0, limit: int = 5000,
+                     with_history: bool = False) -> LineageView:
         """The records ``ids`` plus their ancestors (and descendants) in one BFS.
 
         Ancestor and descendant frontiers are loaded together, one batch per
         level: ``1 + max(ancestor_depth, descendant_depth)`` round trips at most.
-        ``limit`` bounds the records added beyond ``ids``.
+        ``limit`` bounds the records added beyond ``ids``.  Records carry their
+        derivations; their ``status_history`` only with ``with_history=True``.
         """
         ns = self._ns(namespace)
         wanted = self._ids(ids)
         check_limit(ancestor_depth, "ancestor_depth", self.limits.max_walk_depth)
         check_limit(descendant_depth, "descendant_depth", self.limits.max_walk_depth)
         check_limit(limit, "limit", self.limits.max_walk_count)
-        with self._read_lock():
-            records = self._load(ns, wanted)
+        load = self._load
+        with self._snapshot:
+            records = load(ns, wanted, with_history)
             missing = tuple(i for i in wanted if i not in records)
             up = list(records.values())
             down = list(records.values())
@@ -392,7 +415,7 @@ class LineageStore(ABC):
                 if added + len(batch) > limit:
                     truncated = True
                     batch = batch[: limit - added]
-                loaded = self._load(ns, batch)
+                loaded = load(ns, batch, with_history)
                 records.update(loaded)
                 added += len(loaded)
                 up = [loaded[i] for i in nxt_up if i in loaded]
@@ -451,7 +474,35 @@ class LineageStore(ABC):
                       now: float | None = None) -> int:
         """Bump access_count and last_access (never moving it backwards) for existing
         ids in one round trip; unknown ids are ignored. Does not bump versions."""
-        return self._record_access(self._ns(namespace), self._ids(ids), self._now(now))
+        ns = self._ns(namespace)
+        wanted = self._ids(ids)
+        at = self._now(now)
+        return self._record_accesses(ns, dict.fromkeys(wanted, (1, at))) if wanted else 0
+
+    def record_accesses(self, namespace: str,
+                        accesses: Mapping[str, tuple[int, float]]) -> int:
+        """Flush buffered reads: for each existing id add ``count`` to access_count and
+        move last_access to max(current, time), all in one atomic step (one op-log
+        line embedded, one script call on Redis).  Unknown ids are ignored; returns
+        how many existed.  No version bump, no event."""
+        ns = self._ns(namespace)
+        if not isinstance(accesses, Mapping):
+            raise ValidationError("must map ids to (count, time)", field="accesses",
+                                  code="INVALID_ACCESSES")
+        ids = self._ids(accesses.keys())
+        checked: dict[str, tuple[int, float]] = {}
+        for memory_id in ids:
+            entry = accesses[memory_id]
+            if not isinstance(entry, tuple | list) or len(entry) != 2:
+                raise ValidationError("must be a (count, time) pair",
+                                      field=f"accesses[{memory_id}]", code="INVALID_ACCESSES")
+            count, at = entry
+            check_limit(count, f"accesses[{memory_id}].count", 2**62)
+            if count < 1:
+                raise ValidationError("must be at least 1", field=f"accesses[{memory_id}].count",
+                                      code="INVALID_LIMIT")
+            checked[memory_id] = (count, check_time(at, f"accesses[{memory_id}].time"))
+        return self._record_accesses(ns, checked) if checked else 0
 
     # -- reliability: claim groups, source statistics, usage feedback ---------------------
     #

@@ -23,7 +23,6 @@ and the sequence, so a restart resumes every reader's cursor.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import heapq
 import json
 import os
@@ -31,8 +30,9 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from pathlib import Path
 from typing import IO, Any
 
@@ -85,22 +85,68 @@ _DEFAULTS = {f.name: f.default for f in MemoryRecord.__dataclass_fields__.values
 _TUPLES = ("tags", "dependencies", "confirmed_by", "contradicted_by")
 
 
+_set = object.__setattr__
+_values = attrgetter(*_ROW_FIELDS)
+
+
 class _Row:
-    """Mutable internal twin of MemoryRecord (frozen copies are handed out)."""
+    """Mutable internal twin of MemoryRecord; frozen copies are handed out, cached.
 
-    __slots__ = _ROW_FIELDS
+    ``record()`` builds the frozen MemoryRecord once and hands out the same object
+    until the row changes (``bare()``: the same without status history, for
+    decisions).  Invalidation cannot be forgotten: every field assignment goes
+    through ``__setattr__``, which drops the cached copies, and nothing is mutated
+    in place: ``status_history`` and the other sequences are tuples that are
+    reassigned, and the derivation list (``_kids``, the one growing list) changes
+    only through ``adopt``, which drops them too.
+    """
 
-    def to_record(self, derivations: list[str] | None) -> MemoryRecord:
-        values = {f: getattr(self, f) for f in _ROW_FIELDS}
-        values["status_history"] = tuple(self.status_history)
-        return MemoryRecord(derivations=tuple(sorted(derivations or ())), **values)
+    __slots__ = (*_ROW_FIELDS, "_kids", "_rec", "_bare")
+
+    def __init__(self) -> None:
+        _set(self, "_kids", [])
+        _set(self, "_rec", None)
+        _set(self, "_bare", None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        _set(self, name, value)
+        _set(self, "_rec", None)
+        _set(self, "_bare", None)
+
+    def invalidate(self) -> None:
+        _set(self, "_rec", None)
+        _set(self, "_bare", None)
+
+    def adopt(self, child: str) -> None:
+        """Record a derivation: ``child`` was recorded with this row as a dependency."""
+        self._kids.append(child)
+        self.invalidate()
+
+    def record(self) -> MemoryRecord:
+        """The frozen record (with history and derivations), cached until a change."""
+        rec = self._rec
+        if rec is None:
+            rec = MemoryRecord(derivations=tuple(sorted(self._kids)),
+                               **dict(zip(_ROW_FIELDS, _values(self), strict=True)))
+            _set(self, "_rec", rec)
+        return rec
+
+    def bare(self) -> MemoryRecord:
+        """The frozen record without status history (the same object when it has none)."""
+        rec = self._bare
+        if rec is None:
+            rec = self._rec or self.record()
+            if rec.status_history:
+                rec = replace(rec, status_history=())
+            _set(self, "_bare", rec)
+        return rec
 
     @classmethod
     def from_record(cls, rec: MemoryRecord) -> _Row:
         row = cls()
         for f in _ROW_FIELDS:
             setattr(row, f, getattr(rec, f))
-        row.status_history = list(rec.status_history)
+        row.status_history = tuple(rec.status_history)
         return row
 
     def to_json(self) -> dict[str, Any]:
@@ -113,7 +159,7 @@ class _Row:
             setattr(row, f, data[f] if f in data else _DEFAULTS[f])
         for f in _TUPLES:
             setattr(row, f, tuple(getattr(row, f)))
-        row.status_history = [StatusChange(*h) for h in row.status_history]
+        row.status_history = tuple(StatusChange(*h) for h in row.status_history)
         if not isinstance(row.volatility, str | None):
             row.volatility = None  # numeric volatility of logs written before classes
         return row
@@ -187,7 +233,6 @@ class _Space:
     """Everything one namespace owns."""
 
     rows: dict[str, _Row] = field(default_factory=dict)
-    children: dict[str, list[str]] = field(default_factory=dict)
     claims: dict[tuple[str, str], str] = field(default_factory=dict)
     counters: dict[str, list[float]] = field(default_factory=dict)
     groups: dict[tuple[str, str], list[str]] = field(default_factory=dict)
@@ -210,6 +255,7 @@ class EmbeddedStore(LineageStore):
                  fsync: bool = False):
         super().__init__(clock=clock, limits=limits)
         self._lock = threading.RLock()
+        self._snapshot = self._lock  # traversals hold the lock: a consistent snapshot
         self._changed = threading.Condition(self._lock)
         self._spaces: dict[str, _Space] = {}
         self._fsync = fsync
@@ -235,8 +281,12 @@ class EmbeddedStore(LineageStore):
             self._generation = data["generation"]
             for ns, sp in data["spaces"].items():
                 space = self._space(ns)
-                for row in sp["rows"]:
-                    self._link(ns, _Row.from_json(row))
+                # All rows first: add_dependencies may have linked a row to a later one.
+                rows = [_Row.from_json(row) for row in sp["rows"]]
+                for row in rows:
+                    space.rows[row.id] = row
+                for row in rows:
+                    self._link(ns, row)
                 space.claims = {(s, a): i for s, a, i in sp["claims"]}
                 for name, times in sp["counters"].items():
                     space.counters[name] = list(times)
@@ -291,8 +341,10 @@ class EmbeddedStore(LineageStore):
             self._apply_add(op["n"], op["i"], op["d"], op["a"])
         elif kind == "u":
             self._apply_update(op["n"], op["i"], op["c"], op.get("a", 0.0))
-        elif kind == "a":
-            self._apply_access(op["n"], op["i"], op["a"])
+        elif kind == "A":
+            self._apply_accesses(op["n"], op["m"])
+        elif kind == "a":  # logs written before batched access recording
+            self._apply_accesses(op["n"], dict.fromkeys(op["i"], (1, op["a"])))
         elif kind == "c":
             self._apply_counter(op["n"], op["k"], op["a"])
         elif kind == "f":
@@ -350,17 +402,22 @@ class EmbeddedStore(LineageStore):
                                       memory_id=memory_id, at=at, **fields))
         self._changed.notify_all()
 
+    @staticmethod
+    def _push_history(row: _Row, entry: StatusChange, cap: int) -> None:
+        history = (*row.status_history, entry)
+        if len(history) > cap:
+            history = history[len(history) - cap:]
+        row.status_history = history
+
     def _history(self, row: _Row, entry: StatusChange) -> None:
-        row.status_history.append(entry)
-        if len(row.status_history) > self.limits.history_length:
-            del row.status_history[0]
+        self._push_history(row, entry, self.limits.history_length)
 
     def _link(self, ns: str, row: _Row) -> None:
         """Index a row: derivation links of its dependencies, its claim (no event)."""
         sp = self._space(ns)
         sp.rows[row.id] = row
         for dep in row.dependencies:
-            sp.children.setdefault(dep, []).append(row.id)
+            sp.rows[dep].adopt(row.id)  # type: ignore[index]
         if row.subject is not None:
             sp.claims[(row.subject, row.attribute)] = row.id
             sp.groups.setdefault((row.subject, row.attribute), []).append(row.id)
@@ -430,10 +487,10 @@ class EmbeddedStore(LineageStore):
 
         Returns the ids re-marked pending_verification (BFS order) and how many
         descendants were visited."""
+        rows, limit, push = sp.rows, self.limits.history_length, self._push_history
         seen = {start}
-        queue = deque(sp.children.get(start, ()))
+        queue = deque(rows[start]._kids)
         affected: list[str] = []
-        rows, children, limit = sp.rows, sp.children, self.limits.history_length
         while queue:
             child = queue.popleft()
             if child in seen:
@@ -441,13 +498,11 @@ class EmbeddedStore(LineageStore):
             seen.add(child)
             r = rows[child]
             if r.status in _MARKS:
-                r.status_history.append(StatusChange(now, r.status, _PENDING, why, root))
-                if len(r.status_history) > limit:
-                    del r.status_history[0]
+                push(r, StatusChange(now, r.status, _PENDING, why, root), limit)
                 r.status = _PENDING
                 r.version += 1
                 affected.append(child)
-            queue.extend(children.get(child, ()))
+            queue.extend(r._kids)
         return affected, len(seen) - 1
 
     def _apply_add(self, ns: str, memory_id: str, deps: list[str], now: float) -> None:
@@ -456,7 +511,7 @@ class EmbeddedStore(LineageStore):
         row.dependencies = tuple(row.dependencies) + tuple(deps)
         row.version += 1
         for dep in deps:
-            sp.children.setdefault(dep, []).append(memory_id)
+            sp.rows[dep].adopt(memory_id)
         self._emit(ns, sp, EventType.UPDATED, memory_id, now, version=row.version)
         tainted = next((d for d in deps if sp.rows[d].status in TAINTED), None)
         if tainted is not None and row.status in _MARKS:
@@ -491,17 +546,19 @@ class EmbeddedStore(LineageStore):
                         found[memory_id] = ns
             return found
 
-    def _apply_access(self, ns: str, ids: list[str], now: float) -> int:
+    def _apply_accesses(self, ns: str, accesses: dict[str, Any]) -> int:
+        """``accesses``: id -> (count, time); only the touched rows' caches drop."""
         sp = self._spaces.get(ns)
         if sp is None:
             return 0
         hit = 0
-        for memory_id in ids:
-            row = sp.rows.get(memory_id)
+        rows = sp.rows
+        for memory_id, (count, at) in accesses.items():
+            row = rows.get(memory_id)
             if row is not None:
-                row.access_count += 1
-                if row.last_access is None or now > row.last_access:
-                    row.last_access = now
+                row.access_count += count
+                if row.last_access is None or at > row.last_access:
+                    row.last_access = at
                 hit += 1
         return hit
 
@@ -551,11 +608,6 @@ class EmbeddedStore(LineageStore):
 
     # -- primitives -----------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _read_lock(self) -> Iterator[None]:
-        with self._lock:
-            yield
-
     def _get_row(self, ns: str, memory_id: str) -> _Row:
         sp = self._spaces.get(ns)
         row = sp.rows.get(memory_id) if sp is not None else None
@@ -581,14 +633,14 @@ class EmbeddedStore(LineageStore):
                     taint = (dep, parent.status)  # type: ignore[assignment]
             row = _Row.from_record(rec)
             if taint is not None and row.status != _PENDING:
-                row.status_history.append(StatusChange(
+                row.status_history = (*row.status_history, StatusChange(
                     at, row.status, _PENDING, f"dependency {taint[1]}", taint[0]))
                 row.status = _PENDING
             review_at = at + self.limits.first_review_seconds
             self._append({"o": "r", "n": rec.namespace, "r": row.to_json(), "a": at,
                           "v": review_at})
             self._apply_record(rec.namespace, row, at, review_at)
-            return row.to_record(None)
+            return row.record()
 
     def _bulk_load(self, namespace: str, records: Iterable[MemoryRecord], *,
                    review_at: float) -> int:
@@ -632,7 +684,7 @@ class EmbeddedStore(LineageStore):
                           "w": reason, "u": successor, "a": now})
             affected, visited = self._apply_status(namespace, memory_id, target, reason,
                                                    successor, now)
-            root = row.to_record(self._spaces[namespace].children.get(memory_id))
+            root = row.record()
             return CascadeResult(root=root, marked=len(affected), visited=visited,
                                  affected=tuple(affected))
 
@@ -643,7 +695,7 @@ class EmbeddedStore(LineageStore):
             _check_version(memory_id, row.version, expected_version)
             self._append({"o": "u", "n": namespace, "i": memory_id, "c": changes, "a": now})
             self._apply_update(namespace, memory_id, changes, now)
-            return row.to_record(self._spaces[namespace].children.get(memory_id))
+            return row.record()
 
     def _add_dependencies(self, namespace: str, memory_id: str, deps: tuple[str, ...],
                           expected_version: int, now: float) -> MemoryRecord:
@@ -670,18 +722,26 @@ class EmbeddedStore(LineageStore):
                         stack.extend(rows[node].dependencies)  # type: ignore[arg-type]
             self._append({"o": "d", "n": namespace, "i": memory_id, "d": list(deps), "a": now})
             self._apply_add(namespace, memory_id, list(deps), now)
-            return row.to_record(self._spaces[namespace].children.get(memory_id))
+            return row.record()
 
-    def _load(self, namespace: str, ids: list[str]) -> dict[str, MemoryRecord]:
+    def _load(self, namespace: str, ids: list[str],
+              with_history: bool = True) -> dict[str, MemoryRecord]:
         with self._lock:
             sp = self._spaces.get(namespace)
             if sp is None:
                 return {}
+            rows = sp.rows
             out: dict[str, MemoryRecord] = {}
-            for memory_id in ids:
-                row = sp.rows.get(memory_id)
-                if row is not None:
-                    out[memory_id] = row.to_record(sp.children.get(memory_id))
+            if with_history:
+                for memory_id in ids:
+                    row = rows.get(memory_id)
+                    if row is not None:
+                        out[memory_id] = row._rec or row.record()
+            else:
+                for memory_id in ids:
+                    row = rows.get(memory_id)
+                    if row is not None:
+                        out[memory_id] = row._bare or row.bare()
             return out
 
     def _current_claim_id(self, namespace: str, subject: str, attribute: str) -> str | None:
@@ -689,14 +749,18 @@ class EmbeddedStore(LineageStore):
             sp = self._spaces.get(namespace)
             return sp.claims.get((subject, attribute)) if sp is not None else None
 
-    def _record_access(self, namespace: str, ids: list[str], now: float) -> int:
+    def _record_accesses(self, namespace: str,
+                         accesses: dict[str, tuple[int, float]]) -> int:
         with self._lock:
             sp = self._spaces.get(namespace)
-            live = [i for i in ids if sp is not None and i in sp.rows]
+            if sp is None:
+                return 0
+            rows = sp.rows
+            live = {i: a for i, a in accesses.items() if i in rows}
             if not live:
                 return 0
-            self._append({"o": "a", "n": namespace, "i": live, "a": now})
-            return self._apply_access(namespace, live, now)
+            self._append({"o": "A", "n": namespace, "m": live})
+            return self._apply_accesses(namespace, live)
 
     def _incr_counter(self, namespace: str, name: str, now: float) -> None:
         with self._lock:
@@ -709,8 +773,7 @@ class EmbeddedStore(LineageStore):
             sp = self._spaces.get(namespace)
             if sp is None:
                 return []
-            return [sp.rows[i].to_record(sp.children.get(i))
-                    for i in sp.groups.get((subject, attribute), ())]
+            return [sp.rows[i].record() for i in sp.groups.get((subject, attribute), ())]
 
     def _source_stats(self, namespace: str,
                       sources: list[str]) -> dict[str, tuple[float, float]]:

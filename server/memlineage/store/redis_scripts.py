@@ -253,20 +253,45 @@ return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[3], 0, -1),
 """
 
 ACCESS = """
--- Bump access statistics of existing records (never creates a key).
--- KEYS[i] record hash   ARGV[1] now
--- Returns the number of records that existed.
+-- Add buffered reads to the access statistics of existing records (never creates a key).
+-- KEYS[i] record hash   ARGV[2i-1] reads to add to n   ARGV[2i] their latest time
+-- l (last_access) only moves forward.  Returns the number of records that existed.
 local hit = 0
-local now = tonumber(ARGV[1])
 for i = 1, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then
-    redis.call('HINCRBY', KEYS[i], 'n', 1)
+    redis.call('HINCRBY', KEYS[i], 'n', ARGV[2 * i - 1])
+    local at = ARGV[2 * i]
     local last = redis.call('HGET', KEYS[i], 'l')
-    if not last or tonumber(last) < now then redis.call('HSET', KEYS[i], 'l', ARGV[1]) end
+    if not last or tonumber(last) < tonumber(at) then redis.call('HSET', KEYS[i], 'l', at) end
     hit = hit + 1
   end
 end
 return hit
+"""
+
+LOAD = """
+-- Read a batch of records in one call (one BFS level of a lineage view).
+-- KEYS[1 .. n] record hashes, KEYS[n+1 .. 2n] their derivation lists, and with history
+-- KEYS[2n+1 .. 3n] their history lists (n = #KEYS / ARGV[1])
+-- ARGV[1] keys per record: 2 (no history) or 3
+-- Returns, per record, {HGETALL, derivations[, history]} flattened: the first element
+-- of a missing record is an empty array (its lists are not read).
+local per = tonumber(ARGV[1])
+local n = #KEYS / per
+local out = {}
+local empty = {}
+for i = 1, n do
+  local h = redis.call('HGETALL', KEYS[i])
+  out[#out + 1] = h
+  if #h == 0 then
+    out[#out + 1] = empty
+    if per == 3 then out[#out + 1] = empty end
+  else
+    out[#out + 1] = redis.call('LRANGE', KEYS[n + i], 0, -1)
+    if per == 3 then out[#out + 1] = redis.call('LRANGE', KEYS[2 * n + i], 0, -1) end
+  end
+end
+return out
 """
 
 COUNTER_ADD = """
@@ -406,4 +431,4 @@ return hit
 ALL = {"record": RECORD, "set_status": SET_STATUS, "cascade_mark": CASCADE_MARK,
        "update": UPDATE, "access": ACCESS, "counter_add": COUNTER_ADD,
        "add_dependencies": ADD_DEPENDENCIES, "events": EVENTS, "feedback": FEEDBACK,
-       "schedule_review": SCHEDULE_REVIEW}
+       "schedule_review": SCHEDULE_REVIEW, "load": LOAD}

@@ -96,6 +96,8 @@ _GROUP_RETRIES = 32
 _CURSOR_RE = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
 _MAX_BLOCK_SECONDS = 5.0
 _JOINED = frozenset({"tags", "dependencies", "confirmed_by", "contradicted_by"})
+_LOAD_CHUNK = 1000
+"""Ids per LOAD script call: bounds how long one call holds the server."""
 
 
 def _spaced(statuses: frozenset[Status]) -> str:
@@ -130,6 +132,34 @@ def _decode(namespace: str, memory_id: str, h: dict[str, str], history: list[str
         contradicted_by=tuple(h["z"].split(" ")) if "z" in h else (),
         uses_ok=int(h.get("j", 0)), uses_failed=int(h.get("q", 0)),
         reviewed_at=float(h["r"]) if "r" in h else None)
+
+
+def _split(joined: str) -> tuple[str, ...]:
+    return tuple(joined.split(" "))
+
+
+_NAMES = {short: name for name, short in _FIELDS.items()}
+_CONVERT: dict[str, Any] = {_FIELDS[f]: _split for f in _JOINED}
+_CONVERT.update({_FIELDS[f]: float for f in _FLOATS})
+_CONVERT.update({_FIELDS[f]: int for f in ("version", "access_count", "uses_ok", "uses_failed")})
+
+
+def _decode_flat(namespace: str, memory_id: str, flat: list[str], history: Any,
+                 derivations: list[str]) -> MemoryRecord:
+    """_decode straight from an HGETALL reply (field, value, ...): absent fields take
+    the record's defaults (empty / zero / None, as the hash layout says)."""
+    names, convert = _NAMES, _CONVERT
+    kw: dict[str, Any] = {"id": memory_id, "namespace": namespace,
+                          "derivations": tuple(sorted(derivations))}
+    it = iter(flat)
+    for short, value in zip(it, it, strict=True):
+        name = names.get(short)
+        if name is not None:
+            conv = convert.get(short)
+            kw[name] = conv(value) if conv is not None else value
+    if history:
+        kw["status_history"] = tuple(_decode_history(e) for e in history)
+    return MemoryRecord(**kw)
 
 
 def _decode_history(entry: str) -> StatusChange:
@@ -421,23 +451,28 @@ class RedisStore(LineageStore):
 
     # -- reads ---------------------------------------------------------------------
 
-    def _load(self, namespace: str, ids: list[str]) -> dict[str, MemoryRecord]:
+    def _load(self, namespace: str, ids: list[str],
+              with_history: bool = True) -> dict[str, MemoryRecord]:
+        """One LOAD script call per chunk of ids (every key passed in KEYS: cluster-legal),
+        instead of a pipeline of HGETALL + 2 LRANGE per id; history only when asked."""
         if not ids:
             return {}
-        k = self.keys
-        with self._guard():
-            pipe = self.client.pipeline(transaction=False)
-            for memory_id in ids:
-                pipe.hgetall(k.record(namespace, memory_id))
-                pipe.lrange(k.history(namespace, memory_id), 0, -1)
-                pipe.lrange(k.derivations(namespace, memory_id), 0, -1)
-            replies = pipe.execute()
+        base = self.keys.tag(namespace)
+        per = 3 if with_history else 2
         out: dict[str, MemoryRecord] = {}
-        for i, memory_id in enumerate(ids):
-            h = replies[3 * i]
-            if h:
-                out[memory_id] = _decode(namespace, memory_id, h, replies[3 * i + 1],
-                                         replies[3 * i + 2])
+        for lo in range(0, len(ids), _LOAD_CHUNK):
+            part = ids[lo:lo + _LOAD_CHUNK]
+            keys = [f"{base}:m:{i}" for i in part]
+            keys += [f"{base}:d:{i}" for i in part]
+            if with_history:
+                keys += [f"{base}:h:{i}" for i in part]
+            replies = self._run("load", keys, [per])
+            for j, memory_id in enumerate(part):
+                flat = replies[per * j]
+                if flat:
+                    out[memory_id] = _decode_flat(
+                        namespace, memory_id, flat,
+                        replies[per * j + 2] if with_history else (), replies[per * j + 1])
         return out
 
     def _current_claim_id(self, namespace: str, subject: str, attribute: str) -> str | None:
@@ -452,11 +487,13 @@ class RedisStore(LineageStore):
             found = pipe.execute()
         return {i: ns for i, ns in zip(ids, found, strict=True) if ns is not None}
 
-    def _record_access(self, namespace: str, ids: list[str], now: float) -> int:
-        if not ids:
-            return 0
-        keys = [self.keys.record(namespace, i) for i in ids]
-        return int(self._run("access", keys, [repr(now)]))
+    def _record_accesses(self, namespace: str,
+                         accesses: dict[str, tuple[int, float]]) -> int:
+        keys = [self.keys.record(namespace, i) for i in accesses]
+        args: list[Any] = []
+        for count, at in accesses.values():
+            args += (count, repr(float(at)))
+        return int(self._run("access", keys, args))
 
     # -- reliability and review schedule ------------------------------------------------
 
