@@ -482,6 +482,24 @@ class MemLineageClient:
         request = pb.LintPolicyRequest(files=dict(files))
         return self._call(self._admin.LintPolicy, request, idempotent=True)
 
+    def run_sweep(self, namespace: str = "", batch: int = 0,
+                  at: float | None = None) -> pb.RunSweepResponse:
+        """One lifecycle governance pass (admin): archive / evict by value."""
+        request = pb.RunSweepRequest(namespace=namespace, batch=batch)
+        if at is not None:
+            request.time.CopyFrom(to_timestamp(at))
+        return self._call(self._admin.RunSweep, request, idempotent=False)
+
+    def compress(
+        self, memory_id: str, summary_id: str, reason: str = "", expected_version: int = 0,
+        actor: str | None = None, at: float | None = None,
+    ) -> pb.UpdateStatusResponse:
+        """Mark a memory compressed into a summary memory that depends on it."""
+        return self._update_status(
+            memory_id, pb.STATUS_ACTION_COMPRESS, successor_id=summary_id, reason=reason,
+            expected_version=expected_version, actor=actor, at=at,
+        )
+
     # -- grpc.health.v1
     def health(self, service: str = "") -> str:
         """The serving status name, e.g. "SERVING" or "NOT_SERVING"."""

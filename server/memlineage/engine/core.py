@@ -327,6 +327,8 @@ class Engine:
             return RecordResult(False, self._issue(d, ns, op, (proposed.id,), actor, now,
                                                    serving.version))
         stored = self.store.record(proposed, now=now)
+        if stored.claim is not None:
+            self.credibility.invalidate_namespace(ns)  # type: ignore[union-attr]
         rec = self._issue(d, ns, op, (proposed.id,), actor, now, serving.version)
         self.store.incr_counter(ns, calls_counter(proposed.creator_id), now=now)
         if current is None or current.value == stored.value or not _supersedes(stored, current):

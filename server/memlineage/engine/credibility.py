@@ -55,3 +55,9 @@ class CredibilityCache:
         with self._lock:
             for s in sources:
                 self._entries.pop((namespace, s), None)
+
+    def invalidate_namespace(self, namespace: str) -> None:
+        """A recorded claim can move several sources' statistics at once."""
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == namespace]:
+                del self._entries[key]

@@ -85,7 +85,7 @@ def sweep_namespace(
         if status in _LIVE and v < cfg.archive_below:
             move = (Status.ARCHIVED, f"value {v:.3f} below {cfg.archive_below:g}")
         elif status == Status.ARCHIVED.value and v < cfg.evict_below:
-            since = _archived_since(rec)
+            since = _archived_since(store.get(namespace, rid))  # with its status history
             if since is not None and now - since >= cfg.evict_after_archived:
                 blocker = _eviction_blocker(store, rec)
                 reason = f"value {v:.3f} below {cfg.evict_below:g}, archived since {since:.0f}"

@@ -46,7 +46,7 @@ class ScoringConfig:
     default_cost: float = 0.1
     # -- lifecycle
     archive_below: float = 0.3
-    evict_below: float = 0.15
+    evict_below: float = 0.25  # an idle memory with no feedback settles near 0.19
     evict_after_archived: float = 30 * DAY
     hot_window: float = DAY  # accessed within: reviewed every hot_interval
     hot_interval: float = 3600.0
