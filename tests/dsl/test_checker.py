@@ -103,7 +103,8 @@ ILL_TYPED = [
     ("memory.known < true", "cannot order `bool` values with `<`"),
     ("now + now > now", "cannot apply `+` to `time` and `time`"),
     ("memory.confidence + 1h > 0", "cannot apply `+` to `number` and `duration`"),
-    ("\"a\" + \"b\" == \"ab\"", "cannot apply `+` to `string` and `string`"),
+    ("\"a\" + 1 == \"ab\"", "cannot apply `+` to `string` and `number`"),
+    ("\"a\" - \"b\" == \"ab\"", "cannot apply `-` to `string` and `string`"),
     ("-age(memory) < 0", "cannot compare `duration` with `number`"),
     ("-memory.subject == \"x\"", "cannot negate `string`"),
     ("3 in memory.tags", "cannot test `number` in `list<string>`"),
@@ -407,3 +408,9 @@ def test_lint_paths_on_disk(tmp_path: Path) -> None:
 
 def test_rich_valid_policy_file_has_no_diagnostics() -> None:
     assert lint_paths([str(GOLDEN / "valid.mlp")]) == []
+
+
+def test_strings_concatenate_with_plus() -> None:
+    diags = lint_texts({"p.mlp": 'policy p { on read when true degrade '
+                                 'annotate("superseded by " + memory.successor) }\n'})
+    assert [d for d in diags if d.severity == "error"] == []
