@@ -89,7 +89,9 @@ class LineageStore(ABC):
             joined = "\n".join(out)
         except TypeError:
             joined = None
-        if joined is None or (out and self._batch_ids_re.fullmatch(joined) is None):
+        # The count check: an id containing "\n" would split into two valid-looking ones.
+        if joined is None or (out and (self._batch_ids_re.fullmatch(joined) is None
+                                       or joined.count("\n") != len(out) - 1)):
             for i, memory_id in enumerate(out):
                 self._id(memory_id, f"ids[{i}]")
         return out
