@@ -13,6 +13,7 @@ the change (``events`` / ``wait_events`` / ``latest_cursor``, for the Watch RPC)
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
@@ -495,6 +496,11 @@ class LineageStore(ABC):
         checked: dict[str, tuple[int, float]] = {}
         for memory_id in ids:
             entry = accesses[memory_id]
+            if (type(entry) is tuple and len(entry) == 2 and type(entry[0]) is int
+                    and 1 <= entry[0] <= 2**62 and type(entry[1]) is float
+                    and 0.0 <= entry[1] < math.inf):
+                checked[memory_id] = entry  # the engine's flush: no per-id messages built
+                continue
             if not isinstance(entry, tuple | list) or len(entry) != 2:
                 raise ValidationError("must be a (count, time) pair",
                                       field=f"accesses[{memory_id}]", code="INVALID_ACCESSES")

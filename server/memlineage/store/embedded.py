@@ -86,7 +86,11 @@ _TUPLES = ("tags", "dependencies", "confirmed_by", "contradicted_by")
 
 
 _set = object.__setattr__
-_values = attrgetter(*_ROW_FIELDS)
+_ORDER = tuple(MemoryRecord.__dataclass_fields__)
+_BEFORE = attrgetter(*_ORDER[:_ORDER.index("derivations")])
+_AFTER = attrgetter(*_ORDER[_ORDER.index("derivations") + 1:])
+"""The row's fields before and after ``derivations``, in MemoryRecord's positional order
+(a positional build costs half a keyword one)."""
 
 
 class _Row:
@@ -126,8 +130,7 @@ class _Row:
         """The frozen record (with history and derivations), cached until a change."""
         rec = self._rec
         if rec is None:
-            rec = MemoryRecord(derivations=tuple(sorted(self._kids)),
-                               **dict(zip(_ROW_FIELDS, _values(self), strict=True)))
+            rec = MemoryRecord(*_BEFORE(self), tuple(sorted(self._kids)), *_AFTER(self))
             _set(self, "_rec", rec)
         return rec
 
