@@ -49,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     def remote(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--target", default="127.0.0.1:50051", help="sidecar HOST:PORT")
         sp.add_argument("--token", help="bearer token (default: $MEMLINEAGE_TOKEN)")
-        sp.add_argument("--namespace", default="", help="namespace (default: the caller's)")
+        sp.add_argument("--namespace", default="",
+                        help="namespace (default: the caller's; for sweep: all)")
         sp.add_argument("--timeout", type=float, default=5.0)
 
     check = sub.add_parser("check", help="ask the sidecar for one decision "
@@ -69,7 +70,57 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--format", choices=("text", "dot", "mermaid"), default="text")
     explain.add_argument("--depth", type=int, default=0, help="ancestor/descendant depth")
     remote(explain)
+    sweep = sub.add_parser("sweep", help="one lifecycle governance pass (archive / evict by "
+                           "value): on the running sidecar, or directly on a store")
+    sweep.add_argument("--batch", type=int, default=1000, help="memories per namespace")
+    sweep.add_argument("--store", help="run on this store directly (redis://…, "
+                       "embedded:///dir not in use by a server) instead of over gRPC")
+    sweep.add_argument("--config", help="TOML configuration (scoring thresholds)")
+    remote(sweep)
     return p
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from memlineage.client import MemLineageError
+
+    if args.store:
+        from memlineage.config import ConfigError, load_config
+        from memlineage.lifecycle.sweep import sweep
+        from memlineage.lineage.clock import system_clock
+        from memlineage.store import open_store
+
+        try:
+            cfg = load_config(args.config).scoring
+        except ConfigError as exc:
+            print(f"error: configuration: {exc}", file=sys.stderr)
+            return 2
+        with open_store(args.store) as store:
+            report = sweep(store, cfg, system_clock(), namespace=args.namespace or None,
+                           batch=args.batch)
+        rows = [(t.memory_id, t.from_status, t.to_status, t.reason) for t in report.transitions]
+        refused = [(t.memory_id, t.from_status, t.to_status, t.reason) for t in report.refused]
+        examined = report.examined
+    else:
+        from memlineage.grpc_api.serde import STATUS_TO_PB
+
+        names = {v: k for k, v in STATUS_TO_PB.items()}
+        try:
+            with _client(args) as client:
+                out = client.run_sweep(args.namespace, args.batch)
+        except MemLineageError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        rows = [(t.memory_id, names.get(t.from_status, "?"), names.get(t.to_status, "?"),
+                 t.reason) for t in out.transitions]
+        refused = [(t.memory_id, names.get(t.from_status, "?"), names.get(t.to_status, "?"),
+                    t.reason) for t in out.refused]
+        examined = out.examined
+    for mid, a, b, why in rows:
+        print(f"{mid}: {a} -> {b} ({why})")
+    for mid, a, _b, why in refused:
+        print(f"{mid}: stays {a}, {why}")
+    print(f"examined {examined}, {len(rows)} moved, {len(refused)} refused")
+    return 0
 
 
 def _client(args: argparse.Namespace):
@@ -177,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _check(args)
     if args.command == "explain":
         return _explain(args)
+    if args.command == "sweep":
+        return _sweep(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from memlineage.client import MemLineageClient
+from memlineage.lineage.model import MemoryRecord
+from memlineage.store import open_store
 from memlineage.v1 import memlineage_pb2 as pb
 
 POLICY = """policy low_confidence_reasoning priority 50 {
@@ -143,3 +145,21 @@ def test_serve_refuses_a_broken_policy_directory(tmp_path: Path) -> None:
          "--policies", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1
     assert "bad.mlp:1:32: error[E102]" in out.stderr
+
+
+def test_sweep_command_over_grpc_and_directly_on_a_store(served, tmp_path: Path) -> None:
+    s, _, _ = served
+    with MemLineageClient(s.address) as c:
+        c.record("note", creator="agent:planner")
+    out = cli("sweep", "--target", s.address)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().endswith("0 moved, 0 refused")  # nothing due yet
+
+    direct = tmp_path / "direct"
+    with open_store(f"embedded://{direct}", clock=lambda: time.time() - 40 * 86400) as store:
+        store.record(MemoryRecord(id="stale", namespace="default", creator_kind="agent",
+                                  creator_id="agent:planner"))
+    out = cli("sweep", "--store", f"embedded://{direct}")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("stale: active -> archived (value 0.198 below 0.3)")
+    assert out.stdout.strip().endswith("examined 1, 1 moved, 0 refused")
