@@ -223,7 +223,7 @@ def _check_caches(store: EmbeddedStore, label: str) -> None:
         fresh = _rebuilt(row)
         if row._rec is not None:
             assert row._rec == fresh, (label, row.id)
-        if row._bare is not None:
+        if row._rec is not None and row._bare is not None:  # _bare: valid with _rec
             assert row._bare == replace(fresh, status_history=()), (label, row.id)
 
 

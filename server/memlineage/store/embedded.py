@@ -14,6 +14,11 @@ claim group (deterministic), and feedback / schedule_review / unschedule_review
 are ops of their own (``f`` / ``v`` / ``x``).  The snapshot adds the source
 statistics and the review schedule (claim groups are rebuilt from the rows).
 
+Reads hand out frozen MemoryRecords cached on each row (see ``_Row``): built on
+the first read after a change, then the same object until the row, its history
+or its derivations change; an access flush (``record_accesses``) drops only the
+touched rows' copies.
+
 Lineage events are produced by the same apply functions, under the same lock,
 from the same log line: replay regenerates them with the same per-namespace
 sequence numbers (the cursors), and the snapshot carries the retained events
@@ -98,7 +103,8 @@ class _Row:
 
     ``record()`` builds the frozen MemoryRecord once and hands out the same object
     until the row changes (``bare()``: the same without status history, for
-    decisions).  Invalidation cannot be forgotten: every field assignment goes
+    decisions; it is derived from ``_rec`` and only valid while ``_rec`` is set, so
+    dropping ``_rec`` drops both).  Invalidation cannot be forgotten: every field assignment goes
     through ``__setattr__``, which drops the cached copies, and nothing is mutated
     in place: ``status_history`` and the other sequences are tuples that are
     reassigned, and the derivation list (``_kids``, the one growing list) changes
@@ -114,12 +120,21 @@ class _Row:
 
     def __setattr__(self, name: str, value: Any) -> None:
         _set(self, name, value)
-        _set(self, "_rec", None)
-        _set(self, "_bare", None)
+        _set(self, "_rec", None)  # _bare is only valid while _rec is set
 
     def invalidate(self) -> None:
         _set(self, "_rec", None)
-        _set(self, "_bare", None)
+
+    def mark(self, status: str, entry: StatusChange, cap: int) -> None:
+        """Move to ``status`` with a history entry (capped) and a version bump: the
+        cascade's hot step, three fields for one invalidation."""
+        history = (*self.status_history, entry)
+        if len(history) > cap:
+            history = history[len(history) - cap:]
+        _set(self, "status_history", history)
+        _set(self, "status", status)
+        _set(self, "version", self.version + 1)
+        _set(self, "_rec", None)
 
     def adopt(self, child: str) -> None:
         """Record a derivation: ``child`` was recorded with this row as a dependency."""
@@ -132,15 +147,17 @@ class _Row:
         if rec is None:
             rec = MemoryRecord(*_BEFORE(self), tuple(sorted(self._kids)), *_AFTER(self))
             _set(self, "_rec", rec)
+            _set(self, "_bare", None)  # derived from the previous _rec: stale
         return rec
 
     def bare(self) -> MemoryRecord:
         """The frozen record without status history (the same object when it has none)."""
+        full = self._rec
         rec = self._bare
-        if rec is None:
-            rec = self._rec or self.record()
-            if rec.status_history:
-                rec = replace(rec, status_history=())
+        if full is None or rec is None:
+            rec = full = self.record()
+            if full.status_history:
+                rec = replace(full, status_history=())
             _set(self, "_bare", rec)
         return rec
 
@@ -490,7 +507,7 @@ class EmbeddedStore(LineageStore):
 
         Returns the ids re-marked pending_verification (BFS order) and how many
         descendants were visited."""
-        rows, limit, push = sp.rows, self.limits.history_length, self._push_history
+        rows, limit = sp.rows, self.limits.history_length
         seen = {start}
         queue = deque(rows[start]._kids)
         affected: list[str] = []
@@ -501,9 +518,7 @@ class EmbeddedStore(LineageStore):
             seen.add(child)
             r = rows[child]
             if r.status in _MARKS:
-                push(r, StatusChange(now, r.status, _PENDING, why, root), limit)
-                r.status = _PENDING
-                r.version += 1
+                r.mark(_PENDING, StatusChange(now, r.status, _PENDING, why, root), limit)
                 affected.append(child)
             queue.extend(r._kids)
         return affected, len(seen) - 1
@@ -744,7 +759,7 @@ class EmbeddedStore(LineageStore):
                 for memory_id in ids:
                     row = rows.get(memory_id)
                     if row is not None:
-                        out[memory_id] = row._bare or row.bare()
+                        out[memory_id] = (row._rec and row._bare) or row.bare()
             return out
 
     def _current_claim_id(self, namespace: str, subject: str, attribute: str) -> str | None:

@@ -3,7 +3,10 @@
 The client is injected (``redis.Redis`` or ``redis.cluster.RedisCluster``, both
 with ``decode_responses=True``).  Writes are single Lua scripts whose keys all
 carry the namespace hash tag, so they are atomic and cluster-legal; reads are
-one pipeline per batch (one round trip, one node in a cluster).
+one LOAD script call per batch (a BFS level of a lineage view): HGETALL plus the
+derivation list (and the history list only when asked) of every id, all passed
+in KEYS, one round trip to one node in a cluster.  Reads of buffered accesses
+are flushed with one ACCESS script call (``record_accesses``).
 
 Cascade atomicity: the root's status change is one script; descendants are
 marked breadth-first in chunks of ``cascade_chunk`` nodes, each chunk one
