@@ -57,7 +57,7 @@ def score(
         return Scores({}, {}, dict(cred))
 
     def c(source: str) -> float:
-        return cred.get(source, cfg.prior(source))
+        return cred[source] if source in cred else cfg.prior(source)
 
     creator = np.array([c(r.creator_id) for r in recs])
     contra = [(i, c(s)) for i, r in enumerate(recs) for s in r.contradicted_by]
@@ -89,24 +89,34 @@ def score(
 
 
 def _chain_min(records: Mapping[str, MemoryRecord], own: dict[str, float]) -> dict[str, float]:
-    """reliability(m) = min(own(m), reliability(d) for loaded dependencies d)."""
-    done: dict[str, float] = {}
-    for start in own:
+    """reliability(m) = min(own(m), reliability(d) for loaded dependencies d).
+
+    Only memories with loaded dependencies are touched, each once, in an order
+    where its dependencies come first (a depth-first post-order; lineage is a DAG)."""
+    deps: dict[str, list[str]] = {}
+    for rid, rec in records.items():
+        if rec.dependencies:
+            loaded = [d for d in (x if isinstance(x, str) else x.id for x in rec.dependencies)
+                      if d in own]
+            if loaded:
+                deps[rid] = loaded
+    out = dict(own)
+    done: set[str] = set()
+    for start in deps:
         if start in done:
             continue
-        stack: list[tuple[str, bool]] = [(start, False)]
-        visiting: set[str] = set()
+        stack = [start]
         while stack:
-            node, expanded = stack.pop()
+            node = stack[-1]
+            pending = [d for d in deps.get(node, ()) if d in deps and d not in done]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
             if node in done:
                 continue
-            deps = [str(getattr(d, "id", d)) for d in records[node].dependencies
-                    if str(getattr(d, "id", d)) in own]
-            if expanded:
-                done[node] = min([own[node], *(done[d] for d in deps if d in done)])
-                visiting.discard(node)
-                continue
-            visiting.add(node)
-            stack.append((node, True))
-            stack.extend((d, False) for d in deps if d not in done and d not in visiting)
-    return done
+            done.add(node)
+            low = min(out[d] for d in deps[node])
+            if low < out[node]:
+                out[node] = low
+    return out

@@ -66,10 +66,14 @@ class ScoringConfig:
                                    self.half_lives.get(self.default_volatility, math.inf))
 
     def prior(self, source: str) -> float:
-        for pattern, value in self.credibility_priors:
-            if fnmatch.fnmatchcase(source, pattern):
-                return value
-        return 0.5
+        cache: dict[str, float] = self.__dict__.setdefault("_prior_cache", {})
+        hit = cache.get(source)
+        if hit is None:
+            hit = next((v for p, v in self.credibility_priors if fnmatch.fnmatchcase(source, p)),
+                       0.5)
+            if len(cache) < 100_000:
+                cache[source] = hit
+        return hit
 
     def cost(self, memory_type: str) -> float:
         return self.type_costs.get(memory_type, self.default_cost)
