@@ -24,6 +24,7 @@ from memlineage_dsl.evaluator import decide
 from memlineage_dsl.facts import DEFAULT_BUDGET, Creator, Memory, Request, UnknownMemory
 from memlineage_dsl.schema import OPERATIONS
 
+from memlineage.engine.access import AccessBuffer
 from memlineage.engine.credibility import CredibilityCache
 from memlineage.engine.policies import PolicyHolder
 from memlineage.engine.records import (
@@ -126,9 +127,17 @@ class Engine:
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
     credibility: CredibilityCache | None = None
 
+    access: AccessBuffer | None = None
+
     def __post_init__(self) -> None:
         if self.credibility is None:
             self.credibility = CredibilityCache(self.store, self.scoring)
+        if self.access is None:
+            self.access = AccessBuffer(self.store)
+
+    def flush_access(self) -> int:
+        assert self.access is not None
+        return self.access.flush()
 
     def _scores(self, ns: str, records: Mapping[str, MemoryRecord], now: float) -> Scores:
         """Reliability and value of every loaded record, in one vectorised pass."""
@@ -211,7 +220,7 @@ class Engine:
                       memories=memories if op == "act" else ())
         d = self._decide_safely(serving.compiled, req, snap, op)
         if op == "read" and self.record_access and d.effect != DENY and ids[0] in records:
-            self.store.record_access(ns, ids, now=now)
+            self.access.add(ns, ids, now)  # type: ignore[union-attr]
         return self._issue(d, ns, op, ids, actor, now, serving.version)
 
     def _decide_safely(self, compiled, req: Request, snap, op: str) -> Decision:
@@ -284,7 +293,7 @@ class Engine:
             out = [c if id(c) in keep or not c.kept else replace(c, kept=False) for c in out]
         kept = [c.memory_id for c in out if c.kept and c.memory_id in records]
         if kept and self.record_access:
-            self.store.record_access(ns, kept, now=now)
+            self.access.add(ns, kept, now)  # type: ignore[union-attr]
         return out
 
     # ------------------------------------------------------------ writes
@@ -425,6 +434,7 @@ class Engine:
         """One governance pass (a batch per namespace); see memlineage.lifecycle.sweep."""
         if batch < 1 or batch > 10_000:
             raise ValidationError("must be between 1 and 10000", field="batch")
+        self.flush_access()
         return sweep(self.store, self.scoring, self._now(time), namespace=namespace,
                      batch=batch)
 
@@ -433,6 +443,7 @@ class Engine:
         self, ns: str, memory_id: str, *, ancestor_depth: int = 8, descendant_depth: int = 8,
         decisions: int = 20,
     ) -> Explanation:
+        self.flush_access()
         memory = self.store.get(ns, memory_id)
         up: Walk = self.store.ancestors(ns, memory_id, max_depth=ancestor_depth)
         down: Walk = self.store.descendants(ns, memory_id, max_depth=descendant_depth)

@@ -39,6 +39,7 @@ SERVICE_NAMES = (
     pb.DESCRIPTOR.services_by_name["PolicyAdmin"].full_name,
 )
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+ACCESS_FLUSH_SECONDS = 0.5
 
 
 @dataclass
@@ -53,12 +54,18 @@ class Sidecar:
     service: MemLineageService
     log_file: TextIO | None = None
     background: asyncio.Task[None] | None = None
+    flusher: asyncio.Task[None] | None = None
 
     async def stop(self, grace: float = 5.0) -> None:
-        if self.background is not None:
-            self.background.cancel()
+        for task in (self.background, self.flusher):
+            if task is not None:
+                task.cancel()
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace)
+        try:
+            self.engine.flush_access()
+        except Exception:  # the store may be the reason we stop
+            log.exception("final access flush failed")
         self.service.close()
         if self.executor is not None:
             self.executor.shutdown(wait=False)
@@ -119,7 +126,19 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
     if config.sweep_interval > 0:
         sidecar.background = asyncio.create_task(
             _sweep_forever(engine, config.sweep_interval, config.sweep_batch))
+    sidecar.flusher = asyncio.create_task(_flush_forever(engine, ACCESS_FLUSH_SECONDS))
     return sidecar
+
+
+async def _flush_forever(engine: Engine, interval: float) -> None:
+    """Write buffered access statistics every `interval` seconds (off the loop)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await loop.run_in_executor(None, engine.flush_access)
+        except Exception:
+            log.exception("access statistics flush failed; retried next interval")
 
 
 async def _sweep_forever(engine: Engine, interval: float, batch: int) -> None:
