@@ -113,3 +113,26 @@ def test_vectorized_matches_the_reference_within_1e_9(ms, vs) -> None:
     want_v = [formulas.value(CFG, **v) for v in vs]
     assert np.allclose(got_v, want_v, rtol=0, atol=1e-9)
     assert not any(math.isnan(x) for x in got_v)
+
+
+def test_small_and_large_batches_score_alike() -> None:
+    """Single decisions use the reference formulas, batches numpy: same numbers."""
+    from memlineage.lineage.model import MemoryRecord
+    from memlineage.scoring import batch
+
+    recs = {f"m{i}": MemoryRecord(
+        id=f"m{i}", namespace="n", creator_kind="agent", creator_id=f"agent:{i % 3}",
+        creator_confidence=0.3 + (i % 7) / 10, created_at=1000.0 - i * 300,
+        volatility=["high", "medium", None][i % 3], access_count=i % 5, uses_ok=i % 4,
+        dependencies=(f"m{i - 1}",) if i % 2 else (), derivations=(f"m{i + 1}",) if i % 2 == 0
+        else (), confirmed_by=("agent:9",) if i % 5 == 0 else (),
+        contradicted_by=("agent:8",) if i % 6 == 0 else ()) for i in range(60)}
+    cred = {f"agent:{k}": 0.3 + k / 20 for k in range(10)}
+    big = batch.score(CFG, recs, cred, 5000.0)
+    for start in range(0, 60, 10):
+        part = {k: recs[k] for k in list(recs)[start:start + 10]}
+        small = batch.score(CFG, part, cred, 5000.0)
+        for k in part:
+            assert abs(small.value[k] - big.value[k]) < 1e-9
+    solo = batch.score(CFG, {"m0": recs["m0"]}, cred, 5000.0)
+    assert abs(solo.reliability["m0"] - big.reliability["m0"]) < 1e-9

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from memlineage.lineage.model import MemoryRecord
-from memlineage.scoring import vectorized
+from memlineage.scoring import formulas, vectorized
 from memlineage.scoring.config import ScoringConfig
 
 
@@ -35,10 +35,15 @@ def sources_of(records: Mapping[str, MemoryRecord]) -> set[str]:
     return out
 
 
+# Below this many, numpy's per-call overhead costs more than the arithmetic: the
+# reference formulas (tested equal to 1e-9) score single decisions.
+SMALL_BATCH = 24
+
+
 def credibilities(cfg: ScoringConfig, stats: Mapping[str, tuple[float, float]]) -> dict[str, float]:
     names = list(stats)
-    if not names:
-        return {}
+    if len(names) < SMALL_BATCH:
+        return {s: formulas.credibility(cfg, s, ok, bad) for s, (ok, bad) in stats.items()}
     prior = np.array([cfg.prior(s) for s in names])
     ok = np.array([stats[s][0] for s in names], dtype=float)
     bad = np.array([stats[s][1] for s in names], dtype=float)
@@ -58,6 +63,9 @@ def score(
 
     def c(source: str) -> float:
         return cred[source] if source in cred else cfg.prior(source)
+
+    if n < SMALL_BATCH:
+        return _score_small(cfg, records, recs, c, dict(cred), now)
 
     creator = np.array([c(r.creator_id) for r in recs])
     contra = [(i, c(s)) for i, r in enumerate(recs) for s in r.contradicted_by]
@@ -86,6 +94,26 @@ def score(
     own = dict(zip((r.id for r in recs), rel.tolist(), strict=True))
     return Scores(_chain_min(records, own), dict(zip((r.id for r in recs), val.tolist(),
                                                      strict=True)), dict(cred))
+
+
+def _score_small(cfg, records, recs, c, cred, now: float) -> Scores:
+    own = {
+        r.id: formulas.reliability(
+            cfg, confidence=r.creator_confidence, creator_cred=c(r.creator_id),
+            age=now - (r.created_at if r.created_at is not None else now),
+            volatility=r.volatility, contradicting=[c(x) for x in r.contradicted_by],
+            confirming=[c(x) for x in r.confirmed_by])
+        for r in recs
+    }
+    value = {
+        r.id: formulas.value(
+            cfg, uses_ok=r.uses_ok, uses_failed=r.uses_failed,
+            idle=now - (r.last_access if r.last_access is not None else
+                        (r.created_at if r.created_at is not None else now)),
+            access_count=r.access_count, derivations=len(r.derivations), memory_type=r.type)
+        for r in recs
+    }
+    return Scores(_chain_min(records, own), value, cred)
 
 
 def _chain_min(records: Mapping[str, MemoryRecord], own: dict[str, float]) -> dict[str, float]:
