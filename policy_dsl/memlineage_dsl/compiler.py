@@ -47,6 +47,7 @@ class CompiledPolicy:
     cost: float | Value
     when_source: str  # the generated Python, for `explain` and debugging
     functions: frozenset[str]  # built-ins it calls (age, ancestors, calls, …)
+    attributes: frozenset[str]  # attribute names it reads (reliability, tags, …)
 
     @property
     def static(self) -> bool:
@@ -65,6 +66,7 @@ class OpPlan:
     allow_all: Decision  # returned as-is when no policy fires
     static: tuple[bool, ...]  # per policy: its outcome depends only on having fired
     uses: frozenset[str]  # functions its policies call: tells a server what lineage to load
+    reads: frozenset[str]  # attributes its policies read: tells a server what to compute
     # Decisions for a set of fired static rules (and budget): frozen, so shared.
     cache: dict[tuple[object, ...], Decision] = field(default_factory=dict)
 
@@ -128,18 +130,20 @@ def _compile_policy(gen: CodeGen, index: int, policy: A.Policy, path: str) -> Co
         score=score,  # type: ignore[arg-type]
         cost=cost,  # type: ignore[arg-type]
         when_source=gen.expr(policy.when) if policy.when is not None else "True",
-        functions=_functions_called(policy, gen.consts),
+        functions=_names_used(policy, gen.consts, A.Call),
+        attributes=_names_used(policy, gen.consts, A.Attr),
     )
 
 
-def _functions_called(policy: A.Policy, consts: dict[str, A.Expr]) -> frozenset[str]:
-    """Every built-in a policy calls, through the constants it uses too."""
+def _names_used(policy: A.Policy, consts: dict[str, A.Expr], kind: type) -> frozenset[str]:
+    """Every built-in called (kind Call) or attribute read (kind Attr) by a policy,
+    through the constants it uses too: tells a server what it must load or compute."""
     found: set[str] = set()
     seen_consts: set[str] = set()
 
     def walk(node: object) -> None:
-        if isinstance(node, A.Call):
-            found.add(node.func)
+        if isinstance(node, kind):
+            found.add(node.func if isinstance(node, A.Call) else node.name)  # type: ignore[attr-defined]
         if isinstance(node, A.Name) and node.id in consts and node.id not in seen_consts:
             seen_consts.add(node.id)
             walk(consts[node.id])
@@ -168,8 +172,9 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
     lines.append("    return fired, bad")
     test = gen.define("\n".join(lines) + "\n", f"_test_{op}")
     uses = frozenset(f for p in policies for f in p.functions)
+    reads = frozenset(a for p in policies for a in p.attributes)
     return OpPlan(
-        policies, test, Decision(ALLOW, 1.0, 0.0), tuple(p.static for p in policies), uses
+        policies, test, Decision(ALLOW, 1.0, 0.0), tuple(p.static for p in policies), uses, reads
     )
 
 

@@ -37,14 +37,25 @@ class Metrics:
             "memlineage_rpc_errors_total", "RPCs answered with an error status, by code",
             ["method", "code"], registry=self.registry,
         )
-        self._decision_children: dict[tuple[str, str], object] = {}
+        self._children: dict[tuple[object, ...], object] = {}
+
+    def _child(self, metric: Counter, key: tuple[str, ...]):
+        child = self._children.get((id(metric), *key))
+        if child is None:
+            child = self._children[(id(metric), *key)] = metric.labels(*key)
+        return child
 
     def count(self, operation: str, decisions: Iterable[Decision]) -> None:
+        """Batches share decision objects (the evaluator reuses frozen ones): count each
+        distinct one once, with its multiplicity."""
+        seen: dict[int, list] = {}
         for d in decisions:
-            key = (operation, d.effect)
-            child = self._decision_children.get(key)
-            if child is None:
-                child = self._decision_children[key] = self.decisions.labels(*key)
-            child.inc()  # type: ignore[attr-defined]
+            hit = seen.get(id(d))
+            if hit is None:
+                seen[id(d)] = [d, 1]
+            else:
+                hit[1] += 1
+        for d, n in seen.values():
+            self._child(self.decisions, (operation, d.effect)).inc(n)
             for r in d.reasons:
-                self.policy_hits.labels(r.policy, r.effect, r.status).inc()
+                self._child(self.policy_hits, (r.policy, r.effect, r.status)).inc(n)

@@ -139,11 +139,16 @@ class Engine:
         assert self.access is not None
         return self.access.flush()
 
-    def _scores(self, ns: str, records: Mapping[str, MemoryRecord], now: float) -> Scores:
-        """Reliability and value of every loaded record, in one vectorised pass."""
+    def _scores(self, ns: str, records: Mapping[str, MemoryRecord], now: float,
+                reads: frozenset[str] | None = None) -> Scores | None:
+        """Reliability and value of every loaded record, in one vectorised pass — only
+        what the operation's policies read (`reads`; None: everything, for ranking)."""
+        want_value = reads is None or "value_score" in reads
+        if reads is not None and not want_value and "reliability" not in reads:
+            return None
         assert self.credibility is not None
         cred = self.credibility.credibility(ns, sources_of(records))
-        return score(self.scoring, records, cred, now)
+        return score(self.scoring, records, cred, now, value=want_value)
 
     # ------------------------------------------------------------ helpers
     def _now(self, at: float | None) -> float:
@@ -213,8 +218,8 @@ class Engine:
             return self._issue(_store_down(op), ns, op, ids, actor, now, serving.version)
         if foreign:
             return self._issue(_ISOLATED, ns, op, ids, actor, now, serving.version)
-        snap, facts = snapshot_of(records, self.store, ns, now,
-                                  scores=self._scores(ns, records, now))
+        snap, facts = snapshot_of(records, self.store, ns, now, scores=self._scores(
+            ns, records, now, serving.compiled.plans[op].reads))
         memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
         req = Request(op, memories[0], actor, ns, spend, now, action, historical,
                       memories=memories if op == "act" else ())
@@ -226,7 +231,7 @@ class Engine:
     def _decide_safely(self, compiled, req: Request, snap, op: str) -> Decision:
         """Counters are read lazily from the store during evaluation: honour fail mode."""
         d = decide(compiled, req, snap)
-        if any("StoreUnavailableError" in e for e in d.errors):
+        if d.errors and any("StoreUnavailableError" in e for e in d.errors):
             if self.fail_mode != "degraded":
                 raise StoreUnavailableError("lineage store unavailable during evaluation")
             return _store_down(op)
@@ -261,6 +266,7 @@ class Engine:
                 raise
             records, foreign, down = {}, set(), True
         scores = self._scores(ns, records, now)
+        assert scores is not None
         snap, facts = snapshot_of(records, self.store, ns, now, scores=scores)
         compiled, version = serving.compiled, serving.version
         decision_ids = new_decision_ids(now, len(candidates))
@@ -327,7 +333,8 @@ class Engine:
         if current is not None:
             records = {**records, current.id: current}
         mine = to_facts(proposed, now)
-        scores = self._scores(ns, {**records, proposed.id: proposed}, now)
+        scores = self._scores(ns, {**records, proposed.id: proposed}, now,
+                              serving.compiled.plans[op].reads)
         snap, facts = snapshot_of(records, self.store, ns, now, extra=[mine], scores=scores)
         target = facts[current.id] if current is not None else mine
         req = Request(op, mine, actor, ns, spend, now, target=target)
@@ -381,8 +388,8 @@ class Engine:
         now = self._now(time)
         serving = self.policies.current
         records = self._view(ns, [memory_id], "update", serving.compiled)
-        snap, facts = snapshot_of(records, self.store, ns, now,
-                                  scores=self._scores(ns, records, now))
+        snap, facts = snapshot_of(records, self.store, ns, now, scores=self._scores(
+            ns, records, now, serving.compiled.plans["update"].reads))
         memory = facts.get(memory_id) or UnknownMemory(memory_id, ns)
         d = self._decide_safely(serving.compiled, Request("update", memory, actor, ns,
                                 DEFAULT_BUDGET, now), snap, "update")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
@@ -105,13 +105,17 @@ class DecisionLog:
 
 
 class DecisionJournal:
-    """Recent decisions per (namespace, memory) and by id, bounded in memory."""
+    """The last `limit` decisions of this process, for Explain and Feedback.
+
+    Adding is on every decision's path, so it is a C-level append to a ring and a
+    dict update; looking up a memory's recent decisions (Explain, rare) scans the
+    ring from the newest."""
 
     def __init__(self, per_memory: int = 20, by_id: int = 100_000) -> None:
         self._per_memory = per_memory
-        self._recent: OrderedDict[tuple[str, str], deque[DecisionRecord]] = OrderedDict()
-        self._by_id: OrderedDict[str, DecisionRecord] = OrderedDict()
         self._limit = by_id
+        self._ring: deque[DecisionRecord] = deque(maxlen=by_id)
+        self._by_id: dict[str, DecisionRecord] = {}
         self._lock = threading.Lock()
 
     def add(self, rec: DecisionRecord) -> None:
@@ -119,23 +123,21 @@ class DecisionJournal:
 
     def add_many(self, recs: Sequence[DecisionRecord]) -> None:
         with self._lock:
-            by_id, recent = self._by_id, self._recent
-            for rec in recs:
-                by_id[rec.decision_id] = rec
-                for mid in rec.memory_ids:
-                    key = (rec.namespace, mid)
-                    q = recent.get(key)
-                    if q is None:
-                        q = recent[key] = deque(maxlen=self._per_memory)
-                    q.appendleft(rec)
-            while len(by_id) > self._limit:
-                by_id.popitem(last=False)
-            while len(recent) > self._limit:
-                recent.popitem(last=False)
+            self._ring.extend(recs)
+            self._by_id.update((r.decision_id, r) for r in recs)
+            if len(self._by_id) > self._limit + self._limit // 4:
+                self._by_id = {r.decision_id: r for r in self._ring}
 
     def recent(self, namespace: str, memory_id: str, limit: int) -> list[DecisionRecord]:
+        limit = min(limit, self._per_memory)
+        out: list[DecisionRecord] = []
         with self._lock:
-            return list(self._recent.get((namespace, memory_id), ()))[:limit]
+            for rec in reversed(self._ring):
+                if rec.namespace == namespace and memory_id in rec.memory_ids:
+                    out.append(rec)
+                    if len(out) >= limit:
+                        break
+        return out
 
     def get(self, decision_id: str) -> DecisionRecord | None:
         with self._lock:

@@ -14,31 +14,32 @@ from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring.batch import Scores
 from memlineage.store.base import LineageStore
 
+_CREATORS: dict[tuple[str, str], Creator] = {}
+
+
+def _creator(kind: str, cid: str) -> Creator:
+    """Creators are few and immutable: share one object per (kind, id)."""
+    hit = _CREATORS.get((kind, cid))
+    if hit is None:
+        if len(_CREATORS) > 100_000:
+            _CREATORS.clear()
+        hit = _CREATORS[(kind, cid)] = Creator(kind, cid)
+    return hit
+
 
 def to_facts(rec: MemoryRecord, now: float) -> MemoryFacts:
-    """What policies see of a stored (or proposed) record."""
+    """What policies see of a stored (or proposed) record. On every decision's path:
+    positional construction, no per-field copies of what is already immutable."""
+    deps = rec.dependencies
+    if deps and not all(type(d) is str for d in deps):
+        deps = tuple(str(getattr(d, "id", d)) for d in deps)
     return MemoryFacts(
-        id=rec.id,
-        namespace=rec.namespace,
-        type=rec.type,
-        tags=tuple(rec.tags),
-        subject=rec.subject,
-        attribute=rec.attribute,
-        value=rec.value,
-        volatility=rec.volatility,  # type: ignore[arg-type]
-        creator=Creator(rec.creator_kind, rec.creator_id),
-        confidence=rec.creator_confidence,
-        created_at=rec.created_at if rec.created_at is not None else now,
-        context_id=rec.context_id,
-        status=rec.status,
-        version=rec.version,
-        successor=rec.successor,
-        dependencies=tuple(str(getattr(d, "id", d)) for d in rec.dependencies),
-        state=rec.status,
-        access_count=rec.access_count,
-        last_access=rec.last_access,
-        contradictions=len(rec.contradicted_by),
-        confirmations=len(rec.confirmed_by),
+        rec.id, rec.namespace, rec.type, tuple(rec.tags), rec.subject, rec.attribute,
+        rec.value, rec.volatility, _creator(rec.creator_kind, rec.creator_id),  # type: ignore[arg-type]
+        rec.creator_confidence, rec.created_at if rec.created_at is not None else now,
+        rec.context_id, rec.status, rec.version, rec.successor, deps,  # type: ignore[arg-type]
+        1.0, 1.0, rec.status, len(rec.contradicted_by), len(rec.confirmed_by),
+        rec.access_count, rec.last_access, True,
     )
 
 

@@ -55,7 +55,10 @@ def score(
     records: Mapping[str, MemoryRecord],
     cred: Mapping[str, float],
     now: float,
+    *,
+    value: bool = True,
 ) -> Scores:
+    """Reliability (always) and value (unless `value=False`) of every record."""
     recs = list(records.values())
     n = len(recs)
     if n == 0:
@@ -65,7 +68,7 @@ def score(
         return cred[source] if source in cred else cfg.prior(source)
 
     if n < SMALL_BATCH:
-        return _score_small(cfg, records, recs, c, dict(cred), now)
+        return _score_small(cfg, records, recs, c, dict(cred), now, value)
 
     creator = np.array([c(r.creator_id) for r in recs])
     contra = [(i, c(s)) for i, r in enumerate(recs) for s in r.contradicted_by]
@@ -81,6 +84,9 @@ def score(
         np.array([i for i, _ in confirm], dtype=np.int64),
         np.array([x for _, x in confirm], dtype=float),
     )
+    if not value:
+        own = dict(zip((r.id for r in recs), rel.tolist(), strict=True))
+        return Scores(_chain_min(records, own), {}, dict(cred))
     val = vectorized.value(
         cfg,
         np.array([r.uses_ok for r in recs], dtype=float),
@@ -96,7 +102,7 @@ def score(
                                                      strict=True)), dict(cred))
 
 
-def _score_small(cfg, records, recs, c, cred, now: float) -> Scores:
+def _score_small(cfg, records, recs, c, cred, now: float, with_value: bool) -> Scores:
     own = {
         r.id: formulas.reliability(
             cfg, confidence=r.creator_confidence, creator_cred=c(r.creator_id),
@@ -105,7 +111,7 @@ def _score_small(cfg, records, recs, c, cred, now: float) -> Scores:
             confirming=[c(x) for x in r.confirmed_by])
         for r in recs
     }
-    value = {
+    value = {} if not with_value else {
         r.id: formulas.value(
             cfg, uses_ok=r.uses_ok, uses_failed=r.uses_failed,
             idle=now - (r.last_access if r.last_access is not None else
@@ -128,6 +134,8 @@ def _chain_min(records: Mapping[str, MemoryRecord], own: dict[str, float]) -> di
                       if d in own]
             if loaded:
                 deps[rid] = loaded
+    if not deps:
+        return own
     out = dict(own)
     done: set[str] = set()
     for start in deps:

@@ -62,8 +62,14 @@ class ScoringConfig:
         return math.log(2) / self.relevance_half_life
 
     def half_life(self, volatility: str | None) -> float:
-        return self.half_lives.get(volatility or self.default_volatility,
-                                   self.half_lives.get(self.default_volatility, math.inf))
+        cache: dict[str | None, float] = self.__dict__.setdefault("_half_life_cache", {})
+        hit = cache.get(volatility)
+        if hit is None:
+            default = self.half_lives.get(self.default_volatility, math.inf)
+            hit = self.half_lives.get(volatility or self.default_volatility, default)
+            if len(cache) < 10_000:
+                cache[volatility] = hit
+        return hit
 
     def prior(self, source: str) -> float:
         cache: dict[str, float] = self.__dict__.setdefault("_prior_cache", {})
