@@ -140,15 +140,17 @@ class Engine:
         return self.access.flush()
 
     def _scores(self, ns: str, records: Mapping[str, MemoryRecord], now: float,
-                reads: frozenset[str] | None = None) -> Scores | None:
-        """Reliability and value of every loaded record, in one vectorised pass — only
-        what the operation's policies read (`reads`; None: everything, for ranking)."""
-        want_value = reads is None or "value_score" in reads
-        if reads is not None and not want_value and "reliability" not in reads:
+                reads: frozenset[str] | None = None,
+                rank: Sequence[str] = ()) -> Scores | None:
+        """Reliability and value of the loaded records in one vectorised pass — only
+        what the operation's policies read (`reads`), plus the value of `rank`ed ids."""
+        reads = reads or frozenset()
+        value: bool | Sequence[str] = True if "value_score" in reads else rank
+        if not value and "reliability" not in reads and not rank:
             return None
         assert self.credibility is not None
         cred = self.credibility.credibility(ns, sources_of(records))
-        return score(self.scoring, records, cred, now, value=want_value)
+        return score(self.scoring, records, cred, now, value=value or False)
 
     # ------------------------------------------------------------ helpers
     def _now(self, at: float | None) -> float:
@@ -265,11 +267,14 @@ class Engine:
             if self.fail_mode != "degraded":
                 raise
             records, foreign, down = {}, set(), True
-        scores = self._scores(ns, records, now)
+        scores = self._scores(ns, records, now, serving.compiled.plans["read"].reads,
+                              rank=ids or ("",))
         assert scores is not None
         snap, facts = snapshot_of(records, self.store, ns, now, scores=scores)
         compiled, version = serving.compiled, serving.version
         decision_ids = new_decision_ids(now, len(candidates))
+        # One request object, re-pointed at each candidate (the evaluator keeps none).
+        req = Request("read", UnknownMemory("", ns), actor, ns, spend, now, "", historical)
         issued: list[DecisionRecord] = []
         out: list[RankedCandidate] = []
         for (mid, sim), decision_id in zip(candidates, decision_ids, strict=True):
@@ -278,8 +283,7 @@ class Engine:
             elif mid in foreign:
                 d = _ISOLATED
             else:
-                memory = facts.get(mid) or UnknownMemory(mid, ns)
-                req = Request("read", memory, actor, ns, spend, now, "", historical)
+                req.memory = facts.get(mid) or UnknownMemory(mid, ns)
                 d = self._decide_safely(compiled, req, snap, "read")
             reliability = scores.reliability.get(mid, 1.0)
             value = scores.value.get(mid, 1.0)

@@ -8,7 +8,7 @@ records loaded for the request (the lineage depth bounds how far that looks).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,10 +56,19 @@ def score(
     cred: Mapping[str, float],
     now: float,
     *,
-    value: bool = True,
+    value: bool | Collection[str] = True,
 ) -> Scores:
-    """Reliability (always) and value (unless `value=False`) of every record."""
+    """Reliability of every record (the chain rule needs them all); value of every
+    record, of none (`value=False`), or only of the given ids (e.g. the candidates
+    of a ranking, not the ancestors loaded with them)."""
     recs = list(records.values())
+    if value is True:
+        vrecs = recs
+    elif value is False:
+        vrecs = []
+    else:
+        wanted = set(value)
+        vrecs = [r for r in recs if r.id in wanted]
     n = len(recs)
     if n == 0:
         return Scores({}, {}, dict(cred))
@@ -68,7 +77,7 @@ def score(
         return cred[source] if source in cred else cfg.prior(source)
 
     if n < SMALL_BATCH:
-        return _score_small(cfg, records, recs, c, dict(cred), now, value)
+        return _score_small(cfg, records, recs, vrecs, c, dict(cred), now)
 
     creator = np.array([c(r.creator_id) for r in recs])
     contra = [(i, c(s)) for i, r in enumerate(recs) for s in r.contradicted_by]
@@ -84,9 +93,10 @@ def score(
         np.array([i for i, _ in confirm], dtype=np.int64),
         np.array([x for _, x in confirm], dtype=float),
     )
-    if not value:
-        own = dict(zip((r.id for r in recs), rel.tolist(), strict=True))
+    own = dict(zip((r.id for r in recs), rel.tolist(), strict=True))
+    if not vrecs:
         return Scores(_chain_min(records, own), {}, dict(cred))
+    recs = vrecs
     val = vectorized.value(
         cfg,
         np.array([r.uses_ok for r in recs], dtype=float),
@@ -97,12 +107,11 @@ def score(
         np.array([len(r.derivations) for r in recs], dtype=float),
         np.array([cfg.cost(r.type) for r in recs]),
     )
-    own = dict(zip((r.id for r in recs), rel.tolist(), strict=True))
     return Scores(_chain_min(records, own), dict(zip((r.id for r in recs), val.tolist(),
                                                      strict=True)), dict(cred))
 
 
-def _score_small(cfg, records, recs, c, cred, now: float, with_value: bool) -> Scores:
+def _score_small(cfg, records, recs, vrecs, c, cred, now: float) -> Scores:
     own = {
         r.id: formulas.reliability(
             cfg, confidence=r.creator_confidence, creator_cred=c(r.creator_id),
@@ -111,13 +120,13 @@ def _score_small(cfg, records, recs, c, cred, now: float, with_value: bool) -> S
             confirming=[c(x) for x in r.confirmed_by])
         for r in recs
     }
-    value = {} if not with_value else {
+    value = {
         r.id: formulas.value(
             cfg, uses_ok=r.uses_ok, uses_failed=r.uses_failed,
             idle=now - (r.last_access if r.last_access is not None else
                         (r.created_at if r.created_at is not None else now)),
             access_count=r.access_count, derivations=len(r.derivations), memory_type=r.type)
-        for r in recs
+        for r in vrecs
     }
     return Scores(_chain_min(records, own), value, cred)
 
