@@ -134,34 +134,28 @@ def _score_small(cfg, records, recs, vrecs, c, cred, now: float) -> Scores:
 def _chain_min(records: Mapping[str, MemoryRecord], own: dict[str, float]) -> dict[str, float]:
     """reliability(m) = min(own(m), reliability(d) for loaded dependencies d).
 
-    Only memories with loaded dependencies are touched, each once, in an order
-    where its dependencies come first (a depth-first post-order; lineage is a DAG)."""
-    deps: dict[str, list[str]] = {}
+    Memoised recursion over the loaded part of the DAG: each memory is settled
+    once; depth is bounded by the lineage depth the records were loaded with."""
+    out: dict[str, float] = {}
+
+    def settle(rid: str) -> float:
+        hit = out.get(rid)
+        if hit is not None:
+            return hit
+        value = own[rid]
+        out[rid] = value  # provisional: a (malformed) cycle ends here instead of looping
+        for d in records[rid].dependencies:
+            d = d if type(d) is str else d.id  # type: ignore[union-attr]
+            if d in own:
+                low = settle(d)
+                if low < value:
+                    value = low
+        out[rid] = value
+        return value
+
     for rid, rec in records.items():
-        if rec.dependencies:
-            loaded = [d for d in (x if isinstance(x, str) else x.id for x in rec.dependencies)
-                      if d in own]
-            if loaded:
-                deps[rid] = loaded
-    if not deps:
+        if rec.dependencies and rid in own:
+            settle(rid)
+    if not out:
         return own
-    out = dict(own)
-    done: set[str] = set()
-    for start in deps:
-        if start in done:
-            continue
-        stack = [start]
-        while stack:
-            node = stack[-1]
-            pending = [d for d in deps.get(node, ()) if d in deps and d not in done]
-            if pending:
-                stack.extend(pending)
-                continue
-            stack.pop()
-            if node in done:
-                continue
-            done.add(node)
-            low = min(out[d] for d in deps[node])
-            if low < out[node]:
-                out[node] = low
-    return out
+    return {rid: out.get(rid, v) for rid, v in own.items()}
