@@ -1,6 +1,7 @@
 # Sourced by scripts/test.sh and scripts/run.sh: idempotent environment setup.
 # ensure_venv EXTRAS  -> .venv with the project installed editable (+ extras)
 # ensure_redis        -> redis-server and redis-cli on PATH (Debian package when root)
+# ensure_openssl      -> openssl on PATH (the TLS test makes a throwaway certificate)
 
 ensure_venv() {
     local extras="${1:-}"
@@ -33,5 +34,17 @@ ensure_redis() {
     fi
     echo "error: redis-server is required by the test suite (real Redis, no mocks)." >&2
     echo "       install it (Debian/Ubuntu: sudo apt-get install redis-server) and re-run." >&2
+    return 1
+}
+
+ensure_openssl() {
+    command -v openssl >/dev/null 2>&1 && return 0
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssl >/dev/null 2>&1 \
+            || { apt-get update -q >/dev/null 2>&1 && \
+                 DEBIAN_FRONTEND=noninteractive apt-get install -y -q openssl >/dev/null; }
+        return 0
+    fi
+    echo "error: openssl is required by the TLS test; install it and re-run." >&2
     return 1
 }

@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 source scripts/setup_env.sh
 ensure_venv dev
 ensure_redis
+ensure_openssl
 .venv/bin/ruff check .
 .venv/bin/memlineage lint policies
 .venv/bin/memlineage fmt --check policies

@@ -1,0 +1,37 @@
+"""TLS: the sidecar serves over TLS when given a certificate and key; a client
+that trusts the certificate gets answers, a plaintext client does not."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import grpc
+import pytest
+from memlineage.client import MemLineageClient, MemLineageError
+from memlineage.config import Config
+from support.sidecar import BUNDLED_POLICIES, RunningSidecar
+
+
+def self_signed(tmp: Path) -> tuple[Path, Path]:
+    """A throwaway certificate for 127.0.0.1 / localhost (openssl, from the OS)."""
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+def test_tls_serves_trusting_clients_only(tmp_path: Path) -> None:
+    cert, key = self_signed(tmp_path)
+    config = Config(policy_dir=BUNDLED_POLICIES, tls_cert=str(cert), tls_key=str(key))
+    with RunningSidecar(config) as s:
+        creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+        with MemLineageClient(s.address, credentials=creds) as c:
+            assert c.health() == "SERVING"
+            assert c.record("m", creator="user:alice").recorded
+        with MemLineageClient(s.address, timeout=1, retries=0) as plain, \
+                pytest.raises(MemLineageError):
+            plain.health()
