@@ -141,12 +141,9 @@ class DictSnapshot:
     ) -> None:
         self.memories: dict[str, MemoryFacts] = {m.id: m for m in memories}
         self.call_events: list[tuple[str, float]] = list(calls)
-        self._parents = {m.id: m.dependencies for m in self.memories.values()}
-        children: dict[str, list[str]] = {}
-        for m in self.memories.values():
-            for dep in m.dependencies:
-                children.setdefault(dep, []).append(m.id)
-        self._children = {k: tuple(v) for k, v in children.items()}
+        # Built on first use: most requests walk only ancestors (parents are each
+        # memory's own dependencies), descendants rarely.
+        self._children: dict[str, tuple[str, ...]] | None = None
         # The snapshot never changes, so each walk is done once (like an entity
         # store computing its ancestor closure at load).
         self._walks: dict[tuple[str, int | None, bool], list[MemoryFacts]] = {}
@@ -155,15 +152,47 @@ class DictSnapshot:
         key = (memory_id, depth, True)
         hit = self._walks.get(key)
         if hit is None:
-            ids = _walk(memory_id, self._parents, depth)
-            hit = self._walks[key] = [self.memories[i] for i in ids if i in self.memories]
+            hit = self._walks[key] = self._ancestors(memory_id, depth)
         return hit
+
+    def _ancestors(self, start: str, depth: int | None) -> list[MemoryFacts]:
+        """`_walk` over the parent edges (each known memory's dependencies), breadth
+        first, keeping the known memories."""
+        memories = self.memories
+        first = memories.get(start)
+        if first is None or not first.dependencies or depth == 0:
+            return []
+        seen: dict[str, None] = {}
+        out: list[MemoryFacts] = []
+        frontier = [first]
+        level = 0
+        while frontier and (depth is None or level < depth):
+            level += 1
+            nxt: list[MemoryFacts] = []
+            for node in frontier:
+                for other in node.dependencies:
+                    if other not in seen and other != start:
+                        seen[other] = None
+                        m = memories.get(other)
+                        if m is not None:
+                            out.append(m)
+                            if m.dependencies:
+                                nxt.append(m)
+            frontier = nxt
+        return out
 
     def descendants(self, memory_id: str, depth: int | None = None) -> list[MemoryFacts]:
         key = (memory_id, depth, False)
         hit = self._walks.get(key)
         if hit is None:
-            ids = _walk(memory_id, self._children, depth)
+            children = self._children
+            if children is None:
+                found: dict[str, list[str]] = {}
+                for m in self.memories.values():
+                    for dep in m.dependencies:
+                        found.setdefault(dep, []).append(m.id)
+                children = self._children = {k: tuple(v) for k, v in found.items()}
+            ids = _walk(memory_id, children, depth)
             hit = self._walks[key] = [self.memories[i] for i in ids if i in self.memories]
         return hit
 

@@ -220,8 +220,9 @@ class Engine:
             return self._issue(_store_down(op), ns, op, ids, actor, now, serving.version)
         if foreign:
             return self._issue(_ISOLATED, ns, op, ids, actor, now, serving.version)
+        reads = serving.compiled.plans[op].reads
         snap, facts = snapshot_of(records, self.store, ns, now, scores=self._scores(
-            ns, records, now, serving.compiled.plans[op].reads))
+            ns, records, now, reads), reads=reads)
         memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
         req = Request(op, memories[0], actor, ns, spend, now, action, historical,
                       memories=memories if op == "act" else ())
@@ -267,10 +268,10 @@ class Engine:
             if self.fail_mode != "degraded":
                 raise
             records, foreign, down = {}, set(), True
-        scores = self._scores(ns, records, now, serving.compiled.plans["read"].reads,
-                              rank=ids or ("",))
+        reads = serving.compiled.plans["read"].reads
+        scores = self._scores(ns, records, now, reads, rank=ids or ("",))
         assert scores is not None
-        snap, facts = snapshot_of(records, self.store, ns, now, scores=scores)
+        snap, facts = snapshot_of(records, self.store, ns, now, scores=scores, reads=reads)
         compiled, version = serving.compiled, serving.version
         decision_ids = new_decision_ids(now, len(candidates))
         # One request object, re-pointed at each candidate (the evaluator keeps none).
@@ -337,9 +338,10 @@ class Engine:
         if current is not None:
             records = {**records, current.id: current}
         mine = to_facts(proposed, now)
-        scores = self._scores(ns, {**records, proposed.id: proposed}, now,
-                              serving.compiled.plans[op].reads)
-        snap, facts = snapshot_of(records, self.store, ns, now, extra=[mine], scores=scores)
+        reads = serving.compiled.plans[op].reads
+        scores = self._scores(ns, {**records, proposed.id: proposed}, now, reads)
+        snap, facts = snapshot_of(records, self.store, ns, now, extra=[mine], scores=scores,
+                                  reads=reads)
         target = facts[current.id] if current is not None else mine
         req = Request(op, mine, actor, ns, spend, now, target=target)
         d = self._decide_safely(serving.compiled, req, snap, op)
@@ -392,8 +394,9 @@ class Engine:
         now = self._now(time)
         serving = self.policies.current
         records = self._view(ns, [memory_id], "update", serving.compiled)
+        reads = serving.compiled.plans["update"].reads
         snap, facts = snapshot_of(records, self.store, ns, now, scores=self._scores(
-            ns, records, now, serving.compiled.plans["update"].reads))
+            ns, records, now, reads), reads=reads)
         memory = facts.get(memory_id) or UnknownMemory(memory_id, ns)
         d = self._decide_safely(serving.compiled, Request("update", memory, actor, ns,
                                 DEFAULT_BUDGET, now), snap, "update")

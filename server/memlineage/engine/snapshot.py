@@ -74,6 +74,14 @@ class StoreSnapshot(DictSnapshot):
         return hit
 
 
+# Facts of records a store hands out as shared immutable objects (the embedded
+# store returns the same MemoryRecord until its row changes): built once per
+# record object and per (reliability, value_score), then shared read-only by the
+# requests that load that record. Never mutated once published here.
+_FACTS: dict[int, tuple[MemoryRecord, MemoryFacts]] = {}
+_FACTS_LIMIT = 100_000
+
+
 def snapshot_of(
     records: Mapping[str, MemoryRecord],
     store: LineageStore,
@@ -81,12 +89,48 @@ def snapshot_of(
     now: float,
     extra: Iterable[MemoryFacts] = (),
     scores: Scores | None = None,
+    reads: frozenset[str] | None = None,
 ) -> tuple[StoreSnapshot, dict[str, MemoryFacts]]:
-    facts = {rid: to_facts(rec, now) for rid, rec in records.items()}
+    """Facts of `records` (+ `extra`) with the request's scores, and their snapshot.
+
+    With `reads` (the attributes the operation's policies read), a score no policy
+    reads is left at its default: it cannot change the decision."""
+    rel = scores.reliability if scores is not None and (
+        reads is None or "reliability" in reads) else None
+    val = scores.value if scores is not None and (
+        reads is None or "value_score" in reads) else None
+    facts: dict[str, MemoryFacts] = {}
+    if store.shares_records:
+        cache = _FACTS
+        for rid, rec in records.items():
+            r = rel.get(rid, 1.0) if rel is not None else 1.0
+            v = val.get(rid, 1.0) if val is not None else 1.0
+            hit = cache.get(id(rec))
+            if hit is not None and hit[0] is rec:
+                f = hit[1]
+                # 0.0 == -0.0: a zero is never taken from the cache
+                if f.reliability == r and f.value_score == v and r and v:
+                    facts[rid] = f
+                    continue
+            f = to_facts(rec, now)
+            f.reliability = r
+            f.value_score = v
+            facts[rid] = f
+            if rec.created_at is not None:  # else the facts depend on `now`
+                if len(cache) >= _FACTS_LIMIT:
+                    cache.clear()
+                cache[id(rec)] = (rec, f)
+    else:
+        for rid, rec in records.items():
+            f = facts[rid] = to_facts(rec, now)
+            if rel is not None:
+                f.reliability = rel.get(rid, 1.0)
+            if val is not None:
+                f.value_score = val.get(rid, 1.0)
     for f in extra:
         facts[f.id] = f
-    if scores is not None:
-        for rid, f in facts.items():
-            f.reliability = scores.reliability.get(rid, f.reliability)
-            f.value_score = scores.value.get(rid, f.value_score)
+        if rel is not None:
+            f.reliability = rel.get(f.id, f.reliability)
+        if val is not None:
+            f.value_score = val.get(f.id, f.value_score)
     return StoreSnapshot(facts.values(), store, namespace), facts

@@ -55,6 +55,9 @@ class LineageStore(ABC):
     """One interface for every backend; all methods are synchronous and thread-safe."""
 
     kind: str = "abstract"
+    # True when reads hand out the same immutable record object until the memory
+    # changes (callers may then cache what they derive from it, keyed on the object).
+    shares_records: bool = False
 
     def __init__(self, *, clock: Clock = system_clock, limits: StoreLimits | None = None):
         self.clock = clock

@@ -269,6 +269,7 @@ class EmbeddedStore(LineageStore):
     """Thread-safe in-process backend; pass ``data_dir`` to survive restarts."""
 
     kind = "embedded"
+    shares_records = True
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, *,
                  clock: Clock = system_clock, limits: StoreLimits | None = None,
