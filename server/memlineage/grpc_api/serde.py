@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 
 from google.protobuf.timestamp_pb2 import Timestamp
 from memlineage_dsl.decision import Decision
@@ -215,6 +216,50 @@ def _template(d: Decision) -> bytes:
     return data
 
 
+# ------------------------------------------------------------------ wire encoding
+# The per-decision fields (id, memories, time, version) and the FilterRank items
+# are written straight in protobuf wire format and parsed once per response in C:
+# cheaper than a Python call per field. The result is the same message.
+def _varint_slow(n: int) -> bytes:
+    n &= 0xFFFFFFFFFFFFFFFF  # negative int64: ten bytes, two's complement
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_VARINTS = tuple(_varint_slow(n) for n in range(1 << 14))
+
+
+def _varint(n: int) -> bytes:
+    return _VARINTS[n] if 0 <= n < 16384 else _varint_slow(n)
+
+
+def _string(tag: bytes, value: str) -> bytes:
+    data = value.encode()
+    return tag + _varint(len(data)) + data if data else b""
+
+
+def _timestamp(seconds: float) -> bytes:
+    """The encoded Timestamp `to_ts` would set (zero fields omitted)."""
+    whole = math.floor(seconds)
+    nanos = round((seconds - whole) * 1e9)
+    if nanos >= 1_000_000_000:
+        whole, nanos = whole + 1, nanos - 1_000_000_000
+    return (b"\x08" + _varint(whole) if whole else b"") + (
+        b"\x10" + _varint(nanos) if nanos else b"")
+
+
+def _decision_tail(operation: str, decided_at: float, policy_version: str) -> bytes:
+    """Decision fields 8, 10 and 11."""
+    op = OP_TO_PB[operation]
+    ts = _timestamp(decided_at)
+    return ((b"\x40" + _varint(op) if op else b"") + b"\x52" + _varint(len(ts)) + ts
+            + _string(b"\x5a", policy_version))
+
+
 def decision_to_pb(rec: DecisionRecord, out: pb.Decision | None = None) -> pb.Decision:
     msg = out if out is not None else pb.Decision()
     msg.MergeFromString(_template(rec.decision))
@@ -224,6 +269,47 @@ def decision_to_pb(rec: DecisionRecord, out: pb.Decision | None = None) -> pb.De
     to_ts(rec.decided_at, msg.decided_at)
     msg.policy_version = rec.policy_version
     return msg
+
+
+_SCORES = struct.Struct("<BdBdB?").pack  # similarity (2), rank_score (3), kept (4)
+_QUALITY = struct.Struct("<BdBd").pack  # reliability (6), value_score (7)
+
+
+def filter_rank_response(ranked) -> pb.FilterRankResponse:
+    """`ranked` (engine RankedCandidates, request order) as a FilterRankResponse:
+    every candidate, then the kept ids best first (stable)."""
+    parts: list[bytes] = []
+    tails: dict[tuple[str, float, str], bytes] = {}
+    templates: dict[int, bytes] = {}
+    varint = _varint
+    for c in ranked:
+        rec = c.decision
+        key = (rec.operation, rec.decided_at, rec.policy_version)
+        tail = tails.get(key)
+        if tail is None:
+            tail = tails[key] = _decision_tail(*key)
+        d = rec.decision
+        template = templates.get(id(d))
+        if template is None:
+            template = templates[id(d)] = _template(d)
+        mid = c.memory_id.encode()
+        if rec.memory_ids == (c.memory_id,):
+            ids = b"\x4a" + varint(len(mid)) + mid
+        else:
+            ids = b"".join(_string(b"\x4a", m) or b"\x4a\x00" for m in rec.memory_ids)
+        body = b"".join((template, _string(b"\x0a", rec.decision_id), ids, tail))
+        item = b"".join((
+            b"\x0a", varint(len(mid)), mid,
+            _SCORES(0x11, c.similarity, 0x19, c.rank_score, 0x20, c.kept),
+            b"\x2a", varint(len(body)), body,
+            _QUALITY(0x31, c.reliability, 0x39, c.value_score),
+        ))
+        parts.append(b"\x0a" + varint(len(item)) + item)
+    best = sorted((c for c in ranked if c.kept), key=lambda c: -c.rank_score)
+    for c in best:
+        data = c.memory_id.encode()
+        parts.append(b"\x12" + varint(len(data)) + data)
+    return pb.FilterRankResponse.FromString(b"".join(parts))
 
 
 def event_to_pb(e) -> pb.LineageEvent:  # e: memlineage.lineage.model.LineageEvent

@@ -124,15 +124,7 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             time=serde.from_ts(request, "time"),
         )
         self.metrics.count("read", (c.decision.decision for c in ranked))
-        out = pb.FilterRankResponse()
-        for c in ranked:
-            item = out.candidates.add(memory_id=c.memory_id, similarity=c.similarity,
-                                      rank_score=c.rank_score, kept=c.kept,
-                                      reliability=c.reliability, value_score=c.value_score)
-            serde.decision_to_pb(c.decision, item.decision)
-        best = sorted((c for c in ranked if c.kept), key=lambda c: -c.rank_score)
-        out.ranked_ids.extend(c.memory_id for c in best)
-        return out
+        return serde.filter_rank_response(ranked)
 
     @rpc
     async def Record(self, request: pb.RecordRequest, context, principal) -> pb.RecordResponse:
