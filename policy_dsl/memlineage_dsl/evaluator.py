@@ -85,7 +85,51 @@ def _decide_one(
                 if len(plan.cache) < _CACHE_LIMIT:
                     plan.cache[key] = hit
             return hit
+        # Rules with a computed score, cost or obligation argument: the decision is
+        # a function of which rules fired and of those computed values.
+        values = _dynamic_values(plan, fired, m, t, r, s)
+        if values is not None:
+            key = ("dynamic", tuple(fired), values,
+                   r.budget if ps.strategy == "cost_aware" else None)
+            hit = plan.cache.get(key)
+            if hit is None:
+                hit = _resolve(ps, plan, fired, (), m, t, r, s)
+                if len(plan.cache) < _CACHE_LIMIT:
+                    plan.cache[key] = hit
+            return hit
     return _resolve(ps, plan, fired, bad or (), m, t, r, s)
+
+
+_CACHEABLE = (str, int, float, bool, type(None))
+
+
+def _dynamic_values(plan: OpPlan, fired, m, t, r, s) -> tuple[object, ...] | None:
+    """The computed parts of the fired non-static rules, each with its type, in plan
+    order; None when one fails or is not a plain value (left to `_resolve`)."""
+    now = r.time
+    static = plan.static
+    out: list[object] = []
+    try:
+        for k in fired:
+            if static[k]:
+                continue
+            p = plan.policies[k]
+            parts = [p.score, p.cost]
+            for o in p.obligations:
+                if o.dynamic:
+                    parts.extend(o.args)
+            for part in parts:
+                if callable(part):
+                    v = part(m, t, r, s, now)
+                    if type(v) not in _CACHEABLE or v != v:  # NaN never equals a key
+                        return None
+                    out.append(type(v))
+                    out.append(v)
+                    if v == 0 and type(v) is float:  # 0.0 == -0.0: keep the sign apart
+                        out.append(math.copysign(1.0, v))
+    except Exception:
+        return None
+    return tuple(out)
 
 
 def _decide_act(ps: CompiledPolicySet, plan: OpPlan, r: Request, s: LineageSnapshot) -> Decision:
