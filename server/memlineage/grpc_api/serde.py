@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import struct
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -85,6 +86,21 @@ def ids(values, field: str, *, indexed: bool = True) -> list[str]:
     for i, value in enumerate(out):
         check_id(value, f"{field}[{i}]" if indexed else field)
     return out
+
+
+# Many ids in one pass: each one 1..128 allowed characters, "\n"-terminated.
+_IDS_RE = re.compile(r"(?:[A-Za-z0-9._:/-]{1,128}\n)*")
+
+
+def candidate_ids(values: list[str], field: str) -> list[str]:
+    """`ids(..., indexed=False)` of every `values[i]` under `{field}[i]...`-style names,
+    checked in one regex pass; the per-id check names the first bad one."""
+    text = "\n".join(values)
+    if values and (text.count("\n") != len(values) - 1
+                   or not _IDS_RE.fullmatch(text + "\n")):
+        for i, value in enumerate(values):
+            check_id(value, field.format(i))
+    return values
 
 
 def operation(value: int) -> str:

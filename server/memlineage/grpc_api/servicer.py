@@ -115,10 +115,12 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
     @rpc
     async def FilterRank(self, request: pb.FilterRankRequest, context, principal):
         ns = self.auth.namespace(principal, request.namespace)
+        candidates = request.candidates
         ranked = await self.call(
             self.engine.filter_rank, ns,
-            [(serde.ids([c.memory_id], f"candidates[{i}].memory_id", indexed=False)[0],
-              c.similarity) for i, c in enumerate(request.candidates)],
+            list(zip(serde.candidate_ids([c.memory_id for c in candidates],
+                                         "candidates[{}].memory_id"),
+                     [c.similarity for c in candidates], strict=True)),
             serde.actor(request.actor, self.default_actor(ns)),
             budget=serde.budget(request), historical=request.historical, limit=request.limit,
             time=serde.from_ts(request, "time"),
