@@ -49,7 +49,6 @@ from memlineage.lineage.model import MemoryRecord, Status, Walk
 from memlineage.lineage.validation import check_transition, validate_new
 from memlineage.scoring.batch import Scores, credibilities, score, sources_of
 from memlineage.scoring.config import ScoringConfig
-from memlineage.scoring.formulas import rank_score
 from memlineage.store.base import LineageStore
 
 ISOLATION = "<namespace-isolation>"
@@ -234,6 +233,10 @@ class Engine:
     def _decide_safely(self, compiled, req: Request, snap, op: str) -> Decision:
         """Counters are read lazily from the store during evaluation: honour fail mode."""
         d = decide(compiled, req, snap)
+        return self._checked(d, op) if d.errors else d
+
+    def _checked(self, d: Decision, op: str) -> Decision:
+        """`d` unless a rule failed because the store was unavailable."""
         if d.errors and any("StoreUnavailableError" in e for e in d.errors):
             if self.fail_mode != "degraded":
                 raise StoreUnavailableError("lineage store unavailable during evaluation")
@@ -278,6 +281,13 @@ class Engine:
         req = Request("read", UnknownMemory("", ns), actor, ns, spend, now, "", historical)
         issued: list[DecisionRecord] = []
         out: list[RankedCandidate] = []
+        # rank_score() written out (same operations, same order), its two constant
+        # terms hoisted; the down-rank factors looked up once per distinct decision.
+        wr, wv = self.scoring.rank_reliability_weight, self.scoring.rank_value_weight
+        base_r, base_v = 1 - wr, 1 - wv
+        reliability_of, value_of = scores.reliability.get, scores.value.get
+        factors: dict[int, list[float]] = {}
+        actor_id = actor.id
         for (mid, sim), decision_id in zip(candidates, decision_ids, strict=True):
             if down:
                 d = _store_down("read")
@@ -285,14 +295,21 @@ class Engine:
                 d = _ISOLATED
             else:
                 req.memory = facts.get(mid) or UnknownMemory(mid, ns)
-                d = self._decide_safely(compiled, req, snap, "read")
-            reliability = scores.reliability.get(mid, 1.0)
-            value = scores.value.get(mid, 1.0)
-            rank = rank_score(self.scoring, sim, d.compliance_score, reliability, value)
-            for o in d.obligations:
-                if o.kind == "downrank" and o.args:
-                    rank *= float(o.args[0])  # type: ignore[arg-type]
-            rec = DecisionRecord(decision_id, d, ns, "read", (mid,), actor.id, now, version)
+                d = decide(compiled, req, snap)
+                if d.errors:
+                    d = self._checked(d, "read")
+            reliability = reliability_of(mid, 1.0)
+            value = value_of(mid, 1.0)
+            rank = sim * d.compliance_score * (base_r + wr * reliability) * (
+                base_v + wv * value)
+            downrank = factors.get(id(d))
+            if downrank is None:
+                downrank = factors[id(d)] = [
+                    float(o.args[0])  # type: ignore[arg-type]
+                    for o in d.obligations if o.kind == "downrank" and o.args]
+            for f in downrank:
+                rank *= f
+            rec = DecisionRecord(decision_id, d, ns, "read", (mid,), actor_id, now, version)
             issued.append(rec)
             out.append(RankedCandidate(mid, sim, rank, d.effect != DENY, rec, reliability,
                                        value))
