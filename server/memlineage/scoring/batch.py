@@ -8,6 +8,7 @@ records loaded for the request (the lineage depth bounds how far that looks).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
@@ -30,8 +31,10 @@ def sources_of(records: Mapping[str, MemoryRecord]) -> set[str]:
     out: set[str] = set()
     for r in records.values():
         out.add(r.creator_id)
-        out.update(r.confirmed_by)
-        out.update(r.contradicted_by)
+        if r.confirmed_by:
+            out.update(r.confirmed_by)
+        if r.contradicted_by:
+            out.update(r.contradicted_by)
     return out
 
 
@@ -79,35 +82,51 @@ def score(
     if n < SMALL_BATCH:
         return _score_small(cfg, records, recs, vrecs, c, dict(cred), now)
 
-    creator = np.array([c(r.creator_id) for r in recs])
-    contra = [(i, c(s)) for i, r in enumerate(recs) for s in r.contradicted_by]
-    confirm = [(i, c(s)) for i, r in enumerate(recs) for s in r.confirmed_by]
-    rel = vectorized.reliability(
-        cfg,
-        np.array([r.creator_confidence for r in recs], dtype=float),
-        creator,
-        np.array([now - (r.created_at if r.created_at is not None else now) for r in recs]),
-        np.array([cfg.half_life(r.volatility) for r in recs]),
-        np.array([i for i, _ in contra], dtype=np.int64),
-        np.array([x for _, x in contra], dtype=float),
-        np.array([i for i, _ in confirm], dtype=np.int64),
-        np.array([x for _, x in confirm], dtype=float),
-    )
-    own = dict(zip((r.id for r in recs), rel.tolist(), strict=True))
+    # A memory that does not decay and that no source confirmed or contradicted has
+    # reliability clip(confidence) x credibility(creator), exactly the float the numpy
+    # pass computes for it (times 1.0, no product terms): computed directly. The
+    # others go through numpy, element by element as in the whole batch.
+    half_life = cfg.half_life
+    inf = math.inf
+    own: dict[str, float] = {}
+    rest: list[MemoryRecord] = []
+    for r in recs:
+        if r.contradicted_by or r.confirmed_by or half_life(r.volatility) != inf:
+            own[r.id] = 0.0  # placeholder: keeps the records' order
+            rest.append(r)
+        else:
+            x = min(max(r.creator_confidence, 0.0), 1.0) * c(r.creator_id)
+            own[r.id] = min(max(1.0 - (1.0 - x), 0.0), 1.0)
+    if rest:
+        contra = [(i, c(s)) for i, r in enumerate(rest) for s in r.contradicted_by]
+        confirm = [(i, c(s)) for i, r in enumerate(rest) for s in r.confirmed_by]
+        rel = vectorized.reliability(
+            cfg,
+            np.array([r.creator_confidence for r in rest], dtype=float),
+            np.array([c(r.creator_id) for r in rest]),
+            np.array([now - (r.created_at if r.created_at is not None else now)
+                      for r in rest]),
+            np.array([half_life(r.volatility) for r in rest]),
+            np.array([i for i, _ in contra], dtype=np.int64),
+            np.array([x for _, x in contra], dtype=float),
+            np.array([i for i, _ in confirm], dtype=np.int64),
+            np.array([x for _, x in confirm], dtype=float),
+        )
+        own.update(zip((r.id for r in rest), rel.tolist(), strict=True))
     if not vrecs:
         return Scores(_chain_min(records, own), {}, dict(cred))
-    recs = vrecs
-    val = vectorized.value(
-        cfg,
-        np.array([r.uses_ok for r in recs], dtype=float),
-        np.array([r.uses_failed for r in recs], dtype=float),
-        np.array([now - (r.last_access if r.last_access is not None else
-                         (r.created_at if r.created_at is not None else now)) for r in recs]),
-        np.array([r.access_count for r in recs], dtype=float),
-        np.array([len(r.derivations) for r in recs], dtype=float),
-        np.array([cfg.cost(r.type) for r in recs]),
-    )
-    return Scores(_chain_min(records, own), dict(zip((r.id for r in recs), val.tolist(),
+    # One array of the value inputs (a row per memory) instead of six.
+    cost = cfg.cost
+    cols = np.array([
+        (r.uses_ok, r.uses_failed,
+         r.last_access if r.last_access is not None else
+         (r.created_at if r.created_at is not None else now),
+         r.access_count, len(r.derivations), cost(r.type))
+        for r in vrecs
+    ], dtype=float)
+    val = vectorized.value(cfg, cols[:, 0], cols[:, 1], now - cols[:, 2], cols[:, 3],
+                           cols[:, 4], cols[:, 5])
+    return Scores(_chain_min(records, own), dict(zip((r.id for r in vrecs), val.tolist(),
                                                      strict=True)), dict(cred))
 
 
