@@ -177,4 +177,6 @@ def _chain_min(records: Mapping[str, MemoryRecord], own: dict[str, float]) -> di
             settle(rid)
     if not out:
         return own
-    return {rid: out.get(rid, v) for rid, v in own.items()}
+    settled = own.copy()  # same keys, same order: only the settled values change
+    settled.update(out)
+    return settled
