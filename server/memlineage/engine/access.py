@@ -27,10 +27,13 @@ class AccessBuffer:
     def add(self, namespace: str, ids: Iterable[str], now: float) -> None:
         with self._lock:
             acc = self._pending.setdefault(namespace, {})
+            get = acc.get
+            added = 0
             for memory_id in ids:
-                count, last = acc.get(memory_id, (0, now))
-                acc[memory_id] = (count + 1, max(last, now))
-                self._size += 1
+                count, last = get(memory_id, (0, now))
+                acc[memory_id] = (count + 1, now if now > last else last)  # max(last, now)
+                added += 1
+            self._size += added
             full = self._size >= self.max_pending
         if full:
             self.flush()

@@ -124,7 +124,7 @@ class DecisionJournal:
     def add_many(self, recs: Sequence[DecisionRecord]) -> None:
         with self._lock:
             self._ring.extend(recs)
-            self._by_id.update((r.decision_id, r) for r in recs)
+            self._by_id.update({r.decision_id: r for r in recs})
             if len(self._by_id) > self._limit + self._limit // 4:
                 self._by_id = {r.decision_id: r for r in self._ring}
 
