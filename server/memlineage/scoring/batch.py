@@ -131,14 +131,19 @@ def score(
 
 
 def _score_small(cfg, records, recs, vrecs, c, cred, now: float) -> Scores:
-    own = {
-        r.id: formulas.reliability(
-            cfg, confidence=r.creator_confidence, creator_cred=c(r.creator_id),
-            age=now - (r.created_at if r.created_at is not None else now),
-            volatility=r.volatility, contradicting=[c(x) for x in r.contradicted_by],
-            confirming=[c(x) for x in r.confirmed_by])
-        for r in recs
-    }
+    half_life = cfg.half_life
+    inf = math.inf
+    own: dict[str, float] = {}
+    for r in recs:
+        if r.contradicted_by or r.confirmed_by or half_life(r.volatility) != inf:
+            own[r.id] = formulas.reliability(
+                cfg, confidence=r.creator_confidence, creator_cred=c(r.creator_id),
+                age=now - (r.created_at if r.created_at is not None else now),
+                volatility=r.volatility, contradicting=[c(x) for x in r.contradicted_by],
+                confirming=[c(x) for x in r.confirmed_by])
+        else:  # formulas.reliability with decay 1.0 and no product terms, written out
+            x = min(max(r.creator_confidence, 0.0), 1.0) * c(r.creator_id)
+            own[r.id] = min(max(1.0 - (1.0 - x), 0.0), 1.0)
     value = {
         r.id: formulas.value(
             cfg, uses_ok=r.uses_ok, uses_failed=r.uses_failed,
