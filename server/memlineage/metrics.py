@@ -38,6 +38,7 @@ class Metrics:
             ["method", "code"], registry=self.registry,
         )
         self._children: dict[tuple[object, ...], object] = {}
+        self._by_decision: dict[tuple[str, int], tuple[Decision, list]] = {}
 
     def _child(self, metric: Counter, key: tuple[str, ...]):
         child = self._children.get((id(metric), *key))
@@ -56,6 +57,20 @@ class Metrics:
             else:
                 hit[1] += 1
         for d, n in seen.values():
-            self._child(self.decisions, (operation, d.effect)).inc(n)
-            for r in d.reasons:
-                self._child(self.policy_hits, (r.policy, r.effect, r.status)).inc(n)
+            for child in self._counters(operation, d):
+                child.inc(n)
+
+    def _counters(self, operation: str, d: Decision) -> list:
+        """The counters one decision increments: bound once per (operation, decision
+        object); decisions are frozen and shared, so most are seen again."""
+        key = (operation, id(d))
+        hit = self._by_decision.get(key)
+        if hit is not None and hit[0] is d:
+            return hit[1]
+        children = [self._child(self.decisions, (operation, d.effect))]
+        children += [self._child(self.policy_hits, (r.policy, r.effect, r.status))
+                     for r in d.reasons]
+        if len(self._by_decision) >= 4096:
+            self._by_decision.clear()
+        self._by_decision[key] = (d, children)
+        return children
