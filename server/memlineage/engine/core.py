@@ -127,6 +127,9 @@ class Engine:
     credibility: CredibilityCache | None = None
 
     access: AccessBuffer | None = None
+    # score() memo for records the store shares (see scoring.batch.score)
+    _memo: dict = field(default_factory=dict, init=False, repr=False)
+    _memo_for: ScoringConfig | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.credibility is None:
@@ -149,7 +152,13 @@ class Engine:
             return None
         assert self.credibility is not None
         cred = self.credibility.credibility(ns, sources_of(records))
-        return score(self.scoring, records, cred, now, value=value or False)
+        memo = None
+        if self.store.shares_records:
+            # per config: a memo made for another ScoringConfig is dropped
+            if self._memo_for is not self.scoring:
+                self._memo_for, self._memo = self.scoring, {}
+            memo = self._memo
+        return score(self.scoring, records, cred, now, value=value or False, memo=memo)
 
     # ------------------------------------------------------------ helpers
     def _now(self, at: float | None) -> float:

@@ -60,10 +60,15 @@ def score(
     now: float,
     *,
     value: bool | Collection[str] = True,
+    memo: dict[int, tuple[MemoryRecord, float | None]] | None = None,
 ) -> Scores:
     """Reliability of every record (the chain rule needs them all); value of every
     record, of none (`value=False`), or only of the given ids (e.g. the candidates
-    of a ranking, not the ancestors loaded with them)."""
+    of a ranking, not the ancestors loaded with them).
+
+    `memo` (for records a store shares as immutable objects, one dict per config):
+    remembers per record object whether it takes the direct path below, and its
+    clipped confidence."""
     recs = list(records.values())
     if value is True:
         vrecs = recs
@@ -90,12 +95,24 @@ def score(
     inf = math.inf
     own: dict[str, float] = {}
     rest: list[MemoryRecord] = []
+    recall = memo.get if memo is not None else {}.get
     for r in recs:
-        if r.contradicted_by or r.confirmed_by or half_life(r.volatility) != inf:
+        hit = recall(id(r))
+        if hit is not None and hit[0] is r:
+            base = hit[1]
+        else:
+            base = None if (r.contradicted_by or r.confirmed_by
+                            or half_life(r.volatility) != inf) else (
+                min(max(r.creator_confidence, 0.0), 1.0))
+            if memo is not None:
+                if len(memo) >= 100_000:
+                    memo.clear()
+                memo[id(r)] = (r, base)
+        if base is None:
             own[r.id] = 0.0  # placeholder: keeps the records' order
             rest.append(r)
         else:
-            x = min(max(r.creator_confidence, 0.0), 1.0) * c(r.creator_id)
+            x = base * c(r.creator_id)
             own[r.id] = min(max(1.0 - (1.0 - x), 0.0), 1.0)
     if rest:
         contra = [(i, c(s)) for i, r in enumerate(rest) for s in r.contradicted_by]
