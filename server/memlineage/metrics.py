@@ -46,6 +46,9 @@ class Metrics:
             child = self._children[(id(metric), *key)] = metric.labels(*key)
         return child
 
+    def observe_latency(self, method: str, seconds: float) -> None:
+        self._child(self.latency, (method,)).observe(seconds)  # type: ignore[attr-defined]
+
     def count(self, operation: str, decisions: Iterable[Decision]) -> None:
         """Batches share decision objects (the evaluator reuses frozen ones): count each
         distinct one once, with its multiplicity."""

@@ -57,7 +57,14 @@ class _Base:
         return self.auth.principal(metadata)
 
     def default_actor(self, ns: str) -> Creator:
-        return Creator("user", f"user:{ns}")
+        # Creators are frozen: one per namespace, bounded.
+        cache = self.__dict__.setdefault("_default_actors", {})
+        hit = cache.get(ns)
+        if hit is None:
+            if len(cache) >= 10_000:
+                cache.clear()
+            hit = cache[ns] = Creator("user", f"user:{ns}")
+        return hit
 
 
 def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -76,7 +83,7 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
             self.metrics.rpc_errors.labels(name, code.name).inc()
             await context.abort(code, details_of(err))
         finally:
-            self.metrics.latency.labels(name).observe(time.perf_counter() - started)
+            self.metrics.observe_latency(name, time.perf_counter() - started)
 
     return wrapper
 
