@@ -53,11 +53,15 @@ class StoreSnapshot(DictSnapshot):
 
     def __init__(
         self,
-        facts: Iterable[MemoryFacts],
+        facts: Iterable[MemoryFacts] | dict[str, MemoryFacts],
         store: LineageStore,
         namespace: str,
     ) -> None:
-        super().__init__(facts)
+        if isinstance(facts, dict):  # already by id (snapshot_of): taken as is
+            super().__init__()
+            self.memories = facts
+        else:
+            super().__init__(facts)
         self._store = store
         self._namespace = namespace
         self._counts: dict[tuple[str, float], int] = {}
@@ -133,4 +137,4 @@ def snapshot_of(
             f.reliability = rel.get(f.id, f.reliability)
         if val is not None:
             f.value_score = val.get(f.id, f.value_score)
-    return StoreSnapshot(facts.values(), store, namespace), facts
+    return StoreSnapshot(facts, store, namespace), facts
