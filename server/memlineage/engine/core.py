@@ -33,7 +33,7 @@ from memlineage.engine.records import (
     DecisionRecord,
     new_decision_ids,
 )
-from memlineage.engine.snapshot import calls_counter, snapshot_of, to_facts
+from memlineage.engine.snapshot import StoreSnapshot, calls_counter, snapshot_of, to_facts
 from memlineage.lifecycle.sweep import SweepReport, sweep
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.errors import (
@@ -242,11 +242,11 @@ class Engine:
     def _decide_safely(self, compiled, req: Request, snap, op: str) -> Decision:
         """Counters are read lazily from the store during evaluation: honour fail mode."""
         d = decide(compiled, req, snap)
-        return self._checked(d, op) if d.errors else d
+        return self._checked(d, op, snap) if d.errors else d
 
-    def _checked(self, d: Decision, op: str) -> Decision:
+    def _checked(self, d: Decision, op: str, snap: StoreSnapshot) -> Decision:
         """`d` unless a rule failed because the store was unavailable."""
-        if d.errors and any("StoreUnavailableError" in e for e in d.errors):
+        if d.errors and snap.store_failed:
             if self.fail_mode != "degraded":
                 raise StoreUnavailableError("lineage store unavailable during evaluation")
             return _store_down(op)
@@ -306,7 +306,7 @@ class Engine:
                 req.memory = facts.get(mid) or UnknownMemory(mid, ns)
                 d = decide(compiled, req, snap)
                 if d.errors:
-                    d = self._checked(d, "read")
+                    d = self._checked(d, "read", snap)
             reliability = reliability_of(mid, 1.0)
             value = value_of(mid, 1.0)
             rank = sim * d.compliance_score * (base_r + wr * reliability) * (

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 
 from memlineage_dsl.facts import Creator, DictSnapshot, MemoryFacts
 
+from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring.batch import Scores
 from memlineage.store.base import LineageStore
@@ -65,6 +66,7 @@ class StoreSnapshot(DictSnapshot):
         self._store = store
         self._namespace = namespace
         self._counts: dict[tuple[str, float], int] = {}
+        self.store_failed = False  # a counter read hit an unavailable store
 
     def calls(self, source: str, window_seconds: float, now: float) -> int:
         key = (source, window_seconds)
@@ -72,9 +74,13 @@ class StoreSnapshot(DictSnapshot):
         if hit is None:
             if any(c in source for c in "*?["):
                 raise ValueError("calls() on the server counts one exact source, not a glob")
-            hit = self._counts[key] = self._store.count(
-                self._namespace, calls_counter(source), window_seconds, now=now
-            )
+            try:
+                hit = self._counts[key] = self._store.count(
+                    self._namespace, calls_counter(source), window_seconds, now=now
+                )
+            except StoreUnavailableError:
+                self.store_failed = True  # the engine applies its fail mode, not fail-closed
+                raise
         return hit
 
 
