@@ -11,6 +11,9 @@
    then the math alone: ``vectorized.reliability`` / ``vectorized.value`` on
    prebuilt arrays vs the formulas called on prebuilt per-memory values (no chain).
    Every memory must agree within 1e-9 before anything is timed (exit 1 if not).
+   Then store -> scores: the same memories in an EmbeddedStore (``_bulk_load``);
+   ``store.score_columns`` + ``batch.score_columns`` vs ``store.get_many`` +
+   ``formulas`` per record (own reliability and value, no chain rule).
 2. Sweep: an in-memory ``EmbeddedStore`` holding 1,000,000 memories in one
    namespace and 10,000 in another (``_bulk_load``, next reviews spread over the
    next 30 days, so none is due); before each pass ``batch`` of them (the same
@@ -20,7 +23,7 @@
    big/small time ratio for the same batch should be ~1: the cost follows the
    batch examined, not the store size.
 
-    .venv/bin/python bench/scoring_bench.py                      # ~25 s, ~650 MB RAM
+    .venv/bin/python bench/scoring_bench.py                      # ~30 s, ~820 MB RAM
     .venv/bin/python bench/scoring_bench.py --memories 20000 --store-size 100000
     .venv/bin/python bench/scoring_bench.py --no-sweep
 """
@@ -299,6 +302,88 @@ def bench_scoring(cfg: ScoringConfig, n: int, rounds: int, seed: int) -> bool:
     for name, tl, tv in (rows[0], rows[2]):
         verdict = "met" if tl / tv >= 20 else "NOT met"
         print(f"   target >= 20x, {name.split(':')[0]}: {verdict} ({tl / tv:.1f}x)")
+    print()
+    return bench_store_scoring(cfg, records, cred, rounds)
+
+
+STORE_NS = "bench:score"
+
+
+def store_vectorised(cfg: ScoringConfig, store: EmbeddedStore, chunks: list[list[str]],
+                     cred: Mapping[str, float]) -> list[batch.ColumnScores]:
+    """store.score_columns (np.take on the store's columns) + batch.score_columns."""
+    return [batch.score_columns(cfg, store.score_columns(STORE_NS, ids), cred, NOW)
+            for ids in chunks]
+
+
+def store_loop(cfg: ScoringConfig, store: EmbeddedStore, chunks: list[list[str]],
+               cred: Mapping[str, float]) -> tuple[list[float], list[float]]:
+    """store.get_many + formulas.reliability / formulas.value per record."""
+    rel: list[float] = []
+    val: list[float] = []
+    prior = cfg.prior
+    for ids in chunks:
+        for r in store.get_many(STORE_NS, ids).values():
+            created = r.created_at if r.created_at is not None else NOW
+            cm = cred[r.creator_id] if r.creator_id in cred else prior(r.creator_id)
+            rel.append(formulas.reliability(
+                cfg, confidence=r.creator_confidence, creator_cred=cm, age=NOW - created,
+                volatility=r.volatility,
+                contradicting=[cred[s] if s in cred else prior(s) for s in r.contradicted_by],
+                confirming=[cred[s] if s in cred else prior(s) for s in r.confirmed_by]))
+            last = r.last_access if r.last_access is not None else created
+            val.append(formulas.value(
+                cfg, uses_ok=r.uses_ok, uses_failed=r.uses_failed, idle=NOW - last,
+                access_count=r.access_count, derivations=len(r.derivations),
+                memory_type=r.type))
+    return rel, val
+
+
+def bench_store_scoring(cfg: ScoringConfig, records: Mapping[str, MemoryRecord],
+                        cred: Mapping[str, float], rounds: int) -> bool:
+    """The same memories in an EmbeddedStore (its score columns kept by the store):
+    store -> scores (own reliability + value, no chain rule), both paths reading the
+    store, in chunks of 10,000 ids (the store's batch limit)."""
+    n = len(records)
+    store = EmbeddedStore()
+    t0 = time.perf_counter()
+    store._bulk_load(STORE_NS, records.values(), review_at=NOW)
+    t_load = time.perf_counter() - t0
+    ids = list(records)
+    chunks = [ids[i:i + 10_000] for i in range(0, n, 10_000)]
+    print(f"   store -> scores: the same {n:,} memories in an EmbeddedStore "
+          f"(_bulk_load {t_load:.1f} s, score columns kept by the store), "
+          f"{len(chunks)} calls of <= 10,000 ids per path")
+    vec = store_vectorised(cfg, store, chunks, cred)
+    v_ids = [i for c in vec for i in c.ids]
+    v_rel = np.concatenate([c.reliability for c in vec if c.reliability is not None])
+    v_val = np.concatenate([c.value for c in vec])
+    l_rel, l_val = store_loop(cfg, store, chunks, cred)
+    derivations = sum(len(r.derivations) for r in records.values())
+    stored = int(sum(store.score_columns(STORE_NS, c).derivations.sum() for c in chunks))
+    checks = {
+        "store: reliability (own)": float(np.max(np.abs(v_rel - np.array(l_rel)))),
+        "store: value": float(np.max(np.abs(v_val - np.array(l_val)))),
+    }
+    ok = v_ids == ids and len(l_rel) == n and stored == derivations and all(
+        d <= TOLERANCE for d in checks.values())
+    for name, d in checks.items():
+        print(f"     {name:<40} {d:.2e}  {'ok' if d <= TOLERANCE else 'MISMATCH'}")
+    print(f"     ids in order: {v_ids == ids}; derivations in the columns {stored:,} "
+          f"(generated {derivations:,})")
+    if not ok:
+        print("   store paths disagree: not timing", file=sys.stderr)
+        return False
+    t_vec = timed(lambda: store_vectorised(cfg, store, chunks, cred), max(rounds, 5))
+    t_loop = timed(lambda: store_loop(cfg, store, chunks, cred), rounds)
+    t_cols = timed(lambda: [store.score_columns(STORE_NS, c) for c in chunks], max(rounds, 5))
+    name = "store -> scores: columns vs get_many+loop"
+    print(f"   {name:<42} {t_loop * 1e3:8.1f}ms {t_vec * 1e3:9.2f}ms "
+          f"{fmt_rate(n, t_loop):>12} {fmt_rate(n, t_vec):>12} {t_loop / t_vec:8.1f}x")
+    print(f"   (vectorised: store.score_columns {t_cols * 1e3:.1f} ms incl. id validation "
+          f"and index lookups, numpy scoring {(t_vec - t_cols) * 1e3:.1f} ms)")
+    verdict = "met" if t_loop / t_vec >= 20 else "NOT met"
+    print(f"   target >= 20x, store -> scores: {verdict} ({t_loop / t_vec:.1f}x)")
     print()
     return True
 

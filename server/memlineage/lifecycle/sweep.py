@@ -1,7 +1,8 @@
 """One governance sweep pass: examine the memories due for review, in batches.
 
 Cost is proportional to what is examined: the store hands out only memories
-whose next review is due (a sorted index), and each is rescheduled by tier —
+whose next review is due (a sorted index), their values are computed with numpy
+from the store's score columns (``score_columns``), and each is rescheduled by tier —
 near a threshold soon, recently used often, cold rarely. Transitions:
 - active / pending_verification with value < archive_below -> archived;
 - archived for at least evict_after_archived with value < evict_below -> evicted,
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 
 from memlineage.lineage.errors import LineageError
 from memlineage.lineage.model import MemoryRecord, Status
-from memlineage.scoring.batch import credibilities, score, sources_of
+from memlineage.scoring.batch import score_columns
 from memlineage.scoring.config import ScoringConfig
 from memlineage.store.base import LineageStore
 
@@ -74,8 +75,11 @@ def sweep_namespace(
         return report
     records = store.get_many(namespace, ids)
     report.examined = len(records)
-    stats = store.source_stats(namespace, sources_of(records))
-    values = score(cfg, records, credibilities(cfg, stats), now).value
+    # Values only (no credibility needed): from the store's score columns, numpy over
+    # the batch (the embedded store keeps them columnar; others build them from records).
+    scored = score_columns(cfg, store.score_columns(namespace, list(records)), {}, now,
+                           reliability=False)
+    values = dict(zip(scored.ids, scored.value.tolist(), strict=True))
     next_review: dict[str, float] = {}
     gone: list[str] = []
     for rid, rec in records.items():

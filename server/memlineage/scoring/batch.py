@@ -17,6 +17,7 @@ import numpy as np
 from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring import formulas, vectorized
 from memlineage.scoring.config import ScoringConfig
+from memlineage.store.base import ScoreColumns
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,3 +203,65 @@ def _chain_min(records: Mapping[str, MemoryRecord], own: dict[str, float]) -> di
     settled = own.copy()  # same keys, same order: only the settled values change
     settled.update(out)
     return settled
+
+
+# -- from store columns ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnScores:
+    ids: list[str]
+    reliability: np.ndarray | None
+    """Own reliability (decay, contradiction, consensus), without the chain rule; None
+    when not asked for."""
+    value: np.ndarray
+
+
+def column_sources(cols: ScoreColumns) -> list[str]:
+    """The sources whose credibility the columns' reliability needs (creators,
+    confirmers, contradictors), each once: cost follows the batch, not the name table."""
+    names = cols.sources
+    return [names[i] for i in _used_sources(cols).tolist()]
+
+
+def _used_sources(cols: ScoreColumns) -> np.ndarray:
+    return np.unique(np.concatenate((cols.creator, cols.confirm_source,
+                                     cols.contradict_source)))
+
+
+def score_columns(
+    cfg: ScoringConfig,
+    cols: ScoreColumns,
+    cred: Mapping[str, float],
+    now: float,
+    *,
+    reliability: bool = True,
+) -> ColumnScores:
+    """Reliability (own: the chain rule needs the graph, see `score`) and value of the
+    memories of `cols` (a store's ``score_columns``), in ``cols.ids`` order, with
+    `vectorized` on the columns: no per-memory Python.  `cred`: credibility per
+    source (missing sources get their prior); unused when ``reliability=False``."""
+    created = cols.created_at
+    no_created = np.isnan(created)
+    with np.errstate(invalid="ignore"):
+        last = np.where(np.isnan(cols.last_access), created, cols.last_access)
+        idle = np.where(np.isnan(last), 0.0, now - last)
+    cost = np.array([cfg.cost(t) for t in cols.types], dtype=float)[cols.type] \
+        if cols.types else np.zeros(len(cols.ids))
+    val = vectorized.value(cfg, cols.uses_ok, cols.uses_failed, idle, cols.access_count,
+                           cols.derivations, cost)
+    rel = None
+    if reliability:
+        age = np.where(no_created, 0.0, now - created)
+        half = np.array([cfg.half_life(v) for v in cols.volatilities], dtype=float)[
+            cols.volatility] if cols.volatilities else np.zeros(len(cols.ids))
+        used = _used_sources(cols)
+        names = cols.sources
+        src = np.zeros(len(names))  # credibility per interned source (only used ones set)
+        src[used] = [cred[s] if s in cred else cfg.prior(s)
+                     for s in (names[i] for i in used.tolist())]
+        rel = vectorized.reliability(
+            cfg, cols.confidence, src[cols.creator], age, half,
+            cols.contradict_row, src[cols.contradict_source],
+            cols.confirm_row, src[cols.confirm_source])
+    return ColumnScores(cols.ids, rel, val)

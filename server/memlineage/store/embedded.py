@@ -37,9 +37,11 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import IO, Any
+
+import numpy as np
 
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.errors import (
@@ -70,7 +72,7 @@ from memlineage.lineage.validation import (
     check_transition,
     validate_new,
 )
-from memlineage.store.base import LineageStore, cascade_reason
+from memlineage.store.base import LineageStore, ScoreColumns, cascade_reason, score_columns_of
 
 
 def _check_version(memory_id: str, actual: int, expected: int) -> None:
@@ -97,6 +99,211 @@ _AFTER = attrgetter(*_ORDER[_ORDER.index("derivations") + 1:])
 """The row's fields before and after ``derivations``, in MemoryRecord's positional order
 (a positional build costs half a keyword one)."""
 
+_FLOAT_COLUMNS = ("confidence", "created_at", "last_access", "access_count", "uses_ok",
+                  "uses_failed", "derivations")
+_INT_COLUMNS = ("volatility", "type", "creator", "confirm_at", "confirm_n", "contra_at",
+                "contra_n")
+_SCORED = frozenset({"creator_confidence", "created_at", "last_access", "access_count",
+                     "uses_ok", "uses_failed", "volatility", "type", "creator_id",
+                     "confirmed_by", "contradicted_by"})
+"""The row fields the score columns mirror (derivations: ``_Row.adopt``)."""
+
+
+class _Pairs:
+    """Ragged per-row lists of interned sources (who confirmed / contradicted a row),
+    each row's list contiguous in one growing ``pool`` at ``at[row]`` (``n[row]``
+    long): a changed list is appended at the end (in place when it is already the
+    last block), the old block becomes garbage, compacted when it outweighs the rest.
+    A read gathers the blocks of the requested rows with numpy alone."""
+
+    __slots__ = ("garbage", "pool", "used")
+
+    def __init__(self) -> None:
+        self.pool = np.zeros(64, dtype=np.int64)
+        self.used = 0
+        self.garbage = 0
+
+    def _reserve(self, extra: int) -> None:
+        need = self.used + extra
+        if need > self.pool.shape[0]:
+            new = np.zeros(max(need, 2 * self.pool.shape[0]), dtype=np.int64)
+            new[:self.used] = self.pool[:self.used]
+            self.pool = new
+
+    def set(self, at: np.ndarray, n: np.ndarray, ix: int, old_n: int, srcs: list[int],
+            appended: bool, rows: int) -> None:
+        if appended and old_n and int(at[ix]) + old_n == self.used:
+            tail = srcs[old_n:]  # the row's block is last: extend it in place
+            self._reserve(len(tail))
+            self.pool[self.used:self.used + len(tail)] = tail
+            self.used += len(tail)
+        else:
+            self.garbage += old_n
+            self._reserve(len(srcs))
+            at[ix] = self.used
+            self.pool[self.used:self.used + len(srcs)] = srcs
+            self.used += len(srcs)
+        n[ix] = len(srcs)
+        if self.garbage > 1024 and self.garbage > self.used - self.garbage:
+            self._compact(at, n, rows)
+
+    def _compact(self, at: np.ndarray, n: np.ndarray, rows: int) -> None:
+        everyone = np.arange(rows)
+        _, srcs = self.gather(at, n, everyone)
+        counts = n[:rows].astype(np.int64)
+        starts = np.cumsum(counts) - counts
+        self.pool = np.zeros(max(64, 2 * srcs.shape[0]), dtype=np.int64)
+        self.pool[:srcs.shape[0]] = srcs
+        at[:rows] = starts
+        self.used, self.garbage = int(srcs.shape[0]), 0
+
+    def gather(self, at: np.ndarray, n: np.ndarray,
+               rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position in ``rows``, source) pairs of the given rows, in row order."""
+        counts = n[rows].astype(np.int64)
+        total = int(counts.sum())
+        if total == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        owner = np.repeat(np.arange(rows.shape[0], dtype=np.int64), counts)
+        first = np.cumsum(counts) - counts
+        offset = np.arange(total, dtype=np.int64) - first[owner] + at[rows].astype(
+            np.int64)[owner]
+        return owner, self.pool[offset]
+
+
+class _Columns:
+    """One namespace's score inputs as numpy columns, a row per memory (``index``).
+
+    Rows are attached once (``attach``: when linked into the namespace) and kept up
+    to date by ``_Row.__setattr__`` (``write``) and ``_Row.adopt``: the columns never
+    go stale.  Arrays grow by doubling.  Strings are interned (``sources``,
+    ``volatilities``, ``types``: append-only name tables).  Confirmations and
+    contradictions are ragged: per row, the interned sources in the row's tuple
+    order (``_Pairs``), gathered as (row, source) pairs for the requested rows.
+    """
+
+    def __init__(self, capacity: int = 64) -> None:
+        self.n = 0
+        self.index: dict[str, int] = {}
+        for name in _FLOAT_COLUMNS:
+            setattr(self, name, np.zeros(capacity, dtype=np.float64))
+        for name in _INT_COLUMNS:
+            setattr(self, name, np.zeros(capacity, dtype=np.int64))
+        self.sources: list[str] = []
+        self._source_ix: dict[str, int] = {}
+        self.volatilities: list[str | None] = []
+        self._volatility_ix: dict[str | None, int] = {}
+        self.types: list[str] = []
+        self._type_ix: dict[str, int] = {}
+        self.confirm = _Pairs()
+        self.contra = _Pairs()
+
+    # declared for the type checker; set in __init__ / _grow
+    confidence: np.ndarray
+    created_at: np.ndarray
+    last_access: np.ndarray
+    access_count: np.ndarray
+    uses_ok: np.ndarray
+    uses_failed: np.ndarray
+    derivations: np.ndarray
+    volatility: np.ndarray
+    type: np.ndarray
+    creator: np.ndarray
+    confirm_at: np.ndarray
+    confirm_n: np.ndarray
+    contra_at: np.ndarray
+    contra_n: np.ndarray
+
+    def source(self, name: str) -> int:
+        ix = self._source_ix.get(name)
+        if ix is None:
+            ix = self._source_ix[name] = len(self.sources)
+            self.sources.append(name)
+        return ix
+
+    def _intern_volatility(self, v: str | None) -> int:
+        ix = self._volatility_ix.get(v)
+        if ix is None:
+            ix = self._volatility_ix[v] = len(self.volatilities)
+            self.volatilities.append(v)
+        return ix
+
+    def _intern_type(self, t: str) -> int:
+        ix = self._type_ix.get(t)
+        if ix is None:
+            ix = self._type_ix[t] = len(self.types)
+            self.types.append(t)
+        return ix
+
+    def _grow(self) -> None:
+        for name in (*_FLOAT_COLUMNS, *_INT_COLUMNS):
+            old = getattr(self, name)
+            new = np.zeros(2 * old.shape[0], dtype=old.dtype)
+            new[:old.shape[0]] = old
+            setattr(self, name, new)
+
+    def attach(self, row: _Row) -> None:
+        """Give ``row`` the next column row and copy its score inputs in."""
+        ix = self.n
+        if ix == self.confidence.shape[0]:
+            self._grow()
+        self.n = ix + 1
+        self.index[row.id] = ix
+        _set(row, "_cols", self)
+        _set(row, "_ix", ix)
+        self.derivations[ix] = len(row._kids)
+        for name in _SCORED:
+            self.write(row, name, getattr(row, name), fresh=True)
+
+    def write(self, row: _Row, name: str, value: Any, fresh: bool = False) -> None:
+        """Mirror ``row.name = value`` (called before the row's own write)."""
+        ix = row._ix
+        if name == "creator_confidence":
+            self.confidence[ix] = value
+        elif name in ("created_at", "last_access"):
+            getattr(self, name)[ix] = np.nan if value is None else value
+        elif name in ("access_count", "uses_ok", "uses_failed"):
+            getattr(self, name)[ix] = value
+        elif name == "volatility":
+            self.volatility[ix] = self._intern_volatility(value)
+        elif name == "type":
+            self.type[ix] = self._intern_type(value)
+        elif name == "creator_id":
+            self.creator[ix] = self.source(value)
+        elif name in ("confirmed_by", "contradicted_by"):
+            new = tuple(value)
+            old: tuple[str, ...] = () if fresh else tuple(getattr(row, name))
+            if not new and not old:
+                return
+            if name == "confirmed_by":
+                pairs, at, n = self.confirm, self.confirm_at, self.confirm_n
+            else:
+                pairs, at, n = self.contra, self.contra_at, self.contra_n
+            pairs.set(at, n, ix, len(old), [self.source(s) for s in new],
+                      new[:len(old)] == old, self.n)
+
+    def take(self, ids: list[str]) -> ScoreColumns:
+        """The columns of the attached ids among ``ids``, in order (``np.take``)."""
+        index = self.index
+        try:  # every id known (the usual case): the lookups in C
+            found = itemgetter(*ids)(index) if len(ids) > 1 else (
+                tuple(index[i] for i in ids))
+        except KeyError:
+            ids = [i for i in ids if i in index]
+            found = tuple(index[i] for i in ids)
+        at = np.fromiter(found, dtype=np.intp, count=len(ids))
+        c_row, c_src = self.confirm.gather(self.confirm_at, self.confirm_n, at)
+        x_row, x_src = self.contra.gather(self.contra_at, self.contra_n, at)
+        return ScoreColumns(
+            ids=ids, confidence=self.confidence[at], created_at=self.created_at[at],
+            last_access=self.last_access[at], access_count=self.access_count[at],
+            uses_ok=self.uses_ok[at], uses_failed=self.uses_failed[at],
+            derivations=self.derivations[at], volatility=self.volatility[at],
+            type=self.type[at], creator=self.creator[at],
+            confirm_row=c_row, confirm_source=c_src, contradict_row=x_row,
+            contradict_source=x_src,
+            sources=self.sources, volatilities=self.volatilities, types=self.types)
+
 
 class _Row:
     """Mutable internal twin of MemoryRecord; frozen copies are handed out, cached.
@@ -111,14 +318,19 @@ class _Row:
     only through ``adopt``, which drops them too.
     """
 
-    __slots__ = (*_ROW_FIELDS, "_kids", "_rec", "_bare")
+    __slots__ = (*_ROW_FIELDS, "_kids", "_rec", "_bare", "_cols", "_ix")
 
     def __init__(self) -> None:
         _set(self, "_kids", [])
         _set(self, "_rec", None)
         _set(self, "_bare", None)
+        _set(self, "_cols", None)  # the namespace's _Columns once attached, at row _ix
+        _set(self, "_ix", -1)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        cols = self._cols
+        if cols is not None and name in _SCORED:
+            cols.write(self, name, value)  # before the write: it may read the old value
         _set(self, name, value)
         _set(self, "_rec", None)  # _bare is only valid while _rec is set
 
@@ -140,6 +352,9 @@ class _Row:
         """Record a derivation: ``child`` was recorded with this row as a dependency."""
         self._kids.append(child)
         self.invalidate()
+        cols = self._cols
+        if cols is not None:
+            cols.derivations[self._ix] += 1.0
 
     def record(self) -> MemoryRecord:
         """The frozen record (with history and derivations), cached until a change."""
@@ -260,6 +475,8 @@ class _Space:
     sources: dict[str, list[float]] = field(default_factory=dict)
     """Source statistics: creator id -> [ok, bad]."""
     review: _ReviewQueue = field(default_factory=_ReviewQueue)
+    cols: _Columns = field(default_factory=_Columns)
+    """Score inputs of every row, as numpy columns (``score_columns``)."""
     events: deque[LineageEvent] = field(default_factory=deque)
     seq: int = 0
     """Sequence number (cursor) of the last event ever appended in this namespace."""
@@ -437,6 +654,8 @@ class EmbeddedStore(LineageStore):
         """Index a row: derivation links of its dependencies, its claim (no event)."""
         sp = self._space(ns)
         sp.rows[row.id] = row
+        if row._cols is None:
+            sp.cols.attach(row)
         for dep in row.dependencies:
             sp.rows[dep].adopt(row.id)  # type: ignore[index]
         if row.subject is not None:
@@ -666,18 +885,23 @@ class EmbeddedStore(LineageStore):
         """Benches and tests only: insert many plain records fast, bypassing validation,
         dependency checks, claim comparison, events and the op log.
 
-        Each record must be new, valid, without dependencies or claim; all are
-        scheduled for review at ``review_at``.  Refused on a persistent store (the rows
+        Each record must be new, valid and without claim; its dependencies (if any)
+        must be earlier records (their derivations are linked, the records'
+        ``derivations`` ignored); all are scheduled for review at ``review_at``.  The
+        score columns are kept as for any other write.  Refused on a persistent store (the rows
         would not be in its log).  Returns how many were loaded."""
         if self._dir is not None:
             raise RuntimeError("_bulk_load is for in-memory stores only")
         with self._lock:
             sp = self._space(namespace)
-            rows, nxt = sp.rows, sp.review.next
+            rows, nxt, attach = sp.rows, sp.review.next, sp.cols.attach
             n = 0
             for rec in records:
                 row = _Row.from_record(rec)
                 rows[row.id] = row
+                attach(row)
+                for dep in row.dependencies:  # earlier records of this load: derivations
+                    rows[dep].adopt(row.id)  # type: ignore[index]
                 nxt[row.id] = review_at
                 n += 1
             sp.review.rebuild()
@@ -762,6 +986,16 @@ class EmbeddedStore(LineageStore):
                     if row is not None:
                         out[memory_id] = (row._rec and row._bare) or row.bare()
             return out
+
+    def score_columns(self, namespace: str, ids: Iterable[str]) -> ScoreColumns:
+        """Columnar: ``np.take`` on the namespace's columns (see ``_Columns``)."""
+        ns = self._ns(namespace)
+        wanted = self._ids(ids)
+        with self._lock:
+            sp = self._spaces.get(ns)
+            if sp is None:
+                return score_columns_of(())
+            return sp.cols.take(wanted)
 
     def _current_claim_id(self, namespace: str, subject: str, attribute: str) -> str | None:
         with self._lock:
