@@ -257,8 +257,9 @@ class Engine:
         budget: float | None = None, historical: bool = False, limit: int = 0,
         time: float | None = None,
     ) -> list[RankedCandidate]:
-        """Decide `read` on every candidate from one lineage read; rank the kept ones by
-        similarity x compliance x down-rank factors (best first, stable)."""
+        """Decide `read` on every candidate from one lineage read; rank by
+        `formulas.rank_score` (similarity x compliance x reliability and value terms)
+        times the down-rank factors; denied candidates are not kept."""
         if limit < 0:
             raise ValidationError("must be >= 0", field="limit")
         for i, (mid, sim) in enumerate(candidates):
