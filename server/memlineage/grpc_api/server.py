@@ -126,17 +126,26 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
     if config.sweep_interval > 0:
         sidecar.background = asyncio.create_task(
             _sweep_forever(engine, config.sweep_interval, config.sweep_batch))
-    sidecar.flusher = asyncio.create_task(_flush_forever(engine, ACCESS_FLUSH_SECONDS))
+    sidecar.flusher = asyncio.create_task(
+        _flush_forever(engine, ACCESS_FLUSH_SECONDS, config.compact_log_bytes))
     return sidecar
 
 
-async def _flush_forever(engine: Engine, interval: float) -> None:
-    """Write buffered access statistics every `interval` seconds (off the loop)."""
+def _flush(engine: Engine, compact_log_bytes: int) -> None:
+    engine.flush_access()
+    maybe_compact = getattr(engine.store, "maybe_compact", None)  # embedded with a data dir
+    if maybe_compact is not None and maybe_compact(compact_log_bytes):
+        log.info("embedded store log compacted into a snapshot")
+
+
+async def _flush_forever(engine: Engine, interval: float, compact_log_bytes: int) -> None:
+    """Write buffered access statistics every `interval` seconds (off the loop), and
+    keep the embedded store's log bounded by compacting it into a snapshot."""
     loop = asyncio.get_running_loop()
     while True:
         await asyncio.sleep(interval)
         try:
-            await loop.run_in_executor(None, engine.flush_access)
+            await loop.run_in_executor(None, _flush, engine, compact_log_bytes)
         except Exception:
             log.exception("access statistics flush failed; retried next interval")
 

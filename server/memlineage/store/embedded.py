@@ -617,6 +617,15 @@ class EmbeddedStore(LineageStore):
             self._log, self._generation = new_log, gen
             old.unlink(missing_ok=True)
 
+    def maybe_compact(self, max_log_bytes: int) -> bool:
+        """Compact when the current log generation has grown past `max_log_bytes`
+        (the server calls this periodically: every access flush is a log line)."""
+        with self._lock:
+            if self._log is None or os.fstat(self._log.fileno()).st_size <= max_log_bytes:
+                return False
+        self.compact()
+        return True
+
     def close(self) -> None:
         with self._lock:
             if self._log is not None:
