@@ -186,7 +186,10 @@ class Engine:
         self.journal.add(rec)
         return rec
 
-    def _view(self, ns: str, ids: Sequence[str], op: str, compiled) -> dict[str, MemoryRecord]:
+    def _view(self, ns: str, ids: Sequence[str], op: str, compiled,
+              loaded: Mapping[str, MemoryRecord] | None = None) -> dict[str, MemoryRecord]:
+        """The records `ids` and the lineage the operation needs, in one store read;
+        none when the caller already `loaded` them and no lineage is needed."""
         uses = compiled.plans[op].uses
         # Reliability is capped by the chain a memory rests on: reads, actions and
         # derivations load the ancestors even when no rule walks them.
@@ -194,6 +197,8 @@ class Engine:
         up = self.lineage_depth if chain else 0
         down = self.lineage_depth if "descendants" in uses else 0
         if not up and not down:
+            if loaded is not None and all(i in loaded for i in ids):
+                return {i: loaded[i] for i in ids}
             return self.store.get_many(ns, ids)
         return self.store.lineage_view(ns, ids, ancestor_depth=up, descendant_depth=down).records
 
@@ -351,9 +356,10 @@ class Engine:
         op = "derive" if proposed.dependencies else "write"
         serving = self.policies.current
         deps = [str(getattr(d, "id", d)) for d in proposed.dependencies]
-        if self.store.get_many(ns, [proposed.id]):
+        # One read: the id (must be new) and the dependencies with their lineage.
+        records = self._view(ns, [proposed.id, *deps], op, serving.compiled)
+        if proposed.id in records:
             raise AlreadyExistsError(f"memory {proposed.id!r} already exists", field="id")
-        records = self._view(ns, deps, op, serving.compiled) if deps else {}
         for i, dep in enumerate(deps):
             if dep not in records:
                 raise UnknownDependencyError(f"no memory {dep!r} in this namespace",
@@ -420,7 +426,7 @@ class Engine:
         check_transition(current.status, target, memory_id)
         now = self._now(time)
         serving = self.policies.current
-        records = self._view(ns, [memory_id], "update", serving.compiled)
+        records = self._view(ns, [memory_id], "update", serving.compiled, loaded=found)
         reads = serving.compiled.plans["update"].reads
         snap, facts = snapshot_of(records, self.store, ns, now, scores=self._scores(
             ns, records, now, reads), reads=reads)

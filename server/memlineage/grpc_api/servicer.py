@@ -154,14 +154,9 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             if err.field and err.field.split("[")[0].split(".")[0] in serde.RECORD_FIELDS:
                 err.field = f"memory.{err.field}"
             raise
-        self.metrics.count(result.decision.operation, (result.decision.decision,))
-        out = pb.RecordResponse(recorded=result.recorded,
-                                superseded_id=result.superseded_id or "",
-                                affected_ids=list(result.affected_ids))
-        serde.decision_to_pb(result.decision, out.decision)
-        if result.memory is not None:
-            serde.memory_to_pb(result.memory, out.memory)
-        return out
+        return self._write_response(
+            result, pb.RecordResponse(recorded=result.recorded,
+                                      superseded_id=result.superseded_id or ""))
 
     @rpc
     async def UpdateStatus(self, request: pb.UpdateStatusRequest, context, principal):
@@ -180,9 +175,13 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             expected_version=request.expected_version or None,
             time=serde.from_ts(request, "time"),
         )
-        self.metrics.count("update", (result.decision.decision,))
-        out = pb.UpdateStatusResponse(applied=result.applied,
-                                      affected_ids=list(result.affected_ids))
+        return self._write_response(result, pb.UpdateStatusResponse(applied=result.applied))
+
+    def _write_response(self, result, out):
+        """Record and UpdateStatus answer alike: the decision, the memory as stored
+        (when written) and the descendants a cascade marked."""
+        self.metrics.count(result.decision.operation, (result.decision.decision,))
+        out.affected_ids.extend(result.affected_ids)
         serde.decision_to_pb(result.decision, out.decision)
         if result.memory is not None:
             serde.memory_to_pb(result.memory, out.memory)
