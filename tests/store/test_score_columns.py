@@ -8,10 +8,14 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlineage.lineage import MemoryRecord, Status
+from memlineage.lineage.errors import ValidationError
+from memlineage.scoring.batch import column_sources
 from memlineage.store import EmbeddedStore, LineageStore
+from memlineage.store.base import MAX_BATCH_IDS
 
 NS = "tenant:cols"
 NOW = 1_700_000_000.0
@@ -31,6 +35,9 @@ def assert_fresh(store: LineageStore, ns: str = NS) -> None:
     want = LineageStore.score_columns(store, ns, ids)
     assert got.decoded() == want.decoded()
     assert got.ids == ids[:-1]
+    # Only stored ids, each once: the unchecked fast path (`_Columns.rows_of`).
+    fast = store.score_columns(ns, ids[:-1])
+    assert fast.decoded() == want.decoded() and fast.ids == ids[:-1]
 
 
 def test_columns_follow_every_write(tmp_path: Path) -> None:
@@ -125,6 +132,39 @@ def test_unknown_namespace_and_empty_batch() -> None:
     store.record(MemoryRecord(id="x", namespace=NS, creator_id="user:a"), now=NOW)
     assert store.score_columns(NS, []).ids == []
     assert np.array_equal(store.score_columns(NS, ["x", "x"]).confidence, [1.0])
+
+
+def test_stored_ids_fast_path_keeps_the_checks() -> None:
+    """A batch of stored ids skips id validation; anything else takes the checked path
+    with its dedupe and errors, and the answer is the same either way."""
+    store = EmbeddedStore()
+    for i in range(5):
+        store.record(MemoryRecord(id=f"m{i}", namespace=NS, creator_id=f"agent:{i}",
+                                  creator_confidence=0.1 * (i + 1)), now=NOW)
+    sp = store._spaces[NS]
+    assert sp.cols.rows_of(["m3", "m1"]) is not None
+    assert sp.cols.rows_of(["m3", "m1", "m3"]) is None  # a repeat: checked path dedupes
+    assert sp.cols.rows_of(["m3", "nope"]) is None
+    assert sp.cols.rows_of([["unhashable"]]) is None  # type: ignore[list-item]
+    assert store.score_columns(NS, ["m3", "m1", "m3"]).ids == ["m3", "m1"]
+    assert np.allclose(store.score_columns(NS, ["m3", "m1", "m3"]).confidence, [0.4, 0.2])
+    with pytest.raises(ValidationError) as bad:
+        store.score_columns(NS, ["m1", "bad id"])
+    assert bad.value.field == "ids[1]"
+    big = EmbeddedStore()
+    big._bulk_load(NS, (MemoryRecord(id=f"b{i}", namespace=NS, creator_id="agent:a")
+                        for i in range(MAX_BATCH_IDS + 1)), review_at=NOW)
+    with pytest.raises(ValidationError) as many:  # all stored and distinct: still limited
+        big.score_columns(NS, [f"b{i}" for i in range(MAX_BATCH_IDS + 1)])
+    assert many.value.code == "TOO_MANY_IDS"
+    # A name table much larger than the batch: the distinct sources come from a sort.
+    for i in range(5, 400):
+        store.record(MemoryRecord(id=f"m{i}", namespace=NS, creator_id=f"agent:{i}"), now=NOW)
+    cols = store.score_columns(NS, ["m7", "m2"])
+    assert len(cols.sources) > 4 * (2 + 64)
+    assert column_sources(cols) == ["agent:2", "agent:7"]
+    assert column_sources(store.score_columns(NS, [f"m{i}" for i in range(300)])) == sorted(
+        (f"agent:{i}" for i in range(300)), key=lambda s: int(s.split(":")[1]))
 
 
 _SOURCES = ["user:a", "tool:b", "agent:c", "agent:d"]

@@ -225,6 +225,14 @@ def column_sources(cols: ScoreColumns) -> list[str]:
 
 
 def _used_sources(cols: ScoreColumns) -> np.ndarray:
+    """Sorted distinct source indexes: a mask over the name table when it is not much
+    larger than the batch (no sort), else ``np.unique``."""
+    if len(cols.sources) <= 4 * (len(cols.ids) + 64):
+        used = np.zeros(len(cols.sources), dtype=bool)
+        used[cols.creator] = True
+        used[cols.confirm_source] = True
+        used[cols.contradict_source] = True
+        return np.flatnonzero(used)
     return np.unique(np.concatenate((cols.creator, cols.confirm_source,
                                      cols.contradict_source)))
 

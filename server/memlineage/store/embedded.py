@@ -72,7 +72,13 @@ from memlineage.lineage.validation import (
     check_transition,
     validate_new,
 )
-from memlineage.store.base import LineageStore, ScoreColumns, cascade_reason, score_columns_of
+from memlineage.store.base import (
+    MAX_BATCH_IDS,
+    LineageStore,
+    ScoreColumns,
+    cascade_reason,
+    score_columns_of,
+)
 
 
 def _check_version(memory_id: str, actual: int, expected: int) -> None:
@@ -282,16 +288,42 @@ class _Columns:
             pairs.set(at, n, ix, len(old), [self.source(s) for s in new],
                       new[:len(old)] == old, self.n)
 
-    def take(self, ids: list[str]) -> ScoreColumns:
-        """The columns of the attached ids among ``ids``, in order (``np.take``)."""
-        index = self.index
-        try:  # every id known (the usual case): the lookups in C
-            found = itemgetter(*ids)(index) if len(ids) > 1 else (
-                tuple(index[i] for i in ids))
-        except KeyError:
-            ids = [i for i in ids if i in index]
-            found = tuple(index[i] for i in ids)
+    def rows_of(self, ids: list[str]) -> np.ndarray | None:
+        """The rows of ``ids`` when every one is attached and none repeats, else None.
+
+        Attached ids were validated when recorded, so a batch made only of them needs
+        no id validation: the lookups run in C and duplicates are found on the row
+        numbers (a mask over the rows when that is cheap, else a sort)."""
+        if not ids:
+            return None
+        try:
+            found = itemgetter(*ids)(self.index) if len(ids) > 1 else (self.index[ids[0]],)
+        except (KeyError, TypeError):  # unknown, or not even hashable: the checked path
+            return None
         at = np.fromiter(found, dtype=np.intp, count=len(ids))
+        if len(ids) > 1:
+            if self.n <= 64 * len(ids):
+                seen = np.zeros(self.n, dtype=bool)
+                seen[at] = True
+                distinct = int(np.count_nonzero(seen))
+            else:
+                distinct = int(np.unique(at).shape[0])
+            if distinct != len(ids):
+                return None
+        return at
+
+    def take(self, ids: list[str], at: np.ndarray | None = None) -> ScoreColumns:
+        """The columns of the attached ids among ``ids``, in order (``np.take``);
+        ``at``: their rows, when the caller already looked them up (``rows_of``)."""
+        if at is None:
+            index = self.index
+            try:  # every id known (the usual case): the lookups in C
+                found = itemgetter(*ids)(index) if len(ids) > 1 else (
+                    tuple(index[i] for i in ids))
+            except KeyError:
+                ids = [i for i in ids if i in index]
+                found = tuple(index[i] for i in ids)
+            at = np.fromiter(found, dtype=np.intp, count=len(ids))
         c_row, c_src = self.confirm.gather(self.confirm_at, self.confirm_n, at)
         x_row, x_src = self.contra.gather(self.contra_at, self.contra_n, at)
         return ScoreColumns(
@@ -997,8 +1029,17 @@ class EmbeddedStore(LineageStore):
             return out
 
     def score_columns(self, namespace: str, ids: Iterable[str]) -> ScoreColumns:
-        """Columnar: ``np.take`` on the namespace's columns (see ``_Columns``)."""
+        """Columnar: ``np.take`` on the namespace's columns (see ``_Columns``).  A batch
+        of distinct stored ids (the sweep's, FilterRank's) skips id validation: they
+        were validated when recorded (``_Columns.rows_of``); any other batch is checked
+        as every store call checks it."""
         ns = self._ns(namespace)
+        if type(ids) is list and len(ids) <= MAX_BATCH_IDS:
+            with self._lock:
+                sp = self._spaces.get(ns)
+                at = sp.cols.rows_of(ids) if sp is not None else None
+                if at is not None:
+                    return sp.cols.take(ids, at)  # type: ignore[union-attr]
         wanted = self._ids(ids)
         with self._lock:
             sp = self._spaces.get(ns)
