@@ -92,9 +92,12 @@ def constant_decision(memory_id: str = "m:t0:000123") -> pb.Decision:
 
 
 class CeilingServicer(pb_grpc.MemLineageServicer):
-    """Answers Check / FilterRank with prebuilt messages: gRPC + protobuf and nothing else."""
+    """Answers Check / FilterRank with prebuilt messages: gRPC + protobuf and nothing else.
+    ``spin_us`` > 0 (calibration rows): Check first runs that many microseconds of
+    Python, to show what per-call handler time a given fraction of the ceiling allows."""
 
-    def __init__(self) -> None:
+    def __init__(self, spin_us: float = 0.0) -> None:
+        self.spin = spin_us * 1e-6
         self.check = pb.CheckResponse(decision=constant_decision())
         self.filter_rank = pb.FilterRankResponse()
         for i in range(FR_CANDIDATES):
@@ -105,15 +108,19 @@ class CeilingServicer(pb_grpc.MemLineageServicer):
             self.filter_rank.ranked_ids.append(mid)
 
     async def Check(self, request, context):
+        if self.spin:
+            end = time.perf_counter() + self.spin
+            while time.perf_counter() < end:
+                pass
         return self.check
 
     async def FilterRank(self, request, context):
         return self.filter_rank
 
 
-async def serve_ceiling() -> None:
+async def serve_ceiling(spin_us: float = 0.0) -> None:
     server = grpc.aio.server(options=SERVER_OPTIONS)
-    pb_grpc.add_MemLineageServicer_to_server(CeilingServicer(), server)
+    pb_grpc.add_MemLineageServicer_to_server(CeilingServicer(spin_us), server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     print(f"ceiling serving on 127.0.0.1:{port}", file=sys.stderr, flush=True)
@@ -160,9 +167,9 @@ def launch(args: list[str], log: Path) -> ServerProcess:
     raise RuntimeError(f"server did not start: {' '.join(args)}\n{log.read_text()[-2000:]}")
 
 
-def launch_ceiling(tmp: Path) -> ServerProcess:
-    return launch([sys.executable, str(Path(__file__).resolve()), "--serve-ceiling"],
-                  tmp / "ceiling.log")
+def launch_ceiling(tmp: Path, spin_us: float = 0.0) -> ServerProcess:
+    return launch([sys.executable, str(Path(__file__).resolve()), "--serve-ceiling",
+                   "--spin-us", str(spin_us)], tmp / f"ceiling-{spin_us:g}.log")
 
 
 def launch_sidecar(tmp: Path, store: str, decision_log: str, label: str) -> ServerProcess:
@@ -518,7 +525,7 @@ RPC_ORDER = ("Check", "FilterRank")
 
 
 def table(results: list[Result], ceilings: dict[str, Result]) -> str:
-    head = (f"{'server':<20} {'store':<9} {'RPC':<11} {'requests/s':>10} {'p50 ms':>7} "
+    head = (f"{'server':<24} {'store':<9} {'RPC':<11} {'requests/s':>10} {'p50 ms':>7} "
             f"{'p99 ms':>7} {'decisions/s':>11} {'vs ceiling':>10} {'srv CPU us':>10} "
             f"{'cli CPU us':>10} {'errors':>6}")
     rows = [head, "-" * len(head)]
@@ -527,7 +534,7 @@ def table(results: list[Result], ceilings: dict[str, Result]) -> str:
         for r in sorted((r for r in results if r.rpc == rpc), key=lambda r: r is not first):
             ceiling = ceilings.get(r.rpc)
             ratio = f"{r.rps / ceiling.rps:.0%}" if ceiling and r is not ceiling else "-"
-            rows.append(f"{r.server:<20} {r.store:<9} {r.rpc:<11} {r.rps:>10,.0f} "
+            rows.append(f"{r.server:<24} {r.store:<9} {r.rpc:<11} {r.rps:>10,.0f} "
                         f"{r.pct(0.5):>7.2f} {r.pct(0.99):>7.2f} {r.decisions:>11,.0f} "
                         f"{ratio:>10} {r.server_us:>10,.0f} {r.client_us:>10,.0f} "
                         f"{r.errors:>6}")
@@ -599,6 +606,15 @@ async def run(opts: argparse.Namespace) -> int:
                         backend == "redis" and redis_server and redis_server.proc) else ()
                     results.append(await measure(name, backend, rpc, sidecar, reqs, opts,
                                                  profiler, extra))
+                if name == "sidecar" and backend == opts.backends[0]:
+                    for spin in opts.handler_budget:  # calibration: ceiling + N us of Python
+                        spinner = launch_ceiling(tmp, spin)
+                        try:
+                            results.append(await measure(f"ceiling + {spin:g} us handler", "-",
+                                                         "Check", spinner, workload.check,
+                                                         opts))
+                        finally:
+                            spinner.stop()
                 if decision_log != "off":
                     text = Path(decision_log).read_text()
                     lines, size = text.count("\n"), len(text.encode())
@@ -656,11 +672,16 @@ def main() -> int:
     p.add_argument("--profile", metavar="DIR", help="py-spy the sidecar; stacks to DIR")
     p.add_argument("--native", action="store_true",
                    help="with --profile: C frames too (pauses the server per sample)")
+    p.add_argument("--handler-budget", default=[], metavar="US,US",
+                   type=lambda s: [float(x) for x in s.split(",") if x],
+                   help="calibration rows: the ceiling's Check spending these microseconds "
+                        "of Python first (e.g. 5,10,20)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--serve-ceiling", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--spin-us", type=float, default=0.0, help=argparse.SUPPRESS)
     opts = p.parse_args()
     if opts.serve_ceiling:
-        asyncio.run(serve_ceiling())
+        asyncio.run(serve_ceiling(opts.spin_us))
         return 0
     return asyncio.run(run(opts))
 
