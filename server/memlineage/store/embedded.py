@@ -1030,7 +1030,7 @@ class EmbeddedStore(LineageStore):
 
     def score_columns(self, namespace: str, ids: Iterable[str]) -> ScoreColumns:
         """Columnar: ``np.take`` on the namespace's columns (see ``_Columns``).  A batch
-        of distinct stored ids (the sweep's, FilterRank's) skips id validation: they
+        of distinct stored ids (the sweep's) skips id validation: they
         were validated when recorded (``_Columns.rows_of``); any other batch is checked
         as every store call checks it."""
         ns = self._ns(namespace)
@@ -1039,7 +1039,7 @@ class EmbeddedStore(LineageStore):
                 sp = self._spaces.get(ns)
                 at = sp.cols.rows_of(ids) if sp is not None else None
                 if at is not None:
-                    return sp.cols.take(ids, at)  # type: ignore[union-attr]
+                    return sp.cols.take(list(ids), at)  # type: ignore[union-attr]
         wanted = self._ids(ids)
         with self._lock:
             sp = self._spaces.get(ns)
