@@ -143,6 +143,10 @@ def test_stored_ids_fast_path_keeps_the_checks() -> None:
                                   creator_confidence=0.1 * (i + 1)), now=NOW)
     sp = store._spaces[NS]
     assert sp.cols.rows_of(["m3", "m1"]) is not None
+    asked = ["m3", "m1"]
+    answer = store.score_columns(NS, asked)
+    asked.append("m0")  # the caller's list is not the answer's
+    assert answer.ids == ["m3", "m1"]
     assert sp.cols.rows_of(["m3", "m1", "m3"]) is None  # a repeat: checked path dedupes
     assert sp.cols.rows_of(["m3", "nope"]) is None
     assert sp.cols.rows_of([["unhashable"]]) is None  # type: ignore[list-item]
