@@ -9,12 +9,14 @@ Generated code is compiled once per policy set (OPA's "prepared query").
 from __future__ import annotations
 
 import fnmatch
+import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import ast as A
 from .facts import UnknownProvenance
+from .horizon import LIN, MOVING, OPAQUE, REL, VAL
 from .schema import SYMBOLS
 
 ROOT_VARS = {"memory": "m", "target": "t", "request": "r"}
@@ -77,7 +79,29 @@ def rt_max(values):
     return max(items)
 
 
+_COMPARE: dict[str, Callable[[object, object], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "==": operator.eq, "!=": operator.ne,
+}
+
+
+def rt_timed(s, now, kind, q, op, c):
+    """`q op c` where `q` moves with time and `c` does not: tell the snapshot."""
+    result = _COMPARE[op](q, c)
+    s.note(kind, q, c, now)
+    return result
+
+
+def rt_timed_right(s, now, kind, c, op, q):
+    """`c op q`: the same with the moving value on the right."""
+    result = _COMPARE[op](c, q)
+    s.note(kind, q, c, now)
+    return result
+
+
 RUNTIME: dict[str, object] = {
+    "_tc": rt_timed,
+    "_tc_r": rt_timed_right,
     "_anc": rt_ancestors,
     "_desc": rt_descendants,
     "_lin": rt_lineage,
@@ -167,6 +191,12 @@ class CodeGen:
                 test = f"({left} in {self.expr(right_node, scope)})"
             return f"(not {test})" if e.op == "not in" else test
         right = self.expr(e.right, scope)
+        if e.op in _COMPARE:
+            kl, kr = self.time_kind(e.left, scope), self.time_kind(e.right, scope)
+            if kl in MOVING and kr is None:
+                return f"_tc(s, now, {kl!r}, {left}, {e.op!r}, {right})"
+            if kr in MOVING and kl is None:  # still evaluated left first, as written
+                return f"_tc_r(s, now, {kr!r}, {left}, {e.op!r}, {right})"
         return f"({left} {e.op} {right})"
 
     def _Cond(self, e: A.Cond, scope) -> str:
@@ -227,6 +257,56 @@ class CodeGen:
         if isinstance(e, A.Cond):
             return all(self.is_static(x) for x in (e.test, e.then, e.otherwise))
         return False
+
+    def time_kind(self, e: A.Expr, scope: frozenset[str] = frozenset()) -> str | None:
+        """How `e`'s value moves with the clock, the rest of the request fixed: None
+        (it does not, or only through comparisons and counts the generated code
+        reports), or a `horizon` kind: LIN, REL, VAL or OPAQUE."""
+        if isinstance(e, A.Number | A.Duration | A.Str | A.Bool):
+            return None
+        if isinstance(e, A.Now):
+            return LIN
+        if isinstance(e, A.Name):
+            if e.id not in scope and e.id not in ROOT_VARS and e.id in self.consts:
+                return self.time_kind(self.consts[e.id], frozenset())
+            return None  # memories, the request, source lists, symbols
+        if isinstance(e, A.Attr):
+            inner = self.time_kind(e.obj, scope)
+            if inner is not None:
+                return OPAQUE
+            if isinstance(e.obj, A.Name) and e.obj.id == "request" and "request" not in scope:
+                return LIN if e.name == "time" else None
+            return {"reliability": REL, "value_score": VAL}.get(e.name)
+        if isinstance(e, A.Call):
+            kinds = [self.time_kind(a, scope) for a in e.args]
+            if any(k is not None for k in kinds):
+                return OPAQUE
+            return LIN if e.func in ("age", "since") else None  # calls(): reported
+        if isinstance(e, A.Binary):
+            kl, kr = self.time_kind(e.left, scope), self.time_kind(e.right, scope)
+            if kl is None and kr is None:
+                return None
+            if e.op in _COMPARE and OPAQUE not in (kl, kr) and None in (kl, kr):
+                return None  # reported by `_tc`: fixed until its crossing
+            if e.op in ("+", "-") and kl == LIN and kr is None:
+                return LIN
+            if e.op == "+" and kr == LIN and kl is None:
+                return LIN
+            return OPAQUE
+        if isinstance(e, A.Unary):
+            return None if self.time_kind(e.operand, scope) is None else OPAQUE
+        if isinstance(e, A.Cond):
+            kinds = {self.time_kind(x, scope) for x in (e.test, e.then, e.otherwise)}
+            return None if kinds == {None} else OPAQUE
+        if isinstance(e, A.ListLit):
+            return None if all(self.time_kind(i, scope) is None for i in e.items) else OPAQUE
+        if isinstance(e, A.Quant):
+            over, body = self.time_kind(e.collection, scope), self.time_kind(e.body,
+                                                                              scope | {e.var})
+            if over is None and body in MOVING and e.kind in ("min", "max"):
+                return body  # the least / greatest of values that all move alike
+            return None if over is None and body is None else OPAQUE
+        return OPAQUE
 
     def function(self, e: A.Expr, name: str) -> Callable:
         """Compile `e` into `f(m, t, r, s, now)`."""

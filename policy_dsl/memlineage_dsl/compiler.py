@@ -48,6 +48,9 @@ class CompiledPolicy:
     when_source: str  # the generated Python, for `explain` and debugging
     functions: frozenset[str]  # built-ins it calls (age, ancestors, calls, …)
     attributes: frozenset[str]  # attribute names it reads (reliability, tags, …)
+    # Every way its outcome depends on time is reported to the snapshot (`horizon`):
+    # a decision it took in part stays valid until the snapshot's horizon.
+    time_exact: bool = True
 
     @property
     def static(self) -> bool:
@@ -69,6 +72,8 @@ class OpPlan:
     reads: frozenset[str]  # attributes its policies read: tells a server what to compute
     # Decisions for a set of fired static rules (and budget): frozen, so shared.
     cache: dict[tuple[object, ...], Decision] = field(default_factory=dict)
+    # Every policy time-exact: a decision may be reused until its snapshot's horizon.
+    reusable: bool = True
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,12 @@ def _compile_policy(gen: CodeGen, index: int, policy: A.Policy, path: str) -> Co
         when_source=gen.expr(policy.when) if policy.when is not None else "True",
         functions=_names_used(policy, gen.consts, A.Call),
         attributes=_names_used(policy, gen.consts, A.Attr),
+        time_exact=all(
+            gen.time_kind(e) is None
+            for e in (policy.when, policy.score, policy.cost,
+                      *(a for ob in (policy.effect.obligations if policy.effect else ())
+                        for a in ob.args))
+            if e is not None),
     )
 
 
@@ -174,7 +185,8 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
     uses = frozenset(f for p in policies for f in p.functions)
     reads = frozenset(a for p in policies for a in p.attributes)
     return OpPlan(
-        policies, test, Decision(ALLOW, 1.0, 0.0), tuple(p.static for p in policies), uses, reads
+        policies, test, Decision(ALLOW, 1.0, 0.0), tuple(p.static for p in policies), uses, reads,
+        reusable=all(p.time_exact for p in policies),
     )
 
 

@@ -7,9 +7,12 @@ benchmarks fill them from `DictSnapshot`. Nothing here does I/O.
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from .horizon import crossing, window_change
 
 # What a request may spend on obligations when it does not say (cost units).
 DEFAULT_BUDGET = 1.0
@@ -93,6 +96,9 @@ class LineageSnapshot(Protocol):
     def descendants(self, memory_id: str, depth: int | None = None) -> Sequence[MemoryFacts]: ...
 
     def calls(self, source: str, window_seconds: float, now: float) -> int: ...
+
+    def note(self, kind: str, q: object, c: object, now: float) -> None:
+        """A time-dependent comparison was evaluated (see `horizon`)."""
 
 
 @dataclass(slots=True)
@@ -197,9 +203,24 @@ class DictSnapshot:
         return hit
 
     def calls(self, source: str, window_seconds: float, now: float) -> int:
+        times = sorted(at for src, at in self.call_events if fnmatch.fnmatchcase(src, source))
+        self.until(window_change(times, window_seconds, now))
         since = now - window_seconds
-        return sum(
-            1
-            for src, at in self.call_events
-            if since < at <= now and fnmatch.fnmatchcase(src, source)
-        )
+        return sum(1 for at in times if since < at <= now)
+
+    # -- the decision's horizon (see `horizon`) ---------------------------------------
+    # Reset before a decision, read after it; the generated code reports to `note`.
+    horizon: float = math.inf
+    half_life_min: float = 0.0  # shortest reliability half-life; 0: unknown (no reuse)
+    value_decay: tuple[float, float] | None = None  # (beta, lambda); None: unknown
+
+    def note(self, kind: str, q: object, c: object, now: float) -> None:
+        """A comparison of a time-moving `q` with a fixed `c` was evaluated."""
+        h = crossing(kind, q, c, now, self.half_life_min, self.value_decay)
+        if h < self.horizon:
+            self.horizon = h
+
+    def until(self, instant: float) -> None:
+        """Something the decision read stays the same until `instant`."""
+        if instant < self.horizon:
+            self.horizon = instant

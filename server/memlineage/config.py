@@ -35,6 +35,7 @@ class Config:
     metrics_port: int | None = None
     lineage_depth: int = 16
     record_access: bool = True
+    reuse_decisions: bool = True  # embedded store: repeat a Check's decision while exact
     grace_seconds: float = 5.0
     tokens: tuple[TokenGrant, ...] = field(default_factory=tuple)
     tls_cert: str | None = None

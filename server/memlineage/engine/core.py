@@ -112,6 +112,23 @@ class Explanation:
     source_stats: dict[str, tuple[float, float]]
 
 
+# Attributes that move with access statistics (flushed apart from other writes).
+_ACCESS_FACTS = frozenset({"value_score", "last_access", "access_count"})
+_REUSE_LIMIT = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Reusable:
+    """A decision `check` took, and how long the same request would get it again."""
+
+    decision: Decision
+    since: float  # decided at
+    until: float  # its snapshot's horizon: the first instant a time-dependent test may flip
+    epoch: int  # the store's write counter when decided
+    access_epoch: int | None  # the access counter, when the policies read access statistics
+    accessed: bool  # a read of a stored memory, not denied: each reuse is an access too
+
+
 @dataclass
 class Engine:
     store: LineageStore
@@ -125,11 +142,16 @@ class Engine:
     max_future_seconds: float = 300.0
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
     credibility: CredibilityCache | None = None
+    # Reuse a Check decision for the same request until the store is written or its
+    # horizon passes (stores that see every write: embedded). See `check`.
+    reuse_decisions: bool = True
 
     access: AccessBuffer | None = None
     # score() memo for records the store shares (see scoring.batch.score)
     _memo: dict = field(default_factory=dict, init=False, repr=False)
     _memo_for: ScoringConfig | None = field(default=None, init=False, repr=False)
+    _reuse: dict = field(default_factory=dict, init=False, repr=False)
+    _reuse_for: object = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.credibility is None:
@@ -224,6 +246,20 @@ class Engine:
         spend = self._budget(budget)
         serving = self.policies.current
         ids = tuple(dict.fromkeys(memory_ids))
+        plan = serving.compiled.plans[op]
+        epoch = self.store.epoch
+        key = None
+        if self.reuse_decisions and epoch is not None and plan.reusable:
+            if self._reuse_for is not serving:
+                self._reuse_for, self._reuse = serving, {}
+            key = (ns, op, ids, actor, spend, action, historical)
+            hit = self._reuse.get(key)
+            if (hit is not None and hit.epoch == epoch and hit.since <= now < hit.until
+                    and (hit.access_epoch is None
+                         or hit.access_epoch == self.store.access_epoch)):
+                if hit.accessed and self.record_access:
+                    self.access.add(ns, ids, now)  # type: ignore[union-attr]
+                return self._issue(hit.decision, ns, op, ids, actor, now, serving.version)
         try:
             records = self._view(ns, ids, op, serving.compiled)
             foreign = self._foreign(ns, [i for i in ids if i not in records])
@@ -233,15 +269,25 @@ class Engine:
             return self._issue(_store_down(op), ns, op, ids, actor, now, serving.version)
         if foreign:
             return self._issue(_ISOLATED, ns, op, ids, actor, now, serving.version)
-        reads = serving.compiled.plans[op].reads
+        reads = plan.reads
         snap, facts = snapshot_of(records, self.store, ns, now, scores=self._scores(
             ns, records, now, reads), reads=reads)
+        snap.half_life_min = self.scoring.min_half_life
+        snap.value_decay = (self.scoring.beta, self.scoring.relevance_lambda)
         memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
         req = Request(op, memories[0], actor, ns, spend, now, action, historical,
                       memories=memories if op == "act" else ())
         d = self._decide_safely(serving.compiled, req, snap, op)
-        if op == "read" and self.record_access and d.effect != DENY and ids[0] in records:
+        accessed = op == "read" and d.effect != DENY and ids[0] in records
+        if accessed and self.record_access:
             self.access.add(ns, ids, now)  # type: ignore[union-attr]
+        if key is not None and not d.errors and snap.horizon > now and (
+                self.store.epoch == epoch):  # nothing written while deciding
+            if len(self._reuse) >= _REUSE_LIMIT:
+                self._reuse.clear()
+            self._reuse[key] = _Reusable(
+                d, now, snap.horizon, epoch,  # type: ignore[arg-type]
+                self.store.access_epoch if reads & _ACCESS_FACTS else None, accessed)
         return self._issue(d, ns, op, ids, actor, now, serving.version)
 
     def _decide_safely(self, compiled, req: Request, snap, op: str) -> Decision:

@@ -65,7 +65,7 @@ class StoreSnapshot(DictSnapshot):
             super().__init__(facts)
         self._store = store
         self._namespace = namespace
-        self._counts: dict[tuple[str, float], int] = {}
+        self._counts: dict[tuple[str, float], tuple[int, float]] = {}
         self.store_failed = False  # a counter read hit an unavailable store
 
     def calls(self, source: str, window_seconds: float, now: float) -> int:
@@ -75,13 +75,14 @@ class StoreSnapshot(DictSnapshot):
             if any(c in source for c in "*?["):
                 raise ValueError("calls() on the server counts one exact source, not a glob")
             try:
-                hit = self._counts[key] = self._store.count(
+                hit = self._counts[key] = self._store.count_until(
                     self._namespace, calls_counter(source), window_seconds, now=now
                 )
             except StoreUnavailableError:
                 self.store_failed = True  # the engine applies its fail mode, not fail-closed
                 raise
-        return hit
+        self.until(hit[1])  # every decision that reads the count, not only the first
+        return hit[0]
 
 
 # Facts of records a store hands out as shared immutable objects (the embedded

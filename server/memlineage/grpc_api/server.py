@@ -91,7 +91,8 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
     sink, log_file = _log_sink(config.decision_log)
     engine = Engine(store, holder, clock=clock, log=DecisionLog(sink),
                     fail_mode=config.fail_mode, lineage_depth=config.lineage_depth,
-                    record_access=config.record_access, scoring=config.scoring)
+                    record_access=config.record_access, scoring=config.scoring,
+                    reuse_decisions=config.reuse_decisions)
     metrics = metrics or Metrics()
     auth = Authenticator(config.tokens)
     executor = None if store.kind == "embedded" else ThreadPoolExecutor(

@@ -58,6 +58,11 @@ class ScoringConfig:
     rank_value_weight: float = 0.25
 
     @property
+    def min_half_life(self) -> float:
+        """The fastest reliability decay of any class (inf: none decays)."""
+        return min(self.half_lives.values(), default=math.inf)
+
+    @property
     def relevance_lambda(self) -> float:
         return math.log(2) / self.relevance_half_life
 

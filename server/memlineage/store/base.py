@@ -158,6 +158,12 @@ class LineageStore(ABC):
     # True when reads hand out the same immutable record object until the memory
     # changes (callers may then cache what they derive from it, keyed on the object).
     shares_records: bool = False
+    # Write counters, for callers that reuse what they derived from the store:
+    # `epoch` moves on every write except access statistics and the review schedule,
+    # `access_epoch` on access statistics. None: this process does not see every
+    # write (a shared Redis), so nothing derived may be reused.
+    epoch: int | None = None
+    access_epoch: int | None = None
 
     def __init__(self, *, clock: Clock = system_clock, limits: StoreLimits | None = None):
         self.clock = clock
@@ -726,6 +732,20 @@ class LineageStore(ABC):
         window = check_window(window_seconds, self.limits)
         at = self._now(now)
         return self._count(ns, name, at - window, at)
+
+    def count_until(self, namespace: str, name: str, window_seconds: float, *,
+                    now: float | None = None) -> tuple[int, float]:
+        """``count`` and the instant it next changes if no event is added (an event
+        leaves the window or a later one enters); this default knows no such
+        instant and answers ``now``."""
+        ns = self._ns(namespace)
+        check_id(name, "name")
+        window = check_window(window_seconds, self.limits)
+        at = self._now(now)
+        return self._count(ns, name, at - window, at), self._count_change(ns, name, window, at)
+
+    def _count_change(self, namespace: str, name: str, window: float, now: float) -> float:
+        return now
 
 
 def _neighbours(rec: MemoryRecord, up: bool) -> tuple[str, ...]:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import json
+import math
 import os
 import re
 import threading
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+from memlineage_dsl.horizon import window_change
 
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.errors import (
@@ -79,6 +81,9 @@ from memlineage.store.base import (
     cascade_reason,
     score_columns_of,
 )
+
+# Ops that change neither what a memory is nor how it is counted: the review schedule.
+_SCHEDULE_OPS = frozenset({"v", "x"})
 
 
 def _check_version(memory_id: str, actual: int, expected: int) -> None:
@@ -532,6 +537,8 @@ class EmbeddedStore(LineageStore):
         self._log: IO[str] | None = None
         self._dir = Path(data_dir) if data_dir is not None else None
         self._generation = 0
+        self.epoch = 0
+        self.access_epoch = 0
         if self._dir is not None:
             self._dir.mkdir(parents=True, exist_ok=True)
             with self._lock:
@@ -590,7 +597,13 @@ class EmbeddedStore(LineageStore):
                 fh.truncate(good)
 
     def _append(self, op: dict[str, Any]) -> None:
-        """Write-ahead: the op is on disk (OS buffers, or fsynced) before it is applied."""
+        """Write-ahead: the op is on disk (OS buffers, or fsynced) before it is applied.
+        Every write passes here, under the lock: the write counters move here too."""
+        kind = op["o"]
+        if kind == "A":
+            self.access_epoch += 1  # type: ignore[operator]
+        elif kind not in _SCHEDULE_OPS:
+            self.epoch += 1  # type: ignore[operator]
         if self._log is None:
             return
         self._log.write(json.dumps(op, separators=(",", ":")) + "\n")
@@ -934,6 +947,7 @@ class EmbeddedStore(LineageStore):
         if self._dir is not None:
             raise RuntimeError("_bulk_load is for in-memory stores only")
         with self._lock:
+            self.epoch += 1  # type: ignore[operator]
             sp = self._space(namespace)
             rows, nxt, attach = sp.rows, sp.review.next, sp.cols.attach
             n = 0
@@ -1124,6 +1138,12 @@ class EmbeddedStore(LineageStore):
     def namespaces(self) -> list[str]:
         with self._lock:
             return sorted(ns for ns, sp in self._spaces.items() if sp.rows)
+
+    def _count_change(self, namespace: str, name: str, window: float, now: float) -> float:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            times = sp.counters.get(name) if sp is not None else None
+            return window_change(times, window, now) if times else math.inf
 
     def _count(self, namespace: str, name: str, since: float, now: float) -> int:
         with self._lock:

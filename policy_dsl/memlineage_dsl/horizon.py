@@ -1,0 +1,72 @@
+"""How long a decision stays true as time passes, with nothing else changing.
+
+A decision depends on time only through the comparisons it evaluated whose one
+side moves with the clock (`age(m) > 1h`, `memory.reliability < 0.3`, ...) and
+through `calls(source, window)` counts. The generated code reports each such
+comparison here (`note`); the snapshot keeps the earliest instant at which any
+of them could change its truth value: the decision's *horizon*. Until then,
+with the same lineage, the same request gives the same decision, so a server
+may reuse it (`memlineage.engine` does, for stores that tell it of every write).
+
+Kinds of time-dependent values:
+- `LIN`: grows by one second per second (`now`, `request.time`, `age()`, `since()`,
+  and those plus or minus a time-independent value) — exact crossing time;
+- `REL`: reliability: never rises with time, and falls no faster than the
+  shortest configured half-life — a lower bound of the crossing time;
+- `VAL`: value score: never rises with time, and loses at most
+  beta * (1 - exp(-lambda * dt)) in dt — a lower bound of the crossing time.
+Anything else that varies with time (`age(m) * 2`, `max(...)` of ages, a cost
+computed from an age) is *opaque*: the compiler marks its policy as not
+time-exact, and no decision of its operation is reused.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+LIN = "lin"
+REL = "rel"
+VAL = "val"
+OPAQUE = "opaque"
+MOVING = (LIN, REL, VAL)  # a comparison against a fixed value can be tracked
+MARGIN = 1e-3  # seconds: a crossing is never trusted to the last float bit
+
+
+def crossing(kind: str, q: object, c: object, now: float, half_life_min: float,
+             value_decay: tuple[float, float] | None) -> float:
+    """The earliest instant at which `q OP c` may change truth value, for any OP,
+    given that `q` is of `kind` and `c` does not move (math.inf: never)."""
+    if type(q) not in (int, float) or type(c) not in (int, float):
+        return now  # not numbers: no reasoning, no reuse
+    if q == c:
+        return now  # any move at all flips `==`, `<=` or `>=`
+    if kind == LIN:  # rises: only a value still below c will meet it
+        return now + (c - q) - MARGIN if q < c else math.inf  # type: ignore[operator]
+    if q < c:  # REL, VAL: never rise, so a value below c stays below
+        return math.inf
+    if kind == REL:
+        if c <= 0 or half_life_min == math.inf:  # type: ignore[operator]
+            return math.inf
+        if not half_life_min > 0:
+            return now
+        return now + half_life_min * math.log2(q / c) - MARGIN  # type: ignore[operator]
+    if kind == VAL:
+        if value_decay is None:
+            return now
+        beta, lam = value_decay
+        gap = q - c  # type: ignore[operator]
+        if gap >= beta or lam <= 0:
+            return math.inf
+        return now - math.log1p(-gap / beta) / lam - MARGIN
+    return now
+
+
+def window_change(times: list[float], window: float, now: float) -> float:
+    """When a count of the sorted event `times` in `(now - window, now]` next changes,
+    no event being added: its oldest event leaves, or a later one comes in."""
+    lo = bisect.bisect_right(times, now - window)
+    hi = bisect.bisect_right(times, now)
+    leaves = times[lo] + window if lo < hi else math.inf
+    enters = times[hi] if hi < len(times) else math.inf
+    return min(leaves, enters)
