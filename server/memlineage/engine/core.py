@@ -248,18 +248,14 @@ class Engine:
         ids = tuple(dict.fromkeys(memory_ids))
         plan = serving.compiled.plans[op]
         epoch = self.store.epoch
-        key = None
-        if self.reuse_decisions and epoch is not None and plan.reusable:
-            if self._reuse_for is not serving:
-                self._reuse_for, self._reuse = serving, {}
-            key = (ns, op, ids, actor, spend, action, historical)
-            hit = self._reuse.get(key)
-            if (hit is not None and hit.epoch == epoch and hit.since <= now < hit.until
-                    and (hit.access_epoch is None
-                         or hit.access_epoch == self.store.access_epoch)):
-                if hit.accessed and self.record_access:
-                    self.access.add(ns, ids, now)  # type: ignore[union-attr]
-                return self._issue(hit.decision, ns, op, ids, actor, now, serving.version)
+        reuse = self._reuse_table(serving, op, epoch)
+        key = (ns, op, ids, actor, spend, action, historical)
+        hit = reuse.get(key) if reuse is not None else None
+        if (hit is not None and hit.epoch == epoch and hit.since <= now < hit.until
+                and (hit.access_epoch is None or hit.access_epoch == self.store.access_epoch)):
+            if hit.accessed and self.record_access:
+                self.access.add(ns, ids, now)  # type: ignore[union-attr]
+            return self._issue(hit.decision, ns, op, ids, actor, now, serving.version)
         try:
             records = self._view(ns, ids, op, serving.compiled)
             foreign = self._foreign(ns, [i for i in ids if i not in records])
@@ -272,8 +268,7 @@ class Engine:
         reads = plan.reads
         snap, facts = snapshot_of(records, self.store, ns, now, scores=self._scores(
             ns, records, now, reads), reads=reads)
-        snap.half_life_min = self.scoring.min_half_life
-        snap.value_decay = (self.scoring.beta, self.scoring.relevance_lambda)
+        self._bound(snap)
         memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
         req = Request(op, memories[0], actor, ns, spend, now, action, historical,
                       memories=memories if op == "act" else ())
@@ -281,14 +276,35 @@ class Engine:
         accessed = op == "read" and d.effect != DENY and ids[0] in records
         if accessed and self.record_access:
             self.access.add(ns, ids, now)  # type: ignore[union-attr]
-        if key is not None and not d.errors and snap.horizon > now and (
-                self.store.epoch == epoch):  # nothing written while deciding
-            if len(self._reuse) >= _REUSE_LIMIT:
-                self._reuse.clear()
-            self._reuse[key] = _Reusable(
+        if reuse is not None and not d.errors and snap.horizon > now:
+            # Kept under the write counter read before the store was: a write since
+            # (even one racing this decision) makes it unusable.
+            self._keep(reuse, key, _Reusable(
                 d, now, snap.horizon, epoch,  # type: ignore[arg-type]
-                self.store.access_epoch if reads & _ACCESS_FACTS else None, accessed)
+                self.store.access_epoch if reads & _ACCESS_FACTS else None, accessed))
         return self._issue(d, ns, op, ids, actor, now, serving.version)
+
+    # ------------------------------------------------------------ decision reuse
+    def _reuse_table(self, serving, op: str, epoch: int | None) -> dict | None:
+        """Reusable decisions of the serving policy set, or None when `op`'s cannot be
+        reused (off, a store that does not count every write, a policy not time-exact)."""
+        if not (self.reuse_decisions and epoch is not None
+                and serving.compiled.plans[op].reusable):
+            return None
+        if self._reuse_for is not serving:  # a reload starts afresh
+            self._reuse_for, self._reuse = serving, {}
+        return self._reuse
+
+    @staticmethod
+    def _keep(reuse: dict, key: tuple, entry: _Reusable) -> None:
+        if len(reuse) >= _REUSE_LIMIT:
+            reuse.clear()
+        reuse[key] = entry
+
+    def _bound(self, snap: StoreSnapshot) -> None:
+        """How fast this configuration's scores can fall: the snapshot's horizons."""
+        snap.half_life_min = self.scoring.min_half_life
+        snap.value_decay = (self.scoring.beta, self.scoring.relevance_lambda)
 
     def _decide_safely(self, compiled, req: Request, snap, op: str) -> Decision:
         """Counters are read lazily from the store during evaluation: honour fail mode."""
@@ -324,6 +340,8 @@ class Engine:
         spend = self._budget(budget)
         serving = self.policies.current
         ids = list(dict.fromkeys(mid for mid, _ in candidates))
+        epoch = self.store.epoch
+        reuse = self._reuse_table(serving, "read", epoch)
         down = False
         try:
             records = self._view(ns, ids, "read", serving.compiled) if ids else {}
@@ -336,6 +354,8 @@ class Engine:
         scores = self._scores(ns, records, now, reads, rank=ids or ("",))
         assert scores is not None
         snap, facts = snapshot_of(records, self.store, ns, now, scores=scores, reads=reads)
+        self._bound(snap)
+        access_epoch = self.store.access_epoch if reads & _ACCESS_FACTS else None
         compiled, version = serving.compiled, serving.version
         decision_ids = new_decision_ids(now, len(candidates))
         # One request object, re-pointed at each candidate (the evaluator keeps none).
@@ -355,10 +375,21 @@ class Engine:
             elif mid in foreign:
                 d = _ISOLATED
             else:
-                req.memory = facts.get(mid) or UnknownMemory(mid, ns)
-                d = decide(compiled, req, snap)
-                if d.errors:
-                    d = self._checked(d, "read", snap)
+                key = (ns, "read", (mid,), actor, spend, "", historical)
+                hit = reuse.get(key) if reuse is not None else None
+                if (hit is not None and hit.epoch == epoch and hit.since <= now < hit.until
+                        and hit.access_epoch == access_epoch):
+                    d = hit.decision
+                else:
+                    req.memory = facts.get(mid) or UnknownMemory(mid, ns)
+                    snap.horizon = math.inf
+                    d = decide(compiled, req, snap)
+                    if d.errors:
+                        d = self._checked(d, "read", snap)
+                    elif reuse is not None and snap.horizon > now:
+                        self._keep(reuse, key, _Reusable(
+                            d, now, snap.horizon, epoch, access_epoch,  # type: ignore[arg-type]
+                            d.effect != DENY and mid in records))
             reliability = reliability_of(mid, 1.0)
             value = value_of(mid, 1.0)
             rank = sim * d.compliance_score * (base_r + wr * reliability) * (
