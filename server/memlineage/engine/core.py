@@ -151,6 +151,7 @@ class Engine:
     _memo: dict = field(default_factory=dict, init=False, repr=False)
     _memo_for: ScoringConfig | None = field(default=None, init=False, repr=False)
     _reuse: dict = field(default_factory=dict, init=False, repr=False)
+    reused: int = field(default=0, init=False)  # decisions answered by reuse, for metrics
     _reuse_for: object = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -255,6 +256,7 @@ class Engine:
                 and (hit.access_epoch is None or hit.access_epoch == self.store.access_epoch)):
             if hit.accessed and self.record_access:
                 self.access.add(ns, ids, now)  # type: ignore[union-attr]
+            self.reused += 1
             return self._issue(hit.decision, ns, op, ids, actor, now, serving.version)
         try:
             records = self._view(ns, ids, op, serving.compiled)
@@ -380,6 +382,7 @@ class Engine:
                 if (hit is not None and hit.epoch == epoch and hit.since <= now < hit.until
                         and hit.access_epoch == access_epoch):
                     d = hit.decision
+                    self.reused += 1
                 else:
                     req.memory = facts.get(mid) or UnknownMemory(mid, ns)
                     snap.horizon = math.inf

@@ -1,0 +1,196 @@
+"""Decision reuse is exact: an engine that reuses decisions answers every request
+exactly as one that decides afresh, while time passes across every threshold the
+bundled policies test (prices turning 1 h old, readings 5 min, quotes 7 days,
+reliability decaying below 0.3, paid calls leaving the 1 h quota window) and while
+the store is written (records, revocations, feedback, access statistics)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from memlineage.engine.core import Engine
+from memlineage.engine.policies import PolicyHolder
+from memlineage.lineage.clock import ManualClock
+from memlineage.lineage.model import MemoryRecord, Status
+from memlineage.store.embedded import EmbeddedStore
+from memlineage_dsl.facts import Creator
+from support.sidecar import BUNDLED_POLICIES
+
+NS = "default"
+T0 = 1_767_225_600.0
+USER = Creator("user", "user:alice")
+
+
+def _world(policies=BUNDLED_POLICIES) -> tuple[ManualClock, EmbeddedStore, Engine, Engine]:
+    clock = ManualClock(T0)
+    store = EmbeddedStore(clock=clock)
+    holder = PolicyHolder(policies)
+    fresh = Engine(store, holder, clock=clock, reuse_decisions=False, record_access=False)
+    reusing = Engine(store, holder, clock=clock, record_access=False)
+    return clock, store, fresh, reusing
+
+
+def _record(engine: Engine, mid: str, creator: str, *, age: float = 0.0, **fields) -> None:
+    kind = creator.split(":")[0]
+    rec = MemoryRecord(id=mid, namespace=NS, creator_kind=kind, creator_id=creator,
+                       created_at=engine.clock() - age, **fields)
+    assert engine.record(rec).recorded, mid
+
+
+def _load(engine: Engine) -> list[str]:
+    """Memories sitting just before the thresholds the bundled policies test."""
+    r = _record
+    for i, age in enumerate((3500.0, 3590.0, 3599.5, 100.0, 7200.0)):
+        r(engine, f"price{i}", "tool:flight_api", age=age, tags=("flight_price",),
+          type="tool_result", volatility="medium")
+    for i, age in enumerate((290.0, 299.0, 10.0)):
+        r(engine, f"cpu{i}", "tool:metrics", age=age, tags=("live_reading",),
+          type="observation", volatility="high")
+    r(engine, "quote", "tool:hotel_api", age=7 * 86400 - 100, type="tool_result")
+    for i, conf in enumerate((0.35, 0.5, 0.9)):
+        r(engine, f"thought{i}", "reasoning:planner", creator_confidence=conf,
+          volatility="high", type="reasoning")
+    r(engine, "plan", "agent:planner", dependencies=("thought1", "price0"), type="plan")
+    r(engine, "rumour", "agent:scout", creator_confidence=0.8, volatility="high", type="fact")
+    r(engine, "pref", "user:alice", type="preference", subject="user:alice",
+      attribute="seat", value="aisle")
+    return ["price0", "price1", "price2", "price3", "price4", "cpu0", "cpu1", "cpu2",
+            "quote", "thought0", "thought1", "thought2", "plan", "rumour", "pref"]
+
+
+def _same(fresh: Engine, reusing: Engine, op: str, ids: list[str], **kw) -> None:
+    a = fresh.check(NS, op, ids, USER, **kw)
+    b = reusing.check(NS, op, ids, USER, **kw)
+    assert a.decision == b.decision, (op, ids, kw, a.decision, b.decision)
+    assert a.decision_id != b.decision_id  # every answer is a decision of its own
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_reused_decisions_equal_fresh_ones_as_time_passes_and_the_store_changes(
+        seed: int) -> None:
+    rng = random.Random(seed)
+    clock, store, fresh, reusing = _world()
+    ids = _load(fresh)
+    for k in range(9):  # paid calls a few minutes apart: the quota fills, then drains
+        clock.advance(240.0)
+        _record(fresh, f"paid{k}", "tool:flight_api", tags=("flight_price",),
+                type="tool_result")
+        ids.append(f"paid{k}")
+    writes = 0
+    for step in range(160):
+        clock.advance(rng.choice((0.0, 0.0004, 0.5, 1.0, 5.0, 30.0, 120.0, 400.0)))
+        roll = rng.random()
+        if roll < 0.04:
+            _record(fresh, f"late{step}", "tool:flight_api", tags=("flight_price",),
+                    type="tool_result")
+            ids.append(f"late{step}")
+            writes += 1
+        elif roll < 0.06:
+            victim = rng.choice(ids)
+            if store.get(NS, victim).status == Status.ACTIVE:
+                store.revoke(NS, victim, reason="test")
+                writes += 1
+        elif roll < 0.08:
+            store.feedback(NS, [rng.choice(ids)], success=rng.random() < 0.5)
+            writes += 1
+        for mid in rng.sample(ids, min(6, len(ids))):
+            _same(fresh, reusing, "read", [mid], budget=rng.choice((None, 0.0, 1.0)))
+        _same(fresh, reusing, "act", rng.sample(ids, 2), action="pay")
+        cands = [(mid, rng.random()) for mid in rng.sample(ids, min(8, len(ids)))]
+        fa = fresh.filter_rank(NS, cands, USER)
+        fb = reusing.filter_rank(NS, cands, USER)
+        assert [(c.memory_id, c.decision.decision, c.rank_score, c.kept) for c in fa] == [
+            (c.memory_id, c.decision.decision, c.rank_score, c.kept) for c in fb]
+        # A replay at an earlier time is decided afresh, never answered from reuse.
+        _same(fresh, reusing, "read", [rng.choice(ids)], time=clock() - rng.uniform(0, 900))
+    assert writes > 0
+    assert reusing.reused > 200  # the comparison above really exercised reuse
+    assert fresh.reused == 0
+
+
+def test_a_write_is_seen_at_once() -> None:
+    _clock, store, fresh, reusing = _world()
+    _load(fresh)
+    first = reusing.check(NS, "read", ["pref"], USER)
+    assert first.decision.effect == "allow"
+    assert reusing.check(NS, "read", ["pref"], USER).decision is first.decision  # reused
+    store.revoke(NS, "pref", reason="user withdrew it")
+    assert reusing.check(NS, "read", ["pref"], USER).decision.effect == "deny"
+
+
+def test_a_threshold_crossing_is_seen_at_once() -> None:
+    clock, _store, fresh, reusing = _world()
+    _load(fresh)
+    assert reusing.check(NS, "read", ["price0"], USER).decision.effect == "allow"
+    clock.advance(99.0)  # 3599 s old: still fresh, answered by reuse
+    before = reusing.reused
+    assert reusing.check(NS, "read", ["price0"], USER).decision.effect == "allow"
+    assert reusing.reused == before + 1
+    clock.advance(1.5)  # 3600.5 s old
+    assert reusing.check(NS, "read", ["price0"], USER).decision.effect == "degrade"
+
+
+def test_reliability_decay_is_seen() -> None:
+    """rumour (high volatility: half-life 10 min) falls below reliability 0.3."""
+    clock, _store, fresh, reusing = _world()
+    _load(fresh)
+    effects = []
+    for _ in range(40):
+        effects.append(reusing.check(NS, "read", ["rumour"], USER).decision.effect)
+        assert effects[-1] == fresh.check(NS, "read", ["rumour"], USER).decision.effect
+        clock.advance(30.0)
+    assert effects[0] == "allow" and effects[-1] == "degrade"
+
+
+def test_policies_reading_access_statistics_see_each_flush(tmp_path) -> None:
+    """value_score moves with access statistics, flushed apart from other writes."""
+    (tmp_path / "value.mlp").write_text(
+        'policy seldom_used {\n  on read\n  when memory.value_score < 0.55\n'
+        '  degrade downrank(0.5) "seldom used"\n}\n')
+    clock, _store, fresh, reusing = _world(str(tmp_path))
+    reusing.record_access = True
+    _record(fresh, "m", "agent:a", type="fact")
+    clock.advance(30 * 86400.0)
+    seen = []
+    for _ in range(30):
+        a = reusing.check(NS, "read", ["m"], USER)
+        b = fresh.check(NS, "read", ["m"], USER)
+        assert a.decision == b.decision
+        reusing.flush_access()  # the sidecar flushes every half second
+        seen.append(a.decision.effect)
+    assert seen[0] == "degrade" and seen[-1] == "allow"  # reads raised its value
+
+
+def test_reload_starts_afresh(tmp_path) -> None:
+    (tmp_path / "p.mlp").write_text(
+        'policy tools_denied {\n  on read\n  when memory.creator.kind == "tool"\n'
+        '  deny "no tools"\n}\n')
+    _clock, _store, fresh, reusing = _world(str(tmp_path))
+    _record(fresh, "t", "tool:x")
+    assert reusing.check(NS, "read", ["t"], USER).decision.effect == "deny"
+    (tmp_path / "p.mlp").write_text(
+        'policy tools_degraded {\n  on read\n  when memory.creator.kind == "tool"\n'
+        '  degrade annotate("tool") "tools degraded"\n}\n')
+    assert reusing.policies.reload().applied
+    assert reusing.check(NS, "read", ["t"], USER).decision.effect == "degrade"
+
+
+def test_a_call_leaving_the_quota_window_is_seen() -> None:
+    """Paid calls fill the hourly quota: a stale price is accepted with an annotation;
+    once the oldest calls are an hour old the refresh is due again."""
+    clock, _store, fresh, reusing = _world()
+    _load(fresh)
+    for k in range(10):
+        _record(fresh, f"paid{k}", "tool:flight_api", tags=("flight_price",),
+                type="tool_result")
+        clock.advance(60.0)
+    clock.set(T0 + 3400.0)  # _load's five prices and paid0 (at T0) leave at T0 + 1 h
+    seen = []
+    for _ in range(60):
+        a = reusing.check(NS, "read", ["price4"], USER)
+        assert a.decision == fresh.check(NS, "read", ["price4"], USER).decision
+        seen.append(tuple(o.kind for o in a.decision.obligations))
+        clock.advance(5.0)
+    assert seen[0] != seen[-1]  # over quota first, then a refresh again
+    assert reusing.reused > 40
