@@ -52,6 +52,10 @@ class Metrics:
     def count(self, operation: str, decisions: Iterable[Decision]) -> None:
         """Batches share decision objects (the evaluator reuses frozen ones): count each
         distinct one once, with its multiplicity."""
+        if type(decisions) is tuple and len(decisions) == 1:  # one Check: no tally
+            for child in self._counters(operation, decisions[0]):
+                child.inc()
+            return
         seen: dict[int, list] = {}
         for d in decisions:
             hit = seen.get(id(d))

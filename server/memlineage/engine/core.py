@@ -31,6 +31,7 @@ from memlineage.engine.records import (
     DecisionJournal,
     DecisionLog,
     DecisionRecord,
+    new_decision_id,
     new_decision_ids,
 )
 from memlineage.engine.snapshot import StoreSnapshot, calls_counter, snapshot_of, to_facts
@@ -204,7 +205,7 @@ class Engine:
         self, d: Decision, ns: str, op: str, ids: tuple[str, ...], actor: Creator, now: float,
         version: str,
     ) -> DecisionRecord:
-        rec = DecisionRecord(new_decision_ids(now)[0], d, ns, op, ids, actor.id, now, version)
+        rec = DecisionRecord(new_decision_id(now), d, ns, op, ids, actor.id, now, version)
         self.log.write(rec)
         self.journal.add(rec)
         return rec

@@ -8,6 +8,7 @@ JSON decision log is the durable trail.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -31,20 +32,19 @@ class DecisionRecord:
     policy_version: str
 
 
-_counter = 0
-_counter_lock = threading.Lock()
 _PREFIX = os.urandom(4).hex()
+_serial = itertools.count(1)  # next() on a count is atomic in CPython: no lock needed
+
+
+def new_decision_id(now: float) -> str:
+    """Unique across sidecars: time (ms), a per-process random prefix, a serial."""
+    return f"d{int(now * 1000):x}-{_PREFIX}-{next(_serial):x}"
 
 
 def new_decision_ids(now: float, count: int = 1) -> list[str]:
-    """Unique across sidecars: time (ms), a per-process random prefix, a counter.
-    A batch takes its range of the counter under one lock."""
-    global _counter
-    with _counter_lock:
-        first = _counter + 1
-        _counter += count
     head = f"d{int(now * 1000):x}-{_PREFIX}-"
-    return [f"{head}{n:x}" for n in range(first, first + count)]
+    serial = _serial
+    return [f"{head}{next(serial):x}" for _ in range(count)]
 
 
 class DecisionLog:
@@ -78,7 +78,8 @@ class DecisionLog:
         return body
 
     def write(self, rec: DecisionRecord) -> None:
-        self.write_many((rec,))
+        if self.sink is not None:
+            self.write_many((rec,))
 
     def write_many(self, recs: Sequence[DecisionRecord]) -> None:
         """One write (and one lock) for a batch of decisions."""
@@ -119,7 +120,11 @@ class DecisionJournal:
         self._lock = threading.Lock()
 
     def add(self, rec: DecisionRecord) -> None:
-        self.add_many((rec,))
+        with self._lock:
+            self._ring.append(rec)
+            self._by_id[rec.decision_id] = rec
+            if len(self._by_id) > self._limit + self._limit // 4:
+                self._by_id = {r.decision_id: r for r in self._ring}
 
     def add_many(self, recs: Sequence[DecisionRecord]) -> None:
         with self._lock:

@@ -108,12 +108,13 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             ids = serde.ids(request.memory_ids, "memory_ids")
         else:
             ids = serde.ids([request.memory_id], "memory_id", indexed=False)
-        rec = await self.call(
-            self.engine.check, ns, op, ids,
-            serde.actor(request.actor, self.default_actor(ns)),
-            budget=serde.budget(request), action=request.action,
-            historical=request.historical, time=serde.from_ts(request, "time"),
-        )
+        args = (ns, op, ids, serde.actor(request.actor, self.default_actor(ns)))
+        options = {"budget": serde.budget(request), "action": request.action,
+                   "historical": request.historical, "time": serde.from_ts(request, "time")}
+        if self.executor is None:  # the in-process store: no coroutine between
+            rec = self.engine.check(*args, **options)
+        else:
+            rec = await self.call(self.engine.check, *args, **options)
         self.metrics.count(op, (rec.decision,))
         out = pb.CheckResponse()
         serde.decision_to_pb(rec, out.decision)
