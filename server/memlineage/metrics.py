@@ -5,10 +5,11 @@ Label children are bound once; the hot path only increments.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from memlineage_dsl.decision import Decision
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily
 
 
 class Metrics:
@@ -39,6 +40,19 @@ class Metrics:
         )
         self._children: dict[tuple[object, ...], object] = {}
         self._by_decision: dict[tuple[str, int], tuple[Decision, list]] = {}
+
+    def watch_reuse(self, reused: Callable[[], int]) -> None:
+        """Export how many decisions were answered by reuse, read at scrape time (the
+        engine only bumps an int on its hot path)."""
+
+        class _Reused:
+            def collect(self) -> Iterator[CounterMetricFamily]:
+                yield CounterMetricFamily(
+                    "memlineage_decisions_reused",
+                    "Decisions answered by reusing an identical earlier one (exact: "
+                    "no write since, before its time horizon)", value=reused())
+
+        self.registry.register(_Reused())  # type: ignore[arg-type]
 
     def _child(self, metric: Counter, key: tuple[str, ...]):
         child = self._children.get((id(metric), *key))

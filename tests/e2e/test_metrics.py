@@ -25,3 +25,5 @@ def test_decisions_latency_and_errors_are_counted() -> None:
             'status="fired"} 4.0') in text
     assert 'memlineage_rpc_latency_seconds_count{method="Check"} 3.0' in text
     assert 'memlineage_rpc_errors_total{code="NOT_FOUND",method="Explain"} 1.0' in text
+    # The 2nd and 3rd Check, then FilterRank's "guess", reused the 1st Check's decision.
+    assert "memlineage_decisions_reused_total 3.0" in text

@@ -94,6 +94,7 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
                     record_access=config.record_access, scoring=config.scoring,
                     reuse_decisions=config.reuse_decisions)
     metrics = metrics or Metrics()
+    metrics.watch_reuse(lambda: engine.reused)
     auth = Authenticator(config.tokens)
     executor = None if store.kind == "embedded" else ThreadPoolExecutor(
         max_workers=32, thread_name_prefix="memlineage-store")
