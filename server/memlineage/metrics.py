@@ -1,35 +1,77 @@
 """Prometheus metrics: decisions by effect and policy, RPC latency, store errors.
 
-Label children are bound once; the hot path only increments.
+Decision counts and latencies are on every request's path, so they are tallied in
+plain Python cells (an integer add; no lock, no label lookup) and turned into
+Prometheus families only when scraped (`_Tallies.collect`). They are only
+updated from the event loop thread (the servicers), so the adds never race. Rare
+events (errors) use prometheus_client's own counters.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterable, Iterator
 
 from memlineage_dsl.decision import Decision
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                   0.25, 1.0)
+
+
+class _Latency:
+    """One method's latency histogram: a count per bucket (non-cumulative), the sum."""
+
+    __slots__ = ("buckets", "sum")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(LATENCY_BUCKETS) + 1)  # the last one: +Inf
+        self.sum = 0.0
+
+
+class _Tallies:
+    """The counts behind the decision and latency metrics, rendered at scrape time."""
+
+    def __init__(self) -> None:
+        self.decisions: dict[tuple[str, str], list[int]] = {}  # (operation, effect)
+        self.policies: dict[tuple[str, str, str], list[int]] = {}  # (policy, effect, status)
+        self.latency: dict[str, _Latency] = {}
+
+    def collect(self) -> Iterator[CounterMetricFamily | HistogramMetricFamily]:
+        decisions = CounterMetricFamily(
+            "memlineage_decisions", "Decisions taken, by operation and effect",
+            labels=["operation", "effect"])
+        for key, cell in list(self.decisions.items()):
+            decisions.add_metric(list(key), cell[0])
+        yield decisions
+        policies = CounterMetricFamily(
+            "memlineage_policy_decisions",
+            "Rules that took part in a decision, by policy, effect and status",
+            labels=["policy", "effect", "status"])
+        for pkey, cell in list(self.policies.items()):
+            policies.add_metric(list(pkey), cell[0])
+        yield policies
+        latency = HistogramMetricFamily(
+            "memlineage_rpc_latency_seconds", "RPC handling time, by method", labels=["method"])
+        for method, h in list(self.latency.items()):
+            running, cumulative = 0, []
+            for bound, n in zip((*LATENCY_BUCKETS, float("inf")), h.buckets, strict=True):
+                running += n
+                cumulative.append((_bound(bound), running))
+            latency.add_metric([method], cumulative, h.sum)
+        yield latency
+
+
+def _bound(value: float) -> str:
+    return "+Inf" if value == float("inf") else repr(value)
 
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
-        self.decisions = Counter(
-            "memlineage_decisions_total", "Decisions taken, by operation and effect",
-            ["operation", "effect"], registry=self.registry,
-        )
-        self.policy_hits = Counter(
-            "memlineage_policy_decisions_total",
-            "Rules that took part in a decision, by policy, effect and status",
-            ["policy", "effect", "status"], registry=self.registry,
-        )
-        self.latency = Histogram(
-            "memlineage_rpc_latency_seconds", "RPC handling time, by method", ["method"],
-            buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                     0.25, 1.0),
-            registry=self.registry,
-        )
+        self._tallies = _Tallies()
+        self.registry.register(self._tallies)  # type: ignore[arg-type]
         self.store_errors = Counter(
             "memlineage_store_errors_total", "Store unavailable errors, by method", ["method"],
             registry=self.registry,
@@ -38,8 +80,7 @@ class Metrics:
             "memlineage_rpc_errors_total", "RPCs answered with an error status, by code",
             ["method", "code"], registry=self.registry,
         )
-        self._children: dict[tuple[object, ...], object] = {}
-        self._by_decision: dict[tuple[str, int], tuple[Decision, list]] = {}
+        self._by_decision: dict[tuple[str, int], tuple[Decision, tuple[list[int], ...]]] = {}
 
     def watch_reuse(self, reused: Callable[[], int]) -> None:
         """Export how many decisions were answered by reuse, read at scrape time (the
@@ -54,21 +95,19 @@ class Metrics:
 
         self.registry.register(_Reused())  # type: ignore[arg-type]
 
-    def _child(self, metric: Counter, key: tuple[str, ...]):
-        child = self._children.get((id(metric), *key))
-        if child is None:
-            child = self._children[(id(metric), *key)] = metric.labels(*key)
-        return child
-
     def observe_latency(self, method: str, seconds: float) -> None:
-        self._child(self.latency, (method,)).observe(seconds)  # type: ignore[attr-defined]
+        h = self._tallies.latency.get(method)
+        if h is None:
+            h = self._tallies.latency[method] = _Latency()
+        h.buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        h.sum += seconds
 
     def count(self, operation: str, decisions: Iterable[Decision]) -> None:
         """Batches share decision objects (the evaluator reuses frozen ones): count each
         distinct one once, with its multiplicity."""
         if type(decisions) is tuple and len(decisions) == 1:  # one Check: no tally
-            for child in self._counters(operation, decisions[0]):
-                child.inc()
+            for cell in self._cells(operation, decisions[0]):
+                cell[0] += 1
             return
         seen: dict[int, list] = {}
         for d in decisions:
@@ -78,20 +117,21 @@ class Metrics:
             else:
                 hit[1] += 1
         for d, n in seen.values():
-            for child in self._counters(operation, d):
-                child.inc(n)
+            for cell in self._cells(operation, d):
+                cell[0] += n
 
-    def _counters(self, operation: str, d: Decision) -> list:
-        """The counters one decision increments: bound once per (operation, decision
+    def _cells(self, operation: str, d: Decision) -> tuple[list[int], ...]:
+        """The tallies one decision adds to: found once per (operation, decision
         object); decisions are frozen and shared, so most are seen again."""
         key = (operation, id(d))
         hit = self._by_decision.get(key)
         if hit is not None and hit[0] is d:
             return hit[1]
-        children = [self._child(self.decisions, (operation, d.effect))]
-        children += [self._child(self.policy_hits, (r.policy, r.effect, r.status))
-                     for r in d.reasons]
+        t = self._tallies
+        cells = (t.decisions.setdefault((operation, d.effect), [0]),
+                 *(t.policies.setdefault((r.policy, r.effect, r.status), [0])
+                   for r in d.reasons))
         if len(self._by_decision) >= 4096:
             self._by_decision.clear()
-        self._by_decision[key] = (d, children)
-        return children
+        self._by_decision[key] = (d, cells)
+        return cells

@@ -247,10 +247,22 @@ def _varint_slow(n: int) -> bytes:
 
 
 _VARINTS = tuple(_varint_slow(n) for n in range(1 << 14))
+# 14 low bits as two 7-bit groups, both with the continuation bit: the head of any
+# larger varint, so timestamps (seconds ~2**31, nanos ~2**30) take 2-3 lookups.
+_CONTINUED = tuple(bytes(((n & 0x7F) | 0x80, (n >> 7) | 0x80)) for n in range(1 << 14))
 
 
 def _varint(n: int) -> bytes:
-    return _VARINTS[n] if 0 <= n < 16384 else _varint_slow(n)
+    if 0 <= n < 16384:
+        return _VARINTS[n]
+    if n < 0:
+        return _varint_slow(n)
+    out = _CONTINUED[n & 0x3FFF]
+    n >>= 14
+    while n >= 16384:
+        out += _CONTINUED[n & 0x3FFF]
+        n >>= 14
+    return out + _VARINTS[n]
 
 
 def _string(tag: bytes, value: str) -> bytes:
@@ -287,6 +299,20 @@ def decision_to_pb(rec: DecisionRecord, out: pb.Decision | None = None) -> pb.De
     return msg
 
 
+def _ids_field(memory_ids: tuple[str, ...]) -> bytes:
+    """Decision field 9 (repeated memory_ids), an empty id included."""
+    return b"".join(_string(b"\x4a", m) or b"\x4a\x00" for m in memory_ids)
+
+
+def check_response_bytes(rec: DecisionRecord) -> bytes:
+    """The encoded CheckResponse of `rec`: what ``CheckResponse(decision=decision_to_pb(
+    rec))`` serializes to, written directly (the servicer sends these bytes as they are)."""
+    body = b"".join((_template(rec.decision), _string(b"\x0a", rec.decision_id),
+                     _ids_field(rec.memory_ids),
+                     _decision_tail(rec.operation, rec.decided_at, rec.policy_version)))
+    return b"\x0a" + _varint(len(body)) + body
+
+
 _SCORES = struct.Struct("<BdBdB?").pack  # similarity (2), rank_score (3), kept (4)
 _QUALITY = struct.Struct("<BdBd").pack  # reliability (6), value_score (7)
 
@@ -294,6 +320,11 @@ _QUALITY = struct.Struct("<BdBd").pack  # reliability (6), value_score (7)
 def filter_rank_response(ranked) -> pb.FilterRankResponse:
     """`ranked` (engine RankedCandidates, request order) as a FilterRankResponse:
     every candidate, then the kept ids best first (stable)."""
+    return pb.FilterRankResponse.FromString(filter_rank_bytes(ranked))
+
+
+def filter_rank_bytes(ranked) -> bytes:
+    """The encoded FilterRankResponse (see `filter_rank_response`), sent as is."""
     parts: list[bytes] = []
     tails: dict[tuple[str, float, str], bytes] = {}
     templates: dict[int, bytes] = {}
@@ -312,7 +343,7 @@ def filter_rank_response(ranked) -> pb.FilterRankResponse:
         if rec.memory_ids == (c.memory_id,):
             ids = b"\x4a" + varint(len(mid)) + mid
         else:
-            ids = b"".join(_string(b"\x4a", m) or b"\x4a\x00" for m in rec.memory_ids)
+            ids = _ids_field(rec.memory_ids)
         body = b"".join((template, _string(b"\x0a", rec.decision_id), ids, tail))
         item = b"".join((
             b"\x0a", varint(len(mid)), mid,
@@ -325,7 +356,7 @@ def filter_rank_response(ranked) -> pb.FilterRankResponse:
     for c in best:
         data = c.memory_id.encode()
         parts.append(b"\x12" + varint(len(data)) + data)
-    return pb.FilterRankResponse.FromString(b"".join(parts))
+    return b"".join(parts)
 
 
 def event_to_pb(e) -> pb.LineageEvent:  # e: memlineage.lineage.model.LineageEvent

@@ -25,7 +25,7 @@ from memlineage.engine.core import Engine
 from memlineage.engine.policies import PolicyHolder
 from memlineage.engine.records import DecisionLog
 from memlineage.grpc_api.auth import Authenticator
-from memlineage.grpc_api.servicer import MemLineageService, PolicyAdminService
+from memlineage.grpc_api.servicer import MemLineageService, PolicyAdminService, register
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.metrics import Metrics
 from memlineage.store import open_store
@@ -104,7 +104,7 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
         ("grpc.so_reuseport", 0),
     ])
     service = MemLineageService(engine, auth, metrics, executor)
-    pb_grpc.add_MemLineageServicer_to_server(service, server)
+    register(service, server)
     admin = PolicyAdminService(engine, auth, metrics, executor)
     admin.sweep_batch = config.sweep_batch
     pb_grpc.add_PolicyAdminServicer_to_server(admin, server)

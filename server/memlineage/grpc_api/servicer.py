@@ -101,7 +101,7 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         self.watch_pool.shutdown(wait=False, cancel_futures=True)
 
     @rpc
-    async def Check(self, request: pb.CheckRequest, context, principal) -> pb.CheckResponse:
+    async def Check(self, request: pb.CheckRequest, context, principal) -> bytes:
         ns = self.auth.namespace(principal, request.namespace)
         op = serde.operation(request.operation)
         if op == "act":
@@ -116,12 +116,10 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         else:
             rec = await self.call(self.engine.check, *args, **options)
         self.metrics.count(op, (rec.decision,))
-        out = pb.CheckResponse()
-        serde.decision_to_pb(rec, out.decision)
-        return out
+        return serde.check_response_bytes(rec)  # encoded: sent as is (see `register`)
 
     @rpc
-    async def FilterRank(self, request: pb.FilterRankRequest, context, principal):
+    async def FilterRank(self, request: pb.FilterRankRequest, context, principal) -> bytes:
         ns = self.auth.namespace(principal, request.namespace)
         candidates = request.candidates
         ranked = await self.call(
@@ -134,7 +132,7 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             time=serde.from_ts(request, "time"),
         )
         self.metrics.count("read", (c.decision.decision for c in ranked))
-        return serde.filter_rank_response(ranked)
+        return serde.filter_rank_bytes(ranked)  # encoded: sent as is (see `register`)
 
     @rpc
     async def Record(self, request: pb.RecordRequest, context, principal) -> pb.RecordResponse:
@@ -314,3 +312,34 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
         out = pb.LintPolicyResponse(ok=not has_errors(diags))
         diagnostics_to_pb(diags, out.diagnostics)
         return out
+
+
+# Answers the servicers return already encoded (bytes), passed through untouched.
+ENCODED = ("Check", "FilterRank")
+
+
+def _as_is(response: Any) -> bytes:
+    return response if type(response) is bytes else response.SerializeToString()
+
+
+class _Handlers:
+    """Stands in for a server to catch what a generated ``add_*_to_server`` registers."""
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
+        self.service, self.handlers = service, handlers
+
+
+def register(service: MemLineageService, server: Any) -> None:
+    """``add_MemLineageServicer_to_server``, except that Check's and FilterRank's
+    answers go out as the bytes the servicer encoded (no message built, parsed or
+    serialized again)."""
+    caught = _Handlers()
+    pb_grpc.add_MemLineageServicer_to_server(service, caught)
+    handlers = {name: h._replace(response_serializer=_as_is) if name in ENCODED else h
+                for name, h in caught.handlers.items()}
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(caught.service, handlers),))
+    server.add_registered_method_handlers(caught.service, handlers)
