@@ -12,7 +12,6 @@ import itertools
 import json
 import os
 import threading
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
@@ -105,45 +104,51 @@ class DecisionLog:
         return f"{head[:-1]},{self._body(rec.decision)}\n"
 
 
+def _serial_of(decision_id: str) -> int | None:
+    """The serial a decision id of this process ends with (`new_decision_id`)."""
+    head, _, serial = decision_id.rpartition("-")
+    if not head.endswith(_PREFIX):
+        return None
+    try:
+        return int(serial, 16)
+    except ValueError:
+        return None
+
+
 class DecisionJournal:
     """The last `limit` decisions of this process, for Explain and Feedback.
 
-    Adding is on every decision's path, so it is a C-level append to a ring and a
-    dict update; looking up a memory's recent decisions (Explain, rare) scans the
-    ring from the newest."""
+    A decision id ends with its serial, so a decision lives in slot `serial % limit`
+    until the decision `limit` serials later takes the slot: adding (every
+    decision's path) is one list store, with no dict to keep and nothing evicted
+    but what the store replaces; finding one by id is a parse and an index.
+    Looking up a memory's recent decisions (Explain, rare) scans the slots."""
 
-    def __init__(self, per_memory: int = 20, by_id: int = 100_000) -> None:
+    def __init__(self, per_memory: int = 20, limit: int = 100_000) -> None:
         self._per_memory = per_memory
-        self._limit = by_id
-        self._ring: deque[DecisionRecord] = deque(maxlen=by_id)
-        self._by_id: dict[str, DecisionRecord] = {}
-        self._lock = threading.Lock()
+        self._limit = limit
+        self._slots: list[DecisionRecord | None] = [None] * limit
 
     def add(self, rec: DecisionRecord) -> None:
-        with self._lock:
-            self._ring.append(rec)
-            self._by_id[rec.decision_id] = rec
-            if len(self._by_id) > self._limit + self._limit // 4:
-                self._by_id = {r.decision_id: r for r in self._ring}
+        serial = _serial_of(rec.decision_id)
+        if serial is not None:  # (a list store is atomic: no lock)
+            self._slots[serial % self._limit] = rec
 
     def add_many(self, recs: Sequence[DecisionRecord]) -> None:
-        with self._lock:
-            self._ring.extend(recs)
-            self._by_id.update({r.decision_id: r for r in recs})
-            if len(self._by_id) > self._limit + self._limit // 4:
-                self._by_id = {r.decision_id: r for r in self._ring}
+        for rec in recs:
+            self.add(rec)
 
     def recent(self, namespace: str, memory_id: str, limit: int) -> list[DecisionRecord]:
+        """The newest decisions on `memory_id`, newest first."""
         limit = min(limit, self._per_memory)
-        out: list[DecisionRecord] = []
-        with self._lock:
-            for rec in reversed(self._ring):
-                if rec.namespace == namespace and memory_id in rec.memory_ids:
-                    out.append(rec)
-                    if len(out) >= limit:
-                        break
-        return out
+        found = [rec for rec in list(self._slots) if rec is not None
+                 and rec.namespace == namespace and memory_id in rec.memory_ids]
+        found.sort(key=lambda r: _serial_of(r.decision_id) or 0, reverse=True)
+        return found[:limit]
 
     def get(self, decision_id: str) -> DecisionRecord | None:
-        with self._lock:
-            return self._by_id.get(decision_id)
+        serial = _serial_of(decision_id)
+        if serial is None:
+            return None
+        rec = self._slots[serial % self._limit]
+        return rec if rec is not None and rec.decision_id == decision_id else None
