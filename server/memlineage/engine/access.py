@@ -26,7 +26,9 @@ class AccessBuffer:
 
     def add(self, namespace: str, ids: Iterable[str], now: float) -> None:
         with self._lock:
-            acc = self._pending.setdefault(namespace, {})
+            acc = self._pending.get(namespace)
+            if acc is None:
+                acc = self._pending[namespace] = {}
             get = acc.get
             added = 0
             for memory_id in ids:

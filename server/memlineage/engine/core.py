@@ -31,7 +31,7 @@ from memlineage.engine.records import (
     DecisionJournal,
     DecisionLog,
     DecisionRecord,
-    new_decision_id,
+    issue_decision_id,
     new_decision_ids,
 )
 from memlineage.engine.snapshot import StoreSnapshot, calls_counter, snapshot_of, to_facts
@@ -205,9 +205,11 @@ class Engine:
         self, d: Decision, ns: str, op: str, ids: tuple[str, ...], actor: Creator, now: float,
         version: str,
     ) -> DecisionRecord:
-        rec = DecisionRecord(new_decision_id(now), d, ns, op, ids, actor.id, now, version)
-        self.log.write(rec)
-        self.journal.add(rec)
+        decision_id, serial = issue_decision_id(now)
+        rec = DecisionRecord(decision_id, d, ns, op, ids, actor.id, now, version)
+        if self.log.sink is not None:
+            self.log.write(rec)
+        self.journal.put(serial, rec)
         return rec
 
     def _view(self, ns: str, ids: Sequence[str], op: str, compiled,
@@ -234,7 +236,7 @@ class Engine:
 
     # ------------------------------------------------------------ decisions
     def check(
-        self, ns: str, op: str, memory_ids: Sequence[str], actor: Creator, *,
+        self, ns: str, op: str, memory_ids: Sequence[str], actor: Creator,
         budget: float | None = None, action: str = "", historical: bool = False,
         time: float | None = None,
     ) -> DecisionRecord:
@@ -247,11 +249,11 @@ class Engine:
         now = self._now(time)
         spend = self._budget(budget)
         serving = self.policies.current
-        ids = tuple(dict.fromkeys(memory_ids))
+        ids = (memory_ids[0],) if len(memory_ids) == 1 else tuple(dict.fromkeys(memory_ids))
         plan = serving.compiled.plans[op]
         epoch = self.store.epoch
         reuse = self._reuse_table(serving, op, epoch)
-        key = (ns, op, ids, actor, spend, action, historical)
+        key = (ns, op, ids, actor.kind, actor.id, spend, action, historical)
         hit = reuse.get(key) if reuse is not None else None
         if (hit is not None and hit.epoch == epoch and hit.since <= now < hit.until
                 and (hit.access_epoch is None or hit.access_epoch == self.store.access_epoch)):
@@ -371,14 +373,14 @@ class Engine:
         base_r, base_v = 1 - wr, 1 - wv
         reliability_of, value_of = scores.reliability.get, scores.value.get
         factors: dict[int, list[float]] = {}
-        actor_id = actor.id
+        actor_id, actor_kind = actor.id, actor.kind
         for (mid, sim), decision_id in zip(candidates, decision_ids, strict=True):
             if down:
                 d = _store_down("read")
             elif mid in foreign:
                 d = _ISOLATED
             else:
-                key = (ns, "read", (mid,), actor, spend, "", historical)
+                key = (ns, "read", (mid,), actor_kind, actor_id, spend, "", historical)
                 hit = reuse.get(key) if reuse is not None else None
                 if (hit is not None and hit.epoch == epoch and hit.since <= now < hit.until
                         and hit.access_epoch == access_epoch):

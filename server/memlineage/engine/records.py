@@ -37,7 +37,13 @@ _serial = itertools.count(1)  # next() on a count is atomic in CPython: no lock 
 
 def new_decision_id(now: float) -> str:
     """Unique across sidecars: time (ms), a per-process random prefix, a serial."""
-    return f"d{int(now * 1000):x}-{_PREFIX}-{next(_serial):x}"
+    return issue_decision_id(now)[0]
+
+
+def issue_decision_id(now: float) -> tuple[str, int]:
+    """A new decision id and its serial (the journal's slot)."""
+    serial = next(_serial)
+    return f"d{int(now * 1000):x}-{_PREFIX}-{serial:x}", serial
 
 
 def new_decision_ids(now: float, count: int = 1) -> list[str]:
@@ -131,8 +137,12 @@ class DecisionJournal:
 
     def add(self, rec: DecisionRecord) -> None:
         serial = _serial_of(rec.decision_id)
-        if serial is not None:  # (a list store is atomic: no lock)
+        if serial is not None:
             self._slots[serial % self._limit] = rec
+
+    def put(self, serial: int, rec: DecisionRecord) -> None:
+        """`add`, the serial known (`issue_decision_id`). A list store is atomic: no lock."""
+        self._slots[serial % self._limit] = rec
 
     def add_many(self, recs: Sequence[DecisionRecord]) -> None:
         for rec in recs:

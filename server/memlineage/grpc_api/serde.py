@@ -304,12 +304,25 @@ def _ids_field(memory_ids: tuple[str, ...]) -> bytes:
     return b"".join(_string(b"\x4a", m) or b"\x4a\x00" for m in memory_ids)
 
 
+_OP_VERSION: dict[tuple[str, str], tuple[bytes, bytes]] = {}
+
+
 def check_response_bytes(rec: DecisionRecord) -> bytes:
     """The encoded CheckResponse of `rec`: what ``CheckResponse(decision=decision_to_pb(
     rec))`` serializes to, written directly (the servicer sends these bytes as they are)."""
-    body = b"".join((_template(rec.decision), _string(b"\x0a", rec.decision_id),
-                     _ids_field(rec.memory_ids),
-                     _decision_tail(rec.operation, rec.decided_at, rec.policy_version)))
+    fixed = _OP_VERSION.get((rec.operation, rec.policy_version))
+    if fixed is None:
+        if len(_OP_VERSION) > 64:  # policy versions come and go with reloads
+            _OP_VERSION.clear()
+        op = OP_TO_PB[rec.operation]
+        fixed = _OP_VERSION[(rec.operation, rec.policy_version)] = (
+            b"\x40" + _varint(op) if op else b"", _string(b"\x5a", rec.policy_version))
+    ts = _timestamp(rec.decided_at)
+    ids = rec.memory_ids
+    body = b"".join((
+        _template(rec.decision), _string(b"\x0a", rec.decision_id),
+        _string(b"\x4a", ids[0]) if len(ids) == 1 and ids[0] else _ids_field(ids),
+        fixed[0], b"\x52", _VARINTS[len(ts)], ts, fixed[1]))
     return b"\x0a" + _varint(len(body)) + body
 
 

@@ -19,6 +19,7 @@ from memlineage.engine.core import Engine
 from memlineage.grpc_api import serde
 from memlineage.grpc_api.auth import LOCAL, Authenticator, Principal
 from memlineage.lineage.errors import LineageError, StoreUnavailableError, ValidationError
+from memlineage.lineage.validation import check_id
 from memlineage.metrics import Metrics
 from memlineage.v1 import memlineage_pb2 as pb
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
@@ -107,14 +108,14 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         if op == "act":
             ids = serde.ids(request.memory_ids, "memory_ids")
         else:
-            ids = serde.ids([request.memory_id], "memory_id", indexed=False)
-        args = (ns, op, ids, serde.actor(request.actor, self.default_actor(ns)))
-        options = {"budget": serde.budget(request), "action": request.action,
-                   "historical": request.historical, "time": serde.from_ts(request, "time")}
+            ids = [check_id(request.memory_id, "memory_id")]
+        args = (ns, op, ids, serde.actor(request.actor, self.default_actor(ns)),
+                serde.budget(request), request.action, request.historical,
+                serde.from_ts(request, "time"))
         if self.executor is None:  # the in-process store: no coroutine between
-            rec = self.engine.check(*args, **options)
+            rec = self.engine.check(*args)
         else:
-            rec = await self.call(self.engine.check, *args, **options)
+            rec = await self.call(self.engine.check, *args)
         self.metrics.count(op, (rec.decision,))
         return serde.check_response_bytes(rec)  # encoded: sent as is (see `register`)
 
