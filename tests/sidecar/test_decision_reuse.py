@@ -194,3 +194,18 @@ def test_a_call_leaving_the_quota_window_is_seen() -> None:
         clock.advance(5.0)
     assert seen[0] != seen[-1]  # over quota first, then a refresh again
     assert reusing.reused > 40
+
+
+def test_credibility_read_after_a_write_by_another_hand() -> None:
+    """Feedback written straight to the store (not through this engine) moves a
+    source's credibility: the next decision reads it, not a cached value."""
+    (clock, store, fresh, reusing) = _world()
+    _record(fresh, "claim", "agent:flaky", creator_confidence=0.9, type="fact")
+    before = reusing.check(NS, "read", ["claim"], USER).decision
+    assert before.effect == "allow"
+    assert reusing.check(NS, "read", ["claim"], USER).decision is before  # reused
+    for _ in range(12):  # the agent's memories keep failing: its credibility collapses
+        store.feedback(NS, ["claim"], success=False)
+    after = reusing.check(NS, "read", ["claim"], USER).decision
+    assert after == fresh.check(NS, "read", ["claim"], USER).decision
+    assert "unreliable" in [r.policy for r in after.reasons]  # reliability now below 0.3

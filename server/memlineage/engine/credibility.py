@@ -3,7 +3,9 @@
 Credibility moves only when claims are confirmed or contradicted and on usage
 feedback; reading the statistics on every decision would cost a store round
 trip, so they are kept for `ttl` seconds (monotonic time) and dropped at once
-when this sidecar changes them. Another sidecar's changes show within `ttl`.
+when this sidecar changes them. Another sidecar's changes show within `ttl`. A
+store that counts its writes (`LineageStore.epoch`: embedded, where every writer
+is in this process) keeps them exactly: any write empties the cache.
 """
 
 from __future__ import annotations
@@ -24,13 +26,18 @@ class CredibilityCache:
         self._monotonic = monotonic
         self._entries: dict[tuple[str, str], tuple[float, float, float]] = {}
         self._lock = threading.Lock()
+        self._epoch: int | None = None  # the store's write counter the entries were read at
 
     def stats(self, namespace: str, sources: Iterable[str]) -> dict[str, tuple[float, float]]:
         """(ok, bad) per source, from the cache or one store call for the missing."""
         now = self._monotonic()
         out: dict[str, tuple[float, float]] = {}
         missing: list[str] = []
+        epoch = self.store.epoch
         with self._lock:
+            if epoch != self._epoch:  # written since: nothing cached still holds
+                self._entries.clear()
+                self._epoch = epoch
             for s in sources:
                 hit = self._entries.get((namespace, s))
                 if hit is not None and hit[0] > now:
