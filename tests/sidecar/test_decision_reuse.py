@@ -199,7 +199,7 @@ def test_a_call_leaving_the_quota_window_is_seen() -> None:
 def test_credibility_read_after_a_write_by_another_hand() -> None:
     """Feedback written straight to the store (not through this engine) moves a
     source's credibility: the next decision reads it, not a cached value."""
-    (clock, store, fresh, reusing) = _world()
+    _clock, store, fresh, reusing = _world()
     _record(fresh, "claim", "agent:flaky", creator_confidence=0.9, type="fact")
     before = reusing.check(NS, "read", ["claim"], USER).decision
     assert before.effect == "allow"
