@@ -6,10 +6,13 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from memlineage_dsl.evaluator import decide
-from memlineage_dsl.facts import DictSnapshot, MemoryFacts, Request
+from memlineage_dsl.facts import Creator, DictSnapshot, MemoryFacts, Request
 from memlineage_dsl.horizon import LIN, MARGIN, REL, VAL, crossing, window_change
 from memlineage_dsl.pipeline import build_texts
+from strategies import well_typed_policy_sets
 
 NOW = 1_000_000.0
 
@@ -99,3 +102,91 @@ def test_crossing_and_window_change() -> None:
     assert window_change([], 60.0, NOW) == math.inf
     assert window_change([NOW - 30.0, NOW + 5.0], 60.0, NOW) == NOW + 5.0
     assert window_change([NOW - 30.0], 60.0, NOW) == NOW + 30.0
+
+
+# -- the property the server relies on: a decision holds until its horizon ----------------
+_H_MIN = 600.0  # the shortest half-life the snapshot is told about
+
+
+def _memories_at(t: float, seeds: list[tuple]) -> list[MemoryFacts]:
+    """The memories as a server would present them at time `t`: reliability decays
+    from its value at T0 with each memory's own half-life (never shorter than _H_MIN)."""
+    out = []
+    for i, (age, rel0, half, status, tags, deps) in enumerate(seeds):
+        out.append(MemoryFacts(
+            f"m{i}", created_at=T0 - age, reliability=rel0 * 0.5 ** ((t - T0) / half),
+            status=status, tags=tags, confidence=0.5, dependencies=deps,
+            creator=Creator.parse("tool:flight_api" if i % 2 else "user:alice")))
+    return out
+
+
+T0 = 1_800_000_000.0
+_seeds = st.lists(st.tuples(
+    st.floats(-600, 10 * 86400), st.floats(0.0, 1.0), st.sampled_from([_H_MIN, 3600.0, math.inf]),
+    st.sampled_from(["active", "revoked"]), st.sampled_from([(), ("flight_price",)]),
+    st.just(())), min_size=1, max_size=3).map(
+    lambda seeds: [(*s[:5], ("m0",) if i and s[1] > 0.5 else ()) for i, s in enumerate(seeds)])
+
+
+# Time tests with bounds near the generated memories' ages, counts and reliabilities,
+# so that the times drawn below do cross them.
+_near = st.one_of(
+    st.builds(lambda op, d: f"age(memory) {op} {d}s", st.sampled_from(["<", "<=", ">", ">="]),
+              st.integers(0, 3 * 86400)),
+    st.builds(lambda op, d: f"memory.created_at {op} now - {d}s",
+              st.sampled_from(["<", ">="]), st.integers(0, 3 * 86400)),
+    st.builds(lambda op, n: f"memory.reliability {op} {n / 100}",
+              st.sampled_from(["<", "<=", ">", ">="]), st.integers(0, 100)),
+    st.builds(lambda op, n: f"min(a in lineage(memory) : a.reliability) {op} {n / 100}",
+              st.sampled_from(["<", ">="]), st.integers(0, 100)),
+    st.builds(lambda op, n, w: f'calls("tool:flight_api", {w}m) {op} {n}',
+              st.sampled_from(["<", ">="]), st.integers(0, 12), st.integers(5, 240)),
+    st.sampled_from(['"flight_price" in memory.tags', "memory.status == revoked"]),
+)
+_conditions = st.recursive(_near, lambda sub: st.one_of(
+    st.builds(lambda a, op, b: f"({a}) {op} ({b})", sub, st.sampled_from(["and", "or"]), sub),
+    st.builds(lambda a: f"not ({a})", sub)), max_leaves=4)
+
+
+@st.composite
+def _time_policy_sets(draw) -> str:
+    out = []
+    for i in range(draw(st.integers(1, 4))):
+        effect = draw(st.sampled_from(['deny "no"', 'degrade annotate("x") "stale"']))
+        cost = draw(st.sampled_from(["", 'cost if calls("tool:flight_api", 1h) >= 3 '
+                                         "then 5 else 0.01\n"]))
+        out.append(f"policy p{i} priority {draw(st.integers(0, 9))} {{\n  on read, update\n"
+                   f"  when {draw(_conditions)}\n  {effect}\n{cost}}}\n")
+    return draw(st.sampled_from(["", "resolve cost_aware\n", "resolve priority\n"])) + (
+        "".join(out))
+
+
+_policy_texts = st.one_of(_time_policy_sets(), well_typed_policy_sets())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_policy_texts, seeds=_seeds,
+       calls=st.lists(st.floats(-4 * 3600, 600), max_size=12),
+       op=st.sampled_from(["read", "update", "derive"]), data=st.data())
+def test_a_decision_holds_until_its_horizon(text, seeds, calls, op, data) -> None:
+    built = build_texts({"gen.mlp": text})
+    assert built.compiled is not None, (text, [d.message for d in built.diagnostics])
+    compiled = built.compiled
+    events = [("tool:flight_api", T0 + c) for c in calls]
+
+    def decided_at(t: float) -> tuple[object, float]:
+        memories = _memories_at(t, seeds)
+        snap = DictSnapshot(memories, events)
+        snap.half_life_min = _H_MIN
+        d = decide(compiled, Request(op, memories[-1], time=t), snap)
+        return d, snap.horizon
+
+    first, horizon = decided_at(T0)
+    if not compiled.plans[op].reusable or first.errors:
+        return
+    assert horizon >= T0
+    if horizon == T0:  # not reusable at all
+        return
+    end = min(horizon, T0 + 30 * 86400)
+    for t in data.draw(st.lists(st.floats(T0, end, exclude_max=True), max_size=5)):
+        assert decided_at(t)[0] == first, (t, horizon)
