@@ -129,6 +129,11 @@ class _Reusable:
     access_epoch: int | None  # the access counter, when the policies read access statistics
     accessed: bool  # a read of a stored memory, not denied: each reuse is an access too
 
+    def holds(self, epoch: int | None, now: float, access_epoch: int | None) -> bool:
+        """Still the decision at `now`: nothing written since, and before its horizon."""
+        return (self.epoch == epoch and self.since <= now < self.until
+                and self.access_epoch == access_epoch)
+
 
 @dataclass
 class Engine:
@@ -255,8 +260,8 @@ class Engine:
         reuse = self._reuse_table(serving, op, epoch)
         key = (ns, op, ids, actor.kind, actor.id, spend, action, historical)
         hit = reuse.get(key) if reuse is not None else None
-        if (hit is not None and hit.epoch == epoch and hit.since <= now < hit.until
-                and (hit.access_epoch is None or hit.access_epoch == self.store.access_epoch)):
+        access_epoch = self.store.access_epoch if plan.reads & _ACCESS_FACTS else None
+        if hit is not None and hit.holds(epoch, now, access_epoch):
             if hit.accessed and self.record_access:
                 self.access.add(ns, ids, now)  # type: ignore[union-attr]
             self.reused += 1
@@ -285,8 +290,7 @@ class Engine:
             # Kept under the write counter read before the store was: a write since
             # (even one racing this decision) makes it unusable.
             self._keep(reuse, key, _Reusable(
-                d, now, snap.horizon, epoch,  # type: ignore[arg-type]
-                self.store.access_epoch if reads & _ACCESS_FACTS else None, accessed))
+                d, now, snap.horizon, epoch, access_epoch, accessed))  # type: ignore[arg-type]
         return self._issue(d, ns, op, ids, actor, now, serving.version)
 
     # ------------------------------------------------------------ decision reuse
@@ -382,8 +386,7 @@ class Engine:
             else:
                 key = (ns, "read", (mid,), actor_kind, actor_id, spend, "", historical)
                 hit = reuse.get(key) if reuse is not None else None
-                if (hit is not None and hit.epoch == epoch and hit.since <= now < hit.until
-                        and hit.access_epoch == access_epoch):
+                if hit is not None and hit.holds(epoch, now, access_epoch):
                     d = hit.decision
                     self.reused += 1
                 else:
