@@ -521,6 +521,16 @@ def test_sliding_window_counter(store: LineageStore, clock: ManualClock) -> None
     with pytest.raises(ValidationError) as err:
         store.count(NS, "tool:flight_api", 0)
     assert err.value.field == "window_seconds"
+    # With the instant the count next changes: exact where the store sees every write
+    # (the oldest event leaves, or a later one enters), else "now" (nothing promised).
+    count, until = store.count_until(NS, "tool:flight_api", 3600, now=NOW + 3500)
+    assert count == 2  # NOW and NOW + 100
+    # NOW + 3599 enters before NOW leaves (NOW + 3600)
+    assert until == (NOW + 3599 if store.epoch is not None else NOW + 3500)
+    count, until = store.count_until(NS, "tool:flight_api", 60, now=NOW + 3599.5)
+    assert count == 1 and until == (NOW + 3600 if store.epoch is not None else NOW + 3599.5)
+    assert store.count_until(NS, "never", 60, now=at) == (
+        0, math.inf if store.epoch is not None else at)
 
 
 def test_counter_drops_events_past_retention(make_store) -> None:  # type: ignore[no-untyped-def]

@@ -727,11 +727,7 @@ class LineageStore(ABC):
     def count(self, namespace: str, name: str, window_seconds: float, *,
               now: float | None = None) -> int:
         """Events of ``name`` in the sliding window ``(now - window_seconds, now]``."""
-        ns = self._ns(namespace)
-        check_id(name, "name")
-        window = check_window(window_seconds, self.limits)
-        at = self._now(now)
-        return self._count(ns, name, at - window, at)
+        return self.count_until(namespace, name, window_seconds, now=now)[0]
 
     def count_until(self, namespace: str, name: str, window_seconds: float, *,
                     now: float | None = None) -> tuple[int, float]:
