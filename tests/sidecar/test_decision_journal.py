@@ -6,8 +6,8 @@ from __future__ import annotations
 from memlineage.engine.records import (
     DecisionJournal,
     DecisionRecord,
-    new_decision_id,
-    new_decision_ids,
+    issue_decision_id,
+    issue_decision_ids,
 )
 from memlineage_dsl.decision import Decision
 
@@ -18,22 +18,27 @@ def _rec(decision_id: str, memory: str = "m", ns: str = "ns") -> DecisionRecord:
     return DecisionRecord(decision_id, ALLOW, ns, "read", (memory,), "user:u", 1.0, "v1")
 
 
+def _issue(journal: DecisionJournal, memory: str = "m", ns: str = "ns") -> DecisionRecord:
+    decision_id, serial = issue_decision_id(1.0)
+    rec = _rec(decision_id, memory, ns)
+    journal.put(serial, rec)
+    return rec
+
+
 def test_found_by_id_until_its_slot_is_reused() -> None:
     journal = DecisionJournal(limit=8)
-    first = [_rec(new_decision_id(1.0)) for _ in range(8)]
-    for rec in first:
-        journal.add(rec)
+    first = [_issue(journal) for _ in range(8)]
     assert all(journal.get(r.decision_id) is r for r in first)
-    later = [_rec(i) for i in new_decision_ids(2.0, 3)]
-    journal.add_many(later)
+    ids, serials = issue_decision_ids(2.0, 3)
+    later = [_rec(i) for i in ids]
+    journal.put_many(serials, later)
     assert [journal.get(r.decision_id) for r in first[:3]] == [None, None, None]
     assert all(journal.get(r.decision_id) is r for r in first[3:] + later)
 
 
 def test_ids_not_of_this_process_are_not_found() -> None:
     journal = DecisionJournal(limit=8)
-    rec = _rec(new_decision_id(1.0))
-    journal.add(rec)
+    rec = _issue(journal)
     head, _, serial = rec.decision_id.rpartition("-")
     assert journal.get(f"d1-00000000-{serial}") is None  # another process's prefix
     assert journal.get("nonsense") is None
@@ -42,9 +47,10 @@ def test_ids_not_of_this_process_are_not_found() -> None:
 
 def test_recent_is_newest_first_per_namespace_and_memory() -> None:
     journal = DecisionJournal(per_memory=3, limit=64)
-    recs = [_rec(new_decision_id(1.0), memory="a" if i % 2 else "b") for i in range(10)]
-    for rec in reversed(recs):  # added out of order: FilterRank reserves ids first
-        journal.add(rec)
-    journal.add(_rec(new_decision_id(1.0), memory="a", ns="other"))
+    issued = [issue_decision_id(1.0) for _ in range(10)]
+    recs = [_rec(did, memory="a" if i % 2 else "b") for i, (did, _) in enumerate(issued)]
+    for (_, serial), rec in reversed(list(zip(issued, recs, strict=True))):  # out of order
+        journal.put(serial, rec)
+    _issue(journal, memory="a", ns="other")
     got = journal.recent("ns", "a", 10)
     assert got == [recs[9], recs[7], recs[5]]  # capped at per_memory

@@ -32,7 +32,7 @@ from memlineage.engine.records import (
     DecisionLog,
     DecisionRecord,
     issue_decision_id,
-    new_decision_ids,
+    issue_decision_ids,
 )
 from memlineage.engine.snapshot import StoreSnapshot, calls_counter, snapshot_of, to_facts
 from memlineage.lifecycle.sweep import SweepReport, sweep
@@ -366,7 +366,7 @@ class Engine:
         self._bound(snap)
         access_epoch = self.store.access_epoch if reads & _ACCESS_FACTS else None
         compiled, version = serving.compiled, serving.version
-        decision_ids = new_decision_ids(now, len(candidates))
+        decision_ids, serials = issue_decision_ids(now, len(candidates))
         # One request object, re-pointed at each candidate (the evaluator keeps none).
         req = Request("read", UnknownMemory("", ns), actor, ns, spend, now, "", historical)
         issued: list[DecisionRecord] = []
@@ -415,7 +415,7 @@ class Engine:
             out.append(RankedCandidate(mid, sim, rank, d.effect != DENY, rec, reliability,
                                        value))
         self.log.write_many(issued)
-        self.journal.add_many(issued)
+        self.journal.put_many(serials, issued)
         if limit:
             keep = {id(c) for c in sorted((c for c in out if c.kept),
                                           key=lambda c: -c.rank_score)[:limit]}

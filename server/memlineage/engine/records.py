@@ -35,21 +35,18 @@ _PREFIX = os.urandom(4).hex()
 _serial = itertools.count(1)  # next() on a count is atomic in CPython: no lock needed
 
 
-def new_decision_id(now: float) -> str:
-    """Unique across sidecars: time (ms), a per-process random prefix, a serial."""
-    return issue_decision_id(now)[0]
-
-
 def issue_decision_id(now: float) -> tuple[str, int]:
-    """A new decision id and its serial (the journal's slot)."""
+    """A new decision id and its serial (the journal's slot). Unique across sidecars:
+    time (ms), a per-process random prefix, the serial."""
     serial = next(_serial)
     return f"d{int(now * 1000):x}-{_PREFIX}-{serial:x}", serial
 
 
-def new_decision_ids(now: float, count: int = 1) -> list[str]:
+def issue_decision_ids(now: float, count: int) -> tuple[list[str], list[int]]:
+    """`count` new decision ids (one batch) and their serials."""
     head = f"d{int(now * 1000):x}-{_PREFIX}-"
-    serial = _serial
-    return [f"{head}{next(serial):x}" for _ in range(count)]
+    serials = [next(_serial) for _ in range(count)]
+    return [f"{head}{n:x}" for n in serials], serials
 
 
 class DecisionLog:
@@ -111,7 +108,7 @@ class DecisionLog:
 
 
 def _serial_of(decision_id: str) -> int | None:
-    """The serial a decision id of this process ends with (`new_decision_id`)."""
+    """The serial a decision id of this process ends with (`issue_decision_id`)."""
     head, _, serial = decision_id.rpartition("-")
     if not head.endswith(_PREFIX):
         return None
@@ -135,18 +132,15 @@ class DecisionJournal:
         self._limit = limit
         self._slots: list[DecisionRecord | None] = [None] * limit
 
-    def add(self, rec: DecisionRecord) -> None:
-        serial = _serial_of(rec.decision_id)
-        if serial is not None:
-            self._slots[serial % self._limit] = rec
-
     def put(self, serial: int, rec: DecisionRecord) -> None:
-        """`add`, the serial known (`issue_decision_id`). A list store is atomic: no lock."""
+        """Keep `rec`, issued with `serial` (`issue_decision_id`). A list store is
+        atomic: no lock."""
         self._slots[serial % self._limit] = rec
 
-    def add_many(self, recs: Sequence[DecisionRecord]) -> None:
-        for rec in recs:
-            self.add(rec)
+    def put_many(self, serials: Sequence[int], recs: Sequence[DecisionRecord]) -> None:
+        slots, limit = self._slots, self._limit
+        for serial, rec in zip(serials, recs, strict=True):
+            slots[serial % limit] = rec
 
     def recent(self, namespace: str, memory_id: str, limit: int) -> list[DecisionRecord]:
         """The newest decisions on `memory_id`, newest first."""
