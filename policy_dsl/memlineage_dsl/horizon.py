@@ -39,6 +39,8 @@ def crossing(kind: str, q: object, c: object, now: float, half_life_min: float,
     given that `q` is of `kind` and `c` does not move (math.inf: never)."""
     if type(q) not in (int, float) or type(c) not in (int, float):
         return now  # not numbers: no reasoning, no reuse
+    if q != q or c != c:  # NaN stays NaN as time passes: every comparison stays as it is
+        return math.inf
     if q == c:
         return now  # any move at all flips `==`, `<=` or `>=`
     if kind == LIN:  # rises: only a value still below c will meet it

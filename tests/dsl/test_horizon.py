@@ -94,6 +94,10 @@ def test_crossing_and_window_change() -> None:
     assert crossing(LIN, 10.0, 10.0, NOW, 600.0, None) == NOW  # `==` flips at once
     assert crossing(LIN, "a", 1.0, NOW, 600.0, None) == NOW  # not numbers: no reuse
     assert crossing(REL, 0.5, 0.0, NOW, 600.0, None) == math.inf  # never reaches 0
+    for kind in (LIN, REL, VAL):  # NaN compares the same way at every instant
+        assert crossing(kind, math.nan, 0.3, NOW, 600.0, (0.4, 1e-5)) == math.inf
+        assert crossing(kind, 0.5, math.nan, NOW, 600.0, (0.4, 1e-5)) == math.inf
+    assert crossing(LIN, 5.0, math.inf, NOW, 600.0, None) == math.inf
     assert crossing(VAL, 0.5, 0.4, NOW, 600.0, None) == NOW  # dynamics unknown
     lam = math.log(2) / 86400
     h = crossing(VAL, 0.5, 0.4, NOW, 600.0, (0.4, lam))
