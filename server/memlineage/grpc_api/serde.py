@@ -280,12 +280,20 @@ def _timestamp(seconds: float) -> bytes:
         b"\x10" + _varint(nanos) if nanos else b"")
 
 
+_OP_VERSION: dict[tuple[str, str], tuple[bytes, bytes]] = {}
+
+
 def _decision_tail(operation: str, decided_at: float, policy_version: str) -> bytes:
-    """Decision fields 8, 10 and 11."""
-    op = OP_TO_PB[operation]
+    """Decision fields 8, 10 and 11; the operation and version parts encoded once."""
+    fixed = _OP_VERSION.get((operation, policy_version))
+    if fixed is None:
+        if len(_OP_VERSION) > 64:  # policy versions come and go with reloads
+            _OP_VERSION.clear()
+        op = OP_TO_PB[operation]
+        fixed = _OP_VERSION[(operation, policy_version)] = (
+            b"\x40" + _varint(op) if op else b"", _string(b"\x5a", policy_version))
     ts = _timestamp(decided_at)
-    return ((b"\x40" + _varint(op) if op else b"") + b"\x52" + _varint(len(ts)) + ts
-            + _string(b"\x5a", policy_version))
+    return b"".join((fixed[0], b"\x52", _VARINTS[len(ts)], ts, fixed[1]))
 
 
 def decision_to_pb(rec: DecisionRecord, out: pb.Decision | None = None) -> pb.Decision:
@@ -304,25 +312,14 @@ def _ids_field(memory_ids: tuple[str, ...]) -> bytes:
     return b"".join(_string(b"\x4a", m) or b"\x4a\x00" for m in memory_ids)
 
 
-_OP_VERSION: dict[tuple[str, str], tuple[bytes, bytes]] = {}
-
-
 def check_response_bytes(rec: DecisionRecord) -> bytes:
     """The encoded CheckResponse of `rec`: what ``CheckResponse(decision=decision_to_pb(
     rec))`` serializes to, written directly (the servicer sends these bytes as they are)."""
-    fixed = _OP_VERSION.get((rec.operation, rec.policy_version))
-    if fixed is None:
-        if len(_OP_VERSION) > 64:  # policy versions come and go with reloads
-            _OP_VERSION.clear()
-        op = OP_TO_PB[rec.operation]
-        fixed = _OP_VERSION[(rec.operation, rec.policy_version)] = (
-            b"\x40" + _varint(op) if op else b"", _string(b"\x5a", rec.policy_version))
-    ts = _timestamp(rec.decided_at)
     ids = rec.memory_ids
     body = b"".join((
         _template(rec.decision), _string(b"\x0a", rec.decision_id),
         _string(b"\x4a", ids[0]) if len(ids) == 1 and ids[0] else _ids_field(ids),
-        fixed[0], b"\x52", _VARINTS[len(ts)], ts, fixed[1]))
+        _decision_tail(rec.operation, rec.decided_at, rec.policy_version)))
     return b"\x0a" + _varint(len(body)) + body
 
 

@@ -321,14 +321,11 @@ class _Columns:
         """The columns of the attached ids among ``ids``, in order (``np.take``);
         ``at``: their rows, when the caller already looked them up (``rows_of``)."""
         if at is None:
+            at = self.rows_of(ids)  # every id known (the usual case): the lookups in C
+        if at is None:
             index = self.index
-            try:  # every id known (the usual case): the lookups in C
-                found = itemgetter(*ids)(index) if len(ids) > 1 else (
-                    tuple(index[i] for i in ids))
-            except KeyError:
-                ids = [i for i in ids if i in index]
-                found = tuple(index[i] for i in ids)
-            at = np.fromiter(found, dtype=np.intp, count=len(ids))
+            ids = [i for i in ids if i in index]
+            at = np.fromiter((index[i] for i in ids), dtype=np.intp, count=len(ids))
         c_row, c_src = self.confirm.gather(self.confirm_at, self.confirm_n, at)
         x_row, x_src = self.contra.gather(self.contra_at, self.contra_n, at)
         return ScoreColumns(
