@@ -120,6 +120,16 @@ class Metrics:
             for cell in self._cells(operation, d):
                 cell[0] += n
 
+    def tallies_of(self, operation: str, d: Decision) -> tuple[list[int], ...]:
+        """The tallies one decision adds to, for a caller that counts it again and
+        again (`count_again`): decision reuse."""
+        return self._cells(operation, d)
+
+    @staticmethod
+    def count_again(tallies: tuple[list[int], ...]) -> None:
+        for cell in tallies:
+            cell[0] += 1
+
     def _cells(self, operation: str, d: Decision) -> tuple[list[int], ...]:
         """The tallies one decision adds to: found once per (operation, decision
         object); decisions are frozen and shared, so most are seen again."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from memlineage.engine.access import AccessBuffer
 from memlineage.lineage.clock import ManualClock
 from memlineage.lineage.model import MemoryRecord
@@ -28,8 +30,45 @@ def test_reads_are_summed_and_flushed_together() -> None:
 def test_a_full_buffer_flushes_itself() -> None:
     store = open_store("embedded", clock=ManualClock(0.0))
     store.record(MemoryRecord(id="a", namespace="n", creator_id="user:u"))
-    buf = AccessBuffer(store, max_pending=3)
-    buf.add("n", ["a", "a"], 1.0)
+    buf = AccessBuffer(store, max_pending=3)  # reads queued, each of one or more ids
+    buf.add("n", ("a", "a"), 1.0)
+    buf.add("n", ("a",), 1.5)
     assert store.get("n", "a").access_count == 0
-    buf.add("n", ["a"], 2.0)
-    assert store.get("n", "a").access_count == 3
+    assert buf.pending() == 2
+    buf.add("n", ("a",), 2.0)
+    assert store.get("n", "a").access_count == 4
+    assert buf.pending() == 0
+
+
+def test_reads_added_while_flushing_are_all_counted() -> None:
+    """Adds take no lock: reads queued from several threads while others flush are
+    each written exactly once."""
+    store = open_store("embedded", clock=ManualClock(0.0))
+    for mid in ("a", "b"):
+        store.record(MemoryRecord(id=mid, namespace="n", creator_id="user:u"))
+    buf = AccessBuffer(store, max_pending=50)
+    per_thread = 5_000
+
+    def reader(k: int) -> None:
+        for i in range(per_thread):
+            buf.add("n", ("a",) if (i + k) % 2 else ("a", "b"), float(i))
+
+    def flusher(stop: threading.Event) -> None:
+        while not stop.is_set():
+            buf.flush()
+
+    stop = threading.Event()
+    flushers = [threading.Thread(target=flusher, args=(stop,)) for _ in range(2)]
+    readers = [threading.Thread(target=reader, args=(k,)) for k in range(4)]
+    for t in flushers + readers:
+        t.start()
+    for t in readers:
+        t.join()
+    stop.set()
+    for t in flushers:
+        t.join()
+    buf.flush()
+    a, b = store.get("n", "a"), store.get("n", "b")
+    assert a.access_count == 4 * per_thread
+    assert b.access_count == 4 * per_thread // 2
+    assert a.last_access == float(per_thread - 1)

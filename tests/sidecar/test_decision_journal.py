@@ -4,6 +4,7 @@ of a memory newest first, ids of other processes never found."""
 from __future__ import annotations
 
 from memlineage.engine.records import (
+    DecisionContext,
     DecisionJournal,
     DecisionRecord,
     issue_decision_id,
@@ -54,3 +55,22 @@ def test_recent_is_newest_first_per_namespace_and_memory() -> None:
     _issue(journal, memory="a", ns="other")
     got = journal.recent("ns", "a", 10)
     assert got == [recs[9], recs[7], recs[5]]  # capped at per_memory
+
+
+def test_a_reused_decision_is_kept_as_its_context_and_rebuilt() -> None:
+    journal = DecisionJournal(per_memory=5, limit=8)
+    ctx = DecisionContext(ALLOW, "ns", "read", ("a",), "user:u", "v1")
+    issued = []
+    for k in range(3):
+        decision_id, serial = issue_decision_id(100.0 + k / 8)
+        journal.put_issue(serial, ctx, 100.0 + k / 8)
+        issued.append(decision_id)
+    got = journal.get(issued[1])
+    assert got == DecisionRecord(issued[1], ALLOW, "ns", "read", ("a",), "user:u", 100.125,
+                                 "v1")
+    assert [r.decision_id for r in journal.recent("ns", "a", 5)] == issued[::-1]
+    assert journal.recent("ns", "b", 5) == [] and journal.recent("other", "a", 5) == []
+    for _ in range(8):  # the slots move on
+        _issue(journal, memory="b")
+    assert journal.get(issued[1]) is None
+    assert journal.recent("ns", "a", 5) == []

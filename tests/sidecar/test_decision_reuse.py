@@ -66,11 +66,37 @@ def _same(fresh: Engine, reusing: Engine, op: str, ids: list[str], **kw) -> None
     assert a.decision_id != b.decision_id  # every answer is a decision of its own
 
 
+class _Ticketed:
+    """Asks as the servicer does: a request seen before is reissued from its ticket
+    (never restated); check_ticketed only when there is none or it no longer holds."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.tickets: dict[tuple, object] = {}
+        self.reissued = 0
+
+    def decide(self, op: str, ids: list[str], **kw):
+        key = (op, tuple(ids), tuple(sorted(kw.items())))
+        ticket = self.tickets.get(key)
+        if ticket is not None:
+            issued = self.engine.reissue(ticket)
+            if issued is not None:
+                self.reissued += 1
+                rec = self.engine.journal.get(issued[0])  # its own id, journaled
+                assert rec is not None and rec.decided_at == issued[1] == self.engine.clock()
+                return rec.decision
+        rec, ticket = self.engine.check_ticketed(NS, op, ids, USER, **kw)
+        if ticket is not None:
+            self.tickets[key] = ticket
+        return rec.decision
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_reused_decisions_equal_fresh_ones_as_time_passes_and_the_store_changes(
         seed: int) -> None:
     rng = random.Random(seed)
     clock, store, fresh, reusing = _world()
+    ticketed = _Ticketed(Engine(store, reusing.policies, clock=clock, record_access=False))
     ids = _load(fresh)
     for k in range(9):  # paid calls a few minutes apart: the quota fills, then drains
         clock.advance(240.0)
@@ -95,8 +121,14 @@ def test_reused_decisions_equal_fresh_ones_as_time_passes_and_the_store_changes(
             store.feedback(NS, [rng.choice(ids)], success=rng.random() < 0.5)
             writes += 1
         for mid in rng.sample(ids, min(6, len(ids))):
-            _same(fresh, reusing, "read", [mid], budget=rng.choice((None, 0.0, 1.0)))
-        _same(fresh, reusing, "act", rng.sample(ids, 2), action="pay")
+            budget = rng.choice((None, 0.0, 1.0))
+            _same(fresh, reusing, "read", [mid], budget=budget)
+            want = fresh.check(NS, "read", [mid], USER, budget=budget).decision
+            assert ticketed.decide("read", [mid], budget=budget) == want, (mid, budget)
+        pair = rng.sample(ids, 2)
+        _same(fresh, reusing, "act", pair, action="pay")
+        assert ticketed.decide("act", pair, action="pay") == fresh.check(
+            NS, "act", pair, USER, action="pay").decision
         cands = [(mid, rng.random()) for mid in rng.sample(ids, min(8, len(ids)))]
         fa = fresh.filter_rank(NS, cands, USER)
         fb = reusing.filter_rank(NS, cands, USER)
@@ -106,6 +138,7 @@ def test_reused_decisions_equal_fresh_ones_as_time_passes_and_the_store_changes(
         _same(fresh, reusing, "read", [rng.choice(ids)], time=clock() - rng.uniform(0, 900))
     assert writes > 0
     assert reusing.reused > 200  # the comparison above really exercised reuse
+    assert ticketed.reissued > 100
     assert fresh.reused == 0
 
 
@@ -209,3 +242,49 @@ def test_credibility_read_after_a_write_by_another_hand() -> None:
     after = reusing.check(NS, "read", ["claim"], USER).decision
     assert after == fresh.check(NS, "read", ["claim"], USER).decision
     assert "unreliable" in [r.policy for r in after.reasons]  # reliability now below 0.3
+
+
+def test_a_ticket_is_void_after_a_write_its_horizon_or_a_reload(tmp_path) -> None:
+    clock, store, fresh, reusing = _world()
+    _load(fresh)
+    rec, ticket = reusing.check_ticketed(NS, "read", ["price0"], USER)
+    assert rec.decision.effect == "allow" and ticket is not None
+    issued = reusing.reissue(ticket)
+    assert issued is not None and issued[0] != rec.decision_id
+    clock.advance(100.5)  # price0 turns 3600.5 s old: past the decision's horizon
+    assert reusing.reissue(ticket) is None
+    rec, ticket = reusing.check_ticketed(NS, "read", ["pref"], USER)
+    assert reusing.reissue(ticket) is not None
+    store.feedback(NS, ["quote"], success=True)  # any write
+    assert reusing.reissue(ticket) is None
+    rec, ticket = reusing.check_ticketed(NS, "read", ["pref"], USER)
+    assert reusing.policies.reload().applied  # same files, a new serving set
+    assert reusing.reissue(ticket) is None
+
+
+def test_reissue_records_each_read_and_counts_the_reuse() -> None:
+    clock, store, fresh, reusing = _world()
+    _load(fresh)
+    reusing.record_access = True
+    _rec, ticket = reusing.check_ticketed(NS, "read", ["pref"], USER)
+    before = reusing.reused
+    for _ in range(3):
+        clock.advance(1.0)
+        assert reusing.reissue(ticket) is not None
+    assert reusing.reused == before + 3
+    reusing.flush_access()
+    got = store.get(NS, "pref")
+    assert (got.access_count, got.last_access) == (4, clock())
+
+
+def test_refused_and_unreusable_decisions_have_no_ticket(tmp_path) -> None:
+    _clock, _store, fresh, reusing = _world()
+    _load(fresh)
+    assert reusing.check_ticketed(NS, "read", ["nope"], USER)[1] is not None  # unknown: exact
+    assert fresh.check_ticketed(NS, "read", ["pref"], USER)[1] is None  # reuse off
+    (tmp_path / "drift.mlp").write_text(
+        'policy drifting {\n  on read\n  when age(memory) * 2 > 1h\n'
+        '  degrade annotate("old") "old"\n}\n')
+    _c, _s, _f, drifting = _world(str(tmp_path))
+    _record(drifting, "m", "agent:a")
+    assert drifting.check_ticketed(NS, "read", ["m"], USER)[1] is None  # not time-exact

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlineage.engine.core import RankedCandidate
-from memlineage.engine.records import DecisionRecord
+from memlineage.engine.records import DecisionContext, DecisionRecord
 from memlineage.grpc_api import serde
 from memlineage.v1 import memlineage_pb2 as pb
 from memlineage_dsl.decision import Decision, ObligationOut, Reason
@@ -76,6 +76,19 @@ def test_check_response_bytes_equal_the_generated_classes(rec) -> None:
     want = pb.CheckResponse()
     serde.decision_to_pb(rec, want.decision)
     assert pb.CheckResponse.FromString(serde.check_response_bytes(rec)) == want
+
+
+@settings(max_examples=100, deadline=None)
+@given(records(), st.lists(st.tuples(st.text(max_size=40), st.floats(0, 2**33)), max_size=4))
+def test_a_remembered_answer_encodes_each_issue_like_a_fresh_one(rec, issues) -> None:
+    """CheckAnswer (decision reuse): the parts shared by every issue encoded once."""
+    ctx = DecisionContext(rec.decision, rec.namespace, rec.operation, rec.memory_ids,
+                          rec.actor, rec.policy_version)
+    answer = serde.CheckAnswer(ctx)
+    for decision_id, at in [(rec.decision_id, rec.decided_at), *issues]:
+        want = pb.CheckResponse()
+        serde.decision_to_pb(ctx.record(decision_id, at), want.decision)
+        assert pb.CheckResponse.FromString(answer.encode(decision_id, at)) == want
 
 
 @given(st.integers(-(2**63), 2**64 - 1))

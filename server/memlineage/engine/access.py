@@ -11,37 +11,44 @@ most one flush interval late.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterable
 
 from memlineage.store.base import LineageStore
 
 
 class AccessBuffer:
+    """Reads are queued as they come (one deque append: thread-safe, no lock, nothing
+    summed on the request path) and summed per memory when flushed."""
+
     def __init__(self, store: LineageStore, max_pending: int = 10_000) -> None:
         self.store = store
         self.max_pending = max_pending
-        self._pending: dict[str, dict[str, tuple[int, float]]] = {}
-        self._size = 0
-        self._lock = threading.Lock()
+        self._queue: deque[tuple[str, Iterable[str], float]] = deque()
+        self._flushing = threading.Lock()
 
     def add(self, namespace: str, ids: Iterable[str], now: float) -> None:
-        with self._lock:
-            acc = self._pending.get(namespace)
-            if acc is None:
-                acc = self._pending[namespace] = {}
-            get = acc.get
-            added = 0
-            for memory_id in ids:
-                count, last = get(memory_id, (0, now))
-                acc[memory_id] = (count + 1, now if now > last else last)  # max(last, now)
-                added += 1
-            self._size += added
-            full = self._size >= self.max_pending
-        if full:
+        """`ids` must not change afterwards (the engine passes tuples)."""
+        queue = self._queue
+        queue.append((namespace, ids, now))
+        if len(queue) >= self.max_pending:
             self.flush()
+
+    def pending(self) -> int:
+        return len(self._queue)
 
     def flush(self) -> int:
         """Write everything pending; returns how many memories were updated."""
-        with self._lock:
-            pending, self._pending, self._size = self._pending, {}, 0
-        return sum(self.store.record_accesses(ns, acc) for ns, acc in pending.items() if acc)
+        with self._flushing:  # one flusher at a time: sums are not split across two
+            queue, popleft = self._queue, self._queue.popleft
+            summed: dict[str, dict[str, tuple[int, float]]] = {}
+            for _ in range(len(queue)):  # what is queued now; later adds wait their turn
+                namespace, ids, now = popleft()
+                acc = summed.get(namespace)
+                if acc is None:
+                    acc = summed[namespace] = {}
+                get = acc.get
+                for memory_id in ids:
+                    count, last = get(memory_id, (0, now))
+                    acc[memory_id] = (count + 1, now if now > last else last)  # max
+            return sum(self.store.record_accesses(ns, acc) for ns, acc in summed.items())

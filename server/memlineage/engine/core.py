@@ -28,6 +28,7 @@ from memlineage.engine.access import AccessBuffer
 from memlineage.engine.credibility import CredibilityCache
 from memlineage.engine.policies import PolicyHolder
 from memlineage.engine.records import (
+    DecisionContext,
     DecisionJournal,
     DecisionLog,
     DecisionRecord,
@@ -133,6 +134,19 @@ class _Reusable:
         """Still the decision at `now`: nothing written since, and before its horizon."""
         return (self.epoch == epoch and self.since <= now < self.until
                 and self.access_epoch == access_epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class ReuseTicket:
+    """A reusable Check decision and everything needed to issue it again for the same
+    request (`Engine.reissue`) without restating it: a caller that recognises a
+    request it saw before skips parsing and validating it; whether the decision
+    still holds is decided here, as for any reuse."""
+
+    entry: _Reusable
+    serving: object  # the policy set it was taken under; a reload voids the ticket
+    context: DecisionContext
+    record_access: bool  # each issue is a read of a stored memory
 
 
 @dataclass
@@ -245,6 +259,16 @@ class Engine:
         budget: float | None = None, action: str = "", historical: bool = False,
         time: float | None = None,
     ) -> DecisionRecord:
+        return self.check_ticketed(ns, op, memory_ids, actor, budget, action, historical,
+                                   time)[0]
+
+    def check_ticketed(
+        self, ns: str, op: str, memory_ids: Sequence[str], actor: Creator,
+        budget: float | None = None, action: str = "", historical: bool = False,
+        time: float | None = None,
+    ) -> tuple[DecisionRecord, ReuseTicket | None]:
+        """`check`, plus a ticket when the decision is reusable: `reissue(ticket)`
+        answers the same request again while the decision holds."""
         if op not in OPERATIONS:
             raise ValidationError(f"unknown operation {op!r}", field="operation")
         if not memory_ids:
@@ -265,16 +289,17 @@ class Engine:
             if hit.accessed and self.record_access:
                 self.access.add(ns, ids, now)  # type: ignore[union-attr]
             self.reused += 1
-            return self._issue(hit.decision, ns, op, ids, actor, now, serving.version)
+            rec = self._issue(hit.decision, ns, op, ids, actor, now, serving.version)
+            return rec, self._ticket(hit, serving, rec)
         try:
             records = self._view(ns, ids, op, serving.compiled)
             foreign = self._foreign(ns, [i for i in ids if i not in records])
         except StoreUnavailableError:
             if self.fail_mode != "degraded":
                 raise
-            return self._issue(_store_down(op), ns, op, ids, actor, now, serving.version)
+            return self._issue(_store_down(op), ns, op, ids, actor, now, serving.version), None
         if foreign:
-            return self._issue(_ISOLATED, ns, op, ids, actor, now, serving.version)
+            return self._issue(_ISOLATED, ns, op, ids, actor, now, serving.version), None
         reads = plan.reads
         snap, facts = snapshot_of(records, self.store, ns, now, scores=self._scores(
             ns, records, now, reads), reads=reads)
@@ -286,12 +311,41 @@ class Engine:
         accessed = op == "read" and d.effect != DENY and ids[0] in records
         if accessed and self.record_access:
             self.access.add(ns, ids, now)  # type: ignore[union-attr]
+        rec = self._issue(d, ns, op, ids, actor, now, serving.version)
         if reuse is not None and not d.errors and snap.horizon > now:
             # Kept under the write counter read before the store was: a write since
             # (even one racing this decision) makes it unusable.
-            self._keep(reuse, key, _Reusable(
-                d, now, snap.horizon, epoch, access_epoch, accessed))  # type: ignore[arg-type]
-        return self._issue(d, ns, op, ids, actor, now, serving.version)
+            entry = _Reusable(d, now, snap.horizon, epoch, access_epoch,  # type: ignore[arg-type]
+                              accessed)
+            self._keep(reuse, key, entry)
+            return rec, self._ticket(entry, serving, rec)
+        return rec, None
+
+    def _ticket(self, entry: _Reusable, serving, rec: DecisionRecord) -> ReuseTicket:
+        return ReuseTicket(entry, serving, DecisionContext(
+            rec.decision, rec.namespace, rec.operation, rec.memory_ids, rec.actor,
+            rec.policy_version), entry.accessed and self.record_access)
+
+    def reissue(self, ticket: ReuseTicket) -> tuple[str, float] | None:
+        """The ticket's decision issued again now — a decision of its own (id, journal,
+        log line, access, `reused`) — as `check` would for the same request; None
+        once it no longer holds (a write, its horizon, a reload): ask `check`."""
+        if self.policies.current is not ticket.serving:
+            return None
+        now = self.clock()
+        store, entry = self.store, ticket.entry
+        if not entry.holds(store.epoch, now,
+                           None if entry.access_epoch is None else store.access_epoch):
+            return None
+        ctx = ticket.context
+        if ticket.record_access:
+            self.access.add(ctx.namespace, ctx.memory_ids, now)  # type: ignore[union-attr]
+        self.reused += 1
+        decision_id, serial = issue_decision_id(now)
+        self.journal.put_issue(serial, ctx, now)
+        if self.log.sink is not None:
+            self.log.write(ctx.record(decision_id, now))
+        return decision_id, now
 
     # ------------------------------------------------------------ decision reuse
     def _reuse_table(self, serving, op: str, epoch: int | None) -> dict | None:

@@ -12,6 +12,7 @@ import itertools
 import json
 import os
 import threading
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
@@ -31,15 +32,36 @@ class DecisionRecord:
     policy_version: str
 
 
+@dataclass(frozen=True, slots=True)
+class DecisionContext:
+    """Everything of a `DecisionRecord` but its id and time: what every issue of one
+    reused decision shares (kept once, not once per issue)."""
+
+    decision: Decision
+    namespace: str
+    operation: str
+    memory_ids: tuple[str, ...]
+    actor: str
+    policy_version: str
+
+    def record(self, decision_id: str, decided_at: float) -> DecisionRecord:
+        return DecisionRecord(decision_id, self.decision, self.namespace, self.operation,
+                              self.memory_ids, self.actor, decided_at, self.policy_version)
+
+
 _PREFIX = os.urandom(4).hex()
 _serial = itertools.count(1)  # next() on a count is atomic in CPython: no lock needed
 
 
+def decision_id_of(now: float, serial: int) -> str:
+    """Unique across sidecars: time (ms), a per-process random prefix, the serial."""
+    return f"d{int(now * 1000):x}-{_PREFIX}-{serial:x}"
+
+
 def issue_decision_id(now: float) -> tuple[str, int]:
-    """A new decision id and its serial (the journal's slot). Unique across sidecars:
-    time (ms), a per-process random prefix, the serial."""
+    """A new decision id and its serial (the journal's slot)."""
     serial = next(_serial)
-    return f"d{int(now * 1000):x}-{_PREFIX}-{serial:x}", serial
+    return decision_id_of(now, serial), serial
 
 
 def issue_decision_ids(now: float, count: int) -> tuple[list[str], list[int]]:
@@ -125,12 +147,17 @@ class DecisionJournal:
     until the decision `limit` serials later takes the slot: adding (every
     decision's path) is one list store, with no dict to keep and nothing evicted
     but what the store replaces; finding one by id is a parse and an index.
-    Looking up a memory's recent decisions (Explain, rare) scans the slots."""
+    A reused decision is kept as its shared `DecisionContext` plus its serial and
+    time in two typed arrays (nothing allocated per issue); its record is rebuilt
+    when asked for. Looking up a memory's recent decisions (Explain, rare) scans
+    the slots."""
 
     def __init__(self, per_memory: int = 20, limit: int = 100_000) -> None:
         self._per_memory = per_memory
         self._limit = limit
-        self._slots: list[DecisionRecord | None] = [None] * limit
+        self._slots: list[DecisionRecord | DecisionContext | None] = [None] * limit
+        self._serials = array("q", bytes(8 * limit))
+        self._times = array("d", bytes(8 * limit))
 
     def put(self, serial: int, rec: DecisionRecord) -> None:
         """Keep `rec`, issued with `serial` (`issue_decision_id`). A list store is
@@ -142,17 +169,37 @@ class DecisionJournal:
         for serial, rec in zip(serials, recs, strict=True):
             slots[serial % limit] = rec
 
+    def put_issue(self, serial: int, context: DecisionContext, decided_at: float) -> None:
+        """Keep the decision `context` issued with `serial` at `decided_at`. The
+        context goes in last: until then the slot's old entry stays whole, and a
+        reader rebuilding the id from a half-written slot finds a mismatch, not a
+        wrong decision."""
+        i = serial % self._limit
+        self._serials[i] = serial
+        self._times[i] = decided_at
+        self._slots[i] = context
+
+    def _at(self, i: int) -> DecisionRecord | None:
+        entry = self._slots[i]
+        if type(entry) is DecisionContext:
+            at = self._times[i]
+            return entry.record(decision_id_of(at, self._serials[i]), at)
+        return entry  # type: ignore[return-value]
+
     def recent(self, namespace: str, memory_id: str, limit: int) -> list[DecisionRecord]:
         """The newest decisions on `memory_id`, newest first."""
         limit = min(limit, self._per_memory)
-        found = [rec for rec in list(self._slots) if rec is not None
-                 and rec.namespace == namespace and memory_id in rec.memory_ids]
-        found.sort(key=lambda r: _serial_of(r.decision_id) or 0, reverse=True)
-        return found[:limit]
+        slots = list(self._slots)
+        found = (self._at(i) for i, e in enumerate(slots) if e is not None
+                 and e.namespace == namespace and memory_id in e.memory_ids)
+        recs = [r for r in found if r is not None  # the slot may have moved on since
+                and r.namespace == namespace and memory_id in r.memory_ids]
+        recs.sort(key=lambda r: _serial_of(r.decision_id) or 0, reverse=True)
+        return recs[:limit]
 
     def get(self, decision_id: str) -> DecisionRecord | None:
         serial = _serial_of(decision_id)
         if serial is None:
             return None
-        rec = self._slots[serial % self._limit]
+        rec = self._at(serial % self._limit)
         return rec if rec is not None and rec.decision_id == decision_id else None

@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 import re
 import struct
+from typing import Any
 
+from google.protobuf.message import DecodeError
 from google.protobuf.timestamp_pb2 import Timestamp
 from memlineage_dsl.decision import Decision
 from memlineage_dsl.facts import Creator
 
-from memlineage.engine.records import DecisionRecord
+from memlineage.engine.records import DecisionContext, DecisionRecord
 from memlineage.lineage.errors import ValidationError
 from memlineage.lineage.model import MemoryRecord
 from memlineage.lineage.validation import check_id
@@ -101,6 +103,16 @@ def candidate_ids(values: list[str], field: str) -> list[str]:
         for i, value in enumerate(values):
             check_id(value, field.format(i))
     return values
+
+
+def parse(message_class: Any, data: bytes) -> Any:
+    """A request the servicer receives as bytes, parsed; bytes that are not such a
+    message are the caller's error (INVALID_ARGUMENT), not the server's."""
+    try:
+        return message_class.FromString(data)
+    except DecodeError as exc:
+        raise ValidationError(f"is not a valid {message_class.DESCRIPTOR.full_name} "
+                              f"message ({exc})", field="request") from exc
 
 
 def operation(value: int) -> str:
@@ -283,8 +295,8 @@ def _timestamp(seconds: float) -> bytes:
 _OP_VERSION: dict[tuple[str, str], tuple[bytes, bytes]] = {}
 
 
-def _decision_tail(operation: str, decided_at: float, policy_version: str) -> bytes:
-    """Decision fields 8, 10 and 11; the operation and version parts encoded once."""
+def _op_version(operation: str, policy_version: str) -> tuple[bytes, bytes]:
+    """Decision fields 8 (operation) and 11 (policy version), encoded once."""
     fixed = _OP_VERSION.get((operation, policy_version))
     if fixed is None:
         if len(_OP_VERSION) > 64:  # policy versions come and go with reloads
@@ -292,6 +304,12 @@ def _decision_tail(operation: str, decided_at: float, policy_version: str) -> by
         op = OP_TO_PB[operation]
         fixed = _OP_VERSION[(operation, policy_version)] = (
             b"\x40" + _varint(op) if op else b"", _string(b"\x5a", policy_version))
+    return fixed
+
+
+def _decision_tail(operation: str, decided_at: float, policy_version: str) -> bytes:
+    """Decision fields 8, 10 and 11."""
+    fixed = _op_version(operation, policy_version)
     ts = _timestamp(decided_at)
     return b"".join((fixed[0], b"\x52", _VARINTS[len(ts)], ts, fixed[1]))
 
@@ -315,12 +333,28 @@ def _ids_field(memory_ids: tuple[str, ...]) -> bytes:
 def check_response_bytes(rec: DecisionRecord) -> bytes:
     """The encoded CheckResponse of `rec`: what ``CheckResponse(decision=decision_to_pb(
     rec))`` serializes to, written directly (the servicer sends these bytes as they are)."""
-    ids = rec.memory_ids
-    body = b"".join((
-        _template(rec.decision), _string(b"\x0a", rec.decision_id),
-        _string(b"\x4a", ids[0]) if len(ids) == 1 and ids[0] else _ids_field(ids),
-        _decision_tail(rec.operation, rec.decided_at, rec.policy_version)))
-    return b"\x0a" + _varint(len(body)) + body
+    return CheckAnswer(rec).encode(rec.decision_id, rec.decided_at)
+
+
+class CheckAnswer:
+    """The encoded CheckResponse of a decision issued again and again (decision reuse):
+    everything but its id and time encoded once; `encode` adds those two."""
+
+    __slots__ = ("head", "middle", "tail")
+
+    def __init__(self, rec: DecisionRecord | DecisionContext) -> None:
+        ids = rec.memory_ids
+        fixed = _op_version(rec.operation, rec.policy_version)
+        self.head = _template(rec.decision)
+        self.middle = (_string(b"\x4a", ids[0]) if len(ids) == 1 and ids[0]
+                       else _ids_field(ids)) + fixed[0] + b"\x52"
+        self.tail = fixed[1]
+
+    def encode(self, decision_id: str, decided_at: float) -> bytes:
+        ts = _timestamp(decided_at)
+        body = b"".join((self.head, _string(b"\x0a", decision_id), self.middle,
+                         _VARINTS[len(ts)], ts, self.tail))
+        return b"\x0a" + _varint(len(body)) + body
 
 
 _SCORES = struct.Struct("<BdBdB?").pack  # similarity (2), rank_score (3), kept (4)

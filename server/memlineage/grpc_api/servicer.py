@@ -18,6 +18,7 @@ from memlineage_dsl.facts import Creator
 from memlineage.engine.core import Engine
 from memlineage.grpc_api import serde
 from memlineage.grpc_api.auth import LOCAL, Authenticator, Principal
+from memlineage.grpc_api.check_memo import CheckMemo, Remembered
 from memlineage.lineage.errors import LineageError, StoreUnavailableError, ValidationError
 from memlineage.lineage.validation import check_id
 from memlineage.metrics import Metrics
@@ -97,12 +98,27 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.watch_pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="ml-watch")
+        self.check_memo = CheckMemo()
 
     def close(self) -> None:
         self.watch_pool.shutdown(wait=False, cancel_futures=True)
 
     @rpc
-    async def Check(self, request: pb.CheckRequest, context, principal) -> bytes:
+    async def Check(self, request: bytes, context, principal) -> bytes:
+        # Arrives encoded and leaves encoded (see `register`). A request seen before
+        # (same bytes, same caller namespaces) whose decision still holds is issued
+        # again from its ticket; anything else is parsed and decided.
+        key = (principal.namespaces, request)
+        known = self.check_memo.get(key)
+        if known is not None:
+            issued = self.engine.reissue(known.ticket)
+            if issued is not None:
+                Metrics.count_again(known.tallies)
+                return known.answer.encode(*issued)
+        return await self._check(serde.parse(pb.CheckRequest, request), principal, key)
+
+    async def _check(self, request: pb.CheckRequest, principal: Principal,
+                     key: tuple[tuple[str, ...], bytes]) -> bytes:
         ns = self.auth.namespace(principal, request.namespace)
         op = serde.operation(request.operation)
         if op == "act":
@@ -113,11 +129,16 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
                 serde.budget(request), request.action, request.historical,
                 serde.from_ts(request, "time"))
         if self.executor is None:  # the in-process store: no coroutine between
-            rec = self.engine.check(*args)
+            rec, ticket = self.engine.check_ticketed(*args)
         else:
-            rec = await self.call(self.engine.check, *args)
+            rec, ticket = await self.call(self.engine.check_ticketed, *args)
         self.metrics.count(op, (rec.decision,))
-        return serde.check_response_bytes(rec)  # encoded: sent as is (see `register`)
+        if ticket is None or request.HasField("time"):  # a stated time: not "now" again
+            return serde.check_response_bytes(rec)
+        answer = serde.CheckAnswer(rec)
+        self.check_memo.put(key, Remembered(ticket, answer,
+                                            self.metrics.tallies_of(op, rec.decision)))
+        return answer.encode(rec.decision_id, rec.decided_at)
 
     @rpc
     async def FilterRank(self, request: pb.FilterRankRequest, context, principal) -> bytes:
@@ -317,6 +338,8 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
 
 # Answers the servicers return already encoded (bytes), passed through untouched.
 ENCODED = ("Check", "FilterRank")
+# Requests handed to the servicer as they arrived (bytes; it parses them itself).
+RAW_REQUESTS = ("Check",)
 
 
 def _as_is(response: Any) -> bytes:
@@ -336,11 +359,14 @@ class _Handlers:
 def register(service: MemLineageService, server: Any) -> None:
     """``add_MemLineageServicer_to_server``, except that Check's and FilterRank's
     answers go out as the bytes the servicer encoded (no message built, parsed or
-    serialized again)."""
+    serialized again), and Check's request comes in as bytes (the servicer
+    recognises requests it has seen before by them)."""
     caught = _Handlers()
     pb_grpc.add_MemLineageServicer_to_server(service, caught)
     handlers = {name: h._replace(response_serializer=_as_is) if name in ENCODED else h
                 for name, h in caught.handlers.items()}
+    for name in RAW_REQUESTS:
+        handlers[name] = handlers[name]._replace(request_deserializer=None)
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(caught.service, handlers),))
     server.add_registered_method_handlers(caught.service, handlers)
