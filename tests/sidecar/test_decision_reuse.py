@@ -9,10 +9,14 @@ from __future__ import annotations
 import random
 
 import pytest
+import redis
 from memlineage.engine.core import Engine
+from memlineage.engine.credibility import CredibilityCache
 from memlineage.engine.policies import PolicyHolder
 from memlineage.lineage.clock import ManualClock
 from memlineage.lineage.model import MemoryRecord, Status
+from memlineage.scoring.config import ScoringConfig
+from memlineage.store import open_store
 from memlineage.store.embedded import EmbeddedStore
 from memlineage_dsl.facts import Creator
 from support.sidecar import BUNDLED_POLICIES
@@ -97,6 +101,38 @@ def test_reused_decisions_equal_fresh_ones_as_time_passes_and_the_store_changes(
     rng = random.Random(seed)
     clock, store, fresh, reusing = _world()
     ticketed = _Ticketed(Engine(store, reusing.policies, clock=clock, record_access=False))
+    _run_equivalence(rng, clock, store, fresh, reusing, ticketed)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_reuse_over_redis_sees_every_other_writer(seed: int, redis_server) -> None:
+    """Two sidecars on one Redis: the one deciding afresh also writes (records,
+    revocations, feedback) through its own connection; the reusing ones see each
+    write through the namespace's counters."""
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    clock = ManualClock(T0)
+    writer = open_store(redis_server.url, clock=clock)
+    reader = open_store(redis_server.url, clock=clock)
+    holder = PolicyHolder(BUNDLED_POLICIES)
+    # Deciding afresh includes reading credibility afresh (without counters to key
+    # it on, the cache would keep it a second).
+    fresh = Engine(writer, holder, clock=clock, reuse_decisions=False, record_access=False,
+                   credibility=CredibilityCache(writer, ScoringConfig(), ttl=0.0))
+    reusing = Engine(reader, holder, clock=clock, record_access=False)
+    ticketed = _Ticketed(Engine(reader, holder, clock=clock, record_access=False))
+    try:
+        _run_equivalence(random.Random(seed), clock, writer, fresh, reusing, ticketed,
+                         steps=60)
+    finally:
+        writer.close()
+        reader.close()
+
+
+def _run_equivalence(rng: random.Random, clock: ManualClock, store, fresh: Engine,
+                     reusing: Engine, ticketed: _Ticketed, steps: int = 160) -> None:
+    """`store`: where the writes go (`fresh`'s store)."""
     ids = _load(fresh)
     for k in range(9):  # paid calls a few minutes apart: the quota fills, then drains
         clock.advance(240.0)
@@ -104,7 +140,7 @@ def test_reused_decisions_equal_fresh_ones_as_time_passes_and_the_store_changes(
                 type="tool_result")
         ids.append(f"paid{k}")
     writes = 0
-    for step in range(160):
+    for step in range(steps):
         clock.advance(rng.choice((0.0, 0.0004, 0.5, 1.0, 5.0, 30.0, 120.0, 400.0)))
         roll = rng.random()
         if roll < 0.04:
@@ -137,8 +173,8 @@ def test_reused_decisions_equal_fresh_ones_as_time_passes_and_the_store_changes(
         # A replay at an earlier time is decided afresh, never answered from reuse.
         _same(fresh, reusing, "read", [rng.choice(ids)], time=clock() - rng.uniform(0, 900))
     assert writes > 0
-    assert reusing.reused > 200  # the comparison above really exercised reuse
-    assert ticketed.reissued > 100
+    assert reusing.reused > steps  # the comparison above really exercised reuse
+    assert ticketed.reissued > steps // 2
     assert fresh.reused == 0
 
 
@@ -280,7 +316,9 @@ def test_reissue_records_each_read_and_counts_the_reuse() -> None:
 def test_refused_and_unreusable_decisions_have_no_ticket(tmp_path) -> None:
     _clock, _store, fresh, reusing = _world()
     _load(fresh)
-    assert reusing.check_ticketed(NS, "read", ["nope"], USER)[1] is not None  # unknown: exact
+    # An id this namespace does not hold: another namespace recording it would turn
+    # "unknown provenance" into a refusal, which its counters do not cover.
+    assert reusing.check_ticketed(NS, "read", ["nope"], USER)[1] is None
     assert fresh.check_ticketed(NS, "read", ["pref"], USER)[1] is None  # reuse off
     (tmp_path / "drift.mlp").write_text(
         'policy drifting {\n  on read\n  when age(memory) * 2 > 1h\n'

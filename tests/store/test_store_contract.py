@@ -521,16 +521,16 @@ def test_sliding_window_counter(store: LineageStore, clock: ManualClock) -> None
     with pytest.raises(ValidationError) as err:
         store.count(NS, "tool:flight_api", 0)
     assert err.value.field == "window_seconds"
-    # With the instant the count next changes: exact where the store sees every write
-    # (the oldest event leaves, or a later one enters), else "now" (nothing promised).
+    # With the instant the count next changes (the oldest event leaves, or a later one
+    # enters); an event added moves the write counter (see test_write_counters).
     count, until = store.count_until(NS, "tool:flight_api", 3600, now=NOW + 3500)
     assert count == 2  # NOW and NOW + 100
-    # NOW + 3599 enters before NOW leaves (NOW + 3600)
-    assert until == (NOW + 3599 if store.epoch is not None else NOW + 3500)
+    assert until == NOW + 3599  # NOW + 3599 enters before NOW leaves (NOW + 3600)
     count, until = store.count_until(NS, "tool:flight_api", 60, now=NOW + 3599.5)
-    assert count == 1 and until == (NOW + 3600 if store.epoch is not None else NOW + 3599.5)
-    assert store.count_until(NS, "never", 60, now=at) == (
-        0, math.inf if store.epoch is not None else at)
+    assert count == 1 and until == NOW + 3600
+    count, until = store.count_until(NS, "tool:flight_api", 3600, now=NOW + 3700)
+    assert count == 2 and until == NOW + 7000  # (100, 3700]: 3599 leaves at 7199, 7000 enters
+    assert store.count_until(NS, "never", 60, now=at) == (0, math.inf)
 
 
 def test_counter_drops_events_past_retention(make_store) -> None:  # type: ignore[no-untyped-def]
@@ -606,3 +606,60 @@ def test_adding_a_tainted_dependency_marks_memory_and_descendants(store: Lineage
     below = store.get(NS, "below")
     assert below.status == "pending_verification"
     assert below.status_history[-1].root_id == "bad"
+
+
+# -- write counters (decision reuse) ----------------------------------------------------
+
+
+def test_write_counters(make_store) -> None:  # type: ignore[no-untyped-def]
+    """Every write to a namespace moves its write counter, access statistics its
+    access counter, the review schedule neither; refusals and writes of nothing leave
+    both alone. Over Redis the counters are per namespace and shared by every store
+    object on the database (other sidecars)."""
+    store = make_store()
+    # Over Redis, writes through a second store object (another sidecar); the embedded
+    # store is its process's only writer.
+    other = store if store.kind == "embedded" else make_store()
+    ns = NS
+    counters = store.epochs(ns)
+    assert counters is not None
+
+    def moved(write, which: int = 0) -> None:
+        before = store.epochs(ns)
+        write()
+        after = store.epochs(ns)
+        assert after[which] != before[which], write  # type: ignore[index]
+        assert after[1 - which] == before[1 - which], write  # type: ignore[index]
+
+    def still(write) -> None:
+        before = store.epochs(ns)
+        with pytest.raises(Exception):  # noqa: B017 - any refusal
+            write()
+        assert store.epochs(ns) == before, write
+
+    def unmoved(write) -> None:
+        before = store.epochs(ns)
+        write()
+        assert store.epochs(ns) == before, write
+
+    moved(lambda: other.record(mem("a")))
+    moved(lambda: other.record(mem("b", "a", subject="u", attribute="city", value="X")))
+    moved(lambda: other.record(mem("c", "b")))
+    moved(lambda: other.record(mem("b2", subject="u", attribute="city", value="Y")))
+    still(lambda: other.record(mem("a")))  # exists
+    still(lambda: other.record(mem("d", "ghost")))  # unknown dependency
+    moved(lambda: other.update(ns, "c", 1, {"tags": ("x",)}))
+    still(lambda: other.update(ns, "c", 1, {"tags": ("y",)}))  # version conflict
+    moved(lambda: other.add_dependencies(ns, "c", ["b2"], expected_version=2))
+    moved(lambda: other.feedback(ns, ["a"], success=False))
+    unmoved(lambda: other.feedback(ns, ["ghost"], success=True))
+    moved(lambda: other.incr_counter(ns, "tool:x"))
+    moved(lambda: other.record_access(ns, ["a", "b"]), which=1)
+    unmoved(lambda: other.record_access(ns, ["ghost"]))
+    unmoved(lambda: other.schedule_review(ns, {"a": NOW + 3600}))
+    unmoved(lambda: other.unschedule_review(ns, ["a"]))
+    moved(lambda: other.revoke(ns, "a", reason="wrong"))  # cascades to b and c
+    still(lambda: other.revoke(ns, "a"))  # already revoked
+    moved(lambda: other.confirm(ns, "b"))
+    if store.kind != "embedded":  # one counter per namespace (embedded: one per store)
+        unmoved(lambda: other.record(mem("z", ns="other-ns")))

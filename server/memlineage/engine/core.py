@@ -186,15 +186,17 @@ class Engine:
 
     def _scores(self, ns: str, records: Mapping[str, MemoryRecord], now: float,
                 reads: frozenset[str] | None = None,
-                rank: Sequence[str] = ()) -> Scores | None:
+                rank: Sequence[str] = (), epoch: int | None = None) -> Scores | None:
         """Reliability and value of the loaded records in one vectorised pass — only
-        what the operation's policies read (`reads`), plus the value of `rank`ed ids."""
+        what the operation's policies read (`reads`), plus the value of `rank`ed ids.
+        `epoch`: the namespace's write counter read before the records (credibility
+        is then exact for it, see CredibilityCache)."""
         reads = reads or frozenset()
         value: bool | Sequence[str] = True if "value_score" in reads else rank
         if not value and "reliability" not in reads and not rank:
             return None
         assert self.credibility is not None
-        cred = self.credibility.credibility(ns, sources_of(records))
+        cred = self.credibility.credibility(ns, sources_of(records), epoch)
         memo = None
         if self.store.shares_records:
             # per config: a memo made for another ScoringConfig is dropped
@@ -280,11 +282,9 @@ class Engine:
         serving = self.policies.current
         ids = (memory_ids[0],) if len(memory_ids) == 1 else tuple(dict.fromkeys(memory_ids))
         plan = serving.compiled.plans[op]
-        epoch = self.store.epoch
-        reuse = self._reuse_table(serving, op, epoch)
+        reuse, epoch, access_epoch = self._reuse_state(serving, op, ns)
         key = (ns, op, ids, actor.kind, actor.id, spend, action, historical)
         hit = reuse.get(key) if reuse is not None else None
-        access_epoch = self.store.access_epoch if plan.reads & _ACCESS_FACTS else None
         if hit is not None and hit.holds(epoch, now, access_epoch):
             if hit.accessed and self.record_access:
                 self.access.add(ns, ids, now)  # type: ignore[union-attr]
@@ -302,7 +302,7 @@ class Engine:
             return self._issue(_ISOLATED, ns, op, ids, actor, now, serving.version), None
         reads = plan.reads
         snap, facts = snapshot_of(records, self.store, ns, now, scores=self._scores(
-            ns, records, now, reads), reads=reads)
+            ns, records, now, reads, epoch=epoch), reads=reads)
         self._bound(snap)
         memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
         req = Request(op, memories[0], actor, ns, spend, now, action, historical,
@@ -312,7 +312,10 @@ class Engine:
         if accessed and self.record_access:
             self.access.add(ns, ids, now)  # type: ignore[union-attr]
         rec = self._issue(d, ns, op, ids, actor, now, serving.version)
-        if reuse is not None and not d.errors and snap.horizon > now:
+        # Only decisions on memories this namespace holds are kept: whether an unknown
+        # id is another namespace's (and refused) is not covered by its counters.
+        if (reuse is not None and not d.errors and snap.horizon > now
+                and all(i in records for i in ids)):
             # Kept under the write counter read before the store was: a write since
             # (even one racing this decision) makes it unusable.
             entry = _Reusable(d, now, snap.horizon, epoch, access_epoch,  # type: ignore[arg-type]
@@ -333,11 +336,14 @@ class Engine:
         if self.policies.current is not ticket.serving:
             return None
         now = self.clock()
-        store, entry = self.store, ticket.entry
-        if not entry.holds(store.epoch, now,
-                           None if entry.access_epoch is None else store.access_epoch):
+        entry, ctx = ticket.entry, ticket.context
+        try:
+            epochs = self.store.epochs(ctx.namespace)
+        except StoreUnavailableError:  # `check` decides, under the fail mode
             return None
-        ctx = ticket.context
+        if epochs is None or not entry.holds(
+                epochs[0], now, None if entry.access_epoch is None else epochs[1]):
+            return None
         if ticket.record_access:
             self.access.add(ctx.namespace, ctx.memory_ids, now)  # type: ignore[union-attr]
         self.reused += 1
@@ -348,15 +354,25 @@ class Engine:
         return decision_id, now
 
     # ------------------------------------------------------------ decision reuse
-    def _reuse_table(self, serving, op: str, epoch: int | None) -> dict | None:
-        """Reusable decisions of the serving policy set, or None when `op`'s cannot be
-        reused (off, a store that does not count every write, a policy not time-exact)."""
-        if not (self.reuse_decisions and epoch is not None
-                and serving.compiled.plans[op].reusable):
-            return None
+    def _reuse_state(self, serving, op: str,
+                     ns: str) -> tuple[dict | None, int | None, int | None]:
+        """Reusable decisions of the serving policy set and the namespace's write and
+        access counters (the latter only when `op`'s policies read access statistics),
+        read before anything they guard; no table when `op`'s decisions cannot be
+        reused (off, a store that does not count its writes, a policy not
+        time-exact)."""
+        plan = serving.compiled.plans[op]
+        if not (self.reuse_decisions and plan.reusable):
+            return None, None, None
+        try:
+            epochs = self.store.epochs(ns)
+        except StoreUnavailableError:  # the read that follows meets the fail mode
+            return None, None, None
+        if epochs is None:
+            return None, None, None
         if self._reuse_for is not serving:  # a reload starts afresh
             self._reuse_for, self._reuse = serving, {}
-        return self._reuse
+        return self._reuse, epochs[0], epochs[1] if plan.reads & _ACCESS_FACTS else None
 
     @staticmethod
     def _keep(reuse: dict, key: tuple, entry: _Reusable) -> None:
@@ -403,8 +419,7 @@ class Engine:
         spend = self._budget(budget)
         serving = self.policies.current
         ids = list(dict.fromkeys(mid for mid, _ in candidates))
-        epoch = self.store.epoch
-        reuse = self._reuse_table(serving, "read", epoch)
+        reuse, epoch, access_epoch = self._reuse_state(serving, "read", ns)
         down = False
         try:
             records = self._view(ns, ids, "read", serving.compiled) if ids else {}
@@ -414,11 +429,10 @@ class Engine:
                 raise
             records, foreign, down = {}, set(), True
         reads = serving.compiled.plans["read"].reads
-        scores = self._scores(ns, records, now, reads, rank=ids or ("",))
+        scores = self._scores(ns, records, now, reads, rank=ids or ("",), epoch=epoch)
         assert scores is not None
         snap, facts = snapshot_of(records, self.store, ns, now, scores=scores, reads=reads)
         self._bound(snap)
-        access_epoch = self.store.access_epoch if reads & _ACCESS_FACTS else None
         compiled, version = serving.compiled, serving.version
         decision_ids, serials = issue_decision_ids(now, len(candidates))
         # One request object, re-pointed at each candidate (the evaluator keeps none).
@@ -449,7 +463,7 @@ class Engine:
                     d = decide(compiled, req, snap)
                     if d.errors:
                         d = self._checked(d, "read", snap)
-                    elif reuse is not None and snap.horizon > now:
+                    elif reuse is not None and snap.horizon > now and mid in records:
                         self._keep(reuse, key, _Reusable(
                             d, now, snap.horizon, epoch, access_epoch,  # type: ignore[arg-type]
                             d.effect != DENY and mid in records))

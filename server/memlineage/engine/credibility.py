@@ -1,11 +1,13 @@
-"""Source credibility per namespace, cached briefly in the sidecar.
+"""Source credibility per namespace, cached in the sidecar.
 
 Credibility moves only when claims are confirmed or contradicted and on usage
 feedback; reading the statistics on every decision would cost a store round
-trip, so they are kept for `ttl` seconds (monotonic time) and dropped at once
-when this sidecar changes them. Another sidecar's changes show within `ttl`. A
-store that counts its writes (`LineageStore.epoch`: embedded, where every writer
-is in this process) keeps them exactly: any write empties the cache.
+trip. An entry remembers the namespace's write counter it was read under
+(`LineageStore.epochs`): a caller that read the counter passes it and gets only
+entries read under the same count, so what it derives is exact for that count
+(decision reuse keeps decisions under it). Without a counter an entry lives
+`ttl` seconds (monotonic time), dropped at once when this sidecar changes the
+statistics; another sidecar's changes then show within `ttl`.
 """
 
 from __future__ import annotations
@@ -24,23 +26,24 @@ class CredibilityCache:
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.store, self.cfg, self.ttl = store, cfg, ttl
         self._monotonic = monotonic
-        self._entries: dict[tuple[str, str], tuple[float, float, float]] = {}
+        # (namespace, source) -> (expires, ok, bad, write counter read under)
+        self._entries: dict[tuple[str, str], tuple[float, float, float, int | None]] = {}
         self._lock = threading.Lock()
-        self._epoch: int | None = None  # the store's write counter the entries were read at
 
-    def stats(self, namespace: str, sources: Iterable[str]) -> dict[str, tuple[float, float]]:
-        """(ok, bad) per source, from the cache or one store call for the missing."""
+    def stats(self, namespace: str, sources: Iterable[str],
+              epoch: int | None = None) -> dict[str, tuple[float, float]]:
+        """(ok, bad) per source, from the cache or one store call for the missing.
+        `epoch`: the namespace's write counter, read before this call."""
         now = self._monotonic()
+        if epoch is None:
+            epoch = self.store.epoch  # a store whose writers are all in this process
         out: dict[str, tuple[float, float]] = {}
         missing: list[str] = []
-        epoch = self.store.epoch
         with self._lock:
-            if epoch != self._epoch:  # written since: nothing cached still holds
-                self._entries.clear()
-                self._epoch = epoch
             for s in sources:
                 hit = self._entries.get((namespace, s))
-                if hit is not None and hit[0] > now:
+                if hit is not None and (hit[3] == epoch if epoch is not None
+                                        else hit[0] > now):
                     out[s] = (hit[1], hit[2])
                 else:
                     missing.append(s)
@@ -50,12 +53,13 @@ class CredibilityCache:
                 if len(self._entries) > 100_000:
                     self._entries.clear()
                 for s, (ok, bad) in fresh.items():
-                    self._entries[(namespace, s)] = (now + self.ttl, ok, bad)
+                    self._entries[(namespace, s)] = (now + self.ttl, ok, bad, epoch)
                     out[s] = (ok, bad)
         return out
 
-    def credibility(self, namespace: str, sources: Iterable[str]) -> dict[str, float]:
-        stats = self.stats(namespace, sources)
+    def credibility(self, namespace: str, sources: Iterable[str],
+                    epoch: int | None = None) -> dict[str, float]:
+        stats = self.stats(namespace, sources, epoch)
         return credibilities(self.cfg, stats)
 
     def invalidate(self, namespace: str, sources: Iterable[str]) -> None:

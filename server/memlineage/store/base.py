@@ -158,10 +158,9 @@ class LineageStore(ABC):
     # True when reads hand out the same immutable record object until the memory
     # changes (callers may then cache what they derive from it, keyed on the object).
     shares_records: bool = False
-    # Write counters, for callers that reuse what they derived from the store:
+    # Write counters of a store whose writers are all in this process (embedded):
     # `epoch` moves on every write except access statistics and the review schedule,
-    # `access_epoch` on access statistics. None: this process does not see every
-    # write (a shared Redis), so nothing derived may be reused.
+    # `access_epoch` on access statistics. See `epochs`.
     epoch: int | None = None
     access_epoch: int | None = None
 
@@ -176,6 +175,17 @@ class LineageStore(ABC):
         self._snapshot: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         """Held across a traversal; the embedded store makes it its lock (a consistent
         snapshot).  A plain context manager, not a generator: it is on the read path."""
+
+    def epochs(self, namespace: str) -> tuple[int, int] | None:
+        """Write counters covering `namespace`, for callers that reuse what they
+        derived from the store: (writes, access-statistics flushes), each moved by
+        every such write atomically with it; the review schedule moves neither. Equal
+        counters mean nothing the namespace holds has changed in between (writes to
+        other namespaces may or may not move them). None: not counted, reuse nothing.
+        Read them before reading what they guard."""
+        if self.epoch is None or self.access_epoch is None:
+            return None
+        return self.epoch, self.access_epoch
 
     # -- helpers ---------------------------------------------------------------
 
@@ -738,7 +748,12 @@ class LineageStore(ABC):
         check_id(name, "name")
         window = check_window(window_seconds, self.limits)
         at = self._now(now)
-        return self._count(ns, name, at - window, at), self._count_change(ns, name, window, at)
+        return self._count_with_change(ns, name, window, at)
+
+    def _count_with_change(self, namespace: str, name: str, window: float,
+                           now: float) -> tuple[int, float]:
+        return (self._count(namespace, name, now - window, now),
+                self._count_change(namespace, name, window, now))
 
     def _count_change(self, namespace: str, name: str, window: float, now: float) -> float:
         return now

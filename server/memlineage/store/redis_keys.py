@@ -13,6 +13,8 @@ Layout (prefix ``ml``)::
     ml:{ns}:c:<subject>|<attr>  string  id of the current holder of that claim
     ml:{ns}:w:<name>            zset    sliding-window counter events (score = time)
     ml:{ns}:e                   string  graph epoch: bumped by every add_dependencies
+    ml:{ns}:cw                  string  write counter: every writing script (random start)
+    ml:{ns}:ca                  string  access counter: every access-statistics flush
     ml:{ns}:ev                  stream  lineage event log (Watch), capped with MAXLEN ~
     ml:{ns}:cg:<subject>|<attr> set     claim group: every id ever recorded with that claim
     ml:{ns}:src                 hash    source statistics: fields <source>|ok, <source>|bad
@@ -69,6 +71,10 @@ class RedisKeys:
 
     def epoch(self, namespace: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:e"
+
+    def counter_of(self, namespace: str, which: str) -> str:
+        """The namespace's write ("w") or access ("a") counter (see redis_scripts)."""
+        return f"{self.prefix}:{{{namespace}}}:c{which}"
 
     def location(self, memory_id: str) -> str:
         """Global id -> namespace index (no hash tag: one key per id, any slot).

@@ -428,7 +428,39 @@ end
 return hit
 """
 
-ALL = {"record": RECORD, "set_status": SET_STATUS, "cascade_mark": CASCADE_MARK,
-       "update": UPDATE, "access": ACCESS, "counter_add": COUNTER_ADD,
-       "add_dependencies": ADD_DEPENDENCIES, "events": EVENTS, "feedback": FEEDBACK,
-       "schedule_review": SCHEDULE_REVIEW, "load": LOAD}
+# Each writing script counts itself in the namespace's write counter (reads of
+# access statistics: the access counter), in the same atomic step as its writes: a
+# caller that read the counters before reading the store knows that an unchanged
+# counter means nothing it read has changed (decision reuse across sidecars). The
+# counter key is the script's last KEY and, when the counter does not exist yet, its
+# start value the last ARGV (random: a counter lost with its data never repeats the
+# values it had); both are taken off before the script proper sees KEYS and ARGV. A
+# refusal ({0, ...}) or a write of nothing (0) leaves the counter alone, as it leaves
+# every other key.
+_COUNTED_HEAD = """
+local ml_counter = KEYS[#KEYS]
+KEYS[#KEYS] = nil
+local ml_counter_start = ARGV[#ARGV]
+ARGV[#ARGV] = nil
+local function ml_script()
+"""
+_COUNTED_TAIL = """
+end
+local ml_result = ml_script()
+if not (ml_result == 0 or (type(ml_result) == 'table' and ml_result[1] == 0)) then
+  redis.call('SET', ml_counter, ml_counter_start, 'NX')
+  redis.call('INCR', ml_counter)
+end
+return ml_result
+"""
+
+# script -> the counter it moves: "w" writes, "a" access statistics; others none.
+COUNTERS = {"record": "w", "set_status": "w", "cascade_mark": "w", "update": "w",
+            "add_dependencies": "w", "feedback": "w", "counter_add": "w", "access": "a"}
+
+_SOURCES = {"record": RECORD, "set_status": SET_STATUS, "cascade_mark": CASCADE_MARK,
+            "update": UPDATE, "access": ACCESS, "counter_add": COUNTER_ADD,
+            "add_dependencies": ADD_DEPENDENCIES, "events": EVENTS, "feedback": FEEDBACK,
+            "schedule_review": SCHEDULE_REVIEW, "load": LOAD}
+ALL = {name: _COUNTED_HEAD + src + _COUNTED_TAIL if name in COUNTERS else src
+       for name, src in _SOURCES.items()}

@@ -42,7 +42,9 @@ close a cycle.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import random
 import re
 import time
 from collections.abc import Iterator
@@ -212,9 +214,22 @@ class RedisStore(LineageStore):
         except _UNAVAILABLE as exc:
             raise StoreUnavailableError(f"redis unavailable: {exc}") from exc
 
-    def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
+    def _run(self, name: str, keys: list[str], args: list[Any], namespace: str = "") -> Any:
+        counter = redis_scripts.COUNTERS.get(name)
+        if counter is not None:  # a writing script: it moves the namespace's counter
+            assert namespace, f"script {name} counts its writes: pass the namespace"
+            keys = [*keys, self.keys.counter_of(namespace, counter)]
+            args = [*args, random.getrandbits(52)]
         with self._guard():
             return self._scripts[name](keys=keys, args=args)
+
+    def epochs(self, namespace: str) -> tuple[int, int]:
+        """The namespace's write and access counters, in one round trip: every writer
+        (any sidecar on this Redis) moves them atomically with its writes."""
+        k = self.keys
+        with self._guard():
+            w, a = self.client.mget(k.counter_of(namespace, "w"), k.counter_of(namespace, "a"))
+        return int(w or 0), int(a or 0)
 
     def close(self) -> None:
         self.client.close()
@@ -251,7 +266,7 @@ class RedisStore(LineageStore):
                 members = list(self.client.smembers(gkey))
         for _ in range(_GROUP_RETRIES):
             keys = base + [k.record(ns, m) for m in members]
-            out = self._run("record", keys, [*head, len(members), *tail])
+            out = self._run("record", keys, [*head, len(members), *tail], ns)
             if out[0] == 1 or out[1] != "RETRY":
                 break
             members = out[2]  # the group as the script saw it: try again with those
@@ -299,7 +314,7 @@ class RedisStore(LineageStore):
                 "" if expected_version is None else str(expected_version), repr(now), reason,
                 memory_id, successor or "", self.limits.history_length,
                 "1" if claim_key != rkey else "0", self._retention]
-        out = self._run("set_status", keys, args)
+        out = self._run("set_status", keys, args, namespace)
         if out[0] == 0:
             code, detail = out[1], out[2]
             if code == "NOTFOUND":
@@ -350,7 +365,7 @@ class RedisStore(LineageStore):
                 part = frontier[i:i + chunk]
                 keys = self.keys.triples(namespace, part)
                 keys.append(events_key)
-                marked, kids = self._run("cascade_mark", keys, args)
+                marked, kids = self._run("cascade_mark", keys, args, namespace)
                 affected.extend(marked)
                 for c in kids:
                     if c not in seen:
@@ -384,7 +399,7 @@ class RedisStore(LineageStore):
                     " ".join((*current.dependencies, *deps)), _spaced(TAINTED),
                     _spaced(CASCADE_MARKS), repr(now), self.limits.history_length,
                     self._retention, *deps]
-            out = self._run("add_dependencies", keys, args)
+            out = self._run("add_dependencies", keys, args, namespace)
             if out[0] == 1:
                 if out[1]:
                     self._cascade(namespace, memory_id, out[1], out[4], out[3], out[2], now)
@@ -443,7 +458,7 @@ class RedisStore(LineageStore):
         keys = [k.record(namespace, memory_id), k.derivations(namespace, memory_id),
                 k.history(namespace, memory_id), k.events(namespace)]
         out = self._run("update", keys, [str(expected_version), " ".join(dels), repr(now),
-                                         self._retention, memory_id, *sets])
+                                         self._retention, memory_id, *sets], namespace)
         if out[0] == 0:
             if out[1] == "NOTFOUND":
                 raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
@@ -496,7 +511,7 @@ class RedisStore(LineageStore):
         args: list[Any] = []
         for count, at in accesses.values():
             args += (count, repr(float(at)))
-        return int(self._run("access", keys, args))
+        return int(self._run("access", keys, args, namespace))
 
     # -- reliability and review schedule ------------------------------------------------
 
@@ -518,7 +533,8 @@ class RedisStore(LineageStore):
     def _feedback(self, namespace: str, ids: list[str], success: bool, now: float) -> int:
         keys = [self.keys.record(namespace, i) for i in ids]
         keys.append(self.keys.sources(namespace))
-        return int(self._run("feedback", keys, ["j", "|ok"] if success else ["q", "|bad"]))
+        return int(self._run("feedback", keys, ["j", "|ok"] if success else ["q", "|bad"],
+                             namespace))
 
     def _due_for_review(self, namespace: str, now: float, limit: int) -> list[str]:
         with self._guard():
@@ -545,12 +561,28 @@ class RedisStore(LineageStore):
         retention = self.limits.counter_retention_seconds
         member = f"{now!r}:{os.urandom(6).hex()}"
         self._run("counter_add", [self.keys.counter(namespace, name)],
-                  [repr(now), member, repr(now - retention), int(retention * 1000)])
+                  [repr(now), member, repr(now - retention), int(retention * 1000)], namespace)
 
     def _count(self, namespace: str, name: str, since: float, now: float) -> int:
         with self._guard():
             return int(self.client.zcount(self.keys.counter(namespace, name),
                                           f"({since!r}", repr(now)))
+
+    def _count_with_change(self, namespace: str, name: str, window: float,
+                           now: float) -> tuple[int, float]:
+        """The count and when it next changes (`window_change`), in one round trip: the
+        oldest event in the window leaves, or the first later one enters. Exact: an
+        event added moves the namespace's write counter (`counter_add` counts)."""
+        key, since = self.keys.counter(namespace, name), f"({now - window!r}"
+        with self._guard():
+            pipe = self.client.pipeline(transaction=True)  # one key: one slot
+            pipe.zcount(key, since, repr(now))
+            pipe.zrangebyscore(key, since, repr(now), start=0, num=1, withscores=True)
+            pipe.zrangebyscore(key, f"({now!r}", "+inf", start=0, num=1, withscores=True)
+            count, oldest, later = pipe.execute()
+        leaves = oldest[0][1] + window if oldest else math.inf
+        enters = later[0][1] if later else math.inf
+        return int(count), min(leaves, enters)
 
     # -- lineage events ---------------------------------------------------------------
 
