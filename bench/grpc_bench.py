@@ -128,6 +128,35 @@ async def serve_ceiling(spin_us: float = 0.0) -> None:
     await server.wait_for_termination()
 
 
+class SyncCeilingServicer(pb_grpc.MemLineageServicer):
+    """The same constant answers, for the synchronous server."""
+
+    def __init__(self) -> None:
+        self.answers = CeilingServicer()
+
+    def Check(self, request, context):
+        return self.answers.check
+
+    def FilterRank(self, request, context):
+        return self.answers.filter_rank
+
+
+def serve_sync_ceiling() -> None:
+    """The second ceiling: a bare servicer on the stack the sidecar serves with (the
+    synchronous gRPC server, as many worker threads as the sidecar on embedded)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memlineage.grpc_api.server import EMBEDDED_WORKERS
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=EMBEDDED_WORKERS),
+                         options=SERVER_OPTIONS)
+    pb_grpc.add_MemLineageServicer_to_server(SyncCeilingServicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print(f"ceiling serving on 127.0.0.1:{port}", file=sys.stderr, flush=True)
+    server.wait_for_termination()
+
+
 # ------------------------------------------------------------------ server processes
 READY = re.compile(r"serving on 127\.0\.0\.1:(\d+)")
 
@@ -168,9 +197,10 @@ def launch(args: list[str], log: Path) -> ServerProcess:
     raise RuntimeError(f"server did not start: {' '.join(args)}\n{log.read_text()[-2000:]}")
 
 
-def launch_ceiling(tmp: Path, spin_us: float = 0.0) -> ServerProcess:
+def launch_ceiling(tmp: Path, spin_us: float = 0.0, sync: bool = False) -> ServerProcess:
     return launch([sys.executable, str(Path(__file__).resolve()), "--serve-ceiling",
-                   "--spin-us", str(spin_us)], tmp / f"ceiling-{spin_us:g}.log")
+                   "--spin-us", str(spin_us), *(["--sync"] if sync else [])],
+                  tmp / f"ceiling-{spin_us:g}{'-sync' if sync else ''}.log")
 
 
 def launch_sidecar(tmp: Path, store: str, decision_log: str, label: str) -> ServerProcess:
@@ -397,7 +427,8 @@ async def measure(server: str, store: str, rpc: str, proc: ServerProcess, reques
 
 
 async def paired(ceiling: ServerProcess, sidecar: ServerProcess, rpc: str, requests: list,
-                 opts: argparse.Namespace) -> tuple[Result, Result, list[float]]:
+                 opts: argparse.Namespace, label: str = "ceiling (bare aio)",
+                 ) -> tuple[Result, Result, list[float]]:
     """The ceiling and the sidecar measured in alternation, `opts.rounds` short windows
     each (the same total time as one row): what else runs on the machine weighs on
     both alike. Returns the summed results and the ratio of each round."""
@@ -405,7 +436,7 @@ async def paired(ceiling: ServerProcess, sidecar: ServerProcess, rpc: str, reque
                                   "warmup": 0.3})
     pairs = []
     for _ in range(opts.rounds):
-        pairs.append((await measure("ceiling (bare aio)", "-", rpc, ceiling, requests, short),
+        pairs.append((await measure(label, "-", rpc, ceiling, requests, short),
                       await measure("sidecar", "embedded", rpc, sidecar, requests, short)))
 
     def total(rows: list[Result]) -> Result:
@@ -581,8 +612,10 @@ async def run(opts: argparse.Namespace) -> int:
     ceilings: dict[str, Result] = {}
     notes: list[str] = []
     redis_server = None
-    ceiling = None
+    ceiling = sync_ceiling = None
+    same_stack: dict[str, Result] = {}
     interleaved: tuple[Result, Result, list[float]] | None = None
+    interleaved_sync: tuple[Result, Result, list[float]] | None = None
     print(f"gRPC bench on loopback, a SHARED {os.cpu_count()}-core box (other jobs run beside "
           f"it: figures are indicative, compare rows of one run), load average {_loadavg()}")
     print(f"Python {sys.version.split()[0]}, grpcio {grpc.__version__}; client: this process, "
@@ -598,6 +631,7 @@ async def run(opts: argparse.Namespace) -> int:
             plan.append((backend, str(tmp / "decisions.jsonl"), "sidecar+decision-log"))
     try:
         ceiling = launch_ceiling(tmp)
+        sync_ceiling = launch_ceiling(tmp, sync=True)
         for backend, decision_log, name in plan:
             store_url = "embedded"
             if backend == "redis":
@@ -627,6 +661,9 @@ async def run(opts: argparse.Namespace) -> int:
                         ceilings[rpc] = await measure("ceiling (bare aio)", "-", rpc,
                                                       ceiling, reqs, opts)
                         results.append(ceilings[rpc])
+                        same_stack[rpc] = await measure("ceiling (bare sync)", "-", rpc,
+                                                        sync_ceiling, reqs, opts)
+                        results.append(same_stack[rpc])
                     extra = (redis_server.proc.pid,) if (
                         backend == "redis" and redis_server and redis_server.proc) else ()
                     results.append(await measure(name, backend, rpc, sidecar, reqs, opts,
@@ -635,6 +672,9 @@ async def run(opts: argparse.Namespace) -> int:
                     c, sc, ratios = await paired(ceiling, sidecar, "Check", workload.check,
                                                  opts)
                     interleaved = (c, sc, ratios)
+                    interleaved_sync = await paired(
+                        sync_ceiling, sidecar, "Check", workload.check, opts,
+                        "ceiling (bare sync)")
                 if name == "sidecar" and backend == opts.backends[0]:
                     for spin in opts.handler_budget:  # calibration: ceiling + N us of Python
                         spinner = launch_ceiling(tmp, spin)
@@ -654,6 +694,8 @@ async def run(opts: argparse.Namespace) -> int:
     finally:
         if ceiling is not None:
             ceiling.stop()
+        if sync_ceiling is not None:
+            sync_ceiling.stop()
         if redis_server is not None:
             redis_server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -688,6 +730,19 @@ async def run(opts: argparse.Namespace) -> int:
               f"{statistics.median(ratios):.0%}, rounds {min(ratios):.0%}-{max(ratios):.0%}; "
               f"server CPU per call: ceiling {c.server_us:,.0f} us, sidecar "
               f"{sc.server_us:,.0f} us; client: {c.client_us:,.0f} us, {sc.client_us:,.0f} us)")
+    # The sidecar serves on the synchronous gRPC server, cheaper per call than grpc.aio
+    # here: against a bare servicer on that same stack, what the sidecar itself costs.
+    for r in results:
+        if r.server == "sidecar" and r.store == "embedded" and r.rpc in same_stack:
+            c = same_stack[r.rpc]
+            print(f"same stack: sidecar {r.rpc} / bare sync servicer: {r.rps / c.rps:.0%} "
+                  f"(server CPU per call: bare {c.server_us:,.0f} us, sidecar "
+                  f"{r.server_us:,.0f} us)")
+    if interleaved_sync is not None:
+        c, sc, ratios = interleaved_sync
+        print(f"same stack, interleaved: sidecar Check / bare sync servicer: "
+              f"{sc.rps / c.rps:.0%} (median round {statistics.median(ratios):.0%}, rounds "
+              f"{min(ratios):.0%}-{max(ratios):.0%})")
     if profiler is not None:
         print()
         print("(profiled run: py-spy sampled the sidecar during each measured window; "
@@ -721,7 +776,11 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--serve-ceiling", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--spin-us", type=float, default=0.0, help=argparse.SUPPRESS)
+    p.add_argument("--sync", action="store_true", help=argparse.SUPPRESS)
     opts = p.parse_args()
+    if opts.serve_ceiling and opts.sync:
+        serve_sync_ceiling()
+        return 0
     if opts.serve_ceiling:
         asyncio.run(serve_ceiling(opts.spin_us))
         return 0

@@ -17,6 +17,7 @@ def test_example_config_loads() -> None:
     assert {t.name: (t.namespaces, t.admin) for t in cfg.tokens} == {
         "travel-agent": (("default",), False), "ops": ((), True)}
     assert cfg.store_url().startswith("embedded:///")
+    assert cfg.grpc_workers == 0  # automatic
 
 
 def test_environment_overrides_file_and_flags_override_environment(tmp_path: Path) -> None:
@@ -37,6 +38,8 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
     ('metrics_port = "x"', "metrics_port"),
     ("[tokens.a]\nnamespaces = ['x']", "tokens.a needs a `token`"),
     ("listen = ", "c.toml"),
+    ("grpc_workers = -1", "grpc_workers must be 0 (automatic) to 1024"),
+    ("grpc_workers = 5000", "grpc_workers must be 0 (automatic) to 1024"),
 ])
 def test_bad_configuration_is_named(tmp_path: Path, text: str, message: str) -> None:
     f = tmp_path / "c.toml"

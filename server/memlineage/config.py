@@ -35,7 +35,8 @@ class Config:
     metrics_port: int | None = None
     lineage_depth: int = 16
     record_access: bool = True
-    reuse_decisions: bool = True  # embedded store: repeat a Check's decision while exact
+    reuse_decisions: bool = True  # repeat a Check's decision while it is exact
+    grpc_workers: int = 0  # gRPC worker threads; 0: 4 on embedded, 32 on Redis
     grace_seconds: float = 5.0
     tokens: tuple[TokenGrant, ...] = field(default_factory=tuple)
     tls_cert: str | None = None
@@ -62,6 +63,8 @@ class Config:
             raise ConfigError("lineage_depth must be >= 1")
         if self.sweep_interval < 0 or self.sweep_batch < 1:
             raise ConfigError("sweep_interval must be >= 0 and sweep_batch >= 1")
+        if not 0 <= self.grpc_workers <= 1024:
+            raise ConfigError("grpc_workers must be 0 (automatic) to 1024")
         return self
 
 

@@ -1,15 +1,16 @@
 """Prometheus metrics: decisions by effect and policy, RPC latency, store errors.
 
 Decision counts and latencies are on every request's path, so they are tallied in
-plain Python cells (an integer add; no lock, no label lookup) and turned into
-Prometheus families only when scraped (`_Tallies.collect`). They are only
-updated from the event loop thread (the servicers), so the adds never race. Rare
-events (errors) use prometheus_client's own counters.
+plain Python cells (an integer add under one lock; no label lookup) and turned
+into Prometheus families only when scraped (`_Tallies.collect`). The servicers
+run on several threads: the lock keeps every add. Rare events (errors) use
+prometheus_client's own counters.
 """
 
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Callable, Iterable, Iterator
 
 from memlineage_dsl.decision import Decision
@@ -81,6 +82,7 @@ class Metrics:
             ["method", "code"], registry=self.registry,
         )
         self._by_decision: dict[tuple[str, int], tuple[Decision, tuple[list[int], ...]]] = {}
+        self._lock = threading.Lock()
 
     def watch_reuse(self, reused: Callable[[], int]) -> None:
         """Export how many decisions were answered by reuse, read at scrape time (the
@@ -98,16 +100,17 @@ class Metrics:
     def observe_latency(self, method: str, seconds: float) -> None:
         h = self._tallies.latency.get(method)
         if h is None:
-            h = self._tallies.latency[method] = _Latency()
-        h.buckets[bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
-        h.sum += seconds
+            h = self._tallies.latency.setdefault(method, _Latency())
+        i = bisect.bisect_left(LATENCY_BUCKETS, seconds)
+        with self._lock:
+            h.buckets[i] += 1
+            h.sum += seconds
 
     def count(self, operation: str, decisions: Iterable[Decision]) -> None:
         """Batches share decision objects (the evaluator reuses frozen ones): count each
         distinct one once, with its multiplicity."""
         if type(decisions) is tuple and len(decisions) == 1:  # one Check: no tally
-            for cell in self._cells(operation, decisions[0]):
-                cell[0] += 1
+            self.count_again(self._cells(operation, decisions[0]))
             return
         seen: dict[int, list] = {}
         for d in decisions:
@@ -116,19 +119,21 @@ class Metrics:
                 seen[id(d)] = [d, 1]
             else:
                 hit[1] += 1
-        for d, n in seen.values():
-            for cell in self._cells(operation, d):
-                cell[0] += n
+        cells = [(self._cells(operation, d), n) for d, n in seen.values()]
+        with self._lock:
+            for tallies, n in cells:
+                for cell in tallies:
+                    cell[0] += n
 
     def tallies_of(self, operation: str, d: Decision) -> tuple[list[int], ...]:
         """The tallies one decision adds to, for a caller that counts it again and
         again (`count_again`): decision reuse."""
         return self._cells(operation, d)
 
-    @staticmethod
-    def count_again(tallies: tuple[list[int], ...]) -> None:
-        for cell in tallies:
-            cell[0] += 1
+    def count_again(self, tallies: tuple[list[int], ...]) -> None:
+        with self._lock:
+            for cell in tallies:
+                cell[0] += 1
 
     def _cells(self, operation: str, d: Decision) -> tuple[list[int], ...]:
         """The tallies one decision adds to: found once per (operation, decision

@@ -15,6 +15,8 @@ Semantics a caller relies on (README "Decisions"):
 
 from __future__ import annotations
 
+import copy
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -171,7 +173,9 @@ class Engine:
     _memo: dict = field(default_factory=dict, init=False, repr=False)
     _memo_for: ScoringConfig | None = field(default=None, init=False, repr=False)
     _reuse: dict = field(default_factory=dict, init=False, repr=False)
-    reused: int = field(default=0, init=False)  # decisions answered by reuse, for metrics
+    # decisions answered by reuse, for metrics: next() on a count is atomic (the
+    # engine is called from several threads)
+    _reused: itertools.count = field(default_factory=itertools.count, init=False, repr=False)
     _reuse_for: object = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -179,6 +183,11 @@ class Engine:
             self.credibility = CredibilityCache(self.store, self.scoring)
         if self.access is None:
             self.access = AccessBuffer(self.store)
+
+    @property
+    def reused(self) -> int:
+        """How many decisions were answered by reuse so far."""
+        return next(copy.copy(self._reused))  # the count's position, without moving it
 
     def flush_access(self) -> int:
         assert self.access is not None
@@ -288,7 +297,7 @@ class Engine:
         if hit is not None and hit.holds(epoch, now, access_epoch):
             if hit.accessed and self.record_access:
                 self.access.add(ns, ids, now)  # type: ignore[union-attr]
-            self.reused += 1
+            next(self._reused)
             rec = self._issue(hit.decision, ns, op, ids, actor, now, serving.version)
             return rec, self._ticket(hit, serving, rec)
         try:
@@ -346,7 +355,7 @@ class Engine:
             return None
         if ticket.record_access:
             self.access.add(ctx.namespace, ctx.memory_ids, now)  # type: ignore[union-attr]
-        self.reused += 1
+        next(self._reused)
         decision_id, serial = issue_decision_id(now)
         self.journal.put_issue(serial, ctx, now)
         if self.log.sink is not None:
@@ -456,7 +465,7 @@ class Engine:
                 hit = reuse.get(key) if reuse is not None else None
                 if hit is not None and hit.holds(epoch, now, access_epoch):
                     d = hit.decision
-                    self.reused += 1
+                    next(self._reused)
                 else:
                     req.memory = facts.get(mid) or UnknownMemory(mid, ns)
                     snap.horizon = math.inf

@@ -1,8 +1,12 @@
 """Build, start and stop the sidecar: gRPC services, health, reflection, metrics.
 
-Health and reflection are registered apart from the business services; on
-shutdown health flips to NOT_SERVING before the server stops with a grace
-period; SIGHUP reloads the policy directory (never half-applying a broken set).
+The gRPC server is the synchronous one (a pool of worker threads; Watch streams
+on a pool of their own): in this Python it serves a unary call for markedly less
+CPU than grpc.aio (bench/README.md). The asyncio loop of `run` keeps the
+background work (access flushes, the governance sweep) and the signals. Health
+and reflection are registered apart from the business services; on shutdown
+health flips to NOT_SERVING before the server stops with a grace period; SIGHUP
+reloads the policy directory (never half-applying a broken set).
 """
 
 from __future__ import annotations
@@ -39,18 +43,21 @@ SERVICE_NAMES = (
     pb.DESCRIPTOR.services_by_name["PolicyAdmin"].full_name,
 )
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+# gRPC worker threads: the in-process store keeps them busy on the CPU, where more
+# threads only contend for the GIL; a network store waits, so more calls overlap.
+EMBEDDED_WORKERS = 4
+NETWORK_STORE_WORKERS = 32
 ACCESS_FLUSH_SECONDS = 0.5
 
 
 @dataclass
 class Sidecar:
-    server: grpc.aio.Server
+    server: grpc.Server
     port: int
-    health: health.aio.HealthServicer
+    health: health.HealthServicer
     engine: Engine
     store: LineageStore
     metrics: Metrics
-    executor: ThreadPoolExecutor | None
     service: MemLineageService
     log_file: TextIO | None = None
     background: asyncio.Task[None] | None = None
@@ -60,15 +67,14 @@ class Sidecar:
         for task in (self.background, self.flusher):
             if task is not None:
                 task.cancel()
-        await self.health.enter_graceful_shutdown()
-        await self.server.stop(grace)
+        self.health.enter_graceful_shutdown()
+        stopped = self.server.stop(grace)
+        await asyncio.get_running_loop().run_in_executor(None, stopped.wait)
         try:
             self.engine.flush_access()
         except Exception:  # the store may be the reason we stop
             log.exception("final access flush failed")
         self.service.close()
-        if self.executor is not None:
-            self.executor.shutdown(wait=False)
         self.store.close()
         if self.log_file is not None:
             self.log_file.close()
@@ -96,34 +102,39 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
     metrics = metrics or Metrics()
     metrics.watch_reuse(lambda: engine.reused)
     auth = Authenticator(config.tokens)
-    executor = None if store.kind == "embedded" else ThreadPoolExecutor(
-        max_workers=32, thread_name_prefix="memlineage-store")
-    server = grpc.aio.server(options=[
-        ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-        ("grpc.so_reuseport", 0),
-    ])
-    service = MemLineageService(engine, auth, metrics, executor)
+    workers = config.grpc_workers or (
+        EMBEDDED_WORKERS if store.kind == "embedded" else NETWORK_STORE_WORKERS)
+    server = grpc.server(
+        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memlineage-grpc"),
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.so_reuseport", 0),
+        ])
+    service = MemLineageService(engine, auth, metrics)
     register(service, server)
-    admin = PolicyAdminService(engine, auth, metrics, executor)
+    admin = PolicyAdminService(engine, auth, metrics)
     admin.sweep_batch = config.sweep_batch
     pb_grpc.add_PolicyAdminServicer_to_server(admin, server)
-    health_servicer = health.aio.HealthServicer()
+    health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-    if config.tls_cert and config.tls_key:
-        with open(config.tls_key, "rb") as k, open(config.tls_cert, "rb") as c:
-            creds = grpc.ssl_server_credentials([(k.read(), c.read())])
-        port = server.add_secure_port(config.listen, creds)
-    else:
-        port = server.add_insecure_port(config.listen)
+    try:
+        if config.tls_cert and config.tls_key:
+            with open(config.tls_key, "rb") as k, open(config.tls_cert, "rb") as c:
+                creds = grpc.ssl_server_credentials([(k.read(), c.read())])
+            port = server.add_secure_port(config.listen, creds)
+        else:
+            port = server.add_insecure_port(config.listen)
+    except RuntimeError as exc:  # the sync server raises where grpc.aio answered 0
+        raise OSError(f"cannot listen on {config.listen}: {exc}") from exc
     if port == 0:
         raise OSError(f"cannot listen on {config.listen}")
-    await server.start()
+    server.start()
     for name in ("", *SERVICE_NAMES):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    sidecar = Sidecar(server, port, health_servicer, engine, store, metrics, executor, service,
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    sidecar = Sidecar(server, port, health_servicer, engine, store, metrics, service,
                       log_file)
     if config.sweep_interval > 0:
         sidecar.background = asyncio.create_task(
@@ -154,7 +165,7 @@ async def _flush_forever(engine: Engine, interval: float, compact_log_bytes: int
 
 async def _sweep_forever(engine: Engine, interval: float, batch: int) -> None:
     """The background governance sweep: a batch per namespace every `interval` s,
-    on a worker thread so the event loop keeps serving."""
+    on a worker thread so the loop's other tasks (flushes, signals) keep running."""
     loop = asyncio.get_running_loop()
     while True:
         await asyncio.sleep(interval)

@@ -1,13 +1,17 @@
-"""The MemLineage and PolicyAdmin servicers: authenticate, convert, call, map errors."""
+"""The MemLineage and PolicyAdmin servicers: authenticate, convert, call, map errors.
+
+They run on the gRPC server's worker threads (the synchronous server: in this
+Python its per-call cost is well below grpc.aio's, see bench/README.md), so the
+engine and the store are called directly; Watch streams run on a pool of their
+own, so long-lived streams never hold the threads unary calls need."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
@@ -37,22 +41,14 @@ def details_of(err: LineageError) -> str:
 
 
 class _Base:
-    """Auth, the engine call (inline or on a thread pool) and error mapping."""
+    """Auth and error mapping."""
 
-    def __init__(self, engine: Engine, auth: Authenticator, metrics: Metrics,
-                 executor: Executor | None) -> None:
+    def __init__(self, engine: Engine, auth: Authenticator, metrics: Metrics) -> None:
         self.engine = engine
         self.auth = auth
         self.metrics = metrics
-        self.executor = executor  # None: the store is in-process, call inline
 
-    async def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if self.executor is None:
-            return fn(*args, **kwargs)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.executor, functools.partial(fn, *args, **kwargs))
-
-    def principal(self, context: grpc.aio.ServicerContext) -> Principal:
+    def principal(self, context: grpc.ServicerContext) -> Principal:
         if not self.auth.enabled:
             return LOCAL
         metadata = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
@@ -74,16 +70,16 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
     name = method.__name__
 
     @functools.wraps(method)
-    async def wrapper(self: _Base, request: Any, context: grpc.aio.ServicerContext) -> Any:
+    def wrapper(self: _Base, request: Any, context: grpc.ServicerContext) -> Any:
         started = time.perf_counter()
         try:
-            return await method(self, request, context, self.principal(context))
+            return method(self, request, context, self.principal(context))
         except LineageError as err:
             if isinstance(err, StoreUnavailableError):
                 self.metrics.store_errors.labels(name).inc()
             code = status_of(err)
             self.metrics.rpc_errors.labels(name, code.name).inc()
-            await context.abort(code, details_of(err))
+            context.abort(code, details_of(err))  # raises
         finally:
             self.metrics.observe_latency(name, time.perf_counter() - started)
 
@@ -91,8 +87,8 @@ def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class MemLineageService(_Base, pb_grpc.MemLineageServicer):
-    # A watcher blocks in the store for up to WATCH_POLL seconds at a time: always
-    # on its own threads, never on the event loop (even for the in-process store).
+    # A watcher blocks in the store for up to WATCH_POLL seconds at a time, on a
+    # thread of `watch_pool` (see `register`).
     WATCH_POLL = 0.5
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -104,24 +100,21 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         self.watch_pool.shutdown(wait=False, cancel_futures=True)
 
     @rpc
-    async def Check(self, request: bytes, context, principal) -> bytes:
+    def Check(self, request: bytes, context, principal) -> bytes:
         # Arrives encoded and leaves encoded (see `register`). A request seen before
         # (same bytes, same caller namespaces) whose decision still holds is issued
         # again from its ticket; anything else is parsed and decided.
         key = (principal.namespaces, request)
         known = self.check_memo.get(key)
         if known is not None:
-            if self.executor is None:  # the in-process store: no coroutine between
-                issued = self.engine.reissue(known.ticket)
-            else:  # one round trip for the write counters
-                issued = await self.call(self.engine.reissue, known.ticket)
+            issued = self.engine.reissue(known.ticket)
             if issued is not None:
-                Metrics.count_again(known.tallies)
+                self.metrics.count_again(known.tallies)
                 return known.answer.encode(*issued)
-        return await self._check(serde.parse(pb.CheckRequest, request), principal, key)
+        return self._check(serde.parse(pb.CheckRequest, request), principal, key)
 
-    async def _check(self, request: pb.CheckRequest, principal: Principal,
-                     key: tuple[tuple[str, ...], bytes]) -> bytes:
+    def _check(self, request: pb.CheckRequest, principal: Principal,
+               key: tuple[tuple[str, ...], bytes]) -> bytes:
         ns = self.auth.namespace(principal, request.namespace)
         op = serde.operation(request.operation)
         if op == "act":
@@ -131,10 +124,7 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         args = (ns, op, ids, serde.actor(request.actor, self.default_actor(ns)),
                 serde.budget(request), request.action, request.historical,
                 serde.from_ts(request, "time"))
-        if self.executor is None:  # the in-process store: no coroutine between
-            rec, ticket = self.engine.check_ticketed(*args)
-        else:
-            rec, ticket = await self.call(self.engine.check_ticketed, *args)
+        rec, ticket = self.engine.check_ticketed(*args)
         self.metrics.count(op, (rec.decision,))
         if ticket is None or request.HasField("time"):  # a stated time: not "now" again
             return serde.check_response_bytes(rec)
@@ -144,11 +134,11 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         return answer.encode(rec.decision_id, rec.decided_at)
 
     @rpc
-    async def FilterRank(self, request: pb.FilterRankRequest, context, principal) -> bytes:
+    def FilterRank(self, request: pb.FilterRankRequest, context, principal) -> bytes:
         ns = self.auth.namespace(principal, request.namespace)
         candidates = request.candidates
-        ranked = await self.call(
-            self.engine.filter_rank, ns,
+        ranked = self.engine.filter_rank(
+            ns,
             list(zip(serde.candidate_ids([c.memory_id for c in candidates],
                                          "candidates[{}].memory_id"),
                      [c.similarity for c in candidates], strict=True)),
@@ -160,7 +150,7 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         return serde.filter_rank_bytes(ranked)  # encoded: sent as is (see `register`)
 
     @rpc
-    async def Record(self, request: pb.RecordRequest, context, principal) -> pb.RecordResponse:
+    def Record(self, request: pb.RecordRequest, context, principal) -> pb.RecordResponse:
         ns = self.auth.namespace(principal, request.namespace)
         if not request.HasField("memory"):
             raise ValidationError("is required", field="memory")
@@ -169,8 +159,8 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         proposed = serde.record_from_pb(ns, request.memory)
         creator = Creator(proposed.creator_kind, proposed.creator_id)
         try:
-            result = await self.call(
-                self.engine.record, proposed, serde.actor(request.actor, creator),
+            result = self.engine.record(
+                proposed, serde.actor(request.actor, creator),
                 budget=serde.budget(request), time=serde.from_ts(request, "time"),
             )
         except LineageError as err:
@@ -183,7 +173,7 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
                                       superseded_id=result.superseded_id or ""))
 
     @rpc
-    async def UpdateStatus(self, request: pb.UpdateStatusRequest, context, principal):
+    def UpdateStatus(self, request: pb.UpdateStatusRequest, context, principal):
         ns = self.auth.namespace(principal, request.namespace)
         action = serde.STATUS_ACTION_FROM_PB.get(request.action)
         if action is None:
@@ -192,8 +182,8 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         serde.ids([request.memory_id], "memory_id", indexed=False)
         if request.successor_id:
             serde.ids([request.successor_id], "successor_id", indexed=False)
-        result = await self.call(
-            self.engine.update_status, ns, request.memory_id, action,
+        result = self.engine.update_status(
+            ns, request.memory_id, action,
             serde.actor(request.actor, self.default_actor(ns)),
             successor=request.successor_id or None, reason=request.reason,
             expected_version=request.expected_version or None,
@@ -212,24 +202,24 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         return out
 
     @rpc
-    async def Feedback(self, request: pb.FeedbackRequest, context, principal):
+    def Feedback(self, request: pb.FeedbackRequest, context, principal):
         ns = self.auth.namespace(principal, request.namespace)
-        updated = await self.call(
-            self.engine.feedback, ns, request.decision_id,
+        updated = self.engine.feedback(
+            ns, request.decision_id,
             serde.ids(request.memory_ids, "memory_ids"),
             request.success, time=serde.from_ts(request, "time"),
         )
         return pb.FeedbackResponse(updated=updated)
 
     @rpc
-    async def Explain(self, request: pb.ExplainRequest, context, principal):
+    def Explain(self, request: pb.ExplainRequest, context, principal):
         ns = self.auth.namespace(principal, request.namespace)
         for name in ("ancestor_depth", "descendant_depth", "decisions"):
             if getattr(request, name) < 0:
                 raise ValidationError("must be >= 0", field=name)
         serde.ids([request.memory_id], "memory_id", indexed=False)
-        ex = await self.call(
-            self.engine.explain, ns, request.memory_id,
+        ex = self.engine.explain(
+            ns, request.memory_id,
             ancestor_depth=request.ancestor_depth or 8,
             descendant_depth=request.descendant_depth or 8,
             decisions=request.decisions or 20,
@@ -255,24 +245,22 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             serde.decision_to_pb(d, out.decisions.add())
         return out
 
-    async def Watch(self, request: pb.WatchRequest, context):
+    def Watch(self, request: pb.WatchRequest, context):
         """A resumable stream: events strictly after the cursor, then new ones as they come."""
         try:
             principal = self.principal(context)
             ns = self.auth.namespace(principal, request.namespace)
             store = self.engine.store
-            loop = asyncio.get_running_loop()
             cursor: str | None = request.cursor or None
             if cursor is None and not request.from_oldest:
-                cursor = await self.call(store.latest_cursor, ns)
-            while not context.done():
-                events, cursor = await loop.run_in_executor(
-                    self.watch_pool, functools.partial(
-                        store.wait_events, ns, after=cursor, limit=500, timeout=self.WATCH_POLL))
+                cursor = store.latest_cursor(ns)
+            while context.is_active():
+                events, cursor = store.wait_events(ns, after=cursor, limit=500,
+                                                   timeout=self.WATCH_POLL)
                 for e in events:
                     yield serde.event_to_pb(e)
         except LineageError as err:
-            await context.abort(status_of(err), details_of(err))
+            context.abort(status_of(err), details_of(err))  # raises
 
 
 def diagnostics_to_pb(diags: list[Diagnostic], out) -> None:
@@ -287,7 +275,7 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
     sweep_batch = 1000
 
     @rpc
-    async def ListPolicies(self, request, context, principal) -> pb.ListPoliciesResponse:
+    def ListPolicies(self, request, context, principal) -> pb.ListPoliciesResponse:
         self.auth.require_admin(principal, context.peer() or "")
         serving = self.engine.policies.current
         out = pb.ListPoliciesResponse(version=serving.version,
@@ -301,9 +289,9 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
         return out
 
     @rpc
-    async def ReloadPolicies(self, request, context, principal) -> pb.ReloadPoliciesResponse:
+    def ReloadPolicies(self, request, context, principal) -> pb.ReloadPoliciesResponse:
         self.auth.require_admin(principal, context.peer() or "")
-        outcome = await self.call(self.engine.policies.reload, dict(request.files) or None)
+        outcome = self.engine.policies.reload(dict(request.files) or None)
         if outcome.applied:
             log.info("policies reloaded: version %s", outcome.version)
         else:
@@ -314,10 +302,10 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
         return out
 
     @rpc
-    async def RunSweep(self, request, context, principal) -> pb.RunSweepResponse:
+    def RunSweep(self, request, context, principal) -> pb.RunSweepResponse:
         self.auth.require_admin(principal, context.peer() or "")
-        report = await self.call(
-            self.engine.sweep, request.namespace or None, batch=request.batch or self.sweep_batch,
+        report = self.engine.sweep(
+            request.namespace or None, batch=request.batch or self.sweep_batch,
             time=serde.from_ts(request, "time"))
         out = pb.RunSweepResponse(examined=report.examined)
         for items, target in ((report.transitions, out.transitions),
@@ -329,11 +317,11 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
         return out
 
     @rpc
-    async def LintPolicy(self, request, context, principal) -> pb.LintPolicyResponse:
+    def LintPolicy(self, request, context, principal) -> pb.LintPolicyResponse:
         self.auth.require_admin(principal, context.peer() or "")
         if not request.files:
             raise ValidationError("names no file", field="files")
-        diags = await self.call(lint_texts, dict(request.files))
+        diags = lint_texts(dict(request.files))
         out = pb.LintPolicyResponse(ok=not has_errors(diags))
         diagnostics_to_pb(diags, out.diagnostics)
         return out
@@ -359,6 +347,17 @@ class _Handlers:
         self.service, self.handlers = service, handlers
 
 
+def _on_pool(stream: Callable[..., Any], pool: ThreadPoolExecutor) -> Callable[..., Any]:
+    """A streaming handler run on `pool` instead of the server's workers (the sync
+    server's per-handler `experimental_thread_pool`): a Watch lives for minutes."""
+
+    def handler(request: Any, context: grpc.ServicerContext) -> Any:
+        yield from stream(request, context)
+
+    handler.experimental_thread_pool = pool  # type: ignore[attr-defined]
+    return handler
+
+
 def register(service: MemLineageService, server: Any) -> None:
     """``add_MemLineageServicer_to_server``, except that Check's and FilterRank's
     answers go out as the bytes the servicer encoded (no message built, parsed or
@@ -370,6 +369,8 @@ def register(service: MemLineageService, server: Any) -> None:
                 for name, h in caught.handlers.items()}
     for name in RAW_REQUESTS:
         handlers[name] = handlers[name]._replace(request_deserializer=None)
+    handlers["Watch"] = handlers["Watch"]._replace(
+        unary_stream=_on_pool(service.Watch, service.watch_pool))
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(caught.service, handlers),))
     server.add_registered_method_handlers(caught.service, handlers)
