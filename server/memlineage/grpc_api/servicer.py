@@ -361,8 +361,9 @@ def _on_pool(stream: Callable[..., Any], pool: ThreadPoolExecutor) -> Callable[.
 def register(service: MemLineageService, server: Any) -> None:
     """``add_MemLineageServicer_to_server``, except that Check's and FilterRank's
     answers go out as the bytes the servicer encoded (no message built, parsed or
-    serialized again), and Check's request comes in as bytes (the servicer
-    recognises requests it has seen before by them)."""
+    serialized again), Check's request comes in as bytes (the servicer
+    recognises requests it has seen before by them), and Watch runs on the
+    servicer's own pool."""
     caught = _Handlers()
     pb_grpc.add_MemLineageServicer_to_server(service, caught)
     handlers = {name: h._replace(response_serializer=_as_is) if name in ENCODED else h
