@@ -15,11 +15,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from memlineage.client import MemLineageClient
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store import open_store
 from memlineage.v1 import memlineage_pb2 as pb
+from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
 
 POLICY = """policy low_confidence_reasoning priority 50 {
   on read
@@ -116,6 +118,26 @@ def test_serve_reload_on_sighup_and_graceful_stop(served) -> None:
             assert c.check("read", "guess").effect == pb.EFFECT_DENY
     finally:
         assert again.stop() == 0
+
+
+def test_graceful_stop_ends_watch_streams_at_once(served) -> None:
+    """SIGTERM with a Watch open: the stream ends with UNAVAILABLE (its client resumes
+    from its cursor elsewhere) well before the 5 s grace; the process exits 0."""
+    s, _, _ = served
+    channel = grpc.insecure_channel(s.address)
+    stream = pb_grpc.MemLineageStub(channel).Watch(pb.WatchRequest(from_oldest=True))
+    with MemLineageClient(s.address) as c:
+        c.record("m", creator="user:alice")
+    assert next(stream).memory_id == "m"  # the stream is open and live
+    started = time.monotonic()
+    s.proc.send_signal(signal.SIGTERM)
+    with pytest.raises(grpc.RpcError) as info:
+        next(stream)
+    assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    assert "shutting down" in (info.value.details() or "")
+    assert s.proc.wait(timeout=20) == 0
+    assert time.monotonic() - started < 4.0  # not the whole 5 s grace
+    channel.close()
 
 
 def test_check_and_explain_commands(served) -> None:

@@ -68,6 +68,7 @@ class Sidecar:
             if task is not None:
                 task.cancel()
         self.health.enter_graceful_shutdown()
+        self.service.stopping.set()  # Watch streams end within a poll, not at the grace
         stopped = self.server.stop(grace)
         await asyncio.get_running_loop().run_in_executor(None, stopped.wait)
         try:

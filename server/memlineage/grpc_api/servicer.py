@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -95,6 +96,9 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         super().__init__(*args, **kwargs)
         self.watch_pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="ml-watch")
         self.check_memo = CheckMemo()
+        # Set on shutdown: open Watch streams end at once with UNAVAILABLE (clients
+        # resume from their cursor elsewhere) instead of holding the grace period.
+        self.stopping = threading.Event()
 
     def close(self) -> None:
         self.watch_pool.shutdown(wait=False, cancel_futures=True)
@@ -255,6 +259,9 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             if cursor is None and not request.from_oldest:
                 cursor = store.latest_cursor(ns)
             while context.is_active():
+                if self.stopping.is_set():
+                    context.abort(grpc.StatusCode.UNAVAILABLE,
+                                  "the sidecar is shutting down: resume from your last cursor")
                 events, cursor = store.wait_events(ns, after=cursor, limit=500,
                                                    timeout=self.WATCH_POLL)
                 for e in events:
