@@ -172,11 +172,13 @@ class Engine:
     # score() memo for records the store shares (see scoring.batch.score)
     _memo: dict = field(default_factory=dict, init=False, repr=False)
     _memo_for: ScoringConfig | None = field(default=None, init=False, repr=False)
-    _reuse: dict = field(default_factory=dict, init=False, repr=False)
+    # (policy set, its reusable decisions): one tuple, read and replaced whole, so a
+    # table is never paired with another set than its own by a concurrent reload
+    _reuse: tuple[object, dict] = field(default_factory=lambda: (None, {}), init=False,
+                                        repr=False)
     # decisions answered by reuse, for metrics: next() on a count is atomic (the
     # engine is called from several threads)
     _reused: itertools.count = field(default_factory=itertools.count, init=False, repr=False)
-    _reuse_for: object = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.credibility is None:
@@ -379,9 +381,11 @@ class Engine:
             return None, None, None
         if epochs is None:
             return None, None, None
-        if self._reuse_for is not serving:  # a reload starts afresh
-            self._reuse_for, self._reuse = serving, {}
-        return self._reuse, epochs[0], epochs[1] if plan.reads & _ACCESS_FACTS else None
+        owner, table = self._reuse
+        if owner is not serving:  # a reload starts afresh
+            table = {}
+            self._reuse = (serving, table)
+        return table, epochs[0], epochs[1] if plan.reads & _ACCESS_FACTS else None
 
     @staticmethod
     def _keep(reuse: dict, key: tuple, entry: _Reusable) -> None:
