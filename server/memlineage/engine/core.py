@@ -165,7 +165,7 @@ class Engine:
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
     credibility: CredibilityCache | None = None
     # Reuse a Check decision for the same request until the store is written or its
-    # horizon passes (stores that see every write: embedded). See `check`.
+    # horizon passes (stores that count their writes: `LineageStore.epochs`).
     reuse_decisions: bool = True
 
     access: AccessBuffer | None = None
