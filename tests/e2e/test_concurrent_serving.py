@@ -9,6 +9,8 @@ import random
 import threading
 import time
 
+import pytest
+import redis
 from memlineage.client import MemLineageClient
 from memlineage.config import Config
 from memlineage.engine.core import Engine
@@ -20,8 +22,18 @@ NS = "default"
 READERS, CALLS = 8, 250
 
 
-def test_concurrent_checks_are_each_counted_and_exact() -> None:
-    with RunningSidecar(Config(policy_dir=BUNDLED_POLICIES, decision_log="off")) as s:
+@pytest.mark.parametrize("backend", ["embedded", "redis"])
+def test_concurrent_checks_are_each_counted_and_exact(
+        backend: str, request: pytest.FixtureRequest) -> None:
+    store = "embedded"
+    if backend == "redis":
+        url = request.getfixturevalue("redis_server").url
+        client = redis.Redis.from_url(url)
+        client.flushall()
+        client.close()
+        store = url
+    config = Config(policy_dir=BUNDLED_POLICIES, store=store, decision_log="off")
+    with RunningSidecar(config) as s:
         assert s.sidecar is not None
         with MemLineageClient(s.address) as c:
             for i in range(40):
