@@ -110,7 +110,7 @@ class Metrics:
         """Batches share decision objects (the evaluator reuses frozen ones): count each
         distinct one once, with its multiplicity."""
         if type(decisions) is tuple and len(decisions) == 1:  # one Check: no tally
-            self.count_again(self._cells(operation, decisions[0]))
+            self.count_again(self.tallies_of(operation, decisions[0]))
             return
         seen: dict[int, list] = {}
         for d in decisions:
@@ -119,25 +119,21 @@ class Metrics:
                 seen[id(d)] = [d, 1]
             else:
                 hit[1] += 1
-        cells = [(self._cells(operation, d), n) for d, n in seen.values()]
+        cells = [(self.tallies_of(operation, d), n) for d, n in seen.values()]
         with self._lock:
             for tallies, n in cells:
                 for cell in tallies:
                     cell[0] += n
-
-    def tallies_of(self, operation: str, d: Decision) -> tuple[list[int], ...]:
-        """The tallies one decision adds to, for a caller that counts it again and
-        again (`count_again`): decision reuse."""
-        return self._cells(operation, d)
 
     def count_again(self, tallies: tuple[list[int], ...]) -> None:
         with self._lock:
             for cell in tallies:
                 cell[0] += 1
 
-    def _cells(self, operation: str, d: Decision) -> tuple[list[int], ...]:
+    def tallies_of(self, operation: str, d: Decision) -> tuple[list[int], ...]:
         """The tallies one decision adds to: found once per (operation, decision
-        object); decisions are frozen and shared, so most are seen again."""
+        object); decisions are frozen and shared, so most are seen again. A caller
+        counting one decision again and again (reuse) keeps them (`count_again`)."""
         key = (operation, id(d))
         hit = self._by_decision.get(key)
         if hit is not None and hit[0] is d:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-import redis
 from memlineage.client import MemLineageClient
 from memlineage.config import Config
 from memlineage.grpc_api.auth import TokenGrant
@@ -24,11 +23,7 @@ TOKENS = (
 def world(request: pytest.FixtureRequest) -> Iterator[World]:
     store = "embedded"
     if request.param == "redis":
-        server = request.getfixturevalue("redis_server")
-        client = redis.Redis.from_url(server.url)
-        client.flushall()
-        client.close()
-        store = server.url
+        store = request.getfixturevalue("redis_server").emptied()
     config = Config(policy_dir=BUNDLED_POLICIES, store=store, tokens=TOKENS,
                     decision_log="off")
     clock = ManualClock(1_767_225_600.0)

@@ -3,7 +3,6 @@ Redis: sidecars are stateless over the store."""
 
 from __future__ import annotations
 
-import redis
 from memlineage.client import MemLineageClient
 from memlineage.config import Config
 from memlineage.lineage.clock import ManualClock
@@ -31,9 +30,7 @@ def test_sidecar_on_redis_cluster(redis_cluster) -> None:
 
 
 def test_two_sidecars_share_one_redis(redis_server) -> None:
-    client = redis.Redis.from_url(redis_server.url)
-    client.flushall()
-    client.close()
+    redis_server.emptied()
     clock = ManualClock(1_767_225_600.0)
     config = Config(policy_dir=BUNDLED_POLICIES, store=redis_server.url)
     with RunningSidecar(config, clock) as a, RunningSidecar(config, clock) as b, \

@@ -10,7 +10,6 @@ import threading
 import time
 
 import pytest
-import redis
 from memlineage.client import MemLineageClient
 from memlineage.config import Config
 from memlineage.engine.core import Engine
@@ -27,11 +26,7 @@ def test_concurrent_checks_are_each_counted_and_exact(
         backend: str, request: pytest.FixtureRequest) -> None:
     store = "embedded"
     if backend == "redis":
-        url = request.getfixturevalue("redis_server").url
-        client = redis.Redis.from_url(url)
-        client.flushall()
-        client.close()
-        store = url
+        store = request.getfixturevalue("redis_server").emptied()
     config = Config(policy_dir=BUNDLED_POLICIES, store=store, decision_log="off")
     with RunningSidecar(config) as s:
         assert s.sidecar is not None

@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 
 import pytest
-import redis
 from memlineage.engine.core import Engine
 from memlineage.engine.credibility import CredibilityCache
 from memlineage.engine.policies import PolicyHolder
@@ -109,12 +108,10 @@ def test_reuse_over_redis_sees_every_other_writer(seed: int, redis_server) -> No
     """Two sidecars on one Redis: the one deciding afresh also writes (records,
     revocations, feedback) through its own connection; the reusing ones see each
     write through the namespace's counters."""
-    client = redis.Redis.from_url(redis_server.url)
-    client.flushall()
-    client.close()
+    url = redis_server.emptied()
     clock = ManualClock(T0)
-    writer = open_store(redis_server.url, clock=clock)
-    reader = open_store(redis_server.url, clock=clock)
+    writer = open_store(url, clock=clock)
+    reader = open_store(url, clock=clock)
     holder = PolicyHolder(BUNDLED_POLICIES)
     # Deciding afresh includes reading credibility afresh (without counters to key
     # it on, the cache would keep it a second).

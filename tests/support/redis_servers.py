@@ -131,6 +131,15 @@ class RedisServer:
     def client(self, **kwargs: object) -> redis.Redis:
         return redis.Redis(host=self.host, port=self.port, **kwargs)  # type: ignore[arg-type]
 
+    def emptied(self) -> str:
+        """Drop every key (a test's fresh database on the session's server); the URL."""
+        client = self.client()
+        try:
+            client.flushall()
+        finally:
+            client.close()
+        return self.url
+
 
 def start_redis_server(dir: Path, *, port: int | None = None, aof: bool = True,
                        extra_args: tuple[str, ...] = ()) -> RedisServer:
