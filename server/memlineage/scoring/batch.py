@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from memlineage.lineage.columns import ScoreColumns
 from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring import formulas, vectorized
 from memlineage.scoring.config import ScoringConfig
-from memlineage.store.base import ScoreColumns
 
 
 @dataclass(frozen=True, slots=True)

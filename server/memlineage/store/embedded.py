@@ -46,6 +46,7 @@ import numpy as np
 from memlineage_dsl.horizon import window_change
 
 from memlineage.lineage.clock import Clock, system_clock
+from memlineage.lineage.columns import ScoreColumns, score_columns_of
 from memlineage.lineage.errors import (
     AlreadyExistsError,
     CursorExpiredError,
@@ -74,13 +75,7 @@ from memlineage.lineage.validation import (
     check_transition,
     validate_new,
 )
-from memlineage.store.base import (
-    MAX_BATCH_IDS,
-    LineageStore,
-    ScoreColumns,
-    cascade_reason,
-    score_columns_of,
-)
+from memlineage.store.base import MAX_BATCH_IDS, LineageStore, cascade_reason
 
 # Ops that change neither what a memory is nor how it is counted: the review schedule.
 _SCHEDULE_OPS = frozenset({"v", "x"})
