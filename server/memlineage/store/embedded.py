@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from memlineage_dsl.horizon import window_change
 
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.columns import ScoreColumns, score_columns_of
@@ -76,6 +75,7 @@ from memlineage.lineage.validation import (
     validate_new,
 )
 from memlineage.store.base import MAX_BATCH_IDS, LineageStore, cascade_reason
+from memlineage.store.window import change_of, count_in
 
 # Ops that change neither what a memory is nor how it is counted: the review schedule.
 _SCHEDULE_OPS = frozenset({"v", "x"})
@@ -1135,15 +1135,13 @@ class EmbeddedStore(LineageStore):
         with self._lock:
             sp = self._spaces.get(namespace)
             times = sp.counters.get(name) if sp is not None else None
-            return window_change(times, window, now) if times else math.inf
+            return change_of(times, window, now) if times else math.inf
 
     def _count(self, namespace: str, name: str, since: float, now: float) -> int:
         with self._lock:
             sp = self._spaces.get(namespace)
             times = sp.counters.get(name) if sp is not None else None
-            if not times:
-                return 0
-            return bisect.bisect_right(times, now) - bisect.bisect_right(times, since)
+            return count_in(times, since, now) if times else 0
 
     # -- lineage events ---------------------------------------------------------------
 

@@ -42,7 +42,6 @@ close a cycle.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import random
 import re
@@ -81,6 +80,7 @@ from memlineage.lineage.validation import StoreLimits, check_dependencies, valid
 from memlineage.store import redis_scripts
 from memlineage.store.base import LineageStore, cascade_reason
 from memlineage.store.redis_keys import RedisKeys
+from memlineage.store.window import next_change
 
 _UNAVAILABLE = (rex.ConnectionError, rex.TimeoutError, rex.ClusterError,
                 rex.RedisClusterException, rex.ReadOnlyError, rex.TryAgainError,
@@ -570,7 +570,7 @@ class RedisStore(LineageStore):
 
     def _count_with_change(self, namespace: str, name: str, window: float,
                            now: float) -> tuple[int, float]:
-        """The count and when it next changes (`window_change`), in one round trip: the
+        """The count and when it next changes (`window.next_change`), in one round trip: the
         oldest event in the window leaves, or the first later one enters. Exact: an
         event added moves the namespace's write counter (`counter_add` counts)."""
         key, since = self.keys.counter(namespace, name), f"({now - window!r}"
@@ -580,9 +580,8 @@ class RedisStore(LineageStore):
             pipe.zrangebyscore(key, since, repr(now), start=0, num=1, withscores=True)
             pipe.zrangebyscore(key, f"({now!r}", "+inf", start=0, num=1, withscores=True)
             count, oldest, later = pipe.execute()
-        leaves = oldest[0][1] + window if oldest else math.inf
-        enters = later[0][1] if later else math.inf
-        return int(count), min(leaves, enters)
+        return int(count), next_change(oldest[0][1] if oldest else None,
+                                       later[0][1] if later else None, window)
 
     # -- lineage events ---------------------------------------------------------------
 
