@@ -4,6 +4,8 @@ against a real in-test gRPC server whose handlers each test scripts."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -450,3 +452,17 @@ def test_watch_expired_cursor_raises(server: Scripted, client: MemLineageClient)
                                          lambda r, c: iter(()))
     with pytest.raises(OutOfRange):
         next(client.watch(cursor="old"))
+
+
+# ---------------------------------------------------------------- layering
+
+
+def test_client_imports_no_server_module() -> None:
+    """The client package loads only itself and the generated memlineage.v1 code."""
+    code = ("import sys, memlineage.client; "
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('memlineage'))))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True).stdout.split()
+    assert "memlineage.client.sync" in out
+    assert [m for m in out if m != "memlineage" and not m.startswith(
+        ("memlineage.client", "memlineage.v1"))] == []

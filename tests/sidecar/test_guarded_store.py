@@ -144,6 +144,36 @@ def test_put_on_an_existing_key_checks_update(
     assert all(r.operation == pb.OPERATION_UPDATE for _, r in rules[0].calls)
 
 
+class NoContains:
+    """A store without ``__contains__``: GuardedStore learns existence from get()."""
+
+    def __init__(self) -> None:
+        self.inner = DictMemoryStore()
+
+    def put(self, key: str, value: object, **meta: object) -> None:
+        self.inner.put(key, value, **meta)
+
+    def get(self, key: str) -> object:
+        return self.inner.get(key)  # KeyError (a LookupError) when absent
+
+    def search(self, query: str, k: int) -> list[tuple[str, object, float]]:
+        return self.inner.search(query, k)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+
+def test_existence_without_contains_comes_from_get(rules: tuple[FixedRules, str]) -> None:
+    store = NoContains()
+    with MemLineageClient(rules[1], timeout=2.0) as client:
+        guarded = GuardedStore(store, client, creator="agent:assistant")
+        guarded.put("pref", "aisle seat")  # get() raises KeyError: new, so recorded
+        guarded.put("pref", "window seat")  # get() answers: existing, so an update check
+    assert rules[0].names() == ["Record", "Check"]
+    assert rules[0].calls[1][1].operation == pb.OPERATION_UPDATE
+    assert store.get("pref") == "window seat"
+
+
 def test_get_allows_degrades_and_denies(inner: DictMemoryStore, guarded: GuardedStore) -> None:
     for key in ("fresh", "old-price", "secret-key"):
         inner.put(key, f"value of {key}")

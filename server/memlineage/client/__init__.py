@@ -1,0 +1,74 @@
+"""Python client for the MemLineage sidecar, and a guard for existing memory stores.
+
+`MemLineageClient` is a thin typed layer over the generated stubs: Python values
+in, pb messages out, one deadline per call, the bearer token on every call, and
+retries only where a retry cannot apply a change twice (see `should_retry`).
+
+`GuardedStore` puts the sidecar's checks in front of any store with
+``put/get/search/delete`` so the agent code that calls the store stays as it is.
+
+The modules, each importable on its own:
+
+- `errors`: `MemLineageError` and one subclass per gRPC status, `error_from_rpc`,
+  `PolicyDenied`;
+- `convert`: ``"kind:id"`` actors/creators, operation names, timestamps;
+- `retry`: `should_retry` (which failures may be re-sent) and `backoff_delay`;
+- `stubs`: typed shapes of the generated gRPC stubs;
+- `sync`: `MemLineageClient` and `WatchStream`;
+- `guarded`: `GuardedStore`, the `MemoryStore` protocol and `DictMemoryStore`.
+
+The client imports no server module: only the generated `memlineage.v1` code,
+grpc and protobuf.
+"""
+
+from __future__ import annotations
+
+from memlineage.client.convert import (
+    from_timestamp,
+    parse_actor,
+    parse_creator,
+    parse_operation,
+    to_timestamp,
+)
+from memlineage.client.errors import (
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    MemLineageError,
+    NotFound,
+    OutOfRange,
+    PermissionDenied,
+    PolicyDenied,
+    Unauthenticated,
+    Unavailable,
+    error_from_rpc,
+)
+from memlineage.client.guarded import DictMemoryStore, GuardedStore, MemoryStore
+from memlineage.client.retry import backoff_delay, should_retry
+from memlineage.client.sync import MemLineageClient, WatchStream
+
+__all__ = [
+    "DeadlineExceeded",
+    "DictMemoryStore",
+    "FailedPrecondition",
+    "GuardedStore",
+    "InvalidArgument",
+    "MemLineageClient",
+    "MemLineageError",
+    "MemoryStore",
+    "NotFound",
+    "OutOfRange",
+    "PermissionDenied",
+    "PolicyDenied",
+    "Unauthenticated",
+    "Unavailable",
+    "WatchStream",
+    "backoff_delay",
+    "error_from_rpc",
+    "from_timestamp",
+    "parse_actor",
+    "parse_creator",
+    "parse_operation",
+    "should_retry",
+    "to_timestamp",
+]

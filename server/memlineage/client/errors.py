@@ -1,0 +1,107 @@
+"""What a failed call raises: one `MemLineageError` subclass per gRPC status the
+sidecar uses, and `PolicyDenied` for an operation the policies refused."""
+
+from __future__ import annotations
+
+import grpc
+
+from memlineage.v1 import memlineage_pb2 as pb
+
+__all__ = [
+    "DeadlineExceeded",
+    "FailedPrecondition",
+    "InvalidArgument",
+    "MemLineageError",
+    "NotFound",
+    "OutOfRange",
+    "PermissionDenied",
+    "PolicyDenied",
+    "Unauthenticated",
+    "Unavailable",
+    "error_from_rpc",
+    "rpc_status",
+]
+
+
+class MemLineageError(Exception):
+    """A failed call, with the gRPC status code and the server's details."""
+
+    code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(f"{code.name}: {details}")
+        self.code = code
+        self.details = details
+
+
+class InvalidArgument(MemLineageError):
+    """Malformed input; ``details`` is "field: message"."""
+
+
+class NotFound(MemLineageError):
+    """An unknown memory."""
+
+
+class PermissionDenied(MemLineageError):
+    """A namespace the caller may not use, or an admin RPC without admin rights."""
+
+
+class Unauthenticated(MemLineageError):
+    """A missing or unknown token."""
+
+
+class FailedPrecondition(MemLineageError):
+    """A version conflict or a forbidden status transition."""
+
+
+class Unavailable(MemLineageError):
+    """The sidecar (or its store) cannot answer; retries were exhausted or unsafe."""
+
+
+class OutOfRange(MemLineageError):
+    """A watch cursor that is no longer retained."""
+
+
+class DeadlineExceeded(MemLineageError):
+    """The call did not finish within the client's timeout."""
+
+
+_ERRORS: dict[grpc.StatusCode, type[MemLineageError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.OUT_OF_RANGE: OutOfRange,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+}
+
+
+def rpc_status(exc: grpc.RpcError) -> tuple[grpc.StatusCode, str]:
+    """The status code and details of a failed call (UNKNOWN when it carries none)."""
+    if isinstance(exc, grpc.Call):
+        details: str = exc.details() or ""
+        return exc.code(), details
+    return grpc.StatusCode.UNKNOWN, str(exc)
+
+
+def error_from_rpc(exc: grpc.RpcError) -> MemLineageError:
+    """The `MemLineageError` subclass for a grpc.RpcError (the base class if none fits)."""
+    code, details = rpc_status(exc)
+    return _ERRORS.get(code, MemLineageError)(code, details)
+
+
+class PolicyDenied(Exception):
+    """The policies denied an operation; ``decision`` says which and why."""
+
+    def __init__(self, decision: pb.Decision) -> None:
+        why = "; ".join(
+            f"{r.policy}: {r.message}" if r.message else r.policy
+            for r in decision.reasons
+            if r.effect == pb.EFFECT_DENY
+        )
+        op = pb.Operation.Name(decision.operation).removeprefix("OPERATION_").lower()
+        ids = ", ".join(decision.memory_ids)
+        super().__init__(f"{op} {ids} denied" + (f": {why}" if why else ""))
+        self.decision = decision

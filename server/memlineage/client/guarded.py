@@ -1,0 +1,178 @@
+"""`GuardedStore`: the sidecar's checks in front of any store with
+``put/get/search/delete``, so the agent code that calls the store stays as it is;
+`MemoryStore` is what it needs from that store, `DictMemoryStore` a tiny one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Container
+from typing import Any, Protocol
+
+from memlineage.client.errors import PolicyDenied
+from memlineage.client.sync import MemLineageClient
+from memlineage.v1 import memlineage_pb2 as pb
+
+__all__ = ["DictMemoryStore", "GuardedStore", "MemoryStore"]
+
+
+class MemoryStore(Protocol):
+    """What `GuardedStore` needs from the store it wraps."""
+
+    def put(self, key: str, value: Any, **meta: Any) -> Any: ...
+    def get(self, key: str) -> Any: ...
+    def search(self, query: str, k: int) -> list[tuple[str, Any, float]]: ...
+    def delete(self, key: str) -> Any: ...
+
+
+_RECORD_META = ("creator", "confidence", "type", "tags", "claim", "dependencies",
+                "volatility", "context_id", "created_at")
+
+
+class GuardedStore:
+    """A memory store with MemLineage's checks in front; callers keep calling it as before.
+
+    Lineage is recorded before content is written, so the store never holds a
+    memory the sidecar has no provenance for. A denied operation raises
+    `PolicyDenied` and leaves the wrapped store untouched. The decision behind the
+    latest get/put/delete is in ``last_decision`` (DEGRADE obligations live there).
+    Other attributes pass through to the wrapped store.
+    """
+
+    def __init__(
+        self, store: MemoryStore, client: MemLineageClient, *, creator: str | None = None,
+        actor: str | None = None, overfetch: int = 3, historical: bool = False,
+    ) -> None:
+        if overfetch < 1:
+            raise ValueError(f"overfetch: {overfetch!r} must be at least 1")
+        self.store = store
+        self.client = client
+        self.creator = creator  # used when a put names no creator
+        self.actor = actor  # who asks; None: the sidecar's default
+        self.overfetch = overfetch
+        self.historical = historical
+        self.last_decision: pb.Decision | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "store":  # not yet set: avoid recursing into ourselves
+            raise AttributeError(name)
+        return getattr(self.store, name)
+
+    def _exists(self, key: str) -> bool:
+        if isinstance(self.store, Container):  # a class with __contains__ answers directly
+            return key in self.store
+        try:
+            return self.store.get(key) is not None
+        except LookupError:
+            return False
+
+    def _allow(self, decision: pb.Decision) -> pb.Decision:
+        self.last_decision = decision
+        if decision.effect == pb.EFFECT_DENY:
+            raise PolicyDenied(decision)
+        return decision
+
+    def put(self, key: str, value: Any, **meta: Any) -> Any:
+        """Record (new key) or check update (existing key), then write through.
+
+        ``meta`` reaches the wrapped store unchanged; its lineage keys (creator,
+        confidence, type, tags, claim, dependencies, volatility, context_id,
+        created_at) also go into the record.
+        """
+        if self._exists(key):
+            self._allow(self.client.check("update", key, actor=self.actor))
+            return self.store.put(key, value, **meta)
+        lineage = {k: meta[k] for k in _RECORD_META if k in meta}
+        creator = lineage.pop("creator", None) or self.creator
+        if creator is None:
+            raise ValueError("creator: pass creator= to put() or to GuardedStore()")
+        if "claim" in lineage and lineage["claim"] is not None:
+            lineage["claim"] = tuple(lineage["claim"])
+        response = self.client.record(key, creator=creator, actor=self.actor, **lineage)
+        self.last_decision = response.decision
+        if not response.recorded:
+            raise PolicyDenied(response.decision)
+        return self.store.put(key, value, **meta)
+
+    def get(self, key: str) -> Any:
+        """The value if the read is allowed or degraded (see ``last_decision``)."""
+        self._allow(self.client.check(
+            "read", key, actor=self.actor, historical=self.historical
+        ))
+        return self.store.get(key)
+
+    def search(self, query: str, k: int) -> list[tuple[str, Any, float, pb.Decision]]:
+        """At most ``k`` ``(key, value, rank_score, decision)``, allowed ones only, best first.
+
+        The wrapped store is asked for ``overfetch·k`` candidates so that denied
+        ones do not leave the answer short.
+        """
+        if k <= 0:
+            return []
+        found = self.store.search(query, k * self.overfetch)
+        values: dict[str, Any] = {}
+        candidates: list[tuple[str, float]] = []
+        for key, value, similarity in found:
+            if key not in values:
+                values[key] = value
+                candidates.append((key, float(similarity)))
+        if not candidates:
+            return []
+        response = self.client.filter_rank(
+            candidates, actor=self.actor, historical=self.historical, limit=k
+        )
+        ranked = {c.memory_id: c for c in response.candidates if c.kept}
+        out = []
+        for memory_id in response.ranked_ids:
+            c = ranked.get(memory_id)
+            if c is not None and memory_id in values:
+                out.append((memory_id, values[memory_id], c.rank_score, c.decision))
+        return out[:k]
+
+    def delete(self, key: str) -> Any:
+        """Delete if the policies allow; the lineage record stays for audit."""
+        self._allow(self.client.check("delete", key, actor=self.actor))
+        return self.store.delete(key)
+
+
+_TOKEN = re.compile(r"\w+")
+
+
+def _tokens(text: Any) -> set[str]:
+    return set(_TOKEN.findall(str(text).lower()))
+
+
+class DictMemoryStore:
+    """A tiny in-memory store (naive token-overlap search) for examples and tests."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, tuple[Any, dict[str, Any]]] = {}
+
+    def put(self, key: str, value: Any, **meta: Any) -> None:
+        self.items[key] = (value, meta)
+
+    def get(self, key: str) -> Any:
+        """The value; KeyError when absent."""
+        return self.items[key][0]
+
+    def search(self, query: str, k: int) -> list[tuple[str, Any, float]]:
+        """The ``k`` best ``(key, value, jaccard similarity)`` with some overlap."""
+        q = _tokens(query)
+        scored = []
+        for key, (value, _) in self.items.items():
+            v = _tokens(value)
+            union = q | v
+            similarity = len(q & v) / len(union) if union else 0.0
+            if similarity > 0:
+                scored.append((key, value, similarity))
+        scored.sort(key=lambda t: (-t[2], t[0]))
+        return scored[:k]
+
+    def delete(self, key: str) -> None:
+        self.items.pop(key, None)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.items
+
+    def __len__(self) -> int:
+        return len(self.items)
