@@ -40,9 +40,34 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
     ("listen = ", "c.toml"),
     ("grpc_workers = -1", "grpc_workers must be 0 (automatic) to 1024"),
     ("grpc_workers = 5000", "grpc_workers must be 0 (automatic) to 1024"),
+    ("[scoring]\ncolour = 1", "unknown scoring setting(s) ['colour']"),
+    ("[scoring]\nalpha = 'much'", "scoring.alpha: could not convert"),
+    ("[scoring]\nalpha = [1]", "scoring.alpha: must be a number"),
+    ("[scoring]\nhalf_lives = 3", "scoring.half_lives: must be a table"),
+    ("[scoring.half_lives]\nhigh = 'soon'", "scoring.half_lives: could not convert"),
+    ("[scoring]\ncredibility_priors = 0.5", "scoring.credibility_priors: must be a list"),
+    ("[scoring]\ncredibility_priors = [['user:*']]", "scoring.credibility_priors: not enough"),
 ])
 def test_bad_configuration_is_named(tmp_path: Path, text: str, message: str) -> None:
     f = tmp_path / "c.toml"
     f.write_text(text + "\n")
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(str(f), env={})
+
+
+def test_scoring_table_sets_each_field_with_its_type(tmp_path: Path) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text("[scoring]\nalpha = 1\nhalf_lives = { high = 60 }\n"
+                 "credibility_priors = [['user:*', 1], ['*', 0.25]]\n")
+    scoring = load_config(str(f), env={}).scoring
+    assert scoring.alpha == 1.0 and isinstance(scoring.alpha, float)
+    assert scoring.half_lives == {"high": 60.0}
+    assert scoring.credibility_priors == (("user:*", 1.0), ("*", 0.25))
+
+
+def test_token_grants_are_configuration() -> None:
+    """TokenGrant is defined by the configuration; the transport's auth uses that class."""
+    from memlineage.config import TokenGrant
+    from memlineage.grpc_api import auth
+
+    assert auth.TokenGrant is TokenGrant and TokenGrant.__module__ == "memlineage.config"

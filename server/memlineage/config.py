@@ -13,8 +13,8 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
-from memlineage.grpc_api.auth import TokenGrant
 from memlineage.scoring.config import ScoringConfig
 
 FAIL_MODES = ("closed", "degraded")
@@ -22,6 +22,16 @@ FAIL_MODES = ("closed", "degraded")
 
 class ConfigError(ValueError):
     """A configuration value is wrong; the message names the setting."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenGrant:
+    """One configured bearer token: the namespaces it may use, and admin rights."""
+
+    token: str
+    namespaces: tuple[str, ...]
+    admin: bool = False
+    name: str = ""  # how logs name the caller (the `[tokens.NAME]` table, or envN)
 
 
 @dataclass(frozen=True)
@@ -90,26 +100,34 @@ def _tokens_from_env(text: str) -> tuple[TokenGrant, ...]:
     return tuple(grants)
 
 
+def _scoring_value(name: str, value: object) -> Any:
+    """One `[scoring]` value as its ScoringConfig field's type; TypeError/ValueError if not."""
+    if name in ("half_lives", "type_costs"):
+        if not isinstance(value, Mapping):
+            raise TypeError("must be a table")
+        return {str(k): float(v) for k, v in value.items()}
+    if name == "credibility_priors":
+        if not isinstance(value, list | tuple):
+            raise TypeError("must be a list of [pattern, credibility] pairs")
+        return tuple((str(p), float(c)) for p, c in value)
+    if not isinstance(value, int | float | str):
+        raise TypeError("must be a number")
+    return float(value)
+
+
 def _scoring_from_table(table: Mapping[str, object], path: str) -> ScoringConfig:
     """`[scoring]`: any ScoringConfig field; `half_lives` a table of class -> seconds."""
     known = {f.name: f for f in fields(ScoringConfig)}
     unknown = sorted(set(table) - set(known))
     if unknown:
         raise ConfigError(f"{path}: unknown scoring setting(s) {unknown}")
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}
     for name, value in table.items():
-        if name in ("half_lives", "type_costs"):
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"{path}: scoring.{name} must be a table")
-            values[name] = {str(k): float(v) for k, v in value.items()}  # type: ignore[arg-type]
-        elif name == "credibility_priors":
-            values[name] = tuple((str(p), float(c)) for p, c in value)  # type: ignore[union-attr]
-        else:
-            try:
-                values[name] = float(value)  # type: ignore[arg-type]
-            except (TypeError, ValueError) as exc:
-                raise ConfigError(f"{path}: scoring.{name}: {exc}") from exc
-    return ScoringConfig(**values)  # type: ignore[arg-type]
+        try:
+            values[name] = _scoring_value(name, value)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{path}: scoring.{name}: {exc}") from exc
+    return ScoringConfig(**values)
 
 
 _ENV = {
@@ -123,7 +141,8 @@ _ENV = {
 }
 
 
-def _coerce(name: str, value: object) -> object:
+def _coerce(name: str, value: object) -> Any:
+    """``value`` as the type of the Config field ``name`` (so the result's type varies)."""
     kind = {f.name: f.type for f in fields(Config)}[name]
     try:
         if "int" in str(kind) and not isinstance(value, int):

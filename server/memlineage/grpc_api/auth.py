@@ -12,6 +12,7 @@ import hmac
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from memlineage.config import TokenGrant as TokenGrant  # re-exported: configured in config
 from memlineage.lineage.errors import LineageError
 
 DEFAULT_NAMESPACE = "default"
@@ -36,14 +37,6 @@ class Principal:
 
 
 LOCAL = Principal("local", (DEFAULT_NAMESPACE,), loopback_admin=True)
-
-
-@dataclass(frozen=True, slots=True)
-class TokenGrant:
-    token: str
-    namespaces: tuple[str, ...]
-    admin: bool = False
-    name: str = ""
 
 
 def is_loopback(peer: str) -> bool:
