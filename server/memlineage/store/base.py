@@ -13,8 +13,6 @@ the change (``events`` / ``wait_events`` / ``latest_cursor``, for the Watch RPC)
 from __future__ import annotations
 
 import contextlib
-import math
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -41,10 +39,19 @@ from memlineage.lineage.validation import (
     check_window,
     validate_changes,
 )
+from memlineage.store import traversal
+from memlineage.store.arguments import (
+    MAX_BATCH_IDS,
+    check_accesses,
+    check_cursor,
+    check_ids,
+    check_page,
+    check_sources,
+    check_wait,
+    id_batch_pattern,
+)
 
-MAX_BATCH_IDS = 10_000
-MAX_WAIT_SECONDS = 3600.0
-MAX_CURSOR_LENGTH = 48
+__all__ = ["MAX_BATCH_IDS", "LineageStore", "cascade_reason"]
 
 
 def cascade_reason(target: Status, reason: str) -> str:
@@ -68,11 +75,7 @@ class LineageStore(ABC):
     def __init__(self, *, clock: Clock = system_clock, limits: StoreLimits | None = None):
         self.clock = clock
         self.limits = limits or StoreLimits()
-        n = self.limits.max_id_length
-        # Every id of a batch checked by one regex over the ids joined with "\n" (not an
-        # id character); only a failing batch is re-checked id by id for the error.
-        self._batch_ids_re = re.compile(
-            rf"[A-Za-z0-9._:/-]{{1,{n}}}(?:\n[A-Za-z0-9._:/-]{{1,{n}}})*")
+        self._batch_ids_re = id_batch_pattern(self.limits.max_id_length)
         self._snapshot: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
         """Held across a traversal; the embedded store makes it its lock (a consistent
         snapshot).  A plain context manager, not a generator: it is on the read path."""
@@ -100,41 +103,7 @@ class LineageStore(ABC):
         return check_id(memory_id, field, max_length=self.limits.max_id_length)
 
     def _ids(self, ids: Iterable[str]) -> list[str]:
-        if isinstance(ids, str):
-            raise ValidationError("must be a list of ids", field="ids", code="INVALID_IDS")
-        out = list(dict.fromkeys(ids))
-        if len(out) > MAX_BATCH_IDS:
-            raise ValidationError(f"has {len(out)} ids, the limit is {MAX_BATCH_IDS}",
-                                  field="ids", code="TOO_MANY_IDS")
-        try:
-            joined = "\n".join(out)
-        except TypeError:
-            joined = None
-        # The count check: an id containing "\n" would split into two valid-looking ones.
-        if joined is None or (out and (self._batch_ids_re.fullmatch(joined) is None
-                                       or joined.count("\n") != len(out) - 1)):
-            for i, memory_id in enumerate(out):
-                self._id(memory_id, f"ids[{i}]")
-        return out
-
-    def _cursor(self, after: Any) -> str | None:
-        if after is None:
-            return None
-        if not isinstance(after, str) or not after or len(after) > MAX_CURSOR_LENGTH:
-            raise ValidationError("must be a cursor returned by this store", field="cursor",
-                                  code="INVALID_CURSOR")
-        parsed = self._parse_cursor(after)
-        if parsed is None:
-            raise ValidationError(f"{after!r} is not a cursor of this store", field="cursor",
-                                  code="INVALID_CURSOR")
-        return parsed
-
-    def _page(self, limit: Any) -> int:
-        maximum = self.limits.max_event_page
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
-            raise ValidationError(f"must be an integer in [1, {maximum}]", field="limit",
-                                  code="INVALID_LIMIT")
-        return limit
+        return check_ids(ids, self._batch_ids_re, self.limits.max_id_length)
 
     # -- backend primitives ---------------------------------------------------------
 
@@ -232,6 +201,15 @@ class LineageStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release connections/files; the store is unusable afterwards."""
+
+    def maybe_compact(self, max_log_bytes: int) -> bool:
+        """Maintenance hook, called periodically by the server (after each access
+        flush): compact the store's own on-disk log once it has grown past
+        ``max_log_bytes`` and return True when it did.
+
+        This default, for stores without such a log (Redis; an embedded store without
+        a data directory), does nothing and returns False."""
+        return False
 
     def __enter__(self) -> LineageStore:
         return self
@@ -387,36 +365,7 @@ class LineageStore(ABC):
         check_limit(max_depth, "max_depth", self.limits.max_walk_depth)
         check_limit(limit, "limit", self.limits.max_walk_count)
         with self._snapshot:
-            start = self._load(ns, [memory_id]).get(memory_id)
-            if start is None:
-                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
-            depths: dict[str, int] = {memory_id: 0}
-            found: list[MemoryRecord] = []
-            frontier = [start]
-            truncated = False
-            for depth in range(1, max_depth + 1):
-                nxt: list[str] = []
-                for rec in frontier:
-                    for n in _neighbours(rec, up):
-                        if n not in depths:
-                            depths[n] = depth
-                            nxt.append(n)
-                if not nxt:
-                    break
-                if len(found) + len(nxt) > limit:
-                    truncated = True
-                    for n in nxt[limit - len(found):]:
-                        del depths[n]
-                    nxt = nxt[: limit - len(found)]
-                loaded = self._load(ns, nxt)
-                frontier = [loaded[n] for n in nxt if n in loaded]
-                found.extend(frontier)
-                if truncated:
-                    break
-            else:
-                truncated = any(n not in depths for r in frontier for n in _neighbours(r, up))
-        del depths[memory_id]
-        return Walk(records=tuple(found), depths=depths, truncated=truncated)
+            return traversal.walk(self._load, ns, memory_id, max_depth, limit, up=up)
 
     def lineage_view(self, namespace: str, ids: Iterable[str], *, ancestor_depth: int = 8,
                      descendant_depth: int = 0, limit: int = 5000,
@@ -433,31 +382,9 @@ class LineageStore(ABC):
         check_limit(ancestor_depth, "ancestor_depth", self.limits.max_walk_depth)
         check_limit(descendant_depth, "descendant_depth", self.limits.max_walk_depth)
         check_limit(limit, "limit", self.limits.max_walk_count)
-        load = self._load
         with self._snapshot:
-            records = load(ns, wanted, with_history)
-            missing = tuple(i for i in wanted if i not in records)
-            up = list(records.values())
-            down = list(records.values())
-            added = 0
-            truncated = False
-            for depth in range(1, max(ancestor_depth, descendant_depth) + 1):
-                nxt_up = _fresh(up, True, records) if depth <= ancestor_depth else []
-                nxt_down = _fresh(down, False, records) if depth <= descendant_depth else []
-                batch = list(dict.fromkeys(nxt_up + nxt_down))
-                if not batch:
-                    break
-                if added + len(batch) > limit:
-                    truncated = True
-                    batch = batch[: limit - added]
-                loaded = load(ns, batch, with_history)
-                records.update(loaded)
-                added += len(loaded)
-                up = [loaded[i] for i in nxt_up if i in loaded]
-                down = [loaded[i] for i in nxt_down if i in loaded]
-                if truncated:
-                    break
-        return LineageView(records=records, missing=missing, truncated=truncated)
+            return traversal.lineage_view(self._load, ns, wanted, ancestor_depth,
+                                          descendant_depth, limit, with_history)
 
     # -- lineage event log (the Watch stream) --------------------------------------------
 
@@ -474,19 +401,17 @@ class LineageStore(ABC):
         reset): the reader must re-sync; ValidationError for a malformed cursor.
         """
         ns = self._ns(namespace)
-        return self._events(ns, self._cursor(after), self._page(limit))
+        return self._events(ns, check_cursor(after, self._parse_cursor),
+                            check_page(limit, self.limits.max_event_page))
 
     def wait_events(self, namespace: str, *, after: str | None, limit: int = 500,
                     timeout: float) -> tuple[list[LineageEvent], str]:
         """Like :meth:`events`, but block up to ``timeout`` seconds until at least one
         event exists after ``after``; returns ``([], cursor)`` on timeout."""
         ns = self._ns(namespace)
-        cursor = self._cursor(after)
-        limit = self._page(limit)
-        wait = check_time(timeout, "timeout")
-        if wait > MAX_WAIT_SECONDS:
-            raise ValidationError(f"must be at most {MAX_WAIT_SECONDS:.0f} seconds",
-                                  field="timeout", code="INVALID_TIMEOUT")
+        cursor = check_cursor(after, self._parse_cursor)
+        limit = check_page(limit, self.limits.max_event_page)
+        wait = check_wait(timeout)
         return self._wait_events(ns, cursor, limit, wait)
 
     def latest_cursor(self, namespace: str) -> str:
@@ -521,27 +446,7 @@ class LineageStore(ABC):
         line embedded, one script call on Redis).  Unknown ids are ignored; returns
         how many existed.  No version bump, no event."""
         ns = self._ns(namespace)
-        if not isinstance(accesses, Mapping):
-            raise ValidationError("must map ids to (count, time)", field="accesses",
-                                  code="INVALID_ACCESSES")
-        ids = self._ids(accesses.keys())
-        checked: dict[str, tuple[int, float]] = {}
-        for memory_id in ids:
-            entry = accesses[memory_id]
-            if (type(entry) is tuple and len(entry) == 2 and type(entry[0]) is int
-                    and 1 <= entry[0] <= 2**62 and type(entry[1]) is float
-                    and 0.0 <= entry[1] < math.inf):
-                checked[memory_id] = entry  # the engine's flush: no per-id messages built
-                continue
-            if not isinstance(entry, tuple | list) or len(entry) != 2:
-                raise ValidationError("must be a (count, time) pair",
-                                      field=f"accesses[{memory_id}]", code="INVALID_ACCESSES")
-            count, at = entry
-            check_limit(count, f"accesses[{memory_id}].count", 2**62)
-            if count < 1:
-                raise ValidationError("must be at least 1", field=f"accesses[{memory_id}].count",
-                                      code="INVALID_LIMIT")
-            checked[memory_id] = (count, check_time(at, f"accesses[{memory_id}].time"))
+        checked = check_accesses(accesses, self._ids)
         return self._record_accesses(ns, checked) if checked else 0
 
     # -- reliability: claim groups, source statistics, usage feedback ---------------------
@@ -570,15 +475,7 @@ class LineageStore(ABC):
         in one round trip.  ok/bad come from confirmations/contradictions at record time
         and from :meth:`feedback` on the memories the source created."""
         ns = self._ns(namespace)
-        if isinstance(sources, str):
-            raise ValidationError("must be a list of source ids", field="sources",
-                                  code="INVALID_IDS")
-        wanted = list(dict.fromkeys(sources))
-        if len(wanted) > MAX_BATCH_IDS:
-            raise ValidationError(f"has {len(wanted)} sources, the limit is {MAX_BATCH_IDS}",
-                                  field="sources", code="TOO_MANY_IDS")
-        for i, source in enumerate(wanted):
-            check_id(source, f"sources[{i}]", max_length=self.limits.max_id_length)
+        wanted = check_sources(sources, self.limits.max_id_length)
         if not wanted:
             return {}
         return self._source_stats(ns, wanted)
@@ -659,15 +556,3 @@ class LineageStore(ABC):
     def _count_change(self, namespace: str, name: str, window: float, now: float) -> float:
         return now
 
-
-def _neighbours(rec: MemoryRecord, up: bool) -> tuple[str, ...]:
-    return rec.dependencies if up else rec.derivations  # type: ignore[return-value]
-
-
-def _fresh(frontier: list[MemoryRecord], up: bool, seen: Mapping[str, Any]) -> list[str]:
-    out: dict[str, None] = {}
-    for rec in frontier:
-        for n in _neighbours(rec, up):
-            if n not in seen:
-                out[n] = None
-    return list(out)

@@ -1,0 +1,97 @@
+"""The lineage traversals every backend shares: ancestors/descendants walks and the
+lineage view, written once on top of a backend's batch load.
+
+Each BFS level is one ``load`` call, so a backend answers in ``depth + 1`` round
+trips whatever the fan-out.  ``LineageStore`` validates the arguments and holds its
+snapshot (the embedded store's lock) around these; they only walk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from memlineage.lineage.errors import NotFoundError
+from memlineage.lineage.model import LineageView, MemoryRecord, Walk
+
+Load = Callable[[str, list[str], bool], dict[str, MemoryRecord]]
+"""A backend's ``_load(namespace, ids, with_history)``: one round trip per call."""
+
+
+def walk(load: Load, ns: str, memory_id: str, max_depth: int, limit: int, *,
+         up: bool) -> Walk:
+    """What ``memory_id`` was derived from (``up``) or what was built on it, breadth
+    first, excluding itself."""
+    start = load(ns, [memory_id], True).get(memory_id)
+    if start is None:
+        raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+    depths: dict[str, int] = {memory_id: 0}
+    found: list[MemoryRecord] = []
+    frontier = [start]
+    truncated = False
+    for depth in range(1, max_depth + 1):
+        nxt: list[str] = []
+        for rec in frontier:
+            for n in _neighbours(rec, up):
+                if n not in depths:
+                    depths[n] = depth
+                    nxt.append(n)
+        if not nxt:
+            break
+        if len(found) + len(nxt) > limit:
+            truncated = True
+            for n in nxt[limit - len(found):]:
+                del depths[n]
+            nxt = nxt[: limit - len(found)]
+        loaded = load(ns, nxt, True)
+        frontier = [loaded[n] for n in nxt if n in loaded]
+        found.extend(frontier)
+        if truncated:
+            break
+    else:
+        truncated = any(n not in depths for r in frontier for n in _neighbours(r, up))
+    del depths[memory_id]
+    return Walk(records=tuple(found), depths=depths, truncated=truncated)
+
+
+def lineage_view(load: Load, ns: str, wanted: list[str], ancestor_depth: int,
+                 descendant_depth: int, limit: int, with_history: bool) -> LineageView:
+    """The records ``wanted`` plus their ancestors (and descendants) in one BFS: the
+    ancestor and descendant frontiers are loaded together, one batch per level."""
+    records = load(ns, wanted, with_history)
+    missing = tuple(i for i in wanted if i not in records)
+    up = list(records.values())
+    down = list(records.values())
+    added = 0
+    truncated = False
+    for depth in range(1, max(ancestor_depth, descendant_depth) + 1):
+        nxt_up = _fresh(up, True, records) if depth <= ancestor_depth else []
+        nxt_down = _fresh(down, False, records) if depth <= descendant_depth else []
+        batch = list(dict.fromkeys(nxt_up + nxt_down))
+        if not batch:
+            break
+        if added + len(batch) > limit:
+            truncated = True
+            batch = batch[: limit - added]
+        loaded = load(ns, batch, with_history)
+        records.update(loaded)
+        added += len(loaded)
+        up = [loaded[i] for i in nxt_up if i in loaded]
+        down = [loaded[i] for i in nxt_down if i in loaded]
+        if truncated:
+            break
+    return LineageView(records=records, missing=missing, truncated=truncated)
+
+
+def _neighbours(rec: MemoryRecord, up: bool) -> tuple[str, ...]:
+    # stored dependencies are plain ids: validate_new resolved any MemoryRef
+    return rec.dependencies if up else rec.derivations  # type: ignore[return-value]
+
+
+def _fresh(frontier: list[MemoryRecord], up: bool, seen: Mapping[str, Any]) -> list[str]:
+    out: dict[str, None] = {}
+    for rec in frontier:
+        for n in _neighbours(rec, up):
+            if n not in seen:
+                out[n] = None
+    return list(out)
