@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memlineage.engine.core import RankedCandidate
+from memlineage.engine.outcomes import RankedCandidate
 from memlineage.engine.records import DecisionContext, DecisionRecord
 from memlineage.grpc_api import serde
 from memlineage.v1 import memlineage_pb2 as pb

@@ -15,20 +15,28 @@ Semantics a caller relies on (README "Decisions"):
 
 from __future__ import annotations
 
-import copy
-import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from memlineage_dsl.decision import DEGRADE, DENY, ERROR, FIRED, Decision, ObligationOut, Reason
+from memlineage_dsl.compiler import CompiledPolicySet
+from memlineage_dsl.decision import DENY, Decision
 from memlineage_dsl.evaluator import decide
 from memlineage_dsl.facts import DEFAULT_BUDGET, Creator, Memory, Request, UnknownMemory
 from memlineage_dsl.schema import OPERATIONS
 
 from memlineage.engine.access import AccessBuffer
 from memlineage.engine.credibility import CredibilityCache
-from memlineage.engine.policies import PolicyHolder
+from memlineage.engine.outcomes import (
+    ISOLATED,
+    Explanation,
+    RankedCandidate,
+    RecordResult,
+    StatusResult,
+    store_down,
+)
+from memlineage.engine.policies import PolicyHolder, ServingPolicies
 from memlineage.engine.records import (
     DecisionContext,
     DecisionJournal,
@@ -37,6 +45,7 @@ from memlineage.engine.records import (
     issue_decision_id,
     issue_decision_ids,
 )
+from memlineage.engine.reuse import DecisionReuse, NoReuse, ReuseKey, ReuseTicket, Window
 from memlineage.engine.snapshot import StoreSnapshot, calls_counter, snapshot_of, to_facts
 from memlineage.lifecycle.sweep import SweepReport, sweep
 from memlineage.lineage.clock import Clock, system_clock
@@ -53,102 +62,8 @@ from memlineage.lineage.model import MemoryRecord, Status, Walk
 from memlineage.lineage.validation import check_transition, validate_new
 from memlineage.scoring.batch import Scores, credibilities, score, sources_of
 from memlineage.scoring.config import ScoringConfig
+from memlineage.scoring.formulas import rank_score
 from memlineage.store.base import LineageStore
-
-ISOLATION = "<namespace-isolation>"
-UNAVAILABLE = "<store-unavailable>"
-_ISOLATED = Decision(
-    DENY, 0.0, 0.0,
-    reasons=(Reason(ISOLATION, DENY, "memory belongs to another namespace", 2**31 - 1, FIRED),),
-)
-
-
-def _store_down(op: str) -> Decision:
-    """The documented fail-degraded decision: reads degrade, the rest is denied."""
-    msg = "lineage store unavailable: provenance not verified"
-    if op == "read":
-        return Decision(
-            DEGRADE, 0.5, 0.0,
-            obligations=(ObligationOut("annotate", (msg,), UNAVAILABLE),),
-            reasons=(Reason(UNAVAILABLE, DEGRADE, msg, 0, ERROR),), errors=(msg,),
-        )
-    return Decision(DENY, 0.0, 0.0, reasons=(Reason(UNAVAILABLE, DENY, msg, 0, ERROR),),
-                    errors=(msg,))
-
-
-@dataclass(frozen=True, slots=True)
-class RankedCandidate:
-    memory_id: str
-    similarity: float
-    rank_score: float
-    kept: bool
-    decision: DecisionRecord
-    reliability: float = 1.0
-    value_score: float = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class RecordResult:
-    recorded: bool
-    decision: DecisionRecord
-    memory: MemoryRecord | None = None
-    superseded_id: str | None = None
-    affected_ids: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class StatusResult:
-    applied: bool
-    decision: DecisionRecord
-    memory: MemoryRecord | None = None
-    affected_ids: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Explanation:
-    memory: MemoryRecord
-    ancestors: tuple[MemoryRecord, ...]
-    descendants: tuple[MemoryRecord, ...]
-    edges: tuple[tuple[str, str], ...]
-    decisions: tuple[DecisionRecord, ...]
-    truncated: bool
-    scores: Scores
-    source_stats: dict[str, tuple[float, float]]
-
-
-# Attributes that move with access statistics (flushed apart from other writes).
-_ACCESS_FACTS = frozenset({"value_score", "last_access", "access_count"})
-_REUSE_LIMIT = 100_000
-
-
-@dataclass(frozen=True, slots=True)
-class _Reusable:
-    """A decision `check` took, and how long the same request would get it again."""
-
-    decision: Decision
-    since: float  # decided at
-    until: float  # its snapshot's horizon: the first instant a time-dependent test may flip
-    epoch: int  # the store's write counter when decided
-    access_epoch: int | None  # the access counter, when the policies read access statistics
-    accessed: bool  # a read of a stored memory, not denied: each reuse is an access too
-
-    def holds(self, epoch: int | None, now: float, access_epoch: int | None) -> bool:
-        """Still the decision at `now`: nothing written since, and before its horizon."""
-        return (self.epoch == epoch and self.since <= now < self.until
-                and self.access_epoch == access_epoch)
-
-
-@dataclass(frozen=True, slots=True)
-class ReuseTicket:
-    """A reusable Check decision and everything needed to issue it again for the same
-    request (`Engine.reissue`) without restating it: a caller that recognises a
-    request it saw before skips parsing and validating it; whether the decision
-    still holds is decided here, as for any reuse."""
-
-    entry: _Reusable
-    serving: object  # the policy set it was taken under; a reload voids the ticket
-    context: DecisionContext
-    record_access: bool  # each issue is a read of a stored memory
 
 
 @dataclass
@@ -163,36 +78,30 @@ class Engine:
     record_access: bool = True
     max_future_seconds: float = 300.0
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
-    credibility: CredibilityCache | None = None
+    # None: built from the store and scoring in __post_init__
+    credibility: CredibilityCache = None  # type: ignore[assignment]  # set in __post_init__
     # Reuse a Check decision for the same request until the store is written or its
     # horizon passes (stores that count their writes: `LineageStore.epochs`).
     reuse_decisions: bool = True
-
-    access: AccessBuffer | None = None
+    access: AccessBuffer = None  # type: ignore[assignment]  # set in __post_init__
+    reuse: DecisionReuse = field(init=False, repr=False)
     # score() memo for records the store shares (see scoring.batch.score)
-    _memo: dict = field(default_factory=dict, init=False, repr=False)
+    _memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
     _memo_for: ScoringConfig | None = field(default=None, init=False, repr=False)
-    # (policy set, its reusable decisions): one tuple, read and replaced whole, so a
-    # table is never paired with another set than its own by a concurrent reload
-    _reuse: tuple[object, dict] = field(default_factory=lambda: (None, {}), init=False,
-                                        repr=False)
-    # decisions answered by reuse, for metrics: next() on a count is atomic (the
-    # engine is called from several threads)
-    _reused: itertools.count = field(default_factory=itertools.count, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.credibility is None:
             self.credibility = CredibilityCache(self.store, self.scoring)
         if self.access is None:
             self.access = AccessBuffer(self.store)
+        self.reuse = DecisionReuse(self.store) if self.reuse_decisions else NoReuse(self.store)
 
     @property
     def reused(self) -> int:
         """How many decisions were answered by reuse so far."""
-        return next(copy.copy(self._reused))  # the count's position, without moving it
+        return self.reuse.reused
 
     def flush_access(self) -> int:
-        assert self.access is not None
         return self.access.flush()
 
     def _scores(self, ns: str, records: Mapping[str, MemoryRecord], now: float,
@@ -206,7 +115,6 @@ class Engine:
         value: bool | Sequence[str] = True if "value_score" in reads else rank
         if not value and "reliability" not in reads and not rank:
             return None
-        assert self.credibility is not None
         cred = self.credibility.credibility(ns, sources_of(records), epoch)
         memo = None
         if self.store.shares_records:
@@ -244,7 +152,7 @@ class Engine:
         self.journal.put(serial, rec)
         return rec
 
-    def _view(self, ns: str, ids: Sequence[str], op: str, compiled,
+    def _view(self, ns: str, ids: Sequence[str], op: str, compiled: CompiledPolicySet,
               loaded: Mapping[str, MemoryRecord] | None = None) -> dict[str, MemoryRecord]:
         """The records `ids` and the lineage the operation needs, in one store read;
         none when the caller already `loaded` them and no lineage is needed."""
@@ -292,14 +200,13 @@ class Engine:
         spend = self._budget(budget)
         serving = self.policies.current
         ids = (memory_ids[0],) if len(memory_ids) == 1 else tuple(dict.fromkeys(memory_ids))
-        plan = serving.compiled.plans[op]
-        reuse, epoch, access_epoch = self._reuse_state(serving, op, ns)
-        key = (ns, op, ids, actor.kind, actor.id, spend, action, historical)
-        hit = reuse.get(key) if reuse is not None else None
-        if hit is not None and hit.holds(epoch, now, access_epoch):
+        window = self.reuse.open(serving, op, ns)  # its counters: read before the store
+        key: ReuseKey = (ns, op, ids, actor.kind, actor.id, spend, action, historical)
+        hit = window.lookup(key, now)
+        if hit is not None:
             if hit.accessed and self.record_access:
-                self.access.add(ns, ids, now)  # type: ignore[union-attr]
-            next(self._reused)
+                self.access.add(ns, ids, now)
+            self.reuse.count()
             rec = self._issue(hit.decision, ns, op, ids, actor, now, serving.version)
             return rec, self._ticket(hit, serving, rec)
         try:
@@ -308,12 +215,12 @@ class Engine:
         except StoreUnavailableError:
             if self.fail_mode != "degraded":
                 raise
-            return self._issue(_store_down(op), ns, op, ids, actor, now, serving.version), None
+            return self._issue(store_down(op), ns, op, ids, actor, now, serving.version), None
         if foreign:
-            return self._issue(_ISOLATED, ns, op, ids, actor, now, serving.version), None
-        reads = plan.reads
+            return self._issue(ISOLATED, ns, op, ids, actor, now, serving.version), None
+        reads = serving.compiled.plans[op].reads
         snap, facts = snapshot_of(records, self.store, ns, now, scores=self._scores(
-            ns, records, now, reads, epoch=epoch), reads=reads)
+            ns, records, now, reads, epoch=window.epoch), reads=reads)
         self._bound(snap)
         memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
         req = Request(op, memories[0], actor, ns, spend, now, action, historical,
@@ -321,21 +228,18 @@ class Engine:
         d = self._decide_safely(serving.compiled, req, snap, op)
         accessed = op == "read" and d.effect != DENY and ids[0] in records
         if accessed and self.record_access:
-            self.access.add(ns, ids, now)  # type: ignore[union-attr]
+            self.access.add(ns, ids, now)
         rec = self._issue(d, ns, op, ids, actor, now, serving.version)
         # Only decisions on memories this namespace holds are kept: whether an unknown
         # id is another namespace's (and refused) is not covered by its counters.
-        if (reuse is not None and not d.errors and snap.horizon > now
-                and all(i in records for i in ids)):
-            # Kept under the write counter read before the store was: a write since
-            # (even one racing this decision) makes it unusable.
-            entry = _Reusable(d, now, snap.horizon, epoch, access_epoch,  # type: ignore[arg-type]
-                              accessed)
-            self._keep(reuse, key, entry)
-            return rec, self._ticket(entry, serving, rec)
+        if not d.errors and all(i in records for i in ids):
+            entry = window.keep(key, d, now, snap.horizon, accessed)
+            if entry is not None:
+                return rec, self._ticket(entry, serving, rec)
         return rec, None
 
-    def _ticket(self, entry: _Reusable, serving, rec: DecisionRecord) -> ReuseTicket:
+    def _ticket(self, entry: Any, serving: ServingPolicies,
+                rec: DecisionRecord) -> ReuseTicket:
         return ReuseTicket(entry, serving, DecisionContext(
             rec.decision, rec.namespace, rec.operation, rec.memory_ids, rec.actor,
             rec.policy_version), entry.accessed and self.record_access)
@@ -347,58 +251,25 @@ class Engine:
         if self.policies.current is not ticket.serving:
             return None
         now = self.clock()
-        entry, ctx = ticket.entry, ticket.context
-        try:
-            epochs = self.store.epochs(ctx.namespace)
-        except StoreUnavailableError:  # `check` decides, under the fail mode
+        if not self.reuse.still_holds(ticket, now):
             return None
-        if epochs is None or not entry.holds(
-                epochs[0], now, None if entry.access_epoch is None else epochs[1]):
-            return None
+        ctx = ticket.context
         if ticket.record_access:
-            self.access.add(ctx.namespace, ctx.memory_ids, now)  # type: ignore[union-attr]
-        next(self._reused)
+            self.access.add(ctx.namespace, ctx.memory_ids, now)
+        self.reuse.count()
         decision_id, serial = issue_decision_id(now)
         self.journal.put_issue(serial, ctx, now)
         if self.log.sink is not None:
             self.log.write(ctx.record(decision_id, now))
         return decision_id, now
 
-    # ------------------------------------------------------------ decision reuse
-    def _reuse_state(self, serving, op: str,
-                     ns: str) -> tuple[dict | None, int | None, int | None]:
-        """Reusable decisions of the serving policy set and the namespace's write and
-        access counters (the latter only when `op`'s policies read access statistics),
-        read before anything they guard; no table when `op`'s decisions cannot be
-        reused (off, a store that does not count its writes, a policy not
-        time-exact)."""
-        plan = serving.compiled.plans[op]
-        if not (self.reuse_decisions and plan.reusable):
-            return None, None, None
-        try:
-            epochs = self.store.epochs(ns)
-        except StoreUnavailableError:  # the read that follows meets the fail mode
-            return None, None, None
-        if epochs is None:
-            return None, None, None
-        owner, table = self._reuse
-        if owner is not serving:  # a reload starts afresh
-            table = {}
-            self._reuse = (serving, table)
-        return table, epochs[0], epochs[1] if plan.reads & _ACCESS_FACTS else None
-
-    @staticmethod
-    def _keep(reuse: dict, key: tuple, entry: _Reusable) -> None:
-        if len(reuse) >= _REUSE_LIMIT:
-            reuse.clear()
-        reuse[key] = entry
-
     def _bound(self, snap: StoreSnapshot) -> None:
         """How fast this configuration's scores can fall: the snapshot's horizons."""
         snap.half_life_min = self.scoring.min_half_life
         snap.value_decay = (self.scoring.beta, self.scoring.relevance_lambda)
 
-    def _decide_safely(self, compiled, req: Request, snap, op: str) -> Decision:
+    def _decide_safely(self, compiled: CompiledPolicySet, req: Request, snap: StoreSnapshot,
+                       op: str) -> Decision:
         """Counters are read lazily from the store during evaluation: honour fail mode."""
         d = decide(compiled, req, snap)
         return self._checked(d, op, snap) if d.errors else d
@@ -408,7 +279,7 @@ class Engine:
         if d.errors and snap.store_failed:
             if self.fail_mode != "degraded":
                 raise StoreUnavailableError("lineage store unavailable during evaluation")
-            return _store_down(op)
+            return store_down(op)
         return d
 
     def filter_rank(
@@ -417,8 +288,8 @@ class Engine:
         time: float | None = None,
     ) -> list[RankedCandidate]:
         """Decide `read` on every candidate from one lineage read; rank by
-        `formulas.rank_score` (similarity x compliance x reliability and value terms)
-        times the down-rank factors; denied candidates are not kept."""
+        `formulas.rank_score` (similarity x compliance x reliability and value terms x
+        the down-rank factors); denied candidates are not kept."""
         if limit < 0:
             raise ValidationError("must be >= 0", field="limit")
         for i, (mid, sim) in enumerate(candidates):
@@ -432,7 +303,7 @@ class Engine:
         spend = self._budget(budget)
         serving = self.policies.current
         ids = list(dict.fromkeys(mid for mid, _ in candidates))
-        reuse, epoch, access_epoch = self._reuse_state(serving, "read", ns)
+        window = self.reuse.open(serving, "read", ns)
         down = False
         try:
             records = self._view(ns, ids, "read", serving.compiled) if ids else {}
@@ -442,8 +313,8 @@ class Engine:
                 raise
             records, foreign, down = {}, set(), True
         reads = serving.compiled.plans["read"].reads
-        scores = self._scores(ns, records, now, reads, rank=ids or ("",), epoch=epoch)
-        assert scores is not None
+        scores = self._scores(ns, records, now, reads, rank=ids or ("",), epoch=window.epoch)
+        assert scores is not None  # rank= always asks for values
         snap, facts = snapshot_of(records, self.store, ns, now, scores=scores, reads=reads)
         self._bound(snap)
         compiled, version = serving.compiled, serving.version
@@ -452,46 +323,25 @@ class Engine:
         req = Request("read", UnknownMemory("", ns), actor, ns, spend, now, "", historical)
         issued: list[DecisionRecord] = []
         out: list[RankedCandidate] = []
-        # rank_score() written out (same operations, same order), its two constant
-        # terms hoisted; the down-rank factors looked up once per distinct decision.
-        wr, wv = self.scoring.rank_reliability_weight, self.scoring.rank_value_weight
-        base_r, base_v = 1 - wr, 1 - wv
         reliability_of, value_of = scores.reliability.get, scores.value.get
-        factors: dict[int, list[float]] = {}
-        actor_id, actor_kind = actor.id, actor.kind
+        downranks: dict[int, float] = {}  # per distinct decision: the product of its factors
         for (mid, sim), decision_id in zip(candidates, decision_ids, strict=True):
             if down:
-                d = _store_down("read")
+                d = store_down("read")
             elif mid in foreign:
-                d = _ISOLATED
+                d = ISOLATED
             else:
-                key = (ns, "read", (mid,), actor_kind, actor_id, spend, "", historical)
-                hit = reuse.get(key) if reuse is not None else None
-                if hit is not None and hit.holds(epoch, now, access_epoch):
-                    d = hit.decision
-                    next(self._reused)
-                else:
-                    req.memory = facts.get(mid) or UnknownMemory(mid, ns)
-                    snap.horizon = math.inf
-                    d = decide(compiled, req, snap)
-                    if d.errors:
-                        d = self._checked(d, "read", snap)
-                    elif reuse is not None and snap.horizon > now and mid in records:
-                        self._keep(reuse, key, _Reusable(
-                            d, now, snap.horizon, epoch, access_epoch,  # type: ignore[arg-type]
-                            d.effect != DENY and mid in records))
+                d = self._candidate(window, compiled, req, snap, facts, records, mid,
+                                    (ns, "read", (mid,), actor.kind, actor.id, spend, "",
+                                     historical), now)
             reliability = reliability_of(mid, 1.0)
             value = value_of(mid, 1.0)
-            rank = sim * d.compliance_score * (base_r + wr * reliability) * (
-                base_v + wv * value)
-            downrank = factors.get(id(d))
+            downrank = downranks.get(id(d))
             if downrank is None:
-                downrank = factors[id(d)] = [
-                    float(o.args[0])  # type: ignore[arg-type]
-                    for o in d.obligations if o.kind == "downrank" and o.args]
-            for f in downrank:
-                rank *= f
-            rec = DecisionRecord(decision_id, d, ns, "read", (mid,), actor_id, now, version)
+                downrank = downranks[id(d)] = _downrank(d)
+            rank = rank_score(self.scoring, sim, d.compliance_score, reliability, value,
+                              downrank)
+            rec = DecisionRecord(decision_id, d, ns, "read", (mid,), actor.id, now, version)
             issued.append(rec)
             out.append(RankedCandidate(mid, sim, rank, d.effect != DENY, rec, reliability,
                                        value))
@@ -501,10 +351,29 @@ class Engine:
             keep = {id(c) for c in sorted((c for c in out if c.kept),
                                           key=lambda c: -c.rank_score)[:limit]}
             out = [c if id(c) in keep or not c.kept else replace(c, kept=False) for c in out]
-        kept = [c.memory_id for c in out if c.kept and c.memory_id in records]
+        kept = tuple(c.memory_id for c in out if c.kept and c.memory_id in records)
         if kept and self.record_access:
-            self.access.add(ns, kept, now)  # type: ignore[union-attr]
+            self.access.add(ns, kept, now)
         return out
+
+    def _candidate(self, window: Window, compiled: CompiledPolicySet, req: Request,
+                   snap: StoreSnapshot, facts: Mapping[str, Any],
+                   records: Mapping[str, MemoryRecord], mid: str, key: ReuseKey,
+                   now: float) -> Decision:
+        """The read decision on one FilterRank candidate: reused, or evaluated (and kept
+        for reuse when it is exact for a memory this namespace holds)."""
+        hit = window.lookup(key, now)
+        if hit is not None:
+            self.reuse.count()
+            return hit.decision
+        req.memory = facts.get(mid) or UnknownMemory(mid, req.namespace)
+        snap.horizon = math.inf
+        d = decide(compiled, req, snap)
+        if d.errors:
+            return self._checked(d, "read", snap)
+        if mid in records:
+            window.keep(key, d, now, snap.horizon, d.effect != DENY)
+        return d
 
     # ------------------------------------------------------------ writes
     def record(
@@ -550,7 +419,7 @@ class Engine:
                                                    serving.version))
         stored = self.store.record(proposed, now=now)
         if stored.claim is not None:
-            self.credibility.invalidate_namespace(ns)  # type: ignore[union-attr]
+            self.credibility.invalidate_namespace(ns)
         rec = self._issue(d, ns, op, (proposed.id,), actor, now, serving.version)
         self.store.incr_counter(ns, calls_counter(proposed.creator_id), now=now)
         if current is None or current.value == stored.value or not _supersedes(stored, current):
@@ -638,7 +507,6 @@ class Engine:
             raise ValidationError("names no memory", field="memory_ids")
         records = self.store.get_many(ns, ids)
         updated = self.store.feedback(ns, list(records), success, now=now) if records else 0
-        assert self.credibility is not None
         self.credibility.invalidate(ns, {r.creator_id for r in records.values()})
         return updated
 
@@ -667,7 +535,6 @@ class Engine:
             for r in nodes.values() for dep in r.dependencies
             if str(getattr(dep, "id", dep)) in nodes
         )
-        assert self.credibility is not None
         now = self.clock()
         stats = self.credibility.stats(ns, sources_of(nodes))
         return Explanation(
@@ -687,3 +554,12 @@ def _supersedes(new: MemoryRecord, current: MemoryRecord) -> bool:
 
 def _dependency_ids(rec: MemoryRecord) -> set[str]:
     return {str(getattr(d, "id", d)) for d in rec.dependencies}
+
+
+def _downrank(d: Decision) -> float:
+    """The product of a decision's down-rank factors (1.0 without any)."""
+    product = 1.0
+    for o in d.obligations:
+        if o.kind == "downrank" and o.args:
+            product *= float(o.args[0])  # type: ignore[arg-type]  # the checker types downrank(number)
+    return product

@@ -7,6 +7,7 @@ request or batch; rate counters are read lazily, once per (source, window).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import cast
 
 from memlineage_dsl.facts import Creator, DictSnapshot, MemoryFacts
 
@@ -31,14 +32,14 @@ def _creator(kind: str, cid: str) -> Creator:
 def to_facts(rec: MemoryRecord, now: float) -> MemoryFacts:
     """What policies see of a stored (or proposed) record. On every decision's path:
     positional construction, no per-field copies of what is already immutable."""
-    deps = rec.dependencies
+    deps = cast(tuple[str, ...], rec.dependencies)  # ids, unless refs: normalised here
     if deps and not all(type(d) is str for d in deps):
         deps = tuple(str(getattr(d, "id", d)) for d in deps)
     return MemoryFacts(
         rec.id, rec.namespace, rec.type, tuple(rec.tags), rec.subject, rec.attribute,
-        rec.value, rec.volatility, _creator(rec.creator_kind, rec.creator_id),  # type: ignore[arg-type]
+        rec.value, rec.volatility, _creator(rec.creator_kind, rec.creator_id),
         rec.creator_confidence, rec.created_at if rec.created_at is not None else now,
-        rec.context_id, rec.status, rec.version, rec.successor, deps,  # type: ignore[arg-type]
+        rec.context_id, rec.status, rec.version, rec.successor, deps,
         1.0, 1.0, rec.status, len(rec.contradicted_by), len(rec.confirmed_by),
         rec.access_count, rec.last_access, True,
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memlineage.engine.core import ReuseTicket
+from memlineage.engine.reuse import ReuseTicket
 from memlineage.grpc_api.serde import CheckAnswer
 
 

@@ -76,6 +76,10 @@ def value(
 
 
 def rank_score(cfg: ScoringConfig, similarity: float, compliance: float, reliability: float,
-               value: float) -> float:
+               value: float, downrank: float = 1.0) -> float:
+    """A retrieval candidate's rank (FilterRank): similarity x compliance x the
+    reliability and value terms x the product of its decision's down-rank factors.
+    The one copy of the formula: the engine calls it for every candidate."""
     wr, wv = cfg.rank_reliability_weight, cfg.rank_value_weight
-    return similarity * compliance * (1 - wr + wr * reliability) * (1 - wv + wv * value)
+    return (similarity * compliance * (1 - wr + wr * reliability) * (1 - wv + wv * value)
+            * downrank)

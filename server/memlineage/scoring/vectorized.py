@@ -65,8 +65,3 @@ def value(
     utility = np.minimum(1.0, np.log1p(derivations + uses_ok) / np.log1p(cfg.utility_saturation))
     v = cfg.alpha * accuracy + cfg.beta * relevance + cfg.gamma * utility - cfg.delta * cost
     return np.clip(v, 0.0, 1.0)
-
-
-def rank_score(cfg: ScoringConfig, similarity: F, compliance: F, reliability: F, value: F) -> F:
-    wr, wv = cfg.rank_reliability_weight, cfg.rank_value_weight
-    return similarity * compliance * (1 - wr + wr * reliability) * (1 - wv + wv * value)

@@ -1,0 +1,73 @@
+"""What the engine answers: its result types and the decisions that are the
+sidecar's own rather than a policy's (namespace isolation, store unavailable)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memlineage_dsl.decision import DEGRADE, DENY, ERROR, FIRED, Decision, ObligationOut, Reason
+
+from memlineage.engine.records import DecisionRecord
+from memlineage.lineage.model import MemoryRecord
+from memlineage.scoring.batch import Scores
+
+ISOLATION = "<namespace-isolation>"
+UNAVAILABLE = "<store-unavailable>"
+ISOLATED = Decision(
+    DENY, 0.0, 0.0,
+    reasons=(Reason(ISOLATION, DENY, "memory belongs to another namespace", 2**31 - 1, FIRED),),
+)
+_DOWN_MESSAGE = "lineage store unavailable: provenance not verified"
+_DOWN_READ = Decision(
+    DEGRADE, 0.5, 0.0,
+    obligations=(ObligationOut("annotate", (_DOWN_MESSAGE,), UNAVAILABLE),),
+    reasons=(Reason(UNAVAILABLE, DEGRADE, _DOWN_MESSAGE, 0, ERROR),), errors=(_DOWN_MESSAGE,),
+)
+_DOWN_OTHER = Decision(DENY, 0.0, 0.0,
+                       reasons=(Reason(UNAVAILABLE, DENY, _DOWN_MESSAGE, 0, ERROR),),
+                       errors=(_DOWN_MESSAGE,))
+
+
+def store_down(op: str) -> Decision:
+    """The documented fail-degraded decision: reads degrade, the rest is denied."""
+    return _DOWN_READ if op == "read" else _DOWN_OTHER
+
+
+@dataclass(frozen=True, slots=True)
+class RankedCandidate:
+    memory_id: str
+    similarity: float
+    rank_score: float
+    kept: bool
+    decision: DecisionRecord
+    reliability: float = 1.0
+    value_score: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RecordResult:
+    recorded: bool
+    decision: DecisionRecord
+    memory: MemoryRecord | None = None
+    superseded_id: str | None = None
+    affected_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StatusResult:
+    applied: bool
+    decision: DecisionRecord
+    memory: MemoryRecord | None = None
+    affected_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    memory: MemoryRecord
+    ancestors: tuple[MemoryRecord, ...]
+    descendants: tuple[MemoryRecord, ...]
+    edges: tuple[tuple[str, str], ...]
+    decisions: tuple[DecisionRecord, ...]
+    truncated: bool
+    scores: Scores
+    source_stats: dict[str, tuple[float, float]]
