@@ -9,6 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from memlineage import __version__
+
+if TYPE_CHECKING:
+    from memlineage.client import MemLineageClient
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -16,6 +22,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="memlineage",
         description="Policy-as-code enforcement sidecar for the memory of LLM agents.",
     )
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     lint = sub.add_parser("lint", help="check .mlp files; exit 1 on any error")
@@ -123,7 +130,7 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _client(args: argparse.Namespace):
+def _client(args: argparse.Namespace) -> MemLineageClient:
     import os
 
     from memlineage.client import MemLineageClient
