@@ -49,13 +49,14 @@ def open_store(url_or_kind: str = "embedded", *, clock: Clock = system_clock,
             host, _, port = hostport.rpartition(":")
             if not host or not port.isdigit():
                 raise ValueError(f"bad cluster node {hostport!r} in {url_or_kind!r}")
-            nodes.append(ClusterNode(host, int(port)))
+            # redis-py leaves ClusterNode.__init__ unannotated
+            nodes.append(ClusterNode(host, int(port)))  # type: ignore[no-untyped-call]
         if parts.password is not None:
             options.setdefault("password", unquote(parts.password))
             if parts.username:
                 options.setdefault("username", unquote(parts.username))
-        client = RedisCluster(startup_nodes=nodes, decode_responses=True, **options)
-        return RedisStore(client, clock=clock, limits=limits, **store_opts)
+        cluster = RedisCluster(startup_nodes=nodes, decode_responses=True, **options)
+        return RedisStore(cluster, clock=clock, limits=limits, **store_opts)
     raise ValueError(f"unknown store {url_or_kind!r}; expected embedded, embedded:///dir, "
                      "redis://host:port/db or redis+cluster://h1:p1,h2:p2")
 

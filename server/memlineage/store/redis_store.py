@@ -48,7 +48,7 @@ import re
 import time
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import redis
 import redis.exceptions as rex
@@ -73,12 +73,22 @@ from memlineage.lineage.model import (
     LineageEvent,
     MemoryRecord,
     Status,
-    StatusChange,
     allowed_sources,
 )
 from memlineage.lineage.validation import StoreLimits, check_dependencies, validate_new
 from memlineage.store import redis_scripts
 from memlineage.store.base import LineageStore, cascade_reason
+from memlineage.store.redis_codec import (
+    FIELDS,
+    JOINED,
+    STORE_KEPT,
+    decode,
+    decode_event,
+    decode_flat,
+    encode_field,
+    pairs,
+    spaced,
+)
 from memlineage.store.redis_keys import RedisKeys
 from memlineage.store.window import next_change
 
@@ -86,106 +96,13 @@ _UNAVAILABLE = (rex.ConnectionError, rex.TimeoutError, rex.ClusterError,
                 rex.RedisClusterException, rex.ReadOnlyError, rex.TryAgainError,
                 rex.OutOfMemoryError)
 
-# Record hash field names: short, because they are stored once per record.
-_FIELDS = {"type": "t", "tags": "g", "subject": "s", "attribute": "a", "value": "v",
-           "volatility": "o", "creator_kind": "k", "creator_id": "c",
-           "creator_confidence": "f", "created_at": "w", "context_id": "x",
-           "dependencies": "d", "status": "S", "successor": "u", "version": "V",
-           "last_access": "l", "access_count": "n", "confirmed_by": "y",
-           "contradicted_by": "z", "uses_ok": "j", "uses_failed": "q", "reviewed_at": "r"}
-_FLOATS = frozenset({"creator_confidence", "created_at", "last_access", "reviewed_at"})
-_STORE_KEPT = frozenset({"last_access", "access_count", "successor", "uses_ok", "uses_failed",
-                         "reviewed_at"})
-"""Fields the store maintains after record time (never written by ``record``)."""
+# The client always decodes (decode_responses=True), so its replies are str where
+# redis-py's types say bytes | str: the casts below state that, and nothing more.
 _GROUP_RETRIES = 32
 _CURSOR_RE = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
 _MAX_BLOCK_SECONDS = 5.0
-_JOINED = frozenset({"tags", "dependencies", "confirmed_by", "contradicted_by"})
 _LOAD_CHUNK = 1000
 """Ids per LOAD script call: bounds how long one call holds the server."""
-
-
-def _spaced(statuses: frozenset[Status]) -> str:
-    """Statuses as ' a b c ' so Lua can test membership with a plain find."""
-    return " " + " ".join(sorted(s.value for s in statuses)) + " "
-
-
-def _encode_field(name: str, value: Any) -> str:
-    if name in _JOINED:
-        return " ".join(value)
-    if name in _FLOATS:
-        return repr(float(value))
-    return str(value)
-
-
-def _decode(namespace: str, memory_id: str, h: dict[str, str], history: list[str],
-            derivations: list[str]) -> MemoryRecord:
-    g = h.get
-    return MemoryRecord(
-        id=memory_id, namespace=namespace, type=h["t"],
-        tags=tuple(h["g"].split(" ")) if "g" in h else (),
-        subject=g("s"), attribute=g("a"), value=g("v"),
-        volatility=g("o"),
-        creator_kind=h["k"], creator_id=h["c"], creator_confidence=float(h["f"]),
-        created_at=float(h["w"]), context_id=g("x"),
-        dependencies=tuple(h["d"].split(" ")) if "d" in h else (),
-        derivations=tuple(sorted(derivations)), status=h["S"], successor=g("u"),
-        version=int(h["V"]), last_access=float(h["l"]) if "l" in h else None,
-        access_count=int(h.get("n", 0)),
-        status_history=tuple(_decode_history(e) for e in history),
-        confirmed_by=tuple(h["y"].split(" ")) if "y" in h else (),
-        contradicted_by=tuple(h["z"].split(" ")) if "z" in h else (),
-        uses_ok=int(h.get("j", 0)), uses_failed=int(h.get("q", 0)),
-        reviewed_at=float(h["r"]) if "r" in h else None)
-
-
-def _split(joined: str) -> tuple[str, ...]:
-    return tuple(joined.split(" "))
-
-
-_NAMES = {short: name for name, short in _FIELDS.items()}
-_CONVERT: dict[str, Any] = {_FIELDS[f]: _split for f in _JOINED}
-_CONVERT.update({_FIELDS[f]: float for f in _FLOATS})
-_CONVERT.update({_FIELDS[f]: int for f in ("version", "access_count", "uses_ok", "uses_failed")})
-
-
-def _decode_flat(namespace: str, memory_id: str, flat: list[str], history: Any,
-                 derivations: list[str]) -> MemoryRecord:
-    """_decode straight from an HGETALL reply (field, value, ...): absent fields take
-    the record's defaults (empty / zero / None, as the hash layout says)."""
-    names, convert = _NAMES, _CONVERT
-    kw: dict[str, Any] = {"id": memory_id, "namespace": namespace,
-                          "derivations": tuple(sorted(derivations))}
-    it = iter(flat)
-    for short, value in zip(it, it, strict=True):
-        name = names.get(short)
-        if name is not None:
-            conv = convert.get(short)
-            kw[name] = conv(value) if conv is not None else value
-    if history:
-        kw["status_history"] = tuple(_decode_history(e) for e in history)
-    return MemoryRecord(**kw)
-
-
-def _decode_history(entry: str) -> StatusChange:
-    at, frm, to, reason, root = entry.split("\x1f")
-    return StatusChange(float(at), frm, to, reason, root)
-
-
-def _pairs(flat: list[str]) -> dict[str, str]:
-    return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
-def _decode_event(namespace: str, entry_id: str, flat: list[str]) -> LineageEvent:
-    f = _pairs(flat)
-    g = f.get
-    version = g("v")
-    return LineageEvent(
-        cursor=entry_id, type=f["t"], namespace=namespace, memory_id=f["m"],
-        at=float(f["a"]), root_id=g("r") or None, status=g("s") or None,
-        previous_status=g("f") or None, reason=g("w", ""), successor=g("u") or None,
-        affected=tuple(f["x"].split(" ")) if g("x") else (),
-        version=int(version) if version else None)
 
 
 class RedisStore(LineageStore):
@@ -240,13 +157,14 @@ class RedisStore(LineageStore):
         at = self._now(now)
         rec = validate_new(rec, now=at, limits=self.limits)
         ns, k = rec.namespace, self.keys
+        # validate_new resolved every MemoryRef: the dependencies are plain ids
         deps: list[str] = list(rec.dependencies)  # type: ignore[arg-type]
         fields: list[str] = []
-        for name, short in _FIELDS.items():
+        for name, short in FIELDS.items():
             value = getattr(rec, name)
-            if value is None or (name in _JOINED and not value) or name in _STORE_KEPT:
+            if value is None or (name in JOINED and not value) or name in STORE_KEPT:
                 continue
-            fields += (short, _encode_field(name, value))
+            fields += (short, encode_field(name, value))
         claim = rec.claim
         rkey = k.record(ns, rec.id)
         gkey = k.claim_group(ns, *claim) if claim else rkey
@@ -254,7 +172,7 @@ class RedisStore(LineageStore):
                 k.events(ns), gkey, k.sources(ns), k.review(ns)]
         base += [k.record(ns, d) for d in deps]
         base += [k.derivations(ns, d) for d in deps]
-        head = [rec.id, len(deps), "1" if claim else "0", _spaced(TAINTED), repr(at),
+        head = [rec.id, len(deps), "1" if claim else "0", spaced(TAINTED), repr(at),
                 self.limits.history_length, len(fields), self._retention]
         tail = [repr(at + self.limits.first_review_seconds), rec.creator_id,
                 "0" if rec.value is None else "1", rec.value or "", *fields, *deps]
@@ -263,7 +181,7 @@ class RedisStore(LineageStore):
         members: list[str] = []
         if claim:
             with self._guard():
-                members = list(self.client.smembers(gkey))
+                members = list(cast("set[str]", self.client.smembers(gkey)))
         for _ in range(_GROUP_RETRIES):
             keys = base + [k.record(ns, m) for m in members]
             out = self._run("record", keys, [*head, len(members), *tail], ns)
@@ -300,7 +218,8 @@ class RedisStore(LineageStore):
         claim_key = rkey
         if target in CLAIM_RELEASE:
             with self._guard():
-                subject, attribute = self.client.hmget(rkey, ["s", "a"])
+                subject, attribute = cast("list[str | None]",
+                                          self.client.hmget(rkey, ["s", "a"]))
             if subject is not None and attribute is not None:
                 claim_key = k.claim(namespace, subject, attribute)
         sources = allowed_sources(target)
@@ -310,7 +229,7 @@ class RedisStore(LineageStore):
         keys = [rkey, k.derivations(namespace, memory_id), k.history(namespace, memory_id),
                 claim_key, k.record(namespace, successor) if successor else rkey,
                 k.events(namespace)]
-        args = [target.value, _spaced(sources),
+        args = [target.value, spaced(sources),
                 "" if expected_version is None else str(expected_version), repr(now), reason,
                 memory_id, successor or "", self.limits.history_length,
                 "1" if claim_key != rkey else "0", self._retention]
@@ -330,7 +249,7 @@ class RedisStore(LineageStore):
                 f"memory {memory_id!r} cannot go from {detail} to {target.value}",
                 current=detail, requested=target.value)
         children = out[3]
-        root = _decode(namespace, memory_id, _pairs(out[1]), out[2], children)
+        root = decode(namespace, memory_id, pairs(out[1]), out[2], children)
         affected: list[str] = []
         visited = 0
         if cascades:
@@ -355,7 +274,7 @@ class RedisStore(LineageStore):
                 seen.add(c)
                 frontier.append(c)
         affected: list[str] = []
-        args = [_spaced(CASCADE_MARKS), repr(now), reason, root, self.limits.history_length,
+        args = [spaced(CASCADE_MARKS), repr(now), reason, root, self.limits.history_length,
                 self._retention, root_status, start, len(self.keys.record(namespace, ""))]
         events_key = self.keys.events(namespace)
         chunk = self.cascade_chunk
@@ -386,9 +305,9 @@ class RedisStore(LineageStore):
                     f"memory {memory_id!r} is at version {current.version}, "
                     f"not {expected_version}", expected=expected_version,
                     actual=current.version)
+            stored: tuple[str, ...] = current.dependencies  # type: ignore[assignment]  # stored: ids
             deps = check_dependencies(deps, namespace=namespace, memory_id=memory_id,
-                                      limits=self.limits,
-                                      existing=current.dependencies)  # type: ignore[arg-type]
+                                      limits=self.limits, existing=stored)
             self._check_no_cycle(namespace, memory_id, deps)
             keys = [k.record(namespace, memory_id), k.history(namespace, memory_id),
                     k.epoch(namespace), k.derivations(namespace, memory_id),
@@ -396,8 +315,8 @@ class RedisStore(LineageStore):
             keys += [k.record(namespace, d) for d in deps]
             keys += [k.derivations(namespace, d) for d in deps]
             args = [memory_id, len(deps), str(expected_version), epoch,
-                    " ".join((*current.dependencies, *deps)), _spaced(TAINTED),
-                    _spaced(CASCADE_MARKS), repr(now), self.limits.history_length,
+                    " ".join((*stored, *deps)), spaced(TAINTED),
+                    spaced(CASCADE_MARKS), repr(now), self.limits.history_length,
                     self._retention, *deps]
             out = self._run("add_dependencies", keys, args, namespace)
             if out[0] == 1:
@@ -449,11 +368,11 @@ class RedisStore(LineageStore):
         sets: list[str] = []
         dels: list[str] = []
         for name, value in changes.items():
-            short = _FIELDS[name]
-            if value is None or (name in _JOINED and not value):
+            short = FIELDS[name]
+            if value is None or (name in JOINED and not value):
                 dels.append(short)
             else:
-                sets += (short, _encode_field(name, value))
+                sets += (short, encode_field(name, value))
         k = self.keys
         keys = [k.record(namespace, memory_id), k.derivations(namespace, memory_id),
                 k.history(namespace, memory_id), k.events(namespace)]
@@ -465,7 +384,7 @@ class RedisStore(LineageStore):
             raise VersionConflictError(
                 f"memory {memory_id!r} is at version {out[2]}, not {expected_version}",
                 expected=expected_version, actual=int(out[2]))
-        return _decode(namespace, memory_id, _pairs(out[1]), out[2], out[3])
+        return decode(namespace, memory_id, pairs(out[1]), out[2], out[3])
 
     # -- reads ---------------------------------------------------------------------
 
@@ -488,14 +407,15 @@ class RedisStore(LineageStore):
             for j, memory_id in enumerate(part):
                 flat = replies[per * j]
                 if flat:
-                    out[memory_id] = _decode_flat(
+                    out[memory_id] = decode_flat(
                         namespace, memory_id, flat,
                         replies[per * j + 2] if with_history else (), replies[per * j + 1])
         return out
 
     def _current_claim_id(self, namespace: str, subject: str, attribute: str) -> str | None:
         with self._guard():
-            return self.client.get(self.keys.claim(namespace, subject, attribute))
+            return cast("str | None",
+                        self.client.get(self.keys.claim(namespace, subject, attribute)))
 
     def _locate(self, ids: list[str]) -> dict[str, str]:
         with self._guard():
@@ -518,8 +438,8 @@ class RedisStore(LineageStore):
     def _claim_group(self, namespace: str, subject: str,
                      attribute: str) -> list[MemoryRecord]:
         with self._guard():
-            members = list(self.client.smembers(self.keys.claim_group(namespace, subject,
-                                                                      attribute)))
+            members = list(cast("set[str]", self.client.smembers(
+                self.keys.claim_group(namespace, subject, attribute))))
         return list(self._load(namespace, members).values())
 
     def _source_stats(self, namespace: str,
@@ -538,8 +458,8 @@ class RedisStore(LineageStore):
 
     def _due_for_review(self, namespace: str, now: float, limit: int) -> list[str]:
         with self._guard():
-            return self.client.zrangebyscore(self.keys.review(namespace), "-inf", repr(now),
-                                             start=0, num=limit)
+            return cast("list[str]", self.client.zrangebyscore(
+                self.keys.review(namespace), "-inf", repr(now), start=0, num=limit))
 
     def _schedule_review(self, namespace: str, times: dict[str, float], now: float) -> int:
         keys = [self.keys.record(namespace, i) for i in times]
@@ -555,7 +475,7 @@ class RedisStore(LineageStore):
 
     def namespaces(self) -> list[str]:
         with self._guard():
-            return sorted(self.client.smembers(self.keys.namespaces()))
+            return sorted(cast("set[str]", self.client.smembers(self.keys.namespaces())))
 
     def _incr_counter(self, namespace: str, name: str, now: float) -> None:
         retention = self.limits.counter_retention_seconds
@@ -605,7 +525,7 @@ class RedisStore(LineageStore):
             raise CursorExpiredError(
                 f"cursor {after} is ahead of this namespace's log (at {out[2]}): the store "
                 "was reset or the cursor is not from it; re-sync")
-        events = [_decode_event(namespace, entry_id, flat) for entry_id, flat in out[2]]
+        events = [decode_event(namespace, entry_id, flat) for entry_id, flat in out[2]]
         if events:
             return events, events[-1].cursor
         return events, out[1] if after is None else after
@@ -625,7 +545,8 @@ class RedisStore(LineageStore):
 
     def _latest_cursor(self, namespace: str) -> str:
         with self._guard():
-            last = self.client.xrevrange(self.keys.events(namespace), count=1)
+            last = cast("list[tuple[str, Any]]",
+                        self.client.xrevrange(self.keys.events(namespace), count=1))
         return last[0][0] if last else "0-0"
 
     # -- diagnostics ------------------------------------------------------------------
