@@ -192,7 +192,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from memlineage.config import ConfigError, load_config
     from memlineage.engine.policies import PolicyLoadError
-    from memlineage.grpc_api.server import run
+    from memlineage.sidecar import run
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     overrides = {k: getattr(args, k) for k in (

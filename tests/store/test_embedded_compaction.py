@@ -37,14 +37,14 @@ def test_log_compacts_past_the_threshold_and_survives_restart(tmp_path: Path) ->
 def test_the_servers_periodic_flush_compacts(tmp_path: Path) -> None:
     from memlineage.engine.core import Engine
     from memlineage.engine.policies import PolicyHolder
-    from memlineage.grpc_api.server import _flush
+    from memlineage.sidecar import flush
     from support.sidecar import BUNDLED_POLICIES
 
     store = EmbeddedStore(tmp_path, clock=ManualClock(1000.0))
     store.record(MemoryRecord(id="m", namespace="n", creator_id="user:u"))
     engine = Engine(store, PolicyHolder(BUNDLED_POLICIES), clock=ManualClock(1000.0))
     engine.access.add("n", ["m"], 1000.0)  # type: ignore[union-attr]
-    _flush(engine, 1)
+    flush(engine, 1)
     assert (tmp_path / "snapshot.json").exists()
     assert store.get("n", "m").access_count == 1
     store.close()

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from memlineage.client import MemLineageClient
 from memlineage.config import Config
-from memlineage.grpc_api.server import Sidecar, start_sidecar
 from memlineage.lineage.clock import Clock, ManualClock
+from memlineage.sidecar import Sidecar, start_sidecar
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED_POLICIES = str(REPO / "policies")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memlineage.engine.reuse import ReuseTicket
-from memlineage.grpc_api.serde import CheckAnswer
+from memlineage.grpc_api.wire import CheckAnswer
 
 
 @dataclass(frozen=True, slots=True)

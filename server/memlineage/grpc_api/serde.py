@@ -4,22 +4,26 @@ from __future__ import annotations
 
 import math
 import re
-import struct
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from google.protobuf.timestamp_pb2 import Timestamp
 from memlineage_dsl.decision import Decision
+from memlineage_dsl.diagnostics import Diagnostic
 from memlineage_dsl.facts import Creator
 
-from memlineage.engine.records import DecisionContext, DecisionRecord
+from memlineage.engine.outcomes import Explanation
+from memlineage.engine.policies import ServingPolicies
+from memlineage.engine.records import DecisionRecord
+from memlineage.lifecycle.sweep import SweepReport
 from memlineage.lineage.errors import ValidationError
-from memlineage.lineage.model import MemoryRecord
+from memlineage.lineage.model import LineageEvent, MemoryRecord
 from memlineage.lineage.validation import check_id
 from memlineage.v1 import memlineage_pb2 as pb
 
 EFFECT_TO_PB = {"allow": pb.EFFECT_ALLOW, "deny": pb.EFFECT_DENY, "degrade": pb.EFFECT_DEGRADE}
-OP_FROM_PB = {
+OP_FROM_PB: dict[int, str] = {
     pb.OPERATION_READ: "read",
     pb.OPERATION_WRITE: "write",
     pb.OPERATION_UPDATE: "update",
@@ -27,7 +31,8 @@ OP_FROM_PB = {
     pb.OPERATION_DERIVE: "derive",
     pb.OPERATION_ACT: "act",
 }
-OP_TO_PB = {v: k for k, v in OP_FROM_PB.items()}
+OP_TO_PB: dict[str, pb.Operation] = {
+    v: cast(pb.Operation, k) for k, v in OP_FROM_PB.items()}
 KIND_FROM_PB = {
     pb.CREATOR_KIND_USER: "user",
     pb.CREATOR_KIND_TOOL: "tool",
@@ -70,18 +75,18 @@ def to_ts(seconds: float, ts: Timestamp) -> None:
     ts.nanos = nanos
 
 
-def from_ts(msg, name: str) -> float | None:
+def from_ts(msg: Message, name: str) -> float | None:
     """The float epoch seconds of an optional Timestamp field, None when unset."""
     if not msg.HasField(name):
         return None
-    ts = getattr(msg, name)
+    ts: Timestamp = getattr(msg, name)
     if ts.nanos < 0 or ts.nanos > 999_999_999:
         raise ValidationError("nanos out of range", field=name)
-    return ts.seconds + ts.nanos / 1e9
+    return float(ts.seconds + ts.nanos / 1e9)
 
 
 # ------------------------------------------------------------------ inputs
-def ids(values, field: str, *, indexed: bool = True) -> list[str]:
+def ids(values: Iterable[str], field: str, *, indexed: bool = True) -> list[str]:
     """Validate request ids under the request's own field names (`memory_ids[2]`),
     before the store would name them after its parameters."""
     out = list(values)
@@ -134,7 +139,7 @@ def actor(msg: pb.Actor, default: Creator, field: str = "actor") -> Creator:
     return Creator(kind, msg.id)
 
 
-def budget(msg) -> float | None:
+def budget(msg: pb.CheckRequest | pb.FilterRankRequest | pb.RecordRequest) -> float | None:
     return msg.budget if msg.HasField("budget") else None
 
 
@@ -210,15 +215,8 @@ def memory_to_pb(rec: MemoryRecord, out: pb.Memory | None = None, *,
     return m
 
 
-_TEMPLATES: dict[int, tuple[Decision, bytes]] = {}
-
-
-def _template(d: Decision) -> bytes:
-    """The serialized part of a pb.Decision that depends only on the (frozen, shared)
-    Decision: built once, then merged into each response."""
-    hit = _TEMPLATES.get(id(d))
-    if hit is not None and hit[0] is d:
-        return hit[1]
+def verdict_to_pb(d: Decision) -> pb.Decision:
+    """The fields of a pb.Decision that come from the evaluator's Decision alone."""
     msg = pb.Decision(
         effect=EFFECT_TO_PB[d.effect],
         compliance_score=d.compliance_score,
@@ -231,92 +229,18 @@ def _template(d: Decision) -> bytes:
         if o.kind == "refresh":
             ob.source = str(arg)
         elif o.kind == "downrank":
-            ob.factor = float(arg)  # type: ignore[arg-type]
+            ob.factor = float(arg)  # type: ignore[arg-type]  # the checker types downrank(number)
         elif arg is not None:
             ob.text = str(arg)
     for r in d.reasons:
         msg.reasons.add(policy=r.policy, effect=EFFECT_TO_PB[r.effect], message=r.message,
                         priority=r.priority, status=r.status)
-    data = msg.SerializeToString()
-    if len(_TEMPLATES) > 4096:
-        _TEMPLATES.clear()
-    _TEMPLATES[id(d)] = (d, data)
-    return data
-
-
-# ------------------------------------------------------------------ wire encoding
-# The per-decision fields (id, memories, time, version) and the FilterRank items
-# are written straight in protobuf wire format and parsed once per response in C:
-# cheaper than a Python call per field. The result is the same message.
-def _varint_slow(n: int) -> bytes:
-    n &= 0xFFFFFFFFFFFFFFFF  # negative int64: ten bytes, two's complement
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_VARINTS = tuple(_varint_slow(n) for n in range(1 << 14))
-# 14 low bits as two 7-bit groups, both with the continuation bit: the head of any
-# larger varint, so timestamps (seconds ~2**31, nanos ~2**30) take 2-3 lookups.
-_CONTINUED = tuple(bytes(((n & 0x7F) | 0x80, (n >> 7) | 0x80)) for n in range(1 << 14))
-
-
-def _varint(n: int) -> bytes:
-    if 0 <= n < 16384:
-        return _VARINTS[n]
-    if n < 0:
-        return _varint_slow(n)
-    out = _CONTINUED[n & 0x3FFF]
-    n >>= 14
-    while n >= 16384:
-        out += _CONTINUED[n & 0x3FFF]
-        n >>= 14
-    return out + _VARINTS[n]
-
-
-def _string(tag: bytes, value: str) -> bytes:
-    data = value.encode()
-    return tag + _varint(len(data)) + data if data else b""
-
-
-def _timestamp(seconds: float) -> bytes:
-    """The encoded Timestamp `to_ts` would set (zero fields omitted)."""
-    whole = math.floor(seconds)
-    nanos = round((seconds - whole) * 1e9)
-    if nanos >= 1_000_000_000:
-        whole, nanos = whole + 1, nanos - 1_000_000_000
-    return (b"\x08" + _varint(whole) if whole else b"") + (
-        b"\x10" + _varint(nanos) if nanos else b"")
-
-
-_OP_VERSION: dict[tuple[str, str], tuple[bytes, bytes]] = {}
-
-
-def _op_version(operation: str, policy_version: str) -> tuple[bytes, bytes]:
-    """Decision fields 8 (operation) and 11 (policy version), encoded once."""
-    fixed = _OP_VERSION.get((operation, policy_version))
-    if fixed is None:
-        if len(_OP_VERSION) > 64:  # policy versions come and go with reloads
-            _OP_VERSION.clear()
-        op = OP_TO_PB[operation]
-        fixed = _OP_VERSION[(operation, policy_version)] = (
-            b"\x40" + _varint(op) if op else b"", _string(b"\x5a", policy_version))
-    return fixed
-
-
-def _decision_tail(operation: str, decided_at: float, policy_version: str) -> bytes:
-    """Decision fields 8, 10 and 11."""
-    fixed = _op_version(operation, policy_version)
-    ts = _timestamp(decided_at)
-    return b"".join((fixed[0], b"\x52", _VARINTS[len(ts)], ts, fixed[1]))
+    return msg
 
 
 def decision_to_pb(rec: DecisionRecord, out: pb.Decision | None = None) -> pb.Decision:
     msg = out if out is not None else pb.Decision()
-    msg.MergeFromString(_template(rec.decision))
+    msg.MergeFrom(verdict_to_pb(rec.decision))
     msg.decision_id = rec.decision_id
     msg.operation = OP_TO_PB[rec.operation]
     msg.memory_ids.extend(rec.memory_ids)
@@ -325,85 +249,7 @@ def decision_to_pb(rec: DecisionRecord, out: pb.Decision | None = None) -> pb.De
     return msg
 
 
-def _ids_field(memory_ids: tuple[str, ...]) -> bytes:
-    """Decision field 9 (repeated memory_ids), an empty id included."""
-    return b"".join(_string(b"\x4a", m) or b"\x4a\x00" for m in memory_ids)
-
-
-def check_response_bytes(rec: DecisionRecord) -> bytes:
-    """The encoded CheckResponse of `rec`: what ``CheckResponse(decision=decision_to_pb(
-    rec))`` serializes to, written directly (the servicer sends these bytes as they are)."""
-    return CheckAnswer(rec).encode(rec.decision_id, rec.decided_at)
-
-
-class CheckAnswer:
-    """The encoded CheckResponse of a decision issued again and again (decision reuse):
-    everything but its id and time encoded once; `encode` adds those two."""
-
-    __slots__ = ("head", "middle", "tail")
-
-    def __init__(self, rec: DecisionRecord | DecisionContext) -> None:
-        ids = rec.memory_ids
-        fixed = _op_version(rec.operation, rec.policy_version)
-        self.head = _template(rec.decision)
-        self.middle = (_string(b"\x4a", ids[0]) if len(ids) == 1 and ids[0]
-                       else _ids_field(ids)) + fixed[0] + b"\x52"
-        self.tail = fixed[1]
-
-    def encode(self, decision_id: str, decided_at: float) -> bytes:
-        ts = _timestamp(decided_at)
-        body = b"".join((self.head, _string(b"\x0a", decision_id), self.middle,
-                         _VARINTS[len(ts)], ts, self.tail))
-        return b"\x0a" + _varint(len(body)) + body
-
-
-_SCORES = struct.Struct("<BdBdB?").pack  # similarity (2), rank_score (3), kept (4)
-_QUALITY = struct.Struct("<BdBd").pack  # reliability (6), value_score (7)
-
-
-def filter_rank_response(ranked) -> pb.FilterRankResponse:
-    """`ranked` (engine RankedCandidates, request order) as a FilterRankResponse:
-    every candidate, then the kept ids best first (stable)."""
-    return pb.FilterRankResponse.FromString(filter_rank_bytes(ranked))
-
-
-def filter_rank_bytes(ranked) -> bytes:
-    """The encoded FilterRankResponse (see `filter_rank_response`), sent as is."""
-    parts: list[bytes] = []
-    tails: dict[tuple[str, float, str], bytes] = {}
-    templates: dict[int, bytes] = {}
-    varint = _varint
-    for c in ranked:
-        rec = c.decision
-        key = (rec.operation, rec.decided_at, rec.policy_version)
-        tail = tails.get(key)
-        if tail is None:
-            tail = tails[key] = _decision_tail(*key)
-        d = rec.decision
-        template = templates.get(id(d))
-        if template is None:
-            template = templates[id(d)] = _template(d)
-        mid = c.memory_id.encode()
-        if rec.memory_ids == (c.memory_id,):
-            ids = b"\x4a" + varint(len(mid)) + mid
-        else:
-            ids = _ids_field(rec.memory_ids)
-        body = b"".join((template, _string(b"\x0a", rec.decision_id), ids, tail))
-        item = b"".join((
-            b"\x0a", varint(len(mid)), mid,
-            _SCORES(0x11, c.similarity, 0x19, c.rank_score, 0x20, c.kept),
-            b"\x2a", varint(len(body)), body,
-            _QUALITY(0x31, c.reliability, 0x39, c.value_score),
-        ))
-        parts.append(b"\x0a" + varint(len(item)) + item)
-    best = sorted((c for c in ranked if c.kept), key=lambda c: -c.rank_score)
-    for c in best:
-        data = c.memory_id.encode()
-        parts.append(b"\x12" + varint(len(data)) + data)
-    return b"".join(parts)
-
-
-def event_to_pb(e) -> pb.LineageEvent:  # e: memlineage.lineage.model.LineageEvent
+def event_to_pb(e: LineageEvent) -> pb.LineageEvent:
     msg = pb.LineageEvent(
         cursor=e.cursor, type=e.type, memory_id=e.memory_id, root_id=e.root_id or "",
         status=STATUS_TO_PB.get(e.status or "", pb.STATUS_UNSPECIFIED),
@@ -413,3 +259,58 @@ def event_to_pb(e) -> pb.LineageEvent:  # e: memlineage.lineage.model.LineageEve
     )
     to_ts(e.at, msg.at)
     return msg
+
+
+def explain_to_pb(ex: Explanation) -> pb.ExplainResponse:
+    """Explain's answer: the memory, its lineage with scores, sources, edges, decisions."""
+    out = pb.ExplainResponse(truncated=ex.truncated)
+    rel, val = ex.scores.reliability, ex.scores.value
+
+    def put(rec: MemoryRecord, msg: pb.Memory) -> None:
+        memory_to_pb(rec, msg, reliability=rel.get(rec.id), value=val.get(rec.id))
+
+    put(ex.memory, out.memory)
+    for rec in ex.ancestors:
+        put(rec, out.ancestors.add())
+    for rec in ex.descendants:
+        put(rec, out.descendants.add())
+    for source in sorted(ex.source_stats):
+        ok, bad = ex.source_stats[source]
+        out.sources.add(source=source, credibility=ex.scores.credibility.get(source, 0.0),
+                        ok=ok, bad=bad)
+    for a, b in ex.edges:
+        out.edges.add(from_id=a, to_id=b)
+    for d in ex.decisions:
+        decision_to_pb(d, out.decisions.add())
+    return out
+
+
+def policies_to_pb(serving: ServingPolicies) -> pb.ListPoliciesResponse:
+    out = pb.ListPoliciesResponse(version=serving.version, strategy=serving.compiled.strategy)
+    for p in serving.compiled.policies:
+        out.policies.add(
+            name=p.name, file=p.path, line=p.line, priority=p.priority,
+            effect=EFFECT_TO_PB[p.effect],
+            operations=sorted(OP_TO_PB[o] for o in p.ops),
+        )
+    return out
+
+
+def sweep_to_pb(report: SweepReport) -> pb.RunSweepResponse:
+    out = pb.RunSweepResponse(examined=report.examined)
+    for items, target in ((report.transitions, out.transitions),
+                          (report.refused, out.refused)):
+        for t in items:
+            target.add(memory_id=t.memory_id, reason=t.reason,
+                       from_status=STATUS_TO_PB.get(t.from_status, pb.STATUS_UNSPECIFIED),
+                       to_status=STATUS_TO_PB.get(t.to_status, pb.STATUS_UNSPECIFIED))
+    return out
+
+
+def diagnostics_to_pb(diags: Iterable[Diagnostic], out: Any) -> None:
+    """Append `diags` to a repeated Diagnostic field `out`."""
+    for d in diags:
+        out.add(code=d.code, severity=str(d.severity), message=d.message, file=d.file,
+                line=d.span.line, column=d.span.column, end_line=d.span.end_line,
+                end_column=d.span.end_column, snippet=d.snippet, help=d.help or "",
+                rendered=f"{d.location}: {d.severity}[{d.code}]: {d.message}")

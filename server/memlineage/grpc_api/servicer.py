@@ -11,19 +11,21 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 import grpc
 from memlineage_dsl.checker import lint_texts
-from memlineage_dsl.diagnostics import Diagnostic, has_errors
+from memlineage_dsl.diagnostics import has_errors
 from memlineage_dsl.facts import Creator
 
 from memlineage.engine.core import Engine
-from memlineage.grpc_api import serde
+from memlineage.engine.outcomes import RecordResult, StatusResult
+from memlineage.grpc_api import serde, wire
 from memlineage.grpc_api.auth import LOCAL, Authenticator, Principal
 from memlineage.grpc_api.check_memo import CheckMemo, Remembered
+from memlineage.grpc_api.serde import diagnostics_to_pb
 from memlineage.lineage.errors import LineageError, StoreUnavailableError, ValidationError
 from memlineage.lineage.validation import check_id
 from memlineage.metrics import Metrics
@@ -31,6 +33,8 @@ from memlineage.v1 import memlineage_pb2 as pb
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
 
 log = logging.getLogger("memlineage.grpc")
+Ctx: TypeAlias = grpc.ServicerContext
+_Written = TypeVar("_Written", pb.RecordResponse, pb.UpdateStatusResponse)
 
 
 def status_of(err: LineageError) -> grpc.StatusCode:
@@ -57,7 +61,7 @@ class _Base:
 
     def default_actor(self, ns: str) -> Creator:
         # Creators are frozen: one per namespace, bounded.
-        cache = self.__dict__.setdefault("_default_actors", {})
+        cache: dict[str, Creator] = self.__dict__.setdefault("_default_actors", {})
         hit = cache.get(ns)
         if hit is None:
             if len(cache) >= 10_000:
@@ -104,7 +108,7 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         self.watch_pool.shutdown(wait=False, cancel_futures=True)
 
     @rpc
-    def Check(self, request: bytes, context, principal) -> bytes:
+    def Check(self, request: bytes, context: Ctx, principal: Principal) -> bytes:
         # Arrives encoded and leaves encoded (see `register`). A request seen before
         # (same bytes, same caller namespaces) whose decision still holds is issued
         # again from its ticket; anything else is parsed and decided.
@@ -131,14 +135,15 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         rec, ticket = self.engine.check_ticketed(*args)
         self.metrics.count(op, (rec.decision,))
         if ticket is None or request.HasField("time"):  # a stated time: not "now" again
-            return serde.check_response_bytes(rec)
-        answer = serde.CheckAnswer(rec)
+            return wire.check_response_bytes(rec)
+        answer = wire.CheckAnswer(rec)
         self.check_memo.put(key, Remembered(ticket, answer,
                                             self.metrics.tallies_of(op, rec.decision)))
         return answer.encode(rec.decision_id, rec.decided_at)
 
     @rpc
-    def FilterRank(self, request: pb.FilterRankRequest, context, principal) -> bytes:
+    def FilterRank(self, request: pb.FilterRankRequest, context: Ctx,
+                   principal: Principal) -> bytes:
         ns = self.auth.namespace(principal, request.namespace)
         candidates = request.candidates
         ranked = self.engine.filter_rank(
@@ -151,10 +156,11 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             time=serde.from_ts(request, "time"),
         )
         self.metrics.count("read", (c.decision.decision for c in ranked))
-        return serde.filter_rank_bytes(ranked)  # encoded: sent as is (see `register`)
+        return wire.filter_rank_bytes(ranked)  # encoded: sent as is (see `register`)
 
     @rpc
-    def Record(self, request: pb.RecordRequest, context, principal) -> pb.RecordResponse:
+    def Record(self, request: pb.RecordRequest, context: Ctx,
+               principal: Principal) -> pb.RecordResponse:
         ns = self.auth.namespace(principal, request.namespace)
         if not request.HasField("memory"):
             raise ValidationError("is required", field="memory")
@@ -177,7 +183,8 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
                                       superseded_id=result.superseded_id or ""))
 
     @rpc
-    def UpdateStatus(self, request: pb.UpdateStatusRequest, context, principal):
+    def UpdateStatus(self, request: pb.UpdateStatusRequest, context: Ctx,
+                     principal: Principal) -> pb.UpdateStatusResponse:
         ns = self.auth.namespace(principal, request.namespace)
         action = serde.STATUS_ACTION_FROM_PB.get(request.action)
         if action is None:
@@ -195,7 +202,7 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         )
         return self._write_response(result, pb.UpdateStatusResponse(applied=result.applied))
 
-    def _write_response(self, result, out):
+    def _write_response(self, result: RecordResult | StatusResult, out: _Written) -> _Written:
         """Record and UpdateStatus answer alike: the decision, the memory as stored
         (when written) and the descendants a cascade marked."""
         self.metrics.count(result.decision.operation, (result.decision.decision,))
@@ -206,7 +213,8 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         return out
 
     @rpc
-    def Feedback(self, request: pb.FeedbackRequest, context, principal):
+    def Feedback(self, request: pb.FeedbackRequest, context: Ctx,
+                 principal: Principal) -> pb.FeedbackResponse:
         ns = self.auth.namespace(principal, request.namespace)
         updated = self.engine.feedback(
             ns, request.decision_id,
@@ -216,7 +224,8 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         return pb.FeedbackResponse(updated=updated)
 
     @rpc
-    def Explain(self, request: pb.ExplainRequest, context, principal):
+    def Explain(self, request: pb.ExplainRequest, context: Ctx,
+                principal: Principal) -> pb.ExplainResponse:
         ns = self.auth.namespace(principal, request.namespace)
         for name in ("ancestor_depth", "descendant_depth", "decisions"):
             if getattr(request, name) < 0:
@@ -228,28 +237,10 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             descendant_depth=request.descendant_depth or 8,
             decisions=request.decisions or 20,
         )
-        out = pb.ExplainResponse(truncated=ex.truncated)
-        rel, val = ex.scores.reliability, ex.scores.value
+        return serde.explain_to_pb(ex)
 
-        def put(rec, msg) -> None:
-            serde.memory_to_pb(rec, msg, reliability=rel.get(rec.id), value=val.get(rec.id))
-
-        put(ex.memory, out.memory)
-        for rec in ex.ancestors:
-            put(rec, out.ancestors.add())
-        for rec in ex.descendants:
-            put(rec, out.descendants.add())
-        for source in sorted(ex.source_stats):
-            ok, bad = ex.source_stats[source]
-            out.sources.add(source=source, credibility=ex.scores.credibility.get(source, 0.0),
-                            ok=ok, bad=bad)
-        for a, b in ex.edges:
-            out.edges.add(from_id=a, to_id=b)
-        for d in ex.decisions:
-            serde.decision_to_pb(d, out.decisions.add())
-        return out
-
-    def Watch(self, request: pb.WatchRequest, context):
+    def Watch(self, request: pb.WatchRequest, context: grpc.ServicerContext
+              ) -> Iterator[pb.LineageEvent]:
         """A resumable stream: events strictly after the cursor, then new ones as they come."""
         try:
             principal = self.principal(context)
@@ -270,33 +261,18 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             context.abort(status_of(err), details_of(err))  # raises
 
 
-def diagnostics_to_pb(diags: list[Diagnostic], out) -> None:
-    for d in diags:
-        out.add(code=d.code, severity=str(d.severity), message=d.message, file=d.file,
-                line=d.span.line, column=d.span.column, end_line=d.span.end_line,
-                end_column=d.span.end_column, snippet=d.snippet, help=d.help or "",
-                rendered=f"{d.location}: {d.severity}[{d.code}]: {d.message}")
-
-
 class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
     sweep_batch = 1000
 
     @rpc
-    def ListPolicies(self, request, context, principal) -> pb.ListPoliciesResponse:
+    def ListPolicies(self, request: pb.ListPoliciesRequest, context: Ctx,
+                     principal: Principal) -> pb.ListPoliciesResponse:
         self.auth.require_admin(principal, context.peer() or "")
-        serving = self.engine.policies.current
-        out = pb.ListPoliciesResponse(version=serving.version,
-                                      strategy=serving.compiled.strategy)
-        for p in serving.compiled.policies:
-            out.policies.add(
-                name=p.name, file=p.path, line=p.line, priority=p.priority,
-                effect=serde.EFFECT_TO_PB[p.effect],
-                operations=sorted(serde.OP_TO_PB[o] for o in p.ops),
-            )
-        return out
+        return serde.policies_to_pb(self.engine.policies.current)
 
     @rpc
-    def ReloadPolicies(self, request, context, principal) -> pb.ReloadPoliciesResponse:
+    def ReloadPolicies(self, request: pb.ReloadPoliciesRequest, context: Ctx,
+                       principal: Principal) -> pb.ReloadPoliciesResponse:
         self.auth.require_admin(principal, context.peer() or "")
         outcome = self.engine.policies.reload(dict(request.files) or None)
         if outcome.applied:
@@ -309,19 +285,13 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
         return out
 
     @rpc
-    def RunSweep(self, request, context, principal) -> pb.RunSweepResponse:
+    def RunSweep(self, request: pb.RunSweepRequest, context: Ctx,
+                 principal: Principal) -> pb.RunSweepResponse:
         self.auth.require_admin(principal, context.peer() or "")
         report = self.engine.sweep(
             request.namespace or None, batch=request.batch or self.sweep_batch,
             time=serde.from_ts(request, "time"))
-        out = pb.RunSweepResponse(examined=report.examined)
-        for items, target in ((report.transitions, out.transitions),
-                              (report.refused, out.refused)):
-            for t in items:
-                target.add(memory_id=t.memory_id, reason=t.reason,
-                           from_status=serde.STATUS_TO_PB.get(t.from_status, 0),
-                           to_status=serde.STATUS_TO_PB.get(t.to_status, 0))
-        return out
+        return serde.sweep_to_pb(report)
 
     @rpc
     def LintPolicy(self, request, context, principal) -> pb.LintPolicyResponse:
@@ -350,7 +320,7 @@ class _Handlers:
     def add_generic_rpc_handlers(self, handlers: Any) -> None:
         pass
 
-    def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
         self.service, self.handlers = service, handlers
 
 

@@ -1,0 +1,171 @@
+"""The composition root: open the store, build the engine, serve it, run the
+background loops (access flushes, store maintenance, the governance sweep) and
+the signals. Everything is wired here and handed down: the engine receives its
+store and policies, the gRPC layer receives the engine (`grpc_api.server`)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import signal
+import sys
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from memlineage.config import Config
+from memlineage.engine.core import Engine
+from memlineage.engine.policies import PolicyHolder
+from memlineage.engine.records import DecisionLog
+from memlineage.grpc_api.server import Served, serve
+from memlineage.grpc_api.servicer import MemLineageService
+from memlineage.lineage.clock import Clock, system_clock
+from memlineage.metrics import Metrics
+from memlineage.store import open_store
+from memlineage.store.base import LineageStore
+
+log = logging.getLogger("memlineage.server")
+ACCESS_FLUSH_SECONDS = 0.5
+
+
+@dataclass
+class Sidecar:
+    """A running sidecar: what was built, what serves it, what runs beside it."""
+
+    engine: Engine
+    store: LineageStore
+    metrics: Metrics
+    served: Served
+    log_file: TextIO | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def port(self) -> int:
+        return self.served.port
+
+    @property
+    def service(self) -> MemLineageService:
+        return self.served.service
+
+    async def stop(self, grace: float = 5.0) -> None:
+        for task in self.tasks:
+            task.cancel()
+        stopped = self.served.shut_down(grace)
+        await asyncio.get_running_loop().run_in_executor(None, stopped.wait)
+        try:
+            self.engine.flush_access()
+        except Exception:  # the store may be the reason we stop
+            log.exception("final access flush failed")
+        self.served.close()
+        self.store.close()
+        if self.log_file is not None:
+            self.log_file.close()
+
+
+def _log_sink(target: str) -> tuple[TextIO | None, TextIO | None]:
+    """(sink, file to close): "-" stderr, "off" nothing, else a file appended to."""
+    if target == "off":
+        return None, None
+    if target == "-":
+        return sys.stderr, None
+    fh = open(target, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in stop()
+    return fh, fh
+
+
+async def start_sidecar(config: Config, *, clock: Clock = system_clock,
+                        metrics: Metrics | None = None) -> Sidecar:
+    holder = PolicyHolder(config.policy_dir)  # a broken set fails before the store opens
+    store = open_store(config.store_url(), clock=clock)
+    sink, log_file = _log_sink(config.decision_log)
+    engine = Engine(store, holder, clock=clock, log=DecisionLog(sink),
+                    fail_mode=config.fail_mode, lineage_depth=config.lineage_depth,
+                    record_access=config.record_access, scoring=config.scoring,
+                    reuse_decisions=config.reuse_decisions)
+    metrics = metrics or Metrics()
+    metrics.watch_reuse(lambda: engine.reused)
+    try:
+        served = serve(engine, config, metrics)
+    except BaseException:
+        store.close()
+        if log_file is not None:
+            log_file.close()
+        raise
+    sidecar = Sidecar(engine, store, metrics, served, log_file)
+    if config.sweep_interval > 0:
+        sidecar.tasks.append(asyncio.create_task(
+            _sweep_forever(engine, config.sweep_interval, config.sweep_batch)))
+    sidecar.tasks.append(asyncio.create_task(
+        _flush_forever(engine, ACCESS_FLUSH_SECONDS, config.compact_log_bytes)))
+    return sidecar
+
+
+def flush(engine: Engine, compact_log_bytes: int) -> None:
+    """Write buffered access statistics, then let the store do its upkeep (the
+    embedded store compacts its log into a snapshot past `compact_log_bytes`)."""
+    engine.flush_access()
+    if engine.store.maybe_compact(compact_log_bytes):
+        log.info("embedded store log compacted into a snapshot")
+
+
+async def _flush_forever(engine: Engine, interval: float, compact_log_bytes: int) -> None:
+    """`flush` every `interval` seconds, off the loop."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await loop.run_in_executor(None, flush, engine, compact_log_bytes)
+        except Exception:
+            log.exception("access statistics flush failed; retried next interval")
+
+
+async def _sweep_forever(engine: Engine, interval: float, batch: int) -> None:
+    """The background governance sweep: a batch per namespace every `interval` s,
+    on a worker thread so the loop's other tasks (flushes, signals) keep running."""
+    loop = asyncio.get_running_loop()
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            report = await loop.run_in_executor(None, lambda: engine.sweep(batch=batch))
+        except Exception:  # a failed pass is logged and retried next interval
+            log.exception("governance sweep failed")
+            continue
+        if report.transitions or report.refused:
+            log.info("sweep: examined %d, %d transitions, %d refused", report.examined,
+                     len(report.transitions), len(report.refused))
+
+
+async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
+    """Serve until SIGTERM/SIGINT; SIGHUP reloads the policy directory."""
+    sidecar = await start_sidecar(config)
+    # Long-lived objects (compiled policies, caches) leave the young generations, and
+    # collections run less often: the request path allocates many short-lived objects.
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+    if config.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(config.metrics_port, addr="127.0.0.1",
+                          registry=sidecar.metrics.registry)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+
+    def reload_policies() -> None:
+        outcome = sidecar.engine.policies.reload()
+        if outcome.applied:
+            log.warning("SIGHUP: policies reloaded, version %s", outcome.version)
+        else:
+            log.error("SIGHUP: policy reload rejected, still serving %s:\n%s", outcome.version,
+                      "\n".join(f"{d.location}: {d.message}" for d in outcome.diagnostics))
+
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, reload_policies)
+    host = config.listen.rpartition(":")[0]
+    if ready is not None:
+        serving = sidecar.engine.policies.current
+        ready.write(f"memlineage serving on {host}:{sidecar.port} (store {sidecar.store.kind}, "
+                    f"policies {serving.version}, {len(serving.compiled.policies)} rules)\n")
+        ready.flush()
+    await stop.wait()
+    await sidecar.stop(config.grace_seconds)
