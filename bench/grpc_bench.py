@@ -3,38 +3,50 @@
 One run, one client (grpc.aio stubs, N coroutines in flight on one channel, in
 this process), the same concurrency, warm-up and duration for every row:
 
-- the ceiling: a bare ``grpc.aio`` servicer in its own process that returns a
-  constant, realistic ``CheckResponse`` (and, for FilterRank, a constant
-  response with 100 ranked candidates) without looking at the request;
+- two ceilings, each in its own process, returning a constant, realistic
+  ``CheckResponse`` (and, for FilterRank, a constant response with 100 ranked
+  candidates) without looking at the request: a bare ``grpc.aio`` servicer and
+  a bare synchronous ``grpc.server`` (the stack the sidecar serves on: "same
+  stack");
 - the sidecar (``python -m memlineage serve``, its own process, bundled
-  ``policies/``, decision log off) on the embedded store and on Redis
-  (a throwaway ``redis-server`` on a free port, no persistence): ``Check`` read
-  on random ids and ``FilterRank`` with 100 random candidates per call
-  (decisions/s = calls/s x 100);
-- ``Check`` on embedded once more with the decision log written to a file.
+  ``policies/``, decision log off) on the embedded store and on Redis (a
+  throwaway ``redis-server`` on a free port, no persistence), in rows:
+
+  * headline, what users have: ``Check`` with every decision fresh (a sidecar
+    started with ``reuse_decisions = false`` from a TOML ``--config``);
+    ``Check`` in a mix where 1 call in 20 records a new memory into the same
+    namespace (reuse on; every write ends the namespace's reusable decisions);
+    ``FilterRank`` x100 fresh (decisions/s = calls/s x 100); and, on embedded,
+    p50/p99 with ONE call in flight (sidecar fresh vs both ceilings);
+  * best case: repeated requests, no writes: ``Check`` and ``FilterRank`` on a
+    request list cycled over and over with nothing written, so decision reuse
+    and the Check memo answer almost everything;
+  * ``Check`` best case on embedded with the decision log written to a file.
 
 Each sidecar is first loaded through ``Record`` with ~2,000 memories (users,
 tools, reasoning, small dependency DAGs, stale ``flight_price`` quotes, expired
 tool results, untrusted and blocked sources, some roots revoked with their
 descendants cascaded to pending verification).  Besides requests/s, p50/p99,
-decisions/s and the ratio to the ceiling, each row has the CPU time per call of
-the server process(es) and of the client (from /proc, over the measured window),
-steadier than throughput on a shared machine.
+decisions/s and the ratios to both ceilings, each row has the CPU time per call
+of the server process(es) and of the client (from /proc, over the measured
+window), steadier than throughput on a shared machine.  Target lines at the end.
 
-    .venv/bin/python bench/grpc_bench.py                        # ~50 s
+    .venv/bin/python bench/grpc_bench.py                        # ~3 min
+    .venv/bin/python bench/grpc_bench.py --rows fresh --backends embedded --rounds 0
     .venv/bin/python bench/grpc_bench.py --duration 3 --concurrency 64
     .venv/bin/python bench/grpc_bench.py --backends embedded --profile /tmp/prof
 
-``--profile DIR`` samples every sidecar with py-spy (``pip install py-spy``)
-during each measured window, writes the collapsed stacks to DIR and prints the
-top functions (own time and inclusive time); it perturbs the figures, so take
-throughput from a run without it.
+``--rows`` picks a subset (see ``--help``).  ``--profile DIR`` samples every
+sidecar with py-spy (``pip install py-spy``) during each measured window, writes
+the collapsed stacks to DIR and prints the top functions (own time and
+inclusive time); it perturbs the figures, so take throughput from a run without it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import random
 import re
@@ -59,8 +71,30 @@ from memlineage.v1 import memlineage_pb2_grpc as pb_grpc  # noqa: E402
 
 POLICIES = REPO / "policies"
 FR_CANDIDATES = 100
-TARGET_CHECK_RATIO = 0.85
-TARGET_FR_DECISIONS = 50_000
+TARGET_CHECK_RATIO = 0.85  # best case (repeated requests), against the aio ceiling
+TARGET_FRESH_RATIO = 0.60  # fresh Check, against the same-stack (bare sync) ceiling
+TARGET_MIX_RATIO = 0.60  # 5%-write mix calls/s, against the bare sync ceiling's Check
+TARGET_P50_FACTOR = 1.2  # fresh Check p50 at one call in flight / bare sync p50
+TARGET_FR_DECISIONS = 50_000  # FilterRank decisions/s (fresh; best case too)
+WRITE_EVERY = 20  # the mix: one Record of a new memory per 19 Checks (5% of calls)
+REUSE_OFF_TOML = "# grpc_bench: every decision fresh\nreuse_decisions = false\n"
+
+# Row labels (the table's first column; target lines find rows by them).
+AIO = "ceiling (bare aio)"
+SYNC = "ceiling (bare sync)"
+BEST = "sidecar, best case: repeated requests, no writes"
+BEST_LOG = "sidecar + decision log, best case"
+FRESH = "sidecar, every decision fresh (reuse off)"
+MIX = "sidecar, 5% Record mix (reuse on)"
+
+# --rows: names and groups.
+ROWS = ("fresh-check", "fresh-fr", "latency", "mix", "best-check", "best-fr", "log")
+ROW_GROUPS = {
+    "all": ROWS,
+    "headline": ("fresh-check", "fresh-fr", "latency", "mix"),
+    "fresh": ("fresh-check", "fresh-fr", "latency"),
+    "best": ("best-check", "best-fr"),
+}
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 SERVER_OPTIONS = [
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -203,9 +237,12 @@ def launch_ceiling(tmp: Path, spin_us: float = 0.0, sync: bool = False) -> Serve
                   tmp / f"ceiling-{spin_us:g}{'-sync' if sync else ''}.log")
 
 
-def launch_sidecar(tmp: Path, store: str, decision_log: str, label: str) -> ServerProcess:
-    return launch([sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
-                   "--store", store, "--policies", str(POLICIES),
+def launch_sidecar(tmp: Path, store: str, decision_log: str, label: str,
+                   config: Path | None = None) -> ServerProcess:
+    """`memlineage serve`; `config`: a TOML file for `--config` (its flags still win)."""
+    return launch([sys.executable, "-m", "memlineage", "serve",
+                   *(["--config", str(config)] if config else []),
+                   "--listen", "127.0.0.1:0", "--store", store, "--policies", str(POLICIES),
                    "--decision-log", decision_log], tmp / f"{label}.log")
 
 
@@ -218,12 +255,14 @@ class Workload:
     effects: Counter[str]
 
 
-def memories(n: int, now: float, rng: random.Random) -> list[list[pb.Memory]]:
-    """~n memories in dependency layers (each layer only depends on earlier ones)."""
+def memories(n: int, now: float, rng: random.Random,
+             prefix: str = "m") -> list[list[pb.Memory]]:
+    """~n memories in dependency layers (each layer only depends on earlier ones); ids
+    start with `prefix` (two sidecars on one Redis do not meet)."""
     roots: list[pb.Memory] = []
     n_roots = int(n * 0.6)
     for i in range(n_roots):
-        mid = f"m:{i:06d}"
+        mid = f"{prefix}:{i:06d}"
         kind = i % 10
         created = now - rng.uniform(0, 600)
         m = pb.Memory(id=mid, context_id=f"ctx:{i % 50:03d}")
@@ -259,7 +298,8 @@ def memories(n: int, now: float, rng: random.Random) -> list[list[pb.Memory]]:
     for depth in (1, 2):
         layer = []
         for j in range(per_layer):
-            m = pb.Memory(id=f"m:d{depth}:{j:06d}", type="plan", context_id=f"ctx:{j % 50:03d}")
+            m = pb.Memory(id=f"{prefix}:d{depth}:{j:06d}", type="plan",
+                          context_id=f"ctx:{j % 50:03d}")
             m.creator.kind, m.creator.id = pb.CREATOR_KIND_AGENT, "agent:planner"
             m.dependencies.extend(rng.sample(earlier, rng.randint(1, 3)))
             m.created_at.CopyFrom(_ts(now - rng.uniform(0, 300)))
@@ -281,14 +321,14 @@ async def bounded(concurrency: int, call, requests: list) -> list:
     return await asyncio.gather(*(one(r) for r in requests))
 
 
-async def load(address: str, n: int, seed: int) -> Workload:
+async def load(address: str, n: int, seed: int, prefix: str = "m") -> Workload:
     """Record the memories through the sidecar, revoke some roots, build the requests."""
     rng = random.Random(seed)
     now = time.time()
     async with grpc.aio.insecure_channel(address) as channel:
         stub = pb_grpc.MemLineageStub(channel)
         recorded: list[str] = []
-        layers = memories(n, now, rng)
+        layers = memories(n, now, rng, prefix)
         for layer in layers:
             results = await bounded(16, stub.Record,
                                     [pb.RecordRequest(memory=m) for m in layer])
@@ -314,6 +354,37 @@ async def load(address: str, n: int, seed: int) -> Workload:
     return Workload(recorded, checks, frs, effects)
 
 
+class Writes:
+    """The mix's writes: each call a `RecordRequest` of a new memory (fresh id
+    ``m:w:<n>``) in the namespace the Checks read; even ones a fresh flight price
+    from a trusted tool, odd ones an agent's plan derived from one recorded memory."""
+
+    def __init__(self, recorded: list[str], seed: int) -> None:
+        self.recorded = recorded
+        self.rng = random.Random(seed)
+        self.serial = itertools.count()
+        self.accepted = self.refused = 0
+
+    def next(self) -> pb.RecordRequest:
+        n = next(self.serial)
+        m = pb.Memory(id=f"m:w:{n:07d}", context_id=f"ctx:{n % 50:03d}")
+        if n % 2:
+            m.type = "plan"
+            m.creator.kind, m.creator.id = pb.CREATOR_KIND_AGENT, "agent:planner"
+            m.dependencies.append(self.rng.choice(self.recorded))
+        else:
+            m.type, m.tags[:] = "tool_result", ["flight_price", "travel"]
+            m.creator.kind, m.creator.id = pb.CREATOR_KIND_TOOL, "tool:flight_api"
+        m.created_at.CopyFrom(_ts(time.time()))
+        return pb.RecordRequest(memory=m)
+
+    def done(self, response: pb.RecordResponse) -> None:
+        if response.recorded:
+            self.accepted += 1
+        else:
+            self.refused += 1
+
+
 # ------------------------------------------------------------------ the load generator
 @dataclass
 class Result:
@@ -327,6 +398,10 @@ class Result:
     per_call: int
     server_cpu: float = float("nan")  # CPU seconds of the server process(es) in the window
     client_cpu: float = float("nan")  # CPU seconds of this process in the window
+    inflight: int = 0  # calls in flight
+    # The mix: Record calls among `calls` (`latencies` are then the Checks' only).
+    writes: int = 0
+    write_latencies: list[float] | None = None
 
     @property
     def server_us(self) -> float:
@@ -344,8 +419,8 @@ class Result:
     def decisions(self) -> float:
         return self.rps * self.per_call
 
-    def pct(self, q: float) -> float:
-        lat = sorted(self.latencies)
+    def pct(self, q: float, latencies: list[float] | None = None) -> float:
+        lat = sorted(self.latencies if latencies is None else latencies)
         return lat[min(len(lat) - 1, int(len(lat) * q))] * 1e3 if lat else float("nan")
 
 
@@ -365,18 +440,24 @@ def cpu_seconds(pids: list[int]) -> float:
 
 
 async def drive(address: str, rpc: str, requests: list, *, concurrency: int, warmup: float,
-                duration: float, pids: list[int]) -> tuple[int, list[float], int, float, float]:
+                duration: float, pids: list[int], writes: Writes | None = None,
+                ) -> tuple[list[float], list[float], int, float, float]:
     """`concurrency` coroutines, each one call in flight; only completions inside the
     measured window count (their latency is from send to answer). Also the CPU time the
-    server processes (`pids`) and this client process spent during the window."""
+    server processes (`pids`) and this client process spent during the window.
+    With `writes`, every `WRITE_EVERY`-th call of each coroutine is a `Record` of
+    `writes.next()` instead (coroutines start at spread offsets, so the writes are
+    spread too). Returns the latencies of `rpc` calls and of Record calls."""
     async with grpc.aio.insecure_channel(address, options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]) as channel:
         await channel.channel_ready()
-        call = getattr(pb_grpc.MemLineageStub(channel), rpc)
+        stub = pb_grpc.MemLineageStub(channel)
+        call, record = getattr(stub, rpc), stub.Record
         loop = asyncio.get_running_loop()
         start = loop.time()
         t_from, t_to = start + warmup, start + warmup + duration
         latencies: list[float] = []
+        write_latencies: list[float] = []
         errors = 0
         n = len(requests)
         cpu: dict[str, tuple[float, float]] = {}
@@ -392,42 +473,52 @@ async def drive(address: str, rpc: str, requests: list, *, concurrency: int, war
             i = k * 7919
             clock = time.perf_counter
             while True:
+                write = writes.next() if writes and i % WRITE_EVERY == WRITE_EVERY - 1 \
+                    else None
                 t0 = clock()
                 if loop.time() >= t_to:
                     return
                 try:
-                    await call(requests[i % n])
+                    if write is None:
+                        await call(requests[i % n])
+                    else:
+                        writes.done(await record(write))
                 except grpc.aio.AioRpcError:
                     errors += 1
                 t1 = clock()
                 now = loop.time()
                 if t_from <= now < t_to:
-                    latencies.append(t1 - t0)
+                    (latencies if write is None else write_latencies).append(t1 - t0)
                 i += 1
 
         await asyncio.gather(*(worker(k) for k in range(concurrency)))
     (s0, c0), (s1, c1) = cpu["from"], cpu["to"]
-    return len(latencies), latencies, errors, s1 - s0, c1 - c0
+    return latencies, write_latencies, errors, s1 - s0, c1 - c0
 
 
 async def measure(server: str, store: str, rpc: str, proc: ServerProcess, requests: list,
                   opts: argparse.Namespace, profiler: Profiler | None = None,
-                  extra_pids: tuple[int, ...] = ()) -> Result:
+                  extra_pids: tuple[int, ...] = (), *, concurrency: int | None = None,
+                  writes: Writes | None = None) -> Result:
     per_call = FR_CANDIDATES if rpc == "FilterRank" else 1
+    inflight = concurrency or opts.concurrency
     sampler = None
     if profiler is not None:
-        sampler = profiler.start(f"{server}-{store}-{rpc}", proc, opts.warmup, opts.duration)
-    calls, lat, errors, server_cpu, client_cpu = await drive(
-        proc.address, rpc, requests, concurrency=opts.concurrency, warmup=opts.warmup,
-        duration=opts.duration, pids=[proc.proc.pid, *extra_pids])
+        tag = re.sub(r"[^A-Za-z0-9.+-]+", "_", server).strip("_")
+        sampler = profiler.start(f"{tag}-{store}-{rpc}-{inflight}", proc, opts.warmup,
+                                 opts.duration)
+    lat, wlat, errors, server_cpu, client_cpu = await drive(
+        proc.address, rpc, requests, concurrency=inflight, warmup=opts.warmup,
+        duration=opts.duration, pids=[proc.proc.pid, *extra_pids], writes=writes)
     if sampler is not None:
         profiler.finish(sampler)
-    return Result(server, store, rpc, calls, opts.duration, lat, errors, per_call, server_cpu,
-                  client_cpu)
+    return Result(server, store, rpc, len(lat) + len(wlat), opts.duration, lat, errors,
+                  per_call, server_cpu, client_cpu, inflight, len(wlat),
+                  wlat if writes else None)
 
 
 async def paired(ceiling: ServerProcess, sidecar: ServerProcess, rpc: str, requests: list,
-                 opts: argparse.Namespace, label: str = "ceiling (bare aio)",
+                 opts: argparse.Namespace, label: str = AIO, sidecar_label: str = BEST,
                  ) -> tuple[Result, Result, list[float]]:
     """The ceiling and the sidecar measured in alternation, `opts.rounds` short windows
     each (the same total time as one row): what else runs on the machine weighs on
@@ -437,14 +528,16 @@ async def paired(ceiling: ServerProcess, sidecar: ServerProcess, rpc: str, reque
     pairs = []
     for _ in range(opts.rounds):
         pairs.append((await measure(label, "-", rpc, ceiling, requests, short),
-                      await measure("sidecar", "embedded", rpc, sidecar, requests, short)))
+                      await measure(sidecar_label, "embedded", rpc, sidecar, requests,
+                                    short)))
 
     def total(rows: list[Result]) -> Result:
         first = rows[0]
         return Result(first.server, first.store, rpc, sum(r.calls for r in rows),
                       sum(r.seconds for r in rows), [x for r in rows for x in r.latencies],
                       sum(r.errors for r in rows), first.per_call,
-                      sum(r.server_cpu for r in rows), sum(r.client_cpu for r in rows))
+                      sum(r.server_cpu for r in rows), sum(r.client_cpu for r in rows),
+                      first.inflight)
 
     return (total([c for c, _ in pairs]), total([s for _, s in pairs]),
             [s.rps / c.rps for c, s in pairs])
@@ -579,22 +672,38 @@ def summarize(label: str, path: Path, top: int = 14) -> str:
 RPC_ORDER = ("Check", "FilterRank")
 
 
-def table(results: list[Result], ceilings: dict[str, Result]) -> str:
-    head = (f"{'server':<24} {'store':<9} {'RPC':<11} {'requests/s':>10} {'p50 ms':>7} "
-            f"{'p99 ms':>7} {'decisions/s':>11} {'vs ceiling':>10} {'srv CPU us':>10} "
-            f"{'cli CPU us':>10} {'errors':>6}")
+def table(results: list[Result], ceilings: dict[tuple[str, int], tuple[Result, Result]]) -> str:
+    """Rows grouped by RPC and calls in flight, the ceilings of each group first; the
+    ratios are to the aio and to the sync ceiling of the same RPC and concurrency."""
+    width = max([len(r.server) for r in results] + [6])
+    head = (f"{'server':<{width}} {'store':<8} {'RPC':<11} {'inflt':>5} {'requests/s':>10} "
+            f"{'p50 ms':>7} {'p99 ms':>7} {'decisions/s':>11} {'vs aio':>6} {'vs sync':>7} "
+            f"{'srv CPU us':>10} {'cli CPU us':>10} {'errors':>6}")
     rows = [head, "-" * len(head)]
-    for rpc in RPC_ORDER:
-        first = ceilings.get(rpc)
-        for r in sorted((r for r in results if r.rpc == rpc), key=lambda r: r is not first):
-            ceiling = ceilings.get(r.rpc)
-            ratio = f"{r.rps / ceiling.rps:.0%}" if ceiling and r is not ceiling else "-"
-            rows.append(f"{r.server:<24} {r.store:<9} {r.rpc:<11} {r.rps:>10,.0f} "
-                        f"{r.pct(0.5):>7.2f} {r.pct(0.99):>7.2f} {r.decisions:>11,.0f} "
-                        f"{ratio:>10} {r.server_us:>10,.0f} {r.client_us:>10,.0f} "
-                        f"{r.errors:>6}")
+    groups = sorted({(r.rpc, r.inflight) for r in results},
+                    key=lambda g: (RPC_ORDER.index(g[0]), -g[1]))
+    for rpc, inflight in groups:
+        aio, sync = ceilings.get((rpc, inflight), (None, None))
+        group = [r for r in results if (r.rpc, r.inflight) == (rpc, inflight)]
+        order = (FRESH, MIX, BEST, BEST_LOG)
+        group.sort(key=lambda r: (0 if r is aio else 1 if r is sync else 2, r.store != "-",
+                                  r.store != "embedded",
+                                  order.index(r.server) if r.server in order else -1))
+        for r in group:
+            vs_aio = f"{r.rps / aio.rps:.0%}" if aio and r is not aio else "-"
+            vs_sync = f"{r.rps / sync.rps:.0%}" if sync and r is not sync else "-"
+            name = "Check+5%Rec" if r.writes or r.write_latencies is not None else rpc
+            rows.append(f"{r.server:<{width}} {r.store:<8} {name:<11} {r.inflight:>5} "
+                        f"{r.rps:>10,.0f} {r.pct(0.5):>7.2f} {r.pct(0.99):>7.2f} "
+                        f"{r.decisions:>11,.0f} {vs_aio:>6} {vs_sync:>7} "
+                        f"{r.server_us:>10,.0f} {r.client_us:>10,.0f} {r.errors:>6}")
     rows.append("srv CPU us / cli CPU us: CPU time of the server process(es) / of the client "
                 "per call in the window (redis rows: sidecar + redis-server)")
+    if any(r.write_latencies is not None for r in results):
+        rows.append(f"Check+5%Rec: 1 Record of a new memory per {WRITE_EVERY - 1} Checks, same "
+                    f"namespace; requests/s counts ALL calls, p50/p99 are the Checks' only; "
+                    f"vs aio / vs sync: calls/s of the mix over the ceiling's Check calls/s "
+                    f"(same Check request list; the ceilings serve no Record)")
     return "\n".join(rows)
 
 
@@ -605,92 +714,172 @@ def _loadavg() -> str:
         return "n/a"
 
 
+def _met(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def _effects(workload: Workload) -> str:
+    total = sum(workload.effects.values()) or 1
+    return ", ".join(f"{k} {v / total:.0%}" for k, v in sorted(workload.effects.items()))
+
+
 async def run(opts: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="grpc-bench-"))
     profiler = Profiler(Path(opts.profile), opts.native) if opts.profile else None
+    rows: set[str] = set(opts.rows) - ({"log"} if opts.no_log_row else set())
     results: list[Result] = []
-    ceilings: dict[str, Result] = {}
+    ceilings: dict[tuple[str, int], tuple[Result, Result]] = {}
     notes: list[str] = []
     redis_server = None
     ceiling = sync_ceiling = None
-    same_stack: dict[str, Result] = {}
-    interleaved: tuple[Result, Result, list[float]] | None = None
-    interleaved_sync: tuple[Result, Result, list[float]] | None = None
+    interleaved: dict[str, tuple[Result, Result, list[float]]] = {}
+    calibrated = False
+    reuse_off = tmp / "reuse-off.toml"
+    reuse_off.write_text(REUSE_OFF_TOML)
     print(f"gRPC bench on loopback, a SHARED {os.cpu_count()}-core box (other jobs run beside "
           f"it: figures are indicative, compare rows of one run), load average {_loadavg()}")
     print(f"Python {sys.version.split()[0]}, grpcio {grpc.__version__}; client: this process, "
-          f"grpc.aio, 1 channel, {opts.concurrency} calls in flight; each server in its own "
-          f"process")
+          f"grpc.aio, 1 channel, {opts.concurrency} calls in flight unless stated (inflt); "
+          f"each server in its own process")
     print(f"per row: warm-up {opts.warmup:g} s, measured {opts.duration:g} s; FilterRank: "
           f"{FR_CANDIDATES} candidates per call (decisions/s = calls/s x {FR_CANDIDATES}); "
-          f"sidecar: bundled policies/, record_access on, decision log off unless stated")
-    plan: list[tuple[str, str, str]] = []
-    for backend in opts.backends:
-        plan.append((backend, "off", "sidecar"))
-        if backend == "embedded" and not opts.no_log_row:
-            plan.append((backend, str(tmp / "decisions.jsonl"), "sidecar+decision-log"))
+          f"sidecar: bundled policies/, record_access on, decision log off unless stated; "
+          f"reuse off: --config with `reuse_decisions = false`")
+    print(f"rows: {', '.join(r for r in ROWS if r in rows)}; backends: "
+          f"{', '.join(opts.backends)}")
+
+    async def ceiling_rows(rpc: str, requests: list, inflight: int) -> None:
+        """Both ceilings for this RPC and concurrency, once, right before the first
+        sidecar row that is compared with them."""
+        if (rpc, inflight) in ceilings:
+            return
+        pair = (await measure(AIO, "-", rpc, ceiling, requests, opts, concurrency=inflight),
+                await measure(SYNC, "-", rpc, sync_ceiling, requests, opts,
+                              concurrency=inflight))
+        ceilings[rpc, inflight] = pair
+        results.extend(pair)
+
+    async def calibration(workload: Workload) -> None:
+        for spin in opts.handler_budget:  # calibration: the aio ceiling + N us of Python
+            spinner = launch_ceiling(tmp, spin)
+            try:
+                results.append(await measure(f"ceiling + {spin:g} us handler", "-", "Check",
+                                             spinner, workload.check, opts))
+            finally:
+                spinner.stop()
+
     try:
         ceiling = launch_ceiling(tmp)
         sync_ceiling = launch_ceiling(tmp, sync=True)
-        for backend, decision_log, name in plan:
-            store_url = "embedded"
+        for backend in opts.backends:
+            store_url = fresh_url = "embedded"
+            extra: tuple[int, ...] = ()
             if backend == "redis":
-                if opts.redis_url:
-                    store_url = opts.redis_url
+                if opts.redis_url:  # the fresh sidecar's memories have their own ids
+                    store_url = fresh_url = opts.redis_url
                 else:
                     if redis_server is None:
                         from support.redis_servers import start_redis_server
 
                         redis_server = start_redis_server(tmp / "redis", aof=False)
                     store_url = redis_server.url
-            sidecar = launch_sidecar(tmp, store_url, decision_log, f"{name}-{backend}")
-            try:
-                t0 = time.perf_counter()
-                workload = await load(sidecar.address, opts.memories, opts.seed)
-                if name == "sidecar":
-                    mix = ", ".join(f"{k} {v / sum(workload.effects.values()):.0%}"
-                                    for k, v in sorted(workload.effects.items()))
-                    notes.append(f"{backend}: recorded {len(workload.ids)} memories through "
-                                 f"Record in {time.perf_counter() - t0:.1f} s; Check read "
-                                 f"effects: {mix}")
-                rpcs = [("Check", workload.check)]
-                if name == "sidecar":
-                    rpcs.append(("FilterRank", workload.filter_rank))
-                for rpc, reqs in rpcs:
-                    if rpc not in ceilings:  # measured right before the first sidecar row
-                        ceilings[rpc] = await measure("ceiling (bare aio)", "-", rpc,
-                                                      ceiling, reqs, opts)
-                        results.append(ceilings[rpc])
-                        same_stack[rpc] = await measure("ceiling (bare sync)", "-", rpc,
-                                                        sync_ceiling, reqs, opts)
-                        results.append(same_stack[rpc])
-                    extra = (redis_server.proc.pid,) if (
-                        backend == "redis" and redis_server and redis_server.proc) else ()
-                    results.append(await measure(name, backend, rpc, sidecar, reqs, opts,
-                                                 profiler, extra))
-                if name == "sidecar" and backend == "embedded" and opts.rounds:
-                    c, sc, ratios = await paired(ceiling, sidecar, "Check", workload.check,
-                                                 opts)
-                    interleaved = (c, sc, ratios)
-                    interleaved_sync = await paired(
-                        sync_ceiling, sidecar, "Check", workload.check, opts,
-                        "ceiling (bare sync)")
-                if name == "sidecar" and backend == opts.backends[0]:
-                    for spin in opts.handler_budget:  # calibration: ceiling + N us of Python
-                        spinner = launch_ceiling(tmp, spin)
-                        try:
-                            results.append(await measure(f"ceiling + {spin:g} us handler", "-",
-                                                         "Check", spinner, workload.check,
-                                                         opts))
-                        finally:
-                            spinner.stop()
-                if decision_log != "off":
-                    text = Path(decision_log).read_text()
+                    fresh_url = re.sub(r"/\d+$", "/1", store_url)  # a database of its own
+                    if redis_server.proc:
+                        extra = (redis_server.proc.pid,)
+
+            # Reuse on (the default sidecar): best case first, then the mix (it writes).
+            if rows & {"best-check", "best-fr", "mix"}:
+                sidecar = launch_sidecar(tmp, store_url, "off", f"sidecar-{backend}")
+                try:
+                    t0 = time.perf_counter()
+                    workload = await load(sidecar.address, opts.memories, opts.seed)
+                    notes.append(f"{backend}, reuse on: recorded {len(workload.ids)} memories "
+                                 f"through Record in {time.perf_counter() - t0:.1f} s; Check "
+                                 f"read effects: {_effects(workload)}")
+                    if "best-check" in rows:
+                        await ceiling_rows("Check", workload.check, opts.concurrency)
+                        results.append(await measure(BEST, backend, "Check", sidecar,
+                                                     workload.check, opts, profiler, extra))
+                        if backend == "embedded" and opts.rounds:
+                            interleaved["best/aio"] = await paired(
+                                ceiling, sidecar, "Check", workload.check, opts)
+                            interleaved["best/sync"] = await paired(
+                                sync_ceiling, sidecar, "Check", workload.check, opts, SYNC)
+                    if "best-fr" in rows:
+                        await ceiling_rows("FilterRank", workload.filter_rank,
+                                           opts.concurrency)
+                        results.append(await measure(BEST, backend, "FilterRank", sidecar,
+                                                     workload.filter_rank, opts, profiler,
+                                                     extra))
+                    if not calibrated:
+                        await calibration(workload)
+                        calibrated = True
+                    if "mix" in rows:
+                        await ceiling_rows("Check", workload.check, opts.concurrency)
+                        writes = Writes(workload.ids, opts.seed)
+                        mix = await measure(MIX, backend, "Check", sidecar, workload.check,
+                                            opts, profiler, extra, writes=writes)
+                        results.append(mix)
+                        notes.append(
+                            f"{backend}, 5% Record mix: {mix.writes:,} Records in the window "
+                            f"({mix.writes / max(mix.calls, 1):.1%} of calls), Record p50 "
+                            f"{mix.pct(0.5, mix.write_latencies):.2f} ms, p99 "
+                            f"{mix.pct(0.99, mix.write_latencies):.2f} ms; over warm-up + "
+                            f"window {writes.accepted:,} recorded, {writes.refused:,} refused "
+                            f"by the policies")
+                finally:
+                    sidecar.stop()
+
+            # Reuse off: every decision fresh.
+            latency = backend == "embedded" and "latency" in rows
+            if rows & {"fresh-check", "fresh-fr"} or latency:
+                sidecar = launch_sidecar(tmp, fresh_url, "off", f"fresh-{backend}", reuse_off)
+                try:
+                    t0 = time.perf_counter()
+                    workload = await load(sidecar.address, opts.memories, opts.seed, "f")
+                    notes.append(f"{backend}, reuse off: recorded {len(workload.ids)} memories "
+                                 f"through Record in {time.perf_counter() - t0:.1f} s; Check "
+                                 f"read effects: {_effects(workload)}")
+                    if "fresh-check" in rows:
+                        await ceiling_rows("Check", workload.check, opts.concurrency)
+                        results.append(await measure(FRESH, backend, "Check", sidecar,
+                                                     workload.check, opts, profiler, extra))
+                        if backend == "embedded" and opts.rounds:
+                            interleaved["fresh/sync"] = await paired(
+                                sync_ceiling, sidecar, "Check", workload.check, opts, SYNC,
+                                FRESH)
+                    if "fresh-fr" in rows:
+                        await ceiling_rows("FilterRank", workload.filter_rank,
+                                           opts.concurrency)
+                        results.append(await measure(FRESH, backend, "FilterRank", sidecar,
+                                                     workload.filter_rank, opts, profiler,
+                                                     extra))
+                    if latency:
+                        await ceiling_rows("Check", workload.check, 1)
+                        results.append(await measure(FRESH, backend, "Check", sidecar,
+                                                     workload.check, opts, profiler, extra,
+                                                     concurrency=1))
+                    if not calibrated:
+                        await calibration(workload)
+                        calibrated = True
+                finally:
+                    sidecar.stop()
+
+            if backend == "embedded" and "log" in rows:
+                decision_log = tmp / "decisions.jsonl"
+                sidecar = launch_sidecar(tmp, "embedded", str(decision_log),
+                                         "sidecar+decision-log-embedded")
+                try:
+                    workload = await load(sidecar.address, opts.memories, opts.seed)
+                    await ceiling_rows("Check", workload.check, opts.concurrency)
+                    results.append(await measure(BEST_LOG, backend, "Check", sidecar,
+                                                 workload.check, opts, profiler))
+                    text = decision_log.read_text()
                     lines, size = text.count("\n"), len(text.encode())
                     notes.append(f"decision log: {lines:,} JSON lines, {size / 1e6:.1f} MB "
                                  f"({size / max(lines, 1):.0f} B per decision)")
-            finally:
-                sidecar.stop()
+                finally:
+                    sidecar.stop()
     finally:
         if ceiling is not None:
             ceiling.stop()
@@ -706,43 +895,7 @@ async def run(opts: argparse.Namespace) -> int:
         print(note)
     print(f"load average after the run: {_loadavg()}")
     print()
-    for r in results:
-        if r.server != "sidecar" or r.store != "embedded":
-            continue
-        if r.rpc == "Check":
-            c = ceilings["Check"]
-            ratio = r.rps / c.rps
-            print(f"target: Check >= {TARGET_CHECK_RATIO:.0%} of the ceiling -> {ratio:.0%}: "
-                  f"{'met' if ratio >= TARGET_CHECK_RATIO else 'MISSED'} (server CPU per call: "
-                  f"ceiling {c.server_us:,.0f} us, sidecar {r.server_us:,.0f} us; a server-bound "
-                  f"sidecar reaches at most {c.server_us / r.server_us:.0%} of the ceiling)")
-        else:
-            print(f"target: FilterRank >= {TARGET_FR_DECISIONS:,} decisions/s on embedded -> "
-                  f"{r.decisions:,.0f}: "
-                  f"{'met' if r.decisions >= TARGET_FR_DECISIONS else 'MISSED'}")
-    if interleaved is not None:
-        c, sc, ratios = interleaved
-        ratio = sc.rps / c.rps
-        print(f"target: Check >= {TARGET_CHECK_RATIO:.0%} of the ceiling, interleaved "
-              f"({opts.rounds} alternating windows of {opts.duration / opts.rounds:g} s each): "
-              f"ceiling {c.rps:,.0f}/s, sidecar {sc.rps:,.0f}/s -> {ratio:.0%}: "
-              f"{'met' if ratio >= TARGET_CHECK_RATIO else 'MISSED'} (median round "
-              f"{statistics.median(ratios):.0%}, rounds {min(ratios):.0%}-{max(ratios):.0%}; "
-              f"server CPU per call: ceiling {c.server_us:,.0f} us, sidecar "
-              f"{sc.server_us:,.0f} us; client: {c.client_us:,.0f} us, {sc.client_us:,.0f} us)")
-    # The sidecar serves on the synchronous gRPC server, cheaper per call than grpc.aio
-    # here: against a bare servicer on that same stack, what the sidecar itself costs.
-    for r in results:
-        if r.server == "sidecar" and r.store == "embedded" and r.rpc in same_stack:
-            c = same_stack[r.rpc]
-            print(f"same stack: sidecar {r.rpc} / bare sync servicer: {r.rps / c.rps:.0%} "
-                  f"(server CPU per call: bare {c.server_us:,.0f} us, sidecar "
-                  f"{r.server_us:,.0f} us)")
-    if interleaved_sync is not None:
-        c, sc, ratios = interleaved_sync
-        print(f"same stack, interleaved: sidecar Check / bare sync servicer: "
-              f"{sc.rps / c.rps:.0%} (median round {statistics.median(ratios):.0%}, rounds "
-              f"{min(ratios):.0%}-{max(ratios):.0%})")
+    report_targets(results, ceilings, interleaved, opts)
     if profiler is not None:
         print()
         print("(profiled run: py-spy sampled the sidecar during each measured window; "
@@ -750,6 +903,108 @@ async def run(opts: argparse.Namespace) -> int:
         for rep in profiler.reports:
             print(rep)
     return 0
+
+
+def report_targets(results: list[Result], ceilings: dict[tuple[str, int], tuple[Result, Result]],
+                   interleaved: dict[str, tuple[Result, Result, list[float]]],
+                   opts: argparse.Namespace) -> None:
+    """The target lines, embedded only: the headline ones (fresh, mix, one in flight,
+    FilterRank fresh) against the same-stack ceiling, then the best case."""
+
+    def row(label: str, rpc: str, inflight: int, mix: bool = False) -> Result | None:
+        for r in results:
+            if (r.server, r.store, r.rpc, r.inflight) == (label, "embedded", rpc, inflight) \
+                    and (r.write_latencies is not None) == mix:
+                return r
+        return None
+
+    def rounds(key: str) -> str:
+        if key not in interleaved:
+            return ""
+        c, sc, ratios = interleaved[key]
+        return (f"; interleaved ({opts.rounds} alternating windows of "
+                f"{opts.duration / opts.rounds:g} s): {sc.rps / c.rps:.0%}, median round "
+                f"{statistics.median(ratios):.0%}, rounds {min(ratios):.0%}-{max(ratios):.0%}")
+
+    n = opts.concurrency
+    aio, sync = ceilings.get(("Check", n), (None, None))
+    print("headline targets (embedded; the same-stack ceiling is the bare sync servicer):")
+    r = row(FRESH, "Check", n)
+    if r and sync and aio:
+        ratio = r.rps / sync.rps
+        print(f"target: fresh Check >= {TARGET_FRESH_RATIO:.0%} of the same-stack ceiling -> "
+              f"{r.rps:,.0f}/s vs bare sync {sync.rps:,.0f}/s = {ratio:.0%}: "
+              f"{_met(ratio >= TARGET_FRESH_RATIO)} (vs aio {r.rps / aio.rps:.0%}; server CPU "
+              f"per call: bare sync {sync.server_us:,.0f} us, sidecar {r.server_us:,.0f} us"
+              f"{rounds('fresh/sync')})")
+    else:
+        print("target: fresh Check: not measured in this run (--rows fresh-check)")
+    r = row(MIX, "Check", n, mix=True)
+    if r and sync and aio:
+        ratio = r.rps / sync.rps
+        print(f"target: 5%-write mix >= {TARGET_MIX_RATIO:.0%} of the same-stack ceiling -> "
+              f"{r.rps:,.0f} calls/s (Check + Record) vs bare sync {sync.rps:,.0f} Check "
+              f"calls/s = {ratio:.0%}: {_met(ratio >= TARGET_MIX_RATIO)} (vs aio "
+              f"{r.rps / aio.rps:.0%}; Check p50 {r.pct(0.5):.2f} ms, p99 {r.pct(0.99):.2f} ms; "
+              f"server CPU per call {r.server_us:,.0f} us)")
+    else:
+        print("target: 5%-write mix: not measured in this run (--rows mix)")
+    r = row(FRESH, "Check", 1)
+    aio1, sync1 = ceilings.get(("Check", 1), (None, None))
+    if r and sync1 and aio1:
+        factor = r.pct(0.5) / sync1.pct(0.5)
+        print(f"target: p50 at one call in flight <= {TARGET_P50_FACTOR:g}x the bare sync call "
+              f"-> sidecar fresh {r.pct(0.5):.3f} ms / bare sync {sync1.pct(0.5):.3f} ms = "
+              f"{factor:.2f}x: {_met(factor <= TARGET_P50_FACTOR)} (p99: sidecar "
+              f"{r.pct(0.99):.3f} ms, bare sync {sync1.pct(0.99):.3f} ms; bare aio p50 "
+              f"{aio1.pct(0.5):.3f} ms, p99 {aio1.pct(0.99):.3f} ms)")
+    else:
+        print("target: p50 at one call in flight: not measured in this run (--rows latency)")
+    r = row(FRESH, "FilterRank", n)
+    fr_aio, fr_sync = ceilings.get(("FilterRank", n), (None, None))
+    if r and fr_sync and fr_aio:
+        print(f"target: FilterRank fresh >= {TARGET_FR_DECISIONS:,} decisions/s -> "
+              f"{r.decisions:,.0f}: {_met(r.decisions >= TARGET_FR_DECISIONS)} (ceilings: "
+              f"bare sync {fr_sync.decisions:,.0f}, {r.rps / fr_sync.rps:.0%} of it; bare aio "
+              f"{fr_aio.decisions:,.0f}, {r.rps / fr_aio.rps:.0%})")
+    else:
+        print("target: FilterRank fresh: not measured in this run (--rows fresh-fr)")
+
+    best = row(BEST, "Check", n)
+    best_fr = row(BEST, "FilterRank", n)
+    if not (best or best_fr):
+        return
+    print("best case (repeated requests, no writes: decision reuse and the Check memo answer "
+          "almost everything):")
+    if best and aio and sync:
+        ratio = best.rps / aio.rps
+        print(f"target (best case): Check >= {TARGET_CHECK_RATIO:.0%} of the aio ceiling -> "
+              f"{ratio:.0%}: {_met(ratio >= TARGET_CHECK_RATIO)} (server CPU per call: "
+              f"ceiling {aio.server_us:,.0f} us, sidecar {best.server_us:,.0f} us; a "
+              f"server-bound sidecar reaches at most {aio.server_us / best.server_us:.0%} of "
+              f"the ceiling){rounds('best/aio')}")
+        print(f"same stack (best case): sidecar Check / bare sync servicer: "
+              f"{best.rps / sync.rps:.0%} (server CPU per call: bare {sync.server_us:,.0f} us, "
+              f"sidecar {best.server_us:,.0f} us){rounds('best/sync')}")
+    if best_fr and fr_sync:
+        print(f"target (best case): FilterRank >= {TARGET_FR_DECISIONS:,} decisions/s -> "
+              f"{best_fr.decisions:,.0f}: {_met(best_fr.decisions >= TARGET_FR_DECISIONS)} "
+              f"(same stack: {best_fr.rps / fr_sync.rps:.0%} of the bare sync servicer)")
+
+
+def _rows(text: str) -> tuple[str, ...]:
+    names: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if part in ROW_GROUPS:
+            names += ROW_GROUPS[part]
+        elif part in ROWS:
+            names.append(part)
+        else:
+            raise argparse.ArgumentTypeError(
+                f"unknown row {part!r}: choose from {', '.join((*ROW_GROUPS, *ROWS))}")
+    return tuple(dict.fromkeys(names))
 
 
 def main() -> int:
@@ -762,6 +1017,11 @@ def main() -> int:
                    type=lambda s: [b for b in s.split(",") if b],
                    help="comma-separated: embedded, redis")
     p.add_argument("--redis-url", help="use this Redis instead of a throwaway redis-server")
+    p.add_argument("--rows", type=_rows, default=ROWS, metavar="ROW,ROW",
+                   help="a subset of the rows: fresh-check, fresh-fr, latency (embedded), "
+                        "mix, best-check, best-fr, log (embedded), or the groups headline "
+                        "(fresh + mix), fresh (fresh-check, fresh-fr, latency), best, all "
+                        "(default)")
     p.add_argument("--no-log-row", action="store_true", help="skip the decision-log-on row")
     p.add_argument("--profile", metavar="DIR", help="py-spy the sidecar; stacks to DIR")
     p.add_argument("--native", action="store_true",
@@ -771,8 +1031,9 @@ def main() -> int:
                    help="calibration rows: the ceiling's Check spending these microseconds "
                         "of Python first (e.g. 5,10,20)")
     p.add_argument("--rounds", type=int, default=10,
-                   help="Check on embedded also measured against the ceiling in this many "
-                        "alternating windows (0: off)")
+                   help="Check on embedded (best case against both ceilings, fresh "
+                        "against the sync one) also measured in this many alternating "
+                        "windows (0: off)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--serve-ceiling", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--spin-us", type=float, default=0.0, help=argparse.SUPPRESS)
