@@ -35,7 +35,7 @@ def assert_fresh(store: LineageStore, ns: str = NS) -> None:
     want = LineageStore.score_columns(store, ns, ids)
     assert got.decoded() == want.decoded()
     assert got.ids == ids[:-1]
-    # Only stored ids, each once: the unchecked fast path (`_Columns.rows_of`).
+    # Only stored ids, each once: the unchecked fast path (`Columns.rows_of`).
     fast = store.score_columns(ns, ids[:-1])
     assert fast.decoded() == want.decoded() and fast.ids == ids[:-1]
 

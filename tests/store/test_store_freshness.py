@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from memlineage.lineage import ManualClock, MemoryRecord, StoreLimits, ValidationError
 from memlineage.lineage.validation import check_id
 from memlineage.store import EmbeddedStore, LineageStore
-from memlineage.store.embedded import _ROW_FIELDS
+from memlineage.store.embedded.row import ROW_FIELDS
 
 NS = "tenant:fresh"
 NOW = 1_700_000_000.0
@@ -215,7 +215,7 @@ def test_every_mutation_is_visible_to_the_next_read(store: LineageStore,
 
 def _rebuilt(row: object) -> MemoryRecord:
     return MemoryRecord(derivations=tuple(sorted(row._kids)),  # type: ignore[attr-defined]
-                        **{f: getattr(row, f) for f in _ROW_FIELDS})
+                        **{f: getattr(row, f) for f in ROW_FIELDS})
 
 
 def _check_caches(store: EmbeddedStore, label: str) -> None:

@@ -1,0 +1,32 @@
+"""What one namespace owns in the embedded store (a namespace can never see another's
+keys by construction: each has its own dictionaries).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from memlineage.lineage.model import LineageEvent
+from memlineage.store.embedded.review import ReviewQueue
+from memlineage.store.embedded.row import Row
+from memlineage.store.embedded.score_mirror import Columns
+
+
+@dataclass
+class Space:
+    """Everything one namespace owns."""
+
+    rows: dict[str, Row] = field(default_factory=dict)
+    claims: dict[tuple[str, str], str] = field(default_factory=dict)
+    counters: dict[str, list[float]] = field(default_factory=dict)
+    groups: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    """Claim groups: every id ever recorded with (subject, attribute), in record order."""
+    sources: dict[str, list[float]] = field(default_factory=dict)
+    """Source statistics: creator id -> [ok, bad]."""
+    review: ReviewQueue = field(default_factory=ReviewQueue)
+    cols: Columns = field(default_factory=Columns)
+    """Score inputs of every row, as numpy columns (``score_columns``)."""
+    events: deque[LineageEvent] = field(default_factory=deque)
+    seq: int = 0
+    """Sequence number (cursor) of the last event ever appended in this namespace."""

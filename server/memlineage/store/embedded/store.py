@@ -1,0 +1,449 @@
+"""In-process store: the zero-setup default, optionally persistent.
+
+State lives in per-namespace ``Space``s (``state.State``) behind one re-entrant
+lock (so a namespace can never see another's keys by construction).  Every
+primitive checks under the lock, hands the op to the log (``persistence.JsonLog``,
+with a data directory: write-ahead) and applies it with the same deterministic
+apply function that replays it.
+
+Reads hand out frozen MemoryRecords cached on each row (see ``row.Row``): built on
+the first read after a change, then the same object until the row, its history
+or its derivations change; an access flush (``record_accesses``) drops only the
+touched rows' copies.
+
+Lineage events are produced by the same apply functions, under the same lock,
+from the same op: replay regenerates them with the same per-namespace sequence
+numbers (the cursors), and the snapshot carries the retained events and the
+sequence, so a restart resumes every reader's cursor.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any, cast
+
+from memlineage.lineage.clock import Clock, system_clock
+from memlineage.lineage.columns import ScoreColumns, score_columns_of
+from memlineage.lineage.errors import (
+    AlreadyExistsError,
+    CursorExpiredError,
+    CycleError,
+    NotFoundError,
+    TransitionError,
+    UnknownDependencyError,
+    VersionConflictError,
+)
+from memlineage.lineage.model import (
+    TAINTED,
+    CascadeResult,
+    LineageEvent,
+    MemoryRecord,
+    Status,
+    StatusChange,
+)
+from memlineage.lineage.validation import (
+    StoreLimits,
+    check_dependencies,
+    check_transition,
+    validate_new,
+)
+from memlineage.store.base import MAX_BATCH_IDS, LineageStore
+from memlineage.store.embedded.persistence import JsonLog
+from memlineage.store.embedded.row import Row
+from memlineage.store.embedded.state import PENDING, State
+from memlineage.store.window import change_of, count_in
+
+# Ops that change neither what a memory is nor how it is counted: the review schedule.
+_SCHEDULE_OPS = frozenset({"v", "x"})
+_CURSOR_RE = re.compile(r"[0-9]{1,19}")
+
+
+def _check_version(memory_id: str, actual: int, expected: int) -> None:
+    """Compare-and-set: a stale version is refused, never silently overwritten."""
+    if actual != expected:
+        raise VersionConflictError(
+            f"memory {memory_id!r} is at version {actual}, not {expected}",
+            expected=expected, actual=actual)
+
+
+class EmbeddedStore(LineageStore):
+    """Thread-safe in-process backend; pass ``data_dir`` to survive restarts."""
+
+    kind = "embedded"
+    shares_records = True
+    epoch: int
+    access_epoch: int
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *,
+                 clock: Clock = system_clock, limits: StoreLimits | None = None,
+                 fsync: bool = False):
+        super().__init__(clock=clock, limits=limits)
+        self._lock = threading.RLock()
+        self._snapshot = self._lock  # traversals hold the lock: a consistent snapshot
+        self._changed = threading.Condition(self._lock)
+        self._state = State(self.limits, self._changed)
+        self._spaces = self._state.spaces
+        self.epoch = 0
+        self.access_epoch = 0
+        self._log = JsonLog(data_dir, fsync=fsync) if data_dir is not None else None
+        if self._log is not None:
+            with self._lock:
+                self._log.open(self._state)
+
+    # -- persistence (all of it in ``JsonLog``) ------------------------------------
+
+    def _append(self, op: dict[str, Any]) -> None:
+        """Write-ahead: the op is on disk (OS buffers, or fsynced) before it is applied.
+        Every write passes here, under the lock: the write counters move here too."""
+        kind = op["o"]
+        if kind == "A":
+            self.access_epoch += 1
+        elif kind not in _SCHEDULE_OPS:
+            self.epoch += 1
+        if self._log is not None:
+            self._log.append(op)
+
+    def compact(self) -> None:
+        """Snapshot the whole state and start a new, empty log generation."""
+        if self._log is None:
+            return
+        with self._lock:
+            self._log.compact(self._state)
+
+    def maybe_compact(self, max_log_bytes: int) -> bool:
+        """Compact when the current log generation has grown past `max_log_bytes`
+        (the server calls this periodically: every access flush is a log line)."""
+        with self._lock:
+            size = self._log.size() if self._log is not None else None
+            if size is None or size <= max_log_bytes:
+                return False
+        self.compact()
+        return True
+
+    def close(self) -> None:
+        with self._lock:
+            if self._log is not None:
+                self._log.close()
+
+    # -- primitives -----------------------------------------------------------------
+
+    def _get_row(self, ns: str, memory_id: str) -> Row:
+        sp = self._spaces.get(ns)
+        row = sp.rows.get(memory_id) if sp is not None else None
+        if row is None:
+            raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+        return row
+
+    def record(self, rec: MemoryRecord, *, now: float | None = None) -> MemoryRecord:
+        at = self._now(now)
+        rec = validate_new(rec, now=at, limits=self.limits)
+        with self._lock:
+            sp = self._spaces.get(rec.namespace)
+            rows = sp.rows if sp is not None else {}
+            if rec.id in rows:
+                raise AlreadyExistsError(f"memory {rec.id!r} already exists", field="id")
+            taint: tuple[str, str] | None = None
+            # validate_new resolved every MemoryRef: the dependencies are plain ids
+            for i, dep in enumerate(cast("tuple[str, ...]", rec.dependencies)):
+                parent = rows.get(dep)
+                if parent is None:
+                    raise UnknownDependencyError(
+                        f"no memory {dep!r} in this namespace", field=f"dependencies[{i}]")
+                if taint is None and parent.status in TAINTED:
+                    taint = (dep, parent.status)
+            row = Row.from_record(rec)
+            if taint is not None and row.status != PENDING:
+                row.status_history = (*row.status_history, StatusChange(
+                    at, row.status, PENDING, f"dependency {taint[1]}", taint[0]))
+                row.status = PENDING
+            review_at = at + self.limits.first_review_seconds
+            self._append({"o": "r", "n": rec.namespace, "r": row.to_json(), "a": at,
+                          "v": review_at})
+            self._state.apply_record(rec.namespace, row, at, review_at)
+            return row.record()
+
+    def _bulk_load(self, namespace: str, records: Iterable[MemoryRecord], *,
+                   review_at: float) -> int:
+        """Benches and tests only: insert many plain records fast, bypassing validation,
+        dependency checks, claim comparison, events and the op log.
+
+        Each record must be new, valid and without claim; its dependencies (if any)
+        must be earlier records (their derivations are linked, the records'
+        ``derivations`` ignored); all are scheduled for review at ``review_at``.  The
+        score columns are kept as for any other write.  Refused on a persistent store (the rows
+        would not be in its log).  Returns how many were loaded."""
+        if self._log is not None:
+            raise RuntimeError("_bulk_load is for in-memory stores only")
+        with self._lock:
+            self.epoch += 1
+            sp = self._state.space(namespace)
+            rows, nxt, attach = sp.rows, sp.review.next, sp.cols.attach
+            n = 0
+            for rec in records:
+                row = Row.from_record(rec)
+                rows[row.id] = row
+                attach(row)
+                for dep in row.dependencies:  # earlier records of this load: derivations
+                    rows[dep].adopt(row.id)
+                nxt[row.id] = review_at
+                n += 1
+            sp.review.rebuild()
+            return n
+
+    def _change_status(self, namespace: str, memory_id: str, target: Status, *, reason: str,
+                       successor: str | None, expected_version: int | None, now: float,
+                       only_from: frozenset[Status] | None) -> CascadeResult:
+        with self._lock:
+            row = self._get_row(namespace, memory_id)
+            if expected_version is not None:
+                _check_version(memory_id, row.version, expected_version)
+            if only_from is not None and Status(row.status) not in only_from:
+                raise TransitionError(
+                    f"memory {memory_id!r} is {row.status}, only "
+                    f"{'/'.join(sorted(only_from))} can become {target.value} this way",
+                    current=row.status, requested=target.value)
+            check_transition(row.status, target, memory_id)
+            if successor is not None and successor not in self._spaces[namespace].rows:
+                raise NotFoundError(f"no memory {successor!r} in this namespace",
+                                    field="successor")
+            self._append({"o": "s", "n": namespace, "i": memory_id, "t": target.value,
+                          "w": reason, "u": successor, "a": now})
+            affected, visited = self._state.apply_status(namespace, memory_id, target, reason,
+                                                   successor, now)
+            root = row.record()
+            return CascadeResult(root=root, marked=len(affected), visited=visited,
+                                 affected=tuple(affected))
+
+    def _update(self, namespace: str, memory_id: str, expected_version: int,
+                changes: dict[str, Any], now: float) -> MemoryRecord:
+        with self._lock:
+            row = self._get_row(namespace, memory_id)
+            _check_version(memory_id, row.version, expected_version)
+            self._append({"o": "u", "n": namespace, "i": memory_id, "c": changes, "a": now})
+            self._state.apply_update(namespace, memory_id, changes, now)
+            return row.record()
+
+    def _add_dependencies(self, namespace: str, memory_id: str, deps: tuple[str, ...],
+                          expected_version: int, now: float) -> MemoryRecord:
+        with self._lock:
+            row = self._get_row(namespace, memory_id)
+            _check_version(memory_id, row.version, expected_version)
+            deps = check_dependencies(deps, namespace=namespace, memory_id=memory_id,
+                                      limits=self.limits, existing=tuple(row.dependencies))
+            rows = self._spaces[namespace].rows
+            for i, dep in enumerate(deps):
+                if dep not in rows:
+                    raise UnknownDependencyError(f"no memory {dep!r} in this namespace",
+                                                 field=f"dependencies[{i}]")
+            seen: set[str] = set()
+            for i, dep in enumerate(deps):  # a cycle iff memory_id is an ancestor of dep
+                stack = [dep]
+                while stack:
+                    node = stack.pop()
+                    if node == memory_id:
+                        raise CycleError(f"{memory_id!r} is an ancestor of {dep!r}",
+                                         field=f"dependencies[{i}]")
+                    if node not in seen:
+                        seen.add(node)
+                        stack.extend(rows[node].dependencies)
+            self._append({"o": "d", "n": namespace, "i": memory_id, "d": list(deps), "a": now})
+            self._state.apply_add(namespace, memory_id, list(deps), now)
+            return row.record()
+
+    def _load(self, namespace: str, ids: list[str],
+              with_history: bool = True) -> dict[str, MemoryRecord]:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            if sp is None:
+                return {}
+            rows = sp.rows
+            out: dict[str, MemoryRecord] = {}
+            if with_history:
+                for memory_id in ids:
+                    row = rows.get(memory_id)
+                    if row is not None:
+                        out[memory_id] = row._rec or row.record()
+            else:
+                for memory_id in ids:
+                    row = rows.get(memory_id)
+                    if row is not None:
+                        out[memory_id] = (row._rec and row._bare) or row.bare()
+            return out
+
+    def score_columns(self, namespace: str, ids: Iterable[str]) -> ScoreColumns:
+        """Columnar: ``np.take`` on the namespace's columns (see ``_Columns``).  A batch
+        of distinct stored ids (the sweep's) skips id validation: they
+        were validated when recorded (``_Columns.rows_of``); any other batch is checked
+        as every store call checks it."""
+        ns = self._ns(namespace)
+        if type(ids) is list and len(ids) <= MAX_BATCH_IDS:
+            with self._lock:
+                sp = self._spaces.get(ns)
+                if sp is not None:
+                    at = sp.cols.rows_of(ids)
+                    if at is not None:
+                        return sp.cols.take(list(ids), at)
+        wanted = self._ids(ids)
+        with self._lock:
+            sp = self._spaces.get(ns)
+            if sp is None:
+                return score_columns_of(())
+            return sp.cols.take(wanted)
+
+    def _current_claim_id(self, namespace: str, subject: str, attribute: str) -> str | None:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            return sp.claims.get((subject, attribute)) if sp is not None else None
+
+    def _record_accesses(self, namespace: str,
+                         accesses: dict[str, tuple[int, float]]) -> int:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            if sp is None:
+                return 0
+            rows = sp.rows
+            live = {i: a for i, a in accesses.items() if i in rows}
+            if not live:
+                return 0
+            self._append({"o": "A", "n": namespace, "m": live})
+            return self._state.apply_accesses(namespace, live)
+
+    def _incr_counter(self, namespace: str, name: str, now: float) -> None:
+        with self._lock:
+            self._append({"o": "c", "n": namespace, "k": name, "a": now})
+            self._state.apply_counter(namespace, name, now)
+
+    def _claim_group(self, namespace: str, subject: str,
+                     attribute: str) -> list[MemoryRecord]:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            if sp is None:
+                return []
+            return [sp.rows[i].record() for i in sp.groups.get((subject, attribute), ())]
+
+    def _source_stats(self, namespace: str,
+                      sources: list[str]) -> dict[str, tuple[float, float]]:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            known = sp.sources if sp is not None else {}
+            out: dict[str, tuple[float, float]] = {}
+            for source in sources:
+                ok, bad = known.get(source, (0.0, 0.0))
+                out[source] = (ok, bad)
+            return out
+
+    def _feedback(self, namespace: str, ids: list[str], success: bool, now: float) -> int:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            live = [i for i in ids if sp is not None and i in sp.rows]
+            if not live:
+                return 0
+            self._append({"o": "f", "n": namespace, "i": live, "k": success, "a": now})
+            return self._state.apply_feedback(namespace, live, success)
+
+    def _due_for_review(self, namespace: str, now: float, limit: int) -> list[str]:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            return sp.review.due(now, limit) if sp is not None else []
+
+    def _schedule_review(self, namespace: str, times: dict[str, float], now: float) -> int:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            live = {i: t for i, t in times.items() if sp is not None and i in sp.rows}
+            if not live:
+                return 0
+            self._append({"o": "v", "n": namespace, "t": live, "a": now})
+            return self._state.apply_schedule(namespace, live, now)
+
+    def _unschedule_review(self, namespace: str, ids: list[str]) -> int:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            live = [i for i in ids if sp is not None and i in sp.review.next]
+            if not live:
+                return 0
+            self._append({"o": "x", "n": namespace, "i": live})
+            return self._state.apply_unschedule(namespace, live)
+
+    def namespaces(self) -> list[str]:
+        with self._lock:
+            return sorted(ns for ns, sp in self._spaces.items() if sp.rows)
+
+    def _count_change(self, namespace: str, name: str, window: float, now: float) -> float:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            times = sp.counters.get(name) if sp is not None else None
+            return change_of(times, window, now) if times else math.inf
+
+    def _count(self, namespace: str, name: str, since: float, now: float) -> int:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            times = sp.counters.get(name) if sp is not None else None
+            return count_in(times, since, now) if times else 0
+
+    # -- lineage events ---------------------------------------------------------------
+
+    def _parse_cursor(self, cursor: str) -> str | None:
+        return str(int(cursor)) if _CURSOR_RE.fullmatch(cursor) else None
+
+    def _events_locked(self, namespace: str, after: str | None,
+                       limit: int) -> tuple[list[LineageEvent], str]:
+        sp = self._spaces.get(namespace)
+        seq = sp.seq if sp is not None else 0
+        retained = len(sp.events) if sp is not None else 0
+        first = seq - retained + 1  # sequence number of the oldest retained event
+        if after is None:
+            start = first
+        else:
+            position = int(after)
+            if position > seq:
+                raise CursorExpiredError(
+                    f"cursor {after} is ahead of this namespace's log (at {seq}): the store "
+                    "was reset or the cursor is not from it; re-sync")
+            if position < first - 1:
+                raise CursorExpiredError(
+                    f"events after cursor {after} were dropped (oldest retained is {first}); "
+                    "re-sync")
+            start = position + 1
+        if sp is None or start > seq:
+            return [], str(seq) if after is None else after
+        events = sp.events
+        lo = start - first
+        hi = min(lo + limit, retained)
+        out = [events[i] for i in range(lo, hi)]
+        return out, out[-1].cursor
+
+    def _events(self, namespace: str, after: str | None,
+                limit: int) -> tuple[list[LineageEvent], str]:
+        with self._lock:
+            return self._events_locked(namespace, after, limit)
+
+    def _wait_events(self, namespace: str, after: str | None, limit: int,
+                     timeout: float) -> tuple[list[LineageEvent], str]:
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                events, cursor = self._events_locked(namespace, after, limit)
+                remaining = deadline - time.monotonic()
+                if events or remaining <= 0:
+                    return events, cursor
+                self._changed.wait(remaining)
+
+    def _latest_cursor(self, namespace: str) -> str:
+        with self._lock:
+            sp = self._spaces.get(namespace)
+            return str(sp.seq if sp is not None else 0)
+
+
+    def _locate(self, ids: list[str]) -> dict[str, str]:
+        with self._lock:
+            found: dict[str, str] = {}
+            for ns, sp in self._spaces.items():
+                for memory_id in ids:
+                    if memory_id not in found and memory_id in sp.rows:
+                        found[memory_id] = ns
+            return found
