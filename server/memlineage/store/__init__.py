@@ -49,8 +49,7 @@ def open_store(url_or_kind: str = "embedded", *, clock: Clock = system_clock,
             host, _, port = hostport.rpartition(":")
             if not host or not port.isdigit():
                 raise ValueError(f"bad cluster node {hostport!r} in {url_or_kind!r}")
-            # redis-py leaves ClusterNode.__init__ unannotated
-            nodes.append(ClusterNode(host, int(port)))  # type: ignore[no-untyped-call]
+            nodes.append(ClusterNode(host, int(port)))
         if parts.password is not None:
             options.setdefault("password", unquote(parts.password))
             if parts.username:

@@ -158,7 +158,7 @@ class RedisStore(LineageStore):
         rec = validate_new(rec, now=at, limits=self.limits)
         ns, k = rec.namespace, self.keys
         # validate_new resolved every MemoryRef: the dependencies are plain ids
-        deps: list[str] = list(rec.dependencies)  # type: ignore[arg-type]
+        deps = list(cast("tuple[str, ...]", rec.dependencies))
         fields: list[str] = []
         for name, short in FIELDS.items():
             value = getattr(rec, name)
@@ -305,7 +305,7 @@ class RedisStore(LineageStore):
                     f"memory {memory_id!r} is at version {current.version}, "
                     f"not {expected_version}", expected=expected_version,
                     actual=current.version)
-            stored: tuple[str, ...] = current.dependencies  # type: ignore[assignment]  # stored: ids
+            stored = cast("tuple[str, ...]", current.dependencies)  # stored: plain ids
             deps = check_dependencies(deps, namespace=namespace, memory_id=memory_id,
                                       limits=self.limits, existing=stored)
             self._check_no_cycle(namespace, memory_id, deps)
