@@ -276,10 +276,10 @@ class EmbeddedStore(LineageStore):
             return out
 
     def score_columns(self, namespace: str, ids: Iterable[str]) -> ScoreColumns:
-        """Columnar: ``np.take`` on the namespace's columns (see ``_Columns``).  A batch
-        of distinct stored ids (the sweep's) skips id validation: they
-        were validated when recorded (``_Columns.rows_of``); any other batch is checked
-        as every store call checks it."""
+        """Columnar: ``np.take`` on the namespace's columns (``score_mirror.Columns``).
+        A batch of distinct stored ids (the sweep's) skips id validation: they were
+        validated when recorded (``Columns.rows_of``); any other batch is checked as
+        every store call checks it."""
         ns = self._ns(namespace)
         if type(ids) is list and len(ids) <= MAX_BATCH_IDS:
             with self._lock:
