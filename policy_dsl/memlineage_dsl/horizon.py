@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from typing import TypeGuard
 
 LIN = "lin"
 REL = "rel"
@@ -36,32 +37,50 @@ MARGIN = 1e-3  # seconds: a crossing is never trusted to the last float bit
 def crossing(kind: str, q: object, c: object, now: float, half_life_min: float,
              value_decay: tuple[float, float] | None) -> float:
     """The earliest instant at which `q OP c` may change truth value, for any OP,
-    given that `q` is of `kind` and `c` does not move (math.inf: never)."""
-    if type(q) not in (int, float) or type(c) not in (int, float):
+    given that `q` is of `kind` and `c` does not move (math.inf: never).
+
+    Never before `now`: `now` itself when any move at all may flip it (or nothing
+    can be said), else an instant after `now` (see `_after`)."""
+    if not (_is_number(q) and _is_number(c)):
         return now  # not numbers: no reasoning, no reuse
     if q != q or c != c:  # NaN stays NaN as time passes: every comparison stays as it is
         return math.inf
     if q == c:
         return now  # any move at all flips `==`, `<=` or `>=`
     if kind == LIN:  # rises: only a value still below c will meet it
-        return now + (c - q) - MARGIN if q < c else math.inf  # type: ignore[operator]
+        return _after(now, now + (c - q) - MARGIN) if q < c else math.inf
     if q < c:  # REL, VAL: never rise, so a value below c stays below
         return math.inf
     if kind == REL:
-        if c <= 0 or half_life_min == math.inf:  # type: ignore[operator]
+        if c <= 0 or half_life_min == math.inf:
             return math.inf
         if not half_life_min > 0:
             return now
-        return now + half_life_min * math.log2(q / c) - MARGIN  # type: ignore[operator]
+        return _after(now, now + half_life_min * math.log2(q / c) - MARGIN)
     if kind == VAL:
         if value_decay is None:
             return now
         beta, lam = value_decay
-        gap = q - c  # type: ignore[operator]
+        gap = q - c
         if gap >= beta or lam <= 0:
             return math.inf
-        return now - math.log1p(-gap / beta) / lam - MARGIN
+        return _after(now, now - math.log1p(-gap / beta) / lam - MARGIN)
     return now
+
+
+def _is_number(x: object) -> TypeGuard[float]:
+    return type(x) in (int, float)  # exactly: a bool is not a number here
+
+
+def _after(now: float, instant: float) -> float:
+    """`instant`, or the next float after `now` when it is not later than `now`.
+
+    The comparison was just evaluated at `now` and q != c, so its truth value is
+    fixed at `now` itself and changes, if at all, strictly after it. A crossing
+    nearer than MARGIN (`age(m) < 0.5ms`, a reliability a hair above its bound)
+    would otherwise land at or before `now`: a horizon in the past. The next
+    float keeps the decision valid at exactly `now` and not one tick later."""
+    return instant if instant > now else math.nextafter(now, math.inf)
 
 
 def window_change(times: list[float], window: float, now: float) -> float:

@@ -4,6 +4,7 @@ comparison may flip (`memlineage_dsl.horizon`), through compiled policies."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -168,11 +169,10 @@ def _time_policy_sets(draw) -> str:
 _policy_texts = st.one_of(_time_policy_sets(), well_typed_policy_sets())
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=_policy_texts, seeds=_seeds,
-       calls=st.lists(st.floats(-4 * 3600, 600), max_size=12),
-       op=st.sampled_from(["read", "update", "derive"]), data=st.data())
-def test_a_decision_holds_until_its_horizon(text, seeds, calls, op, data) -> None:
+def _holds_until_its_horizon(text: str, seeds: list[tuple], calls: list[float], op: str,
+                             instants: Callable[[float], list[float]]) -> None:
+    """Decide `op` at T0; at each of `instants(end)` (in [T0, end), end = the horizon)
+    the same request must get the same decision."""
     built = build_texts({"gen.mlp": text})
     assert built.compiled is not None, (text, [d.message for d in built.diagnostics])
     compiled = built.compiled
@@ -192,5 +192,42 @@ def test_a_decision_holds_until_its_horizon(text, seeds, calls, op, data) -> Non
     if horizon == T0:  # not reusable at all
         return
     end = min(horizon, T0 + 30 * 86400)
-    for t in data.draw(st.lists(st.floats(T0, end, exclude_max=True), max_size=5)):
+    for t in instants(end):
         assert decided_at(t)[0] == first, (t, horizon)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_policy_texts, seeds=_seeds,
+       calls=st.lists(st.floats(-4 * 3600, 600), max_size=12),
+       op=st.sampled_from(["read", "update", "derive"]), data=st.data())
+def test_a_decision_holds_until_its_horizon(text, seeds, calls, op, data) -> None:
+    _holds_until_its_horizon(text, seeds, calls, op, lambda end: data.draw(
+        st.lists(st.floats(T0, end, exclude_max=True), max_size=5)))
+
+
+@pytest.mark.parametrize("when", [
+    "age(memory) < 0.0005s",  # the case hypothesis found about one run in twelve
+    "age(memory) <= 0.0001s",
+    "memory.created_at > now - 0.0002s",
+])
+def test_a_bound_within_the_margin_holds_at_now_only(when: str) -> None:
+    """A crossing nearer than MARGIN, less MARGIN, fell before now: a horizon in the
+    past. It is the next float after now: the decision holds at now, not a tick later."""
+    text = f"policy p0 {{\n  on read\n  when {when}\n  allow\n}}\n"
+    seeds = [(0.0, 0.0, 600.0, "active", (), ())]
+    _holds_until_its_horizon(text, seeds, [], "read", lambda end: [T0])
+    snap = DictSnapshot(_memories_at(T0, seeds))
+    compiled = build_texts({"p.mlp": text}).compiled
+    assert compiled is not None
+    decide(compiled, Request("read", snap.memories["m0"], time=T0), snap)
+    assert snap.horizon == math.nextafter(T0, math.inf)
+
+
+def test_a_crossing_is_never_before_now() -> None:
+    after = math.nextafter(NOW, math.inf)
+    assert crossing(LIN, 0.0, 0.0005, NOW, 600.0, None) == after
+    assert crossing(LIN, 0.0, MARGIN, NOW, 600.0, None) == after  # exactly the margin
+    assert crossing(LIN, 0.0, 2 * MARGIN, NOW, 600.0, None) == NOW + 2 * MARGIN - MARGIN
+    assert crossing(REL, 0.3000001, 0.3, NOW, 600.0, None) == after
+    lam = math.log(2) / 86400
+    assert crossing(VAL, 0.4000000001, 0.4, NOW, 600.0, (0.4, lam)) == after
