@@ -30,7 +30,7 @@ STATUS_COLOURS: dict[str, tuple[str, str]] = {
 _FOCUS = "#1a237e"  # border of the explained memory
 
 
-def status_name(status: pb.Status.ValueType) -> str:
+def status_name(status: pb.Status) -> str:
     """STATUS_PENDING_VERIFICATION -> "pending_verification"."""
     try:
         return pb.Status.Name(status).removeprefix("STATUS_").lower()

@@ -72,7 +72,7 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         self._tallies = _Tallies()
-        self.registry.register(self._tallies)  # type: ignore[arg-type]
+        self.registry.register(self._tallies)
         self.store_errors = Counter(
             "memlineage_store_errors_total", "Store unavailable errors, by method", ["method"],
             registry=self.registry,
@@ -95,7 +95,7 @@ class Metrics:
                     "Decisions answered by reusing an identical earlier one (exact: "
                     "no write since, before its time horizon)", value=reused())
 
-        self.registry.register(_Reused())  # type: ignore[arg-type]
+        self.registry.register(_Reused())
 
     def observe_latency(self, method: str, seconds: float) -> None:
         h = self._tallies.latency.get(method)

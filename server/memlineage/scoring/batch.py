@@ -96,7 +96,7 @@ def score(
     inf = math.inf
     own: dict[str, float] = {}
     rest: list[MemoryRecord] = []
-    recall = memo.get if memo is not None else {}.get
+    recall = (memo if memo is not None else {}).get
     for r in recs:
         hit = recall(id(r))
         if hit is not None and hit[0] is r:
