@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
 
 from . import ast as A
 from . import schema as S
@@ -18,6 +19,8 @@ from .diagnostics import Diagnostic, SourceFile
 from .env import Env, Located
 from .fold import Folder, literal_value
 from .spans import sub_span
+
+Lit = float | str | bool  # the value of a literal (durations in seconds)
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 _NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
@@ -35,16 +38,16 @@ class Conjunct:
 class Bound:
     """`operand op value`, the shape the contradiction logic understands."""
 
-    operand: A.Expr | None  # None: a comparison of two literals
-    op: str
-    value: float | str | bool
+    operand: A.Expr | None  # None: a comparison of two literals (value: the pair)
+    op: str               # or a literal truth value (kind "truth")
+    value: Lit | tuple[Lit, Lit]
     kind: str
 
 
 @dataclass
 class _Rule:
     name: str
-    loc: Located
+    loc: Located[A.Policy]
     policy: A.Policy
     ops: frozenset[str]
     conjuncts: list[Conjunct]
@@ -61,7 +64,7 @@ class _Rule:
 
 def analyze(env: Env, skip: Collection[str] = ()) -> list[Diagnostic]:
     """W401-W404 for the policies of `env` (those named in `skip` are left out)."""
-    folder = Folder({n: loc.node.value for n, loc in env.consts.items()})  # type: ignore[union-attr]
+    folder = Folder({n: loc.node.value for n, loc in env.consts.items()})
     rules = [
         _rule(name, loc, folder) for name, loc in env.policies.items() if name not in skip
     ]
@@ -100,8 +103,8 @@ def analyze(env: Env, skip: Collection[str] = ()) -> list[Diagnostic]:
 
 
 # ---------------------------------------------------------------- rules
-def _rule(name: str, loc: Located, folder: Folder) -> _Rule:
-    p: A.Policy = loc.node  # type: ignore[assignment]
+def _rule(name: str, loc: Located[A.Policy], folder: Folder) -> _Rule:
+    p = loc.node
     conjuncts: list[Conjunct] = []
     if p.when is not None:
         for original in flatten_and(p.when):
@@ -171,7 +174,7 @@ def contradiction(conjuncts: list[Conjunct], src: SourceFile | None) -> str | No
         if b is None:
             continue
         if b.operand is None:
-            if not _holds(b.value, b.op, b.kind):  # type: ignore[arg-type]
+            if not _holds(b.value, b.op, b.kind):
                 return f"{_quote(src, c.original)} is always false"
             continue
         bounds.append((b, c))
@@ -251,14 +254,15 @@ def _quote(src: SourceFile | None, expr: A.Expr) -> str:
     return f"`{text}`" if text else "a condition"
 
 
-def _literal(expr: A.Expr) -> tuple[float | str | bool, str] | None:
+def _literal(expr: A.Expr) -> tuple[Lit, str] | None:
     if isinstance(expr, A.Name) and expr.id in S.SYMBOLS:
         return expr.id, S.STRING
     value = literal_value(expr)
     if value is None:
         return None
-    kinds = {A.Number: S.NUMBER, A.Duration: S.DURATION, A.Str: S.STRING, A.Bool: S.BOOL}
-    return value, kinds[type(expr)]  # type: ignore[index]
+    kinds: dict[type[A.Expr], str] = {
+        A.Number: S.NUMBER, A.Duration: S.DURATION, A.Str: S.STRING, A.Bool: S.BOOL}
+    return value, kinds[type(expr)]
 
 
 def bound_of(expr: A.Expr) -> Bound | None:
@@ -274,7 +278,7 @@ def bound_of(expr: A.Expr) -> Bound | None:
         if left is not None and right is not None:
             if left[1] != right[1]:
                 return None
-            return Bound(None, op, (left[0], right[0]), left[1])  # type: ignore[arg-type]
+            return Bound(None, op, (left[0], right[0]), left[1])
         if right is not None:
             return Bound(expr.left, op, right[0], right[1])
         if left is not None:
@@ -287,22 +291,39 @@ def bound_of(expr: A.Expr) -> Bound | None:
     return None
 
 
-def _holds(value: object, op: str, kind: str) -> bool:
+def _holds(value: Lit | tuple[Lit, Lit], op: str, kind: str) -> bool:
     """Truth of a literal-only conjunct (`false`, `1 > 2`)."""
-    if kind == "truth":
+    if kind == "truth" or not isinstance(value, tuple):
         return bool(value)
-    a, b = value  # type: ignore[misc]
+    a, b = value
     return _compare(a, op, b)
 
 
-def _compare(a, op: str, b) -> bool:  # type: ignore[no-untyped-def]
+def _compare(a: object, op: str, b: object) -> bool:
     if op == "==":
         return a == b
     if op == "!=":
         return a != b
     if isinstance(a, bool) or isinstance(b, bool):
         return True  # ordering booleans is a type error, not a contradiction
+    return _ordered(a, op, b)
+
+
+_O = TypeVar("_O", str, float)
+
+
+def _order(a: _O, op: str, b: _O) -> bool:
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+
+
+def _ordered(a: object, op: str, b: object) -> bool:
+    """`a op b` for an ordering `op`, between two strings or two numbers."""
+    if isinstance(a, str) and isinstance(b, str):
+        return _order(a, op, b)
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return _order(a, op, b)
+    raise TypeError(f"'{op}' not supported between instances of "
+                    f"'{type(a).__name__}' and '{type(b).__name__}'")
 
 
 def _disjoint(b1: Bound, b2: Bound) -> bool:
@@ -320,7 +341,7 @@ def _disjoint(b1: Bound, b2: Bound) -> bool:
     if len(lo) != 1 or len(hi) != 1:
         return False
     low, high = lo[0], hi[0]
-    if low.value > high.value:  # type: ignore[operator]
+    if _ordered(low.value, ">", high.value):
         return True
     return low.value == high.value and (low.op == ">" or high.op == "<")
 
@@ -328,19 +349,23 @@ def _disjoint(b1: Bound, b2: Bound) -> bool:
 # ---------------------------------------------------------------- unused names
 def _unused(env: Env) -> list[Diagnostic]:
     used: set[str] = set()
-    for loc in [*env.consts.values(), *env.policies.values(), *env.tests]:
+    decls: list[Located[A.Const | A.Policy | A.Test]] = [
+        *env.consts.values(), *env.policies.values(), *env.tests]
+    for loc in decls:
         for expr in _exprs_of(loc.node):
             used.update(n.id for n in _walk(expr) if isinstance(n, A.Name))
     if env.resolve is not None:
-        for opt in env.resolve.node.options:  # type: ignore[union-attr]
+        for opt in env.resolve.node.options:
             used.update(n.id for n in _walk(opt.value) if isinstance(n, A.Name))
     out: list[Diagnostic] = []
-    for what, table in (("const", env.consts), ("sources", env.sources)):
-        for name, loc in table.items():
+    tables: tuple[tuple[str, dict[str, Located[A.Const]] | dict[str, Located[A.Sources]]], ...] = (
+        ("const", env.consts), ("sources", env.sources))
+    for what, table in tables:
+        for name, defined in table.items():
             if name in used:
                 continue
-            src = env.files[loc.path]
-            span = sub_span(src, loc.node.span, what + r"\s+", name)
+            src = env.files[defined.path]
+            span = sub_span(src, defined.node.span, what + r"\s+", name)
             label = "const" if what == "const" else "source list"
             out.append(src.diag("W404", span, f"{label} `{name}` is never used",
                                 "remove it, or use it in a policy"))

@@ -28,7 +28,7 @@ NO_SPAN = Span(0, 0, 0, 0)
 
 
 def _span() -> Span:
-    return field(default=NO_SPAN, compare=False, repr=False, kw_only=True)  # type: ignore[return-value]
+    return field(default=NO_SPAN, compare=False, repr=False, kw_only=True)
 
 
 # ---------------------------------------------------------------- expressions

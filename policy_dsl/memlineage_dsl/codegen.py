@@ -11,13 +11,17 @@ from __future__ import annotations
 import fnmatch
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from . import ast as A
-from .facts import UnknownProvenance
+from .facts import LineageSnapshot, Memory, MemoryFacts, UnknownProvenance
 from .horizon import LIN, MOVING, OPAQUE, REL, VAL
 from .schema import SYMBOLS
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsRichComparisonT
 
 ROOT_VARS = {"memory": "m", "target": "t", "request": "r"}
 
@@ -47,52 +51,59 @@ def glob_match(value: str, pattern: str) -> bool:
     return fnmatch.fnmatchcase(value, pattern)
 
 
-def _known(mem):
+# The runtime of the generated code. Its arguments are whatever the policy computed
+# (the checker typed them; a value of another type fails the rule at run time).
+def _known(mem: Memory) -> Memory:
     if not mem.known:
         raise UnknownProvenance(f"memory `{mem.id}` has no recorded lineage")
     return mem
 
 
-def rt_ancestors(s, mem, depth=None):
+def rt_ancestors(s: LineageSnapshot, mem: Memory,
+                 depth: float | None = None) -> Sequence[MemoryFacts]:
     return s.ancestors(_known(mem).id, None if depth is None else int(depth))
 
 
-def rt_descendants(s, mem, depth=None):
+def rt_descendants(s: LineageSnapshot, mem: Memory,
+                   depth: float | None = None) -> Sequence[MemoryFacts]:
     return s.descendants(_known(mem).id, None if depth is None else int(depth))
 
 
-def rt_lineage(s, mem, depth=None):
+def rt_lineage(s: LineageSnapshot, mem: Memory, depth: float | None = None) -> list[Memory]:
     return [_known(mem), *s.ancestors(mem.id, None if depth is None else int(depth))]
 
 
-def rt_min(values):
+def rt_min(values: Iterable[SupportsRichComparisonT]) -> SupportsRichComparisonT:
     items = list(values)
     if not items:
         raise ValueError("min() over an empty collection")
     return min(items)
 
 
-def rt_max(values):
+def rt_max(values: Iterable[SupportsRichComparisonT]) -> SupportsRichComparisonT:
     items = list(values)
     if not items:
         raise ValueError("max() over an empty collection")
     return max(items)
 
 
-_COMPARE: dict[str, Callable[[object, object], bool]] = {
+# Any operands: a comparison the checker typed may still meet, say, a None at run time.
+_COMPARE: dict[str, Callable[[Any, Any], object]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
     "==": operator.eq, "!=": operator.ne,
 }
 
 
-def rt_timed(s, now, kind, q, op, c):
+def rt_timed(s: LineageSnapshot, now: float, kind: str, q: object, op: str,
+             c: object) -> object:
     """`q op c` where `q` moves with time and `c` does not: tell the snapshot."""
     result = _COMPARE[op](q, c)
     s.note(kind, q, c, now)
     return result
 
 
-def rt_timed_right(s, now, kind, c, op, q):
+def rt_timed_right(s: LineageSnapshot, now: float, kind: str, c: object, op: str,
+                   q: object) -> object:
     """`c op q`: the same with the moving value on the right."""
     result = _COMPARE[op](c, q)
     s.note(kind, q, c, now)
@@ -132,22 +143,22 @@ class CodeGen:
         return method(e, scope)
 
     # -- leaves
-    def _Number(self, e: A.Number, scope) -> str:
+    def _Number(self, e: A.Number, scope: frozenset[str]) -> str:
         return repr(e.value)
 
-    def _Duration(self, e: A.Duration, scope) -> str:
+    def _Duration(self, e: A.Duration, scope: frozenset[str]) -> str:
         return repr(float(e.seconds))
 
-    def _Str(self, e: A.Str, scope) -> str:
+    def _Str(self, e: A.Str, scope: frozenset[str]) -> str:
         return repr(e.value)
 
-    def _Bool(self, e: A.Bool, scope) -> str:
+    def _Bool(self, e: A.Bool, scope: frozenset[str]) -> str:
         return "True" if e.value else "False"
 
-    def _Now(self, e: A.Now, scope) -> str:
+    def _Now(self, e: A.Now, scope: frozenset[str]) -> str:
         return "now"
 
-    def _Name(self, e: A.Name, scope) -> str:
+    def _Name(self, e: A.Name, scope: frozenset[str]) -> str:
         if e.id in scope:
             return f"v_{e.id}"
         if e.id in ROOT_VARS:
@@ -166,18 +177,18 @@ class CodeGen:
             return repr(e.id)
         raise ValueError(f"unknown name `{e.id}`")
 
-    def _Attr(self, e: A.Attr, scope) -> str:
+    def _Attr(self, e: A.Attr, scope: frozenset[str]) -> str:
         return f"{self.expr(e.obj, scope)}.{e.name}"
 
-    def _ListLit(self, e: A.ListLit, scope) -> str:
+    def _ListLit(self, e: A.ListLit, scope: frozenset[str]) -> str:
         return "(" + "".join(self.expr(i, scope) + ", " for i in e.items) + ")"
 
     # -- operators
-    def _Unary(self, e: A.Unary, scope) -> str:
+    def _Unary(self, e: A.Unary, scope: frozenset[str]) -> str:
         inner = self.expr(e.operand, scope)
         return f"(not {inner})" if e.op == "not" else f"(-{inner})"
 
-    def _Binary(self, e: A.Binary, scope) -> str:
+    def _Binary(self, e: A.Binary, scope: frozenset[str]) -> str:
         left = self.expr(e.left, scope)
         if e.op in ("in", "not in", "matches"):
             right_node = e.right
@@ -199,13 +210,13 @@ class CodeGen:
                 return f"_tc_r(s, now, {kr!r}, {left}, {e.op!r}, {right})"
         return f"({left} {e.op} {right})"
 
-    def _Cond(self, e: A.Cond, scope) -> str:
+    def _Cond(self, e: A.Cond, scope: frozenset[str]) -> str:
         return (
             f"({self.expr(e.then, scope)} if {self.expr(e.test, scope)} "
             f"else {self.expr(e.otherwise, scope)})"
         )
 
-    def _Call(self, e: A.Call, scope) -> str:
+    def _Call(self, e: A.Call, scope: frozenset[str]) -> str:
         args = [self.expr(a, scope) for a in e.args]
         f = e.func
         if f == "age":
@@ -223,7 +234,7 @@ class CodeGen:
             return f"len({args[0]})"
         raise ValueError(f"unknown function `{f}`")
 
-    def _Quant(self, e: A.Quant, scope) -> str:
+    def _Quant(self, e: A.Quant, scope: frozenset[str]) -> str:
         coll = self.expr(e.collection, scope)
         inner = scope | {e.var}
         body = self.expr(e.body, inner)
@@ -296,8 +307,8 @@ class CodeGen:
         if isinstance(e, A.Unary):
             return None if self.time_kind(e.operand, scope) is None else OPAQUE
         if isinstance(e, A.Cond):
-            kinds = {self.time_kind(x, scope) for x in (e.test, e.then, e.otherwise)}
-            return None if kinds == {None} else OPAQUE
+            branches = {self.time_kind(x, scope) for x in (e.test, e.then, e.otherwise)}
+            return None if branches == {None} else OPAQUE
         if isinstance(e, A.ListLit):
             return None if all(self.time_kind(i, scope) is None for i in e.items) else OPAQUE
         if isinstance(e, A.Quant):
@@ -308,12 +319,15 @@ class CodeGen:
             return None if over is None and body is None else OPAQUE
         return OPAQUE
 
-    def function(self, e: A.Expr, name: str) -> Callable:
+    def function(self, e: A.Expr, name: str) -> Callable[..., object]:
         """Compile `e` into `f(m, t, r, s, now)`."""
         src = f"def {name}(m, t, r, s, now):\n    return {self.expr(e)}\n"
         return self.define(src, name)
 
-    def define(self, src: str, name: str) -> Callable:
+    def define(self, src: str, name: str) -> Callable[..., object]:
         code = compile(src, f"<mlp:{name}>", "exec")
         exec(code, self.globals)
-        return self.globals[name]  # type: ignore[return-value]
+        fn = self.globals[name]
+        if not callable(fn):  # `src` defines `name`: never taken
+            raise TypeError(f"generated `{name}` is not a function")
+        return fn

@@ -11,17 +11,23 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 from . import ast as A
 from .codegen import CodeGen
 from .decision import ALLOW, DEGRADE, DENY, Decision
 from .env import Env
+from .facts import LineageSnapshot, Memory, Request
 from .schema import OPERATIONS
 
 DEFAULT_SCORE = {ALLOW: 1.0, DEGRADE: 0.5, DENY: 0.0}
 DEFAULT_WAIVE_PENALTY = 0.5
 
 Value = Callable[..., object]  # f(m, t, r, s, now)
+# The generated test of one operation: (m, t, r, s, now) -> (indexes of the policies
+# that fired, [(index, exception)] of those whose condition raised, or None).
+Test = Callable[[Memory, Memory, Request, LineageSnapshot, float],
+                tuple[list[int], list[tuple[int, Exception]] | None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +71,7 @@ class OpPlan:
     """The policies of one operation and the generated function that tests them."""
 
     policies: tuple[CompiledPolicy, ...]
-    test: Callable  # (m, t, r, s, now) -> (fired idxs, [(idx, exc)] | None)
+    test: Test
     allow_all: Decision  # returned as-is when no policy fires
     static: tuple[bool, ...]  # per policy: its outcome depends only on having fired
     uses: frozenset[str]  # functions its policies call: tells a server what lineage to load
@@ -96,7 +102,7 @@ def _const_number(gen: CodeGen, e: A.Expr | None, default: float) -> float:
     return float(value)
 
 
-def _value(gen: CodeGen, e: A.Expr, name: str) -> float | Value | object:
+def _value(gen: CodeGen, e: A.Expr, name: str) -> object:
     """A constant when `e` reads nothing from the request, else a compiled function."""
     fn = gen.function(e, name)
     if gen.is_static(e):
@@ -107,10 +113,19 @@ def _value(gen: CodeGen, e: A.Expr, name: str) -> float | Value | object:
     return fn
 
 
+def _number_value(gen: CodeGen, e: A.Expr, name: str) -> float | Value:
+    """`_value` of a score or cost. A constant that is not a float (the checker lets
+    none through) is left to its function, to fail at run time as a computed one would."""
+    value = _value(gen, e, name)
+    if isinstance(value, float) or callable(value):
+        return value
+    return gen.function(e, name)
+
+
 def _compile_policy(gen: CodeGen, index: int, policy: A.Policy, path: str) -> CompiledPolicy:
     effect = policy.effect.kind if policy.effect else DENY
     tag = f"p{index}"
-    obligations = []
+    obligations: list[CompiledObligation] = []
     for j, ob in enumerate(policy.effect.obligations if policy.effect else ()):
         args = tuple(_value(gen, a, f"_{tag}_o{j}_{k}") for k, a in enumerate(ob.args))
         obligations.append(
@@ -118,9 +133,9 @@ def _compile_policy(gen: CodeGen, index: int, policy: A.Policy, path: str) -> Co
         )
     score = (
         DEFAULT_SCORE[effect] if policy.score is None
-        else _value(gen, policy.score, f"_{tag}_score")
+        else _number_value(gen, policy.score, f"_{tag}_score")
     )
-    cost = 0.0 if policy.cost is None else _value(gen, policy.cost, f"_{tag}_cost")
+    cost = 0.0 if policy.cost is None else _number_value(gen, policy.cost, f"_{tag}_cost")
     return CompiledPolicy(
         index=index,
         name=policy.name,
@@ -132,8 +147,8 @@ def _compile_policy(gen: CodeGen, index: int, policy: A.Policy, path: str) -> Co
         effect=effect,
         message=(policy.effect.message if policy.effect and policy.effect.message else ""),
         obligations=tuple(obligations),
-        score=score,  # type: ignore[arg-type]
-        cost=cost,  # type: ignore[arg-type]
+        score=score,
+        cost=cost,
         when_source=gen.expr(policy.when) if policy.when is not None else "True",
         functions=_names_used(policy, gen.consts, A.Call),
         attributes=_names_used(policy, gen.consts, A.Attr),
@@ -146,7 +161,8 @@ def _compile_policy(gen: CodeGen, index: int, policy: A.Policy, path: str) -> Co
     )
 
 
-def _names_used(policy: A.Policy, consts: dict[str, A.Expr], kind: type) -> frozenset[str]:
+def _names_used(policy: A.Policy, consts: dict[str, A.Expr],
+                kind: type[A.Call] | type[A.Attr]) -> frozenset[str]:
     """Every built-in called (kind Call) or attribute read (kind Attr) by a policy,
     through the constants it uses too: tells a server what it must load or compute."""
     found: set[str] = set()
@@ -154,7 +170,7 @@ def _names_used(policy: A.Policy, consts: dict[str, A.Expr], kind: type) -> froz
 
     def walk(node: object) -> None:
         if isinstance(node, kind):
-            found.add(node.func if isinstance(node, A.Call) else node.name)  # type: ignore[attr-defined]
+            found.add(node.func if isinstance(node, A.Call) else node.name)
         if isinstance(node, A.Name) and node.id in consts and node.id not in seen_consts:
             seen_consts.add(node.id)
             walk(consts[node.id])
@@ -162,7 +178,7 @@ def _names_used(policy: A.Policy, consts: dict[str, A.Expr], kind: type) -> froz
             for item in node:
                 walk(item)
         elif hasattr(node, "__dataclass_fields__"):
-            for name in node.__dataclass_fields__:  # type: ignore[attr-defined]
+            for name in node.__dataclass_fields__:
                 walk(getattr(node, name))
 
     walk(policy)
@@ -181,7 +197,8 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
             f"        bad = (bad or []) + [({k}, exc)]",
         ]
     lines.append("    return fired, bad")
-    test = gen.define("\n".join(lines) + "\n", f"_test_{op}")
+    # what the source above returns; exec'd code has no static type
+    test = cast(Test, gen.define("\n".join(lines) + "\n", f"_test_{op}"))
     uses = frozenset(f for p in policies for f in p.functions)
     reads = frozenset(a for p in policies for a in p.attributes)
     return OpPlan(
@@ -193,19 +210,19 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
 def compile_env(env: Env) -> CompiledPolicySet:
     """Compile a checked environment. Raises ValueError on what the checker rejects."""
     gen = CodeGen(
-        consts={n: loc.node.value for n, loc in env.consts.items()},  # type: ignore[union-attr]
-        sources={n: loc.node.patterns for n, loc in env.sources.items()},  # type: ignore[union-attr]
+        consts={n: loc.node.value for n, loc in env.consts.items()},
+        sources={n: loc.node.patterns for n, loc in env.sources.items()},
     )
     waive = DEFAULT_WAIVE_PENALTY
     if env.resolve is not None:
-        for opt in env.resolve.node.options:  # type: ignore[union-attr]
+        for opt in env.resolve.node.options:
             if opt.name == "waive_penalty":
                 waive = _const_number(gen, opt.value, DEFAULT_WAIVE_PENALTY)
     compiled = tuple(
-        _compile_policy(gen, i, loc.node, loc.path)  # type: ignore[arg-type]
+        _compile_policy(gen, i, loc.node, loc.path)
         for i, loc in enumerate(env.policies.values())
     )
-    plans = {}
+    plans: dict[str, OpPlan] = {}
     for op in OPERATIONS:
         # Highest priority first, then declaration order: resolution walks this order.
         mine = tuple(sorted((p for p in compiled if op in p.ops), key=lambda p: -p.priority))

@@ -18,7 +18,9 @@ Semantics (docs/language.md, "Decisions"):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .compiler import CompiledPolicy, CompiledPolicySet, OpPlan
 from .decision import (
@@ -35,6 +37,9 @@ from .decision import (
     stricter,
 )
 from .facts import LineageSnapshot, Memory, Request, UnknownProvenance
+
+_T = TypeVar("_T")
+Failed = Sequence[tuple[int, Exception]]  # (policy index, what its condition raised)
 
 # Distinct fired-rule sets remembered per operation (decisions are frozen, so shared).
 _CACHE_LIMIT = 4096
@@ -78,7 +83,8 @@ def _decide_one(
             return plan.allow_all
         static = plan.static
         if all(static[k] for k in fired):
-            key = (*fired, r.budget) if ps.strategy == "cost_aware" else tuple(fired)
+            key: tuple[object, ...] = (
+                (*fired, r.budget) if ps.strategy == "cost_aware" else tuple(fired))
             hit = plan.cache.get(key)
             if hit is None:
                 hit = _resolve(ps, plan, fired, (), m, t, r, s)
@@ -103,7 +109,8 @@ def _decide_one(
 _CACHEABLE = (str, int, float, bool, type(None))
 
 
-def _dynamic_values(plan: OpPlan, fired, m, t, r, s) -> tuple[object, ...] | None:
+def _dynamic_values(plan: OpPlan, fired: list[int], m: Memory, t: Memory, r: Request,
+                    s: LineageSnapshot) -> tuple[object, ...] | None:
     """The computed parts of the fired non-static rules, each with its type, in plan
     order; None when one fails or is not a plain value (left to `_resolve`)."""
     now = r.time
@@ -114,7 +121,7 @@ def _dynamic_values(plan: OpPlan, fired, m, t, r, s) -> tuple[object, ...] | Non
             if static[k]:
                 continue
             p = plan.policies[k]
-            parts = [p.score, p.cost]
+            parts: list[object] = [p.score, p.cost]
             for o in p.obligations:
                 if o.dynamic:
                     parts.extend(o.args)
@@ -151,11 +158,11 @@ def _decide_act(ps: CompiledPolicySet, plan: OpPlan, r: Request, s: LineageSnaps
     )
 
 
-def _dedupe(items):
+def _dedupe(items: Iterable[_T]) -> tuple[_T, ...]:
     return tuple(dict.fromkeys(items))
 
 
-def _dedupe_obligations(items) -> tuple[ObligationOut, ...]:
+def _dedupe_obligations(items: Iterable[ObligationOut]) -> tuple[ObligationOut, ...]:
     """The same obligation from two rules is honoured once (the first rule names it)."""
     seen: dict[tuple[str, tuple[object, ...]], ObligationOut] = {}
     for o in items:
@@ -169,7 +176,8 @@ def _number(value: object, what: str, low: float, high: float) -> float:
     return min(max(float(value), low), high)
 
 
-def _outcome(p: CompiledPolicy, m, t, r, s) -> _Outcome:
+def _outcome(p: CompiledPolicy, m: Memory, t: Memory, r: Request,
+             s: LineageSnapshot) -> _Outcome:
     now = r.time
     score = p.score(m, t, r, s, now) if callable(p.score) else p.score
     cost = p.cost(m, t, r, s, now) if callable(p.cost) else p.cost
@@ -177,7 +185,7 @@ def _outcome(p: CompiledPolicy, m, t, r, s) -> _Outcome:
         ObligationOut(
             o.kind,
             tuple(a(m, t, r, s, now) if callable(a) else a for a in o.args) if o.dynamic
-            else o.args,  # type: ignore[arg-type]
+            else o.args,
             p.name,
         )
         for o in p.obligations
@@ -198,7 +206,8 @@ def _failed(p: CompiledPolicy, exc: BaseException) -> _Outcome:
     return _Outcome(p, DENY, 0.0, 0.0, (), ERROR, msg)
 
 
-def _resolve(ps, plan: OpPlan, fired, bad, m, t, r, s) -> Decision:
+def _resolve(ps: CompiledPolicySet, plan: OpPlan, fired: list[int], bad: Failed, m: Memory,
+             t: Memory, r: Request, s: LineageSnapshot) -> Decision:
     skipped: set[int] = set()
     by_index: dict[int, _Outcome] = {}
     for k, exc in bad:
@@ -263,7 +272,8 @@ def _apply_budget(outcomes: list[_Outcome], budget: float, penalty: float) -> No
             o.score *= 1.0 - penalty
 
 
-def _compliance(plan: OpPlan, by_index: dict[int, _Outcome], skipped: set[int], effect: str):
+def _compliance(plan: OpPlan, by_index: dict[int, _Outcome], skipped: set[int],
+                effect: str) -> float:
     total_w = 0.0
     total = 0.0
     deny_cap = 1.0

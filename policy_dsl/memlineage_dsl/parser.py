@@ -11,14 +11,24 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from lark import Lark, Token, Transformer, Tree, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedEOF,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
+from lark.tree import Meta
 
 from . import ast as A
 from .diagnostics import Diagnostic, SourceFile, did_you_mean
+
+_T = TypeVar("_T")
 
 TOP_LEVEL_KEYWORDS = ("policy", "test", "const", "sources", "include", "resolve")
 
@@ -55,7 +65,7 @@ def _terminal_text() -> dict[str, str]:
     return out
 
 
-def _span_of(meta: Any) -> A.Span:
+def _span_of(meta: Meta) -> A.Span:
     if getattr(meta, "empty", True):
         return A.NO_SPAN
     return A.Span(meta.line, meta.column, meta.end_line, meta.end_column)
@@ -91,143 +101,160 @@ class _SyntaxIssue(Exception):
         self.code, self.span, self.message, self.help = code, span, message, help
 
 
-def _drop_none(items: list[Any]) -> tuple[Any, ...]:
+def _drop_none(items: Sequence[_T | None]) -> tuple[_T, ...]:
     return tuple(i for i in items if i is not None)
 
 
+# Children of a rule, as the grammar builds them: expressions are already `ast`
+# nodes (the transformer works bottom up), names and strings are Tokens, and an
+# optional part left out (`[...]`, maybe_placeholders) is None. A rule with children
+# of more than one kind takes `list[Any]`, each one of them used as its rule says.
+Exprs = list[A.Expr]
+Tokens = list[Token]
+Mixed = list[Any]
+MaybeExprs = list[A.Expr | None]
+MaybeTokens = list[Token | None]
+MaybeFields = list[A.Field | None]
+Obligations = list[A.Obligation]
+Items = list[A.Item]
+Clause = tuple[str, Any, A.Span]  # ("on" | "when" | ..., its value, its span)
+ExpectOpt = tuple[str, Any]  # ("score", (low, high)) | ("with" | "without", obligations)
+Clauses = list[Clause]
+
+
 @v_args(meta=True)
-class _ToAst(Transformer):
+class _ToAst(Transformer[Token, Items]):
     """Parse tree -> `ast` nodes. Raises `_SyntaxIssue` for clause-level mistakes."""
 
     # -- expressions
-    def number(self, meta, ch):
+    def number(self, meta: Meta, ch: Tokens) -> A.Number:
         return A.Number(float(ch[0]), span=_span_of(meta))
 
-    def duration(self, meta, ch):
+    def duration(self, meta: Meta, ch: Tokens) -> A.Duration:
         return A.Duration(duration_seconds(str(ch[0])), span=_span_of(meta))
 
-    def string(self, meta, ch):
+    def string(self, meta: Meta, ch: Tokens) -> A.Str:
         return A.Str(unquote(str(ch[0])), span=_span_of(meta))
 
-    def true(self, meta, ch):
+    def true(self, meta: Meta, ch: Tokens) -> A.Bool:
         return A.Bool(True, span=_span_of(meta))
 
-    def false(self, meta, ch):
+    def false(self, meta: Meta, ch: Tokens) -> A.Bool:
         return A.Bool(False, span=_span_of(meta))
 
-    def now(self, meta, ch):
+    def now(self, meta: Meta, ch: Tokens) -> A.Now:
         return A.Now(span=_span_of(meta))
 
-    def name(self, meta, ch):
+    def name(self, meta: Meta, ch: Tokens) -> A.Name:
         return A.Name(str(ch[0]), span=_span_of(meta))
 
-    def attr(self, meta, ch):
+    def attr(self, meta: Meta, ch: Mixed) -> A.Attr:  # [expr, NAME]
         return A.Attr(ch[0], str(ch[1]), span=_span_of(meta), name_span=_tok_span(ch[1]))
 
-    def call(self, meta, ch):
+    def call(self, meta: Meta, ch: Mixed) -> A.Call:  # [NAME, expr | None, ...]
         return A.Call(
             str(ch[0]), _drop_none(ch[1:]), span=_span_of(meta), func_span=_tok_span(ch[0])
         )
 
-    def quant_kind(self, meta, ch):
+    def quant_kind(self, meta: Meta, ch: Tokens) -> str:
         return str(ch[0])
 
-    def quant(self, meta, ch):
+    def quant(self, meta: Meta, ch: Mixed) -> A.Quant:  # [kind, NAME, expr, expr]
         kind, var, coll, body = ch
         return A.Quant(kind, str(var), coll, body, span=_span_of(meta))
 
-    def list(self, meta, ch):
+    def list(self, meta: Meta, ch: MaybeExprs) -> A.ListLit:
         return A.ListLit(_drop_none(ch), span=_span_of(meta))
 
-    def neg(self, meta, ch):
+    def neg(self, meta: Meta, ch: Exprs) -> A.Expr:
         operand = ch[0]
         if isinstance(operand, A.Number):
             return A.Number(-operand.value, span=_span_of(meta))
         return A.Unary("-", operand, span=_span_of(meta))
 
-    def not_(self, meta, ch):
+    def not_(self, meta: Meta, ch: Exprs) -> A.Unary:
         return A.Unary("not", ch[0], span=_span_of(meta))
 
-    def _bin(self, op: str, meta, left, right):
+    def _bin(self, op: str, meta: Meta, left: A.Expr, right: A.Expr) -> A.Binary:
         return A.Binary(op, left, right, span=_span_of(meta))
 
-    def or_(self, meta, ch):
+    def or_(self, meta: Meta, ch: Exprs) -> A.Binary:
         return self._bin("or", meta, ch[0], ch[1])
 
-    def and_(self, meta, ch):
+    def and_(self, meta: Meta, ch: Exprs) -> A.Binary:
         return self._bin("and", meta, ch[0], ch[1])
 
-    def compare(self, meta, ch):
+    def compare(self, meta: Meta, ch: Mixed) -> A.Binary:  # [expr, COMP_OP, expr]
         return self._bin(str(ch[1]), meta, ch[0], ch[2])
 
-    def in_(self, meta, ch):
+    def in_(self, meta: Meta, ch: Exprs) -> A.Binary:
         return self._bin("in", meta, ch[0], ch[1])
 
-    def not_in(self, meta, ch):
+    def not_in(self, meta: Meta, ch: Exprs) -> A.Binary:
         return self._bin("not in", meta, ch[0], ch[1])
 
-    def matches(self, meta, ch):
+    def matches(self, meta: Meta, ch: Exprs) -> A.Binary:
         return self._bin("matches", meta, ch[0], ch[1])
 
-    def add(self, meta, ch):
+    def add(self, meta: Meta, ch: Exprs) -> A.Binary:
         return self._bin("+", meta, ch[0], ch[1])
 
-    def sub(self, meta, ch):
+    def sub(self, meta: Meta, ch: Exprs) -> A.Binary:
         return self._bin("-", meta, ch[0], ch[1])
 
-    def mul(self, meta, ch):
+    def mul(self, meta: Meta, ch: Exprs) -> A.Binary:
         return self._bin("*", meta, ch[0], ch[1])
 
-    def div(self, meta, ch):
+    def div(self, meta: Meta, ch: Exprs) -> A.Binary:
         return self._bin("/", meta, ch[0], ch[1])
 
-    def cond(self, meta, ch):
+    def cond(self, meta: Meta, ch: Exprs) -> A.Cond:
         return A.Cond(ch[0], ch[1], ch[2], span=_span_of(meta))
 
     # -- top level
-    def include(self, meta, ch):
+    def include(self, meta: Meta, ch: Tokens) -> A.Include:
         return A.Include(unquote(str(ch[0])), span=_span_of(meta))
 
-    def resolve_opt(self, meta, ch):
+    def resolve_opt(self, meta: Meta, ch: Mixed) -> A.Option:  # [NAME, expr]
         return A.Option(str(ch[0]), ch[1], span=_span_of(meta))
 
-    def resolve(self, meta, ch):
+    def resolve(self, meta: Meta, ch: Mixed) -> A.Resolve:  # [NAME, option, ...]
         return A.Resolve(
             str(ch[0]), tuple(ch[1:]), span=_span_of(meta), strategy_span=_tok_span(ch[0])
         )
 
-    def const_def(self, meta, ch):
+    def const_def(self, meta: Meta, ch: Mixed) -> A.Const:  # [NAME, expr]
         return A.Const(str(ch[0]), ch[1], span=_span_of(meta))
 
-    def sources_def(self, meta, ch):
+    def sources_def(self, meta: Meta, ch: MaybeTokens) -> A.Sources:
         return A.Sources(
             str(ch[0]), tuple(unquote(str(t)) for t in ch[1:] if t is not None),
             span=_span_of(meta),
         )
 
     # -- policies
-    def priority_opt(self, meta, ch):
+    def priority_opt(self, meta: Meta, ch: Exprs) -> Clause:
         return ("priority", ch[0], _span_of(meta))
 
-    def weight_opt(self, meta, ch):
+    def weight_opt(self, meta: Meta, ch: Exprs) -> Clause:
         return ("weight", ch[0], _span_of(meta))
 
-    def policy_opt(self, meta, ch):  # pragma: no cover - aliases above cover all
+    def policy_opt(self, meta: Meta, ch: Clauses) -> Clause:  # pragma: no cover - aliased
         return ch[0]
 
-    def on_clause(self, meta, ch):
+    def on_clause(self, meta: Meta, ch: Tokens) -> Clause:
         return ("on", tuple(A.Ident(str(t), span=_tok_span(t)) for t in ch), _span_of(meta))
 
-    def when_clause(self, meta, ch):
+    def when_clause(self, meta: Meta, ch: Exprs) -> Clause:
         return ("when", ch[0], _span_of(meta))
 
-    def effect(self, meta, ch):
+    def effect(self, meta: Meta, ch: Tokens) -> str:
         return str(ch[0])
 
-    def obligation(self, meta, ch):
+    def obligation(self, meta: Meta, ch: Mixed) -> A.Obligation:  # [NAME, expr | None...]
         return A.Obligation(str(ch[0]), _drop_none(ch[1:]), span=_span_of(meta))
 
-    def effect_clause(self, meta, ch):
+    def effect_clause(self, meta: Meta, ch: Mixed) -> Clause:  # [effect, ob..., STRING]
         kind = ch[0]
         message = None
         obligations = []
@@ -239,13 +266,13 @@ class _ToAst(Transformer):
         effect = A.Effect(kind, tuple(obligations), message, span=_span_of(meta))
         return ("effect", effect, _span_of(meta))
 
-    def score_clause(self, meta, ch):
+    def score_clause(self, meta: Meta, ch: Exprs) -> Clause:
         return ("score", ch[0], _span_of(meta))
 
-    def cost_clause(self, meta, ch):
+    def cost_clause(self, meta: Meta, ch: Exprs) -> Clause:
         return ("cost", ch[0], _span_of(meta))
 
-    def policy(self, meta, ch):
+    def policy(self, meta: Meta, ch: Mixed) -> A.Policy:  # [NAME, clause, ...]
         name_tok = ch[0]
         slots: dict[str, Any] = {}
         for kind, value, span in ch[1:]:
@@ -272,36 +299,36 @@ class _ToAst(Transformer):
         )
 
     # -- tests
-    def field(self, meta, ch):
+    def field(self, meta: Meta, ch: Mixed) -> A.Field:  # [NAME, expr]
         return A.Field(str(ch[0]), ch[1], span=_span_of(meta))
 
-    def given_memory(self, meta, ch):
+    def given_memory(self, meta: Meta, ch: Mixed) -> A.GivenMemory:  # [NAME, field...]
         return A.GivenMemory(str(ch[0]), _drop_none(ch[1:]), span=_span_of(meta))
 
-    def given_request(self, meta, ch):
+    def given_request(self, meta: Meta, ch: MaybeFields) -> A.GivenRequest:
         return A.GivenRequest(_drop_none(ch), span=_span_of(meta))
 
-    def given_calls(self, meta, ch):
+    def given_calls(self, meta: Meta, ch: Mixed) -> A.GivenCalls:  # [STRING, expr, expr?]
         return A.GivenCalls(unquote(str(ch[0])), ch[1], ch[2], span=_span_of(meta))
 
-    def target_one(self, meta, ch):
+    def target_one(self, meta: Meta, ch: Tokens) -> tuple[A.Ident, ...]:
         return (A.Ident(str(ch[0]), span=_tok_span(ch[0])),)
 
-    def target_many(self, meta, ch):
+    def target_many(self, meta: Meta, ch: Tokens) -> tuple[A.Ident, ...]:
         return tuple(A.Ident(str(t), span=_tok_span(t)) for t in ch)
 
-    def expect_score(self, meta, ch):
+    def expect_score(self, meta: Meta, ch: Mixed) -> ExpectOpt:  # [number, number | None]
         low = ch[0].value
         high = ch[1].value if ch[1] is not None else low
         return ("score", (low, high))
 
-    def expect_with(self, meta, ch):
+    def expect_with(self, meta: Meta, ch: Obligations) -> ExpectOpt:
         return ("with", tuple(ch))
 
-    def expect_without(self, meta, ch):
+    def expect_without(self, meta: Meta, ch: Obligations) -> ExpectOpt:
         return ("without", tuple(ch))
 
-    def expect(self, meta, ch):
+    def expect(self, meta: Meta, ch: Mixed) -> A.Expect:  # [NAME, targets, STRING?, ...]
         op_tok, targets, actor, effect, *opts = ch
         kw: dict[str, Any] = {}
         for key, value in opts:
@@ -320,10 +347,10 @@ class _ToAst(Transformer):
             **kw,
         )
 
-    def test(self, meta, ch):
+    def test(self, meta: Meta, ch: Mixed) -> A.Test:  # [STRING, statement, ...]
         return A.Test(unquote(str(ch[0])), tuple(ch[1:]), span=_span_of(meta))
 
-    def start(self, meta, ch):
+    def start(self, meta: Meta, ch: Items) -> Items:
         return list(ch)
 
 
@@ -372,7 +399,9 @@ def _error_to_diag(
             )
             return src.diag("E003", span, what, help_)
         return src.diag("E003", span, "unexpected end of file", help_)
-    token: Token = err.token  # type: ignore[attr-defined]
+    if not isinstance(err, UnexpectedToken):  # never: no other kind is left
+        return src.diag("E001", A.Span(line, col, line, col + 1), "syntax error")
+    token: Token = err.token
     span = _tok_span(token)
     expected = set(getattr(err, "expected", ()) or ())
     return src.diag("E001", span, f"unexpected `{token}`", _expected_help(expected, token))
@@ -404,7 +433,7 @@ def _parse_items(
     src: SourceFile, text: str, chunked: bool = False
 ) -> tuple[list[Any], list[Diagnostic]]:
     try:
-        tree: Tree = lark_parser().parse(text)
+        tree: Tree[Token] = lark_parser().parse(text)
         return _ToAst().transform(tree), []
     except UnexpectedInput as err:
         return [], [_error_to_diag(src, err, text, chunked)]

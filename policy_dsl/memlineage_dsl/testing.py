@@ -9,6 +9,7 @@ status active, type fact; for the request: actor `user:test`, budget DEFAULT_BUD
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import SupportsFloat, SupportsIndex, SupportsInt
 
 from . import ast as A
 from .codegen import CodeGen
@@ -42,6 +43,22 @@ class TestResult:
     @property
     def passed(self) -> bool:
         return not self.failures
+
+
+def _float(v: object) -> float:
+    """`float(v)` of a value a test gives (the checker has typed it a number)."""
+    if isinstance(v, str | bytes | SupportsFloat | SupportsIndex):
+        return float(v)
+    raise TypeError(f"float() argument must be a string or a real number, not "
+                    f"'{type(v).__name__}'")
+
+
+def _int(v: object) -> int:
+    """`int(v)` of a value a test gives (the checker has typed it a number)."""
+    if isinstance(v, str | bytes | SupportsInt | SupportsIndex):
+        return int(v)
+    raise TypeError(f"int() argument must be a string, a bytes-like object or a real "
+                    f"number, not '{type(v).__name__}'")
 
 
 class _Setup(Exception):
@@ -95,9 +112,11 @@ class _TestRun:
         values.setdefault("creator", Creator("user", "user:test"))
         values.setdefault("created_at", TEST_NOW)
         try:
-            self.memories[g.name] = MemoryFacts(id=g.name, **values)  # type: ignore[arg-type]
+            # the checker typed the values (E201); an unknown field name is a TypeError
+            facts = MemoryFacts(id=g.name, **values)  # type: ignore[arg-type]  # object values
         except TypeError as exc:
             raise _Setup(g.span, f"invalid memory `{g.name}`: {exc}") from exc
+        self.memories[g.name] = facts
 
     def setup(self) -> None:
         for stmt in self.test.stmts:
@@ -106,17 +125,17 @@ class _TestRun:
             elif isinstance(stmt, A.GivenRequest):
                 self.request.update({f.name: self.value(f.value) for f in stmt.fields})
             elif isinstance(stmt, A.GivenCalls):
-                at = TEST_NOW if stmt.at is None else float(self.value(stmt.at))  # type: ignore[arg-type]
-                self.calls.extend([(stmt.source, at)] * int(self.value(stmt.count)))  # type: ignore[call-overload]
+                at = TEST_NOW if stmt.at is None else _float(self.value(stmt.at))
+                self.calls.extend([(stmt.source, at)] * _int(self.value(stmt.count)))
 
     def _target_for(self, op: str, m: Memory) -> Memory:
         """For a write/derive, the active memory of the same claim it would supersede."""
-        if op not in ("write", "derive") or not m.known or not m.subject:  # type: ignore[union-attr]
+        if op not in ("write", "derive") or not m.known or not m.subject:
             return m
         for other in self.memories.values():
             if (
-                other is not m and other.known and other.status == "active"  # type: ignore[union-attr]
-                and (other.subject, other.attribute) == (m.subject, m.attribute)  # type: ignore[union-attr]
+                other is not m and other.known and other.status == "active"
+                and (other.subject, other.attribute) == (m.subject, m.attribute)
             ):
                 return other
         return m
@@ -133,8 +152,8 @@ class _TestRun:
             memory=memories[0],
             actor=Creator.parse(actor),
             namespace=str(self.request.get("namespace", "default")),
-            budget=float(budget),  # type: ignore[arg-type]
-            time=float(self.request.get("time", TEST_NOW)),  # type: ignore[arg-type]
+            budget=_float(budget),
+            time=_float(self.request.get("time", TEST_NOW)),
             action=str(self.request.get("action", "")),
             historical=bool(self.request.get("historical", False)),
             target=self._target_for(e.op.name, memories[0]),
@@ -168,8 +187,8 @@ class _TestRun:
 def run_test(ps: CompiledPolicySet, env: Env, test: A.Test, path: str) -> TestResult:
     src = env.files[path]
     gen = CodeGen(
-        consts={n: loc.node.value for n, loc in env.consts.items()},  # type: ignore[union-attr]
-        sources={n: loc.node.patterns for n, loc in env.sources.items()},  # type: ignore[union-attr]
+        consts={n: loc.node.value for n, loc in env.consts.items()},
+        sources={n: loc.node.patterns for n, loc in env.sources.items()},
     )
     result = TestResult(test.name, path, test.span)
     run = _TestRun(ps, gen, test, src)
@@ -195,4 +214,4 @@ def run_test(ps: CompiledPolicySet, env: Env, test: A.Test, path: str) -> TestRe
 
 
 def run_tests(ps: CompiledPolicySet, env: Env) -> list[TestResult]:
-    return [run_test(ps, env, loc.node, loc.path) for loc in env.tests]  # type: ignore[arg-type]
+    return [run_test(ps, env, loc.node, loc.path) for loc in env.tests]

@@ -91,7 +91,8 @@ class ExprChecker:
 
     # ------------------------------------------------------------------ infer
     def infer(self, expr: A.Expr, vars: dict[str, str]) -> str:
-        method = getattr(self, f"_{type(expr).__name__.lower()}")
+        method: Callable[[A.Expr, dict[str, str]], str] = getattr(
+            self, f"_{type(expr).__name__.lower()}")
         return method(expr, vars)
 
     def _number(self, e: A.Number, vars: dict[str, str]) -> str:
