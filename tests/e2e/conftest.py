@@ -10,6 +10,7 @@ from memlineage.client import MemLineageClient
 from memlineage.config import Config
 from memlineage.grpc_api.auth import TokenGrant
 from memlineage.lineage.clock import ManualClock
+from support.memories import T0
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar, World
 
 TOKENS = (
@@ -26,7 +27,7 @@ def world(request: pytest.FixtureRequest) -> Iterator[World]:
         store = request.getfixturevalue("redis_server").emptied()
     config = Config(policy_dir=BUNDLED_POLICIES, store=store, tokens=TOKENS,
                     decision_log="off")
-    clock = ManualClock(1_767_225_600.0)
+    clock = ManualClock(T0)
     with RunningSidecar(config, clock) as sidecar:
         clients = [MemLineageClient(sidecar.address, token=t, timeout=10)
                    for t in ("token-alice", "token-bob", "token-admin")]

@@ -35,6 +35,7 @@ from memlineage.grpc_api.auth import TokenGrant
 from memlineage.lineage.clock import ManualClock
 from memlineage.v1 import memlineage_pb2 as pb
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
+from support.memories import T0
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar, World
 
 WAIT = 5.0  # the longest any single expected event / answer may take
@@ -622,7 +623,7 @@ def test_decision_log_has_one_json_line_per_decision(tmp_path: Path) -> None:
     def note(d: pb.Decision, op: str) -> None:
         issued.append((d.decision_id, op, effect[d.effect]))
 
-    with RunningSidecar(config, ManualClock(1_767_225_600.0)) as s, \
+    with RunningSidecar(config, ManualClock(T0)) as s, \
             MemLineageClient(s.address, token="tok", timeout=WAIT) as c:
         note(c.record("pref", creator="user:alice").decision, "write")
         note(c.record("plan", creator="agent:planner", dependencies=["pref"]).decision,

@@ -8,6 +8,7 @@ from memlineage.config import Config
 from memlineage.lineage.clock import ManualClock
 from memlineage.v1 import memlineage_pb2 as pb
 from redis.cluster import RedisCluster
+from support.memories import T0
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
 
@@ -31,7 +32,7 @@ def test_sidecar_on_redis_cluster(redis_cluster) -> None:
 
 def test_two_sidecars_share_one_redis(redis_server) -> None:
     redis_server.emptied()
-    clock = ManualClock(1_767_225_600.0)
+    clock = ManualClock(T0)
     config = Config(policy_dir=BUNDLED_POLICIES, store=redis_server.url)
     with RunningSidecar(config, clock) as a, RunningSidecar(config, clock) as b, \
             MemLineageClient(a.address) as ca, MemLineageClient(b.address) as cb:

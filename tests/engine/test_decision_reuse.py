@@ -18,10 +18,10 @@ from memlineage.scoring.config import ScoringConfig
 from memlineage.store import open_store
 from memlineage.store.embedded import EmbeddedStore
 from memlineage_dsl.facts import Creator
+from support.memories import T0
 from support.sidecar import BUNDLED_POLICIES
 
 NS = "default"
-T0 = 1_767_225_600.0
 USER = Creator("user", "user:alice")
 
 

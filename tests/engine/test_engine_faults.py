@@ -12,9 +12,8 @@ from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store.embedded import EmbeddedStore
 from memlineage_dsl.facts import Creator
+from support.memories import T0
 from support.sidecar import BUNDLED_POLICIES
-
-NOW = 1_767_225_600.0
 
 
 class CountersDown(EmbeddedStore):
@@ -25,11 +24,11 @@ class CountersDown(EmbeddedStore):
 
 
 def engine(fail_mode: str) -> Engine:
-    store = CountersDown(clock=ManualClock(NOW))
+    store = CountersDown(clock=ManualClock(T0))
     store.record(MemoryRecord(id="price", namespace="default", creator_kind="tool",
                               creator_id="tool:flight_api", tags=("flight_price",),
-                              created_at=NOW - 7200))
-    return Engine(store, PolicyHolder(BUNDLED_POLICIES), clock=ManualClock(NOW),
+                              created_at=T0 - 7200))
+    return Engine(store, PolicyHolder(BUNDLED_POLICIES), clock=ManualClock(T0),
                   fail_mode=fail_mode)
 
 

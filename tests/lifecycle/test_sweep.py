@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from memlineage.lifecycle.sweep import sweep, sweep_namespace
 from memlineage.lineage.clock import ManualClock
-from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring.config import ScoringConfig
 from memlineage.store import open_store
+from support.memories import T0, memory
 
 DAY = 86400.0
-T0 = 1_767_225_600.0
 CFG = ScoringConfig()
-
-
-def mem(mid: str, ns: str = "n", **kw: object) -> MemoryRecord:
-    kw.setdefault("creator_id", "agent:planner")
-    kw.setdefault("creator_kind", "agent")
-    return MemoryRecord(id=mid, namespace=ns, **kw)  # type: ignore[arg-type]
+mem = partial(memory, ns="n", creator_id="agent:planner", creator_kind="agent")
 
 
 def test_tiers_decide_the_next_review() -> None:

@@ -13,10 +13,10 @@ from memlineage.lineage import MemoryRecord
 from memlineage.scoring import batch, formulas
 from memlineage.scoring.config import ScoringConfig
 from memlineage.store import EmbeddedStore, LineageStore
+from support.memories import NOW
 
 CFG = ScoringConfig(type_costs={"plan": 0.3, "tool_result": 0.05})
 NS = "tenant:score"
-NOW = 1_700_000_000.0
 SOURCES = ["user:a", "user:b", "tool:c", "agent:d", "reasoning:e", "other"]
 
 memory = st.fixed_dictionaries({

@@ -9,6 +9,7 @@ import redis
 from memlineage.lineage import ManualClock, StoreLimits
 from memlineage.store import LineageStore, open_store
 from redis.cluster import RedisCluster
+from support.memories import NOW
 from support.redis_servers import RedisClusterHandle, RedisServer
 
 BACKENDS = ["embedded", "redis", "cluster"]
@@ -19,7 +20,7 @@ StoreFactory = Callable[..., LineageStore]
 
 @pytest.fixture
 def clock() -> ManualClock:
-    return ManualClock(1_700_000_000.0)
+    return ManualClock(NOW)
 
 
 def _flush(url: str, cluster: bool) -> None:

@@ -16,9 +16,9 @@ from memlineage.lineage.errors import ValidationError
 from memlineage.scoring.batch import column_sources
 from memlineage.store import EmbeddedStore, LineageStore
 from memlineage.store.base import MAX_BATCH_IDS
+from support.memories import NOW
 
 NS = "tenant:cols"
-NOW = 1_700_000_000.0
 
 
 def _all_ids(store: LineageStore, ns: str = NS) -> list[str]:

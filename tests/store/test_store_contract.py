@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 from memlineage.lineage import (
@@ -22,14 +23,10 @@ from memlineage.lineage import (
 )
 from memlineage.lineage.model import TRANSITIONS
 from memlineage.store import LineageStore
+from support.memories import NOW, memory
 
 NS = "tenant-a/user:1"
-NOW = 1_700_000_000.0
-
-
-def mem(memory_id: str, *deps: str | MemoryRef, ns: str = NS, **kw: object) -> MemoryRecord:
-    kw.setdefault("creator_id", "user:alice")
-    return MemoryRecord(id=memory_id, namespace=ns, dependencies=deps, **kw)  # type: ignore[arg-type]
+mem = partial(memory, ns=NS)
 
 
 def chain(store: LineageStore, *ids: str) -> None:

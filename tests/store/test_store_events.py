@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 
 import pytest
 from memlineage.lineage import (
     CursorExpiredError,
     LineageEvent,
     ManualClock,
-    MemoryRecord,
     Status,
     StoreLimits,
     TransitionError,
@@ -20,14 +20,10 @@ from memlineage.lineage import (
 )
 from memlineage.store import LineageStore
 from support.lineage_events import normalise, shifted
+from support.memories import NOW, memory
 
 NS = "tenant-e/user:1"
-NOW = 1_700_000_000.0
-
-
-def mem(memory_id: str, *deps: str, **kw: object) -> MemoryRecord:
-    kw.setdefault("creator_id", "user:alice")
-    return MemoryRecord(id=memory_id, namespace=NS, dependencies=deps, **kw)  # type: ignore[arg-type]
+mem = partial(memory, ns=NS)
 
 
 def ev(type: str, memory_id: str, at: float = NOW, **kw: object) -> LineageEvent:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -24,15 +25,11 @@ from memlineage.lineage import ManualClock, MemoryRecord, StoreLimits, Validatio
 from memlineage.lineage.validation import check_id
 from memlineage.store import EmbeddedStore, LineageStore
 from memlineage.store.embedded.row import ROW_FIELDS
+from support.memories import NOW, memory
 
 NS = "tenant:fresh"
-NOW = 1_700_000_000.0
 IDS = ["a", "b", "c", "d", "e", "k1", "k2", "k3"]
-
-
-def mem(memory_id: str, *deps: str, **kw: object) -> MemoryRecord:
-    kw.setdefault("creator_id", "user:alice")
-    return MemoryRecord(id=memory_id, namespace=NS, dependencies=deps, **kw)  # type: ignore[arg-type]
+mem = partial(memory, ns=NS)
 
 
 def existing(store: LineageStore) -> list[str]:

@@ -17,10 +17,10 @@ from memlineage.lineage import (
     StoreUnavailableError,
 )
 from memlineage.store import EmbeddedStore, LineageStore, open_store
+from support.memories import NOW
 from support.redis_servers import start_redis_server
 
 NS = "tenant:p"
-NOW = 1_700_000_000.0
 IDS = ["root", "a", "b", "c", "old", "new", "lonely", "b2", "b3"]
 SOURCES = ["user:u", "tool:t", "agent:p", "nobody"]
 

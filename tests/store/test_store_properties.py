@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from memlineage.lineage import LineageError, ManualClock, MemoryRecord, Status
 from memlineage.store import EmbeddedStore, LineageStore, open_store
 from support.lineage_events import normalise
+from support.memories import NOW
 from support.redis_servers import RedisServer
 
-NOW = 1_700_000_000.0
 _namespaces = itertools.count()
 
 idx = st.integers(min_value=0, max_value=11)

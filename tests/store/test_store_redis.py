@@ -13,10 +13,10 @@ from memlineage.store.redis_keys import RedisKeys
 from memlineage.store.redis_store import RedisStore
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
+from support.memories import NOW
 from support.redis_servers import RedisClusterHandle, RedisServer
 
 NS = "tenant:r/user:9"
-NOW = 1_700_000_000.0
 
 
 class CountingConnection(redis.Connection):

@@ -17,9 +17,9 @@ from memlineage.lineage import (
     ValidationError,
 )
 from memlineage.store import LineageStore
+from support.memories import NOW
 
 NS = "tenant-r/user:5"
-NOW = 1_700_000_000.0
 
 
 def claim(memory_id: str, source: str, value: str | None, *deps: str, ns: str = NS,

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from memlineage.lineage import ManualClock, MemoryRecord
 from memlineage.store import EmbeddedStore
+from support.memories import NOW
 
 NS = "tenant:big"
-NOW = 1_700_000_000.0
 FAR = NOW + 10**6
 
 

@@ -16,6 +16,8 @@ from memlineage.config import Config
 from memlineage.lineage.clock import Clock, ManualClock
 from memlineage.sidecar import Sidecar, start_sidecar
 
+from support.memories import T0
+
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED_POLICIES = str(REPO / "policies")
 
@@ -27,7 +29,7 @@ class RunningSidecar:
         base = config or Config(policy_dir=BUNDLED_POLICIES)
         self.config = replace(base, listen="127.0.0.1:0", decision_log=base.decision_log
                               if config else "off")
-        self.clock = clock or ManualClock(1_767_225_600.0)
+        self.clock = clock or ManualClock(T0)
         self.loop = asyncio.new_event_loop()
         self.sidecar: Sidecar | None = None
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
