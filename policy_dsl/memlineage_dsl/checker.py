@@ -2,46 +2,32 @@
 
 `check(env)` walks every declaration and collects every problem (never stops
 at the first), then runs the rule analysis (`analysis.py`) on the policies
-that checked clean. `lint_paths` / `lint_texts` are the whole pipeline:
-load -> build_env -> check, with every diagnostic sorted by location.
+that checked clean. The whole lint (load, env, check, compile) is
+`pipeline.lint_texts`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Mapping
 
 from . import ast as A
 from . import schema as S
 from .analysis import analyze
-from .diagnostics import Diagnostic, Severity, SourceFile, did_you_mean
-from .env import Env, Located, build_env
+from .diagnostics import Diagnostic, Severity, SourceFile, did_you_mean, sort_diagnostics
+from .env import Env, Located
 from .fold import Folder
-from .loader import LoadedSet, load_paths, load_texts
 from .spans import head_span, sub_span
 from .typecheck import ExprChecker, Names, assignable
 
 _SCORE = re.compile(r"\bscore\s+-?[\d.]+(\s*\.\.\s*-?[\d.]+)?")
 
 
-def lint_paths(paths: Iterable[str]) -> list[Diagnostic]:
-    """Load files/directories and return every diagnostic (load, env, check)."""
-    return lint_loaded(load_paths(paths))
+def lint_texts(texts: Mapping[str, str]) -> list[Diagnostic]:
+    """The lint of in-memory texts: `pipeline.lint_texts`, under its old name here."""
+    from .pipeline import lint_texts as lint  # pipeline imports this module
 
-
-def lint_texts(texts: dict[str, str]) -> list[Diagnostic]:
-    """Like `lint_paths` for in-memory texts (path -> text)."""
-    return lint_loaded(load_texts(texts))
-
-
-def lint_loaded(loaded: LoadedSet) -> list[Diagnostic]:
-    env, env_diags = build_env(loaded)
-    return sort_diagnostics([*loaded.diagnostics, *env_diags, *check(env)])
-
-
-def sort_diagnostics(diags: Iterable[Diagnostic]) -> list[Diagnostic]:
-    """Sort by (file, line, column, code) and drop exact duplicates."""
-    return sorted(dict.fromkeys(diags), key=Diagnostic.sort_key)
+    return lint(texts)
 
 
 def check(env: Env) -> list[Diagnostic]:
@@ -53,7 +39,7 @@ class _Checker:
     def __init__(self, env: Env) -> None:
         self.env = env
         self.diags: list[Diagnostic] = []
-        self.folder = Folder({n: loc.node.value for n, loc in env.consts.items()})  # type: ignore[union-attr]
+        self.folder = Folder({n: loc.node.value for n, loc in env.consts.items()})
         self._const_types: dict[str, str] = {}
         self._active: list[str] = []
         self._cycles: set[frozenset[str]] = set()
@@ -71,8 +57,8 @@ class _Checker:
             self._check_policy(loc)
             if any(d.severity is Severity.ERROR for d in self.diags[before:]):
                 broken.add(name)
-        for loc in self.env.tests:
-            self._check_test(loc)
+        for test in self.env.tests:
+            self._check_test(test)
         self.diags.extend(analyze(self.env, skip=broken))
         return sort_diagnostics(self.diags)
 
@@ -90,7 +76,7 @@ class _Checker:
         loc = self.env.consts[name]
         self._active.append(name)
         try:
-            t = self._ex(loc.path, self.plain_names).infer(loc.node.value, {})  # type: ignore[union-attr]
+            t = self._ex(loc.path, self.plain_names).infer(loc.node.value, {})
         finally:
             self._active.pop()
         self._const_types[name] = t
@@ -110,8 +96,8 @@ class _Checker:
         ))
 
     # ------------------------------------------------------------------ resolve
-    def _check_resolve(self, loc: Located) -> None:
-        node: A.Resolve = loc.node  # type: ignore[assignment]
+    def _check_resolve(self, loc: Located[A.Resolve]) -> None:
+        node = loc.node
         src = self.env.files[loc.path]
         if node.strategy not in S.STRATEGIES:
             self.diags.append(src.diag(
@@ -134,8 +120,8 @@ class _Checker:
             self._check_range(src, opt.value, f"`{opt.name}`", low=0.0, high=1.0)
 
     # ------------------------------------------------------------------ policies
-    def _check_policy(self, loc: Located) -> None:
-        p: A.Policy = loc.node  # type: ignore[assignment]
+    def _check_policy(self, loc: Located[A.Policy]) -> None:
+        p = loc.node
         src = self.env.files[loc.path]
         ex = self._ex(loc.path, self.policy_names)
         if not p.ops:
@@ -245,8 +231,8 @@ class _Checker:
             ))
 
     # ------------------------------------------------------------------ tests
-    def _check_test(self, loc: Located) -> None:
-        test: A.Test = loc.node  # type: ignore[assignment]
+    def _check_test(self, loc: Located[A.Test]) -> None:
+        test = loc.node
         src = self.env.files[loc.path]
         ex = self._ex(loc.path, self.plain_names)
         memories: dict[str, A.GivenMemory] = {}

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from .diagnostics import Diagnostic, has_errors
-from .loader import collect_files
-from .pipeline import Build, build_paths
+from .diagnostics import Diagnostic, has_errors, sort_diagnostics
+from .loader import collect_files, read_file
+from .pipeline import Build, build_paths, lint_set
 from .render import render_human, render_json, render_sarif
 from .testing import run_tests
 
@@ -22,21 +22,31 @@ def _builds(paths: list[str], each: bool) -> list[Build]:
     return [build_paths(paths)]
 
 
-def _render(diags: list[Diagnostic], build: Build, fmt: str) -> str:
+def lint_files(files: list[str], each: bool = False) -> list[Build]:
+    """Read `files`, then lint them (`pipeline.lint_set`, what the LintPolicy RPC runs
+    on the files of its request) as one policy set, or (each=True) one set per file.
+    Includes of files not listed are read from disk too."""
+    texts = {f: read_file(f) for f in files}
+    if each:
+        return [lint_set({f: text}, read_file) for f, text in texts.items()]
+    return [lint_set(texts, read_file)]
+
+
+def _render(diags: list[Diagnostic], builds: list[Build], fmt: str) -> str:
     if fmt == "json":
         return render_json(diags)
     if fmt == "sarif":
         return render_sarif(diags)
-    return render_human(diags, build.sources)
+    return render_human(diags, {p: src for b in builds for p, src in b.sources.items()})
 
 
 def lint_command(paths: list[str], fmt: str, out: TextIO, each: bool = False) -> int:
     if not collect_files(paths):
         out.write(f"error: no .mlp files in {' '.join(paths)}\n")
         return 2
-    builds = _builds(paths, each)
-    diags = sorted({d for b in builds for d in b.diagnostics}, key=Diagnostic.sort_key)
-    text = _render(diags, builds[0], fmt)
+    builds = lint_files(collect_files(paths), each)
+    diags = sort_diagnostics(d for b in builds for d in b.diagnostics)
+    text = _render(diags, builds, fmt)
     if fmt == "human" and not diags:
         text = f"{len(collect_files(paths))} file(s) checked, no problems\n"
     out.write(text if text.endswith("\n") else text + "\n")

@@ -8,7 +8,7 @@ include that closes it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from . import ast as A
@@ -38,30 +38,50 @@ def collect_files(paths: Iterable[str]) -> list[str]:
     return out
 
 
+Reader = Callable[[str], str | None]  # path -> its text, None when it cannot be read
+
+
 def _norm(path: str) -> str:
     return os.path.normpath(path)
 
 
-def load_texts(texts: dict[str, str]) -> LoadedSet:
-    """Load a policy set from in-memory texts (path -> text); includes among them."""
-    return _Loader(lambda p: texts.get(p)).load(list(texts))
+def read_file(path: str) -> str | None:
+    """The UTF-8 text of a file on disk, or None when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def read_files(paths: Iterable[str]) -> dict[str, str | None]:
+    """`path -> text` (None: unreadable) for the `.mlp` files of files and directories."""
+    return {f: read_file(f) for f in collect_files(paths)}
+
+
+def load_texts(texts: Mapping[str, str | None], read: Reader | None = None) -> LoadedSet:
+    """Load a policy set from texts (path -> text; None: a file that could not be read),
+    loading the roots in the order given. An include is looked up among the texts,
+    then with `read` when given (the CLI reads disk; a server never does)."""
+    table: dict[str, str | None] = {}
+    for path, text in texts.items():
+        table.setdefault(_norm(path), text)
+
+    def lookup(path: str) -> str | None:
+        if path in table:
+            return table[path]
+        return read(path) if read is not None else None
+
+    return _Loader(lookup).load(list(texts))
 
 
 def load_paths(paths: Iterable[str]) -> LoadedSet:
     """Load a policy set from files and directories on disk."""
-
-    def read(p: str) -> str | None:
-        try:
-            with open(p, encoding="utf-8") as fh:
-                return fh.read()
-        except (OSError, UnicodeDecodeError):
-            return None
-
-    return _Loader(read).load(collect_files(paths))
+    return _Loader(read_file).load(collect_files(paths))
 
 
 class _Loader:
-    def __init__(self, read) -> None:  # read: path -> text | None
+    def __init__(self, read: Reader) -> None:
         self.read = read
         self.out = LoadedSet()
         self.done: set[str] = set()
@@ -72,9 +92,10 @@ class _Loader:
         self.out.diagnostics.sort(key=Diagnostic.sort_key)
         return self.out
 
-    def _load(self, path: str, stack: tuple[str, ...], at: tuple[SourceFile, A.Include] | None):
-        if path in stack:
-            src, inc = at  # type: ignore[misc]
+    def _load(self, path: str, stack: tuple[str, ...],
+              at: tuple[SourceFile, A.Include] | None) -> None:
+        if path in stack and at is not None:  # a root is never on the stack
+            src, inc = at
             chain = " -> ".join([*stack[stack.index(path):], path])
             self.out.diagnostics.append(
                 src.diag("E005", inc.span, f"include cycle: {chain}", "remove one of the includes")

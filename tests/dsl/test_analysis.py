@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 from memlineage_dsl.analysis import analyze
-from memlineage_dsl.checker import lint_texts
 from memlineage_dsl.diagnostics import Diagnostic, Severity
 from memlineage_dsl.env import build_env
 from memlineage_dsl.loader import load_texts
+from memlineage_dsl.pipeline import lint_texts
 
 CONSTS = "const min_conf = 0.8\nconst off = false\nconst window = 1h\n"
 

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 from memlineage_dsl.ast import Span
-from memlineage_dsl.checker import check, lint_paths, lint_texts
+from memlineage_dsl.checker import check
 from memlineage_dsl.diagnostics import Diagnostic, Severity
 from memlineage_dsl.env import build_env
-from memlineage_dsl.loader import load_texts
+from memlineage_dsl.loader import load_texts, read_file, read_files
+from memlineage_dsl.pipeline import lint_texts
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -20,6 +21,11 @@ const high = 100
 const off = false
 sources trusted = ["tool:flight_api", "tool:weather_*"]
 """
+
+
+def lint_paths(paths: list[str]) -> list[Diagnostic]:
+    """What `memlineage lint` does: read the files, lint them (includes read too)."""
+    return lint_texts(read_files(paths), read_file)
 
 
 def lint(text: str) -> list[Diagnostic]:

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from memlineage_dsl import ast as A
-from memlineage_dsl.checker import lint_texts
 from memlineage_dsl.diagnostics import has_errors
 from memlineage_dsl.fmt_command import fmt_paths
 from memlineage_dsl.formatter import (
@@ -24,6 +23,7 @@ from memlineage_dsl.formatter import (
     format_source,
 )
 from memlineage_dsl.parser import parse_expr, parse_source
+from memlineage_dsl.pipeline import lint_texts
 from strategies import messy_sources, modules, well_typed_policy_sets
 
 GOLDEN = Path(__file__).parent / "fmt_golden"

@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 
 import pytest
-from memlineage_dsl.checker import lint_loaded
-from memlineage_dsl.loader import load_paths
+from memlineage_dsl.loader import read_file, read_files
+from memlineage_dsl.pipeline import lint_set
 from memlineage_dsl.render import render_human
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -25,8 +25,8 @@ CASES = sorted(p.name for p in GOLDEN.glob("*.mlp"))
 
 
 def render_case(name: str) -> str:
-    loaded = load_paths([name])
-    return render_human(lint_loaded(loaded), loaded.sources)
+    build = lint_set(read_files([name]), read_file)
+    return render_human(build.diagnostics, build.sources)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.removesuffix(".mlp") for c in CASES])

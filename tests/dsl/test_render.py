@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 from memlineage_dsl.ast import Span
-from memlineage_dsl.checker import lint_loaded
 from memlineage_dsl.diagnostics import CODES, Diagnostic, Severity, SourceFile
-from memlineage_dsl.loader import load_texts
+from memlineage_dsl.pipeline import lint_set
 from memlineage_dsl.render import render_human, render_json, render_sarif, summary
 
 TEXT = """\
@@ -22,8 +21,8 @@ policy p {
 
 
 def lint(text: str = TEXT) -> tuple[list[Diagnostic], dict[str, SourceFile]]:
-    loaded = load_texts({"p.mlp": text})
-    return lint_loaded(loaded), loaded.sources
+    build = lint_set({"p.mlp": text})
+    return build.diagnostics, build.sources
 
 
 def test_human_rendering() -> None:
