@@ -102,21 +102,23 @@ def _fold_binary(expr: A.Binary, left: A.Expr, right: A.Expr) -> A.Expr:
         if op == "and":
             return right if left.value else A.Bool(False, span=span)
         return A.Bool(True, span=span) if left.value else right
-    if op in _ARITH and is_literal(left) and is_literal(right):
-        lv, rv = literal_value(left), literal_value(right)
+    if (op in _ARITH and isinstance(left, A.Number | A.Duration)
+            and isinstance(right, A.Number | A.Duration)):  # no other literal is arithmetic
+        lv = left.value if isinstance(left, A.Number) else left.seconds
+        rv = right.value if isinstance(right, A.Number) else right.seconds
         both_num = isinstance(left, A.Number) and isinstance(right, A.Number)
         both_dur = isinstance(left, A.Duration) and isinstance(right, A.Duration)
         try:
             if both_num:
-                return A.Number(_arith(op, lv, rv), span=span)  # type: ignore[arg-type]
+                return A.Number(_arith(op, lv, rv), span=span)
             if both_dur and op in ("+", "-"):
-                return A.Duration(_arith(op, lv, rv), span=span)  # type: ignore[arg-type]
+                return A.Duration(_arith(op, lv, rv), span=span)
             if both_dur and op == "/":
-                return A.Number(_arith(op, lv, rv), span=span)  # type: ignore[arg-type]
+                return A.Number(_arith(op, lv, rv), span=span)
             if isinstance(left, A.Duration) and isinstance(right, A.Number) and op in ("*", "/"):
-                return A.Duration(_arith(op, lv, rv), span=span)  # type: ignore[arg-type]
+                return A.Duration(_arith(op, lv, rv), span=span)
             if isinstance(left, A.Number) and isinstance(right, A.Duration) and op == "*":
-                return A.Duration(_arith(op, lv, rv), span=span)  # type: ignore[arg-type]
+                return A.Duration(_arith(op, lv, rv), span=span)
         except ZeroDivisionError:
             pass
     return A.Binary(op, left, right, span=span)
