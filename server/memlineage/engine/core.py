@@ -45,7 +45,14 @@ from memlineage.engine.records import (
     issue_decision_id,
     issue_decision_ids,
 )
-from memlineage.engine.reuse import DecisionReuse, NoReuse, ReuseKey, ReuseTicket, Window
+from memlineage.engine.reuse import (
+    DecisionReuse,
+    NoReuse,
+    ReuseKey,
+    ReuseTicket,
+    Window,
+    lineage_ids,
+)
 from memlineage.engine.snapshot import StoreSnapshot, calls_counter, snapshot_of, to_facts
 from memlineage.lifecycle.sweep import SweepReport, sweep
 from memlineage.lineage.clock import Clock, system_clock
@@ -233,7 +240,8 @@ class Engine:
         # Only decisions on memories this namespace holds are kept: whether an unknown
         # id is another namespace's (and refused) is not covered by its counters.
         if not d.errors and all(i in records for i in ids):
-            entry = window.keep(key, d, now, snap.horizon, accessed)
+            entry = window.keep(key, d, now, snap.horizon, accessed, tuple(records),
+                                snap.counted)
             if entry is not None:
                 return rec, self._ticket(entry, serving, rec)
         return rec, None
@@ -372,7 +380,8 @@ class Engine:
         if d.errors:
             return self._checked(d, "read", snap)
         if mid in records:
-            window.keep(key, d, now, snap.horizon, d.effect != DENY)
+            window.keep(key, d, now, snap.horizon, d.effect != DENY, lineage_ids(
+                records, mid, "descendants" in compiled.plans["read"].uses), snap.counted)
         return d
 
     # ------------------------------------------------------------ writes

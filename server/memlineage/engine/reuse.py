@@ -9,16 +9,21 @@ reads the store: the window carries the write counters read at that moment, and
 `lookup`/`keep` decide against them. `NoReuse` is the twin the engine uses when
 reuse is off; the engine's code reads the same either way.
 
-What "nothing written since" means depends on the store (`LineageStore.epochs`):
-the embedded store and Redis count every write to a namespace, so any write to
-a namespace ends reuse for all of it (bench/README.md says why finer tracking is
-not done yet).
+What "nothing it read has been written since" means depends on the store. The
+embedded store stamps every change per memory (`LineageStore.change_mark` /
+`unchanged_since`): a decision holds while none of the memories it read (the
+memory and the lineage loaded with it), nor the namespace's source statistics
+(credibility), nor, when it read one, the rate counters, changed, so a write
+elsewhere in the namespace leaves it standing. Redis counts writes per namespace
+(`LineageStore.epochs`): any write to a namespace ends reuse for all of it there
+(asking per memory would cost a round trip per decision; bench/README.md).
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +31,7 @@ from memlineage_dsl.decision import Decision
 
 from memlineage.engine.records import DecisionContext
 from memlineage.lineage.errors import StoreUnavailableError
+from memlineage.lineage.model import MemoryRecord
 from memlineage.store.base import LineageStore
 
 # Attributes that move with access statistics (flushed apart from other writes).
@@ -38,19 +44,20 @@ ReuseKey = tuple[str, str, tuple[str, ...], str, str, float, str, bool]
 
 @dataclass(frozen=True, slots=True)
 class Reusable:
-    """A decision taken, and how long the same request would get it again."""
+    """A decision taken, and what must stay unchanged for the same request to get it
+    again: either the namespace's write counters (`epoch`, `access_epoch`) or, on a
+    store that tracks changes per memory, the memories it `read` since `mark`."""
 
     decision: Decision
     since: float  # decided at
     until: float  # its snapshot's horizon: the first instant a time-dependent test may flip
-    epoch: int  # the store's write counter when decided
-    access_epoch: int | None  # the access counter, when the policies read access statistics
     accessed: bool  # a read of a stored memory, not denied: each reuse is an access too
-
-    def holds(self, epoch: int | None, now: float, access_epoch: int | None) -> bool:
-        """Still the decision at `now`: nothing written since, and before its horizon."""
-        return (self.epoch == epoch and self.since <= now < self.until
-                and self.access_epoch == access_epoch)
+    epoch: int | None  # the namespace's write counter when decided (per-namespace stores)
+    access_epoch: int | None  # the access counter, when the policies read access statistics
+    mark: int | None = None  # the store's change mark, read before the store (per memory)
+    read: tuple[str, ...] = ()  # the memories whose records the decision read
+    counted: bool = False  # it read a rate counter
+    access: bool = False  # its policies read access statistics
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,43 +74,52 @@ class ReuseTicket:
 
 
 class Window:
-    """What one request may reuse: the serving set's table and the counters read
-    before the store was. A write after the counters were read (even one racing the
-    decision) makes what is kept under them unusable."""
+    """What one request may reuse: the serving set's table and the store's counters or
+    change mark, read before the store was. A write after they were read (even one
+    racing the decision) makes what is kept under them unusable."""
 
-    __slots__ = ("access_epoch", "epoch", "table")
+    __slots__ = ("access", "access_epoch", "epoch", "mark", "namespace", "reuse", "table")
 
-    def __init__(self, table: dict[ReuseKey, Reusable] | None, epoch: int | None,
-                 access_epoch: int | None) -> None:
-        self.table, self.epoch, self.access_epoch = table, epoch, access_epoch
-
-    @property
-    def open(self) -> bool:
-        return self.table is not None
+    def __init__(self, reuse: DecisionReuse | None, table: dict[ReuseKey, Reusable] | None,
+                 namespace: str = "", epoch: int | None = None,
+                 access_epoch: int | None = None, mark: int | None = None,
+                 access: bool = False) -> None:
+        self.reuse, self.table, self.namespace = reuse, table, namespace
+        self.epoch, self.access_epoch, self.mark, self.access = (
+            epoch, access_epoch, mark, access)
 
     def lookup(self, key: ReuseKey, now: float) -> Reusable | None:
         table = self.table
         if table is None:
             return None
         hit = table.get(key)
-        if hit is not None and hit.holds(self.epoch, now, self.access_epoch):
+        if hit is None or self.reuse is None:
+            return None
+        if self.reuse.holds(hit, self.namespace, now, self.epoch, self.access_epoch):
             return hit
         return None
 
     def keep(self, key: ReuseKey, decision: Decision, now: float, horizon: float,
-             accessed: bool) -> Reusable | None:
-        """Keep `decision` for `key` until `horizon`; None when nothing can be kept."""
-        table, epoch = self.table, self.epoch
-        if table is None or epoch is None or horizon <= now:
+             accessed: bool, read: tuple[str, ...], counted: bool) -> Reusable | None:
+        """Keep `decision` for `key` until `horizon`, valid while the memories it `read`
+        (and the counters, if `counted`) are unchanged; None when nothing can be kept."""
+        table = self.table
+        if table is None or horizon <= now:
             return None
-        entry = Reusable(decision, now, horizon, epoch, self.access_epoch, accessed)
+        if self.mark is not None:
+            entry = Reusable(decision, now, horizon, accessed, None, None, self.mark, read,
+                             counted, self.access)
+        elif self.epoch is not None:
+            entry = Reusable(decision, now, horizon, accessed, self.epoch, self.access_epoch)
+        else:
+            return None
         if len(table) >= TABLE_LIMIT:
             table.clear()
         table[key] = entry
         return entry
 
 
-CLOSED = Window(None, None, None)
+CLOSED = Window(None, None)
 
 
 class DecisionReuse:
@@ -132,8 +148,10 @@ class DecisionReuse:
         plan = serving.compiled.plans[op]
         if not plan.reusable:
             return CLOSED
+        store = self.store
         try:
-            epochs = self.store.epochs(namespace)
+            epochs = store.epochs(namespace)
+            mark = store.change_mark()
         except StoreUnavailableError:
             return CLOSED
         if epochs is None:
@@ -142,17 +160,33 @@ class DecisionReuse:
         if owner is not serving:  # a reload starts afresh
             table = {}
             self._tables = (serving, table)
-        return Window(table, epochs[0], epochs[1] if plan.reads & ACCESS_FACTS else None)
+        access = bool(plan.reads & ACCESS_FACTS)
+        return Window(self, table, namespace, epochs[0], epochs[1] if access else None, mark,
+                      access)
+
+    def holds(self, entry: Reusable, namespace: str, now: float, epoch: int | None,
+              access_epoch: int | None) -> bool:
+        """`entry` is still the decision at `now`: before its horizon, and nothing it
+        depends on changed (per memory since its mark, or the counters `epoch` and
+        `access_epoch` read now equal those it was kept under)."""
+        if not entry.since <= now < entry.until:
+            return False
+        if entry.mark is not None:
+            return self.store.unchanged_since(namespace, entry.read, entry.mark,
+                                              access=entry.access, counters=entry.counted)
+        return entry.epoch == epoch and entry.access_epoch == access_epoch
 
     def still_holds(self, ticket: ReuseTicket, now: float) -> bool:
         """Whether the ticket's decision is still exact at `now` (counters read now)."""
-        entry = ticket.entry
+        entry, ns = ticket.entry, ticket.context.namespace
+        if entry.mark is not None:
+            return self.holds(entry, ns, now, None, None)
         try:
-            epochs = self.store.epochs(ticket.context.namespace)
+            epochs = self.store.epochs(ns)
         except StoreUnavailableError:  # `check` decides, under the fail mode
             return False
-        return epochs is not None and entry.holds(
-            epochs[0], now, None if entry.access_epoch is None else epochs[1])
+        return epochs is not None and self.holds(
+            entry, ns, now, epochs[0], None if entry.access_epoch is None else epochs[1])
 
 
 class NoReuse(DecisionReuse):
@@ -163,3 +197,21 @@ class NoReuse(DecisionReuse):
 
     def still_holds(self, ticket: ReuseTicket, now: float) -> bool:
         return False
+
+
+def lineage_ids(records: Mapping[str, MemoryRecord], start: str,
+                descendants: bool) -> tuple[str, ...]:
+    """`start` and the loaded records its decision can have read: its ancestors among
+    `records` (and its descendants, when the policies walk them)."""
+    seen = {start: None}
+    todo = [start]
+    while todo:
+        rec = records.get(todo.pop())
+        if rec is None:
+            continue
+        for n in (*rec.dependencies, *rec.derivations) if descendants else rec.dependencies:
+            n = n if type(n) is str else str(getattr(n, "id", n))
+            if n not in seen:
+                seen[n] = None
+                todo.append(n)
+    return tuple(seen)

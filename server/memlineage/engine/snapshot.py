@@ -69,6 +69,11 @@ class StoreSnapshot(DictSnapshot):
         self._counts: dict[tuple[str, float], tuple[int, float]] = {}
         self.store_failed = False  # a counter read hit an unavailable store
 
+    @property
+    def counted(self) -> bool:
+        """Whether evaluation read a rate counter (a decision then depends on them)."""
+        return bool(self._counts)
+
     def calls(self, source: str, window_seconds: float, now: float) -> int:
         key = (source, window_seconds)
         hit = self._counts.get(key)

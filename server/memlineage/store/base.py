@@ -91,6 +91,20 @@ class LineageStore(ABC):
             return None
         return self.epoch, self.access_epoch
 
+    def change_mark(self) -> int | None:
+        """For callers that reuse what they derived from some memories: a mark to ask
+        `unchanged_since` about later, taken before reading. None (this default):
+        the store tracks no change per memory; `epochs` covers the whole namespace."""
+        return None
+
+    def unchanged_since(self, namespace: str, ids: Iterable[str], mark: int, *,
+                        access: bool = False, counters: bool = False) -> bool:
+        """True only when nothing the memories `ids` hold, nor the namespace's source
+        statistics, changed since `mark` (with `access`, their access statistics too;
+        with `counters`, the namespace's rate counters). This default knows nothing
+        and answers False."""
+        return False
+
     # -- helpers ---------------------------------------------------------------
 
     def _now(self, now: float | None) -> float:

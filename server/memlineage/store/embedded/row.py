@@ -4,6 +4,7 @@ frozen copies and its JSON form (the op log's and the snapshot's).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import replace
 from operator import attrgetter
@@ -20,6 +21,16 @@ _DEFAULTS = {f.name: f.default for f in MemoryRecord.__dataclass_fields__.values
 _TUPLES = ("tags", "dependencies", "confirmed_by", "contradicted_by")
 
 _set = object.__setattr__
+STAMPS = itertools.count(1)
+"""Change stamps: every change to a row (and to a namespace's source statistics or
+counters) takes the next number. A reader takes one too (``EmbeddedStore.change_mark``)
+before it reads; a row stamped at or after that mark changed since (next() on a count
+is atomic: no lock)."""
+_stamp = STAMPS.__next__
+ACCESS_FIELDS = frozenset({"last_access", "access_count"})
+"""Access statistics, stamped apart (policies that never read them ignore them)."""
+UNSTAMPED = frozenset({"reviewed_at"})
+"""The review schedule: no decision reads it."""
 _ORDER = tuple(MemoryRecord.__dataclass_fields__)
 _BEFORE: Callable[[Row], tuple[Any, ...]] = attrgetter(*_ORDER[:_ORDER.index("derivations")])
 _AFTER: Callable[[Row], tuple[Any, ...]] = attrgetter(*_ORDER[_ORDER.index("derivations") + 1:])
@@ -40,7 +51,7 @@ class Row:
     only through ``adopt``, which drops them too.
     """
 
-    __slots__ = (*ROW_FIELDS, "_kids", "_rec", "_bare", "_cols", "_ix")
+    __slots__ = (*ROW_FIELDS, "_kids", "_rec", "_bare", "_cols", "_ix", "written", "accessed")
 
     # MemoryRecord's fields but ``derivations`` (the slots above; declared for the type
     # checker).  A stored row's dependencies are plain ids: validate_new resolved refs.
@@ -74,6 +85,8 @@ class Row:
     _bare: MemoryRecord | None
     _cols: Columns | None
     _ix: int
+    written: int  # the stamp of the last change other than access statistics
+    accessed: int  # the stamp of the last change of access statistics
 
     def __init__(self) -> None:
         _set(self, "_kids", [])
@@ -81,6 +94,8 @@ class Row:
         _set(self, "_bare", None)
         _set(self, "_cols", None)  # the namespace's Columns once attached, at row _ix
         _set(self, "_ix", -1)
+        _set(self, "written", _stamp())
+        _set(self, "accessed", 0)
 
     def __setattr__(self, name: str, value: Any) -> None:
         cols = self._cols
@@ -88,6 +103,10 @@ class Row:
             cols.write(self, name, value)  # before the write: it may read the old value
         _set(self, name, value)
         _set(self, "_rec", None)  # _bare is only valid while _rec is set
+        if name in ACCESS_FIELDS:
+            _set(self, "accessed", _stamp())
+        elif name not in UNSTAMPED:
+            _set(self, "written", _stamp())
 
     @property
     def claim(self) -> tuple[str, str] | None:
@@ -97,6 +116,7 @@ class Row:
 
     def invalidate(self) -> None:
         _set(self, "_rec", None)
+        _set(self, "written", _stamp())
 
     def mark(self, status: str, entry: StatusChange, cap: int) -> None:
         """Move to ``status`` with a history entry (capped) and a version bump: the
@@ -108,6 +128,7 @@ class Row:
         _set(self, "status", status)
         _set(self, "version", self.version + 1)
         _set(self, "_rec", None)
+        _set(self, "written", _stamp())
 
     def adopt(self, child: str) -> None:
         """Record a derivation: ``child`` was recorded with this row as a dependency."""

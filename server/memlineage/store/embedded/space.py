@@ -30,3 +30,7 @@ class Space:
     events: deque[LineageEvent] = field(default_factory=deque)
     seq: int = 0
     """Sequence number (cursor) of the last event ever appended in this namespace."""
+    stats_written: int = 0
+    """Change stamp (``row.STAMPS``) of the last change of the source statistics."""
+    counted: int = 0
+    """Change stamp of the last event counted in ``counters``."""

@@ -54,7 +54,7 @@ from memlineage.lineage.validation import (
 )
 from memlineage.store.base import MAX_BATCH_IDS, LineageStore
 from memlineage.store.embedded.persistence import JsonLog
-from memlineage.store.embedded.row import Row
+from memlineage.store.embedded.row import STAMPS, Row
 from memlineage.store.embedded.state import PENDING, State
 from memlineage.store.window import change_of, count_in
 
@@ -105,8 +105,34 @@ class EmbeddedStore(LineageStore):
             self.access_epoch += 1
         elif kind not in _SCHEDULE_OPS:
             self.epoch += 1
+            # What rows do not show moves namespace-wide: source statistics (a claim
+            # confirms or contradicts, feedback) and rate counters.
+            if kind == "f" or (kind == "r" and op["r"].get("subject") is not None):
+                self._state.space(op["n"]).stats_written = STAMPS.__next__()
+            elif kind == "c":
+                self._state.space(op["n"]).counted = STAMPS.__next__()
         if self._log is not None:
             self._log.append(op)
+
+    def change_mark(self) -> int:
+        """A change stamp: a row or namespace statistic stamped at or after it has
+        changed since (`unchanged_since`). Take it before reading."""
+        return STAMPS.__next__()
+
+    def unchanged_since(self, namespace: str, ids: Iterable[str], mark: int, *,
+                        access: bool = False, counters: bool = False) -> bool:
+        """Nothing the records ``ids`` hold (their access statistics with ``access``),
+        nor the namespace's source statistics (nor its rate counters, with
+        ``counters``), changed since ``mark``; a record gone is a change."""
+        sp = self._spaces.get(namespace)
+        if sp is None or sp.stats_written >= mark or (counters and sp.counted >= mark):
+            return False
+        rows = sp.rows
+        for memory_id in ids:
+            row = rows.get(memory_id)
+            if row is None or row.written >= mark or (access and row.accessed >= mark):
+                return False
+        return True
 
     def compact(self) -> None:
         """Snapshot the whole state and start a new, empty log generation."""
