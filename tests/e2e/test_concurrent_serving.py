@@ -107,6 +107,8 @@ def test_watch_streams_do_not_hold_the_workers() -> None:
         try:
             assert s.sidecar is not None
             deadline = time.monotonic() + 10
+            # No public count of open Watch streams: the pool's queue and threads show
+            # when every stream has a thread (ThreadPoolExecutor internals).
             while s.sidecar.service.watch_pool._work_queue.qsize() or len(
                     s.sidecar.service.watch_pool._threads) < len(streams):
                 assert time.monotonic() < deadline, "the streams did not all open"

@@ -94,6 +94,8 @@ def test_score_columns_agrees_with_formulas(mems, later) -> None:
 
 def test_no_created_at_and_no_access_is_age_and_idle_zero() -> None:
     store = EmbeddedStore()
+    # record() stamps created_at, so only the bulk loader (benches, tests) can store a
+    # memory without one: the branch under test.
     store._bulk_load(NS, [MemoryRecord(id="x", namespace=NS, creator_id="user:a",
                                        volatility="high")], review_at=NOW)
     got = batch.score_columns(CFG, store.score_columns(NS, ["x"]), {}, NOW)
