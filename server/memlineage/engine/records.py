@@ -184,7 +184,7 @@ class DecisionJournal:
         if type(entry) is DecisionContext:
             at = self._times[i]
             return entry.record(decision_id_of(at, self._serials[i]), at)
-        return entry  # type: ignore[return-value]
+        return entry  # type: ignore[return-value]  # `type() is` does not narrow: a record here
 
     def recent(self, namespace: str, memory_id: str, limit: int) -> list[DecisionRecord]:
         """The newest decisions on `memory_id`, newest first."""

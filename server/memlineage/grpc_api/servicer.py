@@ -331,7 +331,7 @@ def _on_pool(stream: Callable[..., Any], pool: ThreadPoolExecutor) -> Callable[.
     def handler(request: Any, context: grpc.ServicerContext) -> Any:
         yield from stream(request, context)
 
-    handler.experimental_thread_pool = pool  # type: ignore[attr-defined]
+    handler.experimental_thread_pool = pool  # type: ignore[attr-defined]  # grpc reads it off the function
     return handler
 
 

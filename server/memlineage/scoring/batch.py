@@ -187,7 +187,7 @@ def _chain_min(records: Mapping[str, MemoryRecord], own: dict[str, float]) -> di
         value = own[rid]
         out[rid] = value  # provisional: a (malformed) cycle ends here instead of looping
         for d in records[rid].dependencies:
-            d = d if type(d) is str else d.id  # type: ignore[union-attr]
+            d = d if type(d) is str else d.id  # type: ignore[union-attr]  # not a str: a MemoryRef
             if d in own:
                 low = settle(d)
                 if low < value:

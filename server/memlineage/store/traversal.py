@@ -85,7 +85,7 @@ def lineage_view(load: Load, ns: str, wanted: list[str], ancestor_depth: int,
 
 def _neighbours(rec: MemoryRecord, up: bool) -> tuple[str, ...]:
     # stored dependencies are plain ids: validate_new resolved any MemoryRef
-    return rec.dependencies if up else rec.derivations  # type: ignore[return-value]
+    return rec.dependencies if up else rec.derivations  # type: ignore[return-value]  # ids, see above
 
 
 def _fresh(frontier: list[MemoryRecord], up: bool, seen: Mapping[str, Any]) -> list[str]:
