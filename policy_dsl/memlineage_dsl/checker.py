@@ -9,7 +9,6 @@ that checked clean. The whole lint (load, env, check, compile) is
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 
 from . import ast as A
 from . import schema as S
@@ -21,13 +20,6 @@ from .spans import head_span, sub_span
 from .typecheck import ExprChecker, Names, assignable
 
 _SCORE = re.compile(r"\bscore\s+-?[\d.]+(\s*\.\.\s*-?[\d.]+)?")
-
-
-def lint_texts(texts: Mapping[str, str]) -> list[Diagnostic]:
-    """The lint of in-memory texts: `pipeline.lint_texts`, under its old name here."""
-    from .pipeline import lint_texts as lint  # pipeline imports this module
-
-    return lint(texts)
 
 
 def check(env: Env) -> list[Diagnostic]:

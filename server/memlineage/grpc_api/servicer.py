@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeAlias, TypeVar
 
 import grpc
-from memlineage_dsl.checker import lint_texts
 from memlineage_dsl.diagnostics import has_errors
 from memlineage_dsl.facts import Creator
+from memlineage_dsl.pipeline import lint_texts
 
 from memlineage.engine.core import Engine
 from memlineage.engine.outcomes import RecordResult, StatusResult
