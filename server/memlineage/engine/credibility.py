@@ -26,41 +26,64 @@ class CredibilityCache:
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.store, self.cfg, self.ttl = store, cfg, ttl
         self._monotonic = monotonic
-        # (namespace, source) -> (expires, ok, bad, write counter read under)
-        self._entries: dict[tuple[str, str], tuple[float, float, float, int | None]] = {}
+        # (namespace, source) -> (expires, ok, bad, write counter read under, credibility)
+        self._entries: dict[tuple[str, str],
+                            tuple[float, float, float, int | None, float]] = {}
         self._lock = threading.Lock()
+
+    def _lookup(self, namespace: str, sources: Iterable[str], epoch: int | None,
+                ) -> tuple[dict[str, tuple[float, float, float, int | None, float]],
+                           list[str], float, int | None]:
+        """The cached entries of `sources` still valid, the sources missing, the time
+        and the epoch they are judged by. `epoch`: the namespace's write counter, read
+        before this call (None: the store's own, when all its writers are here)."""
+        now = self._monotonic()
+        if epoch is None:
+            epoch = self.store.epoch  # a store whose writers are all in this process
+        found: dict[str, tuple[float, float, float, int | None, float]] = {}
+        missing: list[str] = []
+        entries = self._entries
+        with self._lock:
+            for s in sources:
+                hit = entries.get((namespace, s))
+                if hit is not None and (hit[3] == epoch if epoch is not None
+                                        else hit[0] > now):
+                    found[s] = hit
+                else:
+                    missing.append(s)
+        return found, missing, now, epoch
+
+    def _fetch(self, namespace: str, missing: list[str], now: float, epoch: int | None,
+               ) -> dict[str, tuple[float, float, float, int | None, float]]:
+        """One store call for the `missing` sources, kept with their credibility."""
+        fresh = self.store.source_stats(namespace, missing)
+        cred = credibilities(self.cfg, fresh)
+        out: dict[str, tuple[float, float, float, int | None, float]] = {}
+        with self._lock:
+            if len(self._entries) > 100_000:
+                self._entries.clear()
+            for s, (ok, bad) in fresh.items():
+                out[s] = self._entries[(namespace, s)] = (now + self.ttl, ok, bad, epoch,
+                                                          cred[s])
+        return out
 
     def stats(self, namespace: str, sources: Iterable[str],
               epoch: int | None = None) -> dict[str, tuple[float, float]]:
         """(ok, bad) per source, from the cache or one store call for the missing.
         `epoch`: the namespace's write counter, read before this call."""
-        now = self._monotonic()
-        if epoch is None:
-            epoch = self.store.epoch  # a store whose writers are all in this process
-        out: dict[str, tuple[float, float]] = {}
-        missing: list[str] = []
-        with self._lock:
-            for s in sources:
-                hit = self._entries.get((namespace, s))
-                if hit is not None and (hit[3] == epoch if epoch is not None
-                                        else hit[0] > now):
-                    out[s] = (hit[1], hit[2])
-                else:
-                    missing.append(s)
+        found, missing, now, epoch = self._lookup(namespace, sources, epoch)
         if missing:
-            fresh = self.store.source_stats(namespace, missing)
-            with self._lock:
-                if len(self._entries) > 100_000:
-                    self._entries.clear()
-                for s, (ok, bad) in fresh.items():
-                    self._entries[(namespace, s)] = (now + self.ttl, ok, bad, epoch)
-                    out[s] = (ok, bad)
-        return out
+            found.update(self._fetch(namespace, missing, now, epoch))
+        return {s: (e[1], e[2]) for s, e in found.items()}
 
     def credibility(self, namespace: str, sources: Iterable[str],
                     epoch: int | None = None) -> dict[str, float]:
-        stats = self.stats(namespace, sources, epoch)
-        return credibilities(self.cfg, stats)
+        """Credibility per source, computed once per statistics read (the decisions'
+        path: no formula per request)."""
+        found, missing, now, epoch = self._lookup(namespace, sources, epoch)
+        if missing:
+            found.update(self._fetch(namespace, missing, now, epoch))
+        return {s: e[4] for s, e in found.items()}
 
     def invalidate(self, namespace: str, sources: Iterable[str]) -> None:
         with self._lock:

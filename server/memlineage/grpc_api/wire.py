@@ -114,7 +114,13 @@ def _ids_field(memory_ids: tuple[str, ...]) -> bytes:
 def check_response_bytes(rec: DecisionRecord) -> bytes:
     """The encoded CheckResponse of `rec`: what ``CheckResponse(decision=decision_to_pb(
     rec))`` serializes to, written directly (the servicer sends these bytes as they are)."""
-    return CheckAnswer(rec).encode(rec.decision_id, rec.decided_at)
+    ids = rec.memory_ids
+    fixed = _op_version(rec.operation, rec.policy_version)
+    ts = _timestamp(rec.decided_at)
+    body = b"".join((_template(rec.decision), _string(b"\x0a", rec.decision_id),
+                     _string(b"\x4a", ids[0]) if len(ids) == 1 and ids[0] else _ids_field(ids),
+                     fixed[0], b"\x52", _VARINTS[len(ts)], ts, fixed[1]))
+    return b"\x0a" + varint(len(body)) + body
 
 
 class CheckAnswer:

@@ -178,6 +178,11 @@ def _chain_min(records: Mapping[str, MemoryRecord], own: dict[str, float]) -> di
 
     Memoised recursion over the loaded part of the DAG: each memory is settled
     once; depth is bounded by the lineage depth the records were loaded with."""
+    for rec in records.values():  # does any loaded memory rest on another loaded one?
+        if rec.dependencies and not own.keys().isdisjoint(rec.dependencies):
+            break
+    else:
+        return own  # nothing to cap
     out: dict[str, float] = {}
 
     def settle(rid: str) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 DAY = 86400.0
 
@@ -57,12 +58,12 @@ class ScoringConfig:
     rank_reliability_weight: float = 0.5
     rank_value_weight: float = 0.25
 
-    @property
+    @cached_property
     def min_half_life(self) -> float:
         """The fastest reliability decay of any class (inf: none decays)."""
         return min(self.half_lives.values(), default=math.inf)
 
-    @property
+    @cached_property
     def relevance_lambda(self) -> float:
         return math.log(2) / self.relevance_half_life
 
