@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from typing import Any, cast
 
 from google.protobuf.message import DecodeError, Message
@@ -20,6 +20,7 @@ from memlineage.lifecycle.sweep import SweepReport
 from memlineage.lineage.errors import ValidationError
 from memlineage.lineage.model import LineageEvent, MemoryRecord
 from memlineage.lineage.validation import check_id
+from memlineage.store.arguments import MAX_BATCH_IDS
 from memlineage.v1 import memlineage_pb2 as pb
 
 EFFECT_TO_PB = {"allow": pb.EFFECT_ALLOW, "deny": pb.EFFECT_DENY, "degrade": pb.EFFECT_DEGRADE}
@@ -58,11 +59,26 @@ STATUS_ACTION_FROM_PB = {
 }
 
 
-# Record fields the store validates (its error `field`s), as named inside `memory`.
-RECORD_FIELDS = frozenset({
-    "id", "type", "tags", "subject", "attribute", "value", "volatility", "creator_kind",
-    "creator_id", "creator_confidence", "created_at", "context_id", "dependencies", "status",
-})
+# Record fields the store validates (its error `field`s) -> where the request has
+# them inside `memory` (a Memory message nests the claim and the creator).
+RECORD_FIELDS = {
+    **{name: name for name in (
+        "id", "type", "tags", "volatility", "creator_confidence", "created_at",
+        "context_id", "dependencies", "status")},
+    "subject": "claim.subject", "attribute": "claim.attribute", "value": "claim.value",
+    "creator_kind": "creator.kind", "creator_id": "creator.id",
+}
+
+
+def memory_field(field: str | None) -> str | None:
+    """A store error's field of a proposed record as the request names it
+    (`tags[3]` -> `memory.tags[3]`, `value` -> `memory.claim.value`), or None when the
+    field is not one of the record's."""
+    if not field:
+        return None
+    head = field.split("[")[0].split(".")[0]
+    where = RECORD_FIELDS.get(head)
+    return None if where is None else f"memory.{where}{field[len(head):]}"
 
 
 # ------------------------------------------------------------------ time
@@ -75,24 +91,75 @@ def to_ts(seconds: float, ts: Timestamp) -> None:
     ts.nanos = nanos
 
 
-def from_ts(msg: Message, name: str) -> float | None:
-    """The float epoch seconds of an optional Timestamp field, None when unset."""
+# The range of google.protobuf.Timestamp that request times may use: from the Unix
+# epoch (the store keeps no earlier time) to the Timestamp's own end, 9999-12-31.
+MAX_TIMESTAMP_SECONDS = 253_402_300_799
+
+
+def from_ts(msg: Message, name: str, field: str | None = None) -> float | None:
+    """The float epoch seconds of an optional Timestamp field, None when unset; an
+    out-of-range part is the caller's error, named `{field}.seconds` / `.nanos`
+    (`field` defaults to `name`: the request's own path to the Timestamp)."""
     if not msg.HasField(name):
         return None
     ts: Timestamp = getattr(msg, name)
-    if ts.nanos < 0 or ts.nanos > 999_999_999:
-        raise ValidationError("nanos out of range", field=name)
+    where = field or name
+    if not 0 <= ts.nanos <= 999_999_999:
+        raise ValidationError(f"must be in [0, 999999999], got {ts.nanos}",
+                              field=f"{where}.nanos")
+    if ts.seconds < 0:
+        raise ValidationError(f"must be >= 0 (no time before 1970-01-01T00:00:00Z), "
+                              f"got {ts.seconds}", field=f"{where}.seconds")
+    if ts.seconds > MAX_TIMESTAMP_SECONDS:
+        raise ValidationError(f"must be at most {MAX_TIMESTAMP_SECONDS} "
+                              f"(9999-12-31T23:59:59Z), got {ts.seconds}",
+                              field=f"{where}.seconds")
     return float(ts.seconds + ts.nanos / 1e9)
 
 
 # ------------------------------------------------------------------ inputs
 def ids(values: Iterable[str], field: str, *, indexed: bool = True) -> list[str]:
     """Validate request ids under the request's own field names (`memory_ids[2]`),
-    before the store would name them after its parameters."""
+    before the store would name them after its parameters; a list names at most
+    `MAX_BATCH_IDS` ids (duplicates included: the store's limit, counted as sent)."""
     out = list(values)
+    count(out, field, "ids")
     for i, value in enumerate(out):
         check_id(value, f"{field}[{i}]" if indexed else field)
     return out
+
+
+def count(values: Sized, field: str, what: str, limit: int = MAX_BATCH_IDS) -> None:
+    """At most `limit` entries in the repeated request field `field`."""
+    if len(values) > limit:
+        raise ValidationError(f"has {len(values)} {what}, the limit is {limit}", field=field)
+
+
+def text(value: str, field: str, max_length: int) -> str:
+    """A short free-text request field: bounded, without control characters."""
+    if len(value) > max_length:
+        raise ValidationError(f"is {len(value)} characters long, the limit is {max_length}",
+                              field=field)
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValidationError("must not contain control characters", field=field)
+    return value
+
+
+def decision_id(value: str) -> str:
+    """Feedback's `decision_id`: empty (no decision named), or id-shaped. The ids a
+    sidecar issues (`engine.records.decision_id_of`: `d<ms>-<prefix>-<serial>`, hex)
+    are; so is any id of at most 128 of `[A-Za-z0-9._:/-]`, which the engine takes
+    for a decision it does not know (another sidecar's, or one its journal has
+    let go) and reports on the request's `memory_ids` alone."""
+    return check_id(value, "decision_id") if value else value
+
+
+def depth(value: int, field: str, maximum: int) -> int:
+    """A walk depth or count: 0 (the default) to `maximum`."""
+    if not 0 <= value <= maximum:
+        raise ValidationError(f"must be an integer in [0, {maximum}] (0: the default), "
+                              f"got {value}", field=field)
+    return value
 
 
 # Many ids in one pass: each one 1..128 allowed characters, "\n"-terminated.
@@ -134,8 +201,7 @@ def actor(msg: pb.Actor, default: Creator, field: str = "actor") -> Creator:
     if kind is None:
         raise ValidationError("kind must be user, tool, reasoning, agent or system",
                               field=f"{field}.kind")
-    if not msg.id:
-        raise ValidationError("must not be empty", field=f"{field}.id")
+    check_id(msg.id, f"{field}.id")
     return Creator(kind, msg.id)
 
 
@@ -149,8 +215,7 @@ def record_from_pb(namespace: str, m: pb.Memory) -> MemoryRecord:
     if kind is None:
         raise ValidationError("kind must be user, tool, reasoning, agent or system",
                               field="memory.creator.kind")
-    if not m.creator.id:
-        raise ValidationError("must not be empty", field="memory.creator.id")
+    check_id(m.creator.id, "memory.creator.id")
     claim = m.claim if m.HasField("claim") else None
     return MemoryRecord(
         id=m.id,
@@ -164,7 +229,7 @@ def record_from_pb(namespace: str, m: pb.Memory) -> MemoryRecord:
         creator_kind=kind,
         creator_id=m.creator.id,
         creator_confidence=m.creator_confidence if m.HasField("creator_confidence") else 1.0,
-        created_at=from_ts(m, "created_at"),
+        created_at=from_ts(m, "created_at", "memory.created_at"),
         context_id=m.context_id or None,
         dependencies=tuple(m.dependencies),
     )

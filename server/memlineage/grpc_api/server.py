@@ -11,6 +11,8 @@ server stops with a grace period. What is served is built elsewhere
 
 from __future__ import annotations
 
+import re
+import ssl
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,7 +28,6 @@ from memlineage.grpc_api.auth import Authenticator
 from memlineage.grpc_api.servicer import MemLineageService, PolicyAdminService, register
 from memlineage.metrics import Metrics
 from memlineage.v1 import memlineage_pb2 as pb
-from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
 
 SERVICE_NAMES = (
     pb.DESCRIPTOR.services_by_name["MemLineage"].full_name,
@@ -37,6 +38,61 @@ MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 # threads only contend for the GIL; a network store waits, so more calls overlap.
 EMBEDDED_WORKERS = 4
 NETWORK_STORE_WORKERS = 32
+
+
+class TLSError(OSError):
+    """The TLS certificate or key cannot be served: names the file and the problem."""
+
+
+_PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE-----", re.S)
+_PEM_KEY = re.compile(rb"-----BEGIN ((?:RSA |EC |DSA |ENCRYPTED )?PRIVATE KEY)-----")
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise TLSError(f"TLS {what} {path}: cannot be read ({exc.strerror or exc})") from exc
+
+
+def tls_pair(cert_path: str, key_path: str) -> tuple[bytes, bytes]:
+    """The (key, certificate chain) PEM bytes grpc serves, checked first with the
+    `ssl` module so that a bad file is named with its problem (grpc itself only
+    fails to bind): unreadable, not PEM, an encrypted key, a key that is not the
+    certificate's."""
+    cert, key = _read(cert_path, "certificate"), _read(key_path, "key")
+    blocks = _PEM_CERT.findall(cert)
+    if not blocks:
+        raise TLSError(f"TLS certificate {cert_path}: is not a PEM certificate "
+                       "(no -----BEGIN CERTIFICATE----- block)")
+    try:
+        ssl.create_default_context(cadata=b"\n".join(blocks).decode("ascii"))
+    except (ssl.SSLError, ValueError) as exc:
+        raise TLSError(f"TLS certificate {cert_path}: is not a valid PEM certificate "
+                       f"({_reason(exc)})") from exc
+    found = _PEM_KEY.search(key)
+    if found is None:
+        raise TLSError(f"TLS key {key_path}: is not a PEM private key "
+                       "(no -----BEGIN PRIVATE KEY----- block)")
+    if found.group(1).startswith(b"ENCRYPTED") or b"Proc-Type: 4,ENCRYPTED" in key:
+        raise TLSError(f"TLS key {key_path}: is encrypted; the sidecar needs an "
+                       "unencrypted private key")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(cert_path, key_path, password=lambda: b"")
+    except ssl.SSLError as exc:
+        if exc.reason == "KEY_VALUES_MISMATCH":
+            raise TLSError(f"TLS key {key_path}: does not match the certificate "
+                           f"{cert_path}") from exc
+        raise TLSError(f"TLS key {key_path}: cannot be used with the certificate "
+                       f"{cert_path} ({_reason(exc)})") from exc
+    return key, cert
+
+
+def _reason(exc: Exception) -> str:
+    """An ssl error's reason without the `(_ssl.c:NNNN)` of where it was raised."""
+    return re.sub(r"\s*\(_ssl\.c:\d+\)", "", str(exc.args[-1] if exc.args else exc))
 
 
 @dataclass
@@ -77,18 +133,21 @@ def serve(engine: Engine, config: Config, metrics: Metrics) -> Served:
     register(service, server)
     admin = PolicyAdminService(engine, auth, metrics)
     admin.sweep_batch = config.sweep_batch
-    pb_grpc.add_PolicyAdminServicer_to_server(admin, server)
+    register(admin, server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     try:
         if config.tls_cert and config.tls_key:
-            with open(config.tls_key, "rb") as k, open(config.tls_cert, "rb") as c:
-                creds = grpc.ssl_server_credentials([(k.read(), c.read())])
+            key, cert = tls_pair(config.tls_cert, config.tls_key)
+            creds = grpc.ssl_server_credentials([(key, cert)])
             port = server.add_secure_port(config.listen, creds)
         else:
             port = server.add_insecure_port(config.listen)
+    except TLSError:
+        service.close()
+        raise
     except RuntimeError as exc:  # the sync server raises where grpc.aio answered 0
         service.close()
         raise OSError(f"cannot listen on {config.listen}: {exc}") from exc

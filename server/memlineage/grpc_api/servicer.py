@@ -3,7 +3,15 @@
 They run on the gRPC server's worker threads (the synchronous server: in this
 Python its per-call cost is well below grpc.aio's, see bench/README.md), so the
 engine and the store are called directly; Watch streams run on a pool of their
-own, so long-lived streams never hold the threads unary calls need."""
+own, so long-lived streams never hold the threads unary calls need.
+
+Every request arrives as its bytes (see `register`) and is parsed here, so bytes
+that are no such message are the caller's error: INVALID_ARGUMENT naming
+`request`. Every input a request carries is checked against the request's own
+field names (`memory_ids`, `candidates[3].memory_id`, `time.nanos`) before the
+engine or the store sees it; what the domain refuses maps to the status its
+error names (`lineage/errors.py`). Anything else that goes wrong is a bug: it is
+logged with its traceback and answered INTERNAL, never UNKNOWN."""
 
 from __future__ import annotations
 
@@ -16,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeAlias, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 from memlineage_dsl.diagnostics import has_errors
 from memlineage_dsl.facts import Creator
 from memlineage_dsl.pipeline import lint_texts
@@ -37,12 +46,30 @@ Ctx: TypeAlias = grpc.ServicerContext
 _Written = TypeVar("_Written", pb.RecordResponse, pb.UpdateStatusResponse)
 
 
+# An error's details are kept short: they travel in the trailers (a client refuses
+# trailers past its metadata limit, 8 KiB by default) and may quote the input.
+MAX_DETAILS = 1000
+# Longest `action` a Check may name (a tool or action name, as the policies see it).
+MAX_ACTION_LENGTH = 256
+# Check requests longer than this are decided but not remembered by their bytes:
+# an ordinary one is a few hundred bytes, and the memo should not hold megabytes.
+MEMO_MAX_REQUEST_BYTES = 4096
+
+
 def status_of(err: LineageError) -> grpc.StatusCode:
     return getattr(grpc.StatusCode, err.grpc_status, grpc.StatusCode.INTERNAL)
 
 
 def details_of(err: LineageError) -> str:
-    return f"{err.field}: {err.message}" if err.field else err.message
+    text = f"{err.field}: {err.message}" if err.field else err.message
+    return text if len(text) <= MAX_DETAILS else text[:MAX_DETAILS - 1] + "…"
+
+
+class ShuttingDown(LineageError):
+    """A Watch stream ends when the sidecar stops: its client resumes elsewhere."""
+
+    code = "SHUTTING_DOWN"
+    grpc_status = "UNAVAILABLE"
 
 
 class _Base:
@@ -70,25 +97,49 @@ class _Base:
         return hit
 
 
-def rpc(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a unary handler: principal in, domain errors out as gRPC statuses."""
-    name = method.__name__
+def _internal(name: str, context: grpc.ServicerContext, metrics: Metrics) -> None:
+    """A bug, not the caller's error: the traceback to the log, INTERNAL (short) to
+    the caller; never grpc's UNKNOWN with the exception's text."""
+    log.exception("%s failed on an unexpected error", name)
+    metrics.rpc_errors.labels(name, "INTERNAL").inc()
+    context.abort(grpc.StatusCode.INTERNAL,
+                  f"internal error in {name}; the sidecar's log has the details")  # raises
 
-    @functools.wraps(method)
-    def wrapper(self: _Base, request: Any, context: grpc.ServicerContext) -> Any:
-        started = time.perf_counter()
-        try:
-            return method(self, request, context, self.principal(context))
-        except LineageError as err:
-            if isinstance(err, StoreUnavailableError):
-                self.metrics.store_errors.labels(name).inc()
-            code = status_of(err)
-            self.metrics.rpc_errors.labels(name, code.name).inc()
-            context.abort(code, details_of(err))  # raises
-        finally:
-            self.metrics.observe_latency(name, time.perf_counter() - started)
 
-    return wrapper
+def rpc(request_class: type[Message], *, raw: bool = False
+        ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Wrap a unary handler: principal in, the request parsed from its bytes as a
+    `request_class` (`raw`: handed over as the bytes), domain errors out as gRPC
+    statuses, anything unexpected as INTERNAL (and logged)."""
+
+    def decorate(method: Callable[..., Any]) -> Callable[..., Any]:
+        name = method.__name__
+
+        @functools.wraps(method)
+        def wrapper(self: _Base, request: Any, context: grpc.ServicerContext) -> Any:
+            started = time.perf_counter()
+            try:
+                principal = self.principal(context)
+                if type(request) is bytes:  # as `register` registers it
+                    if not raw:
+                        request = serde.parse(request_class, request)
+                elif raw:  # a message, from a server registered the generated way
+                    request = request.SerializeToString()
+                return method(self, request, context, principal)
+            except LineageError as err:
+                if isinstance(err, StoreUnavailableError):
+                    self.metrics.store_errors.labels(name).inc()
+                code = status_of(err)
+                self.metrics.rpc_errors.labels(name, code.name).inc()
+                context.abort(code, details_of(err))  # raises
+            except Exception:
+                _internal(name, context, self.metrics)  # raises
+            finally:
+                self.metrics.observe_latency(name, time.perf_counter() - started)
+
+        return wrapper
+
+    return decorate
 
 
 class MemLineageService(_Base, pb_grpc.MemLineageServicer):
@@ -107,7 +158,7 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
     def close(self) -> None:
         self.watch_pool.shutdown(wait=False, cancel_futures=True)
 
-    @rpc
+    @rpc(pb.CheckRequest, raw=True)
     def Check(self, request: bytes, context: Ctx, principal: Principal) -> bytes:
         # Arrives encoded and leaves encoded (see `register`). A request seen before
         # (same bytes, same caller namespaces) whose decision still holds is issued
@@ -127,25 +178,31 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         op = serde.operation(request.operation)
         if op == "act":
             ids = serde.ids(request.memory_ids, "memory_ids")
+            if not ids:
+                raise ValidationError("names no memory (act names them all in memory_ids)",
+                                      field="memory_ids")
         else:
             ids = [check_id(request.memory_id, "memory_id")]
         args = (ns, op, ids, serde.actor(request.actor, self.default_actor(ns)),
-                serde.budget(request), request.action, request.historical,
-                serde.from_ts(request, "time"))
+                serde.budget(request),
+                serde.text(request.action, "action", MAX_ACTION_LENGTH),
+                request.historical, serde.from_ts(request, "time"))
         rec, ticket = self.engine.check_ticketed(*args)
         self.metrics.count(op, (rec.decision,))
-        if ticket is None or request.HasField("time"):  # a stated time: not "now" again
+        if (ticket is None or request.HasField("time")  # a stated time: not "now" again
+                or len(key[1]) > MEMO_MAX_REQUEST_BYTES):
             return wire.check_response_bytes(rec)
         answer = wire.CheckAnswer(rec)
         self.check_memo.put(key, Remembered(ticket, answer,
                                             self.metrics.tallies_of(op, rec.decision)))
         return answer.encode(rec.decision_id, rec.decided_at)
 
-    @rpc
+    @rpc(pb.FilterRankRequest)
     def FilterRank(self, request: pb.FilterRankRequest, context: Ctx,
                    principal: Principal) -> bytes:
         ns = self.auth.namespace(principal, request.namespace)
         candidates = request.candidates
+        serde.count(candidates, "candidates", "candidates")
         ranked = self.engine.filter_rank(
             ns,
             list(zip(serde.candidate_ids([c.memory_id for c in candidates],
@@ -158,13 +215,15 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         self.metrics.count("read", (c.decision.decision for c in ranked))
         return wire.filter_rank_bytes(ranked)  # encoded: sent as is (see `register`)
 
-    @rpc
+    @rpc(pb.RecordRequest)
     def Record(self, request: pb.RecordRequest, context: Ctx,
                principal: Principal) -> pb.RecordResponse:
         ns = self.auth.namespace(principal, request.namespace)
         if not request.HasField("memory"):
             raise ValidationError("is required", field="memory")
         serde.ids([request.memory.id], "memory.id", indexed=False)
+        serde.count(request.memory.dependencies, "memory.dependencies", "dependencies",
+                    self.engine.store.limits.max_dependencies)
         serde.ids(request.memory.dependencies, "memory.dependencies")
         proposed = serde.record_from_pb(ns, request.memory)
         creator = Creator(proposed.creator_kind, proposed.creator_id)
@@ -174,15 +233,15 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
                 budget=serde.budget(request), time=serde.from_ts(request, "time"),
             )
         except LineageError as err:
-            # The store names record fields ("tags[3]"); the client sent them in `memory`.
-            if err.field and err.field.split("[")[0].split(".")[0] in serde.RECORD_FIELDS:
-                err.field = f"memory.{err.field}"
+            # The store names record fields ("tags[3]", "value"); the client sent them
+            # in `memory` ("memory.tags[3]", "memory.claim.value").
+            err.field = serde.memory_field(err.field) or err.field
             raise
         return self._write_response(
             result, pb.RecordResponse(recorded=result.recorded,
                                       superseded_id=result.superseded_id or ""))
 
-    @rpc
+    @rpc(pb.UpdateStatusRequest)
     def UpdateStatus(self, request: pb.UpdateStatusRequest, context: Ctx,
                      principal: Principal) -> pb.UpdateStatusResponse:
         ns = self.auth.namespace(principal, request.namespace)
@@ -193,6 +252,9 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         serde.ids([request.memory_id], "memory_id", indexed=False)
         if request.successor_id:
             serde.ids([request.successor_id], "successor_id", indexed=False)
+        if request.expected_version < 0:
+            raise ValidationError(f"must be >= 0 (0: any version), got "
+                                  f"{request.expected_version}", field="expected_version")
         result = self.engine.update_status(
             ns, request.memory_id, action,
             serde.actor(request.actor, self.default_actor(ns)),
@@ -212,24 +274,27 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             serde.memory_to_pb(result.memory, out.memory)
         return out
 
-    @rpc
+    @rpc(pb.FeedbackRequest)
     def Feedback(self, request: pb.FeedbackRequest, context: Ctx,
                  principal: Principal) -> pb.FeedbackResponse:
+        # `note` is the caller's own: it is not kept, so not checked.
         ns = self.auth.namespace(principal, request.namespace)
         updated = self.engine.feedback(
-            ns, request.decision_id,
+            ns, serde.decision_id(request.decision_id),
             serde.ids(request.memory_ids, "memory_ids"),
             request.success, time=serde.from_ts(request, "time"),
         )
         return pb.FeedbackResponse(updated=updated)
 
-    @rpc
+    @rpc(pb.ExplainRequest)
     def Explain(self, request: pb.ExplainRequest, context: Ctx,
                 principal: Principal) -> pb.ExplainResponse:
         ns = self.auth.namespace(principal, request.namespace)
-        for name in ("ancestor_depth", "descendant_depth", "decisions"):
-            if getattr(request, name) < 0:
-                raise ValidationError("must be >= 0", field=name)
+        deepest = self.engine.store.limits.max_walk_depth
+        for name in ("ancestor_depth", "descendant_depth"):
+            serde.depth(getattr(request, name), name, deepest)
+        # More than the journal keeps per memory simply returns what it keeps.
+        serde.depth(request.decisions, "decisions", 2**31 - 1)
         serde.ids([request.memory_id], "memory_id", indexed=False)
         ex = self.engine.explain(
             ns, request.memory_id,
@@ -239,11 +304,14 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         )
         return serde.explain_to_pb(ex)
 
-    def Watch(self, request: pb.WatchRequest, context: grpc.ServicerContext
+    def Watch(self, request: bytes | pb.WatchRequest, context: grpc.ServicerContext
               ) -> Iterator[pb.LineageEvent]:
         """A resumable stream: events strictly after the cursor, then new ones as they come."""
         try:
             principal = self.principal(context)
+            if type(request) is bytes:  # as `register` registers it
+                request = serde.parse(pb.WatchRequest, request)
+            assert isinstance(request, pb.WatchRequest)
             ns = self.auth.namespace(principal, request.namespace)
             store = self.engine.store
             cursor: str | None = request.cursor or None
@@ -251,26 +319,28 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
                 cursor = store.latest_cursor(ns)
             while context.is_active():
                 if self.stopping.is_set():
-                    context.abort(grpc.StatusCode.UNAVAILABLE,
-                                  "the sidecar is shutting down: resume from your last cursor")
+                    raise ShuttingDown("the sidecar is shutting down: resume from your "
+                                       "last cursor")
                 events, cursor = store.wait_events(ns, after=cursor, limit=500,
                                                    timeout=self.WATCH_POLL)
                 for e in events:
                     yield serde.event_to_pb(e)
         except LineageError as err:
             context.abort(status_of(err), details_of(err))  # raises
+        except Exception:
+            _internal("Watch", context, self.metrics)  # raises
 
 
 class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
     sweep_batch = 1000
 
-    @rpc
+    @rpc(pb.ListPoliciesRequest)
     def ListPolicies(self, request: pb.ListPoliciesRequest, context: Ctx,
                      principal: Principal) -> pb.ListPoliciesResponse:
         self.auth.require_admin(principal, context.peer() or "")
         return serde.policies_to_pb(self.engine.policies.current)
 
-    @rpc
+    @rpc(pb.ReloadPoliciesRequest)
     def ReloadPolicies(self, request: pb.ReloadPoliciesRequest, context: Ctx,
                        principal: Principal) -> pb.ReloadPoliciesResponse:
         self.auth.require_admin(principal, context.peer() or "")
@@ -284,7 +354,7 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
         diagnostics_to_pb(outcome.diagnostics, out.diagnostics)
         return out
 
-    @rpc
+    @rpc(pb.RunSweepRequest)
     def RunSweep(self, request: pb.RunSweepRequest, context: Ctx,
                  principal: Principal) -> pb.RunSweepResponse:
         self.auth.require_admin(principal, context.peer() or "")
@@ -293,8 +363,9 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
             time=serde.from_ts(request, "time"))
         return serde.sweep_to_pb(report)
 
-    @rpc
-    def LintPolicy(self, request, context, principal) -> pb.LintPolicyResponse:
+    @rpc(pb.LintPolicyRequest)
+    def LintPolicy(self, request: pb.LintPolicyRequest, context: Ctx,
+                   principal: Principal) -> pb.LintPolicyResponse:
         self.auth.require_admin(principal, context.peer() or "")
         if not request.files:
             raise ValidationError("names no file", field="files")
@@ -306,8 +377,6 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
 
 # Answers the servicers return already encoded (bytes), passed through untouched.
 ENCODED = ("Check", "FilterRank")
-# Requests handed to the servicer as they arrived (bytes; it parses them itself).
-RAW_REQUESTS = ("Check",)
 
 
 def _as_is(response: Any) -> bytes:
@@ -335,20 +404,26 @@ def _on_pool(stream: Callable[..., Any], pool: ThreadPoolExecutor) -> Callable[.
     return handler
 
 
-def register(service: MemLineageService, server: Any) -> None:
-    """``add_MemLineageServicer_to_server``, except that Check's and FilterRank's
-    answers go out as the bytes the servicer encoded (no message built, parsed or
-    serialized again), Check's request comes in as bytes (the servicer
-    recognises requests it has seen before by them), and Watch runs on the
-    servicer's own pool."""
+def register(service: MemLineageService | PolicyAdminService, server: Any) -> None:
+    """``add_MemLineageServicer_to_server`` (or PolicyAdmin's), except that every
+    request comes in as its bytes (the servicer parses them, so undecodable bytes
+    are INVALID_ARGUMENT, not grpc's INTERNAL "Exception deserializing request!";
+    Check recognises requests it has seen before by them), Check's and
+    FilterRank's answers go out as the bytes the servicer encoded (no message
+    built, parsed or serialized again), and Watch runs on the servicer's own pool."""
     caught = _Handlers()
-    pb_grpc.add_MemLineageServicer_to_server(service, caught)
-    handlers = {name: h._replace(response_serializer=_as_is) if name in ENCODED else h
+    if isinstance(service, MemLineageService):
+        pb_grpc.add_MemLineageServicer_to_server(service, caught)
+    else:
+        pb_grpc.add_PolicyAdminServicer_to_server(service, caught)
+    handlers = {name: h._replace(request_deserializer=None)
                 for name, h in caught.handlers.items()}
-    for name in RAW_REQUESTS:
-        handlers[name] = handlers[name]._replace(request_deserializer=None)
-    handlers["Watch"] = handlers["Watch"]._replace(
-        unary_stream=_on_pool(service.Watch, service.watch_pool))
+    for name in ENCODED:
+        if name in handlers:
+            handlers[name] = handlers[name]._replace(response_serializer=_as_is)
+    if isinstance(service, MemLineageService):
+        handlers["Watch"] = handlers["Watch"]._replace(
+            unary_stream=_on_pool(service.Watch, service.watch_pool))
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(caught.service, handlers),))
     server.add_registered_method_handlers(caught.service, handlers)
