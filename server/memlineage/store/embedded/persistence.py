@@ -1,141 +1,532 @@
-"""Everything the embedded store keeps on disk, behind one class: ``JsonLog``.
+"""Everything the embedded store keeps on disk, behind one class: ``SqliteLog``.
 
-The data directory holds an append-only JSON-lines log of ops (``log.<gen>.jsonl``)
-and, once compacted, a snapshot (``snapshot.json``).  Every mutation is appended
-*before* it is applied, as the op (not its effects): replaying the log re-runs the
-same deterministic apply functions (``State.apply``).  ``compact`` writes a
-snapshot of the whole state and starts a new, empty log generation; a torn last
-line (a crash mid-write) is ignored on replay and cut off.  The snapshot carries
-each namespace's rows, claims, counters, source statistics, review schedule,
-retained events and event sequence, so a restart resumes every reader's cursor
-(claim groups are rebuilt from the rows).
+The data directory holds one SQLite database, ``lineage.sqlite3`` (WAL mode, the
+standard library's ``sqlite3``).  It keeps the store's *op log*: every mutation is
+one op dict (``EmbeddedStore`` builds it, ``State.apply`` applies it), inserted and
+committed in its own transaction *before* it is applied (write-ahead), so a write
+the caller saw acknowledged is in the database.  Replaying the ops re-runs the same
+deterministic apply functions, which also regenerate the lineage events with their
+cursors.
+
+Why an op log and not the rows as tables: one op is one small insert whatever it
+does (a cascade over 100,000 descendants, an access flush over 1,000 memories), and
+the in-memory structures the engine reads (``State``/``Space``/``Row``) stay the
+only implementation of what an op means.  To bound replay at restart, ``compact``
+writes a *snapshot* of the whole state (rows column-wise in chunks, plus each
+namespace's claims, counters, source statistics, review schedule, retained events
+and event sequence) and deletes the ops it covers, all in one transaction: the
+database is never between the two.  The server calls ``maybe_compact`` with
+``compact_log_bytes`` after every access flush.
+
+Tables: ``meta`` (format), ``ops(seq, op, crc)``, ``snapshot(part, data, crc)``.
+``crc`` is the CRC-32 of the JSON text seeded with its ``seq`` / ``part``, so a
+changed byte, a hand-edited value or a row moved to another position is detected.
+
+Opening an existing database is read-only until everything checked out: a
+read-only connection runs ``PRAGMA quick_check``, verifies every checksum and that
+the op numbers are contiguous, decodes every JSON text and replays it (an op that
+cannot apply, e.g. a dependency that does not exist, is corruption).  Any problem
+raises ``StoreCorruptError`` naming the file and the problem; nothing is written,
+truncated or dropped (the file is byte-for-byte as it was).  ``check`` runs the
+same load on its own; ``backup`` copies a live database (``sqlite3`` online
+backup: one read transaction, writers keep going).
+
+Durability, the ``fsync`` setting (``synchronous`` of SQLite in WAL mode):
+
+* ``fsync=False`` → ``synchronous=NORMAL``: a commit writes the WAL without
+  fsync.  Every acknowledged write survives a killed process (SIGKILL, OOM, a
+  crash of the server): it is in the WAL file, in the OS's page cache.  A power
+  loss or an OS crash may lose the writes of the last moments (those not yet
+  synced at a checkpoint), never the database's integrity.
+* ``fsync=True`` → ``synchronous=FULL``: the WAL is fsynced at every commit: an
+  acknowledged write also survives a power loss (as far as the disk honours
+  fsync), at the price of one fsync per write.
+
+A data directory in the old format (``log.<gen>.jsonl`` / ``snapshot.json``, see
+``legacy``) is imported once: loaded strictly, written as a snapshot into a new
+database, then the old files are renamed ``*.imported`` (never deleted).
 
 The store calls only ``open`` / ``append`` / ``size`` / ``compact`` / ``close``,
-always under its lock: another on-disk form can replace this module as one unit.
+always under its lock; ``check`` and ``backup`` need no store.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
+import sqlite3
+import threading
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from memlineage.lineage.model import LineageEvent
-from memlineage.store.embedded.row import Row
+from memlineage.lineage.errors import StoreUnavailableError
+from memlineage.lineage.model import MemoryRecord, StatusChange
+from memlineage.lineage.validation import StoreLimits
+from memlineage.store.embedded import legacy
+from memlineage.store.embedded.codec import StoreCorruptError, event_from_json, event_to_json
+from memlineage.store.embedded.row import ROW_FIELDS, Row
 from memlineage.store.embedded.state import State
 
+__all__ = ["DB_NAME", "SqliteLog", "StoreCorruptError", "Summary", "backup", "check"]
 
-def _event_to_json(e: LineageEvent) -> list[Any]:
-    return [int(e.cursor), e.type, e.memory_id, e.at, e.root_id, e.status, e.previous_status,
-            e.reason, e.successor, list(e.affected), e.version]
+DB_NAME = "lineage.sqlite3"
+FORMAT = "1"
+CHUNK_ROWS = 5000
+"""Rows per snapshot part."""
+_SCHEMA = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE ops (seq INTEGER PRIMARY KEY, op TEXT NOT NULL, crc INTEGER NOT NULL)",
+    "CREATE TABLE snapshot (part INTEGER PRIMARY KEY, data TEXT NOT NULL, "
+    "crc INTEGER NOT NULL)",
+)
+_INSERT_OP = "INSERT INTO ops (seq, op, crc) VALUES (?, ?, ?)"
+_DEFAULTS = {f.name: f.default for f in MemoryRecord.__dataclass_fields__.values()}
+_TUPLES = ("tags", "dependencies", "confirmed_by", "contradicted_by")
+_set = object.__setattr__
 
 
-def _event_from_json(ns: str, d: list[Any]) -> LineageEvent:
-    return LineageEvent(cursor=str(d[0]), type=d[1], namespace=ns, memory_id=d[2], at=d[3],
-                        root_id=d[4], status=d[5], previous_status=d[6], reason=d[7],
-                        successor=d[8], affected=tuple(d[9]), version=d[10])
+def crc(position: int, text: str) -> int:
+    """The checksum of a stored JSON text at ``position`` (an op's seq, a part number)."""
+    return zlib.crc32(text.encode("utf-8"), position & 0xFFFFFFFF)
 
 
-class JsonLog:
-    """The write-ahead op log and snapshot of one data directory."""
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a check found in a data directory."""
+
+    path: str
+    records: int
+    namespaces: int
+    ops: int
+    """Ops in the log after the snapshot (replayed at every open)."""
+    snapshot_seq: int
+    """The last op the snapshot covers (0: no snapshot)."""
+    last_seq: int
+    events: int
+    """Lineage events retained, all namespaces."""
+    bytes: int
+    """Size of the database file (without its WAL)."""
+
+    def describe(self) -> str:
+        return (f"{self.path}: ok, {self.records:,} records in {self.namespaces:,} "
+                f"namespaces, {self.events:,} events retained; {self.last_seq:,} ops written, "
+                f"{self.ops:,} after the snapshot (of op {self.snapshot_seq:,}); "
+                f"{self.bytes:,} bytes")
+
+
+# -- reading (read-only, strict) ----------------------------------------------------------
+
+
+def _connect_ro(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                         isolation_level=None, check_same_thread=False, timeout=30)
+    db.execute("PRAGMA query_only = ON")
+    return db
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """Loading builds millions of objects and no cycles: the collector would only
+    rescan them (seconds for a million rows)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _decode(path: Path, what: str, position: int, text: str, stored: int) -> Any:
+    if crc(position, text) != stored:
+        raise StoreCorruptError(path, f"{what} fails its checksum (the stored text was "
+                                "changed after it was written)")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise StoreCorruptError(path, f"{what} is not valid JSON ({exc})") from exc
+
+
+def _problem(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f"refers to {exc.args[0]!r}, which is not stored"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _rows_of(names: list[str], columns: dict[str, list[Any]], n: int) -> list[Row]:
+    """Rows from a snapshot part's columns (fields the part lacks take the record's
+    defaults), built without the per-field bookkeeping of ``Row.__setattr__``: a
+    fresh row has no cached copy and no columns yet (``State.link`` attaches them)."""
+    cols = []
+    for name in names:
+        if name in columns:
+            values = columns[name]
+            if len(values) != n:
+                raise ValueError(f"column {name} holds {len(values)} values, not {n}")
+            if name in _TUPLES:
+                values = [tuple(v) for v in values]
+            elif name == "status_history":
+                values = [tuple(StatusChange(*h) for h in v) if v else () for v in values]
+            cols.append(values)
+        else:
+            cols.append([_DEFAULTS[name]] * n)
+    rows = []
+    k = len(names)
+    for fields in zip(*cols, strict=True):
+        row = Row()
+        for _ in map(_set, repeat(row, k), names, fields):
+            pass
+        rows.append(row)
+    return rows
+
+
+def _load_snapshot(db: sqlite3.Connection, path: Path, state: State) -> int:
+    """Load the snapshot (if any) into ``state``; returns the last op it covers."""
+    cur = db.execute("SELECT part, data, crc FROM snapshot ORDER BY part")
+    first = cur.fetchone()
+    if first is None:
+        return 0
+    part, data, stored = first
+    if part != 0:
+        raise StoreCorruptError(path, "the snapshot's header (part 0) is missing")
+    header = _decode(path, "the snapshot's header", 0, data, stored)
+    try:
+        parts, seq = int(header["parts"]), int(header["seq"])
+        names = [str(f) for f in header["fields"]]
+        spaces: dict[str, Any] = header["spaces"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreCorruptError(path, f"the snapshot's header is incomplete ({exc!r})") from exc
+    known = [f for f in names if f in ROW_FIELDS]
+    loaded: dict[str, list[Row]] = {ns: [] for ns in spaces}
+    expected = 1
+    for part, data, stored in cur:
+        if part != expected:
+            raise StoreCorruptError(path, f"snapshot part {expected} is missing")
+        what = f"snapshot part {part}"
+        chunk = _decode(path, what, part, data, stored)
+        try:
+            ns, columns, review = chunk["n"], chunk["c"], chunk["v"]
+            rows = _rows_of(known, columns, len(review))
+            sp = state.space(ns)
+            nxt = sp.review.next
+            for row, at in zip(rows, review, strict=True):
+                sp.rows[row.id] = row  # all rows first: a link may go to a later row
+                if at is not None:
+                    nxt[row.id] = at
+            loaded[ns].extend(rows)
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise StoreCorruptError(path, f"{what} is malformed ({_problem(exc)})") from exc
+        expected += 1
+    if expected != parts + 1:
+        raise StoreCorruptError(path, f"the snapshot has {expected - 1} of its {parts} parts")
+    for ns, sp_data in spaces.items():
+        what = f"the snapshot of namespace {ns!r}"
+        try:
+            rows = loaded[ns]
+            if len(rows) != sp_data["rows"]:
+                raise ValueError(f"{len(rows)} rows stored, {sp_data['rows']} written")
+            for row in rows:
+                state.link(ns, row)
+            sp = state.space(ns)
+            sp.review.rebuild()
+            sp.claims = {(s, a): i for s, a, i in sp_data["claims"]}
+            for claimed in sp.claims.values():
+                sp.rows[claimed]  # a claim of a memory not stored: KeyError, corrupt
+            sp.counters = {name: [float(t) for t in times]
+                           for name, times in sp_data["counters"].items()}
+            sp.sources = {src: [float(ok), float(bad)]
+                          for src, (ok, bad) in sp_data["sources"].items()}
+            sp.seq = int(sp_data["seq"])
+            sp.events.extend(event_from_json(ns, e) for e in sp_data["events"])
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise StoreCorruptError(path, f"{what} is malformed ({_problem(exc)})") from exc
+    return seq
+
+
+def _replay(db: sqlite3.Connection, path: Path, state: State,
+            after: int) -> tuple[int, int, int]:
+    """Replay the ops after the snapshot; returns (last seq, ops, bytes of op text)."""
+    seq, n, size = after, 0, 0
+    for stored_seq, text, stored in db.execute(
+            "SELECT seq, op, crc FROM ops ORDER BY seq"):
+        if stored_seq <= after:
+            raise StoreCorruptError(path, f"op {stored_seq} is also covered by the snapshot "
+                                    f"(of op {after})")
+        if stored_seq != seq + 1:
+            raise StoreCorruptError(path, f"ops {seq + 1}..{stored_seq - 1} are missing")
+        op = _decode(path, f"op {stored_seq}", stored_seq, text, stored)
+        try:
+            state.apply(op)
+        except Exception as exc:  # anything a hand-edited op can make apply raise
+            raise StoreCorruptError(
+                path, f"op {stored_seq} cannot be replayed: {_problem(exc)}") from exc
+        seq, n, size = stored_seq, n + 1, size + len(text)
+    return seq, n, size
+
+
+def _read(path: Path, state: State) -> tuple[int, int, int, int]:
+    """Check and load the database at ``path`` into ``state`` (empty), read-only.
+    Returns (snapshot seq, last seq, ops after the snapshot, their bytes)."""
+    try:
+        db = _connect_ro(path)
+    except sqlite3.Error as exc:
+        raise StoreCorruptError(path, f"cannot be opened ({exc})") from exc
+    try:
+        with _no_gc():
+            try:
+                tables = {r[0] for r in db.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if not {"meta", "ops", "snapshot"} <= tables:
+                    raise StoreCorruptError(path, "is not a MemLineage store (its tables "
+                                            f"are {sorted(tables) or 'none'})")
+                problems = [r[0] for r in db.execute("PRAGMA quick_check(5)")]
+                if problems != ["ok"]:
+                    raise StoreCorruptError(path, "SQLite integrity check: "
+                                            + "; ".join(map(str, problems)))
+                fmt = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+                if fmt is None or fmt[0] != FORMAT:
+                    raise StoreCorruptError(path, f"format {fmt[0] if fmt else 'missing'} is "
+                                            f"not this version's ({FORMAT})")
+                snap = _load_snapshot(db, path, state)
+                last, n, size = _replay(db, path, state, snap)
+            except sqlite3.Error as exc:
+                raise StoreCorruptError(path, f"SQLite: {exc}") from exc
+    finally:
+        db.close()
+    return snap, last, n, size
+
+
+def _summary(path: Path, state: State, snap: int, last: int, n: int) -> Summary:
+    spaces = [sp for sp in state.spaces.values() if sp.rows]
+    return Summary(path=str(path), records=sum(len(sp.rows) for sp in spaces),
+                   namespaces=len(spaces), ops=n, snapshot_seq=snap, last_seq=last,
+                   events=sum(len(sp.events) for sp in state.spaces.values()),
+                   bytes=path.stat().st_size)
+
+
+def check(directory: str | os.PathLike[str], limits: StoreLimits | None = None) -> Summary:
+    """Check the data directory's database read-only, as an open would: raises
+    ``StoreCorruptError`` (or ``FileNotFoundError`` when there is none)."""
+    path = Path(directory) / DB_NAME
+    changed = threading.Condition()
+    state = State(limits or StoreLimits(), changed)
+    if not path.exists():
+        old = legacy.legacy_files(Path(directory))
+        if old:
+            with changed:
+                n = legacy.load_legacy(Path(directory), state)
+            spaces = [sp for sp in state.spaces.values() if sp.rows]
+            return Summary(path=", ".join(str(p) for p in old),
+                           records=sum(len(sp.rows) for sp in spaces),
+                           namespaces=len(spaces), ops=n, snapshot_seq=0, last_seq=n,
+                           events=sum(len(sp.events) for sp in state.spaces.values()),
+                           bytes=sum(p.stat().st_size for p in old))
+        raise FileNotFoundError(f"no embedded store in {directory} (no {DB_NAME})")
+    with changed:
+        snap, last, n, _ = _read(path, state)
+    return _summary(path, state, snap, last, n)
+
+
+def backup(directory: str | os.PathLike[str], dest: str | os.PathLike[str]) -> Summary:
+    """Copy the data directory's database into the directory ``dest`` (created; it
+    must hold no store yet) with SQLite's online backup: one read transaction, so
+    the copy is consistent while a server keeps writing.  Returns the copy's check."""
+    source = Path(directory) / DB_NAME
+    if not source.exists():
+        raise FileNotFoundError(f"no embedded store in {directory} (no {DB_NAME})")
+    out = Path(dest)
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / DB_NAME
+    if target.exists():
+        raise FileExistsError(f"{target} exists: back up into a new directory")
+    partial = out / f"{DB_NAME}.partial"
+    partial.unlink(missing_ok=True)
+    src = _connect_ro(source)
+    try:
+        dst = sqlite3.connect(partial, isolation_level=None)
+        try:
+            src.backup(dst)
+            dst.execute("PRAGMA journal_mode = WAL")
+        finally:
+            dst.close()
+    finally:
+        src.close()
+    os.replace(partial, target)
+    _sync_dir(out)
+    return check(out)
+
+
+def _sync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError):  # not every platform can open a directory
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# -- writing ------------------------------------------------------------------------------
+
+
+def _snapshot_parts(state: State, seq: int) -> Iterator[tuple[int, str]]:
+    """The snapshot as (part, JSON text): rows column-wise in chunks of CHUNK_ROWS,
+    then the header (part 0).  Rows keep insertion order (the columns' order)."""
+    part = 0
+    header: dict[str, Any] = {}
+    for ns, sp in state.spaces.items():
+        rows = list(sp.rows.values())
+        nxt = sp.review.next
+        for start in range(0, len(rows), CHUNK_ROWS):
+            chunk = rows[start:start + CHUNK_ROWS]
+            part += 1
+            yield part, _dumps({
+                "n": ns, "c": {f: [getattr(r, f) for r in chunk] for f in ROW_FIELDS},
+                "v": [nxt.get(r.id) for r in chunk]})
+        header[ns] = {"rows": len(rows),
+                      "claims": [[s, a, i] for (s, a), i in sp.claims.items()],
+                      "counters": sp.counters, "sources": sp.sources, "seq": sp.seq,
+                      "events": [event_to_json(e) for e in sp.events]}
+    yield 0, _dumps({"format": FORMAT, "seq": seq, "parts": part, "fields": ROW_FIELDS,
+                     "spaces": header})
+
+
+def _create(path: Path, fsync: bool) -> sqlite3.Connection:
+    db = _connect_rw(path, fsync)
+    db.execute("PRAGMA journal_mode = WAL")
+    with _transaction(db):
+        for statement in _SCHEMA:
+            db.execute(statement)
+        db.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
+    return db
+
+
+def _connect_rw(path: Path, fsync: bool) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
+    db.execute(f"PRAGMA synchronous = {'FULL' if fsync else 'NORMAL'}")
+    db.execute("PRAGMA journal_size_limit = 67108864")  # the WAL shrinks back to 64 MiB
+    return db
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _write_snapshot(db: sqlite3.Connection, state: State, seq: int) -> None:
+    """Replace the snapshot and the ops it covers, in one transaction."""
+    with _transaction(db):
+        db.execute("DELETE FROM snapshot")
+        for part, text in _snapshot_parts(state, seq):
+            db.execute("INSERT INTO snapshot (part, data, crc) VALUES (?, ?, ?)",
+                       (part, text, crc(part, text)))
+        db.execute("DELETE FROM ops WHERE seq <= ?", (seq,))
+
+
+class SqliteLog:
+    """The write-ahead op log and snapshot of one data directory, in SQLite."""
 
     def __init__(self, directory: str | os.PathLike[str], *, fsync: bool = False) -> None:
         self._dir = Path(directory)
+        self.path = self._dir / DB_NAME
         self._fsync = fsync
-        self._file: IO[str] | None = None
-        self._generation = 0
-
-    def _path(self, generation: int) -> Path:
-        return self._dir / f"log.{generation}.jsonl"
+        self._db: sqlite3.Connection | None = None
+        self._seq = 0  # the last op written
+        self._bytes = 0  # op text written since the snapshot
 
     def open(self, state: State) -> None:
-        """Load the snapshot and replay the log into ``state`` (empty), then open the
-        log for appending."""
+        """Check and load the database into ``state`` (empty), read-only, then open it
+        for writing; a directory without one gets a new database (importing the old
+        JSON-lines files when there are some).  Raises ``StoreCorruptError``."""
         self._dir.mkdir(parents=True, exist_ok=True)
-        snapshot = self._dir / "snapshot.json"
-        if snapshot.exists():
-            data = json.loads(snapshot.read_text(encoding="utf-8"))
-            self._generation = data["generation"]
-            for ns, sp in data["spaces"].items():
-                space = state.space(ns)
-                # All rows first: add_dependencies may have linked a row to a later one.
-                rows = [Row.from_json(row) for row in sp["rows"]]
-                for row in rows:
-                    space.rows[row.id] = row
-                for row in rows:
-                    state.link(ns, row)
-                space.claims = {(s, a): i for s, a, i in sp["claims"]}
-                for name, times in sp["counters"].items():
-                    space.counters[name] = list(times)
-                space.sources = {src: list(okbad) for src, okbad in
-                                 sp.get("sources", {}).items()}
-                for memory_id, at in sp.get("review", ()):
-                    space.review.next[memory_id] = at
-                space.review.rebuild()
-                space.seq = sp.get("seq", 0)
-                space.events.extend(_event_from_json(ns, e) for e in sp.get("events", ()))
-        path = self._path(self._generation)
-        if path.exists():
-            self._replay(path, state)
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the store
+        if self.path.exists():
+            _, self._seq, _, self._bytes = _read(self.path, state)
+            self._db = _connect_rw(self.path, self._fsync)
+            self._finish_import()
+            return
+        old = legacy.legacy_files(self._dir)
+        partial = self._dir / f"{DB_NAME}.partial"
+        for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
+            leftover.unlink(missing_ok=True)  # a create or import that did not finish
+        if old:
+            legacy.load_legacy(self._dir, state)  # strict: raises before anything is written
+        db = _create(partial, True)
+        try:
+            if old:
+                _write_snapshot(db, state, 0)
+                db.execute("INSERT INTO meta VALUES ('imported', ?)",
+                           (_dumps([p.name for p in old]),))
+        finally:
+            db.close()
+        os.replace(partial, self.path)
+        _sync_dir(self._dir)
+        for p in old:  # kept, renamed: the database is the store from now on
+            os.replace(p, p.with_name(p.name + ".imported"))
+        self._db = _connect_rw(self.path, self._fsync)
 
-    def _replay(self, path: Path, state: State) -> None:
-        with open(path, "rb") as fh:
-            lines = fh.read().split(b"\n")
-        good = 0
-        for line in lines:
-            if not line:
-                continue
-            try:
-                op = json.loads(line)
-            except ValueError:
-                break  # torn tail from a crash mid-write: everything before it is intact
-            state.apply(op)
-            good += len(line) + 1
-        if good < path.stat().st_size:
-            with open(path, "r+b") as fh:
-                fh.truncate(good)
+    def _finish_import(self) -> None:
+        """Rename the old files an import read, when a crash came between the new
+        database and their renaming (the database lists them)."""
+        assert self._db is not None
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'imported'").fetchone()
+        if row is None:
+            return
+        names = set(json.loads(row[0]))
+        for p in legacy.legacy_files(self._dir):
+            if p.name in names:
+                os.replace(p, p.with_name(p.name + ".imported"))
 
     def append(self, op: dict[str, Any]) -> None:
-        """Write-ahead: the op is on disk (OS buffers, or fsynced) before the store
+        """Write-ahead: the op is committed (its own transaction) before the store
         applies it.  Nothing is written once the log is closed."""
-        if self._file is None:
+        db = self._db
+        if db is None:
             return
-        self._file.write(json.dumps(op, separators=(",", ":")) + "\n")
-        self._file.flush()
-        if self._fsync:
-            os.fsync(self._file.fileno())
+        text = _dumps(op)
+        seq = self._seq + 1
+        try:
+            db.execute(_INSERT_OP, (seq, text, crc(seq, text)))
+        except sqlite3.IntegrityError as exc:
+            raise StoreUnavailableError(
+                f"embedded store {self.path}: op {seq} was written by another process; "
+                "one data directory serves one store") from exc
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(
+                f"embedded store {self.path}: the write failed ({exc})") from exc
+        self._seq = seq
+        self._bytes += len(text)
 
     def size(self) -> int | None:
-        """Bytes in the current log generation; None once closed."""
-        if self._file is None:
-            return None
-        return os.fstat(self._file.fileno()).st_size
+        """Bytes of op text written since the snapshot; None once closed."""
+        return None if self._db is None else self._bytes
 
     def compact(self, state: State) -> None:
-        """Snapshot the whole state and start a new, empty log generation."""
-        gen = self._generation + 1
-        # Rows keep insertion order, so dependencies precede their dependents.
-        data = {"generation": gen, "spaces": {
-            ns: {"rows": [row.to_json() for row in sp.rows.values()],
-                 "claims": [[s, a, i] for (s, a), i in sp.claims.items()],
-                 "counters": sp.counters, "seq": sp.seq,
-                 "sources": sp.sources,
-                 "review": [[i, t] for i, t in sp.review.next.items()],
-                 "events": [_event_to_json(e) for e in sp.events]}
-            for ns, sp in state.spaces.items()}}
-        tmp = self._dir / "snapshot.json.tmp"
-        tmp.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
-        new_log = open(self._path(gen), "a", encoding="utf-8")  # noqa: SIM115
-        os.replace(tmp, self._dir / "snapshot.json")
-        old = self._path(self._generation)
-        if self._file is not None:
-            self._file.close()
-        self._file, self._generation = new_log, gen
-        old.unlink(missing_ok=True)
+        """Snapshot the whole state, replacing the ops it covers (one transaction),
+        then checkpoint the WAL into the database."""
+        db = self._db
+        if db is None:
+            return
+        _write_snapshot(db, state, self._seq)
+        self._bytes = 0
+        with contextlib.suppress(sqlite3.OperationalError):  # a reader holds it: later
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._db is not None:
+            self._db.close()
+            self._db = None

@@ -2,9 +2,9 @@
 
 State lives in per-namespace ``Space``s (``state.State``) behind one re-entrant
 lock (so a namespace can never see another's keys by construction).  Every
-primitive checks under the lock, hands the op to the log (``persistence.JsonLog``,
-with a data directory: write-ahead) and applies it with the same deterministic
-apply function that replays it.
+primitive checks under the lock, hands the op to the log (``persistence.SqliteLog``,
+with a data directory: committed to SQLite, write-ahead) and applies it with the same
+deterministic apply function that replays it.
 
 Reads hand out frozen MemoryRecords cached on each row (see ``row.Row``): built on
 the first read after a change, then the same object until the row, its history
@@ -15,6 +15,9 @@ Lineage events are produced by the same apply functions, under the same lock,
 from the same op: replay regenerates them with the same per-namespace sequence
 numbers (the cursors), and the snapshot carries the retained events and the
 sequence, so a restart resumes every reader's cursor.
+
+A data directory that cannot be read back as written (a changed byte, a hand-edited
+op, a truncated file) refuses to open: ``StoreCorruptError``, the file untouched.
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ from memlineage.lineage.validation import (
     validate_new,
 )
 from memlineage.store.base import MAX_BATCH_IDS, LineageStore
-from memlineage.store.embedded.persistence import JsonLog
+from memlineage.store.embedded import persistence
+from memlineage.store.embedded.persistence import SqliteLog, Summary
 from memlineage.store.embedded.row import STAMPS, Row
 from memlineage.store.embedded.state import PENDING, State
 from memlineage.store.window import change_of, count_in
@@ -90,15 +94,18 @@ class EmbeddedStore(LineageStore):
         self._spaces = self._state.spaces
         self.epoch = 0
         self.access_epoch = 0
-        self._log = JsonLog(data_dir, fsync=fsync) if data_dir is not None else None
+        self._dir = os.fspath(data_dir) if data_dir is not None else None
+        self._log = SqliteLog(data_dir, fsync=fsync) if data_dir is not None else None
         if self._log is not None:
             with self._lock:
                 self._log.open(self._state)
 
-    # -- persistence (all of it in ``JsonLog``) ------------------------------------
+    # -- persistence (all of it in ``persistence.SqliteLog``) ----------------------
 
     def _append(self, op: dict[str, Any]) -> None:
-        """Write-ahead: the op is on disk (OS buffers, or fsynced) before it is applied.
+        """Write-ahead: the op is committed to SQLite (synchronous=NORMAL, or FULL
+        with ``fsync``) before it is applied; a failed write raises
+        StoreUnavailableError and nothing is applied.
         Every write passes here, under the lock: the write counters move here too."""
         kind = op["o"]
         if kind == "A":
@@ -135,15 +142,17 @@ class EmbeddedStore(LineageStore):
         return True
 
     def compact(self) -> None:
-        """Snapshot the whole state and start a new, empty log generation."""
+        """Snapshot the whole state into the database, replacing the ops it covers
+        (one transaction): the next open replays only what came after."""
         if self._log is None:
             return
         with self._lock:
             self._log.compact(self._state)
 
     def maybe_compact(self, max_log_bytes: int) -> bool:
-        """Compact when the current log generation has grown past `max_log_bytes`
-        (the server calls this periodically: every access flush is a log line)."""
+        """Snapshot when the ops written since the last snapshot exceed `max_log_bytes`
+        of JSON text (the server calls this periodically: every access flush is an op),
+        so a restart's replay stays bounded."""
         with self._lock:
             size = self._log.size() if self._log is not None else None
             if size is None or size <= max_log_bytes:
@@ -155,6 +164,20 @@ class EmbeddedStore(LineageStore):
         with self._lock:
             if self._log is not None:
                 self._log.close()
+
+    def check(self) -> Summary:
+        """Check the data directory's database read-only, as an open does (the
+        committed state, on its own connection): ``StoreCorruptError`` on a problem."""
+        if self._dir is None:
+            raise ValueError("an in-memory embedded store has nothing on disk to check")
+        return persistence.check(self._dir, self.limits)
+
+    def backup(self, dest: str | os.PathLike[str]) -> Summary:
+        """Copy the database into the new directory ``dest`` while the store keeps
+        serving (SQLite online backup, on its own connection); returns the copy's check."""
+        if self._dir is None:
+            raise ValueError("an in-memory embedded store has nothing on disk to back up")
+        return persistence.backup(self._dir, dest)
 
     # -- primitives -----------------------------------------------------------------
 
