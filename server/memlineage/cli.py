@@ -84,7 +84,34 @@ def _parser() -> argparse.ArgumentParser:
                        "embedded:///dir not in use by a server) instead of over gRPC")
     sweep.add_argument("--config", help="TOML configuration (scoring thresholds)")
     remote(sweep)
+
+    store = sub.add_parser("store", help="the embedded store's data directory (offline or "
+                           "while a server runs on it)")
+    store_sub = store.add_subparsers(dest="store_command", required=True, metavar="ACTION")
+    store_check = store_sub.add_parser("check", help="check a data directory read-only "
+                                       "(exit 0 and a summary; 1 and the problem)")
+    store_check.add_argument("dir", metavar="DIR")
+    store_backup = store_sub.add_parser("backup", help="copy a data directory's database "
+                                        "into the new directory DEST (online)")
+    store_backup.add_argument("dir", metavar="DIR")
+    store_backup.add_argument("dest", metavar="DEST")
     return p
+
+
+def _store(args: argparse.Namespace) -> int:
+    from memlineage.store.embedded import persistence
+
+    try:
+        if args.store_command == "check":
+            summary = persistence.check(args.dir)
+        else:
+            summary = persistence.backup(args.dir, args.dest)
+            print(f"backed up {args.dir} into {args.dest}")
+    except (persistence.StoreCorruptError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(summary.describe())
+    return 0
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -193,6 +220,7 @@ def _serve(args: argparse.Namespace) -> int:
     from memlineage.config import ConfigError, load_config
     from memlineage.engine.policies import PolicyLoadError
     from memlineage.sidecar import run
+    from memlineage.store.embedded.persistence import StoreCorruptError
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     overrides = {k: getattr(args, k) for k in (
@@ -206,6 +234,9 @@ def _serve(args: argparse.Namespace) -> int:
     except PolicyLoadError as exc:
         for d in exc.diagnostics:
             print(f"{d.location}: {d.severity}[{d.code}]: {d.message}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except StoreCorruptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
@@ -237,6 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _explain(args)
     if args.command == "sweep":
         return _sweep(args)
+    if args.command == "store":
+        return _store(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 
