@@ -1,0 +1,277 @@
+"""The embedded store's data directory under faults, with real processes: a
+`memlineage serve --data-dir` killed with SIGKILL mid-load keeps every write it
+acknowledged; a damaged database (a flipped byte, a truncated file, a hand-edited
+op) makes `memlineage serve` refuse to start with one line and a non-zero exit,
+the file byte-for-byte as it was; `memlineage store check` / `backup` on a live
+directory."""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from memlineage.client import MemLineageClient, MemLineageError
+from memlineage.lineage.clock import ManualClock
+from memlineage.lineage.model import MemoryRecord
+from memlineage.store.embedded import EmbeddedStore
+from memlineage.store.embedded.persistence import DB_NAME
+from memlineage.v1 import memlineage_pb2 as pb
+
+POLICY = """policy low_confidence_reasoning priority 50 {
+  on read
+  when memory.creator.kind == reasoning and memory.confidence < 0.7
+  deny "doubtful reasoning"
+}
+"""
+NS = "default"
+
+
+class Server:
+    """`memlineage serve` on a free loopback port, its output read on a thread."""
+
+    def __init__(self, data: Path, policies: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
+             "--decision-log", "off", "--policies", str(policies), "--data-dir", str(data)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        deadline = time.monotonic() + 30
+        seen: list[str] = []
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                break
+            seen.append(line)
+            m = re.search(r"memlineage serving on 127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.address = f"127.0.0.1:{m.group(1)}"
+                return
+        self.kill()
+        raise AssertionError(f"the server did not start: {''.join(seen)}")
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=20)
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=20)
+
+
+@pytest.fixture
+def policies(tmp_path: Path) -> Path:
+    p = tmp_path / "policies"
+    p.mkdir()
+    (p / "main.mlp").write_text(POLICY)
+    return p
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Server]]:
+    started: list[Server] = []
+    yield started
+    for s in started:
+        s.kill()
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "memlineage", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_sigkill_mid_load_keeps_every_acknowledged_record(tmp_path: Path, policies: Path,
+                                                          servers: list[Server]) -> None:
+    data = tmp_path / "data"
+    server = Server(data, policies)
+    servers.append(server)
+    acked: list[str] = []
+    failed: list[BaseException] = []
+
+    def load() -> None:
+        with MemLineageClient(server.address, timeout=5) as c:
+            i = 0
+            while i < 100_000:
+                memory_id = f"m{i}"
+                deps = [f"m{i - 1}"] if i and i % 3 else []
+                try:
+                    out = c.record(memory_id, creator="tool:crawler", confidence=0.9,
+                                   dependencies=deps, claim=("doc", f"k{i % 50}", f"v{i}"))
+                except MemLineageError as exc:  # the server died: stop
+                    failed.append(exc)
+                    return
+                assert out.recorded
+                acked.append(memory_id)
+                i += 1
+
+    loader = threading.Thread(target=load, daemon=True)
+    loader.start()
+    deadline = time.monotonic() + 60
+    while len(acked) < 300 and time.monotonic() < deadline and loader.is_alive():
+        time.sleep(0.05)
+    assert len(acked) >= 300, failed
+    server.kill()  # SIGKILL while the client is still recording
+    loader.join(timeout=30)
+    assert not loader.is_alive() and failed, "the loader should have seen the server die"
+    assert server.proc.returncode == -signal.SIGKILL
+
+    # Through the store itself: every acknowledged record, with its lineage.
+    store = EmbeddedStore(data)
+    try:
+        got = store.get_many(NS, acked)
+        assert sorted(got) == sorted(acked)
+        for memory_id in acked[1:]:
+            i = int(memory_id[1:])
+            expected = (f"m{i - 1}",) if i % 3 else ()
+            assert got[memory_id].dependencies == expected
+        store.check()
+    finally:
+        store.close()
+
+    # Through a restarted server: Explain and Check see them.
+    again = Server(data, policies)
+    servers.append(again)
+    with MemLineageClient(again.address, timeout=10) as c:
+        for memory_id in acked[:: max(1, len(acked) // 50)] + [acked[-1]]:
+            assert c.explain(memory_id).memory.id == memory_id
+            assert c.check("read", memory_id).effect == pb.EFFECT_ALLOW
+    assert again.stop() == 0
+
+
+def _populate(data: Path) -> None:
+    store = EmbeddedStore(data, clock=ManualClock(1_700_000_000.0))
+    for i in range(600):
+        store.record(MemoryRecord(id=f"mem:{i:04d}", namespace=NS, creator_id="user:u",
+                                  subject="trip", attribute=f"leg{i}",
+                                  value=f"Paris to Rome, seat {i:04d}, window, aisle",
+                                  dependencies=(f"mem:{i - 1:04d}",) if i else ()))
+    store.close()
+
+
+def _flip_middle_byte(db: Path) -> None:
+    raw = bytearray(db.read_bytes())
+    raw[len(raw) // 2] ^= 0x20
+    db.write_bytes(bytes(raw))
+
+
+def _truncate(db: Path) -> None:
+    raw = db.read_bytes()
+    db.write_bytes(raw[: len(raw) // 2])
+
+
+def _edit_a_value(db: Path) -> None:
+    con = sqlite3.connect(db, isolation_level=None)
+    try:  # a letter changed inside a stored value, the checksum left as it was
+        n = con.execute("UPDATE ops SET op = replace(op, 'seat 0300', 'seat 0301') "
+                        "WHERE op LIKE '%seat 0300%'").rowcount
+        assert n == 1
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize("damage", [_flip_middle_byte, _truncate, _edit_a_value],
+                         ids=["flipped-byte", "truncated", "hand-edited"])
+def test_a_damaged_database_refuses_to_start_and_is_left_untouched(
+        tmp_path: Path, policies: Path, damage) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "data"
+    _populate(data)
+    db = data / DB_NAME
+    assert sorted(p.name for p in data.iterdir()) == [DB_NAME]  # closed: no WAL left
+    damage(db)
+    before = sha(db)
+
+    out = subprocess.run(
+        [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
+         "--decision-log", "off", "--policies", str(policies), "--data-dir", str(data)],
+        capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert "Traceback" not in out.stderr
+    assert lines[0].startswith(f"error: embedded store {db} cannot be read: ")
+    assert "nothing on disk was changed" in lines[0]
+    assert sha(db) == before
+
+    checked = cli("store", "check", str(data))
+    assert checked.returncode == 1
+    assert checked.stderr.strip() == lines[0]
+    assert sha(db) == before
+
+
+def test_store_check_and_backup_while_a_server_writes(tmp_path: Path, policies: Path,
+                                                      servers: list[Server]) -> None:
+    data = tmp_path / "data"
+    server = Server(data, policies)
+    servers.append(server)
+    stop = threading.Event()
+    acked: list[str] = []
+
+    def load() -> None:
+        with MemLineageClient(server.address, timeout=10) as c:
+            i = 0
+            while not stop.is_set():
+                c.record(f"w{i}", creator="tool:crawler",
+                         dependencies=[f"w{i - 1}"] if i else [])
+                acked.append(f"w{i}")
+                i += 1
+
+    loader = threading.Thread(target=load, daemon=True)
+    loader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(acked) < 100 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(acked) >= 100
+        checked = cli("store", "check", str(data))
+        assert checked.returncode == 0, checked.stderr
+        m = re.search(r": ok, ([\d,]+) records in 1 namespaces", checked.stdout)
+        assert m and int(m.group(1).replace(",", "")) >= 100, checked.stdout
+        dest = tmp_path / "backup"
+        copied = cli("store", "backup", str(data), str(dest))
+        assert copied.returncode == 0, copied.stderr
+        at_backup = len(acked)
+    finally:
+        stop.set()
+        loader.join(timeout=30)
+    assert not loader.is_alive()
+    assert f"backed up {data} into {dest}" in copied.stdout
+    assert server.stop() == 0
+
+    # The copy opens and checks clean, with the writes acknowledged before it began.
+    assert cli("store", "check", str(dest)).returncode == 0
+    copy = EmbeddedStore(dest)
+    try:
+        have = set(copy.get_many(NS, acked))
+        assert set(acked[:100]) <= have and len(have) <= len(acked)
+        assert len(have) >= 100 and at_backup >= 100
+        # The copy is a store of its own: it takes writes.
+        copy.record(MemoryRecord(id="after-restore", namespace=NS, creator_id="user:u"))
+    finally:
+        copy.close()
+    # A second backup into the same place is refused, the first copy kept.
+    again = cli("store", "backup", str(data), str(dest))
+    assert again.returncode == 1 and "exists" in again.stderr
+    assert cli("store", "check", str(dest)).returncode == 0
+    missing = cli("store", "check", str(tmp_path / "nowhere"))
+    assert missing.returncode == 1 and "no embedded store" in missing.stderr
