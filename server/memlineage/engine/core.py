@@ -228,7 +228,7 @@ class Engine:
         reads = serving.compiled.plans[op].reads
         snap, facts = snapshot_of(records, self.store, ns, now, scores=self._scores(
             ns, records, now, reads, epoch=window.epoch), reads=reads)
-        self._bound(snap)
+        self._bound(snap, window)
         memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
         req = Request(op, memories[0], actor, ns, spend, now, action, historical,
                       memories=memories if op == "act" else ())
@@ -271,10 +271,12 @@ class Engine:
             self.log.write(ctx.record(decision_id, now))
         return decision_id, now
 
-    def _bound(self, snap: StoreSnapshot) -> None:
-        """How fast this configuration's scores can fall: the snapshot's horizons."""
+    def _bound(self, snap: StoreSnapshot, window: Window | None = None) -> None:
+        """How fast this configuration's scores can fall: the snapshot's horizons, worked
+        out only when the decision may be kept (an open reuse `window`)."""
         snap.half_life_min = self.scoring.min_half_life
         snap.value_decay = (self.scoring.beta, self.scoring.relevance_lambda)
+        snap.timed = window is not None and window.table is not None
 
     def _decide_safely(self, compiled: CompiledPolicySet, req: Request, snap: StoreSnapshot,
                        op: str) -> Decision:
@@ -324,7 +326,7 @@ class Engine:
         scores = self._scores(ns, records, now, reads, rank=ids or ("",), epoch=window.epoch)
         assert scores is not None  # rank= always asks for values
         snap, facts = snapshot_of(records, self.store, ns, now, scores=scores, reads=reads)
-        self._bound(snap)
+        self._bound(snap, window)
         compiled, version = serving.compiled, serving.version
         decision_ids, serials = issue_decision_ids(now, len(candidates))
         # One request object, re-pointed at each candidate (the evaluator keeps none).
