@@ -1,20 +1,30 @@
-"""The embedded log is compacted into a snapshot once it grows past a size, and a
-restart from the data directory still finds everything."""
+"""The embedded store's op log is folded into a snapshot (in the same SQLite database,
+one transaction) once the ops since the last one outgrow a size, so a restart
+replays little; a restart after it still finds everything."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from memlineage.lineage.clock import ManualClock
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store.embedded import EmbeddedStore
+from memlineage.store.embedded.persistence import DB_NAME
 
 
-def log_bytes(data: Path) -> int:
-    return sum(p.stat().st_size for p in data.iterdir() if p.name.startswith("log"))
+def tables(data: Path) -> tuple[int, int]:
+    """(ops rows, snapshot parts) in the data directory's database."""
+    con = sqlite3.connect(f"{(data / DB_NAME).as_uri()}?mode=ro", uri=True)
+    try:
+        ops = con.execute("SELECT count(*) FROM ops").fetchone()[0]
+        parts = con.execute("SELECT count(*) FROM snapshot").fetchone()[0]
+        return ops, parts
+    finally:
+        con.close()
 
 
-def test_log_compacts_past_the_threshold_and_survives_restart(tmp_path: Path) -> None:
+def test_log_snapshots_past_the_threshold_and_survives_restart(tmp_path: Path) -> None:
     clock = ManualClock(1000.0)
     store = EmbeddedStore(tmp_path, clock=clock)
     for i in range(50):
@@ -22,19 +32,23 @@ def test_log_compacts_past_the_threshold_and_survives_restart(tmp_path: Path) ->
                                   dependencies=(f"m{i - 1}",) if i else ()))
     store.record_access("n", ["m1", "m2"])
     assert not store.maybe_compact(10_000_000)  # under the threshold: nothing happens
-    grown = log_bytes(tmp_path)
+    assert tables(tmp_path) == (51, 0)
     assert store.maybe_compact(1_000)
-    assert log_bytes(tmp_path) < grown and (tmp_path / "snapshot.json").exists()
+    assert tables(tmp_path) == (0, 2)  # the header and one part of rows
+    assert not store.maybe_compact(1_000)  # nothing written since
     store.revoke("n", "m0")
+    assert tables(tmp_path) == (1, 2)
     store.close()
 
     again = EmbeddedStore(tmp_path, clock=clock)
     assert again.get("n", "m1").access_count == 1
     assert again.get("n", "m49").status == "pending_verification"  # the cascade after it
     assert again.get("n", "m0").status == "revoked"
+    assert [e.cursor for e in again.events("n", limit=1000)[0]][-2:] == ["51", "52"]
+    again.close()
 
 
-def test_the_servers_periodic_flush_compacts(tmp_path: Path) -> None:
+def test_the_servers_periodic_flush_snapshots(tmp_path: Path) -> None:
     from memlineage.engine.core import Engine
     from memlineage.engine.policies import PolicyHolder
     from memlineage.sidecar import flush
@@ -45,6 +59,7 @@ def test_the_servers_periodic_flush_compacts(tmp_path: Path) -> None:
     engine = Engine(store, PolicyHolder(BUNDLED_POLICIES), clock=ManualClock(1000.0))
     engine.access.add("n", ["m"], 1000.0)  # type: ignore[union-attr]
     flush(engine, 1)
-    assert (tmp_path / "snapshot.json").exists()
+    assert tables(tmp_path) == (0, 2)
     assert store.get("n", "m").access_count == 1
     store.close()
+    assert EmbeddedStore(tmp_path).get("n", "m").access_count == 1

@@ -1,10 +1,11 @@
-"""Restarts lose nothing: the embedded data directory and redis-server with AOF.
+"""Restarts lose nothing: the embedded data directory (SQLite) and redis-server with AOF.
 
 ``state`` includes the whole lineage event log with its cursors, so every restart
 test also checks that readers can resume from the same cursors afterwards."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from memlineage.lineage import (
     StoreUnavailableError,
 )
 from memlineage.store import EmbeddedStore, LineageStore, open_store
+from memlineage.store.embedded import persistence
+from memlineage.store.embedded.persistence import DB_NAME
 from support.memories import NOW
 from support.redis_servers import start_redis_server
 
@@ -166,30 +169,41 @@ def test_embedded_survives_a_crash_without_close(tmp_path: Path) -> None:
 def test_embedded_compaction_then_restart(tmp_path: Path) -> None:
     store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
     populate(store)
-    store.compact()
-    store.revoke(NS, "new", now=NOW + 6)  # written to the new log generation
+    store.compact()  # the snapshot replaces every op so far, in the database
+    store.revoke(NS, "new", now=NOW + 6)  # one op after the snapshot
     before = state(store)
     store.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.1.jsonl", "snapshot.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [DB_NAME]
+    summary = persistence.check(tmp_path)
+    assert (summary.ops, summary.last_seq - summary.snapshot_seq) == (1, 1)
     reopened = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
     assert state(reopened) == before
     assert before["claim"] is None  # released by the revoke after the snapshot
     reopened.close()
 
 
-def test_embedded_ignores_a_torn_last_line(tmp_path: Path) -> None:
-    store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+def test_embedded_imports_an_old_log_with_a_torn_last_line(tmp_path: Path) -> None:
+    """A data directory of the JSON-lines log (before SQLite) is imported: a torn last
+    line (a crash mid-write, never acknowledged) is left out, everything else kept."""
+    store = EmbeddedStore(tmp_path / "new", clock=ManualClock(NOW))
     populate(store)
     before = state(store)
     store.close()
-    with open(tmp_path / "log.0.jsonl", "a", encoding="utf-8") as fh:
-        fh.write('{"o":"r","n":"tenant:p","r":{"id":"half')  # crash mid-write
-    reopened = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    with sqlite3.connect(tmp_path / "new" / DB_NAME) as con:  # the ops are the log's lines
+        lines = [op for (op,) in con.execute("SELECT op FROM ops ORDER BY seq")]
+    con.close()
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "log.0.jsonl").write_text("\n".join(lines) + "\n"
+                                     + '{"o":"r","n":"tenant:p","r":{"id":"half')
+    reopened = EmbeddedStore(old, clock=ManualClock(NOW))
     assert state(reopened) == before
     reopened.record(MemoryRecord(id="next", namespace=NS, creator_id="user:u"))
     reopened.close()
-    third = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    assert sorted(p.name for p in old.iterdir()) == [DB_NAME, "log.0.jsonl.imported"]
+    third = EmbeddedStore(old, clock=ManualClock(NOW))
     assert third.get(NS, "next").id == "next"
+    assert third.get(NS, "root").status == "revoked"
     third.close()
 
 
