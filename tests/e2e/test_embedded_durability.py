@@ -153,7 +153,7 @@ def test_sigkill_mid_load_keeps_every_acknowledged_record(tmp_path: Path, polici
     again = Server(data, policies)
     servers.append(again)
     with MemLineageClient(again.address, timeout=10) as c:
-        for memory_id in acked[:: max(1, len(acked) // 50)] + [acked[-1]]:
+        for memory_id in [*acked[:: max(1, len(acked) // 50)], acked[-1]]:
             assert c.explain(memory_id).memory.id == memory_id
             assert c.check("read", memory_id).effect == pb.EFFECT_ALLOW
     assert again.stop() == 0

@@ -1,0 +1,430 @@
+"""The embedded store's SQLite database: write-ahead commits, the fsync setting, the
+checks at open (checksums, contiguous ops, replay, SQLite's own), a refusal that
+leaves the file untouched, one writer per directory, check / backup, and the
+one-time import of the old JSON-lines format."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from memlineage.lineage import ManualClock, MemoryRecord, NotFoundError, StoreUnavailableError
+from memlineage.store.embedded import EmbeddedStore, persistence
+from memlineage.store.embedded.persistence import DB_NAME, StoreCorruptError
+from support.memories import NOW
+
+NS = "tenant:sql"
+
+
+def mem(memory_id: str, *deps: str, value: str | None = None) -> MemoryRecord:
+    return MemoryRecord(id=memory_id, namespace=NS, creator_id="user:u", dependencies=deps,
+                        subject="trip" if value else None, attribute=memory_id if value else None,
+                        value=value)
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def ro(data: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"{(data / DB_NAME).as_uri()}?mode=ro", uri=True)
+
+
+def rw(data: Path) -> sqlite3.Connection:
+    return sqlite3.connect(data / DB_NAME, isolation_level=None)
+
+
+def ops(data: Path) -> list[tuple[int, str]]:
+    con = ro(data)
+    try:
+        return con.execute("SELECT seq, op FROM ops ORDER BY seq").fetchall()
+    finally:
+        con.close()
+
+
+def written(data: Path, n: int = 6, snapshot: bool = False) -> Path:
+    store = EmbeddedStore(data, clock=ManualClock(NOW))
+    store.record(mem("m0", value="Paris"))
+    for i in range(1, n):
+        store.record(mem(f"m{i}", f"m{i - 1}", value=f"Rome {i}"))
+    if snapshot:
+        store.compact()
+        store.revoke(NS, "m0", reason="bad")
+    store.close()
+    return data
+
+
+# -- writes ---------------------------------------------------------------------------------
+
+
+def test_every_write_is_committed_before_it_is_applied(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    store.record(mem("a"))
+    # Another connection sees the op at once: it is committed, not buffered.
+    assert [json.loads(op)["r"]["id"] for _, op in ops(tmp_path)] == ["a"]
+    # A write SQLite refuses is not applied, and the caller hears of it.
+    assert store._log is not None and store._log._db is not None
+    store._log._db.execute("PRAGMA query_only = ON")
+    with pytest.raises(StoreUnavailableError, match="the write failed"):
+        store.record(mem("b", "a"))
+    with pytest.raises(NotFoundError):
+        store.get(NS, "b")
+    assert store.get(NS, "a").derivations == ()
+    store._log._db.execute("PRAGMA query_only = OFF")
+    store.record(mem("b", "a"))
+    store.close()
+    assert [seq for seq, _ in ops(tmp_path)] == [1, 2]
+    again = EmbeddedStore(tmp_path)
+    assert again.get(NS, "a").derivations == ("b",)
+    again.close()
+
+
+@pytest.mark.parametrize(("fsync", "level"), [(False, 1), (True, 2)], ids=["normal", "full"])
+def test_fsync_maps_to_sqlite_synchronous(tmp_path: Path, fsync: bool, level: int) -> None:
+    store = EmbeddedStore(tmp_path, fsync=fsync)
+    assert store._log is not None and store._log._db is not None
+    db = store._log._db
+    assert db.execute("PRAGMA synchronous").fetchone()[0] == level  # NORMAL 1, FULL 2
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.close()
+
+
+def test_an_access_flush_is_one_op_and_replays(tmp_path: Path) -> None:
+    store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    store.record(mem("m1"))
+    store.record(mem("m2"))
+    store.record_accesses(NS, {"m1": (3, NOW + 10), "m2": (1, NOW + 5), "ghost": (1, NOW)})
+    assert len(ops(tmp_path)) == 3
+    store.close()
+    again = EmbeddedStore(tmp_path)
+    m1, m2 = again.get(NS, "m1"), again.get(NS, "m2")
+    assert (m1.access_count, m1.last_access, m2.access_count) == (3, NOW + 10, 1)
+    again.close()
+
+
+def test_one_data_directory_has_one_writer(tmp_path: Path) -> None:
+    first = EmbeddedStore(tmp_path)
+    second = EmbeddedStore(tmp_path)
+    second.record(mem("theirs"))
+    with pytest.raises(StoreUnavailableError, match="another process"):
+        first.record(mem("mine"))
+    with pytest.raises(NotFoundError):
+        first.get(NS, "mine")
+    first.close()
+    second.close()
+    assert EmbeddedStore(tmp_path).get(NS, "theirs").id == "theirs"
+
+
+# -- refusals at open ---------------------------------------------------------------------
+
+
+def _edit_value(data: Path) -> None:
+    con = rw(data)
+    con.execute("UPDATE ops SET op = replace(op, 'Rome 3', 'Rime 3') WHERE seq = 4")
+    con.close()
+
+
+def _swap_two_ops(data: Path) -> None:
+    con = rw(data)
+    a, b = con.execute("SELECT op, crc FROM ops WHERE seq IN (5, 6) ORDER BY seq").fetchall()
+    con.execute("UPDATE ops SET op = ?, crc = ? WHERE seq = 5", b)
+    con.execute("UPDATE ops SET op = ?, crc = ? WHERE seq = 6", a)
+    con.close()
+
+
+def _delete_an_op(data: Path) -> None:
+    con = rw(data)
+    con.execute("DELETE FROM ops WHERE seq = 3")
+    con.close()
+
+
+def _rename_a_dependency(data: Path) -> None:
+    """Valid JSON, a checksum that matches: the dependency does not exist."""
+    con = rw(data)
+    (text,) = con.execute("SELECT op FROM ops WHERE seq = 4").fetchone()
+    op = json.loads(text)
+    op["r"]["dependencies"] = ["ghost"]
+    text = json.dumps(op, separators=(",", ":"))
+    con.execute("UPDATE ops SET op = ?, crc = ? WHERE seq = 4",
+                (text, persistence.crc(4, text)))
+    con.close()
+
+
+def _not_json(data: Path) -> None:
+    con = rw(data)
+    text = '{"o":"r",'
+    con.execute("UPDATE ops SET op = ?, crc = ? WHERE seq = 2", (text, persistence.crc(2, text)))
+    con.close()
+
+
+def _empty_file(data: Path) -> None:
+    (data / DB_NAME).write_bytes(b"")
+
+
+def _not_a_database(data: Path) -> None:
+    (data / DB_NAME).write_bytes(b"this is not a database, just text " * 200)
+
+
+def _header_page_damaged(data: Path) -> None:
+    raw = bytearray((data / DB_NAME).read_bytes())
+    page = int.from_bytes(raw[16:18], "big")
+    raw[page + 0] = 0x7F  # the second page's b-tree page type: no such type
+    (data / DB_NAME).write_bytes(bytes(raw))
+
+
+CASES: dict[str, tuple[Callable[[Path], None], str]] = {
+    "edited-value": (_edit_value, "op 4 fails its checksum"),
+    "swapped-ops": (_swap_two_ops, "op 5 fails its checksum"),
+    "deleted-op": (_delete_an_op, "ops 3..3 are missing"),
+    "renamed-dependency": (_rename_a_dependency,
+                           "op 4 cannot be replayed: refers to 'ghost', which is not stored"),
+    "not-json": (_not_json, "op 2 is not valid JSON"),
+    "empty-file": (_empty_file, "is not a MemLineage store"),
+    "not-a-database": (_not_a_database, "file is not a database"),
+    "damaged-page": (_header_page_damaged, "database disk image is malformed"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_damaged_database_is_refused_and_left_as_it_was(tmp_path: Path, case: str) -> None:
+    damage, problem = CASES[case]
+    data = written(tmp_path / "d")
+    damage(data)
+    db = data / DB_NAME
+    before = sha(db)
+    with pytest.raises(StoreCorruptError) as err:
+        EmbeddedStore(data)
+    assert err.value.path == str(db)
+    assert problem in err.value.problem
+    assert str(db) in str(err.value) and "\n" not in str(err.value)
+    assert sha(db) == before
+    with pytest.raises(StoreCorruptError):
+        persistence.check(data)
+    assert sha(db) == before
+
+
+def _edit_snapshot_rows(data: Path) -> None:
+    con = rw(data)
+    n = con.execute("UPDATE snapshot SET data = replace(data, 'Rome 2', 'Rome 9') "
+                    "WHERE part = 1").rowcount
+    assert n == 1
+    con.close()
+
+
+def _drop_snapshot_part(data: Path) -> None:
+    con = rw(data)
+    con.execute("DELETE FROM snapshot WHERE part = 1")
+    con.close()
+
+
+def _drop_snapshot_header(data: Path) -> None:
+    con = rw(data)
+    con.execute("DELETE FROM snapshot WHERE part = 0")
+    con.close()
+
+
+@pytest.mark.parametrize(("damage", "problem"), [
+    (_edit_snapshot_rows, "snapshot part 1 fails its checksum"),
+    (_drop_snapshot_part, "the snapshot has 0 of its 1 parts"),
+    (_drop_snapshot_header, "the snapshot's header (part 0) is missing"),
+], ids=["edited-rows", "missing-part", "missing-header"])
+def test_a_damaged_snapshot_is_refused(tmp_path: Path, damage: Callable[[Path], None],
+                                       problem: str) -> None:
+    data = written(tmp_path / "d", snapshot=True)
+    damage(data)
+    before = sha(data / DB_NAME)
+    with pytest.raises(StoreCorruptError) as err:
+        EmbeddedStore(data)
+    assert problem in err.value.problem
+    assert sha(data / DB_NAME) == before
+
+
+# -- check and backup --------------------------------------------------------------------
+
+
+def test_check_summarises_and_backup_copies_a_live_store(tmp_path: Path) -> None:
+    data = written(tmp_path / "d", snapshot=True)
+    store = EmbeddedStore(data, clock=ManualClock(NOW))
+    summary = store.check()
+    assert (summary.records, summary.namespaces, summary.ops) == (6, 1, 1)
+    assert summary.snapshot_seq == 6 and summary.last_seq == 7
+    assert summary.events == 6 + 2  # six recorded, the revoke and its cascade
+    assert "6 records in 1 namespaces" in summary.describe()
+
+    stop = threading.Event()
+    done: list[str] = []
+
+    def write() -> None:
+        i = 0
+        while not stop.is_set() and i < 5000:
+            store.record(mem(f"w{i}"))
+            done.append(f"w{i}")
+            i += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        while len(done) < 50:
+            stop.wait(0.01)
+        copied = store.backup(tmp_path / "copy")
+    finally:
+        stop.set()
+        writer.join(timeout=30)
+    assert copied.records >= 6 + 50
+    with pytest.raises(FileExistsError):
+        store.backup(tmp_path / "copy")
+    store.close()
+    copy = EmbeddedStore(tmp_path / "copy")
+    assert copy.get(NS, "m5").status == "pending_verification"
+    assert len(copy.get_many(NS, done)) == copied.records - 6
+    copy.close()
+    with pytest.raises(ValueError):
+        EmbeddedStore().check()
+
+
+# -- the old JSON-lines format ---------------------------------------------------------
+
+
+def _old_directory(tmp_path: Path) -> tuple[Path, Path]:
+    """The same writes in the SQLite form (``new``) and as the old log (``old``)."""
+    new = written(tmp_path / "new")
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "log.0.jsonl").write_text("".join(op + "\n" for _, op in ops(new)))
+    return new, old
+
+
+def _same(a: EmbeddedStore, b: EmbeddedStore) -> None:
+    ids = [f"m{i}" for i in range(6)]
+    assert a.get_many(NS, ids) == b.get_many(NS, ids)
+    assert a.events(NS, limit=100) == b.events(NS, limit=100)
+    assert a.due_for_review(NS, now=NOW + 10**6) == b.due_for_review(NS, now=NOW + 10**6)
+
+
+def test_an_old_directory_is_imported_once_and_kept(tmp_path: Path) -> None:
+    new, old = _old_directory(tmp_path)
+    log = old / "log.0.jsonl"
+    before = sha(log)
+    imported = EmbeddedStore(old)
+    reference = EmbeddedStore(new)
+    _same(imported, reference)
+    imported.record(mem("after"))
+    imported.close()
+    reference.close()
+    assert sorted(p.name for p in old.iterdir()) == [DB_NAME, "log.0.jsonl.imported"]
+    assert sha(old / "log.0.jsonl.imported") == before  # renamed, not rewritten
+    # The next open reads the database only: changing the old file changes nothing.
+    (old / "log.0.jsonl.imported").write_text("garbage\n")
+    again = EmbeddedStore(old)
+    assert again.get(NS, "after").id == "after" and again.get(NS, "m5").id == "m5"
+    again.close()
+
+
+def test_an_old_log_of_older_ops_still_imports(tmp_path: Path) -> None:
+    """Ops written before the review fields and before batched access recording."""
+    _, old = _old_directory(tmp_path)
+    lines = []
+    for line in (old / "log.0.jsonl").read_text().splitlines():
+        op = json.loads(line)
+        op.pop("v", None)
+        for name in ("confirmed_by", "contradicted_by", "uses_ok", "uses_failed",
+                     "reviewed_at"):
+            op["r"].pop(name)
+        lines.append(json.dumps(op))
+    lines.append(json.dumps({"o": "a", "n": NS, "i": ["m1"], "a": NOW + 20}))
+    (old / "log.0.jsonl").write_text("\n".join(lines) + "\n")
+    store = EmbeddedStore(old, clock=ManualClock(NOW))
+    m1 = store.get(NS, "m1")
+    assert (m1.access_count, m1.last_access) == (1, NOW + 20)
+    assert store.due_for_review(NS, now=NOW + 3600) == [f"m{i}" for i in range(6)]
+    store.close()
+
+
+def _old_snapshot(store: EmbeddedStore) -> dict[str, object]:
+    """The old ``snapshot.json`` of a store, as the JSON-lines engine wrote it."""
+    from memlineage.store.embedded.codec import event_to_json
+
+    return {"generation": 1, "spaces": {
+        ns: {"rows": [row.to_json() for row in sp.rows.values()],
+             "claims": [[s, a, i] for (s, a), i in sp.claims.items()],
+             "counters": sp.counters, "seq": sp.seq, "sources": sp.sources,
+             "review": [[i, t] for i, t in sp.review.next.items()],
+             "events": [event_to_json(e) for e in sp.events]}
+        for ns, sp in store._state.spaces.items()}}
+
+
+def test_an_old_snapshot_and_log_generation_import(tmp_path: Path) -> None:
+    ref = EmbeddedStore(tmp_path / "ref", clock=ManualClock(NOW))
+    ref.record(mem("m0", value="Paris"))
+    ref.record(mem("m1", "m0", value="Rome"))
+    ref.incr_counter(NS, "tool:x", now=NOW)
+    ref.feedback(NS, ["m1"], True, now=NOW)
+    snapshot = _old_snapshot(ref)
+    ref.revoke(NS, "m0", reason="bad", now=NOW + 1)
+    ref.close()
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "snapshot.json").write_text(json.dumps(snapshot))
+    (old / "log.1.jsonl").write_text(ops(tmp_path / "ref")[-1][1] + "\n")
+    (old / "log.0.jsonl").write_text("covered by the snapshot: never read\n")
+    imported = EmbeddedStore(old, clock=ManualClock(NOW))
+    reference = EmbeddedStore(tmp_path / "ref", clock=ManualClock(NOW))
+    assert imported.get_many(NS, ["m0", "m1"]) == reference.get_many(NS, ["m0", "m1"])
+    assert imported.events(NS, limit=100) == reference.events(NS, limit=100)
+    assert imported.count(NS, "tool:x", 3600, now=NOW) == 1
+    assert imported.source_stats(NS, ["user:u"]) == reference.source_stats(NS, ["user:u"])
+    imported.close()
+    reference.close()
+    assert sorted(p.name for p in old.iterdir()) == [
+        DB_NAME, "log.0.jsonl.imported", "log.1.jsonl.imported", "snapshot.json.imported"]
+
+
+def _middle_line_garbage(old: Path) -> tuple[str, str]:
+    lines = (old / "log.0.jsonl").read_text().splitlines()
+    lines[2] = lines[2][:-7] + "#" + lines[2][-6:]
+    (old / "log.0.jsonl").write_text("\n".join(lines) + "\n")
+    return "log.0.jsonl", "line 3 is not valid JSON"
+
+
+def _renamed_dependency(old: Path) -> tuple[str, str]:
+    text = (old / "log.0.jsonl").read_text().replace('"dependencies":["m2"]',
+                                                    '"dependencies":["m2x"]')
+    (old / "log.0.jsonl").write_text(text)
+    return "log.0.jsonl", "line 4 cannot be replayed: refers to 'm2x', which is not stored"
+
+
+def _truncated_snapshot(old: Path) -> tuple[str, str]:
+    (old / "snapshot.json").write_text('{"generation": 1, "spaces": {"tenant:sql": {"ro')
+    return "snapshot.json", "JSONDecodeError"
+
+
+@pytest.mark.parametrize("damage", [_middle_line_garbage, _renamed_dependency,
+                                    _truncated_snapshot],
+                         ids=["bad-line", "renamed-dependency", "truncated-snapshot"])
+def test_a_damaged_old_directory_is_refused_untouched(
+        tmp_path: Path, damage: Callable[[Path], tuple[str, str]]) -> None:
+    _, old = _old_directory(tmp_path)
+    name, problem = damage(old)
+    files = {p.name: sha(p) for p in old.iterdir()}
+    with pytest.raises(StoreCorruptError) as err:
+        EmbeddedStore(old)
+    assert err.value.path == str(old / name)
+    assert problem in err.value.problem
+    assert {p.name: sha(p) for p in old.iterdir()} == files  # no database, nothing renamed
+
+
+def test_an_import_interrupted_before_the_renames_finishes_them(tmp_path: Path) -> None:
+    _, old = _old_directory(tmp_path)
+    log = old / "log.0.jsonl"
+    kept = log.read_text()
+    EmbeddedStore(old).close()
+    (old / "log.0.jsonl.imported").rename(log)  # as if the crash came before the rename
+    store = EmbeddedStore(old)
+    assert len(store.get_many(NS, [f"m{i}" for i in range(6)])) == 6
+    store.close()
+    assert not log.exists() and (old / "log.0.jsonl.imported").read_text() == kept
