@@ -88,6 +88,19 @@ def window_change(times: list[float], window: float, now: float) -> float:
     no event being added: its oldest event leaves, or a later one comes in."""
     lo = bisect.bisect_right(times, now - window)
     hi = bisect.bisect_right(times, now)
-    leaves = times[lo] + window if lo < hi else math.inf
+    leaves = _leaves_at(times[lo], window) if lo < hi else math.inf
     enters = times[hi] if hi < len(times) else math.inf
     return min(leaves, enters)
+
+
+def _leaves_at(event: float, window: float) -> float:
+    """The first float `h` with `event <= h - window` (the count's own comparison):
+    `event + window` rounded, moved an ulp either way to where it really turns."""
+    h = event + window
+    if math.isinf(h):
+        return h
+    while not event <= h - window:
+        h = math.nextafter(h, math.inf)
+    while event <= (before := math.nextafter(h, -math.inf)) - window:
+        h = before
+    return h

@@ -25,10 +25,24 @@ def count_in(times: Sequence[float], since: float, now: float) -> int:
     return bisect.bisect_right(times, now) - bisect.bisect_right(times, since)
 
 
+def leaves_at(event: float, window: float) -> float:
+    """The first instant ``h`` at which ``event`` is out of ``(h - window, h]``, as the
+    count computes it (``event <= h - window`` in floats): ``event + window`` rounded,
+    moved to the float where the comparison really turns (an ulp either way)."""
+    h = event + window
+    if math.isinf(h):
+        return h
+    while not event <= h - window:
+        h = math.nextafter(h, math.inf)
+    while event <= (before := math.nextafter(h, -math.inf)) - window:
+        h = before
+    return h
+
+
 def next_change(oldest: float | None, later: float | None, window: float) -> float:
     """When the count next changes: ``oldest`` (the oldest event in the window) leaves
-    at ``oldest + window``, ``later`` (the first event after now) enters at its time."""
-    leaves = oldest + window if oldest is not None else math.inf
+    (``leaves_at``), ``later`` (the first event after now) enters at its time."""
+    leaves = leaves_at(oldest, window) if oldest is not None else math.inf
     enters = later if later is not None else math.inf
     return min(leaves, enters)
 
