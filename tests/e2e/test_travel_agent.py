@@ -26,12 +26,20 @@ def test_a_one_users_preferences_never_reach_another(world: World) -> None:
     ranked = world.alice.filter_rank([("pref-window-seat", 0.9)])
     assert list(ranked.ranked_ids) == ["pref-window-seat"]
 
-    # Bob's memory store leaks Alice's memory id into his candidates: refused.
-    leaked = world.bob.filter_rank([("pref-window-seat", 0.99)])
-    assert list(leaked.ranked_ids) == []
-    assert leaked.candidates[0].decision.effect == pb.EFFECT_DENY
-    assert leaked.candidates[0].decision.reasons[0].policy == "<namespace-isolation>"
-    assert world.bob.check("read", "pref-window-seat").effect == pb.EFFECT_DENY
+    # Bob's memory store names Alice's memory id: in his namespace it is an id with no
+    # lineage, answered exactly like one nobody ever recorded (nothing says Alice has it).
+    leaked = world.bob.filter_rank([("pref-window-seat", 0.99), ("never-recorded", 0.99)])
+    theirs, nobodys = leaked.candidates
+    assert theirs.decision.effect == nobodys.decision.effect != pb.EFFECT_ALLOW
+    assert [r.policy for r in theirs.decision.reasons] == [
+        r.policy for r in nobodys.decision.reasons]
+    assert theirs.rank_score == nobodys.rank_score
+    a, b = world.bob.check("read", "pref-window-seat"), world.bob.check("read", "never-recorded")
+    assert (a.effect, list(a.reasons)) == (b.effect, list(b.reasons))
+    # ... and Bob may record his own memory under the same human-readable id.
+    assert world.bob.record("pref-window-seat", creator="user:bob", type="preference").recorded
+    assert world.bob.check("read", "pref-window-seat").effect == pb.EFFECT_ALLOW
+    assert world.alice.check("read", "pref-window-seat").effect == pb.EFFECT_ALLOW
 
     # Naming Alice's namespace is refused outright.
     as_alice = MemLineageClient(world.sidecar.address, token="token-bob", namespace="user-a")

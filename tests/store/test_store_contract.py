@@ -96,20 +96,6 @@ def test_namespaces_are_isolated(store: LineageStore) -> None:
     assert store.get("b", "shared-id").status == "active"
 
 
-def test_locate_says_which_namespace_holds_an_id(store: LineageStore) -> None:
-    store.record(mem("pref-a", ns="user-a"))
-    store.record(mem("both", ns="user-a"))
-    store.record(mem("both", ns="user-b"))
-    found = store.locate(["pref-a", "both", "nowhere"])
-    assert found["pref-a"] == "user-a"
-    assert found["both"] in ("user-a", "user-b")
-    assert "nowhere" not in found
-    # A refused record leaves no location behind.
-    with pytest.raises(UnknownDependencyError):
-        store.record(mem("orphan", "missing-dep", ns="user-a"))
-    assert store.locate(["orphan"]) == {}
-
-
 def test_duplicate_id_is_refused_and_original_kept(store: LineageStore) -> None:
     store.record(mem("m", value="first"))
     with pytest.raises(AlreadyExistsError) as err:

@@ -1,9 +1,9 @@
 """The decision engine: one store read per request or batch, then pure evaluation.
 
 Semantics a caller relies on (README "Decisions"):
-- `Check(op, id)` decides on the stored memory `id`; a memory with no lineage
-  in the caller's namespace has unknown provenance, unless it exists in
-  another namespace, which is a DENY (namespace isolation) whatever the policies;
+- `Check(op, id)` decides on the stored memory `id` of the caller's namespace;
+  ids are scoped to their namespace, so an id it holds no record of has unknown
+  provenance whatever other namespaces hold (nothing reveals what they hold);
 - `Record` decides `write` (or `derive`, when it has dependencies) on the
   proposed memory, records it only if not denied, and supersedes the current
   memory of the same claim when the value changed;
@@ -29,7 +29,6 @@ from memlineage_dsl.schema import OPERATIONS
 from memlineage.engine.access import AccessBuffer
 from memlineage.engine.credibility import CredibilityCache
 from memlineage.engine.outcomes import (
-    ISOLATED,
     Explanation,
     RankedCandidate,
     RecordResult,
@@ -175,12 +174,6 @@ class Engine:
             return self.store.get_many(ns, ids)
         return self.store.lineage_view(ns, ids, ancestor_depth=up, descendant_depth=down).records
 
-    def _foreign(self, ns: str, missing: Sequence[str]) -> set[str]:
-        """Ids unknown here that exist in another namespace (never revealed which)."""
-        if not missing:
-            return set()
-        return {i for i, where in self.store.locate(missing).items() if where != ns}
-
     # ------------------------------------------------------------ decisions
     def check(
         self, ns: str, op: str, memory_ids: Sequence[str], actor: Creator,
@@ -218,13 +211,10 @@ class Engine:
             return rec, self._ticket(hit, serving, rec)
         try:
             records = self._view(ns, ids, op, serving.compiled)
-            foreign = self._foreign(ns, [i for i in ids if i not in records])
         except StoreUnavailableError:
             if self.fail_mode != "degraded":
                 raise
             return self._issue(store_down(op), ns, op, ids, actor, now, serving.version), None
-        if foreign:
-            return self._issue(ISOLATED, ns, op, ids, actor, now, serving.version), None
         reads = serving.compiled.plans[op].reads
         snap, facts = snapshot_of(records, self.store, ns, now, scores=self._scores(
             ns, records, now, reads, epoch=window.epoch), reads=reads)
@@ -237,8 +227,8 @@ class Engine:
         if accessed and self.record_access:
             self.access.add(ns, ids, now)
         rec = self._issue(d, ns, op, ids, actor, now, serving.version)
-        # Only decisions on memories this namespace holds are kept: whether an unknown
-        # id is another namespace's (and refused) is not covered by its counters.
+        # Only decisions on memories this namespace holds are kept: an id it does not
+        # hold may be recorded at any time, which no stamp or counter of a memory covers.
         if not d.errors and all(i in records for i in ids):
             entry = window.keep(key, d, now, snap.horizon, accessed, tuple(records),
                                 snap.counted)
@@ -317,11 +307,10 @@ class Engine:
         down = False
         try:
             records = self._view(ns, ids, "read", serving.compiled) if ids else {}
-            foreign = self._foreign(ns, [i for i in ids if i not in records])
         except StoreUnavailableError:
             if self.fail_mode != "degraded":
                 raise
-            records, foreign, down = {}, set(), True
+            records, down = {}, True
         reads = serving.compiled.plans["read"].reads
         scores = self._scores(ns, records, now, reads, rank=ids or ("",), epoch=window.epoch)
         assert scores is not None  # rank= always asks for values
@@ -338,8 +327,6 @@ class Engine:
         for (mid, sim), decision_id in zip(candidates, decision_ids, strict=True):
             if down:
                 d = store_down("read")
-            elif mid in foreign:
-                d = ISOLATED
             else:
                 d = self._candidate(window, compiled, req, snap, facts, records, mid,
                                     (ns, "read", (mid,), actor.kind, actor.id, spend, "",

@@ -1,22 +1,17 @@
-"""What the engine answers: its result types and the decisions that are the
-sidecar's own rather than a policy's (namespace isolation, store unavailable)."""
+"""What the engine answers: its result types and the decision that is the
+sidecar's own rather than a policy's (store unavailable)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memlineage_dsl.decision import DEGRADE, DENY, ERROR, FIRED, Decision, ObligationOut, Reason
+from memlineage_dsl.decision import DEGRADE, DENY, ERROR, Decision, ObligationOut, Reason
 
 from memlineage.engine.records import DecisionRecord
 from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring.batch import Scores
 
-ISOLATION = "<namespace-isolation>"
 UNAVAILABLE = "<store-unavailable>"
-ISOLATED = Decision(
-    DENY, 0.0, 0.0,
-    reasons=(Reason(ISOLATION, DENY, "memory belongs to another namespace", 2**31 - 1, FIRED),),
-)
 _DOWN_MESSAGE = "lineage store unavailable: provenance not verified"
 _DOWN_READ = Decision(
     DEGRADE, 0.5, 0.0,

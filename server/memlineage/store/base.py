@@ -432,16 +432,6 @@ class LineageStore(ABC):
         """The cursor of the newest event (or of the empty log): watch "from now"."""
         return self._latest_cursor(self._ns(namespace))
 
-    def locate(self, ids: Iterable[str]) -> dict[str, str]:
-        """For ids, a namespace holding a memory with that id (absent ids left out).
-
-        Only the sidecar's isolation check uses it, for ids missing from the
-        caller's namespace: it never returns records, only whether they exist."""
-        return self._locate(self._ids(ids))
-
-    @abstractmethod
-    def _locate(self, ids: list[str]) -> dict[str, str]: ...
-
     # -- statistics -------------------------------------------------------------------
 
     def record_access(self, namespace: str, ids: Iterable[str], *,

@@ -19,7 +19,6 @@ Layout (prefix ``ml``)::
     ml:{ns}:cg:<subject>|<attr> set     claim group: every id ever recorded with that claim
     ml:{ns}:src                 hash    source statistics: fields <source>|ok, <source>|bad
     ml:{ns}:rv                  zset    review schedule: member id, score = next review time
-    ml:loc:<id>                 string  global id -> namespace index (outside the slots)
     ml:namespaces               set     every namespace holding a memory (outside the slots)
 """
 
@@ -75,13 +74,6 @@ class RedisKeys:
     def counter_of(self, namespace: str, which: str) -> str:
         """The namespace's write ("w") or access ("a") counter (see redis_scripts)."""
         return f"{self.prefix}:{{{namespace}}}:c{which}"
-
-    def location(self, memory_id: str) -> str:
-        """Global id -> namespace index (no hash tag: one key per id, any slot).
-
-        Lets the sidecar refuse a memory of another namespace instead of treating
-        it as unknown provenance."""
-        return f"{self.prefix}:loc:{memory_id}"
 
     def events(self, namespace: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:ev"

@@ -29,8 +29,8 @@ re-checks its size (a group only grows, so same size = same members); if it
 changed it answers RETRY with the members it saw and the call retries with those
 (up to 32 times, then StoreUnavailableError).  Source statistics (``ml:{ns}:src``)
 and the review schedule (``ml:{ns}:rv``) are single per-namespace keys written by
-the same scripts; the namespace registry (``ml:namespaces``) is global and, like
-the location index, written after the record.
+the same scripts; the namespace registry (``ml:namespaces``) is global and
+written after the record.
 
 Cycle check: only ``add_dependencies`` changes the ancestors of an existing
 memory.  It checks reachability client-side (a pipeline per ancestor level)
@@ -196,14 +196,10 @@ class RedisStore(LineageStore):
             i = int(out[2])
             raise UnknownDependencyError(f"no memory {deps[i]!r} in this namespace",
                                          field=f"dependencies[{i}]")
-        # The location index and the namespace registry live outside the namespace's
-        # slot, so they are written after the atomic record: they only ever say
-        # "exists somewhere", never more.
+        # The namespace registry lives outside the namespace's slot, so it is written
+        # after the atomic record: it only ever says "holds memories", never which.
         with self._guard():
-            pipe = self.client.pipeline(transaction=False)
-            pipe.set(k.location(rec.id), ns, nx=True)
-            pipe.sadd(k.namespaces(), ns)
-            pipe.execute()
+            self.client.sadd(k.namespaces(), ns)
         if out[1] == rec.status:
             return replace(rec, confirmed_by=tuple(out[3].split()),
                            contradicted_by=tuple(out[4].split()))
@@ -416,14 +412,6 @@ class RedisStore(LineageStore):
         with self._guard():
             return cast("str | None",
                         self.client.get(self.keys.claim(namespace, subject, attribute)))
-
-    def _locate(self, ids: list[str]) -> dict[str, str]:
-        with self._guard():
-            pipe = self.client.pipeline(transaction=False)
-            for memory_id in ids:
-                pipe.get(self.keys.location(memory_id))
-            found = pipe.execute()
-        return {i: ns for i, ns in zip(ids, found, strict=True) if ns is not None}
 
     def _record_accesses(self, namespace: str,
                          accesses: dict[str, tuple[int, float]]) -> int:

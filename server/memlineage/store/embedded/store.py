@@ -488,11 +488,3 @@ class EmbeddedStore(LineageStore):
             return str(sp.seq if sp is not None else 0)
 
 
-    def _locate(self, ids: list[str]) -> dict[str, str]:
-        with self._lock:
-            found: dict[str, str] = {}
-            for ns, sp in self._spaces.items():
-                for memory_id in ids:
-                    if memory_id not in found and memory_id in sp.rows:
-                        found[memory_id] = ns
-            return found
