@@ -178,12 +178,54 @@ def contradiction(conjuncts: list[Conjunct], src: SourceFile | None) -> str | No
                 return f"{_quote(src, c.original)} is always false"
             continue
         bounds.append((b, c))
-    for (b1, c1), (b2, c2) in itertools.combinations(bounds, 2):
-        if b1.operand == b2.operand and b1.kind == b2.kind and _disjoint(b1, b2):
-            if c1.original is c2.original:
-                return f"{_quote(src, c1.original)} is always false"
-            return f"{_quote(src, c1.original)} contradicts {_quote(src, c2.original)}"
+    # Only bounds on one operand can contradict, and a bound never contradicts itself:
+    # pairs within each group of distinct bounds (a long chain stays linear).
+    groups: dict[tuple[A.Expr | None, str], dict[tuple[str, object], tuple[Bound, Conjunct]]]
+    groups = {}
+    for b, c in bounds:
+        groups.setdefault((b.operand, b.kind), {}).setdefault((b.op, b.value), (b, c))
+    found: tuple[int, int, Conjunct, Conjunct] | None = None
+    order = {id(c): k for k, (_, c) in enumerate(bounds)}
+    for group in groups.values():
+        members = list(group.values())
+        if len(members) > _PAIRWISE:
+            members = _tightest(members)
+        for (b1, c1), (b2, c2) in itertools.combinations(members, 2):
+            if _disjoint(b1, b2):
+                key = (order[id(c1)], order[id(c2)], c1, c2)
+                if found is None or key[:2] < found[:2]:
+                    found = key
+                break
+    if found is not None:
+        c1, c2 = found[2], found[3]
+        if c1.original is c2.original:
+            return f"{_quote(src, c1.original)} is always false"
+        return f"{_quote(src, c1.original)} contradicts {_quote(src, c2.original)}"
     return _unknown_vs_lineage(conjuncts, src)
+
+
+_PAIRWISE = 64  # distinct bounds on one operand compared pairwise; more: the tightest
+
+
+def _tightest(members: list[tuple[Bound, Conjunct]]) -> list[tuple[Bound, Conjunct]]:
+    """The bounds that decide whether a large group is contradictory: two `==` of
+    different values, the strongest lower and upper bound, and every `!=` only when
+    an `==` could meet it. Linear, for chains far longer than any written by hand."""
+    eqs = [m for m in members if m[0].op == "=="]
+    out = eqs[:2]
+    if out and (len(eqs) == 1 or eqs[0][0].value == eqs[1][0].value):
+        out += [m for m in members if m[0].op == "!=" and m[0].value == out[0][0].value][:1]
+    for ops in ((">", ">="), ("<", "<=")):
+        cands = [m for m in members if m[0].op in ops]
+        if cands and not isinstance(cands[0][0].value, bool):
+            try:
+                pick = max if ops[0] == ">" else min
+                best = pick(cands, key=lambda m: (m[0].value, (m[0].op in ("<", ">")) == (
+                    ops[0] == ">")))
+            except TypeError:  # mixed kinds cannot be ordered: no finer reasoning
+                continue
+            out.append(best)
+    return out
 
 
 _LINEAGE_FUNCS = ("age", "ancestors", "descendants", "lineage")
@@ -418,4 +460,4 @@ def _walk(expr: A.Expr) -> Iterator[A.Expr]:
 def _num(v: float | None) -> str:
     if v is None:
         return "?"
-    return str(int(v)) if v == int(v) else repr(v)
+    return str(int(v)) if v == v and abs(v) != float("inf") and v == int(v) else repr(v)

@@ -29,6 +29,7 @@ CODES: dict[str, str] = {
     "E004": "include-not-found",
     "E005": "include-cycle",
     "E006": "file-unreadable",
+    "E007": "nesting-too-deep",
     # names (E1xx)
     "E101": "unknown-name",
     "E102": "unknown-attribute",

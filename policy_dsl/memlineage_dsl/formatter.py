@@ -14,6 +14,7 @@ from decimal import Decimal
 
 from . import ast as A
 from .diagnostics import Diagnostic, has_errors
+from .limits import chain_operands, is_long_chain
 from .parser import duration_seconds, parse_source
 
 INDENT = "  "
@@ -116,6 +117,9 @@ def _expr(e: A.Expr) -> tuple[str, int]:
             return ("- " if inner.startswith("-") else "-") + inner, UNARY
         case A.Binary(op=op, left=left, right=right):
             level, lmin, rmin = _BINARY[op]
+            if is_long_chain(e):  # the parser balanced it: print it flat, as it reads back
+                first, *rest = chain_operands(e, op)
+                return f" {op} ".join([_wrap(first, lmin), *(_wrap(x, rmin) for x in rest)]), level
             return f"{_wrap(left, lmin)} {op} {_wrap(right, rmin)}", level
         case A.Cond(test=t, then=a, otherwise=b):
             return f"if {format_expr(t)} then {format_expr(a)} else {format_expr(b)}", COND
@@ -127,8 +131,12 @@ def _bool_parts(e: A.Expr, min_level: int) -> list[tuple[str, str]]:
     if isinstance(e, A.Binary) and e.op in ("and", "or"):
         level, lmin, rmin = _BINARY[e.op]
         if level >= min_level:
-            right = _bool_parts(e.right, rmin)
-            return [*_bool_parts(e.left, lmin), (e.op, right[0][1]), *right[1:]]
+            first, *rest = chain_operands(e, e.op) if is_long_chain(e) else [e.left, e.right]
+            out = _bool_parts(first, lmin)
+            for operand in rest:
+                right = _bool_parts(operand, rmin)
+                out += [(e.op, right[0][1]), *right[1:]]
+            return out
     return [("", _wrap(e, min_level))]
 
 

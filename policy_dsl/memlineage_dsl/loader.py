@@ -81,6 +81,9 @@ def load_paths(paths: Iterable[str]) -> LoadedSet:
 
 
 class _Loader:
+    """Depth-first, in include order, without recursion (a chain of includes may be
+    as long as the number of files)."""
+
     def __init__(self, read: Reader) -> None:
         self.read = read
         self.out = LoadedSet()
@@ -88,22 +91,44 @@ class _Loader:
 
     def load(self, roots: list[str]) -> LoadedSet:
         for root in roots:
-            self._load(_norm(root), stack=(), at=None)
+            self._load_tree(_norm(root))
         self.out.diagnostics.sort(key=Diagnostic.sort_key)
         return self.out
 
-    def _load(self, path: str, stack: tuple[str, ...],
-              at: tuple[SourceFile, A.Include] | None) -> None:
-        if path in stack and at is not None:  # a root is never on the stack
-            src, inc = at
-            chain = " -> ".join([*stack[stack.index(path):], path])
-            self.out.diagnostics.append(
-                src.diag("E005", inc.span, f"include cycle: {chain}", "remove one of the includes")
-            )
-            return
-        if path in self.done:
-            return
-        self.done.add(path)
+    def _load_tree(self, root: str) -> None:
+        # ("enter", path, the include naming it) / ("leave", path, None)
+        todo: list[tuple[str, str, tuple[SourceFile, A.Include] | None]] = [
+            ("enter", root, None)]
+        chain: list[str] = []  # the files being loaded, outermost first
+        on_chain: set[str] = set()
+        while todo:
+            action, path, at = todo.pop()
+            if action == "leave":
+                chain.pop()
+                on_chain.discard(path)
+                continue
+            if path in on_chain and at is not None:  # a root is never on the chain
+                including, inc = at
+                cycle = " -> ".join([*chain[chain.index(path):], path])
+                self.out.diagnostics.append(including.diag(
+                    "E005", inc.span, f"include cycle: {cycle}", "remove one of the includes"))
+                continue
+            if path in self.done:
+                continue
+            self.done.add(path)
+            module, src = self._parse(path, at)
+            if module is None or src is None:
+                continue
+            chain.append(path)
+            on_chain.add(path)
+            todo.append(("leave", path, None))
+            includes = [item for item in module.items if isinstance(item, A.Include)]
+            for item in reversed(includes):
+                target = _norm(os.path.join(os.path.dirname(path), item.path))
+                todo.append(("enter", target, (src, item)))
+
+    def _parse(self, path: str, at: tuple[SourceFile, A.Include] | None
+               ) -> tuple[A.Module | None, SourceFile | None]:
         text = self.read(path)
         if text is None:
             if at is None:
@@ -117,13 +142,10 @@ class _Loader:
                     src.diag("E004", inc.span, f"included file `{inc.path}` not found",
                              f"looked for `{path}`")
                 )
-            return
+            return None, None
         src = SourceFile(path, text)
         self.out.sources[path] = src
         module, diags = parse_source(text, path)
         self.out.modules.append(module)
         self.out.diagnostics.extend(diags)
-        for item in module.items:
-            if isinstance(item, A.Include):
-                target = _norm(os.path.join(os.path.dirname(path), item.path))
-                self._load(target, (*stack, path), (src, item))
+        return module, src

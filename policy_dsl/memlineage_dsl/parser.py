@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any, TypeVar
 
-from lark import Lark, Token, Transformer, Tree, v_args
+from lark import Lark, Token, Tree, v_args
 from lark.exceptions import (
     UnexpectedCharacters,
     UnexpectedEOF,
@@ -24,9 +24,11 @@ from lark.exceptions import (
     VisitError,
 )
 from lark.tree import Meta
+from lark.visitors import Transformer_NonRecursive
 
 from . import ast as A
 from .diagnostics import Diagnostic, SourceFile, did_you_mean
+from .limits import CHAIN_OPS, MAX_DEPTH, balance, item_exprs, too_deep
 
 _T = TypeVar("_T")
 
@@ -122,9 +124,28 @@ ExpectOpt = tuple[str, Any]  # ("score", (low, high)) | ("with" | "without", obl
 Clauses = list[Clause]
 
 
+# The rules that continue a chain of one associative operator (see `limits.balance`).
+_CHAIN_RULES = {"and_": "and", "or_": "or", "add": "+"}
+
+
 @v_args(meta=True)
-class _ToAst(Transformer[Token, Items]):
-    """Parse tree -> `ast` nodes. Raises `_SyntaxIssue` for clause-level mistakes."""
+class _ToAst(Transformer_NonRecursive[Token, Items]):
+    """Parse tree -> `ast` nodes. Raises `_SyntaxIssue` for clause-level mistakes.
+
+    Non-recursive (a long chain is a deep parse tree). A chain of one associative
+    operator is built as written, then balanced where it ends: when it becomes the
+    operand of anything but the same operator."""
+
+    def _call_userfunc(self, tree: Tree[Token], new_children: list[Any] | None = None) -> Any:
+        children = tree.children if new_children is None else new_children
+        same = _CHAIN_RULES.get(str(tree.data))
+        children = [
+            c if not isinstance(c, A.Binary) or c.op not in CHAIN_OPS or c.op == same
+            else balance(c)
+            for c in children
+        ]
+        # lark's own method is untyped; it calls the rule method of `tree.data`
+        return super()._call_userfunc(tree, children)  # type: ignore[no-untyped-call]
 
     # -- expressions
     def number(self, meta: Meta, ch: Tokens) -> A.Number:
@@ -434,7 +455,9 @@ def _parse_items(
 ) -> tuple[list[Any], list[Diagnostic]]:
     try:
         tree: Tree[Token] = lark_parser().parse(text)
-        return _ToAst().transform(tree), []
+        items: list[Any] = _ToAst().transform(tree)
+        deep = _too_deep(src, items)
+        return ([], [deep]) if deep is not None else (items, [])
     except UnexpectedInput as err:
         return [], [_error_to_diag(src, err, text, chunked)]
     except VisitError as err:
@@ -442,6 +465,23 @@ def _parse_items(
         if isinstance(inner, _SyntaxIssue):
             return [], [src.diag(inner.code, inner.span, inner.message, inner.help)]
         raise
+
+
+def _too_deep(src: SourceFile, items: list[Any]) -> Diagnostic | None:
+    """E007 at the first place an expression nests deeper than MAX_DEPTH, if any."""
+    for item in items:
+        for expr in item_exprs(item):
+            node = too_deep(expr)
+            if node is not None:
+                at = A.Span(node.span.line, node.span.column, node.span.line,
+                            node.span.column + 1)
+                return src.diag(
+                    "E007", at, f"expression nested too deeply: more than {MAX_DEPTH} levels",
+                    "each operator, call, quantifier, `not`, `if` or `-` inside another is one "
+                    "level (parentheses alone, and chains of `and`, `or` or `+` of any length, "
+                    "are not); simplify the expression",
+                )
+    return None
 
 
 def parse_source(text: str, path: str = "<string>") -> tuple[A.Module, list[Diagnostic]]:

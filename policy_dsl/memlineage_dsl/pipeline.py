@@ -15,11 +15,13 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from . import ast as A
 from .ast import Span
 from .checker import check
 from .compiler import CompiledPolicySet, compile_env
 from .diagnostics import Diagnostic, Severity, SourceFile, has_errors, sort_diagnostics
-from .env import Env, build_env
+from .env import Decl, Env, Located, build_env
+from .limits import MAX_DEPTH, ConstDepths, item_exprs, too_deep
 from .loader import LoadedSet, Reader, load_paths, load_texts
 
 
@@ -35,9 +37,40 @@ class Build:
         return self.compiled is not None
 
 
+def inlined_depth(env: Env) -> list[Diagnostic]:
+    """E007 where inlining consts nests an expression deeper than MAX_DEPTH: once, at
+    the innermost const (or use) that crosses it. The checker and the compiler walk
+    expressions with consts inlined, so a set with such an error is not checked."""
+    depths = ConstDepths.of({n: loc.node.value for n, loc in env.consts.items()})
+    out: list[Diagnostic] = []
+    decls: list[Located[Decl]] = [*env.consts.values(), *env.policies.values(), *env.tests]
+    if env.resolve is not None:
+        decls.append(env.resolve)
+    for loc in decls:
+        if isinstance(loc.node, A.Const) and depths(loc.node.name) <= MAX_DEPTH:
+            continue
+        for expr in item_exprs(loc.node):
+            node = too_deep(expr, MAX_DEPTH, depths)
+            if not isinstance(node, A.Name) or depths(node.id) > MAX_DEPTH:
+                continue  # too deep on its own (the parser said so) or through a deeper const
+            src = env.files[loc.path]
+            at = Span(node.span.line, node.span.column, node.span.end_line, node.span.end_column)
+            out.append(src.diag(
+                "E007", at, f"const `{node.id}` nests this expression more than {MAX_DEPTH} "
+                "levels deep: a const is inlined where it is used",
+                f"`{node.id}` alone is {depths(node.id)} levels deep; shorten the chain of "
+                "consts that use each other"))
+            break
+    return out
+
+
 def build(loaded: LoadedSet) -> Build:
     """Every stage on a loaded set; `diagnostics` sorted by location, without repeats."""
     env, env_diags = build_env(loaded)
+    deep = inlined_depth(env)
+    if deep:
+        diags = sort_diagnostics([*loaded.diagnostics, *env_diags, *deep])
+        return Build(None, env, diags, dict(loaded.sources))
     diags = sort_diagnostics([*loaded.diagnostics, *env_diags, *check(env)])
     out = Build(None, env, diags, dict(loaded.sources))
     if has_errors(diags):
