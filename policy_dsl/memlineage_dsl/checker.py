@@ -8,6 +8,7 @@ that checked clean. The whole lint (load, env, check, compile) is
 
 from __future__ import annotations
 
+import math
 import re
 
 from . import ast as A
@@ -16,6 +17,7 @@ from .analysis import analyze
 from .diagnostics import Diagnostic, Severity, SourceFile, did_you_mean, sort_diagnostics
 from .env import Env, Located
 from .fold import Folder
+from .limits import INT32_MAX, INT32_MIN, MAX_COST, MAX_TEST_CALLS, MAX_WEIGHT, item_exprs, walk
 from .spans import head_span, sub_span
 from .typecheck import ExprChecker, Names, assignable
 
@@ -39,8 +41,10 @@ class _Checker:
         self.plain_names = Names(env.consts, self.const_type, env.sources, roots=False)
 
     def run(self) -> list[Diagnostic]:
+        self._check_literals()
         for name in self.env.consts:
             self.const_type(name)
+            self._check_const_value(name)
         if self.env.resolve is not None:
             self._check_resolve(self.env.resolve)
         broken: set[str] = set()
@@ -53,6 +57,38 @@ class _Checker:
             self._check_test(test)
         self.diags.extend(analyze(self.env, skip=broken))
         return sort_diagnostics(self.diags)
+
+    # ------------------------------------------------------------------ numbers
+    def _check_literals(self) -> None:
+        """Every number and duration written must be finite (`1e309` reads as inf)."""
+        decls: list[Located[A.Const] | Located[A.Policy] | Located[A.Test]
+                    | Located[A.Resolve]] = [
+            *self.env.consts.values(), *self.env.policies.values(), *self.env.tests]
+        if self.env.resolve is not None:
+            decls.append(self.env.resolve)
+        for loc in decls:
+            src = self.env.files[loc.path]
+            for expr in item_exprs(loc.node):
+                for node, _ in walk(expr):
+                    value = (node.value if isinstance(node, A.Number) else
+                             node.seconds if isinstance(node, A.Duration) else 0.0)
+                    if not math.isfinite(value):
+                        what = "number" if isinstance(node, A.Number) else "duration"
+                        self.diags.append(src.diag(
+                            "E203", node.span, f"{what} `{src.snippet(node.span)}` is too "
+                            "large: it reads as infinity",
+                            "numbers must be finite (at most about 1.8e308)"))
+
+    def _check_const_value(self, name: str) -> None:
+        """A const that folds to a number must fold to a finite one (`1e308 * 10`)."""
+        loc = self.env.consts[name]
+        value = self.folder.const(name)
+        if _infinite(value) and not _has_infinite_literal(loc.node.value):
+            src = self.env.files[loc.path]
+            self.diags.append(src.diag(
+                "E203", loc.node.value.span,
+                f"const `{name}` overflows: it evaluates to {_num(_magnitude(value))}",
+                "numbers must be finite (at most about 1.8e308)"))
 
     def _ex(self, path: str, names: Names) -> ExprChecker:
         return ExprChecker(self.env.files[path], names, self.diags)
@@ -138,7 +174,7 @@ class _Checker:
             self._check_range(src, p.score, "`score`", low=0.0, high=1.0)
         if p.cost is not None:
             ex.expect(p.cost, S.NUMBER, "`cost`")
-            self._check_range(src, p.cost, "`cost`", low=0.0, high=None)
+            self._check_range(src, p.cost, "`cost`", low=0.0, high=MAX_COST)
         if p.priority is not None:
             self._check_constant(src, ex, p.priority, "priority", integer=True)
         if p.weight is not None:
@@ -195,7 +231,12 @@ class _Checker:
         if not isinstance(value, A.Number):
             return
         v = value.value
-        if v < low or (high is not None and v > high):
+        if not math.isfinite(v):
+            if not _has_infinite_literal(expr):  # a literal inf is reported as such
+                self.diags.append(src.diag(
+                    "E203", expr.span, f"{what} overflows: it evaluates to {_num(v)}",
+                    "numbers must be finite (at most about 1.8e308)"))
+        elif v < low or (high is not None and v > high):
             bounds = f"in [{_num(low)}, {_num(high)}]" if high is not None else (
                 f">= {_num(low)}")
             self.diags.append(src.diag("E203", expr.span, f"{what} must be {bounds}, "
@@ -213,13 +254,32 @@ class _Checker:
                 "E202", expr.span, f"`{what}` must be a constant {kind}",
                 "use a number literal or a `const`",
             ))
+        elif not math.isfinite(value.value):
+            if not _has_infinite_literal(expr):  # a literal inf is reported as such
+                self.diags.append(src.diag(
+                    "E203", expr.span, f"`{what}` overflows: it evaluates to "
+                    f"{_num(value.value)}", "numbers must be finite"))
         elif integer and value.value != int(value.value):
             self.diags.append(src.diag(
                 "E202", expr.span, f"`{what}` must be a constant integer, got {value.value}",
             ))
+        elif integer and not INT32_MIN <= value.value <= INT32_MAX:
+            self.diags.append(src.diag(
+                "E203", expr.span, f"`{what}` must be in [{INT32_MIN}, {INT32_MAX}], "
+                f"got {_num(value.value)}",
+                "a priority is a 32-bit integer; only the order of priorities matters, "
+                "so smaller numbers say the same",
+            ))
         elif not integer and value.value <= 0:
             self.diags.append(src.diag(
                 "E203", expr.span, f"`{what}` must be positive, got {_num(value.value)}",
+            ))
+        elif not integer and value.value > MAX_WEIGHT:
+            self.diags.append(src.diag(
+                "E203", expr.span, f"`{what}` must be at most {_num(MAX_WEIGHT)}, "
+                f"got {_num(value.value)}",
+                "a weight is a rule's share of the compliance score; only the ratios of "
+                "weights matter",
             ))
 
     # ------------------------------------------------------------------ tests
@@ -246,6 +306,7 @@ class _Checker:
                                    "request", memories)
             elif isinstance(stmt, A.GivenCalls):
                 ex.expect(stmt.count, S.NUMBER, "a call count")
+                self._check_count(src, stmt.count, "a call count", MAX_TEST_CALLS)
                 if stmt.at is not None:
                     ex.expect(stmt.at, S.TIME, "`at`")
             else:
@@ -275,6 +336,20 @@ class _Checker:
                     self._check_creator_text(src, f.value)
                 elif want == S.NUMBER and f.name in ("confidence", "reliability"):
                     self._check_range(src, f.value, f"`{f.name}`", low=0.0, high=1.0)
+                elif want == S.NUMBER and f.name in _INT_FIELDS:
+                    self._check_count(src, f.value, f"`{f.name}`", INT32_MAX)
+
+    def _check_count(self, src: SourceFile, expr: A.Expr, what: str, most: int) -> None:
+        """A test value that becomes a count: a whole number in [0, most]."""
+        value = self.folder.fold(expr)
+        if not isinstance(value, A.Number):
+            return
+        whole = math.isfinite(value.value) and value.value == int(value.value)
+        if (not whole or not 0 <= value.value <= most) and (
+                math.isfinite(value.value) or not _has_infinite_literal(expr)):
+            self.diags.append(src.diag(
+                "E504", expr.span, f"{what} must be a whole number in [0, {most}], "
+                f"got {_num(value.value)}"))
 
     def _check_creator_text(self, src: SourceFile, value: A.Str) -> None:
         kind, sep, ident = value.value.partition(":")
@@ -336,5 +411,29 @@ def _score_span(src: SourceFile, span: A.Span) -> A.Span:
     return A.Span(span.line, m.start() + 1, span.line, m.end() + 1) if m else span
 
 
+_INT_FIELDS = ("version", "contradictions", "confirmations", "access_count")
+
+
+def _infinite(value: A.Expr | None) -> bool:
+    return isinstance(value, A.Number | A.Duration) and not math.isfinite(
+        value.value if isinstance(value, A.Number) else value.seconds)
+
+
+def _magnitude(value: A.Expr | None) -> float:
+    if isinstance(value, A.Number):
+        return value.value
+    return value.seconds if isinstance(value, A.Duration) else 0.0
+
+
+def _has_infinite_literal(expr: A.Expr) -> bool:
+    """Whether `expr` writes a literal that reads as inf (reported on its own)."""
+    return any(
+        (isinstance(n, A.Number) and not math.isfinite(n.value))
+        or (isinstance(n, A.Duration) and not math.isfinite(n.seconds))
+        for n, _ in walk(expr))
+
+
 def _num(v: float) -> str:
+    if not math.isfinite(v):
+        return repr(v)
     return str(int(v)) if v == int(v) else repr(v)

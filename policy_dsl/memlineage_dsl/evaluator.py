@@ -37,6 +37,7 @@ from .decision import (
     stricter,
 )
 from .facts import LineageSnapshot, Memory, Request, UnknownProvenance
+from .limits import MAX_COST
 
 _T = TypeVar("_T")
 Failed = Sequence[tuple[int, Exception]]  # (policy index, what its condition raised)
@@ -176,6 +177,13 @@ def _number(value: object, what: str, low: float, high: float) -> float:
     return min(max(float(value), low), high)
 
 
+def _arg(value: object) -> object:
+    """A computed obligation argument: a number must be finite (it goes on the wire)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"obligation argument is {value!r}")
+    return value
+
+
 def _outcome(p: CompiledPolicy, m: Memory, t: Memory, r: Request,
              s: LineageSnapshot) -> _Outcome:
     now = r.time
@@ -184,7 +192,7 @@ def _outcome(p: CompiledPolicy, m: Memory, t: Memory, r: Request,
     obligations = tuple(
         ObligationOut(
             o.kind,
-            tuple(a(m, t, r, s, now) if callable(a) else a for a in o.args) if o.dynamic
+            tuple(_arg(a(m, t, r, s, now)) if callable(a) else a for a in o.args) if o.dynamic
             else o.args,
             p.name,
         )
@@ -194,7 +202,7 @@ def _outcome(p: CompiledPolicy, m: Memory, t: Memory, r: Request,
         p,
         p.effect,
         _number(score, "score", 0.0, 1.0),
-        _number(cost, "cost", 0.0, math.inf),
+        _number(cost, "cost", 0.0, MAX_COST),
         obligations,
         FIRED,
         p.message or f"{p.effect} by policy `{p.name}`",

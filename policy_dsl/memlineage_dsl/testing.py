@@ -27,6 +27,7 @@ from .facts import (
     Request,
     UnknownMemory,
 )
+from .limits import MAX_TEST_CALLS
 
 TEST_NOW = 1767225600.0  # 2026-01-01T00:00:00Z
 _INT_FIELDS = {"version", "contradictions", "confirmations", "access_count"}
@@ -126,7 +127,11 @@ class _TestRun:
                 self.request.update({f.name: self.value(f.value) for f in stmt.fields})
             elif isinstance(stmt, A.GivenCalls):
                 at = TEST_NOW if stmt.at is None else _float(self.value(stmt.at))
-                self.calls.extend([(stmt.source, at)] * _int(self.value(stmt.count)))
+                count = self.value(stmt.count)
+                if not (isinstance(count, int | float) and 0 <= count <= MAX_TEST_CALLS):
+                    raise _Setup(stmt.count.span, f"a call count must be in [0, "
+                                 f"{MAX_TEST_CALLS}], got {count!r}")
+                self.calls.extend([(stmt.source, at)] * _int(count))
 
     def _target_for(self, op: str, m: Memory) -> Memory:
         """For a write/derive, the active memory of the same claim it would supersede."""
@@ -197,6 +202,11 @@ def run_test(ps: CompiledPolicySet, env: Env, test: A.Test, path: str) -> TestRe
     except _Setup as exc:
         result.failures.append(src.diag("E504", exc.span, f"test \"{test.name}\": {exc}"))
         return result
+    except Exception as exc:  # a value the checker let through (e.g. a huge `version`)
+        result.failures.append(src.diag(
+            "E504", test.span, f"test \"{test.name}\": cannot set up the test: "
+            f"{type(exc).__name__}: {exc}"))
+        return result
     for stmt in test.stmts:
         if not isinstance(stmt, A.Expect):
             continue
@@ -205,6 +215,11 @@ def run_test(ps: CompiledPolicySet, env: Env, test: A.Test, path: str) -> TestRe
             problem = run.check(stmt)
         except _Setup as exc:
             result.failures.append(src.diag("E504", exc.span, f"test \"{test.name}\": {exc}"))
+            continue
+        except Exception as exc:  # never a traceback from `memlineage test`
+            result.failures.append(src.diag(
+                "E504", stmt.span, f"test \"{test.name}\": cannot run this expectation: "
+                f"{type(exc).__name__}: {exc}"))
             continue
         if problem:
             result.failures.append(
