@@ -12,6 +12,7 @@ the bytes are read."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -265,6 +266,19 @@ def test_details_that_quote_the_input_stay_short(sidecar: Sidecar) -> None:
     assert err.code() == grpc.StatusCode.PERMISSION_DENIED, err.details()
     assert err.details().startswith("namespace: this caller may not use namespace 'nnn")
     assert len(err.details()) <= 1000
+
+
+def test_a_rejected_reload_cannot_forge_log_lines(sidecar: Sidecar,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    evil = "p.mlp\n2024-01-01 memlineage.auth admin login accepted"
+    with caplog.at_level(logging.WARNING, logger="memlineage.grpc"):
+        answer = pb.ReloadPoliciesResponse.FromString(sidecar.call(
+            ADMIN + "ReloadPolicies", pb.ReloadPoliciesRequest(files={evil: "x" * 5000})))
+    assert not answer.applied
+    lines = [r.getMessage() for r in caplog.records if r.name == "memlineage.grpc"]
+    assert len(lines) == 1 and lines[0].startswith("policy reload rejected: "), lines
+    assert "\n" not in lines[0] and "p.mlp\\n2024" in lines[0], lines[0]
+    assert len(lines[0]) < 600, len(lines[0])
 
 
 def test_large_check_requests_are_decided_but_not_remembered(sidecar: Sidecar) -> None:

@@ -65,6 +65,12 @@ def details_of(err: LineageError) -> str:
     return text if len(text) <= MAX_DETAILS else text[:MAX_DETAILS - 1] + "…"
 
 
+def _loggable(text: str, limit: int = 200) -> str:
+    """Caller-supplied text for one log line: control characters escaped, bounded."""
+    text = text if len(text) <= limit else text[:limit] + "…"
+    return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
+
+
 class ShuttingDown(LineageError):
     """A Watch stream ends when the sidecar stops: its client resumes elsewhere."""
 
@@ -348,8 +354,10 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
         if outcome.applied:
             log.info("policies reloaded: version %s", outcome.version)
         else:
+            # The paths and texts are the caller's: quoted and cut short, so a name
+            # with a newline cannot forge a log line, nor a long one flood the log.
             log.warning("policy reload rejected: %s", "; ".join(
-                f"{d.location}: {d.message}" for d in outcome.diagnostics[:5]))
+                _loggable(f"{d.location}: {d.message}") for d in outcome.diagnostics[:5]))
         out = pb.ReloadPoliciesResponse(applied=outcome.applied, version=outcome.version)
         diagnostics_to_pb(outcome.diagnostics, out.diagnostics)
         return out
