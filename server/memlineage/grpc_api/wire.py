@@ -159,6 +159,7 @@ def filter_rank_bytes(ranked: Iterable[RankedCandidate]) -> bytes:
     parts: list[bytes] = []
     tails: dict[tuple[str, float, str], bytes] = {}
     templates: dict[int, bytes] = {}
+    scores, quality = _SCORES, _QUALITY
     for c in ranked:
         rec = c.decision
         key = (rec.operation, rec.decided_at, rec.policy_version)
@@ -170,16 +171,16 @@ def filter_rank_bytes(ranked: Iterable[RankedCandidate]) -> bytes:
         if template is None:
             template = templates[id(d)] = _template(d)
         mid = c.memory_id.encode()
+        sized = varint(len(mid)) + mid  # the id as a length-delimited field value
+        did = rec.decision_id.encode()
         if rec.memory_ids == (c.memory_id,):
-            ids = b"\x4a" + varint(len(mid)) + mid
+            body = b"".join((template, b"\x0a", varint(len(did)), did, b"\x4a", sized, tail))
         else:
-            ids = _ids_field(rec.memory_ids)
-        body = b"".join((template, _string(b"\x0a", rec.decision_id), ids, tail))
+            body = b"".join((template, _string(b"\x0a", rec.decision_id),
+                             _ids_field(rec.memory_ids), tail))
         item = b"".join((
-            b"\x0a", varint(len(mid)), mid,
-            _SCORES(0x11, c.similarity, 0x19, c.rank_score, 0x20, c.kept),
-            b"\x2a", varint(len(body)), body,
-            _QUALITY(0x31, c.reliability, 0x39, c.value_score),
+            b"\x0a", sized, scores(0x11, c.similarity, 0x19, c.rank_score, 0x20, c.kept),
+            b"\x2a", varint(len(body)), body, quality(0x31, c.reliability, 0x39, c.value_score),
         ))
         parts.append(b"\x0a" + varint(len(item)) + item)
     best = sorted((c for c in ranked if c.kept), key=lambda c: -c.rank_score)
