@@ -42,6 +42,8 @@ UNARY = {
 BAD_UTF8_RECORD = bytes.fromhex("12120a04fffe69643a0a08011206757365723a61")
 # Field 1 says 5 bytes follow, 2 do: no message of any type.
 TRUNCATED = b"\x0a\x05ab"
+# 100,000 nested groups that never end: past any parser's depth.
+DEEP = b"\x0b" * 100_000
 WAIT = 10.0
 
 
@@ -102,9 +104,10 @@ def test_the_issues_record_bytes_are_invalid_argument(sidecar: Sidecar) -> None:
 @pytest.mark.parametrize("method", sorted(UNARY))
 def test_undecodable_bytes_are_invalid_argument_on_every_rpc(sidecar: Sidecar,
                                                              method: str) -> None:
-    details = invalid(sidecar.error(method, TRUNCATED), "request")
-    assert details.startswith(
-        f"request: is not a valid memlineage.v1.{UNARY[method]} message ("), details
+    for data in (TRUNCATED, DEEP):
+        details = invalid(sidecar.error(method, data), "request")
+        assert details.startswith(
+            f"request: is not a valid memlineage.v1.{UNARY[method]} message ("), details
 
 
 def test_undecodable_bytes_on_watch(sidecar: Sidecar) -> None:
