@@ -47,6 +47,7 @@ from memlineage.engine.records import (
 from memlineage.engine.reuse import (
     DecisionReuse,
     NoReuse,
+    Reusable,
     ReuseKey,
     ReuseTicket,
     Window,
@@ -236,7 +237,7 @@ class Engine:
                 return rec, self._ticket(entry, serving, rec)
         return rec, None
 
-    def _ticket(self, entry: Any, serving: ServingPolicies,
+    def _ticket(self, entry: Reusable, serving: ServingPolicies,
                 rec: DecisionRecord) -> ReuseTicket:
         return ReuseTicket(entry, serving, DecisionContext(
             rec.decision, rec.namespace, rec.operation, rec.memory_ids, rec.actor,
