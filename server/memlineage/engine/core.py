@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memlineage_dsl.compiler import CompiledPolicySet
-from memlineage_dsl.decision import DENY, Decision
+from memlineage_dsl.decision import ALLOW, DENY, FIRED, Decision, Reason
 from memlineage_dsl.evaluator import decide
 from memlineage_dsl.facts import DEFAULT_BUDGET, Creator, Memory, Request, UnknownMemory
 from memlineage_dsl.schema import OPERATIONS
@@ -57,7 +57,6 @@ from memlineage.engine.snapshot import StoreSnapshot, calls_counter, snapshot_of
 from memlineage.lifecycle.sweep import SweepReport, sweep
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.errors import (
-    AlreadyExistsError,
     NotFoundError,
     StoreUnavailableError,
     TransitionError,
@@ -70,7 +69,7 @@ from memlineage.lineage.validation import check_transition, validate_new
 from memlineage.scoring.batch import Scores, credibilities, score, sources_of
 from memlineage.scoring.config import ScoringConfig
 from memlineage.scoring.formulas import rank_score
-from memlineage.store.base import LineageStore
+from memlineage.store.base import ClaimMovedError, LineageStore, record_digest
 
 
 @dataclass
@@ -384,49 +383,71 @@ class Engine:
         ns = proposed.namespace
         now = self._now(time)
         spend = self._budget(budget)
-        if proposed.created_at is None:
+        # What the caller proposed, for an identical retry: created_at only if it set it.
+        explicit_time = proposed.created_at is not None
+        if not explicit_time:
             proposed = replace(proposed, created_at=now)
         proposed = validate_new(proposed, now=now, limits=self.store.limits)
+        digest = record_digest(proposed, with_created_at=explicit_time)
         actor = actor or Creator(proposed.creator_kind, proposed.creator_id)
         op = "derive" if proposed.dependencies else "write"
         serving = self.policies.current
         deps = [str(getattr(d, "id", d)) for d in proposed.dependencies]
-        # One read: the id (must be new) and the dependencies with their lineage.
-        records = self._view(ns, [proposed.id, *deps], op, serving.compiled)
-        if proposed.id in records:
-            raise AlreadyExistsError(f"memory {proposed.id!r} already exists", field="id")
-        for i, dep in enumerate(deps):
-            if dep not in records:
-                raise UnknownDependencyError(f"no memory {dep!r} in this namespace",
-                                             field=f"dependencies[{i}]")
-        current = (
-            self.store.current_claim(ns, proposed.subject, proposed.attribute)
-            if proposed.subject and proposed.attribute else None
-        )
-        if current is not None:
-            records = {**records, current.id: current}
-        mine = to_facts(proposed, now)
-        reads = serving.compiled.plans[op].reads
-        scores = self._scores(ns, {**records, proposed.id: proposed}, now, reads)
-        snap, facts = snapshot_of(records, self.store, ns, now, extra=[mine], scores=scores,
-                                  reads=reads)
-        target = facts[current.id] if current is not None else mine
-        req = Request(op, mine, actor, ns, spend, now, target=target)
-        d = self._decide_safely(serving.compiled, req, snap, op)
-        if d.effect == DENY:
-            return RecordResult(False, self._issue(d, ns, op, (proposed.id,), actor, now,
-                                                   serving.version))
-        stored = self.store.record(proposed, now=now)
-        if stored.claim is not None:
-            self.credibility.invalidate_namespace(ns)
-        rec = self._issue(d, ns, op, (proposed.id,), actor, now, serving.version)
-        self.store.incr_counter(ns, calls_counter(proposed.creator_id), now=now)
-        if current is None or current.value == stored.value or not _supersedes(stored, current):
-            return RecordResult(True, rec, stored)
-        result = self.store.supersede(
-            ns, current.id, stored.id, reason=f"superseded by {stored.id}", now=now
-        )
-        return RecordResult(True, rec, stored, current.id, tuple(result.affected))
+        # A concurrent Record of the same claim may move its holder between the read and
+        # the write: the store then writes nothing (ClaimMovedError) and we decide again.
+        for attempt in range(8):
+            # One read: the id (must be new) and the dependencies with their lineage.
+            records = self._view(ns, [proposed.id, *deps], op, serving.compiled)
+            if proposed.id in records:
+                # Recorded already: an identical retry answers the first outcome (nothing
+                # is decided or written again); another memory is AlreadyExistsError.
+                outcome = self.store.record_claim(proposed, now=now, digest=digest)
+                replay = Decision(ALLOW, 1.0, 0.0, reasons=(Reason(
+                    "<replayed>", ALLOW, "an identical Record of this memory was applied "
+                    "already: its outcome", 0, FIRED),))
+                return RecordResult(True, self._issue(replay, ns, op, (proposed.id,), actor,
+                                                      now, serving.version),
+                                    outcome.memory, outcome.superseded_id, outcome.affected)
+            for i, dep in enumerate(deps):
+                if dep not in records:
+                    raise UnknownDependencyError(f"no memory {dep!r} in this namespace",
+                                                 field=f"dependencies[{i}]")
+            current = (
+                self.store.current_claim(ns, proposed.subject, proposed.attribute)
+                if proposed.subject and proposed.attribute else None
+            )
+            if current is not None:
+                records = {**records, current.id: current}
+            mine = to_facts(proposed, now)
+            reads = serving.compiled.plans[op].reads
+            scores = self._scores(ns, {**records, proposed.id: proposed}, now, reads)
+            snap, facts = snapshot_of(records, self.store, ns, now, extra=[mine],
+                                      scores=scores, reads=reads)
+            target = facts[current.id] if current is not None else mine
+            req = Request(op, mine, actor, ns, spend, now, target=target)
+            d = self._decide_safely(serving.compiled, req, snap, op)
+            if d.effect == DENY:
+                return RecordResult(False, self._issue(d, ns, op, (proposed.id,), actor, now,
+                                                       serving.version))
+            supersede = (current.id if current is not None and current.value != proposed.value
+                         and _supersedes(proposed, current) else None)
+            # One atomic store step: the record, its claim-group comparison, the
+            # supersession with its cascade, the rate counter (and the write counters).
+            try:
+                outcome = self.store.record_claim(
+                    proposed, now=now, digest=digest,
+                    holder=current.id if current is not None else None,
+                    supersede=supersede, count=calls_counter(proposed.creator_id))
+            except ClaimMovedError:
+                if attempt == 7:
+                    raise
+                continue
+            if outcome.memory.claim is not None and not outcome.replayed:
+                self.credibility.invalidate_namespace(ns)
+            rec = self._issue(d, ns, op, (proposed.id,), actor, now, serving.version)
+            return RecordResult(True, rec, outcome.memory, outcome.superseded_id,
+                                outcome.affected)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def update_status(
         self, ns: str, memory_id: str, action: str, actor: Creator, *,
