@@ -2,8 +2,9 @@
 
 Environment variables: MEMLINEAGE_LISTEN, MEMLINEAGE_STORE, MEMLINEAGE_DATA_DIR,
 MEMLINEAGE_POLICY_DIR, MEMLINEAGE_FAIL_MODE, MEMLINEAGE_DECISION_LOG,
-MEMLINEAGE_METRICS_PORT, MEMLINEAGE_TOKENS ("tokA=ns1,ns2;tokB=*admin*" style:
-`token=namespace,...`, with `admin` as a namespace entry meaning an admin token).
+MEMLINEAGE_DECISION_LOG_KEY, MEMLINEAGE_DECISION_LOG_MAX_BYTES, MEMLINEAGE_METRICS_PORT,
+MEMLINEAGE_TOKENS ("tokA=ns1,ns2;tokB=*admin*" style: `token=namespace,...`, with `admin`
+as a namespace entry meaning an admin token).
 """
 
 from __future__ import annotations
@@ -42,12 +43,20 @@ class Config:
     policy_dir: str = "policies"
     fail_mode: str = "closed"
     decision_log: str = "-"  # "-" stderr, "off", or a file path
+    # HMAC-SHA-256 key of the log's hash chain (None: plain SHA-256); not in repr
+    decision_log_key: str | None = field(default=None, repr=False)
+    decision_log_max_bytes: int = 0  # a file log rotates to FILE.1 past this size; 0: never
+    decision_log_keep: int = 5  # rotated files kept (FILE.1 … FILE.N)
     metrics_port: int | None = None
     lineage_depth: int = 16
     record_access: bool = True
     reuse_decisions: bool = True  # repeat a Check's decision while it is exact
     grpc_workers: int = 0  # gRPC worker threads; 0: 4 on embedded, 32 on Redis
     grace_seconds: float = 5.0
+    # Redis: seconds to wait for a reply / to connect; a store that does not answer
+    # within them is UNAVAILABLE (keep them well under the clients' deadlines, 5 s)
+    redis_socket_timeout: float = 1.0
+    redis_connect_timeout: float = 1.0
     tokens: tuple[TokenGrant, ...] = field(default_factory=tuple)
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -75,6 +84,11 @@ class Config:
             raise ConfigError("sweep_interval must be >= 0 and sweep_batch >= 1")
         if not 0 <= self.grpc_workers <= 1024:
             raise ConfigError("grpc_workers must be 0 (automatic) to 1024")
+        if not (0 < self.redis_socket_timeout <= 60 and 0 < self.redis_connect_timeout <= 60):
+            raise ConfigError("redis_socket_timeout and redis_connect_timeout must be in "
+                              "(0, 60] seconds")
+        if self.decision_log_max_bytes < 0 or self.decision_log_keep < 1:
+            raise ConfigError("decision_log_max_bytes must be >= 0 and decision_log_keep >= 1")
         return self
 
 
@@ -137,6 +151,8 @@ _ENV = {
     "policy_dir": "MEMLINEAGE_POLICY_DIR",
     "fail_mode": "MEMLINEAGE_FAIL_MODE",
     "decision_log": "MEMLINEAGE_DECISION_LOG",
+    "decision_log_key": "MEMLINEAGE_DECISION_LOG_KEY",
+    "decision_log_max_bytes": "MEMLINEAGE_DECISION_LOG_MAX_BYTES",
     "metrics_port": "MEMLINEAGE_METRICS_PORT",
 }
 

@@ -10,6 +10,7 @@ import gc
 import logging
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TextIO
 
@@ -26,6 +27,7 @@ from memlineage.store.base import LineageStore
 
 log = logging.getLogger("memlineage.server")
 ACCESS_FLUSH_SECONDS = 0.5
+STORE_PING_SECONDS = 0.5
 
 
 @dataclass
@@ -36,7 +38,6 @@ class Sidecar:
     store: LineageStore
     metrics: Metrics
     served: Served
-    log_file: TextIO | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     @property
@@ -58,26 +59,33 @@ class Sidecar:
             log.exception("final access flush failed")
         self.served.close()
         self.store.close()
-        if self.log_file is not None:
-            self.log_file.close()
+        self.engine.log.close()
 
 
-def _log_sink(target: str) -> tuple[TextIO | None, TextIO | None]:
-    """(sink, file to close): "-" stderr, "off" nothing, else a file appended to."""
+def _decision_log(config: Config) -> DecisionLog:
+    """`decision_log`: "-" stderr, "off" nothing, else a file appended to (its chain
+    continued, rotated past `decision_log_max_bytes`, reopened on SIGHUP)."""
+    target, key = config.decision_log, config.decision_log_key
     if target == "off":
-        return None, None
+        return DecisionLog(None)
     if target == "-":
-        return sys.stderr, None
-    fh = open(target, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in stop()
-    return fh, fh
+        return DecisionLog(sys.stderr, key=key)
+    return DecisionLog.open(target, key=key, max_bytes=config.decision_log_max_bytes,
+                            keep=config.decision_log_keep)
 
 
 async def start_sidecar(config: Config, *, clock: Clock = system_clock,
                         metrics: Metrics | None = None) -> Sidecar:
     holder = PolicyHolder(config.policy_dir)  # a broken set fails before the store opens
-    store = open_store(config.store_url(), clock=clock)
-    sink, log_file = _log_sink(config.decision_log)
-    engine = Engine(store, holder, clock=clock, log=DecisionLog(sink),
+    store = open_store(config.store_url(), clock=clock,
+                       socket_timeout=config.redis_socket_timeout,
+                       connect_timeout=config.redis_connect_timeout)
+    try:
+        decision_log = _decision_log(config)
+    except BaseException:
+        store.close()
+        raise
+    engine = Engine(store, holder, clock=clock, log=decision_log,
                     fail_mode=config.fail_mode, lineage_depth=config.lineage_depth,
                     record_access=config.record_access, scoring=config.scoring,
                     reuse_decisions=config.reuse_decisions)
@@ -87,15 +95,16 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
         served = serve(engine, config, metrics)
     except BaseException:
         store.close()
-        if log_file is not None:
-            log_file.close()
+        decision_log.close()
         raise
-    sidecar = Sidecar(engine, store, metrics, served, log_file)
+    sidecar = Sidecar(engine, store, metrics, served)
     if config.sweep_interval > 0:
         sidecar.tasks.append(asyncio.create_task(
             _sweep_forever(engine, config.sweep_interval, config.sweep_batch)))
     sidecar.tasks.append(asyncio.create_task(
         _flush_forever(engine, ACCESS_FLUSH_SECONDS, config.compact_log_bytes)))
+    sidecar.tasks.append(asyncio.create_task(
+        _watch_store(store, served, STORE_PING_SECONDS)))
     return sidecar
 
 
@@ -118,6 +127,32 @@ async def _flush_forever(engine: Engine, interval: float, compact_log_bytes: int
             log.exception("access statistics flush failed; retried next interval")
 
 
+async def _watch_store(store: LineageStore, served: Served, interval: float) -> None:
+    """Ping the store every `interval` s on a thread of its own (a ping waits at most
+    the client's timeouts) and report the store-dependent services NOT_SERVING while
+    it does not answer, SERVING once it does again: the health check itself only reads
+    the status, it never waits on the store."""
+    loop = asyncio.get_running_loop()
+    pinger = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlineage-ping")
+    healthy = True
+    try:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                ok = await loop.run_in_executor(pinger, store.ping)
+            except Exception:  # a ping never raises; a closed store may
+                ok = False
+            if ok != healthy:
+                healthy = ok
+                served.set_store_serving(ok)
+                if ok:
+                    log.warning("lineage store answers again: health SERVING")
+                else:
+                    log.error("lineage store does not answer: health NOT_SERVING")
+    finally:
+        pinger.shutdown(wait=False)
+
+
 async def _sweep_forever(engine: Engine, interval: float, batch: int) -> None:
     """The background governance sweep: a batch per namespace every `interval` s,
     on a worker thread so the loop's other tasks (flushes, signals) keep running."""
@@ -135,7 +170,8 @@ async def _sweep_forever(engine: Engine, interval: float, batch: int) -> None:
 
 
 async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
-    """Serve until SIGTERM/SIGINT; SIGHUP reloads the policy directory."""
+    """Serve until SIGTERM/SIGINT; SIGHUP reopens the decision log file (logrotate)
+    and reloads the policy directory."""
     sidecar = await start_sidecar(config)
     # Long-lived objects (compiled policies, caches) leave the young generations, and
     # collections run less often: the request path allocates many short-lived objects.
@@ -151,6 +187,7 @@ async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
     stop = asyncio.Event()
 
     def reload_policies() -> None:
+        sidecar.engine.log.reopen()  # after logrotate moved it: the chain goes on
         outcome = sidecar.engine.policies.reload()
         if outcome.applied:
             log.warning("SIGHUP: policies reloaded, version %s", outcome.version)

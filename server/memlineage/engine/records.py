@@ -3,21 +3,20 @@
 `DecisionRecord` adds identity (decision id, operation, memories, time, policy
 version) to the evaluator's `Decision`. `DecisionJournal` keeps the recent ones
 per memory for Explain and by id for Feedback, bounded, in this process; the
-JSON decision log is the durable trail.
+JSON decision log (`decision_log.py`, hash-chained) is the durable trail.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import os
-import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TextIO
 
 from memlineage_dsl.decision import Decision
+
+from memlineage.engine.decision_log import DecisionLog as DecisionLog  # re-export (engine/core.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,64 +68,6 @@ def issue_decision_ids(now: float, count: int) -> tuple[list[str], list[int]]:
     head = f"d{int(now * 1000):x}-{_PREFIX}-"
     serials = [next(_serial) for _ in range(count)]
     return [f"{head}{n:x}" for n in serials], serials
-
-
-class DecisionLog:
-    """One JSON line per decision. The part that depends only on the (shared,
-    frozen) Decision is rendered once and reused."""
-
-    def __init__(self, sink: TextIO | None) -> None:
-        self.sink = sink
-        self._bodies: dict[int, tuple[Decision, str]] = {}
-        self._lock = threading.Lock()
-
-    def _body(self, d: Decision) -> str:
-        hit = self._bodies.get(id(d))
-        if hit is not None and hit[0] is d:
-            return hit[1]
-        body = json.dumps(
-            {
-                "effect": d.effect,
-                "score": round(d.compliance_score, 6),
-                "cost": d.expected_cost,
-                "policies": [r.policy for r in d.reasons],
-                "reasons": [f"{r.policy}[{r.status}]: {r.message}" for r in d.reasons],
-                "obligations": [str(o) for o in d.obligations],
-                "errors": list(d.errors),
-            },
-            separators=(",", ":"),
-        )[1:]
-        if len(self._bodies) > 4096:
-            self._bodies.clear()
-        self._bodies[id(d)] = (d, body)
-        return body
-
-    def write(self, rec: DecisionRecord) -> None:
-        if self.sink is not None:
-            self.write_many((rec,))
-
-    def write_many(self, recs: Sequence[DecisionRecord]) -> None:
-        """One write (and one lock) for a batch of decisions."""
-        if self.sink is None or not recs:
-            return
-        text = "".join(self._line(r) for r in recs)
-        with self._lock:
-            self.sink.write(text)
-
-    def _line(self, rec: DecisionRecord) -> str:
-        head = json.dumps(
-            {
-                "ts": rec.decided_at,
-                "decision_id": rec.decision_id,
-                "namespace": rec.namespace,
-                "op": rec.operation,
-                "memory_ids": list(rec.memory_ids),
-                "actor": rec.actor,
-                "policy_version": rec.policy_version,
-            },
-            separators=(",", ":"),
-        )
-        return f"{head[:-1]},{self._body(rec.decision)}\n"
 
 
 def _serial_of(decision_id: str) -> int | None:

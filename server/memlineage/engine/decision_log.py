@@ -1,0 +1,409 @@
+"""The decision log: one JSON line per decision, hash-chained, and its verification.
+
+A line is the decision's JSON object with three fields added: `seq` first, `prev`
+and `hash` last::
+
+    {"seq":7,"ts":…,"decision_id":…,…,"errors":[],"prev":"<64 hex>","hash":"<64 hex>"}
+
+`hash` is SHA-256 (HMAC-SHA-256 when the log has a key) of the line's bytes as
+written, without `,"hash":"…"` (so `prev` is covered): `{"seq":7,…,"prev":"…"}`.
+`prev` is the hash of the line before, across files (a rotated file's first line
+links to the last of the file before it). A chain starts with a genesis line, `seq`
+0 and `prev` 64 zeros: a new log, or a log whose last line could not be read back.
+A log reopened by a restart (or SIGHUP, or rotation) continues its chain.
+
+`verify` walks files in order and names the first line that does not fit: altered
+(its hash), removed, inserted or moved (its `seq` and `prev`), or unreadable.
+Writing is thread-safe: the chain is computed under the lock that orders writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from memlineage_dsl.decision import Decision
+
+    from memlineage.engine.records import DecisionRecord
+
+log = logging.getLogger("memlineage.decision_log")
+
+GENESIS = "0" * 64
+_HASH_RE = re.compile(rb',"hash":"([0-9a-f]{64})"\}\Z')
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+_TAIL_CHUNK = 64 * 1024
+
+
+def _digester(key: bytes | None) -> Callable[[bytes], str]:
+    """bytes -> hex digest: SHA-256, or HMAC-SHA-256 (RFC 2104) with `key`. The HMAC's
+    padded-key states are hashed once and copied per line: half the cost of
+    `hmac.digest`, which sets up OpenSSL's HMAC context on every call."""
+    sha = hashlib.sha256
+    if key is None:
+        return lambda data: sha(data).hexdigest()
+    if len(key) > 64:  # SHA-256's block
+        key = sha(key).digest()
+    key = key.ljust(64, b"\0")
+    inner = sha(bytes(k ^ 0x36 for k in key))
+    outer = sha(bytes(k ^ 0x5C for k in key))
+
+    def digest(data: bytes) -> str:
+        i = inner.copy()
+        i.update(data)
+        o = outer.copy()
+        o.update(i.digest())
+        return o.hexdigest()
+
+    return digest
+
+
+def _key_bytes(key: str | bytes | None) -> bytes | None:
+    if key is None or key == "" or key == b"":
+        return None
+    return key.encode("utf-8") if isinstance(key, str) else key
+
+
+class DecisionLog:
+    """One JSON line per decision, chained (module docstring). The part of a line that
+    depends only on the (shared, frozen) Decision is rendered once and reused.
+
+    `DecisionLog(sink)` writes to a stream it does not own (stderr, a test buffer);
+    `DecisionLog.open(path)` owns a file: it continues the chain of what the file (or
+    its `.1` rotation) ends with, rotates it past `max_bytes` keeping `keep` old files
+    (`FILE.1` newest), and `reopen()`s it after an outside rotation (SIGHUP)."""
+
+    def __init__(self, sink: TextIO | None, *, key: str | bytes | None = None,
+                 seq: int = -1, prev: str = GENESIS) -> None:
+        self.sink = sink
+        self._bodies: dict[int, tuple[Decision, str]] = {}
+        self._lock = threading.Lock()
+        self._hash = _digester(_key_bytes(key))
+        self._seq = seq  # the last line's seq (-1: the next line is a genesis)
+        self._prev = prev  # the last line's hash
+        self.path: str | None = None
+        self._max_bytes = 0
+        self._keep = 0
+        self._size = 0
+
+    @classmethod
+    def open(cls, path: str, *, key: str | bytes | None = None, max_bytes: int = 0,
+             keep: int = 5) -> DecisionLog:
+        """A log appending to the file `path` (created if absent)."""
+        seq, prev, torn = _resume(path)
+        fh = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in close()
+        try:
+            if torn:  # end the torn line so the genesis line after it stands alone
+                fh.write("\n")
+            out = cls(fh, key=key, seq=seq, prev=prev)
+            out.path = path
+            out._max_bytes = max_bytes
+            out._keep = max(keep, 1)
+            out._size = fh.tell()
+        except BaseException:
+            fh.close()
+            raise
+        return out
+
+    # ---------------------------------------------------------------- writing
+    def _body(self, d: Decision) -> str:
+        hit = self._bodies.get(id(d))
+        if hit is not None and hit[0] is d:
+            return hit[1]
+        body = json.dumps(
+            {
+                "effect": d.effect,
+                "score": round(d.compliance_score, 6),
+                "cost": d.expected_cost,
+                "policies": [r.policy for r in d.reasons],
+                "reasons": [f"{r.policy}[{r.status}]: {r.message}" for r in d.reasons],
+                "obligations": [str(o) for o in d.obligations],
+                "errors": list(d.errors),
+            },
+            separators=(",", ":"),
+        )[1:-1]
+        if len(self._bodies) > 4096:
+            self._bodies.clear()
+        self._bodies[id(d)] = (d, body)
+        return body
+
+    def _fields(self, rec: DecisionRecord) -> str:
+        """The line's decision fields, without braces, seq, prev or hash."""
+        head = json.dumps(
+            {
+                "ts": rec.decided_at,
+                "decision_id": rec.decision_id,
+                "namespace": rec.namespace,
+                "op": rec.operation,
+                "memory_ids": list(rec.memory_ids),
+                "actor": rec.actor,
+                "policy_version": rec.policy_version,
+            },
+            separators=(",", ":"),
+        )
+        return f"{head[1:-1]},{self._body(rec.decision)}"
+
+    def write(self, rec: DecisionRecord) -> None:
+        if self.sink is not None:
+            self.write_many((rec,))
+
+    def write_many(self, recs: Sequence[DecisionRecord]) -> None:
+        """One write (and one lock) for a batch of decisions; the lines are rendered
+        before the lock, chained (one hash each) under it, in write order."""
+        if self.sink is None or not recs:
+            return
+        fields = [self._fields(r) for r in recs]
+        digest = self._hash
+        with self._lock:
+            sink = self.sink
+            if sink is None:  # closed meanwhile
+                return
+            seq, prev = self._seq, self._prev
+            lines = []
+            for f in fields:
+                if seq < 0:
+                    seq, prev = 0, GENESIS
+                else:
+                    seq += 1
+                content = f'{{"seq":{seq},{f},"prev":"{prev}"}}'
+                prev = digest(content.encode())
+                lines.append(f'{content[:-1]},"hash":"{prev}"}}\n')
+            text = "".join(lines)
+            sink.write(text)
+            self._seq, self._prev = seq, prev
+            if self.path is not None:
+                self._size += len(text)  # ASCII: json.dumps escapes the rest
+                if self._max_bytes and self._size >= self._max_bytes:
+                    self._rotate()
+
+    # ------------------------------------------------------- files it owns
+    def _rotate(self) -> None:
+        """Under the lock: FILE.(k) -> FILE.(k+1) for the `keep` newest, FILE ->
+        FILE.1, a new FILE. The chain goes on in the new file."""
+        assert self.path is not None
+        path, keep = self.path, self._keep
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(f"{path}.{keep}")
+            for k in range(keep - 1, 0, -1):
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(f"{path}.{k}", f"{path}.{k + 1}")
+            os.replace(path, f"{path}.1")
+        except OSError:
+            log.exception("decision log rotation of %s failed; appending to it", path)
+            self._size = 0  # try again after another max_bytes
+            return
+        self._switch()
+
+    def _switch(self) -> None:
+        """Under the lock: write to a new handle on the path from now on; when it
+        cannot be opened, go on with the old one (and say so)."""
+        assert self.path is not None
+        try:
+            fh = open(self.path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+        except OSError:
+            log.exception("decision log %s cannot be opened; still writing to the old file",
+                          self.path)
+            return
+        old, self.sink, self._size = self.sink, fh, fh.tell()
+        if old is not None:
+            old.close()
+
+    def reopen(self) -> None:
+        """Open the path again (after logrotate moved the file away): the chain goes
+        on in whatever file the path now names. A stream it does not own: nothing."""
+        if self.path is None:
+            return
+        with self._lock:
+            if self.sink is not None:
+                self._switch()
+
+    def close(self) -> None:
+        with self._lock:
+            sink, self.sink = self.sink, None
+            if sink is not None and self.path is not None:
+                sink.close()
+            elif sink is not None:
+                sink.flush()
+
+
+def _resume(path: str) -> tuple[int, str, bool]:
+    """(seq, hash) of the last line of `path` (or, when it is empty or absent, of
+    `path.1`) to continue from, and whether `path` ends in a torn line; (-1, GENESIS)
+    when there is nothing to continue: the next line starts a chain."""
+    for candidate in (path, f"{path}.1"):
+        try:
+            last, torn = _last_line(candidate)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return -1, GENESIS, False
+        if torn:
+            return -1, GENESIS, candidate == path
+        if last is None:
+            continue  # empty
+        try:
+            entry = json.loads(last)
+            seq, digest = entry["seq"], entry["hash"]
+        except (ValueError, KeyError, TypeError):
+            return -1, GENESIS, False
+        if type(seq) is int and seq >= 0 and isinstance(digest, str) and _HEX64.match(digest):
+            return seq, digest, False
+        return -1, GENESIS, False
+    return -1, GENESIS, False
+
+
+def _last_line(path: str) -> tuple[bytes | None, bool]:
+    """The last complete line of a file (None: empty), and whether it ends without
+    a newline (a torn write)."""
+    with open(path, "rb") as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size == 0:
+            return None, False
+        fh.seek(size - 1)
+        if fh.read(1) != b"\n":
+            return None, True
+        chunk = _TAIL_CHUNK
+        while True:
+            start = max(0, size - chunk)
+            fh.seek(start)
+            data = fh.read(size - start)
+            cut = data.rfind(b"\n", 0, len(data) - 1)
+            if cut >= 0 or start == 0:
+                return data[cut + 1:-1], False
+            chunk *= 4
+
+
+# ------------------------------------------------------------------ verification
+@dataclass(frozen=True, slots=True)
+class Problem:
+    file: str
+    line: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.what}"
+
+
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """What `verify` found: the decisions read, the first line's seq, and the first
+    problem (None: the chain is intact)."""
+
+    decisions: int
+    first_seq: int | None
+    problem: Problem | None
+
+    @property
+    def ok(self) -> bool:
+        return self.problem is None
+
+    def describe(self) -> str:
+        if self.problem is not None:
+            return str(self.problem)
+        text = f"{self.decisions} decision{'s' * (self.decisions != 1)}, chain intact"
+        if self.first_seq:
+            text += f" from seq {self.first_seq} (the files before it not given)"
+        return text
+
+
+def _describe_link(seq: int, last: int) -> str:
+    if seq > last + 1:
+        missing = seq - last - 1
+        return (f"seq {seq} follows seq {last}: {missing} line{'s' * (missing > 1)} "
+                "removed or moved")
+    return f"seq {seq} follows seq {last}: line out of order, repeated or inserted"
+
+
+def _entry(line: bytes, digest: Callable[[bytes], str], what_hash: str, keyed: bool,
+           ) -> tuple[int, str, str] | str:
+    """(seq, prev, hash) of one line (without its newline) whose hash holds, or what
+    is wrong with it."""
+    if not line.strip():
+        return "empty line (inserted)"
+    try:
+        entry = json.loads(line)
+    except UnicodeDecodeError:
+        return "not UTF-8 text"
+    except ValueError as exc:
+        return f"not a JSON line ({str(exc).split(':')[0]})"
+    if not isinstance(entry, dict):
+        return "not a decision line (a JSON object)"
+    seq, prev = entry.get("seq"), entry.get("prev")
+    if type(seq) is not int or seq < 0:
+        return "no seq (a non-negative integer): not a chained decision line"
+    if not (isinstance(prev, str) and _HEX64.match(prev)):
+        return "no prev (64 hex digits): not a chained decision line"
+    end = _HASH_RE.search(line)
+    if end is None or entry.get("hash") != end.group(1).decode():
+        return "no hash (64 hex digits) ending the line: not as written"
+    stated = end.group(1).decode()
+    if digest(line[:end.start()] + b"}") != stated:
+        hint = "or written with another key" if keyed else "or written with a key: pass --key"
+        return f"altered: the {what_hash} does not match the line ({hint})"
+    return seq, prev, stated
+
+
+def verify(paths: Iterable[str], key: str | bytes | None = None) -> Verified:
+    """Walk the decision-log files `paths` in order (oldest first) as one chain and
+    stop at the first line that does not fit. OSError when a file cannot be read."""
+    keyed = _key_bytes(key)
+    digest = _digester(keyed)
+    what_hash = "HMAC" if keyed else "hash"
+    decisions = 0
+    first_seq: int | None = None
+    last_seq, last_hash = -1, GENESIS
+    for path in paths:
+        with open(path, "rb") as fh:
+            for number, raw in enumerate(fh, 1):
+                found = _entry(raw[:-1], digest, what_hash, keyed is not None) \
+                    if raw.endswith(b"\n") else \
+                    "truncated: the last line does not end (a torn or cut write)"
+                if isinstance(found, str):
+                    return Verified(decisions, first_seq, Problem(path, number, found))
+                seq, prev, stated = found
+                problem = None
+                if (seq == 0) != (prev == GENESIS):
+                    problem = "a half genesis line (seq 0 goes with prev 0...0, and only)"
+                elif last_seq < 0:
+                    pass  # the first line: a genesis, or older files rotated away
+                elif seq == 0:
+                    problem = (f"a new chain (seq 0) after seq {last_seq}: the lines before "
+                               "were cut off, or the files are out of order")
+                elif seq != last_seq + 1:
+                    problem = _describe_link(seq, last_seq)
+                elif prev != last_hash:
+                    problem = (f"does not link to the line before (prev is not the hash of "
+                               f"seq {last_seq}): it or the line before was replaced")
+                if problem is not None:
+                    return Verified(decisions, first_seq, Problem(path, number, problem))
+                if first_seq is None:
+                    first_seq = seq
+                decisions += 1
+                last_seq, last_hash = seq, stated
+    return Verified(decisions, first_seq, None)
+
+
+def verify_command(paths: Sequence[str], key: str | None, out: TextIO | None = None,
+                   err: TextIO | None = None) -> int:
+    """`memlineage log verify`: 0 intact, 1 a problem (FILE:LINE: what), 2 unreadable."""
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        found = verify(paths, key)
+    except OSError as exc:
+        print(f"error: {exc}", file=err)
+        return 2
+    if found.problem is not None:
+        print(found.describe(), file=err)
+        return 1
+    print(found.describe(), file=out)
+    return 0
