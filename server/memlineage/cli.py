@@ -95,7 +95,25 @@ def _parser() -> argparse.ArgumentParser:
                                         "into the new directory DEST (online)")
     store_backup.add_argument("dir", metavar="DIR")
     store_backup.add_argument("dest", metavar="DEST")
+
+    dlog = sub.add_parser("log", help="the decision log (serve --decision-log FILE)")
+    dlog_sub = dlog.add_subparsers(dest="log_command", required=True, metavar="ACTION")
+    verify = dlog_sub.add_parser("verify", help="check the hash chain of decision-log files, "
+                                 "oldest first (exit 0 intact; 1 FILE:LINE of the first bad "
+                                 "line; 2 unreadable)")
+    verify.add_argument("files", nargs="+", metavar="FILE",
+                        help="in write order, e.g. decisions.log.2 decisions.log.1 decisions.log")
+    verify.add_argument("--key", help="the HMAC key the log was written with "
+                        "(default: $MEMLINEAGE_DECISION_LOG_KEY)")
     return p
+
+
+def _log(args: argparse.Namespace) -> int:
+    import os
+
+    from memlineage.engine.decision_log import verify_command
+
+    return verify_command(args.files, args.key or os.environ.get("MEMLINEAGE_DECISION_LOG_KEY"))
 
 
 def _store(args: argparse.Namespace) -> int:
@@ -270,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _sweep(args)
     if args.command == "store":
         return _store(args)
+    if args.command == "log":
+        return _log(args)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 
