@@ -1,6 +1,8 @@
 """Lineage store benchmark: prints figures, asserts nothing (not a timed test).
 
-For the embedded and Redis backends: records/s, get-many latency for 100 ids,
+For the embedded store in memory, the embedded store with a data directory (SQLite,
+``synchronous=NORMAL``: every acknowledged write survives a killed process) and
+Redis: records/s, get-many latency for 100 ids,
 revoke of a root with N descendants (time and time per descendant), lineage
 event log paging and wait_events wake-up latency, due_for_review of 1,000 on
 the record namespace, and Redis MEMORY USAGE per record (3 dependencies, 3 tags;
@@ -10,7 +12,15 @@ vs one of 10,000 (bulk-loaded with ``EmbeddedStore._bulk_load``): the time per
 call should not depend on the namespace size.  Without --redis-url a
 throwaway redis-server is started on a free loopback port.
 
+The embedded store with a data directory also reports: records/s with
+``fsync=True`` (``synchronous=FULL``: one fsync per write), and the restart time
+(open = integrity check + load) of ``--restart-records`` bulk-loaded records from
+the snapshot, and of ops replayed after a crash (no snapshot since).  The issue's
+targets: >= 10,000 records/s durable embedded; a restart of 1,000,000 records
+< 10 s (``--restart-records 1000000``; the default run uses 100,000).
+
     .venv/bin/python bench/store_bench.py                # full: 100,000 descendants
+    .venv/bin/python bench/store_bench.py --backends sqlite --restart-records 1000000
     .venv/bin/python bench/store_bench.py --descendants 10000 --records 2000 \
         --review-sizes 10000,100000
 """
@@ -23,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -275,6 +286,78 @@ def bench_memory(store: LineageStore) -> None:
           f"bytes (over {n} records)")
 
 
+def bench_fsync(records: int) -> None:
+    """records/s with fsync=True (synchronous=FULL): one fsync per write."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(f"embedded://{tmp}", clock=ManualClock(NOW), fsync=True)
+        print("  with fsync=True (synchronous=FULL):")
+        bench_records(store, records)
+        store.close()
+
+
+def _bulk_records(n: int) -> Iterator[MemoryRecord]:
+    for i in range(n):
+        yield MemoryRecord(
+            id=f"mem:{i:07d}", namespace=NS, type="tool_result",
+            tags=("travel", "flight", "price"), creator_kind="tool",
+            creator_id="tool:flight_api", creator_confidence=0.85, context_id="ctx:000123",
+            created_at=NOW, dependencies=tuple(f"mem:{j:07d}" for j in (i - 1, i - 7, i - 31)
+                                               if j >= 0))
+
+
+def bench_restart(n: int, replayed: int) -> None:
+    """Open (check + load) of a data directory of ``n`` records from its snapshot, and
+    of ``replayed`` records written one by one with no snapshot since (a crash)."""
+    from memlineage.store.embedded import persistence
+    from memlineage.store.embedded.persistence import DB_NAME, SqliteLog
+    from memlineage.store.embedded.state import State
+
+    print(f"== embedded with a data directory: restart ({n:,} records)")
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "snap"
+        source = EmbeddedStore(clock=ManualClock(NOW))
+        start = time.perf_counter()
+        source._bulk_load(NS, _bulk_records(n), review_at=NOW + 3600)
+        print(f"  bulk-loaded {n:,} records (3 deps, 3 tags) in memory in "
+              f"{time.perf_counter() - start:.1f} s")
+        log = SqliteLog(data)
+        empty = State(source.limits, threading.Condition())
+        with empty._changed:
+            log.open(empty)
+        start = time.perf_counter()
+        log.compact(source._state)  # what the server's upkeep (maybe_compact) writes
+        log.close()
+        del source
+        size = (data / DB_NAME).stat().st_size
+        print(f"  snapshot written in {time.perf_counter() - start:.1f} s: "
+              f"{size / 1e6:,.0f} MB, {size / n:,.0f} bytes per record")
+        start = time.perf_counter()
+        summary = persistence.check(data)
+        print(f"  store check: {time.perf_counter() - start:.2f} s ({summary.records:,} "
+              "records)")
+        start = time.perf_counter()
+        store = EmbeddedStore(data)
+        elapsed = time.perf_counter() - start
+        assert len(store.get_many(NS, [f"mem:{n - 1:07d}"])) == 1
+        print(f"  restart from the snapshot: {elapsed:.2f} s (target < 10 s for "
+              f"1,000,000) -> {n / elapsed:,.0f} records/s")
+        store.close()
+
+        data = Path(tmp) / "ops"
+        store = EmbeddedStore(data, clock=ManualClock(NOW))
+        for i, rec in enumerate(_bulk_records(replayed)):
+            store.record(rec)
+            if i % 1000 == 999:
+                store.record_accesses(NS, {rec.id: (1, NOW + i)})
+        store.close()
+        start = time.perf_counter()
+        store = EmbeddedStore(data)
+        elapsed = time.perf_counter() - start
+        store.close()
+        print(f"  restart replaying {replayed:,} records' ops (no snapshot: after a crash): "
+              f"{elapsed:.2f} s -> {replayed / elapsed:,.0f} ops/s")
+
+
 def run(kind: str, url: str, args: argparse.Namespace) -> None:
     print(f"== {kind} ({url})")
     store = open_store(url, clock=ManualClock(NOW))
@@ -299,7 +382,14 @@ def main() -> None:
     parser.add_argument("--redis-url", help="use this Redis instead of starting one")
     parser.add_argument("--only-view", action="store_true",
                         help="stop after the lineage_view line (quick before/after)")
-    parser.add_argument("--backends", default="embedded,redis")
+    parser.add_argument("--backends", default="embedded,sqlite,redis",
+                        help="embedded (in memory), sqlite (embedded with a data "
+                        "directory), redis")
+    parser.add_argument("--restart-records", type=int, default=100_000,
+                        help="records in the sqlite restart bench (the target is for "
+                        "1,000,000)")
+    parser.add_argument("--replay-records", type=int, default=20_000,
+                        help="records replayed from ops in the sqlite restart bench")
     parser.add_argument("--review-sizes", default="10000,1000000",
                         help="embedded namespace sizes for the due_for_review scaling bench")
     args = parser.parse_args()
@@ -308,6 +398,12 @@ def main() -> None:
         run("embedded", "embedded", args)
         if not args.only_view:
             bench_review_scaling([int(n) for n in args.review_sizes.split(",") if n])
+    if "sqlite" in backends:
+        with tempfile.TemporaryDirectory() as tmp:
+            run("sqlite", f"embedded://{tmp}/data", args)
+        if not args.only_view:
+            bench_fsync(min(args.records, 2000))
+            bench_restart(args.restart_records, args.replay_records)
     if "redis" in backends:
         if args.redis_url:
             run("redis", args.redis_url, args)
