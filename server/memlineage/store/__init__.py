@@ -21,9 +21,22 @@ from memlineage.store.embedded import EmbeddedStore
 __all__ = ["EmbeddedStore", "LineageStore", "RedisStore", "open_store"]
 
 
+DEFAULT_REDIS_TIMEOUT = 1.0
+"""Seconds a Redis client waits to connect and for a reply: well under a client's
+5 s deadline, so a store that does not answer is UNAVAILABLE in time."""
+
+
 def open_store(url_or_kind: str = "embedded", *, clock: Clock = system_clock,
-               limits: StoreLimits | None = None, **options: Any) -> LineageStore:
-    """Open the store named by ``url_or_kind``; ``options`` go to the backend/client."""
+               limits: StoreLimits | None = None,
+               socket_timeout: float = DEFAULT_REDIS_TIMEOUT,
+               connect_timeout: float = DEFAULT_REDIS_TIMEOUT,
+               **options: Any) -> LineageStore:
+    """Open the store named by ``url_or_kind``; ``options`` go to the backend/client.
+
+    Redis clients wait at most ``connect_timeout`` to connect and ``socket_timeout``
+    for a reply (the embedded store ignores both). A standalone client reconnects once
+    on a broken connection (redis-py's ``Retry``), never after a timeout; a cluster
+    client does not retry."""
     if url_or_kind == "embedded":
         return EmbeddedStore(clock=clock, limits=limits, **options)
     if url_or_kind.startswith("embedded://"):
@@ -34,9 +47,16 @@ def open_store(url_or_kind: str = "embedded", *, clock: Clock = system_clock,
     from memlineage.store.redis_store import RedisStore
 
     store_opts = {k: options.pop(k) for k in ("prefix", "cascade_chunk") if k in options}
+    import redis.exceptions as rex
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    options.setdefault("socket_timeout", socket_timeout)
+    options.setdefault("socket_connect_timeout", connect_timeout)
     if url_or_kind.startswith(("redis://", "rediss://", "unix://")):
         import redis
 
+        options.setdefault("retry", Retry(NoBackoff(), 1, supported_errors=(rex.ConnectionError,)))
         client = redis.Redis.from_url(url_or_kind, decode_responses=True, **options)
         return RedisStore(client, clock=clock, limits=limits, **store_opts)
     if url_or_kind.startswith("redis+cluster://"):
@@ -54,6 +74,7 @@ def open_store(url_or_kind: str = "embedded", *, clock: Clock = system_clock,
             options.setdefault("password", unquote(parts.password))
             if parts.username:
                 options.setdefault("username", unquote(parts.username))
+        options.setdefault("retry", Retry(NoBackoff(), 0))
         cluster = RedisCluster(startup_nodes=nodes, decode_responses=True, **options)
         return RedisStore(cluster, clock=clock, limits=limits, **store_opts)
     raise ValueError(f"unknown store {url_or_kind!r}; expected embedded, embedded:///dir, "

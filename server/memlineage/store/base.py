@@ -195,7 +195,8 @@ class LineageStore(ABC):
         ``holder``: the claim holder the caller decided against (None: none); when the
         claim is held by another id by now, ClaimMovedError and nothing is written
         (``ANY_HOLDER``, the default: no check; ``supersede`` implies ``holder``).
-        ``digest`` (default :func:`record_digest` of ``rec``) is kept with the memory:
+        ``digest`` (default :func:`record_digest` of ``rec``, its ``created_at`` only when
+        set) is kept with the memory:
         a Record of an id that exists with the same digest writes nothing and answers
         the original outcome (``replayed``); another digest is AlreadyExistsError.
 
@@ -205,7 +206,7 @@ class LineageStore(ABC):
         link and the cascade's history entries). Redis does all of it in one script."""
         at = self._now(now)
         checked = validate_new(rec, now=at, limits=self.limits)
-        digest = digest or record_digest(checked)
+        digest = digest or record_digest(checked, with_created_at=rec.created_at is not None)
         if supersede is not None:
             holder = supersede
         with self._snapshot:

@@ -176,8 +176,9 @@ class RedisStore(LineageStore):
                 holder: str | None, supersede: str | None, count: str | None, *,
                 replay: bool) -> RecordOutcome:
         at = self._now(now)
+        explicit_time = rec.created_at is not None
         rec = validate_new(rec, now=at, limits=self.limits)
-        digest = digest or record_digest(rec)
+        digest = digest or record_digest(rec, with_created_at=explicit_time)
         if supersede is not None:
             holder = supersede
         ns, k = rec.namespace, self.keys
