@@ -1,0 +1,229 @@
+"""Limits of the language: numbers that reach the wire, and deep or long expressions.
+
+Every attack here used to pass lint and break decisions, or raise out of lint,
+fmt, test or build (OverflowError, RecursionError, a misleading "too many nested
+parentheses"). Each must now give a positioned diagnostic, or just work.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from memlineage_dsl.commands import lint_command
+from memlineage_dsl.commands import test_command as run_test_command
+from memlineage_dsl.diagnostics import CODES, has_errors
+from memlineage_dsl.evaluator import decide
+from memlineage_dsl.facts import Creator, DictSnapshot, MemoryFacts, Request
+from memlineage_dsl.fmt_command import fmt_paths
+from memlineage_dsl.formatter import format_source
+from memlineage_dsl.limits import INT32_MAX, INT32_MIN, MAX_DEPTH
+from memlineage_dsl.parser import parse_source
+from memlineage_dsl.pipeline import build_texts, lint_texts
+from memlineage_dsl.testing import run_tests
+
+TERM = 'memory.id == "b"'
+
+
+def _policy(when: str, head: str = "") -> str:
+    return f'policy p{head} {{ on read when {when} deny "x" }}\n'
+
+
+def _codes(text: str) -> list[tuple[str, int, int]]:
+    return [(d.code, d.span.line, d.span.column) for d in lint_texts({"a.mlp": text})]
+
+
+# ---------------------------------------------------------------- numbers
+@pytest.mark.parametrize("priority", ["2147483648", "-2147483649", "1e10", "1e309"])
+def test_a_priority_outside_int32_is_an_error_at_its_place(priority: str) -> None:
+    assert _codes(_policy(TERM, f" priority {priority}")) == [("E203", 1, 19)]
+
+
+@pytest.mark.parametrize("priority", [str(INT32_MAX), str(INT32_MIN), "-5", "0"])
+def test_every_int32_priority_builds_and_decides(priority: str) -> None:
+    build = build_texts({"a.mlp": _policy("true", f" priority {priority}")})
+    assert build.compiled is not None, build.diagnostics
+    d = decide(build.compiled, _request(), DictSnapshot([], []))
+    assert [r.priority for r in d.reasons] == [int(float(priority))]
+
+
+def test_a_const_folded_into_a_priority_is_range_checked_at_the_use() -> None:
+    text = "const P = 2147483648\n" + _policy(TERM, " priority P")
+    assert _codes(text) == [("E203", 2, 19)]
+    text = "const P = 2147483647 + 1\n" + _policy(TERM, " priority P")
+    assert _codes(text) == [("E203", 2, 19)]
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    (_policy(TERM, " weight 1e309"), (1, 17)),
+    (_policy(TERM, " weight 1e7"), (1, 17)),
+    ('policy p { on read deny score 1e309 }', (1, 31)),
+    ('policy p { on read degrade cost 1e309 }', (1, 33)),
+    ('policy p { on read degrade cost 1e13 }', (1, 33)),
+    ('policy p { on read when memory.confidence > 1e309 deny }', (1, 45)),
+    ('policy p { on read when age(memory) > ' + "9" * 400 + 'd deny }', (1, 39)),
+    ('resolve cost_aware waive_penalty 1e309', (1, 34)),
+    ('const BIG = 1e308 * 10\npolicy p { on read when memory.confidence > BIG deny }', (1, 13)),
+    ('policy p { on read degrade downrank(1e309) }', (1, 37)),
+])
+def test_an_infinite_or_out_of_range_number_is_an_error(text: str, where: tuple) -> None:
+    diags = lint_texts({"a.mlp": text})
+    errors = [(d.code, d.span.line, d.span.column) for d in diags if d.severity == "error"]
+    assert errors == [("E203", *where)], diags
+    assert all(d.help or "must be" in d.message for d in diags)
+
+
+@pytest.mark.parametrize("stmt", [
+    'given calls "tool:x" = 1e309', 'given calls "tool:x" = 1e9', 'given calls "tool:x" = 2.5',
+    "given memory m { version: 1e309 }", "expect read m -> allow score 1e309",
+])
+def test_test_values_that_cannot_run_are_errors(stmt: str) -> None:
+    text = _policy(TERM) + f'test "t" {{\n  given memory m {{}}\n  {stmt}\n}}\n'
+    text = text.replace("given memory m {}\n  given memory m", "given memory m")
+    diags = lint_texts({"a.mlp": text})
+    assert has_errors(diags) and {d.code for d in diags} <= {"E203", "E504"}, diags
+    line = text.splitlines().index(f"  {stmt}") + 1
+    assert all(d.span.line == line for d in diags if d.severity == "error")
+
+
+def test_the_test_runner_reports_a_setup_it_cannot_run() -> None:
+    # what lint rejects still never raises out of the runner (the CLI runs it)
+    build = build_texts({"a.mlp": _policy(TERM)})
+    assert build.compiled is not None and build.env is not None
+    text = _policy(TERM) + 'test "t" {\n  given memory m { version: 1e300 }\n' \
+        '  given calls "x" = 1e9\n  expect read m -> deny\n}\n'
+    env = build_texts({"a.mlp": text}).env
+    assert env is not None
+    (result,) = run_tests(build.compiled, env)
+    assert [d.code for d in result.failures] == ["E504"]
+
+
+# ---------------------------------------------------------------- long chains
+def _request(op: str = "read") -> Request:
+    m = MemoryFacts(id="b", creator=Creator("user", "user:a"), created_at=0.0)
+    return Request(op=op, memory=m, actor=Creator("user", "user:a"), time=100.0)
+
+
+@pytest.mark.parametrize(("op", "n"), [("and", 600), ("or", 600), ("and", 5000)])
+def test_a_long_boolean_chain_lints_formats_builds_and_decides(op: str, n: int) -> None:
+    text = _policy(f" {op} ".join([TERM] * n))
+    assert lint_texts({"a.mlp": text}) == []
+    formatted, diags = format_source(text)
+    assert formatted is not None and not diags
+    assert parse_source(formatted)[0] == parse_source(text)[0]
+    assert format_source(formatted)[0] == formatted
+    build = build_texts({"a.mlp": formatted})
+    assert build.compiled is not None
+    assert decide(build.compiled, _request(), DictSnapshot([], [])).effect == "deny"
+
+
+def test_a_long_sum_keeps_its_value() -> None:
+    text = f'policy p {{ on read degrade score {" + ".join(["0.001"] * 600)} }}\n'
+    build = build_texts({"a.mlp": text})
+    assert build.compiled is not None, build.diagnostics
+    d = decide(build.compiled, _request(), DictSnapshot([], []))
+    assert d.compliance_score == pytest.approx(0.6)
+    text = _policy("memory.confidence < " + " + ".join(["1"] * 5000))
+    assert lint_texts({"a.mlp": text}) == []
+
+
+# ---------------------------------------------------------------- nesting
+def _nested(kind: str, depth: int) -> str:
+    """A condition exactly `depth` levels deep."""
+    if kind == "not":
+        return "not " * (depth - 1) + "true"
+    if kind == "any":  # any(a in [true] : ...): the innermost `true` of the list deepest
+        return "any(a in [true] : " * (depth - 2) + "true" + ")" * (depth - 2)
+    if kind == "minus":  # comparison, then a left-nested chain of `-`
+        return "memory.confidence < 1" + " - 1" * (depth - 2)
+    if kind == "if":
+        return "if " * (depth - 1) + "true" + " then true else false" * (depth - 1)
+    raise ValueError(kind)
+
+
+KINDS = ["not", "any", "minus", "if"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nesting_up_to_the_limit_works_everywhere(kind: str) -> None:
+    text = _policy(_nested(kind, MAX_DEPTH))
+    assert not has_errors(lint_texts({"a.mlp": text}))
+    formatted, _ = format_source(text)
+    assert formatted is not None and parse_source(formatted)[0] == parse_source(text)[0]
+    build = build_texts({"a.mlp": text + 'test "t" {\n  given memory b {}\n'
+                         '  expect read b -> deny\n}\n'})
+    assert build.compiled is not None and build.env is not None
+    decide(build.compiled, _request(), DictSnapshot([], []))
+    assert all(r.passed or r.failures[0].code == "E503"
+               for r in run_tests(build.compiled, build.env))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 300, 600, 3000])
+def test_nesting_past_the_limit_is_one_diagnostic(kind: str, depth: int) -> None:
+    text = _policy(TERM).replace("p {", "q {") + _policy(_nested(kind, depth))
+    diags = lint_texts({"a.mlp": text})
+    assert [d.code for d in diags] == ["E007"], diags
+    (d,) = diags
+    assert d.span.line == 2 and d.help and str(MAX_DEPTH) in d.message
+    assert "parenthes" not in d.message
+    formatted, fdiags = format_source(text)
+    assert formatted is None and [x.code for x in fdiags] == ["E007"]
+
+
+def test_the_first_level_past_the_limit_is_reported() -> None:
+    text = _policy(_nested("not", MAX_DEPTH + 1))
+    (d,) = lint_texts({"a.mlp": text})
+    # `not` number MAX_DEPTH + 1 is the node one level too deep
+    assert d.span.column == len("policy p { on read when ") + 1 + 4 * MAX_DEPTH
+
+
+def test_consts_inlined_past_the_limit_are_one_diagnostic() -> None:
+    lines = ["const C0 = 1"] + [f"const C{i} = C{i - 1} + 1" for i in range(1, 1000)]
+    text = "\n".join(lines) + "\n" + _policy("memory.confidence < C999")
+    diags = lint_texts({"a.mlp": text})
+    assert [d.code for d in diags] == ["E007"], diags[:3]
+    assert diags[0].message.startswith("const `C")
+    build = build_texts({"a.mlp": text})
+    assert build.compiled is None
+    short = "\n".join(lines[:10]) + "\n" + _policy("memory.confidence < C9")
+    assert not has_errors(lint_texts({"a.mlp": short}))
+
+
+def test_a_long_chain_of_includes_loads() -> None:
+    n = 3000
+    files = {f"f{i}.mlp": f'include "f{i + 1}.mlp"\n' for i in range(n)}
+    files[f"f{n}.mlp"] = _policy(TERM) + 'include "f0.mlp"\n'
+    diags = lint_texts(files)
+    assert [d.code for d in diags] == ["E005"]
+    files[f"f{n}.mlp"] = _policy(TERM)  # no cycle: a chain of n includes
+    assert build_texts(files).compiled is not None
+
+
+def test_e007_is_a_stable_code() -> None:
+    assert CODES["E007"] == "nesting-too-deep"
+
+
+# ---------------------------------------------------------------- commands
+ATTACKS = {
+    "priority": _policy(TERM, " priority 2147483648"),
+    "inf": _policy(TERM, " priority 1e309"),
+    "and": _policy(" and ".join([TERM] * 600)),
+    "plus": _policy("memory.confidence < " + " + ".join(["1"] * 600)),
+    "any": _policy(_nested("any", 600)),
+    "or300": _policy(" or ".join([TERM] * 300)),
+}
+
+
+@pytest.mark.parametrize("name", ATTACKS)
+def test_the_commands_answer_every_attack_without_a_traceback(name: str, tmp_path) -> None:
+    path = tmp_path / "a.mlp"
+    path.write_text(ATTACKS[name], encoding="utf-8")
+    out = io.StringIO()
+    code = lint_command([str(path)], "human", out)
+    assert code in (0, 1) and "Traceback" not in out.getvalue()
+    if code == 1:
+        assert f"{path}:1:" in out.getvalue()
+    assert "nested parentheses" not in out.getvalue()
+    assert fmt_paths([str(path)], check=True, diff=False, out=io.StringIO()) in (0, 1, 2)
+    assert run_test_command([str(path)], io.StringIO()) == code
