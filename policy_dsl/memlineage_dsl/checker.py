@@ -213,7 +213,8 @@ class _Checker:
             ex.infer(arg, {})
         if ob.name == "downrank" and ob.args:
             value = self.folder.fold(ob.args[0])
-            if isinstance(value, A.Number) and not 0.0 < value.value <= 1.0:
+            if isinstance(value, A.Number) and not 0.0 < value.value <= 1.0 and not (
+                    _has_infinite_literal(ob.args[0])):  # a literal inf is reported as such
                 self.diags.append(src.diag(
                     "E203", ob.args[0].span,
                     f"`downrank` factor must be in (0, 1], got {_num(value.value)}",
