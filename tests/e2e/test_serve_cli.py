@@ -169,6 +169,24 @@ def test_serve_refuses_a_broken_policy_directory(tmp_path: Path) -> None:
     assert "bad.mlp:1:32: error[E102]" in out.stderr
 
 
+_DEEP = "policy p { on read when " + "not (" * 600 + "true" + ")" * 600 + " deny }\n"
+_WIDE_PRIORITY = 'policy p priority 2147483648 { on read when memory.id == "b" deny "x" }\n'
+
+
+@pytest.mark.parametrize(("text", "where"), [(_DEEP, "bad.mlp:1:"),
+                                             (_WIDE_PRIORITY, "bad.mlp:1:19:")])
+def test_serve_refuses_a_hostile_policy_with_its_position(tmp_path: Path, text: str,
+                                                           where: str) -> None:
+    """600 nested terms, a priority past int32: one positioned line, no traceback."""
+    (tmp_path / "bad.mlp").write_text(text)
+    out = subprocess.run(
+        [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
+         "--policies", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    assert where in out.stderr and "error[E" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
 def test_sweep_command_over_grpc_and_directly_on_a_store(served, tmp_path: Path) -> None:
     s, _, _ = served
     with MemLineageClient(s.address) as c:
