@@ -12,7 +12,6 @@ access flush) yields a new one for the touched rows only.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -332,26 +331,6 @@ def test_ids_batch_validation_reports_the_bad_one(store: LineageStore) -> None:
 
 
 # -- embedded persistence of the new paths ----------------------------------------------
-
-
-def test_embedded_access_flush_is_one_log_line_and_replays(tmp_path: Path,
-                                                           clock: ManualClock) -> None:
-    store = EmbeddedStore(tmp_path, clock=clock)
-    store.record(mem("m1"))
-    store.record(mem("m2"))
-    log = tmp_path / "log.0.jsonl"
-    before = len(log.read_text().splitlines())
-    store.record_accesses(NS, {"m1": (3, NOW + 10), "m2": (1, NOW + 5), "ghost": (1, NOW)})
-    assert len(log.read_text().splitlines()) == before + 1
-    store.close()
-    # A log written before batching (op "a": ids and one time) still replays.
-    with open(log, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps({"o": "a", "n": NS, "i": ["m1"], "a": NOW + 20}) + "\n")
-    again = EmbeddedStore(tmp_path, clock=clock)
-    m1, m2 = again.get(NS, "m1"), again.get(NS, "m2")
-    assert (m1.access_count, m1.last_access) == (4, NOW + 20)
-    assert (m2.access_count, m2.last_access) == (1, NOW + 5)
-    again.close()
 
 
 def test_embedded_snapshot_keeps_a_link_to_a_later_memory(tmp_path: Path,

@@ -186,7 +186,7 @@ def test_open_store_urls(tmp_path) -> None:  # type: ignore[no-untyped-def]
     persisted = open_store(f"embedded://{tmp_path}/data")
     assert isinstance(persisted, EmbeddedStore)
     persisted.close()
-    assert (tmp_path / "data" / "log.0.jsonl").exists()
+    assert (tmp_path / "data" / "lineage.sqlite3").exists()
     for bad in ("mysql://x", "embedded://", "redis+cluster://nohost"):
         with pytest.raises(ValueError):
             open_store(bad)
