@@ -112,6 +112,15 @@ class Served:
         stopped: threading.Event = self.server.stop(grace)
         return stopped
 
+    def set_store_serving(self, serving: bool) -> None:
+        """Health of what needs the store (the MemLineage service and the server as a
+        whole, ""): SERVING or NOT_SERVING. PolicyAdmin keeps its own; ignored once
+        shutting down."""
+        status = (health_pb2.HealthCheckResponse.SERVING if serving
+                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        for name in ("", SERVICE_NAMES[0]):
+            self.health.set(name, status)
+
     def close(self) -> None:
         self.service.close()
 

@@ -1,0 +1,201 @@
+"""Redis faults under a real sidecar, on its own real redis-server (AOF, appendfsync
+always): SIGKILL during concurrent Records leaves Redis consistent and every retry
+converges; SIGSTOP makes every RPC UNAVAILABLE within the client timeouts, the health
+NOT_SERVING, and both come back after SIGCONT without a restart."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import redis
+from memlineage.client import MemLineageClient, Unavailable
+from memlineage.config import Config
+from memlineage.grpc_api.auth import TokenGrant
+from memlineage.lineage.clock import system_clock
+from memlineage.v1 import memlineage_pb2 as pb
+from support.redis_servers import RedisServer, start_redis_server
+from support.sidecar import BUNDLED_POLICIES, RunningSidecar
+
+NS = "faults"
+TOKENS = (TokenGrant("tok", (NS,), name="t"),)
+DEADLINE = 5.0  # the client's deadline: a dead store must answer well within it
+BOUND = 2.5  # socket timeout (1 s) plus one reconnect and the RPC itself
+KEY_LAYOUT = re.compile(
+    r"ml:namespaces|ml:\{(?P<ns>[^{}]+)\}:(?:(?:m|d|h|c|w|cg):.+|e|cw|ca|ev|src|rv)")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RedisServer]:
+    s = start_redis_server(tmp_path / "redis")  # AOF, appendfsync always
+    try:
+        yield s
+    finally:
+        if s.proc is not None and s.proc.poll() is None:
+            os.kill(s.proc.pid, signal.SIGCONT)
+        s.stop()
+
+
+def sidecar(server: RedisServer) -> RunningSidecar:
+    # The real clock: the health task and the client timeouts run in real time.
+    return RunningSidecar(Config(policy_dir=BUNDLED_POLICIES, store=server.url,
+                                 tokens=TOKENS, decision_log="off"), system_clock)
+
+
+def client(address: str) -> MemLineageClient:
+    return MemLineageClient(address, token="tok", namespace=NS, timeout=DEADLINE, retries=0)
+
+
+def wait_health(c: MemLineageClient, want: str, within: float) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        started = time.monotonic()
+        status = c.health()
+        assert time.monotonic() - started < 0.5, "the health check waited"
+        if status == want:
+            return
+        assert time.monotonic() < deadline, f"health stayed {status}, not {want}"
+        time.sleep(0.1)
+
+
+def test_sigstop_is_unavailable_within_the_bound_and_health_follows(
+        server: RedisServer) -> None:
+    assert server.proc is not None
+    pid = server.proc.pid
+    with sidecar(server) as s, client(s.address) as c:
+        assert c.record("pref", creator="user:alice").recorded
+        wait_health(c, "SERVING", 2)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            calls = {
+                "Check": lambda: c.check("read", "pref"),
+                "FilterRank": lambda: c.filter_rank([("pref", 0.9)]),
+                "Record": lambda: c.record("lost", creator="user:alice"),
+                "UpdateStatus": lambda: c.revoke("pref"),
+                "Explain": lambda: c.explain("pref"),
+            }
+            for name, call in calls.items():
+                started = time.monotonic()
+                with pytest.raises(Unavailable):
+                    call()
+                took = time.monotonic() - started
+                assert took < BOUND, f"{name} took {took:.2f} s on a stopped store"
+            wait_health(c, "NOT_SERVING", 3)
+            assert c.health("memlineage.v1.MemLineage") == "NOT_SERVING"
+            assert c.health("memlineage.v1.PolicyAdmin") == "SERVING"
+            # 40 calls in flight: each still bounded, and health still answers
+            with ThreadPoolExecutor(40) as pool:
+                started = time.monotonic()
+                futures = [pool.submit(c.check, "read", "pref") for _ in range(40)]
+                time.sleep(0.2)
+                before = time.monotonic()
+                assert c.health() == "NOT_SERVING"
+                assert time.monotonic() - before < BOUND
+                for f in futures:
+                    assert isinstance(f.exception(timeout=DEADLINE * 2), Unavailable)
+                assert time.monotonic() - started < 2 * BOUND
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        wait_health(c, "SERVING", 3)
+        assert c.check("read", "pref").effect == pb.EFFECT_ALLOW
+        assert c.record("back", creator="user:alice").recorded
+
+
+WRITERS = 8
+CLAIMS = 3
+
+
+def writer(address: str, t: int, stop: threading.Event, ok: dict[str, pb.RecordResponse],
+           failed: list[tuple[str, dict[str, object]]], lock: threading.Lock) -> None:
+    """Record claims (user:alice: each supersedes its claim's holder) and memories
+    derived from them, until told to stop; note what got OK and what UNAVAILABLE."""
+    with client(address) as c:
+        j = 0
+        while not stop.is_set() and j < 400:
+            mid = f"w{t}-{j}"
+            kwargs: dict[str, object] = {"creator": "user:alice",
+                                         "claim": (f"user:s{(t + j) % CLAIMS}", "city",
+                                                   f"{mid}-city")}
+            if j % 2 and f"w{t}-{j - 1}" in ok:
+                kwargs = {"creator": "agent:planner", "dependencies": [f"w{t}-{j - 1}"]}
+            try:
+                out = c.record(mid, **kwargs)  # type: ignore[arg-type]
+                with lock:
+                    ok[mid] = out
+            except Unavailable:
+                with lock:
+                    failed.append((mid, kwargs))
+            j += 1
+
+
+def check_invariants(r: redis.Redis, ok: dict[str, pb.RecordResponse]) -> None:
+    keys = list(r.scan_iter("*", count=1000))
+    stray = [k for k in keys if not KEY_LAYOUT.fullmatch(k)]
+    assert not stray, stray
+    tag = f"ml:{{{NS}}}"
+    for key in keys:
+        if key.startswith(f"{tag}:cg:"):
+            live = [m for m in r.smembers(key)
+                    if r.hget(f"{tag}:m:{m}", "S") in ("active", "pending_verification")]
+            assert len(live) <= 1, (key, live)
+            holder = r.get(f"{tag}:c:" + key[len(f"{tag}:cg:"):])
+            assert live == ([holder] if holder else []), (key, live, holder)
+        if key.startswith(f"{tag}:m:"):
+            mid = key[len(f"{tag}:m:"):]
+            for dep in (r.hget(key, "d") or "").split():
+                assert mid in r.lrange(f"{tag}:d:{dep}", 0, -1), (mid, dep)
+        if key.startswith(f"{tag}:d:"):
+            parent = key[len(f"{tag}:d:"):]
+            for kid in r.lrange(key, 0, -1):
+                assert parent in (r.hget(f"{tag}:m:{kid}", "d") or "").split(), (parent, kid)
+    missing = [mid for mid in ok if not r.exists(f"{tag}:m:{mid}")]
+    assert not missing, missing
+
+
+def test_sigkill_during_concurrent_records_converges(server: RedisServer) -> None:
+    ok: dict[str, pb.RecordResponse] = {}
+    failed: list[tuple[str, dict[str, object]]] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+    with sidecar(server) as s:
+        threads = [threading.Thread(target=writer, args=(s.address, t, stop, ok, failed, lock),
+                                    daemon=True) for t in range(WRITERS)]
+        for th in threads:
+            th.start()
+        deadline = time.monotonic() + 20
+        while len(ok) < 80:
+            assert time.monotonic() < deadline, "writers made no progress"
+            time.sleep(0.01)
+        server.stop(hard=True)  # SIGKILL mid-write
+        time.sleep(0.5)
+        stop.set()
+        for th in threads:
+            th.join(DEADLINE * 3)
+            assert not th.is_alive(), "a writer hangs on a dead store"
+        assert failed, "no Record saw the store down"
+        server.start()  # same port and directory: the AOF
+        r = server.client(decode_responses=True, socket_timeout=5)
+        try:
+            applied = {mid for mid, _ in failed if r.exists(f"ml:{{{NS}}}:m:{mid}")}
+            # every Record that got UNAVAILABLE, retried: it converges, never ALREADY_EXISTS
+            with client(s.address) as c:
+                for mid, kwargs in failed:
+                    deps = kwargs.get("dependencies", [])
+                    if any(d not in ok for d in deps):  # type: ignore[attr-defined]
+                        continue  # its dependency was never recorded: nothing to retry
+                    out = c.record(mid, **kwargs)  # type: ignore[arg-type]
+                    assert out.recorded, mid
+                    if mid in applied:  # the first attempt had landed: its own outcome
+                        assert out.superseded_id == (
+                            r.hget(f"ml:{{{NS}}}:m:{mid}", "R") or ""), mid
+                    ok[mid] = out
+            check_invariants(r, ok)
+        finally:
+            r.close()
