@@ -8,7 +8,14 @@ derivation list (and the history list only when asked) of every id, all passed
 in KEYS, one round trip to one node in a cluster.  Reads of buffered accesses
 are flushed with one ACCESS script call (``record_accesses``).
 
-Cascade atomicity: the root's status change is one script; descendants are
+Record atomicity: one Record (``record_claim``) is one RECORD script: the memory, its
+claim-group comparison, the supersession of the claim's old holder with the whole
+cascade it starts (the holder's descendants are read first and passed in KEYS; the
+script names any it finds missing and the call retries with them), the rate counter,
+and the proposal's digest with the outcome (hash fields D, R, A) for an identical
+retry, which answers that outcome and writes nothing.
+
+Cascade atomicity (UpdateStatus): the root's status change is one script; descendants are
 marked breadth-first in chunks of ``cascade_chunk`` nodes, each chunk one
 atomic script that also returns the chunk's children for the next round.  A
 reader may observe a cascade half-way (some descendants already pending,
