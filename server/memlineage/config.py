@@ -62,7 +62,8 @@ class Config:
     tls_key: str | None = None
     sweep_interval: float = 60.0  # seconds between background sweep passes; 0: off
     sweep_batch: int = 1000  # memories examined per namespace per pass
-    compact_log_bytes: int = 64 * 1024 * 1024  # embedded data dir: compact past this log size
+    # embedded data dir: snapshot once this much op JSON was written since the last one
+    compact_log_bytes: int = 16 * 1024 * 1024
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
 
     def store_url(self) -> str:

@@ -110,10 +110,10 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
 
 def flush(engine: Engine, compact_log_bytes: int) -> None:
     """Write buffered access statistics, then let the store do its upkeep (the
-    embedded store compacts its log into a snapshot past `compact_log_bytes`)."""
+    embedded store folds its op log into a snapshot past `compact_log_bytes`)."""
     engine.flush_access()
     if engine.store.maybe_compact(compact_log_bytes):
-        log.info("embedded store log compacted into a snapshot")
+        log.info("embedded store: op log folded into a snapshot in SQLite")
 
 
 async def _flush_forever(engine: Engine, interval: float, compact_log_bytes: int) -> None:

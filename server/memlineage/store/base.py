@@ -339,8 +339,9 @@ class LineageStore(ABC):
 
     def maybe_compact(self, max_log_bytes: int) -> bool:
         """Maintenance hook, called periodically by the server (after each access
-        flush): compact the store's own on-disk log once it has grown past
-        ``max_log_bytes`` and return True when it did.
+        flush): fold the store's own on-disk op log into a snapshot once it has
+        grown past ``max_log_bytes`` (bounding replay at the next start) and return
+        True when it did.
 
         This default, for stores without such a log (Redis; an embedded store without
         a data directory), does nothing and returns False."""

@@ -7,7 +7,10 @@ persistent.  Its rooms, by what they hold:
 * ``row`` — the mutable row, its cached frozen copies and its JSON form
 * ``score_mirror`` — the columnar mirror of the rows' score inputs
 * ``review`` — the review queue
-* ``persistence`` — everything on disk (``JsonLog``: log, replay, snapshot, compaction)
+* ``persistence`` — everything on disk (``SqliteLog``: one SQLite file in WAL mode, an
+  op per transaction with a checksum, snapshots, the integrity check at open, backup)
+* ``legacy`` — the one-time import of a data dir in the old JSON-lines format
+* ``codec`` — the corruption error and the events' JSON form
 """
 
 from memlineage.store.embedded.store import EmbeddedStore
