@@ -642,7 +642,8 @@ def test_decision_log_has_one_json_line_per_decision(tmp_path: Path) -> None:
             lambda: c.record("bad-conf", creator="user:alice", confidence=math.nan),
             lambda: c.record("bad-dep", creator="agent:planner", dependencies=["pref", "ghost"]),
             lambda: c.record("self", creator="agent:planner", dependencies=["self"]),
-            lambda: c.record("pref", creator="user:alice"),
+            # a different memory under an existing id (an identical one is a replay)
+            lambda: c.record("pref", creator="user:alice", confidence=0.5),
             lambda: c.revoke("plan", expected_version=9),
         ]
         for call in refused:

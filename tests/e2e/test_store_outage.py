@@ -90,11 +90,20 @@ def test_fail_closed_is_unavailable_then_recovers(redis: RedisServer) -> None:
         reader.join(CALL_TIMEOUT)
         assert not reader.is_alive(), "a watch on a dead store hangs"
         assert [type(e) for e in outcome] == [Unavailable], outcome
-        # the sidecar itself is alive: its health answers
-        assert c.health() == "SERVING"
+        # the sidecar itself is alive: its health answers at once, and says the
+        # store-dependent service is not serving (PolicyAdmin still is)
+        deadline = time.monotonic() + 5.0
+        while c.health() != "NOT_SERVING" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert c.health() == "NOT_SERVING"
+        assert c.health("memlineage.v1.PolicyAdmin") == "SERVING"
 
         redis.start()  # same port and data directory (AOF)
         assert c.check("read", "pref").effect == pb.EFFECT_ALLOW
+        deadline = time.monotonic() + 5.0  # health follows the store back, no restart
+        while c.health() != "SERVING" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert c.health() == "SERVING"
         m = c.explain("pref").memory
         assert (m.status, m.version) == (pb.STATUS_ACTIVE, 1)  # the revoke never happened
         with pytest.raises(NotFound):
