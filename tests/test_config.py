@@ -40,6 +40,8 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
     ("listen = ", "c.toml"),
     ("grpc_workers = -1", "grpc_workers must be 0 (automatic) to 1024"),
     ("grpc_workers = 5000", "grpc_workers must be 0 (automatic) to 1024"),
+    ("access_flush_seconds = 0", "access_flush_seconds must be between 0.01 and 3600"),
+    ("access_flush_seconds = 1e9", "access_flush_seconds must be between 0.01 and 3600"),
     ("[scoring]\ncolour = 1", "unknown scoring setting(s) ['colour']"),
     ("[scoring]\nalpha = 'much'", "scoring.alpha: could not convert"),
     ("[scoring]\nalpha = [1]", "scoring.alpha: must be a number"),

@@ -50,6 +50,11 @@ class Config:
     metrics_port: int | None = None
     lineage_depth: int = 16
     record_access: bool = True
+    # Reads are summed in memory and written this often: each flush changes the rows
+    # read since (their cached records, facts and scores are rebuilt), so flushing less
+    # often is cheaper; access statistics are at most this late (Explain and the sweep
+    # flush first).
+    access_flush_seconds: float = 2.0
     reuse_decisions: bool = True  # repeat a Check's decision while it is exact
     grpc_workers: int = 0  # gRPC worker threads; 0: 4 on embedded, 32 on Redis
     grace_seconds: float = 5.0
@@ -83,6 +88,8 @@ class Config:
             raise ConfigError("lineage_depth must be >= 1")
         if self.sweep_interval < 0 or self.sweep_batch < 1:
             raise ConfigError("sweep_interval must be >= 0 and sweep_batch >= 1")
+        if not 0.01 <= self.access_flush_seconds <= 3600:
+            raise ConfigError("access_flush_seconds must be between 0.01 and 3600")
         if not 0 <= self.grpc_workers <= 1024:
             raise ConfigError("grpc_workers must be 0 (automatic) to 1024")
         if not (0 < self.redis_socket_timeout <= 60 and 0 < self.redis_connect_timeout <= 60):

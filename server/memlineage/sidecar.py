@@ -26,7 +26,6 @@ from memlineage.store import open_store
 from memlineage.store.base import LineageStore
 
 log = logging.getLogger("memlineage.server")
-ACCESS_FLUSH_SECONDS = 0.5
 STORE_PING_SECONDS = 0.5
 
 
@@ -102,7 +101,7 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
         sidecar.tasks.append(asyncio.create_task(
             _sweep_forever(engine, config.sweep_interval, config.sweep_batch)))
     sidecar.tasks.append(asyncio.create_task(
-        _flush_forever(engine, ACCESS_FLUSH_SECONDS, config.compact_log_bytes)))
+        _flush_forever(engine, config.access_flush_seconds, config.compact_log_bytes)))
     sidecar.tasks.append(asyncio.create_task(
         _watch_store(store, served, STORE_PING_SECONDS)))
     return sidecar

@@ -3,9 +3,9 @@
 Recording an access on every read would cost a store write per decision (a
 round trip on Redis, a cache invalidation on the embedded store). Reads are
 summed per (namespace, memory) — count and latest time — and flushed through
-`record_accesses` every half second by the server, before a sweep or Explain,
-on shutdown, and whenever many are pending. Access statistics are therefore at
-most one flush interval late.
+`record_accesses` every `access_flush_seconds` (2 s by default) by the server,
+before a sweep or Explain, on shutdown, and whenever many are pending. Access
+statistics are therefore at most one flush interval late.
 """
 
 from __future__ import annotations
