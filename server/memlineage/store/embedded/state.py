@@ -55,6 +55,9 @@ class State:
             at = cast(float, op.get("a", row.created_at))
             self.apply_record(op["n"], row, at,
                               op.get("v", at + self.limits.first_review_seconds))
+        elif kind == "R":  # one Record: record, counter, supersession (record_claim)
+            self.apply_record_claim(op["n"], Row.from_json(op["r"]), op["a"], op["v"],
+                                    op.get("s"), op.get("w", ""), op.get("k"))
         elif kind == "s":
             self.apply_status(op["n"], op["i"], Status(op["t"]), op["w"], op["u"], op["a"])
         elif kind == "d":
@@ -146,6 +149,22 @@ class State:
                    version=row.version, affected=tuple(row.dependencies),
                    root_id=taint.root_id if taint else None,
                    reason=taint.reason if taint else "")
+
+    def apply_record_claim(self, ns: str, row: Row, at: float, review_at: float,
+                           supersede: str | None, reason: str,
+                           count: str | None) -> list[str]:
+        """One Record as one op (``EmbeddedStore.record_claim``): the record with its
+        claim comparison, one event of the counter ``count``, then the supersession of
+        ``supersede`` by the new row with its cascade, in the order (and so with the
+        events) of the primitives composed one after the other.  The store checked
+        everything first: nothing here refuses.  Returns the ids the cascade marked."""
+        self.apply_record(ns, row, at, review_at)
+        if count is not None:
+            self.apply_counter(ns, count, at)
+        if supersede is None:
+            return []
+        affected, _ = self.apply_status(ns, supersede, Status.SUPERSEDED, reason, row.id, at)
+        return affected
 
     def apply_status(self, ns: str, memory_id: str, target: Status, reason: str,
                       successor: str | None, now: float) -> tuple[list[str], int]:

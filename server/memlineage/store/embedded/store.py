@@ -39,6 +39,7 @@ from memlineage.lineage.errors import (
     NotFoundError,
     TransitionError,
     UnknownDependencyError,
+    ValidationError,
     VersionConflictError,
 )
 from memlineage.lineage.model import (
@@ -52,10 +53,19 @@ from memlineage.lineage.model import (
 from memlineage.lineage.validation import (
     StoreLimits,
     check_dependencies,
+    check_id,
+    check_reason,
     check_transition,
     validate_new,
 )
-from memlineage.store.base import MAX_BATCH_IDS, LineageStore
+from memlineage.store.base import (
+    ANY_HOLDER,
+    MAX_BATCH_IDS,
+    ClaimMovedError,
+    LineageStore,
+    RecordOutcome,
+    record_digest,
+)
 from memlineage.store.embedded import persistence
 from memlineage.store.embedded.persistence import SqliteLog, Summary
 from memlineage.store.embedded.row import STAMPS, Row
@@ -113,10 +123,11 @@ class EmbeddedStore(LineageStore):
         elif kind not in _SCHEDULE_OPS:
             self.epoch += 1
             # What rows do not show moves namespace-wide: source statistics (a claim
-            # confirms or contradicts, feedback) and rate counters.
-            if kind == "f" or (kind == "r" and op["r"].get("subject") is not None):
+            # confirms or contradicts, feedback) and rate counters. A Record ("R") may
+            # do both: a memory with a claim, and the creator's counter.
+            if kind == "f" or (kind in ("r", "R") and op["r"].get("subject") is not None):
                 self._state.space(op["n"]).stats_written = STAMPS.__next__()
-            elif kind == "c":
+            if kind == "c" or (kind == "R" and op.get("k") is not None):
                 self._state.space(op["n"]).counted = STAMPS.__next__()
         if self._log is not None:
             self._log.append(op)
@@ -215,6 +226,80 @@ class EmbeddedStore(LineageStore):
                           "v": review_at})
             self._state.apply_record(rec.namespace, row, at, review_at)
             return row.record()
+
+    def record_claim(self, rec: MemoryRecord, *, now: float | None = None,
+                     digest: str | None = None, holder: str | None = ANY_HOLDER,
+                     supersede: str | None = None,
+                     count: str | None = None) -> RecordOutcome:
+        """One Record as ONE op ("R", one SQLite transaction, one apply:
+        ``State.apply_record_claim``): the memory with its claim comparison, the
+        counter ``count`` and the supersession of ``supersede`` with its cascade (see
+        ``LineageStore.record_claim``).  Everything that can refuse is checked under
+        the lock before the op is written, in the order the composed primitives check
+        it (replay, claim holder, dependencies, counter name, the supersession), so a
+        refusal writes nothing and a killed process leaves all of it or none.  An
+        identical retry answers the original outcome from what the store holds."""
+        at = self._now(now)
+        checked = validate_new(rec, now=at, limits=self.limits)
+        digest = digest or record_digest(checked, with_created_at=rec.created_at is not None)
+        if supersede is not None:
+            holder = supersede
+        ns, new_id = checked.namespace, checked.id
+        with self._lock:
+            sp = self._spaces.get(ns)
+            rows = sp.rows if sp is not None else {}
+            if new_id in rows:
+                return self._replayed(checked, digest)
+            claim = checked.claim
+            if holder != ANY_HOLDER and claim is not None:
+                now_held = sp.claims.get(claim) if sp is not None else None
+                if now_held != holder:
+                    raise ClaimMovedError(
+                        f"the claim is held by {now_held!r}, not {holder!r}", holder=now_held)
+            row = self._new_row(checked, at, rows)
+            if count is not None:
+                count = check_id(count, "name")
+            reason = f"superseded by {new_id}"
+            if supersede is not None:  # as set_status / _change_status check it
+                supersede = self._id(supersede)
+                reason = check_reason(reason, self.limits)
+                if supersede == new_id:
+                    raise ValidationError("a memory cannot supersede itself",
+                                          field="successor", code="SELF_SUCCESSOR")
+                old = self._get_row(ns, supersede)
+                check_transition(old.status, Status.SUPERSEDED, supersede)
+            review_at = at + self.limits.first_review_seconds
+            op: dict[str, Any] = {"o": "R", "n": ns, "r": row.to_json(), "a": at,
+                                  "v": review_at}
+            if supersede is not None:
+                op["s"], op["w"] = supersede, reason
+            if count is not None:
+                op["k"] = count
+            self._append(op)
+            affected = self._state.apply_record_claim(ns, row, at, review_at, supersede,
+                                                      reason, count)
+            # The memory as stored after the whole step (pending when the cascade it
+            # started reached it: it was derived from the old holder's lineage).
+            return RecordOutcome(row.record(), supersede, tuple(affected))
+
+    def _new_row(self, rec: MemoryRecord, at: float, rows: dict[str, Row]) -> Row:
+        """The row ``record`` would write for the validated ``rec``: its dependencies
+        checked, pending_verification on a tainted one (the lock held)."""
+        taint: tuple[str, str] | None = None
+        # validate_new resolved every MemoryRef: the dependencies are plain ids
+        for i, dep in enumerate(cast("tuple[str, ...]", rec.dependencies)):
+            parent = rows.get(dep)
+            if parent is None:
+                raise UnknownDependencyError(
+                    f"no memory {dep!r} in this namespace", field=f"dependencies[{i}]")
+            if taint is None and parent.status in TAINTED:
+                taint = (dep, parent.status)
+        row = Row.from_record(rec)
+        if taint is not None and row.status != PENDING:
+            row.status_history = (*row.status_history, StatusChange(
+                at, row.status, PENDING, f"dependency {taint[1]}", taint[0]))
+            row.status = PENDING
+        return row
 
     def _bulk_load(self, namespace: str, records: Iterable[MemoryRecord], *,
                    review_at: float) -> int:
