@@ -16,12 +16,13 @@ import contextlib
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.columns import ScoreColumns, score_columns_of
+from memlineage.lineage.decisions import KeptDecision
 from memlineage.lineage.errors import (
     AlreadyExistsError,
     LineageError,
@@ -122,6 +123,9 @@ class LineageStore(ABC):
     # `access_epoch` on access statistics. See `epochs`.
     epoch: int | None = None
     access_epoch: int | None = None
+    # Decisions kept per namespace (`keep_decisions`): the newest this many; the server
+    # sets it from `decision_retention`.
+    decision_retention: int = 10_000
 
     def __init__(self, *, clock: Clock = system_clock, limits: StoreLimits | None = None):
         self.clock = clock
@@ -346,6 +350,29 @@ class LineageStore(ABC):
         This default, for stores without such a log (Redis; an embedded store without
         a data directory), does nothing and returns False."""
         return False
+
+    # -- decisions (for Explain and Feedback of any sidecar, after a restart) ---------
+
+    @property
+    def keeps_decisions(self) -> bool:
+        """True when `keep_decisions` keeps them (this default: False, it keeps none)."""
+        return False
+
+    def keep_decisions(self, namespace: str, entries: Sequence[KeptDecision]) -> None:
+        """Keep `entries` (decisions of `namespace`, oldest first) in one round trip /
+        one transaction, then only the newest `decision_retention` of the namespace;
+        an id kept already is not kept twice. This default keeps none."""
+        return None
+
+    def kept_decisions(self, namespace: str, memory_id: str,
+                       limit: int) -> list[KeptDecision]:
+        """The newest (at most `limit`) kept decisions of `namespace` on `memory_id`,
+        newest first. This default: none."""
+        return []
+
+    def kept_decision(self, namespace: str, decision_id: str) -> KeptDecision | None:
+        """The kept decision `decision_id` of `namespace`, or None. This default: None."""
+        return None
 
     def __enter__(self) -> LineageStore:
         return self

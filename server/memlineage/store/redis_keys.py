@@ -19,6 +19,10 @@ Layout (prefix ``ml``)::
     ml:{ns}:cg:<subject>|<attr> set     claim group: every id ever recorded with that claim
     ml:{ns}:src                 hash    source statistics: fields <source>|ok, <source>|bad
     ml:{ns}:rv                  zset    review schedule: member id, score = next review time
+    ml:{ns}:dec                 stream  kept decisions (fields i id, m " memory ids ", d
+                                        the KeptDecision JSON), the newest
+                                        decision_retention (trimmed exactly, with :dix)
+    ml:{ns}:dix                 hash    decision id -> its entry id in ml:{ns}:dec
     ml:namespaces               set     every namespace holding a memory (outside the slots)
 """
 
@@ -63,6 +67,14 @@ class RedisKeys:
 
     def review(self, namespace: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:rv"
+
+    def decisions(self, namespace: str) -> str:
+        """The namespace's kept decisions (a capped stream)."""
+        return f"{self.prefix}:{{{namespace}}}:dec"
+
+    def decision_index(self, namespace: str) -> str:
+        """Decision id -> entry id in `decisions`, trimmed with it."""
+        return f"{self.prefix}:{{{namespace}}}:dix"
 
     def namespaces(self) -> str:
         """Registry of namespaces (no hash tag: global, written after a record)."""

@@ -39,6 +39,13 @@ and the review schedule (``ml:{ns}:rv``) are single per-namespace keys written b
 the same scripts; the namespace registry (``ml:namespaces``) is global and
 written after the record.
 
+Kept decisions: ``keep_decisions`` appends a batch to the namespace's stream
+``ml:{ns}:dec`` and indexes each id in ``ml:{ns}:dix`` (KEEP, one script per chunk
+of ``_KEEP_CHUNK``), then trims both exactly to ``decision_retention``; a decision
+by id is one HGET + XRANGE (GET_DECISION), a memory's recent ones one scan of the
+stream newest first, server-side (RECENT_DECISIONS, at most the retention). No
+counter moves: decisions are not lineage state.
+
 Cycle check: only ``add_dependencies`` changes the ancestors of an existing
 memory.  It checks reachability client-side (a pipeline per ancestor level)
 against the namespace's graph epoch and its script refuses (and the call
@@ -53,7 +60,7 @@ import os
 import random
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
@@ -61,6 +68,7 @@ import redis
 import redis.exceptions as rex
 
 from memlineage.lineage.clock import Clock, system_clock
+from memlineage.lineage.decisions import KeptDecision
 from memlineage.lineage.errors import (
     AlreadyExistsError,
     CursorExpiredError,
@@ -117,6 +125,65 @@ _CURSOR_RE = re.compile(r"([0-9]{1,20})-([0-9]{1,20})")
 _MAX_BLOCK_SECONDS = 5.0
 _LOAD_CHUNK = 1000
 """Ids per LOAD script call: bounds how long one call holds the server."""
+_KEEP_CHUNK = 500
+"""Decisions per KEEP script call."""
+
+# KEYS: stream, index; ARGV: retention, then (id, " memory ids ", KeptDecision JSON)...
+_KEEP = """
+local n = tonumber(ARGV[1])
+for i = 2, #ARGV, 3 do
+  if redis.call('HEXISTS', KEYS[2], ARGV[i]) == 0 then
+    local eid = redis.call('XADD', KEYS[1], '*', 'i', ARGV[i], 'm', ARGV[i + 1],
+                           'd', ARGV[i + 2])
+    redis.call('HSET', KEYS[2], ARGV[i], eid)
+  end
+end
+local len = redis.call('XLEN', KEYS[1])
+if len > n then
+  for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', len - n)) do
+    local f = e[2]
+    for j = 1, #f, 2 do
+      if f[j] == 'i' then redis.call('HDEL', KEYS[2], f[j + 1]) end
+    end
+  end
+  redis.call('XTRIM', KEYS[1], 'MAXLEN', n)
+end
+return len
+"""
+# KEYS: stream, index; ARGV: decision id. The KeptDecision JSON, or nil.
+_GET_DECISION = """
+local eid = redis.call('HGET', KEYS[2], ARGV[1])
+if not eid then return false end
+local e = redis.call('XRANGE', KEYS[1], eid, eid)
+if #e == 0 then return false end
+local f = e[1][2]
+for j = 1, #f, 2 do
+  if f[j] == 'd' then return f[j + 1] end
+end
+return false
+"""
+# KEYS: stream; ARGV: " memory id ", limit, entries to scan at most. JSON texts, newest first.
+_RECENT_DECISIONS = """
+local want, limit, budget = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local out, last = {}, '+'
+while budget > 0 and #out < limit do
+  local chunk = redis.call('XREVRANGE', KEYS[1], last, '-', 'COUNT', math.min(256, budget))
+  if #chunk == 0 then break end
+  for _, e in ipairs(chunk) do
+    local f, m, d = e[2], nil, nil
+    for j = 1, #f, 2 do
+      if f[j] == 'm' then m = f[j + 1] elseif f[j] == 'd' then d = f[j + 1] end
+    end
+    if m and d and string.find(m, want, 1, true) then
+      out[#out + 1] = d
+      if #out >= limit then break end
+    end
+  end
+  budget = budget - #chunk
+  last = '(' .. chunk[#chunk][1]
+end
+return out
+"""
 
 
 class RedisStore(LineageStore):
@@ -132,6 +199,8 @@ class RedisStore(LineageStore):
         self.cascade_chunk = cascade_chunk
         self._scripts = {name: client.register_script(src)
                          for name, src in redis_scripts.ALL.items()}
+        self._decision_scripts = {name: client.register_script(src) for name, src in (
+            ("keep", _KEEP), ("get", _GET_DECISION), ("recent", _RECENT_DECISIONS))}
         timeout = _socket_timeout(client)
         # An XREAD BLOCK longer than the socket timeout would look like a dead server.
         self._block_slice = _MAX_BLOCK_SECONDS if timeout is None else min(
@@ -640,6 +709,47 @@ class RedisStore(LineageStore):
             last = cast("list[tuple[str, Any]]",
                         self.client.xrevrange(self.keys.events(namespace), count=1))
         return last[0][0] if last else "0-0"
+
+    # -- kept decisions -----------------------------------------------------------------
+
+    @property
+    def keeps_decisions(self) -> bool:
+        return True
+
+    def keep_decisions(self, namespace: str, entries: Sequence[KeptDecision]) -> None:
+        retention = max(1, self.decision_retention)
+        entries = entries[-retention:]  # older ones would be trimmed at once
+        keys = [self.keys.decisions(namespace), self.keys.decision_index(namespace)]
+        script = self._decision_scripts["keep"]
+        for start in range(0, len(entries), _KEEP_CHUNK):
+            args: list[Any] = [retention]
+            for e in entries[start:start + _KEEP_CHUNK]:
+                args += (e.decision_id, f" {' '.join(e.memory_ids)} ", e.to_json())
+            with self._guard():
+                script(keys=keys, args=args)
+
+    def kept_decisions(self, namespace: str, memory_id: str,
+                       limit: int) -> list[KeptDecision]:
+        if limit <= 0:
+            return []
+        with self._guard():
+            texts = self._decision_scripts["recent"](
+                keys=[self.keys.decisions(namespace)],
+                args=[f" {memory_id} ", limit, max(1, self.decision_retention)])
+        found = (KeptDecision.from_json(t) for t in texts)
+        return [k for k in found if k is not None and memory_id in k.memory_ids]
+
+    def kept_decision(self, namespace: str, decision_id: str) -> KeptDecision | None:
+        with self._guard():
+            text = self._decision_scripts["get"](
+                keys=[self.keys.decisions(namespace), self.keys.decision_index(namespace)],
+                args=[decision_id])
+        return KeptDecision.from_json(text) if text else None
+
+    def decisions_kept(self, namespace: str) -> int:
+        """How many decisions the namespace's stream holds (XLEN), for tests."""
+        with self._guard():
+            return int(self.client.xlen(self.keys.decisions(namespace)))
 
     # -- diagnostics ------------------------------------------------------------------
 

@@ -18,7 +18,10 @@ and event sequence) and deletes the ops it covers, all in one transaction: the
 database is never between the two.  The server calls ``maybe_compact`` with
 ``compact_log_bytes`` after every access flush.
 
-Tables: ``meta`` (format), ``ops(seq, op, crc)``, ``snapshot(part, data, crc)``.
+Tables: ``meta`` (format), ``ops(seq, op, crc)``, ``snapshot(part, data, crc)``,
+and the kept decisions (``DecisionTable``, on a connection of its own: ``decisions``
+and ``decision_memories``, created when missing; not part of the op log, the snapshot
+or the checks: a decision is what the sidecar answered, not lineage state).
 ``crc`` is the CRC-32 of the JSON text seeded with its ``seq`` / ``part``, so a
 changed byte, a hand-edited value or a row moved to another position is detected.
 
@@ -60,12 +63,13 @@ import os
 import sqlite3
 import threading
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from pathlib import Path
 from typing import Any
 
+from memlineage.lineage.decisions import KeptDecision
 from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.model import MemoryRecord, StatusChange
 from memlineage.lineage.validation import StoreLimits
@@ -76,7 +80,8 @@ from memlineage.store.embedded.score_mirror import SCORED, Columns
 from memlineage.store.embedded.space import Space
 from memlineage.store.embedded.state import State
 
-__all__ = ["DB_NAME", "SqliteLog", "StoreCorruptError", "Summary", "backup", "check"]
+__all__ = ["DB_NAME", "DecisionTable", "SqliteLog", "StoreCorruptError", "Summary", "backup",
+           "check"]
 
 DB_NAME = "lineage.sqlite3"
 FORMAT = "1"
@@ -519,6 +524,92 @@ def _write_snapshot(db: sqlite3.Connection, state: State, seq: int) -> None:
         db.execute("DELETE FROM ops WHERE seq <= ?", (seq,))
 
 
+_DECISION_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS decisions (seq INTEGER PRIMARY KEY, "
+    "id TEXT NOT NULL UNIQUE, ns TEXT NOT NULL, data TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS decisions_ns ON decisions (ns, seq)",
+    "CREATE TABLE IF NOT EXISTS decision_memories (ns TEXT NOT NULL, memory TEXT NOT NULL, "
+    "seq INTEGER NOT NULL, PRIMARY KEY (ns, memory, seq)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS decision_memories_seq ON decision_memories (seq)",
+)
+
+
+class DecisionTable:
+    """The kept decisions of a data directory (`LineageStore.keep_decisions`): one row
+    per decision (its `KeptDecision.to_json`), one per (decision, memory) for Explain's
+    lookup, the newest `retention` per namespace. A connection and a lock of its own,
+    so a batch never holds the store's lock (readers go on; a writer of the op log
+    may wait for the batch's commit, SQLite's one writer)."""
+
+    def __init__(self, path: Path, fsync: bool) -> None:
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = _connect_rw(path, fsync)
+        with self._lock, _transaction(self._db):
+            for statement in _DECISION_SCHEMA:
+                self._db.execute(statement)
+
+    def keep(self, namespace: str, entries: Sequence[KeptDecision], retention: int) -> None:
+        with self._lock:
+            db = self._db
+            if db is None or not entries:
+                return
+            try:
+                with _transaction(db):
+                    for e in entries:
+                        cur = db.execute("INSERT OR IGNORE INTO decisions (id, ns, data) "
+                                         "VALUES (?, ?, ?)", (e.decision_id, namespace,
+                                                              e.to_json()))
+                        if cur.rowcount:
+                            seq = cur.lastrowid
+                            db.executemany("INSERT OR IGNORE INTO decision_memories "
+                                           "VALUES (?, ?, ?)",
+                                           [(namespace, m, seq) for m in e.memory_ids])
+                    cut = db.execute("SELECT seq FROM decisions WHERE ns = ? ORDER BY seq "
+                                     "DESC LIMIT 1 OFFSET ?",
+                                     (namespace, max(1, retention))).fetchone()
+                    if cut is not None:
+                        db.execute("DELETE FROM decision_memories WHERE seq IN (SELECT seq "
+                                   "FROM decisions WHERE ns = ? AND seq <= ?)",
+                                   (namespace, cut[0]))
+                        db.execute("DELETE FROM decisions WHERE ns = ? AND seq <= ?",
+                                   (namespace, cut[0]))
+            except sqlite3.Error as exc:
+                raise StoreUnavailableError(
+                    f"embedded store: keeping decisions failed ({exc})") from exc
+
+    def recent(self, namespace: str, memory_id: str, limit: int) -> list[KeptDecision]:
+        with self._lock:
+            if self._db is None:
+                return []
+            rows = self._db.execute(
+                "SELECT d.data FROM decision_memories m JOIN decisions d ON d.seq = m.seq "
+                "WHERE m.ns = ? AND m.memory = ? ORDER BY m.seq DESC LIMIT ?",
+                (namespace, memory_id, max(0, limit))).fetchall()
+        found = (KeptDecision.from_json(r[0]) for r in rows)
+        return [k for k in found if k is not None]
+
+    def get(self, namespace: str, decision_id: str) -> KeptDecision | None:
+        with self._lock:
+            if self._db is None:
+                return None
+            row = self._db.execute("SELECT data FROM decisions WHERE id = ? AND ns = ?",
+                                   (decision_id, namespace)).fetchone()
+        return KeptDecision.from_json(row[0]) if row is not None else None
+
+    def count(self, namespace: str) -> int:
+        with self._lock:
+            if self._db is None:
+                return 0
+            return int(self._db.execute("SELECT count(*) FROM decisions WHERE ns = ?",
+                                        (namespace,)).fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+
 class SqliteLog:
     """The write-ahead op log and snapshot of one data directory, in SQLite."""
 
@@ -529,6 +620,7 @@ class SqliteLog:
         self._db: sqlite3.Connection | None = None
         self._seq = 0  # the last op written
         self._bytes = 0  # op text written since the snapshot
+        self.decisions: DecisionTable | None = None  # opened by `open`
 
     def open(self, state: State) -> None:
         """Check and load the database into ``state`` (empty), read-only, then open it
@@ -539,6 +631,7 @@ class SqliteLog:
             _, self._seq, _, self._bytes = _read(self.path, state)
             self._db = _connect_rw(self.path, self._fsync)
             self._finish_import()
+            self.decisions = DecisionTable(self.path, self._fsync)
             return
         old = legacy.legacy_files(self._dir)
         partial = self._dir / f"{DB_NAME}.partial"
@@ -559,6 +652,7 @@ class SqliteLog:
         for p in old:  # kept, renamed: the database is the store from now on
             os.replace(p, p.with_name(p.name + ".imported"))
         self._db = _connect_rw(self.path, self._fsync)
+        self.decisions = DecisionTable(self.path, self._fsync)
 
     def _finish_import(self) -> None:
         """Rename the old files an import read, when a crash came between the new
@@ -608,6 +702,8 @@ class SqliteLog:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
+        if self.decisions is not None:
+            self.decisions.close()
         if self._db is not None:
             self._db.close()
             self._db = None

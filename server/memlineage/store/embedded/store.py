@@ -27,11 +27,12 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.columns import ScoreColumns, score_columns_of
+from memlineage.lineage.decisions import KeptDecision
 from memlineage.lineage.errors import (
     AlreadyExistsError,
     CursorExpiredError,
@@ -170,6 +171,27 @@ class EmbeddedStore(LineageStore):
                 return False
         self.compact()
         return True
+
+    # -- kept decisions: with a data directory, in its database (``DecisionTable``) ----
+
+    @property
+    def keeps_decisions(self) -> bool:
+        """With a data directory; in memory the engine's journal is the only copy."""
+        return self._log is not None
+
+    def keep_decisions(self, namespace: str, entries: Sequence[KeptDecision]) -> None:
+        table = self._log.decisions if self._log is not None else None
+        if table is not None:
+            table.keep(namespace, entries, self.decision_retention)
+
+    def kept_decisions(self, namespace: str, memory_id: str,
+                       limit: int) -> list[KeptDecision]:
+        table = self._log.decisions if self._log is not None else None
+        return table.recent(namespace, memory_id, limit) if table is not None else []
+
+    def kept_decision(self, namespace: str, decision_id: str) -> KeptDecision | None:
+        table = self._log.decisions if self._log is not None else None
+        return table.get(namespace, decision_id) if table is not None else None
 
     def close(self) -> None:
         with self._lock:
