@@ -56,6 +56,9 @@ class Config:
     # flush first).
     access_flush_seconds: float = 2.0
     reuse_decisions: bool = True  # repeat a Check's decision while it is exact
+    # Decisions the store keeps per namespace for Explain and Feedback of any sidecar,
+    # after a restart (Redis, an embedded data dir); written every access_flush_seconds
+    decision_retention: int = 10_000
     grpc_workers: int = 0  # gRPC worker threads; 0: 4 on embedded, 32 on Redis
     grace_seconds: float = 5.0
     # Redis: seconds to wait for a reply / to connect; a store that does not answer
@@ -95,6 +98,8 @@ class Config:
         if not (0 < self.redis_socket_timeout <= 60 and 0 < self.redis_connect_timeout <= 60):
             raise ConfigError("redis_socket_timeout and redis_connect_timeout must be in "
                               "(0, 60] seconds")
+        if not 1 <= self.decision_retention <= 10_000_000:
+            raise ConfigError("decision_retention must be between 1 and 10000000")
         if self.decision_log_max_bytes < 0 or self.decision_log_keep < 1:
             raise ConfigError("decision_log_max_bytes must be >= 0 and decision_log_keep >= 1")
         return self
@@ -162,6 +167,7 @@ _ENV = {
     "decision_log_key": "MEMLINEAGE_DECISION_LOG_KEY",
     "decision_log_max_bytes": "MEMLINEAGE_DECISION_LOG_MAX_BYTES",
     "metrics_port": "MEMLINEAGE_METRICS_PORT",
+    "decision_retention": "MEMLINEAGE_DECISION_RETENTION",
 }
 
 

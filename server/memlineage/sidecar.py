@@ -56,6 +56,10 @@ class Sidecar:
             self.engine.flush_access()
         except Exception:  # the store may be the reason we stop
             log.exception("final access flush failed")
+        try:
+            self.engine.flush_decisions()
+        except Exception:
+            log.exception("final flush of kept decisions failed")
         self.served.close()
         self.store.close()
         self.engine.log.close()
@@ -79,6 +83,7 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
     store = open_store(config.store_url(), clock=clock,
                        socket_timeout=config.redis_socket_timeout,
                        connect_timeout=config.redis_connect_timeout)
+    store.decision_retention = config.decision_retention
     try:
         decision_log = _decision_log(config)
     except BaseException:
@@ -108,9 +113,13 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
 
 
 def flush(engine: Engine, compact_log_bytes: int) -> None:
-    """Write buffered access statistics, then let the store do its upkeep (the
-    embedded store folds its op log into a snapshot past `compact_log_bytes`)."""
-    engine.flush_access()
+    """Write buffered access statistics and the decisions queued for the store, then
+    let the store do its upkeep (the embedded store folds its op log into a snapshot
+    past `compact_log_bytes`)."""
+    try:
+        engine.flush_access()
+    finally:
+        engine.flush_decisions()
     if engine.store.maybe_compact(compact_log_bytes):
         log.info("embedded store: op log folded into a snapshot in SQLite")
 

@@ -15,6 +15,7 @@ Semantics a caller relies on (README "Decisions"):
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,6 +29,7 @@ from memlineage_dsl.schema import OPERATIONS
 
 from memlineage.engine.access import AccessBuffer
 from memlineage.engine.credibility import CredibilityCache
+from memlineage.engine.decision_store import DecisionKeeper, record_of
 from memlineage.engine.outcomes import (
     Explanation,
     RankedCandidate,
@@ -91,6 +93,8 @@ class Engine:
     reuse_decisions: bool = True
     access: AccessBuffer = None  # type: ignore[assignment]  # set in __post_init__
     reuse: DecisionReuse = field(init=False, repr=False)
+    # The journal's decisions written to the store in batches (engine/decision_store.py)
+    decisions: DecisionKeeper = field(init=False, repr=False)
     # score() memo for records the store shares (see scoring.batch.score)
     _memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
     _memo_for: ScoringConfig | None = field(default=None, init=False, repr=False)
@@ -101,6 +105,7 @@ class Engine:
         if self.access is None:
             self.access = AccessBuffer(self.store)
         self.reuse = DecisionReuse(self.store) if self.reuse_decisions else NoReuse(self.store)
+        self.decisions = DecisionKeeper(self.store, self.journal)
 
     @property
     def reused(self) -> int:
@@ -109,6 +114,15 @@ class Engine:
 
     def flush_access(self) -> int:
         return self.access.flush()
+
+    def flush_decisions(self) -> int:
+        """Write the decisions queued for the store (StoreUnavailableError: retried)."""
+        return self.decisions.flush()
+
+    def _flush_decisions_quietly(self) -> None:
+        """Before Explain and Feedback: a store that refuses fails the request itself."""
+        with contextlib.suppress(StoreUnavailableError):
+            self.decisions.flush()
 
     def _scores(self, ns: str, records: Mapping[str, MemoryRecord], now: float,
                 reads: frozenset[str] | None = None,
@@ -519,6 +533,12 @@ class Engine:
         now = self._now(time)
         ids = list(dict.fromkeys(memory_ids))
         known = self.journal.get(decision_id) if decision_id else None
+        if known is None and decision_id and not ids:
+            # Another sidecar's, or one from before a restart: the store's copy (found
+            # only in the caller's namespace; with memory ids given, none is needed).
+            self._flush_decisions_quietly()
+            kept = self.store.kept_decision(ns, decision_id)
+            known = record_of(kept) if kept is not None else None
         if known is not None:
             if known.namespace != ns:
                 raise NotFoundError(f"decision {decision_id!r} not found", field="decision_id")
@@ -546,6 +566,7 @@ class Engine:
         decisions: int = 20,
     ) -> Explanation:
         self.flush_access()
+        self._flush_decisions_quietly()
         memory = self.store.get(ns, memory_id)
         up: Walk = self.store.ancestors(ns, memory_id, max_depth=ancestor_depth)
         down: Walk = self.store.descendants(ns, memory_id, max_depth=descendant_depth)
@@ -559,10 +580,24 @@ class Engine:
         stats = self.credibility.stats(ns, sources_of(nodes))
         return Explanation(
             memory, up.records, down.records, edges,
-            tuple(self.journal.recent(ns, memory_id, decisions)), up.truncated or down.truncated,
+            self._recent_decisions(ns, memory_id, decisions), up.truncated or down.truncated,
             score(self.scoring, nodes, credibilities(self.scoring, stats), now), stats,
         )
 
+    def _recent_decisions(self, ns: str, memory_id: str,
+                          limit: int) -> tuple[DecisionRecord, ...]:
+        """The journal's and the store's (any sidecar's, from before a restart) newest
+        decisions on `memory_id`, each once, newest first."""
+        recent = self.journal.recent(ns, memory_id, limit)
+        if self.store.keeps_decisions and limit > 0:
+            seen = {r.decision_id for r in recent}
+            for kept in self.store.kept_decisions(ns, memory_id, limit):
+                rec = record_of(kept) if kept.decision_id not in seen else None
+                if rec is not None and rec.namespace == ns:
+                    seen.add(rec.decision_id)
+                    recent.append(rec)
+            recent.sort(key=lambda r: r.decided_at, reverse=True)  # stable: ties keep order
+        return tuple(recent[:limit])
 
 
 def _supersedes(new: MemoryRecord, current: MemoryRecord) -> bool:

@@ -2,8 +2,10 @@
 
 `DecisionRecord` adds identity (decision id, operation, memories, time, policy
 version) to the evaluator's `Decision`. `DecisionJournal` keeps the recent ones
-per memory for Explain and by id for Feedback, bounded, in this process; the
-JSON decision log (`decision_log.py`, hash-chained) is the durable trail.
+per memory for Explain and by id for Feedback, bounded, in this process; with a
+`queue` it also queues each for the store (`decision_store.DecisionKeeper`, which
+writes them in batches off the request path, where any sidecar finds them after a
+restart); the JSON decision log (`decision_log.py`, hash-chained) is the durable trail.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import itertools
 import os
 from array import array
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -99,16 +102,23 @@ class DecisionJournal:
         self._slots: list[DecisionRecord | DecisionContext | None] = [None] * limit
         self._serials = array("q", bytes(8 * limit))
         self._times = array("d", bytes(8 * limit))
+        # Every decision kept is also appended here when set (one deque append: thread-
+        # safe, no lock), for the store: a record, or (serial, context, time) of an issue.
+        self.queue: deque[DecisionRecord | tuple[int, DecisionContext, float]] | None = None
 
     def put(self, serial: int, rec: DecisionRecord) -> None:
         """Keep `rec`, issued with `serial` (`issue_decision_id`). A list store is
         atomic: no lock."""
         self._slots[serial % self._limit] = rec
+        if self.queue is not None:
+            self.queue.append(rec)
 
     def put_many(self, serials: Sequence[int], recs: Sequence[DecisionRecord]) -> None:
         slots, limit = self._slots, self._limit
         for serial, rec in zip(serials, recs, strict=True):
             slots[serial % limit] = rec
+        if self.queue is not None:
+            self.queue.extend(recs)
 
     def put_issue(self, serial: int, context: DecisionContext, decided_at: float) -> None:
         """Keep the decision `context` issued with `serial` at `decided_at`. The
@@ -119,6 +129,8 @@ class DecisionJournal:
         self._serials[i] = serial
         self._times[i] = decided_at
         self._slots[i] = context
+        if self.queue is not None:
+            self.queue.append((serial, context, decided_at))
 
     def _at(self, i: int) -> DecisionRecord | None:
         entry = self._slots[i]

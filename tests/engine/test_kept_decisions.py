@@ -1,0 +1,195 @@
+"""Decisions kept in the store (engine/decision_store.py): queued on the request path,
+written in batches, found by Explain and Feedback after a restart and from another
+sidecar's engine; the newest `decision_retention` per namespace."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from memlineage.engine.core import Engine
+from memlineage.engine.policies import PolicyHolder
+from memlineage.lineage.clock import ManualClock
+from memlineage.lineage.errors import StoreUnavailableError, ValidationError
+from memlineage.lineage.model import MemoryRecord
+from memlineage.store import LineageStore, open_store
+from memlineage.store.embedded import EmbeddedStore
+from memlineage_dsl.facts import Creator
+from support.memories import T0
+from support.redis_servers import RedisClusterHandle, RedisServer
+from support.sidecar import BUNDLED_POLICIES
+
+NS = "ns"
+ALICE = Creator("user", "user:alice")
+
+
+def _engine(store: LineageStore, clock: ManualClock) -> Engine:
+    return Engine(store, PolicyHolder(BUNDLED_POLICIES), clock=clock)
+
+
+def _decide(engine: Engine, clock: ManualClock) -> list[str]:
+    """A Record, Checks (one reissued from its ticket), a FilterRank: every way a
+    decision is issued (`put`, `put_issue`, `put_many`). Their ids, oldest first."""
+    ids = [engine.record(MemoryRecord(id="city", namespace=NS, creator_id="user:alice"),
+                         ALICE).decision.decision_id]
+    engine.record(MemoryRecord(id="guess", namespace=NS, creator_id="reasoning:planner",
+                               creator_kind="reasoning", creator_confidence=0.3), ALICE)
+    clock.advance(1)
+    rec, ticket = engine.check_ticketed(NS, "read", ["city"], ALICE)
+    ids.append(rec.decision_id)
+    assert ticket is not None
+    clock.advance(1)
+    again = engine.reissue(ticket)
+    assert again is not None
+    ids.append(again[0])
+    clock.advance(1)
+    ids += [c.decision.decision_id for c in engine.filter_rank(NS, [("city", 0.9)], ALICE)]
+    clock.advance(1)
+    ids.append(engine.check(NS, "read", ["guess"], ALICE).decision_id)  # a DENY, reasons
+    return ids
+
+
+def _same(a: object, b: object) -> None:
+    assert a == b, (a, b)
+
+
+def test_embedded_data_dir_keeps_decisions_through_a_restart(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    store = EmbeddedStore(tmp_path, clock=clock)
+    engine = _engine(store, clock)
+    ids = _decide(engine, clock)
+    assert store.kept_decisions(NS, "city", 20) == []  # nothing written on the request path
+    assert engine.decisions.pending() == len(ids) + 1
+    before = {r.decision_id: r for r in engine.explain(NS, "city").decisions}
+    deny = engine.journal.get(ids[-1])
+    assert deny is not None and deny.decision.effect == "deny" and deny.decision.reasons
+    assert engine.flush_decisions() == 0  # Explain flushed them
+    assert [k.decision_id for k in store.kept_decisions(NS, "city", 20)] == ids[3::-1]
+    store.close()
+
+    store = EmbeddedStore(tmp_path, clock=clock)
+    fresh = _engine(store, clock)  # a new journal: empty
+    assert fresh.journal.get(ids[0]) is None
+    after = fresh.explain(NS, "city").decisions
+    assert [r.decision_id for r in after] == ids[3::-1]  # newest first
+    for r in after:
+        _same(r, before[r.decision_id])  # effect, score, reasons, obligations, identity
+    _same(fresh.explain(NS, "guess").decisions[0], deny)
+    # Feedback names a decision from before the restart and no memory: its memories.
+    assert fresh.feedback(NS, ids[-1], [], success=False) == 1
+    assert store.get(NS, "guess").uses_failed == 1
+    with pytest.raises(ValidationError):  # another namespace's decision is not found
+        fresh.feedback("other", ids[-1], [], success=True)
+    store.close()
+
+
+def test_in_memory_embedded_keeps_them_in_the_journal_only() -> None:
+    clock = ManualClock(T0)
+    engine = _engine(EmbeddedStore(clock=clock), clock)
+    assert engine.journal.queue is None  # nothing queued per decision
+    ids = _decide(engine, clock)
+    assert [r.decision_id for r in engine.explain(NS, "city").decisions] == ids[3::-1]
+    assert engine.flush_decisions() == 0
+
+
+def test_embedded_retention_keeps_the_newest(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    store = EmbeddedStore(tmp_path, clock=clock)
+    store.decision_retention = 5
+    engine = _engine(store, clock)
+    engine.record(MemoryRecord(id="m", namespace=NS, creator_id="user:alice"), ALICE)
+    ids = []
+    for _ in range(6):
+        ids.append(engine.check(NS, "read", ["m"], ALICE).decision_id)
+        clock.advance(1)
+    engine.flush_decisions()
+    for _ in range(6):
+        ids.append(engine.check(NS, "read", ["m"], ALICE).decision_id)
+        clock.advance(1)
+    engine.flush_decisions()
+    assert store._log is not None and store._log.decisions is not None
+    assert store._log.decisions.count(NS) == 5
+    assert [k.decision_id for k in store.kept_decisions(NS, "m", 50)] == ids[:-6:-1]
+    assert store.kept_decision(NS, ids[0]) is None
+    store.close()
+
+
+class _Down(EmbeddedStore):
+    down = False
+
+    def keep_decisions(self, namespace, entries):  # type: ignore[no-untyped-def]
+        if self.down:
+            raise StoreUnavailableError("down")
+        super().keep_decisions(namespace, entries)
+
+
+def test_a_refused_batch_is_written_at_the_next_flush(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    store = _Down(tmp_path, clock=clock)
+    engine = _engine(store, clock)
+    ids = _decide(engine, clock)
+    store.down = True
+    with pytest.raises(StoreUnavailableError):
+        engine.flush_decisions()
+    assert engine.decisions.pending() == len(ids) + 1
+    store.down = False
+    assert engine.flush_decisions() == len(ids) + 1
+    assert store.kept_decision(NS, ids[0]) is not None
+    store.close()
+
+
+@pytest.fixture(params=["redis", "cluster"])
+def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        yield server.emptied()
+    else:
+        cluster: RedisClusterHandle = request.getfixturevalue("redis_cluster")
+        from redis.cluster import RedisCluster
+        c = RedisCluster.from_url(cluster.url.replace("redis+cluster://", "redis://")
+                                  .split(",")[0])
+        c.flushall(target_nodes=RedisCluster.PRIMARIES)
+        c.close()
+        yield cluster.url
+
+
+def test_two_engines_over_one_redis_share_decisions(redis_url: str) -> None:
+    clock = ManualClock(T0)
+    sa, sb = open_store(redis_url, clock=clock), open_store(redis_url, clock=clock)
+    a, b = _engine(sa, clock), _engine(sb, clock)
+    ids = _decide(a, clock)
+    a.flush_decisions()  # what A's server loop does every access_flush_seconds
+    mine = b.check(NS, "read", ["city"], ALICE)
+    shown = b.explain(NS, "city").decisions
+    assert [r.decision_id for r in shown] == [mine.decision_id, *ids[3::-1]]
+    _same(shown[1], a.journal.get(ids[3]))
+    assert b.feedback(NS, ids[-1], [], success=False) == 1  # A's id, on B
+    assert sb.get(NS, "guess").uses_failed == 1
+    with pytest.raises(ValidationError):
+        b.feedback("other", ids[-1], [], success=False)
+    sa.close()
+    sb.close()
+
+
+def test_redis_retention_caps_the_stream(redis_url: str) -> None:
+    clock = ManualClock(T0)
+    store = open_store(redis_url, clock=clock)
+    store.decision_retention = 7
+    engine = _engine(store, clock)
+    engine.record(MemoryRecord(id="m", namespace=NS, creator_id="user:alice"), ALICE)
+    ids = []
+    for _ in range(3):
+        ids += [c.decision.decision_id for c in engine.filter_rank(
+            NS, [("m", 0.5)] * 4, ALICE)]
+        engine.check(NS, "read", ["m"], ALICE)
+        engine.flush_decisions()
+        clock.advance(1)
+    xlen = store.decisions_kept(NS)  # type: ignore[attr-defined]
+    assert xlen == 7
+    index = store.client.hlen(store.keys.decision_index(NS))  # type: ignore[attr-defined]
+    assert index == 7  # trimmed with the stream
+    assert store.kept_decision(NS, ids[0]) is None
+    assert store.kept_decision(NS, ids[-1]) is not None
+    assert len(store.kept_decisions(NS, "m", 100)) == 7
+    store.close()
