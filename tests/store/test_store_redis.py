@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 from memlineage.lineage import ManualClock, MemoryRecord, UnknownDependencyError
+from memlineage.lineage.decisions import KeptDecision
 from memlineage.store import open_store, redis_scripts
 from memlineage.store.redis_keys import RedisKeys
 from memlineage.store.redis_store import RedisStore
@@ -45,7 +46,7 @@ def test_all_keys_of_a_namespace_share_one_slot() -> None:
     built = [keys.record(NS, "a"), keys.derivations(NS, "b:c"), keys.history(NS, "d"),
              keys.claim(NS, "user:1", "city"), keys.counter(NS, "tool:x"), keys.events(NS),
              keys.claim_group(NS, "user:1", "city"), keys.sources(NS), keys.review(NS),
-             *keys.triples(NS, ["e", "f"])]
+             keys.decisions(NS), keys.decision_index(NS), *keys.triples(NS, ["e", "f"])]
     assert {key_slot(k.encode()) for k in built} == {key_slot(b"%s" % NS.encode())}
     assert all(k.startswith(f"ml:{{{NS}}}:") for k in built)
     with pytest.raises(ValueError):
@@ -63,10 +64,14 @@ def test_cluster_stores_a_namespace_on_one_node(redis_cluster: RedisClusterHandl
                                   dependencies=("a",)))
         store.revoke(ns, "a")
         store.incr_counter(ns, "c")
+        store.keep_decisions(ns, [KeptDecision(f"d-{ns}", ns, "read", ("a", "b"), "user:u",
+                                               NOW, "v", "allow", "{}")])
     holders: dict[str, set[int]] = {}
+    seen: set[str] = set()
     for node in client.get_primaries():
         conn = redis.Redis(host=node.host, port=node.port, decode_responses=True)
         for key in conn.scan_iter("ml:*"):
+            seen.add(key)
             # The namespace registry, by design (ids are scoped: no global id index).
             if key == "ml:namespaces":
                 continue
@@ -75,6 +80,7 @@ def test_cluster_stores_a_namespace_on_one_node(redis_cluster: RedisClusterHandl
             holders.setdefault(ns, set()).add(node.port)
         conn.close()
     assert set(holders) == {"n1", "n2", "n3", "n4"}
+    assert {"ml:{n1}:dec", "ml:{n1}:dix"} <= seen  # kept decisions: in the namespace's slot
     assert all(len(ports) == 1 for ports in holders.values())
     assert len({p for ports in holders.values() for p in ports}) > 1  # spread over masters
     store.close()
