@@ -534,6 +534,10 @@ _DECISION_SCHEMA = (
 )
 
 
+_DECISION_CHUNK = 1000
+"""Decisions per transaction of ``DecisionTable.keep``."""
+
+
 class DecisionTable:
     """The kept decisions of a data directory (`LineageStore.keep_decisions`): one row
     per decision (its `KeptDecision.to_json`), one per (decision, memory) for Explain's
@@ -549,6 +553,14 @@ class DecisionTable:
                 self._db.execute(statement)
 
     def keep(self, namespace: str, entries: Sequence[KeptDecision], retention: int) -> None:
+        """One transaction per `_DECISION_CHUNK` (an op-log write waits for one chunk at
+        most); only the newest `retention` of `entries` are written."""
+        retention = max(1, retention)
+        entries = entries[-retention:]
+        for start in range(0, len(entries), _DECISION_CHUNK):
+            self._keep(namespace, entries[start:start + _DECISION_CHUNK], retention)
+
+    def _keep(self, namespace: str, entries: Sequence[KeptDecision], retention: int) -> None:
         with self._lock:
             db = self._db
             if db is None or not entries:
@@ -566,7 +578,7 @@ class DecisionTable:
                                            [(namespace, m, seq) for m in e.memory_ids])
                     cut = db.execute("SELECT seq FROM decisions WHERE ns = ? ORDER BY seq "
                                      "DESC LIMIT 1 OFFSET ?",
-                                     (namespace, max(1, retention))).fetchone()
+                                     (namespace, retention)).fetchone()
                     if cut is not None:
                         db.execute("DELETE FROM decision_memories WHERE seq IN (SELECT seq "
                                    "FROM decisions WHERE ns = ? AND seq <= ?)",

@@ -1,0 +1,163 @@
+"""Decisions outlive the process that took them and are seen by every sidecar: a
+real `memlineage serve --data-dir` restarted (SIGTERM, or SIGKILL after one flush
+interval) still explains and takes Feedback on its earlier decisions; two sidecars
+over one redis-server see each other's; the Redis stream stays capped."""
+
+from __future__ import annotations
+
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import redis
+from memlineage.client import MemLineageClient
+from memlineage.config import Config
+from memlineage.lineage.clock import ManualClock
+from memlineage.v1 import memlineage_pb2 as pb
+from support.memories import T0
+from support.redis_servers import RedisServer
+from support.sidecar import BUNDLED_POLICIES, RunningSidecar
+
+NS = "default"
+
+
+class Server:
+    """`memlineage serve --data-dir` on a free loopback port."""
+
+    def __init__(self, data: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
+             "--decision-log", "off", "--policies", BUNDLED_POLICIES, "--data-dir", str(data)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        deadline, seen = time.monotonic() + 30, []
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                break
+            seen.append(line)
+            m = re.search(r"memlineage serving on 127\.0\.0\.1:(\d+)", line)
+            if m:
+                self.address = f"127.0.0.1:{m.group(1)}"
+                return
+        self.kill()
+        raise AssertionError(f"the server did not start: {''.join(seen)}")
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=20)
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=20)
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Server]]:
+    started: list[Server] = []
+    yield started
+    for s in started:
+        s.kill()
+
+
+def _decide(c: MemLineageClient) -> list[str]:
+    """Three decisions on "city" (a Record, two Checks); a DENY on "guess". Newest first."""
+    ids = [c.record("city", creator="user:alice").decision.decision_id]
+    ids.append(c.check("read", "city").decision_id)
+    ids.append(c.check("read", "city", actor="agent:planner").decision_id)
+    c.record("guess", creator="reasoning:planner", confidence=0.3)
+    deny = c.check("read", "guess")
+    assert deny.effect == pb.EFFECT_DENY
+    return [deny.decision_id, *ids[::-1]]
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_serve_data_dir_explains_and_takes_feedback_after_a_restart(
+        tmp_path: Path, servers: list[Server], how: str) -> None:
+    data = tmp_path / "data"
+    first = Server(data)
+    servers.append(first)
+    with MemLineageClient(first.address, timeout=10) as c:
+        deny, *city = _decide(c)
+        before = list(c.explain("city").decisions)
+        assert [d.decision_id for d in before] == city  # 3 before
+        assert c.explain("guess").decisions[0].decision_id == deny
+    if how == "sigterm":
+        assert first.stop() == 0  # the final flush
+    else:
+        time.sleep(2.5)  # one access_flush_seconds (2 s): the loop wrote them
+        first.kill()
+    again = Server(data)
+    servers.append(again)
+    with MemLineageClient(again.address, timeout=10) as c:
+        after = list(c.explain("city").decisions)
+        assert after == before  # 3 after: same ids, effects, reasons, times
+        shown = c.explain("guess").decisions[0]
+        assert shown.decision_id == deny and shown.effect == pb.EFFECT_DENY
+        assert list(shown.reasons) and shown.reasons[0].policy
+        # Feedback names a decision of the process before and no memory: its memory.
+        assert c.feedback(deny, [], success=False).updated == 1
+        assert c.explain("guess").memory.uses_failed == 1
+    assert again.stop() == 0
+
+
+def test_two_sidecars_over_one_redis_share_their_decisions(redis_server: RedisServer) -> None:
+    redis_server.emptied()
+    clock = ManualClock(T0)
+    config = Config(policy_dir=BUNDLED_POLICIES, store=redis_server.url,
+                    access_flush_seconds=0.05, decision_retention=50)
+    with RunningSidecar(config, clock) as a, RunningSidecar(config, clock) as b, \
+            MemLineageClient(a.address) as ca, MemLineageClient(b.address) as cb:
+        deny, *city = _decide(ca)
+        deadline = time.monotonic() + 10  # A's loop writes them within a flush interval
+        while time.monotonic() < deadline:
+            shown = [d.decision_id for d in cb.explain("city").decisions]
+            if shown == city:
+                break
+            time.sleep(0.05)
+        assert shown == city  # Explain on B shows A's decisions
+        assert cb.explain("guess").decisions[0].decision_id == deny
+        assert cb.feedback(deny, [], success=True).updated == 1  # A's id, on B
+        assert ca.explain("guess").memory.uses_ok == 1
+        for _ in range(80):  # more than the retention
+            ca.check("read", "city")
+        cb.check("read", "city")
+        ca.explain("city")  # flushes A's queue
+        cb.explain("city")
+        stream = redis.Redis.from_url(redis_server.url)
+        try:
+            assert stream.xlen(f"ml:{{{NS}}}:dec") == 50
+            assert stream.hlen(f"ml:{{{NS}}}:dix") == 50
+        finally:
+            stream.close()
+        assert len(cb.explain("city", decisions=100).decisions) <= 50
+
+
+def test_the_retention_is_configured(tmp_path: Path) -> None:
+    config = replace(Config(policy_dir=BUNDLED_POLICIES, data_dir=str(tmp_path)),
+                     decision_retention=3)
+    with RunningSidecar(config) as s, MemLineageClient(s.address) as c:
+        c.record("m", creator="user:alice")
+        for _ in range(5):
+            c.check("read", "m")
+        assert len(c.explain("m", decisions=20).decisions) == 6  # the journal holds all
+        assert s.sidecar is not None
+        store = s.sidecar.store
+        assert store.decision_retention == 3
+        assert len(store.kept_decisions(NS, "m", 20)) == 3
