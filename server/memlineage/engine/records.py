@@ -92,9 +92,9 @@ class DecisionJournal:
     decision's path) is one list store, with no dict to keep and nothing evicted
     but what the store replaces; finding one by id is a parse and an index.
     A reused decision is kept as its shared `DecisionContext` plus its serial and
-    time in two typed arrays (nothing allocated per issue); its record is rebuilt
-    when asked for. Looking up a memory's recent decisions (Explain, rare) scans
-    the slots."""
+    time in two typed arrays (nothing allocated per issue but, with a `queue`, the
+    (serial, context, time) it queues); its record is rebuilt when asked for.
+    Looking up a memory's recent decisions (Explain, rare) scans the slots."""
 
     def __init__(self, per_memory: int = 20, limit: int = 100_000) -> None:
         self._per_memory = per_memory
