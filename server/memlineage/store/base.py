@@ -204,10 +204,12 @@ class LineageStore(ABC):
         a Record of an id that exists with the same digest writes nothing and answers
         the original outcome (``replayed``); another digest is AlreadyExistsError.
 
-        This default composes the primitives under ``self._snapshot`` (the embedded
-        store's lock, so no other writer comes in between; its op log holds one line
-        per primitive) and answers a replay from what the store holds (the successor
-        link and the cascade's history entries). Redis does all of it in one script."""
+        This default composes the primitives under ``self._snapshot`` (no other
+        writer of a store whose snapshot is its lock comes in between; each
+        primitive is its own write) and answers a replay from what the store holds
+        (the successor link and the cascade's history entries). The backends do
+        better: Redis does all of it in one script, the embedded store in one op,
+        one SQLite transaction."""
         at = self._now(now)
         checked = validate_new(rec, now=at, limits=self.limits)
         digest = digest or record_digest(checked, with_created_at=rec.created_at is not None)
