@@ -7,64 +7,20 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 from memlineage.client import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
+from support.serve_process import REASONING_POLICY
+from support.serve_process import ServeProcess as Served
 
-POLICY = """policy low_confidence_reasoning priority 50 {
-  on read
-  when memory.creator.kind == reasoning and memory.confidence < 0.7
-  deny "doubtful reasoning"
-}
-"""
+POLICY = REASONING_POLICY
 KEY = "e2e-log-key"
-
-
-class Served:
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, **env})
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        ready = self.expect(r"memlineage serving on 127\.0\.0\.1:(\d+)")
-        self.address = f"127.0.0.1:{ready.group(1)}"
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def expect(self, pattern: str, timeout: float = 20.0) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        seen = []
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
-            except queue.Empty:
-                break
-            seen.append(line)
-            m = re.search(pattern, line)
-            if m:
-                return m
-        raise AssertionError(f"no line matching {pattern!r}; output was: {''.join(seen)}")
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=20)
-        finally:
-            if self.proc.poll() is None:
-                self.proc.kill()
 
 
 def verify(*files: Path, key: str | None = KEY) -> subprocess.CompletedProcess[str]:

@@ -5,12 +5,6 @@ over one redis-server see each other's; the Redis stream stays capped."""
 
 from __future__ import annotations
 
-import queue
-import re
-import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
@@ -24,48 +18,15 @@ from memlineage.lineage.clock import ManualClock
 from memlineage.v1 import memlineage_pb2 as pb
 from support.memories import T0
 from support.redis_servers import RedisServer
+from support.serve_process import ServeProcess
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
+
+def Server(data: Path) -> ServeProcess:
+    """`memlineage serve --data-dir` on the bundled policies."""
+    return ServeProcess(["--policies", BUNDLED_POLICIES, "--data-dir", str(data)])
+
 NS = "default"
-
-
-class Server:
-    """`memlineage serve --data-dir` on a free loopback port."""
-
-    def __init__(self, data: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
-             "--decision-log", "off", "--policies", BUNDLED_POLICIES, "--data-dir", str(data)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        deadline, seen = time.monotonic() + 30, []
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
-            except queue.Empty:
-                break
-            seen.append(line)
-            m = re.search(r"memlineage serving on 127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.address = f"127.0.0.1:{m.group(1)}"
-                return
-        self.kill()
-        raise AssertionError(f"the server did not start: {''.join(seen)}")
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=20)
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=20)
 
 
 @pytest.fixture

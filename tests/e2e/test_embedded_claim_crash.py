@@ -11,11 +11,6 @@ that the composed primitives fail it in most runs), each bounded in time."""
 from __future__ import annotations
 
 import itertools
-import queue
-import re
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -24,57 +19,21 @@ import pytest
 from memlineage.client import MemLineageClient, MemLineageError
 from memlineage.lineage.model import Status
 from memlineage.store.embedded import EmbeddedStore
+from support.serve_process import REASONING_POLICY, ServeProcess
 
-POLICY = """policy low_confidence_reasoning priority 50 {
-  on read
-  when memory.creator.kind == reasoning and memory.confidence < 0.7
-  deny "doubtful reasoning"
-}
-"""
+POLICY = REASONING_POLICY
 NS = "default"
+
+
+def Server(data: Path, policies: Path) -> ServeProcess:
+    """`memlineage serve --data-dir` on the policy directory."""
+    return ServeProcess(["--policies", str(policies), "--data-dir", str(data)])
 CREATOR = "tool:crawler"
 WRITERS = 3
 KEYS = 3  # claims per writer: each writer's record of key k supersedes its previous one
 ROUNDS = 5
 ACKED_PER_ROUND = 100
 LIVE = (Status.ACTIVE, Status.PENDING_VERIFICATION)
-
-
-class Server:
-    """`memlineage serve --data-dir` on a free loopback port, its output read on a
-    thread (as in test_embedded_durability)."""
-
-    def __init__(self, data: Path, policies: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
-             "--decision-log", "off", "--policies", str(policies), "--data-dir", str(data)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        deadline = time.monotonic() + 30
-        seen: list[str] = []
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
-            except queue.Empty:
-                break
-            seen.append(line)
-            m = re.search(r"memlineage serving on 127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.address = f"127.0.0.1:{m.group(1)}"
-                return
-        self.kill()
-        raise AssertionError(f"the server did not start: {''.join(seen)}")
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=20)
 
 
 @pytest.fixture

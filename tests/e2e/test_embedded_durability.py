@@ -8,7 +8,6 @@ directory."""
 from __future__ import annotations
 
 import hashlib
-import queue
 import re
 import signal
 import sqlite3
@@ -26,54 +25,15 @@ from memlineage.lineage.model import MemoryRecord
 from memlineage.store.embedded import EmbeddedStore
 from memlineage.store.embedded.persistence import DB_NAME
 from memlineage.v1 import memlineage_pb2 as pb
+from support.serve_process import REASONING_POLICY, ServeProcess
 
-POLICY = """policy low_confidence_reasoning priority 50 {
-  on read
-  when memory.creator.kind == reasoning and memory.confidence < 0.7
-  deny "doubtful reasoning"
-}
-"""
+POLICY = REASONING_POLICY
 NS = "default"
 
 
-class Server:
-    """`memlineage serve` on a free loopback port, its output read on a thread."""
-
-    def __init__(self, data: Path, policies: Path) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
-             "--decision-log", "off", "--policies", str(policies), "--data-dir", str(data)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        deadline = time.monotonic() + 30
-        seen: list[str] = []
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
-            except queue.Empty:
-                break
-            seen.append(line)
-            m = re.search(r"memlineage serving on 127\.0\.0\.1:(\d+)", line)
-            if m:
-                self.address = f"127.0.0.1:{m.group(1)}"
-                return
-        self.kill()
-        raise AssertionError(f"the server did not start: {''.join(seen)}")
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=20)
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=20)
+def Server(data: Path, policies: Path) -> ServeProcess:
+    """`memlineage serve --data-dir` on the policy directory."""
+    return ServeProcess(["--policies", str(policies), "--data-dir", str(data)])
 
 
 @pytest.fixture

@@ -5,12 +5,10 @@ SIGTERM shuts down gracefully, the embedded data directory survives a restart;
 
 from __future__ import annotations
 
-import queue
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,48 +20,10 @@ from memlineage.lineage.model import MemoryRecord
 from memlineage.store import open_store
 from memlineage.v1 import memlineage_pb2 as pb
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
+from support.serve_process import REASONING_POLICY
+from support.serve_process import ServeProcess as Served
 
-POLICY = """policy low_confidence_reasoning priority 50 {
-  on read
-  when memory.creator.kind == reasoning and memory.confidence < 0.7
-  deny "doubtful reasoning"
-}
-"""
-
-
-class Served:
-    def __init__(self, args: list[str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
-             "--decision-log", "off", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        ready = self.expect(r"memlineage serving on 127\.0\.0\.1:(\d+)")
-        self.address = f"127.0.0.1:{ready.group(1)}"
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-
-    def expect(self, pattern: str, timeout: float = 20.0) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        seen = []
-        while time.monotonic() < deadline:
-            try:
-                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
-            except queue.Empty:
-                break
-            seen.append(line)
-            m = re.search(pattern, line)
-            if m:
-                return m
-        raise AssertionError(f"no line matching {pattern!r}; output was: {''.join(seen)}")
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=20)
+POLICY = REASONING_POLICY
 
 
 @pytest.fixture

@@ -1,0 +1,78 @@
+"""`memlineage serve` as an operator runs it: a real process on a free loopback
+port, its output read on a thread, for the suites that signal, kill or restart
+the sidecar (`expect` waits for a line of its output)."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+REASONING_POLICY = """policy low_confidence_reasoning priority 50 {
+  on read
+  when memory.creator.kind == reasoning and memory.confidence < 0.7
+  deny "doubtful reasoning"
+}
+"""
+_SERVING = r"memlineage serving on 127\.0\.0\.1:(\d+)"
+
+
+class ServeProcess:
+    """`memlineage serve --listen 127.0.0.1:0 --decision-log off ARGS...` (later
+    flags win, so `args` may name another decision log); `address` once serving."""
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None,
+                 timeout: float = 30.0) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
+             "--decision-log", "off", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, **env} if env else None)
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+        try:
+            ready = self.expect(_SERVING, timeout)
+        except AssertionError:
+            self.kill()
+            raise
+        self.address = f"127.0.0.1:{ready.group(1)}"
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def expect(self, pattern: str, timeout: float = 20.0) -> re.Match[str]:
+        """The first line of output from now on matching `pattern`."""
+        deadline = time.monotonic() + timeout
+        seen: list[str] = []
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty:
+                break
+            seen.append(line)
+            m = re.search(pattern, line)
+            if m:
+                return m
+        raise AssertionError(f"no line matching {pattern!r}; output was: {''.join(seen)}")
+
+    def kill(self) -> None:
+        """SIGKILL (when still running), and reap it."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=20)
+
+    def stop(self) -> int:
+        """SIGTERM, the exit code once it has stopped (killed if it does not)."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=20)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
