@@ -53,16 +53,18 @@ def entities_json(memories: list[MemoryFacts], actors: list[tuple[str, str]]) ->
         out.append({"uid": principal_uid(kind, ident), "attrs": {"kind": kind}, "parents": []})
     for m in memories:
         deps = [{"type": "Node", "id": d} for d in m.dependencies]
-        out.append({
-            "uid": {"type": "Memory", "id": m.id},
-            "attrs": {
-                "creator_kind": m.creator.kind,
-                "confidence": {"__extn": {"fn": "decimal", "arg": f"{m.confidence:.4f}"}},
-                "tags": list(m.tags),
-                "created_at": int(m.created_at),
-            },
-            "parents": deps,
-        })
+        out.append(
+            {
+                "uid": {"type": "Memory", "id": m.id},
+                "attrs": {
+                    "creator_kind": m.creator.kind,
+                    "confidence": {"__extn": {"fn": "decimal", "arg": f"{m.confidence:.4f}"}},
+                    "tags": list(m.tags),
+                    "created_at": int(m.created_at),
+                },
+                "parents": deps,
+            }
+        )
         node_parents = list(deps)
         if m.status == "revoked":
             node_parents.append({"type": "Status", "id": "revoked"})

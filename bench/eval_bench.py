@@ -73,7 +73,10 @@ _R_REVOKED = Reason("revoked_ancestor", DENY, "built on a revoked memory", 70, F
 _R_LOW_CONF = Reason("low_confidence_reasoning", DENY, "low-confidence reasoning", 50, FIRED)
 _R_STALE = Reason("stale_flight_price", DENY, "stale flight price", 40, FIRED)
 _R_USER = Reason(
-    "user_statements_protected", DENY, "only the user can change what the user stated", 100,
+    "user_statements_protected",
+    DENY,
+    "only the user can change what the user stated",
+    100,
     FIRED,
 )
 
@@ -103,8 +106,13 @@ def handwritten(req: Request, snap: DictSnapshot) -> Decision:
 # --------------------------------------------------------------------------- workload
 
 CREATORS = [  # (creator, weight)
-    ("user:alice", 16), ("user:bob", 12), ("reasoning:planner", 20), ("reasoning:critic", 7),
-    ("tool:flight_api", 22), ("tool:web_search", 14), ("agent:booker", 15),
+    ("user:alice", 16),
+    ("user:bob", 12),
+    ("reasoning:planner", 20),
+    ("reasoning:critic", 7),
+    ("tool:flight_api", 22),
+    ("tool:web_search", 14),
+    ("agent:booker", 15),
 ]
 ACTORS = ["user:alice", "user:bob", "agent:booker", "reasoning:planner", "tool:flight_api"]
 OTHER_TAGS = ["travel", "hotel", "preference", "itinerary", "note", "budget"]
@@ -131,8 +139,13 @@ def make_memories(n: int, rng: random.Random) -> list[MemoryFacts]:
             (90, 6, 10 if root else 4),
         )[0]
         return MemoryFacts(
-            id=f"m{next(ids):05d}", tags=tags, creator=creator, confidence=confidence,
-            created_at=float(NOW - int(age)), status=status, dependencies=level_deps,
+            id=f"m{next(ids):05d}",
+            tags=tags,
+            creator=creator,
+            confidence=confidence,
+            created_at=float(NOW - int(age)),
+            status=status,
+            dependencies=level_deps,
         )
 
     while len(out) < n:
@@ -255,8 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     for r, d in zip(requests, mlp_decisions, strict=True):
         h = handwritten(r, snap)
         if h != d:
-            print(f"MISMATCH mlp vs hand-written on {r.op} {r.memory.id} by {r.actor.id}:\n"
-                  f"  mlp:  {d}\n  hand: {h}", file=sys.stderr)
+            print(
+                f"MISMATCH mlp vs hand-written on {r.op} {r.memory.id} by {r.actor.id}:\n"
+                f"  mlp:  {d}\n  hand: {h}",
+                file=sys.stderr,
+            )
             return 1
     denied = sum(d.effect == DENY for d in mlp_decisions)
     by_op: dict[str, list[int]] = {}
@@ -277,14 +293,17 @@ def main(argv: list[str] | None = None) -> int:
             cedar_reqs = [ce.cedar_request(r) for r in requests]
             results = []
             for i in range(0, len(cedar_reqs), 1000):
-                results += cedar.is_authorized_batch(cedar_reqs[i:i + 1000])
+                results += cedar.is_authorized_batch(cedar_reqs[i : i + 1000])
             for r, d, c in zip(requests, mlp_decisions, results, strict=True):
                 want = frozenset(x.policy for x in d.reasons)
                 if c.allowed != (d.effect == ALLOW) or ce.forbids(c) != want:
-                    print(f"MISMATCH mlp vs Cedar on {r.op} {r.memory.id} by {r.actor.id}:\n"
-                          f"  mlp:   {d.effect} {sorted(want)}\n"
-                          f"  cedar: {c.decision} {sorted(ce.forbids(c))} "
-                          f"{c.diagnostics.errors}", file=sys.stderr)
+                    print(
+                        f"MISMATCH mlp vs Cedar on {r.op} {r.memory.id} by {r.actor.id}:\n"
+                        f"  mlp:   {d.effect} {sorted(want)}\n"
+                        f"  cedar: {c.decision} {sorted(ce.forbids(c))} "
+                        f"{c.diagnostics.errors}",
+                        file=sys.stderr,
+                    )
                     return 1
             # spot-check the per-call API on a sample too (and keep Cedar's own timings)
             cedar_metrics = []
@@ -320,20 +339,21 @@ def main(argv: list[str] | None = None) -> int:
     ced = Result("cedarpy is_authorized (parsed handles)")
     ced_batch = Result("cedarpy is_authorized_batch (amortized)")
     engines: list[tuple[Result, Callable, Sequence[tuple]]] = [
-        (mlp, decide, mlp_args), (hand, handwritten, hand_args),
+        (mlp, decide, mlp_args),
+        (hand, handwritten, hand_args),
     ]
     if cedar is not None:
         engines.append((ced, cedar.is_authorized, cedar_args))
     started = time.perf_counter()
     for k in range(args.rounds):
-        order = engines[k % len(engines):] + engines[:k % len(engines)]
+        order = engines[k % len(engines) :] + engines[: k % len(engines)]
         for res, fn, a in order:
             res.add(per_call_ns(fn, a), loop_ns(fn, a), len(a))
         if cedar is not None:
             gc.collect()
             t0 = time.perf_counter_ns()
             for i in range(0, len(cedar_reqs), 1000):
-                cedar.is_authorized_batch(cedar_reqs[i:i + 1000])
+                cedar.is_authorized_batch(cedar_reqs[i : i + 1000])
             ced_batch.loop_total_ns += time.perf_counter_ns() - t0
             ced_batch.loop_count += len(cedar_reqs)
 
@@ -341,30 +361,46 @@ def main(argv: list[str] | None = None) -> int:
     if cedar is not None:
         sample = [(q,) for q in cedar_reqs[:50]]
         cedar.is_authorized_unprepared(*sample[0])
-        unprepared.add(per_call_ns(cedar.is_authorized_unprepared, sample),
-                       loop_ns(cedar.is_authorized_unprepared, sample), len(sample))
+        unprepared.add(
+            per_call_ns(cedar.is_authorized_unprepared, sample),
+            loop_ns(cedar.is_authorized_unprepared, sample),
+            len(sample),
+        )
     elapsed = time.perf_counter() - started
 
     # ---- report
     overhead = timer_overhead_ns()
     print("MemLineage eval bench: compiled .mlp vs hand-written Python vs cedarpy")
-    print(f"python {platform.python_version()} on {platform.machine()}, "
-          f"{os.cpu_count()} cpus; cedarpy "
-          f"{_version('cedarpy') if cedar is not None else 'not installed'}")
-    print(f"workload: {len(memories)} memories in DAGs of depth 1-3 "
-          f"({sum(1 for m in memories if m.status == 'revoked')} revoked), "
-          f"{len(requests)} requests, seed {args.seed}")
-    print("  " + ", ".join(
-        f"{op} {n} ({dn / n:.0%} denied)" for op, (n, dn) in sorted(by_op.items())))
+    print(
+        f"python {platform.python_version()} on {platform.machine()}, "
+        f"{os.cpu_count()} cpus; cedarpy "
+        f"{_version('cedarpy') if cedar is not None else 'not installed'}"
+    )
+    print(
+        f"workload: {len(memories)} memories in DAGs of depth 1-3 "
+        f"({sum(1 for m in memories if m.status == 'revoked')} revoked), "
+        f"{len(requests)} requests, seed {args.seed}"
+    )
+    print(
+        "  " + ", ".join(f"{op} {n} ({dn / n:.0%} denied)" for op, (n, dn) in sorted(by_op.items()))
+    )
     print(f"  denied overall: {denied} / {len(requests)} = {denied / len(requests):.1%}")
-    print(f"correctness: mlp == hand-written Decision on all {len(requests)} requests; "
-          + (f"Cedar permit/deny and forbid ids match on all {len(requests)}"
-             if cedar is not None else "Cedar not run"))
+    print(
+        f"correctness: mlp == hand-written Decision on all {len(requests)} requests; "
+        + (
+            f"Cedar permit/deny and forbid ids match on all {len(requests)}"
+            if cedar is not None
+            else "Cedar not run"
+        )
+    )
     print()
-    print(f"{args.rounds} interleaved rounds per engine; per-decision figures include one "
-          f"perf_counter_ns pair (~{overhead} ns); decisions/s from untimed loops")
-    print(f"{'engine':<44} {'n':>7} {'median µs':>9} {'p99 µs':>9} {'mean µs':>9} "
-          f"{'decisions/s':>13}")
+    print(
+        f"{args.rounds} interleaved rounds per engine; per-decision figures include one "
+        f"perf_counter_ns pair (~{overhead} ns); decisions/s from untimed loops"
+    )
+    print(
+        f"{'engine':<44} {'n':>7} {'median µs':>9} {'p99 µs':>9} {'mean µs':>9} {'decisions/s':>13}"
+    )
     print("-" * 96)
     rows = [mlp, hand] + ([ced, ced_batch, unprepared] if cedar is not None else [])
     for res in rows:
@@ -372,52 +408,69 @@ def main(argv: list[str] | None = None) -> int:
     print()
     r1 = mlp.median / hand.median
     r1_adj = (mlp.median - overhead) / max(1.0, hand.median - overhead)
-    print(f"mlp / hand-written median: {r1:.2f}x "
-          f"(timer overhead removed: {r1_adj:.2f}x)  target <= 3x: "
-          f"{'met' if r1 <= 3 else 'NOT met'}")
+    print(
+        f"mlp / hand-written median: {r1:.2f}x "
+        f"(timer overhead removed: {r1_adj:.2f}x)  target <= 3x: "
+        f"{'met' if r1 <= 3 else 'NOT met'}"
+    )
     r_mean = statistics.fmean(mlp.samples) / statistics.fmean(hand.samples)
     print(f"mlp / hand-written mean:   {r_mean:.2f}x (the slower deny path, below, weighs on it)")
     if cedar is not None:
         r2 = ced.median / mlp.median
         rate_mlp = mlp.loop_count / mlp.loop_total_ns
         rate_batch = ced_batch.loop_count / ced_batch.loop_total_ns
-        print(f"cedar / mlp median:        {r2:.1f}x  target >= 20x: "
-              f"{'met' if r2 >= 20 else 'NOT met'} (cedarpy with parsed handles, its fastest "
-              f"per-call form)")
+        print(
+            f"cedar / mlp median:        {r2:.1f}x  target >= 20x: "
+            f"{'met' if r2 >= 20 else 'NOT met'} (cedarpy with parsed handles, its fastest "
+            f"per-call form)"
+        )
         print(f"cedar text + entity list / mlp median: {unprepared.median / mlp.median:,.0f}x")
         print(f"mlp vs cedar batch (decisions/s): {rate_mlp / rate_batch:.1f}x")
     print()
     print("medians by kind (µs, mlp / hand-written):")
-    print("  " + ",  ".join(
-        f"{op} {_med(mlp, requests, lambda i, o=op: requests[i].op == o):.2f} / "
-        f"{_med(hand, requests, lambda i, o=op: requests[i].op == o):.2f}"
-        for op in sorted(by_op)))
+    print(
+        "  "
+        + ",  ".join(
+            f"{op} {_med(mlp, requests, lambda i, o=op: requests[i].op == o):.2f} / "
+            f"{_med(hand, requests, lambda i, o=op: requests[i].op == o):.2f}"
+            for op in sorted(by_op)
+        )
+    )
     ratios = []
     for eff in (ALLOW, DENY):
+
         def sel(i, e=eff):
             return mlp_decisions[i].effect == e
+
         a, b = _med(mlp, requests, sel), _med(hand, requests, sel)
         ratios.append(f"{eff} {a:.2f} / {b:.2f} ({a / b:.2f}x)")
     print("  " + ",  ".join(ratios))
     if cedar is not None:
         if cedar_n < len(requests):
-            print(f"note: cedarpy per-call measured on the first {cedar_n} requests only "
-                  f"(~{per_call / 1000:.0f} µs a call); the batch figure covers all requests.")
-        print("note: Cedar gets policies and entities parsed once (PolicySet/Entities handles);"
-              " ancestors are a\n      parent hierarchy (Memory -> Node proxies -> "
-              "Status::\"revoked\"), closed transitively by Cedar\n      at entity load, so "
-              "its revoked-ancestor check is a precomputed set lookup at decision time;\n"
-              "      .mlp and hand-written share one DictSnapshot, which memoises each walk "
-              "(the same\n      closure, computed lazily on first use).")
+            print(
+                f"note: cedarpy per-call measured on the first {cedar_n} requests only "
+                f"(~{per_call / 1000:.0f} µs a call); the batch figure covers all requests."
+            )
+        print(
+            "note: Cedar gets policies and entities parsed once (PolicySet/Entities handles);"
+            " ancestors are a\n      parent hierarchy (Memory -> Node proxies -> "
+            'Status::"revoked"), closed transitively by Cedar\n      at entity load, so '
+            "its revoked-ancestor check is a precomputed set lookup at decision time;\n"
+            "      .mlp and hand-written share one DictSnapshot, which memoises each walk "
+            "(the same\n      closure, computed lazily on first use)."
+        )
         auth = statistics.median(x.get("authz_duration_micros", 0) for x in cedar_metrics)
-        breq = statistics.median(
-            x.get("build_request_duration_micros", 0) for x in cedar_metrics)
-        print(f"note: Cedar's own metrics per call (median): authz {auth:g} µs, build request "
-              f"{breq:g} µs;\n      the rest of its per-call time is cedarpy's JSON "
-              f"marshalling of the request and result.")
-        print(f"note: the text + entity-list row passes the policy text and the "
-              f"{len(cedar.entity_list)}-entity list to every\n      call (re-parsed each "
-              f"time); measured on 50 requests.")
+        breq = statistics.median(x.get("build_request_duration_micros", 0) for x in cedar_metrics)
+        print(
+            f"note: Cedar's own metrics per call (median): authz {auth:g} µs, build request "
+            f"{breq:g} µs;\n      the rest of its per-call time is cedarpy's JSON "
+            f"marshalling of the request and result."
+        )
+        print(
+            f"note: the text + entity-list row passes the policy text and the "
+            f"{len(cedar.entity_list)}-entity list to every\n      call (re-parsed each "
+            f"time); measured on 50 requests."
+        )
     print(f"(timed part took {elapsed:.1f} s)")
     return 0
 

@@ -114,14 +114,25 @@ def _ts(seconds: float) -> Timestamp:
 def constant_decision(memory_id: str = "m:t0:000123") -> pb.Decision:
     """What the sidecar answers for a stale flight price: same fields, same sizes."""
     return pb.Decision(
-        decision_id="d19b2c3d4e5f-8a1b2c3d-1f2e3", effect=pb.EFFECT_DEGRADE,
-        compliance_score=0.8, expected_cost=0.02,
-        obligations=[pb.Obligation(kind="refresh", source="tool:flight_api",
-                                   policy="freshest_flight_price")],
-        reasons=[pb.Reason(policy="freshest_flight_price", effect=pb.EFFECT_DEGRADE,
-                           message="always use the freshest flight price", priority=10,
-                           status="fired")],
-        operation=pb.OPERATION_READ, memory_ids=[memory_id], decided_at=_ts(time.time()),
+        decision_id="d19b2c3d4e5f-8a1b2c3d-1f2e3",
+        effect=pb.EFFECT_DEGRADE,
+        compliance_score=0.8,
+        expected_cost=0.02,
+        obligations=[
+            pb.Obligation(kind="refresh", source="tool:flight_api", policy="freshest_flight_price")
+        ],
+        reasons=[
+            pb.Reason(
+                policy="freshest_flight_price",
+                effect=pb.EFFECT_DEGRADE,
+                message="always use the freshest flight price",
+                priority=10,
+                status="fired",
+            )
+        ],
+        operation=pb.OPERATION_READ,
+        memory_ids=[memory_id],
+        decided_at=_ts(time.time()),
         policy_version="sha256:3f9a1c2b7d4e",
     )
 
@@ -137,8 +148,9 @@ class CeilingServicer(pb_grpc.MemLineageServicer):
         self.filter_rank = pb.FilterRankResponse()
         for i in range(FR_CANDIDATES):
             mid = f"m:t0:{i:06d}"
-            c = self.filter_rank.candidates.add(memory_id=mid, similarity=0.5, rank_score=0.4,
-                                                kept=True)
+            c = self.filter_rank.candidates.add(
+                memory_id=mid, similarity=0.5, rank_score=0.4, kept=True
+            )
             c.decision.CopyFrom(constant_decision(mid))
             self.filter_rank.ranked_ids.append(mid)
 
@@ -182,8 +194,7 @@ def serve_sync_ceiling() -> None:
 
     from memlineage.grpc_api.server import EMBEDDED_WORKERS
 
-    server = grpc.server(ThreadPoolExecutor(max_workers=EMBEDDED_WORKERS),
-                         options=SERVER_OPTIONS)
+    server = grpc.server(ThreadPoolExecutor(max_workers=EMBEDDED_WORKERS), options=SERVER_OPTIONS)
     pb_grpc.add_MemLineageServicer_to_server(SyncCeilingServicer(), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
@@ -232,18 +243,41 @@ def launch(args: list[str], log: Path) -> ServerProcess:
 
 
 def launch_ceiling(tmp: Path, spin_us: float = 0.0, sync: bool = False) -> ServerProcess:
-    return launch([sys.executable, str(Path(__file__).resolve()), "--serve-ceiling",
-                   "--spin-us", str(spin_us), *(["--sync"] if sync else [])],
-                  tmp / f"ceiling-{spin_us:g}{'-sync' if sync else ''}.log")
+    return launch(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--serve-ceiling",
+            "--spin-us",
+            str(spin_us),
+            *(["--sync"] if sync else []),
+        ],
+        tmp / f"ceiling-{spin_us:g}{'-sync' if sync else ''}.log",
+    )
 
 
-def launch_sidecar(tmp: Path, store: str, decision_log: str, label: str,
-                   config: Path | None = None) -> ServerProcess:
+def launch_sidecar(
+    tmp: Path, store: str, decision_log: str, label: str, config: Path | None = None
+) -> ServerProcess:
     """`memlineage serve`; `config`: a TOML file for `--config` (its flags still win)."""
-    return launch([sys.executable, "-m", "memlineage", "serve",
-                   *(["--config", str(config)] if config else []),
-                   "--listen", "127.0.0.1:0", "--store", store, "--policies", str(POLICIES),
-                   "--decision-log", decision_log], tmp / f"{label}.log")
+    return launch(
+        [
+            sys.executable,
+            "-m",
+            "memlineage",
+            "serve",
+            *(["--config", str(config)] if config else []),
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            store,
+            "--policies",
+            str(POLICIES),
+            "--decision-log",
+            decision_log,
+        ],
+        tmp / f"{label}.log",
+    )
 
 
 # ------------------------------------------------------------------ the workload
@@ -255,8 +289,7 @@ class Workload:
     effects: Counter[str]
 
 
-def memories(n: int, now: float, rng: random.Random,
-             prefix: str = "m") -> list[list[pb.Memory]]:
+def memories(n: int, now: float, rng: random.Random, prefix: str = "m") -> list[list[pb.Memory]]:
     """~n memories in dependency layers (each layer only depends on earlier ones); ids
     start with `prefix` (two sidecars on one Redis do not meet)."""
     roots: list[pb.Memory] = []
@@ -298,8 +331,9 @@ def memories(n: int, now: float, rng: random.Random,
     for depth in (1, 2):
         layer = []
         for j in range(per_layer):
-            m = pb.Memory(id=f"{prefix}:d{depth}:{j:06d}", type="plan",
-                          context_id=f"ctx:{j % 50:03d}")
+            m = pb.Memory(
+                id=f"{prefix}:d{depth}:{j:06d}", type="plan", context_id=f"ctx:{j % 50:03d}"
+            )
             m.creator.kind, m.creator.id = pb.CREATOR_KIND_AGENT, "agent:planner"
             m.dependencies.extend(rng.sample(earlier, rng.randint(1, 3)))
             m.created_at.CopyFrom(_ts(now - rng.uniform(0, 300)))
@@ -330,18 +364,24 @@ async def load(address: str, n: int, seed: int, prefix: str = "m") -> Workload:
         recorded: list[str] = []
         layers = memories(n, now, rng, prefix)
         for layer in layers:
-            results = await bounded(16, stub.Record,
-                                    [pb.RecordRequest(memory=m) for m in layer])
+            results = await bounded(16, stub.Record, [pb.RecordRequest(memory=m) for m in layer])
             recorded += [r.memory.id for r in results if r.recorded]
         by_id = {m.id: m for m in layers[0]}
         revoke = rng.sample(sorted(set(recorded) & set(by_id)), len(layers[0]) // 30)
         for mid in revoke:
             creator = by_id[mid].creator
-            await stub.UpdateStatus(pb.UpdateStatusRequest(
-                memory_id=mid, action=pb.STATUS_ACTION_REVOKE, reason="bench: withdrawn",
-                actor=pb.Actor(kind=creator.kind, id=creator.id)))
-        checks = [pb.CheckRequest(operation=pb.OPERATION_READ, memory_id=rng.choice(recorded))
-                  for _ in range(20_000)]
+            await stub.UpdateStatus(
+                pb.UpdateStatusRequest(
+                    memory_id=mid,
+                    action=pb.STATUS_ACTION_REVOKE,
+                    reason="bench: withdrawn",
+                    actor=pb.Actor(kind=creator.kind, id=creator.id),
+                )
+            )
+        checks = [
+            pb.CheckRequest(operation=pb.OPERATION_READ, memory_id=rng.choice(recorded))
+            for _ in range(20_000)
+        ]
         frs = []
         for _ in range(300):
             req = pb.FilterRankRequest()
@@ -349,8 +389,9 @@ async def load(address: str, n: int, seed: int, prefix: str = "m") -> Workload:
                 req.candidates.add(memory_id=mid, similarity=rng.uniform(0.3, 1.0))
             frs.append(req)
         sample = await bounded(16, stub.Check, checks[:500])
-    effects = Counter(pb.Effect.Name(r.decision.effect).removeprefix("EFFECT_").lower()
-                      for r in sample)
+    effects = Counter(
+        pb.Effect.Name(r.decision.effect).removeprefix("EFFECT_").lower() for r in sample
+    )
     return Workload(recorded, checks, frs, effects)
 
 
@@ -439,17 +480,26 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-async def drive(address: str, rpc: str, requests: list, *, concurrency: int, warmup: float,
-                duration: float, pids: list[int], writes: Writes | None = None,
-                ) -> tuple[list[float], list[float], int, float, float]:
+async def drive(
+    address: str,
+    rpc: str,
+    requests: list,
+    *,
+    concurrency: int,
+    warmup: float,
+    duration: float,
+    pids: list[int],
+    writes: Writes | None = None,
+) -> tuple[list[float], list[float], int, float, float]:
     """`concurrency` coroutines, each one call in flight; only completions inside the
     measured window count (their latency is from send to answer). Also the CPU time the
     server processes (`pids`) and this client process spent during the window.
     With `writes`, every `WRITE_EVERY`-th call of each coroutine is a `Record` of
     `writes.next()` instead (coroutines start at spread offsets, so the writes are
     spread too). Returns the latencies of `rpc` calls and of Record calls."""
-    async with grpc.aio.insecure_channel(address, options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]) as channel:
+    async with grpc.aio.insecure_channel(
+        address, options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+    ) as channel:
         await channel.channel_ready()
         stub = pb_grpc.MemLineageStub(channel)
         call, record = getattr(stub, rpc), stub.Record
@@ -473,8 +523,7 @@ async def drive(address: str, rpc: str, requests: list, *, concurrency: int, war
             i = k * 7919
             clock = time.perf_counter
             while True:
-                write = writes.next() if writes and i % WRITE_EVERY == WRITE_EVERY - 1 \
-                    else None
+                write = writes.next() if writes and i % WRITE_EVERY == WRITE_EVERY - 1 else None
                 t0 = clock()
                 if loop.time() >= t_to:
                     return
@@ -496,51 +545,101 @@ async def drive(address: str, rpc: str, requests: list, *, concurrency: int, war
     return latencies, write_latencies, errors, s1 - s0, c1 - c0
 
 
-async def measure(server: str, store: str, rpc: str, proc: ServerProcess, requests: list,
-                  opts: argparse.Namespace, profiler: Profiler | None = None,
-                  extra_pids: tuple[int, ...] = (), *, concurrency: int | None = None,
-                  writes: Writes | None = None) -> Result:
+async def measure(
+    server: str,
+    store: str,
+    rpc: str,
+    proc: ServerProcess,
+    requests: list,
+    opts: argparse.Namespace,
+    profiler: Profiler | None = None,
+    extra_pids: tuple[int, ...] = (),
+    *,
+    concurrency: int | None = None,
+    writes: Writes | None = None,
+) -> Result:
     per_call = FR_CANDIDATES if rpc == "FilterRank" else 1
     inflight = concurrency or opts.concurrency
     sampler = None
     if profiler is not None:
         tag = re.sub(r"[^A-Za-z0-9.+-]+", "_", server).strip("_")
-        sampler = profiler.start(f"{tag}-{store}-{rpc}-{inflight}", proc, opts.warmup,
-                                 opts.duration)
+        sampler = profiler.start(
+            f"{tag}-{store}-{rpc}-{inflight}", proc, opts.warmup, opts.duration
+        )
     lat, wlat, errors, server_cpu, client_cpu = await drive(
-        proc.address, rpc, requests, concurrency=inflight, warmup=opts.warmup,
-        duration=opts.duration, pids=[proc.proc.pid, *extra_pids], writes=writes)
+        proc.address,
+        rpc,
+        requests,
+        concurrency=inflight,
+        warmup=opts.warmup,
+        duration=opts.duration,
+        pids=[proc.proc.pid, *extra_pids],
+        writes=writes,
+    )
     if sampler is not None:
         profiler.finish(sampler)
-    return Result(server, store, rpc, len(lat) + len(wlat), opts.duration, lat, errors,
-                  per_call, server_cpu, client_cpu, inflight, len(wlat),
-                  wlat if writes else None)
+    return Result(
+        server,
+        store,
+        rpc,
+        len(lat) + len(wlat),
+        opts.duration,
+        lat,
+        errors,
+        per_call,
+        server_cpu,
+        client_cpu,
+        inflight,
+        len(wlat),
+        wlat if writes else None,
+    )
 
 
-async def paired(ceiling: ServerProcess, sidecar: ServerProcess, rpc: str, requests: list,
-                 opts: argparse.Namespace, label: str = AIO, sidecar_label: str = BEST,
-                 ) -> tuple[Result, Result, list[float]]:
+async def paired(
+    ceiling: ServerProcess,
+    sidecar: ServerProcess,
+    rpc: str,
+    requests: list,
+    opts: argparse.Namespace,
+    label: str = AIO,
+    sidecar_label: str = BEST,
+) -> tuple[Result, Result, list[float]]:
     """The ceiling and the sidecar measured in alternation, `opts.rounds` short windows
     each (the same total time as one row): what else runs on the machine weighs on
     both alike. Returns the summed results and the ratio of each round."""
-    short = argparse.Namespace(**{**vars(opts), "duration": opts.duration / opts.rounds,
-                                  "warmup": 0.3})
+    short = argparse.Namespace(
+        **{**vars(opts), "duration": opts.duration / opts.rounds, "warmup": 0.3}
+    )
     pairs = []
     for _ in range(opts.rounds):
-        pairs.append((await measure(label, "-", rpc, ceiling, requests, short),
-                      await measure(sidecar_label, "embedded", rpc, sidecar, requests,
-                                    short)))
+        pairs.append(
+            (
+                await measure(label, "-", rpc, ceiling, requests, short),
+                await measure(sidecar_label, "embedded", rpc, sidecar, requests, short),
+            )
+        )
 
     def total(rows: list[Result]) -> Result:
         first = rows[0]
-        return Result(first.server, first.store, rpc, sum(r.calls for r in rows),
-                      sum(r.seconds for r in rows), [x for r in rows for x in r.latencies],
-                      sum(r.errors for r in rows), first.per_call,
-                      sum(r.server_cpu for r in rows), sum(r.client_cpu for r in rows),
-                      first.inflight)
+        return Result(
+            first.server,
+            first.store,
+            rpc,
+            sum(r.calls for r in rows),
+            sum(r.seconds for r in rows),
+            [x for r in rows for x in r.latencies],
+            sum(r.errors for r in rows),
+            first.per_call,
+            sum(r.server_cpu for r in rows),
+            sum(r.client_cpu for r in rows),
+            first.inflight,
+        )
 
-    return (total([c for c, _ in pairs]), total([s for _, s in pairs]),
-            [s.rps / c.rps for c, s in pairs])
+    return (
+        total([c for c, _ in pairs]),
+        total([s for _, s in pairs]),
+        [s.rps / c.rps for c, s in pairs],
+    )
 
 
 # ------------------------------------------------------------------ profiling (py-spy)
@@ -556,7 +655,8 @@ class Profiler:
         self.native = native
         out.mkdir(parents=True, exist_ok=True)
         exe = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which(
-            "py-spy")
+            "py-spy"
+        )
         if exe is None:
             raise SystemExit("--profile needs py-spy: .venv/bin/pip install py-spy")
         self.exe = exe
@@ -565,13 +665,28 @@ class Profiler:
     def start(self, label: str, proc: ServerProcess, warmup: float, duration: float):
         path = self.out / f"{label}.txt"
         path.unlink(missing_ok=True)
-        cmd = [self.exe, "record", "--pid", str(proc.proc.pid), "--format", "raw",
-               "--duration", str(max(1, int(duration))), "--output", str(path)]
-        cmd += ["--native", "--rate", "100"] if self.native else ["--nonblocking",
-                                                                   "--rate", "250"]
-        return label, path, subprocess.Popen(
-            ["sh", "-c", f'sleep {warmup} && exec "$@"', "sh", *cmd],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        cmd = [
+            self.exe,
+            "record",
+            "--pid",
+            str(proc.proc.pid),
+            "--format",
+            "raw",
+            "--duration",
+            str(max(1, int(duration))),
+            "--output",
+            str(path),
+        ]
+        cmd += ["--native", "--rate", "100"] if self.native else ["--nonblocking", "--rate", "250"]
+        return (
+            label,
+            path,
+            subprocess.Popen(
+                ["sh", "-c", f'sleep {warmup} && exec "$@"', "sh", *cmd],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            ),
+        )
 
     def finish(self, sampler) -> None:
         label, path, proc = sampler
@@ -599,8 +714,16 @@ LAYERS = (
     ("memlineage/metrics", "metrics (prometheus_client)"),
 )
 RUNTIME = "gRPC C core + asyncio loop (cygrpc; below Python, outside the handler)"
-ROOTS = ("<module> (", "main (memlineage/cli", "_serve (", "_run_module_as_main",
-         "_run_code (", "run (asyncio", "Runner.run", "BaseEventLoop.run_")
+ROOTS = (
+    "<module> (",
+    "main (memlineage/cli",
+    "_serve (",
+    "_run_module_as_main",
+    "_run_code (",
+    "run (asyncio",
+    "Runner.run",
+    "BaseEventLoop.run_",
+)
 
 
 def _short(frame: str) -> str:
@@ -644,9 +767,10 @@ def summarize(label: str, path: Path, top: int = 14) -> str:
         frames = [_short(f) for f in stack.split(";")]
         leaf = frames[-1]
         # Waiting in epoll / on a queue / in an idle pool thread is not work.
-        if any(w in leaf for w in ("select (", "poll (", "wait (", "epoll_wait", "_worker (",
-                                   "pthread_cond")) or (
-                frames[0].startswith("Thread._bootstrap") and len(frames) <= 3):
+        if any(
+            w in leaf
+            for w in ("select (", "poll (", "wait (", "epoll_wait", "_worker (", "pthread_cond")
+        ) or (frames[0].startswith("Thread._bootstrap") and len(frames) <= 3):
             idle += n
             continue
         total += n
@@ -656,15 +780,16 @@ def summarize(label: str, path: Path, top: int = 14) -> str:
             incl[f] += n
     if not total:
         return f"{label}: no busy samples"
-    out = [f"--- profile {label}: {total} busy samples ({idle} idle) ---",
-           "  by layer (innermost project frame of each sample)"]
+    out = [
+        f"--- profile {label}: {total} busy samples ({idle} idle) ---",
+        "  by layer (innermost project frame of each sample)",
+    ]
     out += [f"    {100 * c / total:5.1f}%  {k}" for k, c in layers.most_common()]
     out.append("  own time (leaf frame)")
     out += [f"    {100 * c / total:5.1f}%  {f}" for f, c in own.most_common(top)]
     out.append("  inclusive time (project frames)")
-    mine = [(f, c) for f, c in incl.most_common()
-            if "memlineage" in f and not f.startswith(ROOTS)]
-    out += [f"    {100 * c / total:5.1f}%  {f}" for f, c in mine[:top + 6]]
+    mine = [(f, c) for f, c in incl.most_common() if "memlineage" in f and not f.startswith(ROOTS)]
+    out += [f"    {100 * c / total:5.1f}%  {f}" for f, c in mine[: top + 6]]
     return "\n".join(out)
 
 
@@ -676,34 +801,48 @@ def table(results: list[Result], ceilings: dict[tuple[str, int], tuple[Result, R
     """Rows grouped by RPC and calls in flight, the ceilings of each group first; the
     ratios are to the aio and to the sync ceiling of the same RPC and concurrency."""
     width = max([len(r.server) for r in results] + [6])
-    head = (f"{'server':<{width}} {'store':<8} {'RPC':<11} {'inflt':>5} {'requests/s':>10} "
-            f"{'p50 ms':>7} {'p99 ms':>7} {'decisions/s':>11} {'vs aio':>6} {'vs sync':>7} "
-            f"{'srv CPU us':>10} {'cli CPU us':>10} {'errors':>6}")
+    head = (
+        f"{'server':<{width}} {'store':<8} {'RPC':<11} {'inflt':>5} {'requests/s':>10} "
+        f"{'p50 ms':>7} {'p99 ms':>7} {'decisions/s':>11} {'vs aio':>6} {'vs sync':>7} "
+        f"{'srv CPU us':>10} {'cli CPU us':>10} {'errors':>6}"
+    )
     rows = [head, "-" * len(head)]
-    groups = sorted({(r.rpc, r.inflight) for r in results},
-                    key=lambda g: (RPC_ORDER.index(g[0]), -g[1]))
+    groups = sorted(
+        {(r.rpc, r.inflight) for r in results}, key=lambda g: (RPC_ORDER.index(g[0]), -g[1])
+    )
     for rpc, inflight in groups:
         aio, sync = ceilings.get((rpc, inflight), (None, None))
         group = [r for r in results if (r.rpc, r.inflight) == (rpc, inflight)]
         order = (FRESH, MIX, BEST, BEST_LOG)
-        group.sort(key=lambda r: (0 if r is aio else 1 if r is sync else 2, r.store != "-",
-                                  r.store != "embedded",
-                                  order.index(r.server) if r.server in order else -1))
+        group.sort(
+            key=lambda r: (
+                0 if r is aio else 1 if r is sync else 2,
+                r.store != "-",
+                r.store != "embedded",
+                order.index(r.server) if r.server in order else -1,
+            )
+        )
         for r in group:
             vs_aio = f"{r.rps / aio.rps:.0%}" if aio and r is not aio else "-"
             vs_sync = f"{r.rps / sync.rps:.0%}" if sync and r is not sync else "-"
             name = "Check+5%Rec" if r.writes or r.write_latencies is not None else rpc
-            rows.append(f"{r.server:<{width}} {r.store:<8} {name:<11} {r.inflight:>5} "
-                        f"{r.rps:>10,.0f} {r.pct(0.5):>7.2f} {r.pct(0.99):>7.2f} "
-                        f"{r.decisions:>11,.0f} {vs_aio:>6} {vs_sync:>7} "
-                        f"{r.server_us:>10,.0f} {r.client_us:>10,.0f} {r.errors:>6}")
-    rows.append("srv CPU us / cli CPU us: CPU time of the server process(es) / of the client "
-                "per call in the window (redis rows: sidecar + redis-server)")
+            rows.append(
+                f"{r.server:<{width}} {r.store:<8} {name:<11} {r.inflight:>5} "
+                f"{r.rps:>10,.0f} {r.pct(0.5):>7.2f} {r.pct(0.99):>7.2f} "
+                f"{r.decisions:>11,.0f} {vs_aio:>6} {vs_sync:>7} "
+                f"{r.server_us:>10,.0f} {r.client_us:>10,.0f} {r.errors:>6}"
+            )
+    rows.append(
+        "srv CPU us / cli CPU us: CPU time of the server process(es) / of the client "
+        "per call in the window (redis rows: sidecar + redis-server)"
+    )
     if any(r.write_latencies is not None for r in results):
-        rows.append(f"Check+5%Rec: 1 Record of a new memory per {WRITE_EVERY - 1} Checks, same "
-                    f"namespace; requests/s counts ALL calls, p50/p99 are the Checks' only; "
-                    f"vs aio / vs sync: calls/s of the mix over the ceiling's Check calls/s "
-                    f"(same Check request list; the ceilings serve no Record)")
+        rows.append(
+            f"Check+5%Rec: 1 Record of a new memory per {WRITE_EVERY - 1} Checks, same "
+            f"namespace; requests/s counts ALL calls, p50/p99 are the Checks' only; "
+            f"vs aio / vs sync: calls/s of the mix over the ceiling's Check calls/s "
+            f"(same Check request list; the ceilings serve no Record)"
+        )
     return "\n".join(rows)
 
 
@@ -736,26 +875,32 @@ async def run(opts: argparse.Namespace) -> int:
     calibrated = False
     reuse_off = tmp / "reuse-off.toml"
     reuse_off.write_text(REUSE_OFF_TOML)
-    print(f"gRPC bench on loopback, a SHARED {os.cpu_count()}-core box (other jobs run beside "
-          f"it: figures are indicative, compare rows of one run), load average {_loadavg()}")
-    print(f"Python {sys.version.split()[0]}, grpcio {grpc.__version__}; client: this process, "
-          f"grpc.aio, 1 channel, {opts.concurrency} calls in flight unless stated (inflt); "
-          f"each server in its own process")
-    print(f"per row: warm-up {opts.warmup:g} s, measured {opts.duration:g} s; FilterRank: "
-          f"{FR_CANDIDATES} candidates per call (decisions/s = calls/s x {FR_CANDIDATES}); "
-          f"sidecar: bundled policies/, record_access on, decision log off unless stated; "
-          f"reuse off: --config with `reuse_decisions = false`")
-    print(f"rows: {', '.join(r for r in ROWS if r in rows)}; backends: "
-          f"{', '.join(opts.backends)}")
+    print(
+        f"gRPC bench on loopback, a SHARED {os.cpu_count()}-core box (other jobs run beside "
+        f"it: figures are indicative, compare rows of one run), load average {_loadavg()}"
+    )
+    print(
+        f"Python {sys.version.split()[0]}, grpcio {grpc.__version__}; client: this process, "
+        f"grpc.aio, 1 channel, {opts.concurrency} calls in flight unless stated (inflt); "
+        f"each server in its own process"
+    )
+    print(
+        f"per row: warm-up {opts.warmup:g} s, measured {opts.duration:g} s; FilterRank: "
+        f"{FR_CANDIDATES} candidates per call (decisions/s = calls/s x {FR_CANDIDATES}); "
+        f"sidecar: bundled policies/, record_access on, decision log off unless stated; "
+        f"reuse off: --config with `reuse_decisions = false`"
+    )
+    print(f"rows: {', '.join(r for r in ROWS if r in rows)}; backends: {', '.join(opts.backends)}")
 
     async def ceiling_rows(rpc: str, requests: list, inflight: int) -> None:
         """Both ceilings for this RPC and concurrency, once, right before the first
         sidecar row that is compared with them."""
         if (rpc, inflight) in ceilings:
             return
-        pair = (await measure(AIO, "-", rpc, ceiling, requests, opts, concurrency=inflight),
-                await measure(SYNC, "-", rpc, sync_ceiling, requests, opts,
-                              concurrency=inflight))
+        pair = (
+            await measure(AIO, "-", rpc, ceiling, requests, opts, concurrency=inflight),
+            await measure(SYNC, "-", rpc, sync_ceiling, requests, opts, concurrency=inflight),
+        )
         ceilings[rpc, inflight] = pair
         results.extend(pair)
 
@@ -763,8 +908,16 @@ async def run(opts: argparse.Namespace) -> int:
         for spin in opts.handler_budget:  # calibration: the aio ceiling + N us of Python
             spinner = launch_ceiling(tmp, spin)
             try:
-                results.append(await measure(f"ceiling + {spin:g} us handler", "-", "Check",
-                                             spinner, workload.check, opts))
+                results.append(
+                    await measure(
+                        f"ceiling + {spin:g} us handler",
+                        "-",
+                        "Check",
+                        spinner,
+                        workload.check,
+                        opts,
+                    )
+                )
             finally:
                 spinner.stop()
 
@@ -793,32 +946,63 @@ async def run(opts: argparse.Namespace) -> int:
                 try:
                     t0 = time.perf_counter()
                     workload = await load(sidecar.address, opts.memories, opts.seed)
-                    notes.append(f"{backend}, reuse on: recorded {len(workload.ids)} memories "
-                                 f"through Record in {time.perf_counter() - t0:.1f} s; Check "
-                                 f"read effects: {_effects(workload)}")
+                    notes.append(
+                        f"{backend}, reuse on: recorded {len(workload.ids)} memories "
+                        f"through Record in {time.perf_counter() - t0:.1f} s; Check "
+                        f"read effects: {_effects(workload)}"
+                    )
                     if "best-check" in rows:
                         await ceiling_rows("Check", workload.check, opts.concurrency)
-                        results.append(await measure(BEST, backend, "Check", sidecar,
-                                                     workload.check, opts, profiler, extra))
+                        results.append(
+                            await measure(
+                                BEST,
+                                backend,
+                                "Check",
+                                sidecar,
+                                workload.check,
+                                opts,
+                                profiler,
+                                extra,
+                            )
+                        )
                         if backend == "embedded" and opts.rounds:
                             interleaved["best/aio"] = await paired(
-                                ceiling, sidecar, "Check", workload.check, opts)
+                                ceiling, sidecar, "Check", workload.check, opts
+                            )
                             interleaved["best/sync"] = await paired(
-                                sync_ceiling, sidecar, "Check", workload.check, opts, SYNC)
+                                sync_ceiling, sidecar, "Check", workload.check, opts, SYNC
+                            )
                     if "best-fr" in rows:
-                        await ceiling_rows("FilterRank", workload.filter_rank,
-                                           opts.concurrency)
-                        results.append(await measure(BEST, backend, "FilterRank", sidecar,
-                                                     workload.filter_rank, opts, profiler,
-                                                     extra))
+                        await ceiling_rows("FilterRank", workload.filter_rank, opts.concurrency)
+                        results.append(
+                            await measure(
+                                BEST,
+                                backend,
+                                "FilterRank",
+                                sidecar,
+                                workload.filter_rank,
+                                opts,
+                                profiler,
+                                extra,
+                            )
+                        )
                     if not calibrated:
                         await calibration(workload)
                         calibrated = True
                     if "mix" in rows:
                         await ceiling_rows("Check", workload.check, opts.concurrency)
                         writes = Writes(workload.ids, opts.seed)
-                        mix = await measure(MIX, backend, "Check", sidecar, workload.check,
-                                            opts, profiler, extra, writes=writes)
+                        mix = await measure(
+                            MIX,
+                            backend,
+                            "Check",
+                            sidecar,
+                            workload.check,
+                            opts,
+                            profiler,
+                            extra,
+                            writes=writes,
+                        )
                         results.append(mix)
                         notes.append(
                             f"{backend}, 5% Record mix: {mix.writes:,} Records in the window "
@@ -826,7 +1010,8 @@ async def run(opts: argparse.Namespace) -> int:
                             f"{mix.pct(0.5, mix.write_latencies):.2f} ms, p99 "
                             f"{mix.pct(0.99, mix.write_latencies):.2f} ms; over warm-up + "
                             f"window {writes.accepted:,} recorded, {writes.refused:,} refused "
-                            f"by the policies")
+                            f"by the policies"
+                        )
                 finally:
                     sidecar.stop()
 
@@ -837,28 +1022,58 @@ async def run(opts: argparse.Namespace) -> int:
                 try:
                     t0 = time.perf_counter()
                     workload = await load(sidecar.address, opts.memories, opts.seed, "f")
-                    notes.append(f"{backend}, reuse off: recorded {len(workload.ids)} memories "
-                                 f"through Record in {time.perf_counter() - t0:.1f} s; Check "
-                                 f"read effects: {_effects(workload)}")
+                    notes.append(
+                        f"{backend}, reuse off: recorded {len(workload.ids)} memories "
+                        f"through Record in {time.perf_counter() - t0:.1f} s; Check "
+                        f"read effects: {_effects(workload)}"
+                    )
                     if "fresh-check" in rows:
                         await ceiling_rows("Check", workload.check, opts.concurrency)
-                        results.append(await measure(FRESH, backend, "Check", sidecar,
-                                                     workload.check, opts, profiler, extra))
+                        results.append(
+                            await measure(
+                                FRESH,
+                                backend,
+                                "Check",
+                                sidecar,
+                                workload.check,
+                                opts,
+                                profiler,
+                                extra,
+                            )
+                        )
                         if backend == "embedded" and opts.rounds:
                             interleaved["fresh/sync"] = await paired(
-                                sync_ceiling, sidecar, "Check", workload.check, opts, SYNC,
-                                FRESH)
+                                sync_ceiling, sidecar, "Check", workload.check, opts, SYNC, FRESH
+                            )
                     if "fresh-fr" in rows:
-                        await ceiling_rows("FilterRank", workload.filter_rank,
-                                           opts.concurrency)
-                        results.append(await measure(FRESH, backend, "FilterRank", sidecar,
-                                                     workload.filter_rank, opts, profiler,
-                                                     extra))
+                        await ceiling_rows("FilterRank", workload.filter_rank, opts.concurrency)
+                        results.append(
+                            await measure(
+                                FRESH,
+                                backend,
+                                "FilterRank",
+                                sidecar,
+                                workload.filter_rank,
+                                opts,
+                                profiler,
+                                extra,
+                            )
+                        )
                     if latency:
                         await ceiling_rows("Check", workload.check, 1)
-                        results.append(await measure(FRESH, backend, "Check", sidecar,
-                                                     workload.check, opts, profiler, extra,
-                                                     concurrency=1))
+                        results.append(
+                            await measure(
+                                FRESH,
+                                backend,
+                                "Check",
+                                sidecar,
+                                workload.check,
+                                opts,
+                                profiler,
+                                extra,
+                                concurrency=1,
+                            )
+                        )
                     if not calibrated:
                         await calibration(workload)
                         calibrated = True
@@ -867,17 +1082,23 @@ async def run(opts: argparse.Namespace) -> int:
 
             if backend == "embedded" and "log" in rows:
                 decision_log = tmp / "decisions.jsonl"
-                sidecar = launch_sidecar(tmp, "embedded", str(decision_log),
-                                         "sidecar+decision-log-embedded")
+                sidecar = launch_sidecar(
+                    tmp, "embedded", str(decision_log), "sidecar+decision-log-embedded"
+                )
                 try:
                     workload = await load(sidecar.address, opts.memories, opts.seed)
                     await ceiling_rows("Check", workload.check, opts.concurrency)
-                    results.append(await measure(BEST_LOG, backend, "Check", sidecar,
-                                                 workload.check, opts, profiler))
+                    results.append(
+                        await measure(
+                            BEST_LOG, backend, "Check", sidecar, workload.check, opts, profiler
+                        )
+                    )
                     text = decision_log.read_text()
                     lines, size = text.count("\n"), len(text.encode())
-                    notes.append(f"decision log: {lines:,} JSON lines, {size / 1e6:.1f} MB "
-                                 f"({size / max(lines, 1):.0f} B per decision)")
+                    notes.append(
+                        f"decision log: {lines:,} JSON lines, {size / 1e6:.1f} MB "
+                        f"({size / max(lines, 1):.0f} B per decision)"
+                    )
                 finally:
                     sidecar.stop()
     finally:
@@ -898,23 +1119,29 @@ async def run(opts: argparse.Namespace) -> int:
     report_targets(results, ceilings, interleaved, opts)
     if profiler is not None:
         print()
-        print("(profiled run: py-spy sampled the sidecar during each measured window; "
-              "throughput above is perturbed)")
+        print(
+            "(profiled run: py-spy sampled the sidecar during each measured window; "
+            "throughput above is perturbed)"
+        )
         for rep in profiler.reports:
             print(rep)
     return 0
 
 
-def report_targets(results: list[Result], ceilings: dict[tuple[str, int], tuple[Result, Result]],
-                   interleaved: dict[str, tuple[Result, Result, list[float]]],
-                   opts: argparse.Namespace) -> None:
+def report_targets(
+    results: list[Result],
+    ceilings: dict[tuple[str, int], tuple[Result, Result]],
+    interleaved: dict[str, tuple[Result, Result, list[float]]],
+    opts: argparse.Namespace,
+) -> None:
     """The target lines, embedded only: the headline ones (fresh, mix, one in flight,
     FilterRank fresh) against the same-stack ceiling, then the best case."""
 
     def row(label: str, rpc: str, inflight: int, mix: bool = False) -> Result | None:
         for r in results:
-            if (r.server, r.store, r.rpc, r.inflight) == (label, "embedded", rpc, inflight) \
-                    and (r.write_latencies is not None) == mix:
+            if (r.server, r.store, r.rpc, r.inflight) == (label, "embedded", rpc, inflight) and (
+                r.write_latencies is not None
+            ) == mix:
                 return r
         return None
 
@@ -922,9 +1149,11 @@ def report_targets(results: list[Result], ceilings: dict[tuple[str, int], tuple[
         if key not in interleaved:
             return ""
         c, sc, ratios = interleaved[key]
-        return (f"; interleaved ({opts.rounds} alternating windows of "
-                f"{opts.duration / opts.rounds:g} s): {sc.rps / c.rps:.0%}, median round "
-                f"{statistics.median(ratios):.0%}, rounds {min(ratios):.0%}-{max(ratios):.0%}")
+        return (
+            f"; interleaved ({opts.rounds} alternating windows of "
+            f"{opts.duration / opts.rounds:g} s): {sc.rps / c.rps:.0%}, median round "
+            f"{statistics.median(ratios):.0%}, rounds {min(ratios):.0%}-{max(ratios):.0%}"
+        )
 
     n = opts.concurrency
     aio, sync = ceilings.get(("Check", n), (None, None))
@@ -932,41 +1161,49 @@ def report_targets(results: list[Result], ceilings: dict[tuple[str, int], tuple[
     r = row(FRESH, "Check", n)
     if r and sync and aio:
         ratio = r.rps / sync.rps
-        print(f"target: fresh Check >= {TARGET_FRESH_RATIO:.0%} of the same-stack ceiling -> "
-              f"{r.rps:,.0f}/s vs bare sync {sync.rps:,.0f}/s = {ratio:.0%}: "
-              f"{_met(ratio >= TARGET_FRESH_RATIO)} (vs aio {r.rps / aio.rps:.0%}; server CPU "
-              f"per call: bare sync {sync.server_us:,.0f} us, sidecar {r.server_us:,.0f} us"
-              f"{rounds('fresh/sync')})")
+        print(
+            f"target: fresh Check >= {TARGET_FRESH_RATIO:.0%} of the same-stack ceiling -> "
+            f"{r.rps:,.0f}/s vs bare sync {sync.rps:,.0f}/s = {ratio:.0%}: "
+            f"{_met(ratio >= TARGET_FRESH_RATIO)} (vs aio {r.rps / aio.rps:.0%}; server CPU "
+            f"per call: bare sync {sync.server_us:,.0f} us, sidecar {r.server_us:,.0f} us"
+            f"{rounds('fresh/sync')})"
+        )
     else:
         print("target: fresh Check: not measured in this run (--rows fresh-check)")
     r = row(MIX, "Check", n, mix=True)
     if r and sync and aio:
         ratio = r.rps / sync.rps
-        print(f"target: 5%-write mix >= {TARGET_MIX_RATIO:.0%} of the same-stack ceiling -> "
-              f"{r.rps:,.0f} calls/s (Check + Record) vs bare sync {sync.rps:,.0f} Check "
-              f"calls/s = {ratio:.0%}: {_met(ratio >= TARGET_MIX_RATIO)} (vs aio "
-              f"{r.rps / aio.rps:.0%}; Check p50 {r.pct(0.5):.2f} ms, p99 {r.pct(0.99):.2f} ms; "
-              f"server CPU per call {r.server_us:,.0f} us)")
+        print(
+            f"target: 5%-write mix >= {TARGET_MIX_RATIO:.0%} of the same-stack ceiling -> "
+            f"{r.rps:,.0f} calls/s (Check + Record) vs bare sync {sync.rps:,.0f} Check "
+            f"calls/s = {ratio:.0%}: {_met(ratio >= TARGET_MIX_RATIO)} (vs aio "
+            f"{r.rps / aio.rps:.0%}; Check p50 {r.pct(0.5):.2f} ms, p99 {r.pct(0.99):.2f} ms; "
+            f"server CPU per call {r.server_us:,.0f} us)"
+        )
     else:
         print("target: 5%-write mix: not measured in this run (--rows mix)")
     r = row(FRESH, "Check", 1)
     aio1, sync1 = ceilings.get(("Check", 1), (None, None))
     if r and sync1 and aio1:
         factor = r.pct(0.5) / sync1.pct(0.5)
-        print(f"target: p50 at one call in flight <= {TARGET_P50_FACTOR:g}x the bare sync call "
-              f"-> sidecar fresh {r.pct(0.5):.3f} ms / bare sync {sync1.pct(0.5):.3f} ms = "
-              f"{factor:.2f}x: {_met(factor <= TARGET_P50_FACTOR)} (p99: sidecar "
-              f"{r.pct(0.99):.3f} ms, bare sync {sync1.pct(0.99):.3f} ms; bare aio p50 "
-              f"{aio1.pct(0.5):.3f} ms, p99 {aio1.pct(0.99):.3f} ms)")
+        print(
+            f"target: p50 at one call in flight <= {TARGET_P50_FACTOR:g}x the bare sync call "
+            f"-> sidecar fresh {r.pct(0.5):.3f} ms / bare sync {sync1.pct(0.5):.3f} ms = "
+            f"{factor:.2f}x: {_met(factor <= TARGET_P50_FACTOR)} (p99: sidecar "
+            f"{r.pct(0.99):.3f} ms, bare sync {sync1.pct(0.99):.3f} ms; bare aio p50 "
+            f"{aio1.pct(0.5):.3f} ms, p99 {aio1.pct(0.99):.3f} ms)"
+        )
     else:
         print("target: p50 at one call in flight: not measured in this run (--rows latency)")
     r = row(FRESH, "FilterRank", n)
     fr_aio, fr_sync = ceilings.get(("FilterRank", n), (None, None))
     if r and fr_sync and fr_aio:
-        print(f"target: FilterRank fresh >= {TARGET_FR_DECISIONS:,} decisions/s -> "
-              f"{r.decisions:,.0f}: {_met(r.decisions >= TARGET_FR_DECISIONS)} (ceilings: "
-              f"bare sync {fr_sync.decisions:,.0f}, {r.rps / fr_sync.rps:.0%} of it; bare aio "
-              f"{fr_aio.decisions:,.0f}, {r.rps / fr_aio.rps:.0%})")
+        print(
+            f"target: FilterRank fresh >= {TARGET_FR_DECISIONS:,} decisions/s -> "
+            f"{r.decisions:,.0f}: {_met(r.decisions >= TARGET_FR_DECISIONS)} (ceilings: "
+            f"bare sync {fr_sync.decisions:,.0f}, {r.rps / fr_sync.rps:.0%} of it; bare aio "
+            f"{fr_aio.decisions:,.0f}, {r.rps / fr_aio.rps:.0%})"
+        )
     else:
         print("target: FilterRank fresh: not measured in this run (--rows fresh-fr)")
 
@@ -974,22 +1211,30 @@ def report_targets(results: list[Result], ceilings: dict[tuple[str, int], tuple[
     best_fr = row(BEST, "FilterRank", n)
     if not (best or best_fr):
         return
-    print("best case (repeated requests, no writes: decision reuse and the Check memo answer "
-          "almost everything):")
+    print(
+        "best case (repeated requests, no writes: decision reuse and the Check memo answer "
+        "almost everything):"
+    )
     if best and aio and sync:
         ratio = best.rps / aio.rps
-        print(f"target (best case): Check >= {TARGET_CHECK_RATIO:.0%} of the aio ceiling -> "
-              f"{ratio:.0%}: {_met(ratio >= TARGET_CHECK_RATIO)} (server CPU per call: "
-              f"ceiling {aio.server_us:,.0f} us, sidecar {best.server_us:,.0f} us; a "
-              f"server-bound sidecar reaches at most {aio.server_us / best.server_us:.0%} of "
-              f"the ceiling){rounds('best/aio')}")
-        print(f"same stack (best case): sidecar Check / bare sync servicer: "
-              f"{best.rps / sync.rps:.0%} (server CPU per call: bare {sync.server_us:,.0f} us, "
-              f"sidecar {best.server_us:,.0f} us){rounds('best/sync')}")
+        print(
+            f"target (best case): Check >= {TARGET_CHECK_RATIO:.0%} of the aio ceiling -> "
+            f"{ratio:.0%}: {_met(ratio >= TARGET_CHECK_RATIO)} (server CPU per call: "
+            f"ceiling {aio.server_us:,.0f} us, sidecar {best.server_us:,.0f} us; a "
+            f"server-bound sidecar reaches at most {aio.server_us / best.server_us:.0%} of "
+            f"the ceiling){rounds('best/aio')}"
+        )
+        print(
+            f"same stack (best case): sidecar Check / bare sync servicer: "
+            f"{best.rps / sync.rps:.0%} (server CPU per call: bare {sync.server_us:,.0f} us, "
+            f"sidecar {best.server_us:,.0f} us){rounds('best/sync')}"
+        )
     if best_fr and fr_sync:
-        print(f"target (best case): FilterRank >= {TARGET_FR_DECISIONS:,} decisions/s -> "
-              f"{best_fr.decisions:,.0f}: {_met(best_fr.decisions >= TARGET_FR_DECISIONS)} "
-              f"(same stack: {best_fr.rps / fr_sync.rps:.0%} of the bare sync servicer)")
+        print(
+            f"target (best case): FilterRank >= {TARGET_FR_DECISIONS:,} decisions/s -> "
+            f"{best_fr.decisions:,.0f}: {_met(best_fr.decisions >= TARGET_FR_DECISIONS)} "
+            f"(same stack: {best_fr.rps / fr_sync.rps:.0%} of the bare sync servicer)"
+        )
 
 
 def _rows(text: str) -> tuple[str, ...]:
@@ -1003,7 +1248,8 @@ def _rows(text: str) -> tuple[str, ...]:
             names.append(part)
         else:
             raise argparse.ArgumentTypeError(
-                f"unknown row {part!r}: choose from {', '.join((*ROW_GROUPS, *ROWS))}")
+                f"unknown row {part!r}: choose from {', '.join((*ROW_GROUPS, *ROWS))}"
+            )
     return tuple(dict.fromkeys(names))
 
 
@@ -1013,27 +1259,46 @@ def main() -> int:
     p.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds per row")
     p.add_argument("--concurrency", type=int, default=32, help="calls in flight")
     p.add_argument("--memories", type=int, default=2000)
-    p.add_argument("--backends", default="embedded,redis",
-                   type=lambda s: [b for b in s.split(",") if b],
-                   help="comma-separated: embedded, redis")
+    p.add_argument(
+        "--backends",
+        default="embedded,redis",
+        type=lambda s: [b for b in s.split(",") if b],
+        help="comma-separated: embedded, redis",
+    )
     p.add_argument("--redis-url", help="use this Redis instead of a throwaway redis-server")
-    p.add_argument("--rows", type=_rows, default=ROWS, metavar="ROW,ROW",
-                   help="a subset of the rows: fresh-check, fresh-fr, latency (embedded), "
-                        "mix, best-check, best-fr, log (embedded), or the groups headline "
-                        "(fresh + mix), fresh (fresh-check, fresh-fr, latency), best, all "
-                        "(default)")
+    p.add_argument(
+        "--rows",
+        type=_rows,
+        default=ROWS,
+        metavar="ROW,ROW",
+        help="a subset of the rows: fresh-check, fresh-fr, latency (embedded), "
+        "mix, best-check, best-fr, log (embedded), or the groups headline "
+        "(fresh + mix), fresh (fresh-check, fresh-fr, latency), best, all "
+        "(default)",
+    )
     p.add_argument("--no-log-row", action="store_true", help="skip the decision-log-on row")
     p.add_argument("--profile", metavar="DIR", help="py-spy the sidecar; stacks to DIR")
-    p.add_argument("--native", action="store_true",
-                   help="with --profile: C frames too (pauses the server per sample)")
-    p.add_argument("--handler-budget", default=[], metavar="US,US",
-                   type=lambda s: [float(x) for x in s.split(",") if x],
-                   help="calibration rows: the ceiling's Check spending these microseconds "
-                        "of Python first (e.g. 5,10,20)")
-    p.add_argument("--rounds", type=int, default=10,
-                   help="Check on embedded (best case against both ceilings, fresh "
-                        "against the sync one) also measured in this many alternating "
-                        "windows (0: off)")
+    p.add_argument(
+        "--native",
+        action="store_true",
+        help="with --profile: C frames too (pauses the server per sample)",
+    )
+    p.add_argument(
+        "--handler-budget",
+        default=[],
+        metavar="US,US",
+        type=lambda s: [float(x) for x in s.split(",") if x],
+        help="calibration rows: the ceiling's Check spending these microseconds "
+        "of Python first (e.g. 5,10,20)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=10,
+        help="Check on embedded (best case against both ceilings, fresh "
+        "against the sync one) also measured in this many alternating "
+        "windows (0: off)",
+    )
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--serve-ceiling", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--spin-us", type=float, default=0.0, help=argparse.SUPPRESS)

@@ -46,10 +46,19 @@ NOW = 1_700_000_000.0
 
 
 def _record(store: LineageStore, memory_id: str, deps: tuple[str, ...], ns: str = NS) -> None:
-    store.record(MemoryRecord(
-        id=memory_id, namespace=ns, type="tool_result", tags=("travel", "flight", "price"),
-        creator_kind="tool", creator_id="tool:flight_api", creator_confidence=0.85,
-        context_id="ctx:000123", dependencies=deps))
+    store.record(
+        MemoryRecord(
+            id=memory_id,
+            namespace=ns,
+            type="tool_result",
+            tags=("travel", "flight", "price"),
+            creator_kind="tool",
+            creator_id="tool:flight_api",
+            creator_confidence=0.85,
+            context_id="ctx:000123",
+            dependencies=deps,
+        )
+    )
 
 
 def bench_records(store: LineageStore, n: int) -> float:
@@ -59,8 +68,10 @@ def bench_records(store: LineageStore, n: int) -> float:
         deps = tuple(ids[j] for j in (i - 1, i - 7, i - 31) if j >= 0)
         _record(store, memory_id, deps)
     elapsed = time.perf_counter() - start
-    print(f"  record: {n} records with up to 3 deps and 3 tags in {elapsed:.2f} s "
-          f"-> {n / elapsed:,.0f} records/s")
+    print(
+        f"  record: {n} records with up to 3 deps and 3 tags in {elapsed:.2f} s "
+        f"-> {n / elapsed:,.0f} records/s"
+    )
     return elapsed
 
 
@@ -73,12 +84,20 @@ def bench_get_many(store: LineageStore, n: int, rounds: int = 200) -> None:
         samples.append(time.perf_counter() - start)
     assert len(got) == len(ids)
     samples.sort()
-    print(f"  get_many({len(ids)} ids): median {statistics.median(samples) * 1e3:.2f} ms, "
-          f"p99 {samples[int(len(samples) * 0.99) - 1] * 1e3:.2f} ms")
+    print(
+        f"  get_many({len(ids)} ids): median {statistics.median(samples) * 1e3:.2f} ms, "
+        f"p99 {samples[int(len(samples) * 0.99) - 1] * 1e3:.2f} ms"
+    )
 
 
-def build_dag(store: LineageStore, ns: str, roots: int = 1000, layer1: int = 600,
-              layer2: int = 400, seed: int = 7) -> list[str]:
+def build_dag(
+    store: LineageStore,
+    ns: str,
+    roots: int = 1000,
+    layer1: int = 600,
+    layer2: int = 400,
+    seed: int = 7,
+) -> list[str]:
     """The grpc bench's shape: roots, then two layers of derived memories with 1-3
     dependencies each (layer 2 on roots and layer 1)."""
     import random
@@ -114,9 +133,11 @@ def bench_lineage_view(store: LineageStore, rounds: int = 200) -> None:
     samples.sort()
     med = statistics.median(samples)
     per = statistics.mean(sizes)
-    print(f"  lineage_view(100 ids + ancestors, ~{per:.0f} records): median "
-          f"{med * 1e3:.3f} ms, p99 {samples[int(len(samples) * 0.99) - 1] * 1e3:.3f} ms "
-          f"-> {per / med:,.0f} records/s")
+    print(
+        f"  lineage_view(100 ids + ancestors, ~{per:.0f} records): median "
+        f"{med * 1e3:.3f} ms, p99 {samples[int(len(samples) * 0.99) - 1] * 1e3:.3f} ms "
+        f"-> {per / med:,.0f} records/s"
+    )
     # The same after an access flush on each batch's 100 ids (the sidecar's steady
     # state: read, flush, read again): those rows' cached records are rebuilt.
     samples = []
@@ -125,8 +146,10 @@ def bench_lineage_view(store: LineageStore, rounds: int = 200) -> None:
         start = time.perf_counter()
         store.lineage_view(ns, batch, ancestor_depth=8)
         samples.append(time.perf_counter() - start)
-    print(f"  lineage_view right after an access flush of the 100 ids: median "
-          f"{statistics.median(samples) * 1e3:.3f} ms")
+    print(
+        f"  lineage_view right after an access flush of the 100 ids: median "
+        f"{statistics.median(samples) * 1e3:.3f} ms"
+    )
     accesses = {i: (1, NOW + 1.0) for i in batches[0]}
     ms = _median_ms(lambda: store.record_accesses(ns, accesses), 50)
     print(f"  record_accesses(100 ids): median {ms:.3f} ms")
@@ -161,8 +184,10 @@ def bench_cascade(store: LineageStore, n: int) -> None:
     result = store.revoke(ns, "root", reason="bench")
     elapsed = time.perf_counter() - start
     assert result.marked == made, (result.marked, made)
-    print(f"  revoke root with {made:,} descendants: {elapsed:.3f} s "
-          f"({elapsed / made * 1e6:.2f} us per descendant, {result.marked:,} marked)")
+    print(
+        f"  revoke root with {made:,} descendants: {elapsed:.3f} s "
+        f"({elapsed / made * 1e6:.2f} us per descendant, {result.marked:,} marked)"
+    )
 
 
 def bench_events(store: LineageStore, rounds: int = 50) -> None:
@@ -174,8 +199,10 @@ def bench_events(store: LineageStore, rounds: int = 50) -> None:
             break
         total += len(page)
     elapsed = time.perf_counter() - start
-    print(f"  events: paged through {total:,} events (500 per call) in {elapsed:.3f} s "
-          f"-> {total / elapsed:,.0f} events/s")
+    print(
+        f"  events: paged through {total:,} events (500 per call) in {elapsed:.3f} s "
+        f"-> {total / elapsed:,.0f} events/s"
+    )
     ns = f"{NS}:watch"
     latencies: list[float] = []
     for i in range(rounds):
@@ -183,8 +210,9 @@ def bench_events(store: LineageStore, rounds: int = 50) -> None:
         woke: list[float] = []
         ready = threading.Event()
 
-        def watch(after: str = cursor, ready: threading.Event = ready,
-                  woke: list[float] = woke) -> None:
+        def watch(
+            after: str = cursor, ready: threading.Event = ready, woke: list[float] = woke
+        ) -> None:
             ready.set()
             events, _ = store.wait_events(ns, after=after, timeout=10.0)
             woke.append(time.perf_counter())
@@ -199,8 +227,10 @@ def bench_events(store: LineageStore, rounds: int = 50) -> None:
         t.join()
         latencies.append(woke[0] - sent)
     latencies.sort()
-    print(f"  wait_events wake-up after a record: median "
-          f"{statistics.median(latencies) * 1e3:.2f} ms, max {latencies[-1] * 1e3:.2f} ms")
+    print(
+        f"  wait_events wake-up after a record: median "
+        f"{statistics.median(latencies) * 1e3:.2f} ms, max {latencies[-1] * 1e3:.2f} ms"
+    )
 
 
 def _median_ms(call, rounds: int) -> float:  # type: ignore[no-untyped-def]
@@ -217,8 +247,9 @@ def bench_due(store: LineageStore, rounds: int = 50) -> None:
     at = NOW + store.limits.first_review_seconds
     got = store.due_for_review(NS, now=at, limit=1000)
     ms = _median_ms(lambda: store.due_for_review(NS, now=at, limit=1000), rounds)
-    print(f"  due_for_review(limit=1000) on the record namespace: {len(got)} ids, "
-          f"median {ms:.2f} ms")
+    print(
+        f"  due_for_review(limit=1000) on the record namespace: {len(got)} ids, median {ms:.2f} ms"
+    )
 
 
 def bench_review_scaling(sizes: list[int], batch: int = 1000, rounds: int = 50) -> None:
@@ -231,9 +262,14 @@ def bench_review_scaling(sizes: list[int], batch: int = 1000, rounds: int = 50) 
     for n in sizes:
         store = EmbeddedStore(clock=ManualClock(NOW))
         start = time.perf_counter()
-        store._bulk_load(NS, (MemoryRecord(id=f"r:{i:07d}", namespace=NS,
-                                           creator_id="tool:t", created_at=NOW)
-                              for i in range(n)), review_at=NOW + 10**6)
+        store._bulk_load(
+            NS,
+            (
+                MemoryRecord(id=f"r:{i:07d}", namespace=NS, creator_id="tool:t", created_at=NOW)
+                for i in range(n)
+            ),
+            review_at=NOW + 10**6,
+        )
         loaded = time.perf_counter() - start
         step = max(1, n // (5 * batch))
         due = {f"r:{i:07d}": NOW + i / n for i in range(0, n, step)}
@@ -241,14 +277,19 @@ def bench_review_scaling(sizes: list[int], batch: int = 1000, rounds: int = 50) 
         got = store.due_for_review(NS, now=NOW + 1, limit=batch)
         assert len(got) == min(batch, len(due)), len(got)
         timings[n] = ms = _median_ms(
-            lambda s=store: s.due_for_review(NS, now=NOW + 1, limit=batch), rounds)
-        print(f"  namespace of {n:>9,} memories (bulk-loaded in {loaded:.1f} s, "
-              f"{len(due):,} due): due_for_review(limit={batch}) median {ms:.3f} ms")
+            lambda s=store: s.due_for_review(NS, now=NOW + 1, limit=batch), rounds
+        )
+        print(
+            f"  namespace of {n:>9,} memories (bulk-loaded in {loaded:.1f} s, "
+            f"{len(due):,} due): due_for_review(limit={batch}) median {ms:.3f} ms"
+        )
         store.close()
     small, large = min(timings), max(timings)
     if small != large:
-        print(f"  ratio {large:,} / {small:,}: {timings[large] / timings[small]:.2f}x "
-              f"(namespace {large / small:,.0f}x larger)")
+        print(
+            f"  ratio {large:,} / {small:,}: {timings[large] / timings[small]:.2f}x "
+            f"(namespace {large / small:,.0f}x larger)"
+        )
 
 
 def bench_memory(store: LineageStore) -> None:
@@ -256,34 +297,55 @@ def bench_memory(store: LineageStore) -> None:
     ns = f"{NS}:mem"
     for d in ("mem:000001", "mem:000002", "mem:000003"):
         _record(store, d, (), ns)
-    store.record(MemoryRecord(
-        id="mem:000004", namespace=ns, type="tool_result", tags=("travel", "flight", "price"),
-        subject="user:42", attribute="destination_city", value="Shanghai", volatility="high",
-        creator_kind="tool", creator_id="tool:flight_api", creator_confidence=0.85,
-        context_id="ctx:000123", dependencies=("mem:000001", "mem:000002", "mem:000003")))
+    store.record(
+        MemoryRecord(
+            id="mem:000004",
+            namespace=ns,
+            type="tool_result",
+            tags=("travel", "flight", "price"),
+            subject="user:42",
+            attribute="destination_city",
+            value="Shanghai",
+            volatility="high",
+            creator_kind="tool",
+            creator_id="tool:flight_api",
+            creator_confidence=0.85,
+            context_id="ctx:000123",
+            dependencies=("mem:000001", "mem:000002", "mem:000003"),
+        )
+    )
     usage = store.memory_usage(ns, "mem:000004")  # type: ignore[attr-defined]
-    print(f"  MEMORY USAGE of a record hash (3 deps, 3 tags, claim): {usage} bytes "
-          f"(target < 600)")
-    for i, (source, value) in enumerate((("tool:other_api", "Shanghai"),
-                                         ("agent:planner", "Paris"))):
-        store.record(MemoryRecord(
-            id=f"mem:00001{i}", namespace=ns, type="tool_result", subject="user:42",
-            attribute="destination_city", value=value, creator_kind="tool",
-            creator_id=source))
+    print(f"  MEMORY USAGE of a record hash (3 deps, 3 tags, claim): {usage} bytes (target < 600)")
+    for i, (source, value) in enumerate(
+        (("tool:other_api", "Shanghai"), ("agent:planner", "Paris"))
+    ):
+        store.record(
+            MemoryRecord(
+                id=f"mem:00001{i}",
+                namespace=ns,
+                type="tool_result",
+                subject="user:42",
+                attribute="destination_city",
+                value=value,
+                creator_kind="tool",
+                creator_id=source,
+            )
+        )
     store.feedback(ns, ["mem:000004"], True)
     store.feedback(ns, ["mem:000004"], False)
     store.schedule_review(ns, {"mem:000004": NOW + 60}, now=NOW)
     usage = store.memory_usage(ns, "mem:000004")  # type: ignore[attr-defined]
-    print(f"  same record once confirmed, contradicted, used ok/failed and reviewed: "
-          f"{usage} bytes")
+    print(f"  same record once confirmed, contradicted, used ok/failed and reviewed: {usage} bytes")
     before = client.info("memory")["used_memory"]
     n = 2000
     for i in range(n):
         deps = tuple(f"x:{j}" for j in (i - 1, i - 2, i - 3) if j >= 0)
         _record(store, f"x:{i}", deps, f"{ns}:bulk")
     after = client.info("memory")["used_memory"]
-    print(f"  used_memory per record incl. its 3 derivation links: {(after - before) / n:.0f} "
-          f"bytes (over {n} records)")
+    print(
+        f"  used_memory per record incl. its 3 derivation links: {(after - before) / n:.0f} "
+        f"bytes (over {n} records)"
+    )
 
 
 def bench_fsync(records: int) -> None:
@@ -298,11 +360,17 @@ def bench_fsync(records: int) -> None:
 def _bulk_records(n: int) -> Iterator[MemoryRecord]:
     for i in range(n):
         yield MemoryRecord(
-            id=f"mem:{i:07d}", namespace=NS, type="tool_result",
-            tags=("travel", "flight", "price"), creator_kind="tool",
-            creator_id="tool:flight_api", creator_confidence=0.85, context_id="ctx:000123",
-            created_at=NOW, dependencies=tuple(f"mem:{j:07d}" for j in (i - 1, i - 7, i - 31)
-                                               if j >= 0))
+            id=f"mem:{i:07d}",
+            namespace=NS,
+            type="tool_result",
+            tags=("travel", "flight", "price"),
+            creator_kind="tool",
+            creator_id="tool:flight_api",
+            creator_confidence=0.85,
+            context_id="ctx:000123",
+            created_at=NOW,
+            dependencies=tuple(f"mem:{j:07d}" for j in (i - 1, i - 7, i - 31) if j >= 0),
+        )
 
 
 def bench_restart(n: int, replayed: int) -> None:
@@ -318,8 +386,10 @@ def bench_restart(n: int, replayed: int) -> None:
         source = EmbeddedStore(clock=ManualClock(NOW))
         start = time.perf_counter()
         source._bulk_load(NS, _bulk_records(n), review_at=NOW + 3600)
-        print(f"  bulk-loaded {n:,} records (3 deps, 3 tags) in memory in "
-              f"{time.perf_counter() - start:.1f} s")
+        print(
+            f"  bulk-loaded {n:,} records (3 deps, 3 tags) in memory in "
+            f"{time.perf_counter() - start:.1f} s"
+        )
         log = SqliteLog(data)
         empty = State(source.limits, threading.Condition())
         with empty._changed:
@@ -329,18 +399,21 @@ def bench_restart(n: int, replayed: int) -> None:
         log.close()
         del source
         size = (data / DB_NAME).stat().st_size
-        print(f"  snapshot written in {time.perf_counter() - start:.1f} s: "
-              f"{size / 1e6:,.0f} MB, {size / n:,.0f} bytes per record")
+        print(
+            f"  snapshot written in {time.perf_counter() - start:.1f} s: "
+            f"{size / 1e6:,.0f} MB, {size / n:,.0f} bytes per record"
+        )
         start = time.perf_counter()
         summary = persistence.check(data)
-        print(f"  store check: {time.perf_counter() - start:.2f} s ({summary.records:,} "
-              "records)")
+        print(f"  store check: {time.perf_counter() - start:.2f} s ({summary.records:,} records)")
         start = time.perf_counter()
         store = EmbeddedStore(data)
         elapsed = time.perf_counter() - start
         assert len(store.get_many(NS, [f"mem:{n - 1:07d}"])) == 1
-        print(f"  restart from the snapshot: {elapsed:.2f} s (target < 10 s for "
-              f"1,000,000) -> {n / elapsed:,.0f} records/s")
+        print(
+            f"  restart from the snapshot: {elapsed:.2f} s (target < 10 s for "
+            f"1,000,000) -> {n / elapsed:,.0f} records/s"
+        )
         store.close()
 
         data = Path(tmp) / "ops"
@@ -354,8 +427,10 @@ def bench_restart(n: int, replayed: int) -> None:
         store = EmbeddedStore(data)
         elapsed = time.perf_counter() - start
         store.close()
-        print(f"  restart replaying {replayed:,} records' ops (no snapshot: after a crash): "
-              f"{elapsed:.2f} s -> {replayed / elapsed:,.0f} ops/s")
+        print(
+            f"  restart replaying {replayed:,} records' ops (no snapshot: after a crash): "
+            f"{elapsed:.2f} s -> {replayed / elapsed:,.0f} ops/s"
+        )
 
 
 def run(kind: str, url: str, args: argparse.Namespace) -> None:
@@ -380,18 +455,33 @@ def main() -> None:
     parser.add_argument("--descendants", type=int, default=100_000)
     parser.add_argument("--records", type=int, default=10_000)
     parser.add_argument("--redis-url", help="use this Redis instead of starting one")
-    parser.add_argument("--only-view", action="store_true",
-                        help="stop after the lineage_view line (quick before/after)")
-    parser.add_argument("--backends", default="embedded,sqlite,redis",
-                        help="embedded (in memory), sqlite (embedded with a data "
-                        "directory), redis")
-    parser.add_argument("--restart-records", type=int, default=100_000,
-                        help="records in the sqlite restart bench (the target is for "
-                        "1,000,000)")
-    parser.add_argument("--replay-records", type=int, default=20_000,
-                        help="records replayed from ops in the sqlite restart bench")
-    parser.add_argument("--review-sizes", default="10000,1000000",
-                        help="embedded namespace sizes for the due_for_review scaling bench")
+    parser.add_argument(
+        "--only-view",
+        action="store_true",
+        help="stop after the lineage_view line (quick before/after)",
+    )
+    parser.add_argument(
+        "--backends",
+        default="embedded,sqlite,redis",
+        help="embedded (in memory), sqlite (embedded with a data directory), redis",
+    )
+    parser.add_argument(
+        "--restart-records",
+        type=int,
+        default=100_000,
+        help="records in the sqlite restart bench (the target is for 1,000,000)",
+    )
+    parser.add_argument(
+        "--replay-records",
+        type=int,
+        default=20_000,
+        help="records replayed from ops in the sqlite restart bench",
+    )
+    parser.add_argument(
+        "--review-sizes",
+        default="10000,1000000",
+        help="embedded namespace sizes for the due_for_review scaling bench",
+    )
     args = parser.parse_args()
     backends = args.backends.split(",")
     if "embedded" in backends:

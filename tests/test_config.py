@@ -15,7 +15,9 @@ def test_example_config_loads() -> None:
     cfg = load_config(str(REPO / "deploy" / "memlineage.toml"), env={})
     assert cfg.store == "embedded" and cfg.metrics_port == 9464
     assert {t.name: (t.namespaces, t.admin) for t in cfg.tokens} == {
-        "travel-agent": (("default",), False), "ops": ((), True)}
+        "travel-agent": (("default",), False),
+        "ops": ((), True),
+    }
     assert cfg.store_url().startswith("embedded:///")
     assert cfg.grpc_workers == 0  # automatic
 
@@ -23,33 +25,41 @@ def test_example_config_loads() -> None:
 def test_environment_overrides_file_and_flags_override_environment(tmp_path: Path) -> None:
     f = tmp_path / "c.toml"
     f.write_text('listen = "127.0.0.1:1"\nfail_mode = "closed"\n')
-    env = {"MEMLINEAGE_LISTEN": "127.0.0.1:2", "MEMLINEAGE_FAIL_MODE": "degraded",
-           "MEMLINEAGE_TOKENS": "t1=a,b;t2=admin"}
+    env = {
+        "MEMLINEAGE_LISTEN": "127.0.0.1:2",
+        "MEMLINEAGE_FAIL_MODE": "degraded",
+        "MEMLINEAGE_TOKENS": "t1=a,b;t2=admin",
+    }
     cfg = load_config(str(f), env=env, overrides={"listen": "127.0.0.1:3", "store": None})
     assert cfg.listen == "127.0.0.1:3" and cfg.fail_mode == "degraded"
     assert [(t.token, t.namespaces, t.admin) for t in cfg.tokens] == [
-        ("t1", ("a", "b"), False), ("t2", (), True)]
+        ("t1", ("a", "b"), False),
+        ("t2", (), True),
+    ]
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('fail_mode = "sometimes"', "fail_mode must be one of"),
-    ('listen = "nowhere"', "listen must be HOST:PORT"),
-    ('colour = "blue"', "unknown setting(s) ['colour']"),
-    ('metrics_port = "x"', "metrics_port"),
-    ("[tokens.a]\nnamespaces = ['x']", "tokens.a needs a `token`"),
-    ("listen = ", "c.toml"),
-    ("grpc_workers = -1", "grpc_workers must be 0 (automatic) to 1024"),
-    ("grpc_workers = 5000", "grpc_workers must be 0 (automatic) to 1024"),
-    ("access_flush_seconds = 0", "access_flush_seconds must be between 0.01 and 3600"),
-    ("access_flush_seconds = 1e9", "access_flush_seconds must be between 0.01 and 3600"),
-    ("[scoring]\ncolour = 1", "unknown scoring setting(s) ['colour']"),
-    ("[scoring]\nalpha = 'much'", "scoring.alpha: could not convert"),
-    ("[scoring]\nalpha = [1]", "scoring.alpha: must be a number"),
-    ("[scoring]\nhalf_lives = 3", "scoring.half_lives: must be a table"),
-    ("[scoring.half_lives]\nhigh = 'soon'", "scoring.half_lives: could not convert"),
-    ("[scoring]\ncredibility_priors = 0.5", "scoring.credibility_priors: must be a list"),
-    ("[scoring]\ncredibility_priors = [['user:*']]", "scoring.credibility_priors: not enough"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('fail_mode = "sometimes"', "fail_mode must be one of"),
+        ('listen = "nowhere"', "listen must be HOST:PORT"),
+        ('colour = "blue"', "unknown setting(s) ['colour']"),
+        ('metrics_port = "x"', "metrics_port"),
+        ("[tokens.a]\nnamespaces = ['x']", "tokens.a needs a `token`"),
+        ("listen = ", "c.toml"),
+        ("grpc_workers = -1", "grpc_workers must be 0 (automatic) to 1024"),
+        ("grpc_workers = 5000", "grpc_workers must be 0 (automatic) to 1024"),
+        ("access_flush_seconds = 0", "access_flush_seconds must be between 0.01 and 3600"),
+        ("access_flush_seconds = 1e9", "access_flush_seconds must be between 0.01 and 3600"),
+        ("[scoring]\ncolour = 1", "unknown scoring setting(s) ['colour']"),
+        ("[scoring]\nalpha = 'much'", "scoring.alpha: could not convert"),
+        ("[scoring]\nalpha = [1]", "scoring.alpha: must be a number"),
+        ("[scoring]\nhalf_lives = 3", "scoring.half_lives: must be a table"),
+        ("[scoring.half_lives]\nhigh = 'soon'", "scoring.half_lives: could not convert"),
+        ("[scoring]\ncredibility_priors = 0.5", "scoring.credibility_priors: must be a list"),
+        ("[scoring]\ncredibility_priors = [['user:*']]", "scoring.credibility_priors: not enough"),
+    ],
+)
 def test_bad_configuration_is_named(tmp_path: Path, text: str, message: str) -> None:
     f = tmp_path / "c.toml"
     f.write_text(text + "\n")
@@ -59,8 +69,10 @@ def test_bad_configuration_is_named(tmp_path: Path, text: str, message: str) -> 
 
 def test_scoring_table_sets_each_field_with_its_type(tmp_path: Path) -> None:
     f = tmp_path / "c.toml"
-    f.write_text("[scoring]\nalpha = 1\nhalf_lives = { high = 60 }\n"
-                 "credibility_priors = [['user:*', 1], ['*', 0.25]]\n")
+    f.write_text(
+        "[scoring]\nalpha = 1\nhalf_lives = { high = 60 }\n"
+        "credibility_priors = [['user:*', 1], ['*', 0.25]]\n"
+    )
     scoring = load_config(str(f), env={}).scoring
     assert scoring.alpha == 1.0 and isinstance(scoring.alpha, float)
     assert scoring.half_lives == {"high": 60.0}

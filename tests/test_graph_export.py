@@ -11,8 +11,14 @@ from memlineage.v1 import memlineage_pb2 as pb
 
 def memory(memory_id: str, status: int, creator: str = "tool:flight_api") -> pb.Memory:
     kind = {"user": 1, "tool": 2, "reasoning": 3, "agent": 4, "system": 5}[creator.split(":")[0]]
-    return pb.Memory(id=memory_id, status=status, creator=pb.Creator(kind=kind, id=creator),
-                     type="fact", version=1, creator_confidence=0.9)
+    return pb.Memory(
+        id=memory_id,
+        status=status,
+        creator=pb.Creator(kind=kind, id=creator),
+        type="fact",
+        version=1,
+        creator_confidence=0.9,
+    )
 
 
 @pytest.fixture
@@ -21,20 +27,32 @@ def chain() -> pb.ExplainResponse:
     resp = pb.ExplainResponse(
         memory=memory("plan", pb.STATUS_PENDING_VERIFICATION, "agent:planner"),
         ancestors=[memory("price", pb.STATUS_REVOKED)],
-        descendants=[memory("booking", pb.STATUS_PENDING_VERIFICATION, "agent:booker"),
-                     memory("summary", pb.STATUS_ACTIVE, "reasoning:sum")],
-        edges=[pb.Edge(from_id="price", to_id="plan"), pb.Edge(from_id="plan", to_id="booking"),
-               pb.Edge(from_id="plan", to_id="summary")],
-        decisions=[pb.Decision(
-            decision_id="d-1", effect=pb.EFFECT_DEGRADE, operation=pb.OPERATION_READ,
-            compliance_score=0.4,
-            reasons=[pb.Reason(policy="dependency_revoked", message="an ancestor was revoked")],
-            obligations=[pb.Obligation(kind="annotate", text="may be outdated")],
-        )],
+        descendants=[
+            memory("booking", pb.STATUS_PENDING_VERIFICATION, "agent:booker"),
+            memory("summary", pb.STATUS_ACTIVE, "reasoning:sum"),
+        ],
+        edges=[
+            pb.Edge(from_id="price", to_id="plan"),
+            pb.Edge(from_id="plan", to_id="booking"),
+            pb.Edge(from_id="plan", to_id="summary"),
+        ],
+        decisions=[
+            pb.Decision(
+                decision_id="d-1",
+                effect=pb.EFFECT_DEGRADE,
+                operation=pb.OPERATION_READ,
+                compliance_score=0.4,
+                reasons=[pb.Reason(policy="dependency_revoked", message="an ancestor was revoked")],
+                obligations=[pb.Obligation(kind="annotate", text="may be outdated")],
+            )
+        ],
     )
-    resp.memory.history.add(from_status=pb.STATUS_ACTIVE,
-                            to_status=pb.STATUS_PENDING_VERIFICATION,
-                            reason="revoked: stale", root_id="price").at.seconds = 1_700_000_000
+    resp.memory.history.add(
+        from_status=pb.STATUS_ACTIVE,
+        to_status=pb.STATUS_PENDING_VERIFICATION,
+        reason="revoked: stale",
+        root_id="price",
+    ).at.seconds = 1_700_000_000
     return resp
 
 
@@ -53,8 +71,11 @@ def test_dot_is_structurally_sound(chain: pb.ExplainResponse) -> None:
     assert dot.startswith("digraph lineage {\n") and dot.endswith("}\n")
     assert dot.count("{") == dot.count("}") == 1
     edge_lines = [line for line in dot.splitlines() if "->" in line]
-    assert edge_lines == ['  "price" -> "plan";', '  "plan" -> "booking";',
-                          '  "plan" -> "summary";']
+    assert edge_lines == [
+        '  "price" -> "plan";',
+        '  "plan" -> "booking";',
+        '  "plan" -> "summary";',
+    ]
     assert set(dot_nodes(dot)) == {"price", "plan", "booking", "summary"}
 
 
@@ -68,10 +89,15 @@ def test_dot_colours_by_status_and_highlights_the_memory(chain: pb.ExplainRespon
     assert 'label="plan\\nagent:planner\\npending_verification"' in nodes["plan"]
 
 
-@pytest.mark.parametrize(("status", "fill"), [
-    (pb.STATUS_SUPERSEDED, "#9e9e9e"), (pb.STATUS_ARCHIVED, "#64b5f6"),
-    (pb.STATUS_COMPRESSED, "#81d4fa"), (pb.STATUS_EVICTED, "#000000"),
-])
+@pytest.mark.parametrize(
+    ("status", "fill"),
+    [
+        (pb.STATUS_SUPERSEDED, "#9e9e9e"),
+        (pb.STATUS_ARCHIVED, "#64b5f6"),
+        (pb.STATUS_COMPRESSED, "#81d4fa"),
+        (pb.STATUS_EVICTED, "#000000"),
+    ],
+)
 def test_dot_colour_per_status(status: int, fill: str) -> None:
     nodes = dot_nodes(to_dot(pb.ExplainResponse(memory=memory("m", status))))
     assert f'fillcolor="{fill}"' in nodes["m"]
@@ -89,8 +115,11 @@ def test_dot_escapes_quotes_backslashes_and_newlines() -> None:
 
 
 def test_edge_ends_not_in_the_answer_are_drawn_dashed() -> None:
-    resp = pb.ExplainResponse(memory=memory("m", pb.STATUS_ACTIVE), truncated=True,
-                              edges=[pb.Edge(from_id="far", to_id="m")])
+    resp = pb.ExplainResponse(
+        memory=memory("m", pb.STATUS_ACTIVE),
+        truncated=True,
+        edges=[pb.Edge(from_id="far", to_id="m")],
+    )
     dot = to_dot(resp)
     assert 'style="rounded,dashed"' in dot_nodes(dot)["far"]
     assert "truncated" in dot
@@ -132,9 +161,13 @@ def test_text_handles_diamonds_and_cycles_without_looping() -> None:
     resp = pb.ExplainResponse(
         memory=memory("d", pb.STATUS_ACTIVE),
         ancestors=[memory(x, pb.STATUS_ACTIVE) for x in "abc"],
-        edges=[pb.Edge(from_id="a", to_id="b"), pb.Edge(from_id="a", to_id="c"),
-               pb.Edge(from_id="b", to_id="d"), pb.Edge(from_id="c", to_id="d"),
-               pb.Edge(from_id="d", to_id="a")],
+        edges=[
+            pb.Edge(from_id="a", to_id="b"),
+            pb.Edge(from_id="a", to_id="c"),
+            pb.Edge(from_id="b", to_id="d"),
+            pb.Edge(from_id="c", to_id="d"),
+            pb.Edge(from_id="d", to_id="a"),
+        ],
     )
     text = to_text(resp)
     assert "(shown above)" in text

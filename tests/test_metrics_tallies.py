@@ -23,8 +23,14 @@ def test_counts_and_histogram() -> None:
     assert _sample(m, "memlineage_decisions_total", {"operation": "read", "effect": "deny"}) == 3
     assert _sample(m, "memlineage_decisions_total", {"operation": "read", "effect": "allow"}) == 1
     assert _sample(m, "memlineage_decisions_total", {"operation": "act", "effect": "allow"}) == 1
-    assert _sample(m, "memlineage_policy_decisions_total",
-                   {"policy": "p", "effect": "deny", "status": "fired"}) == 3
+    assert (
+        _sample(
+            m,
+            "memlineage_policy_decisions_total",
+            {"policy": "p", "effect": "deny", "status": "fired"},
+        )
+        == 3
+    )
     bucket = "memlineage_rpc_latency_seconds_bucket"
     assert _sample(m, bucket, {"method": "Check", "le": "0.0001"}) == 1
     assert _sample(m, bucket, {"method": "Check", "le": "0.0005"}) == 3
@@ -32,8 +38,9 @@ def test_counts_and_histogram() -> None:
     assert _sample(m, bucket, {"method": "Check", "le": "1.0"}) == 4
     assert _sample(m, bucket, {"method": "Check", "le": "+Inf"}) == 5
     assert _sample(m, "memlineage_rpc_latency_seconds_count", {"method": "Check"}) == 5
-    assert abs(_sample(m, "memlineage_rpc_latency_seconds_sum", {"method": "Check"})
-               - 3.02065) < 1e-9
+    assert (
+        abs(_sample(m, "memlineage_rpc_latency_seconds_sum", {"method": "Check"}) - 3.02065) < 1e-9
+    )
     text = generate_latest(m.registry).decode()
     assert "# TYPE memlineage_rpc_latency_seconds histogram" in text
     assert "# TYPE memlineage_decisions_total counter" in text

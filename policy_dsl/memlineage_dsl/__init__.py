@@ -49,17 +49,41 @@ if TYPE_CHECKING:
 # public name -> the submodule that defines it
 _EXPORTS = {
     "CompiledPolicySet": "compiler",
-    **dict.fromkeys(("ALLOW", "DEGRADE", "DENY", "ERROR", "FIRED", "OVERRIDDEN", "WAIVED",
-                     "Decision", "ObligationOut", "Reason"), "decision"),
+    **dict.fromkeys(
+        (
+            "ALLOW",
+            "DEGRADE",
+            "DENY",
+            "ERROR",
+            "FIRED",
+            "OVERRIDDEN",
+            "WAIVED",
+            "Decision",
+            "ObligationOut",
+            "Reason",
+        ),
+        "decision",
+    ),
     **dict.fromkeys(("Diagnostic", "Severity", "SourceFile", "has_errors"), "diagnostics"),
     "decide": "evaluator",
-    **dict.fromkeys(("DEFAULT_BUDGET", "Creator", "DictSnapshot", "LineageSnapshot", "Memory",
-                     "MemoryFacts", "Request", "UnknownMemory", "UnknownProvenance"), "facts"),
+    **dict.fromkeys(
+        (
+            "DEFAULT_BUDGET",
+            "Creator",
+            "DictSnapshot",
+            "LineageSnapshot",
+            "Memory",
+            "MemoryFacts",
+            "Request",
+            "UnknownMemory",
+            "UnknownProvenance",
+        ),
+        "facts",
+    ),
     "window_change": "horizon",
     "collect_files": "loader",
     "parse_source": "parser",
-    **dict.fromkeys(("Build", "build_paths", "build_texts", "lint_set", "lint_texts"),
-                    "pipeline"),
+    **dict.fromkeys(("Build", "build_paths", "build_texts", "lint_set", "lint_texts"), "pipeline"),
     "OPERATIONS": "schema",
 }
 

@@ -39,7 +39,7 @@ class Bound:
     """`operand op value`, the shape the contradiction logic understands."""
 
     operand: A.Expr | None  # None: a comparison of two literals (value: the pair)
-    op: str               # or a literal truth value (kind "truth")
+    op: str  # or a literal truth value (kind "truth")
     value: Lit | tuple[Lit, Lit]
     kind: str
 
@@ -65,9 +65,7 @@ class _Rule:
 def analyze(env: Env, skip: Collection[str] = ()) -> list[Diagnostic]:
     """W401-W404 for the policies of `env` (those named in `skip` are left out)."""
     folder = Folder({n: loc.node.value for n, loc in env.consts.items()})
-    rules = [
-        _rule(name, loc, folder) for name, loc in env.policies.items() if name not in skip
-    ]
+    rules = [_rule(name, loc, folder) for name, loc in env.policies.items() if name not in skip]
     diags: list[Diagnostic] = []
     live: list[_Rule] = []
     for rule in rules:
@@ -75,9 +73,14 @@ def analyze(env: Env, skip: Collection[str] = ()) -> list[Diagnostic]:
         if why is None:
             live.append(rule)
             continue
-        diags.append(env.files[rule.loc.path].diag(
-            "W401", rule.policy.name_span, f"policy `{rule.name}` can never fire", why,
-        ))
+        diags.append(
+            env.files[rule.loc.path].diag(
+                "W401",
+                rule.policy.name_span,
+                f"policy `{rule.name}` can never fire",
+                why,
+            )
+        )
     shadowed: set[tuple[str, str]] = set()
     for low in live:
         for high in live:
@@ -91,13 +94,16 @@ def analyze(env: Env, skip: Collection[str] = ()) -> list[Diagnostic]:
             continue
         if _conflict(a, b, env):
             ops = ", ".join(f"`{o}`" for o in sorted(a.ops & b.ops))
-            diags.append(env.files[b.loc.path].diag(
-                "W403", b.policy.name_span,
-                f"policy `{b.name}` conflicts with `{a.name}` at equal priority",
-                f"`{a.name}` ({a.where()}) also applies to {ops} at priority "
-                f"{_num(a.priority)} and decides `{a.effect}`; give them different "
-                "priorities or exclusive conditions",
-            ))
+            diags.append(
+                env.files[b.loc.path].diag(
+                    "W403",
+                    b.policy.name_span,
+                    f"policy `{b.name}` conflicts with `{a.name}` at equal priority",
+                    f"`{a.name}` ({a.where()}) also applies to {ops} at priority "
+                    f"{_num(a.priority)} and decides `{a.effect}`; give them different "
+                    "priorities or exclusive conditions",
+                )
+            )
     diags.extend(_unused(env))
     return diags
 
@@ -134,9 +140,7 @@ def _shadows(high: _Rule, low: _Rule, strategy: str) -> str | None:
         return None
     if not {c.folded for c in high.conjuncts} <= {c.folded for c in low.conjuncts}:
         return None
-    higher = (
-        high.priority is not None and low.priority is not None and high.priority > low.priority
-    )
+    higher = high.priority is not None and low.priority is not None and high.priority > low.priority
     if strategy == "priority" and higher:
         return "priority"
     overrides = strategy == "deny_overrides" or higher
@@ -147,13 +151,20 @@ def _shadows(high: _Rule, low: _Rule, strategy: str) -> str | None:
 
 def _shadow_diag(env: Env, high: _Rule, low: _Rule, reason: str) -> Diagnostic:
     if reason == "priority":
-        why = (f"`{high.name}` ({high.where()}, priority {_num(high.priority)}) applies "
-               f"whenever `{low.name}` does and is decided first")
+        why = (
+            f"`{high.name}` ({high.where()}, priority {_num(high.priority)}) applies "
+            f"whenever `{low.name}` does and is decided first"
+        )
     else:
-        why = (f"`{high.name}` ({high.where()}) denies whenever `{low.name}` applies, "
-               "and deny overrides")
+        why = (
+            f"`{high.name}` ({high.where()}) denies whenever `{low.name}` applies, "
+            "and deny overrides"
+        )
     return env.files[low.loc.path].diag(
-        "W402", low.policy.name_span, f"policy `{low.name}` is shadowed by `{high.name}`", why,
+        "W402",
+        low.policy.name_span,
+        f"policy `{low.name}` is shadowed by `{high.name}`",
+        why,
     )
 
 
@@ -220,8 +231,9 @@ def _tightest(members: list[tuple[Bound, Conjunct]]) -> list[tuple[Bound, Conjun
         if cands and not isinstance(cands[0][0].value, bool):
             try:
                 pick = max if ops[0] == ">" else min
-                best = pick(cands, key=lambda m: (m[0].value, (m[0].op in ("<", ">")) == (
-                    ops[0] == ">")))
+                best = pick(
+                    cands, key=lambda m: (m[0].value, (m[0].op in ("<", ">")) == (ops[0] == ">"))
+                )
             except TypeError:  # mixed kinds cannot be ordered: no finer reasoning
                 continue
             out.append(best)
@@ -243,21 +255,32 @@ def _unknown_vs_lineage(conjuncts: list[Conjunct], src: SourceFile | None) -> st
     for c in conjuncts:
         for root in _lineage_reads(c.folded):
             if root in unknown:
-                return (f"{_quote(src, unknown[root].original)} holds only without recorded "
-                        f"lineage, but {_quote(src, c.original)} reads it (a rule that reads "
-                        "missing lineage does not apply)")
+                return (
+                    f"{_quote(src, unknown[root].original)} holds only without recorded "
+                    f"lineage, but {_quote(src, c.original)} reads it (a rule that reads "
+                    "missing lineage does not apply)"
+                )
     return None
 
 
 def _unknown_root(expr: A.Expr) -> str | None:
     """`R` when the conjunct is `unknown(R)` or `R.known == false`."""
-    if (isinstance(expr, A.Call) and expr.func == "unknown" and len(expr.args) == 1
-            and isinstance(expr.args[0], A.Name)):
+    if (
+        isinstance(expr, A.Call)
+        and expr.func == "unknown"
+        and len(expr.args) == 1
+        and isinstance(expr.args[0], A.Name)
+    ):
         return expr.args[0].id
     b = bound_of(expr)
-    if (b is not None and isinstance(b.operand, A.Attr) and b.operand.name == "known"
-            and isinstance(b.operand.obj, A.Name) and b.kind == S.BOOL
-            and ((b.op == "==" and b.value is False) or (b.op == "!=" and b.value is True))):
+    if (
+        b is not None
+        and isinstance(b.operand, A.Attr)
+        and b.operand.name == "known"
+        and isinstance(b.operand.obj, A.Name)
+        and b.kind == S.BOOL
+        and ((b.op == "==" and b.value is False) or (b.op == "!=" and b.value is True))
+    ):
         return b.operand.obj.id
     return None
 
@@ -303,7 +326,11 @@ def _literal(expr: A.Expr) -> tuple[Lit, str] | None:
     if value is None:
         return None
     kinds: dict[type[A.Expr], str] = {
-        A.Number: S.NUMBER, A.Duration: S.DURATION, A.Str: S.STRING, A.Bool: S.BOOL}
+        A.Number: S.NUMBER,
+        A.Duration: S.DURATION,
+        A.Str: S.STRING,
+        A.Bool: S.BOOL,
+    }
     return value, kinds[type(expr)]
 
 
@@ -364,8 +391,9 @@ def _ordered(a: object, op: str, b: object) -> bool:
         return _order(a, op, b)
     if isinstance(a, int | float) and isinstance(b, int | float):
         return _order(a, op, b)
-    raise TypeError(f"'{op}' not supported between instances of "
-                    f"'{type(a).__name__}' and '{type(b).__name__}'")
+    raise TypeError(
+        f"'{op}' not supported between instances of '{type(a).__name__}' and '{type(b).__name__}'"
+    )
 
 
 def _disjoint(b1: Bound, b2: Bound) -> bool:
@@ -392,7 +420,10 @@ def _disjoint(b1: Bound, b2: Bound) -> bool:
 def _unused(env: Env) -> list[Diagnostic]:
     used: set[str] = set()
     decls: list[Located[A.Const | A.Policy | A.Test]] = [
-        *env.consts.values(), *env.policies.values(), *env.tests]
+        *env.consts.values(),
+        *env.policies.values(),
+        *env.tests,
+    ]
     for loc in decls:
         for expr in _exprs_of(loc.node):
             used.update(n.id for n in _walk(expr) if isinstance(n, A.Name))
@@ -401,7 +432,9 @@ def _unused(env: Env) -> list[Diagnostic]:
             used.update(n.id for n in _walk(opt.value) if isinstance(n, A.Name))
     out: list[Diagnostic] = []
     tables: tuple[tuple[str, dict[str, Located[A.Const]] | dict[str, Located[A.Sources]]], ...] = (
-        ("const", env.consts), ("sources", env.sources))
+        ("const", env.consts),
+        ("sources", env.sources),
+    )
     for what, table in tables:
         for name, defined in table.items():
             if name in used:
@@ -409,8 +442,14 @@ def _unused(env: Env) -> list[Diagnostic]:
             src = env.files[defined.path]
             span = sub_span(src, defined.node.span, what + r"\s+", name)
             label = "const" if what == "const" else "source list"
-            out.append(src.diag("W404", span, f"{label} `{name}` is never used",
-                                "remove it, or use it in a policy"))
+            out.append(
+                src.diag(
+                    "W404",
+                    span,
+                    f"{label} `{name}` is never used",
+                    "remove it, or use it in a policy",
+                )
+            )
     return out
 
 

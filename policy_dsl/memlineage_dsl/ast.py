@@ -128,8 +128,19 @@ class Cond:
 
 
 Expr = (
-    Number | Duration | Str | Bool | Now | Name | Attr | Call | Quant | ListLit
-    | Unary | Binary | Cond
+    Number
+    | Duration
+    | Str
+    | Bool
+    | Now
+    | Name
+    | Attr
+    | Call
+    | Quant
+    | ListLit
+    | Unary
+    | Binary
+    | Cond
 )
 
 

@@ -61,23 +61,35 @@ class _Checker:
     # ------------------------------------------------------------------ numbers
     def _check_literals(self) -> None:
         """Every number and duration written must be finite (`1e309` reads as inf)."""
-        decls: list[Located[A.Const] | Located[A.Policy] | Located[A.Test]
-                    | Located[A.Resolve]] = [
-            *self.env.consts.values(), *self.env.policies.values(), *self.env.tests]
+        decls: list[Located[A.Const] | Located[A.Policy] | Located[A.Test] | Located[A.Resolve]] = [
+            *self.env.consts.values(),
+            *self.env.policies.values(),
+            *self.env.tests,
+        ]
         if self.env.resolve is not None:
             decls.append(self.env.resolve)
         for loc in decls:
             src = self.env.files[loc.path]
             for expr in item_exprs(loc.node):
                 for node, _ in walk(expr):
-                    value = (node.value if isinstance(node, A.Number) else
-                             node.seconds if isinstance(node, A.Duration) else 0.0)
+                    value = (
+                        node.value
+                        if isinstance(node, A.Number)
+                        else node.seconds
+                        if isinstance(node, A.Duration)
+                        else 0.0
+                    )
                     if not math.isfinite(value):
                         what = "number" if isinstance(node, A.Number) else "duration"
-                        self.diags.append(src.diag(
-                            "E203", node.span, f"{what} `{src.snippet(node.span)}` is too "
-                            "large: it reads as infinity",
-                            "numbers must be finite (at most about 1.8e308)"))
+                        self.diags.append(
+                            src.diag(
+                                "E203",
+                                node.span,
+                                f"{what} `{src.snippet(node.span)}` is too "
+                                "large: it reads as infinity",
+                                "numbers must be finite (at most about 1.8e308)",
+                            )
+                        )
 
     def _check_const_value(self, name: str) -> None:
         """A const that folds to a number must fold to a finite one (`1e308 * 10`)."""
@@ -85,10 +97,14 @@ class _Checker:
         value = self.folder.const(name)
         if _infinite(value) and not _has_infinite_literal(loc.node.value):
             src = self.env.files[loc.path]
-            self.diags.append(src.diag(
-                "E203", loc.node.value.span,
-                f"const `{name}` overflows: it evaluates to {_num(_magnitude(value))}",
-                "numbers must be finite (at most about 1.8e308)"))
+            self.diags.append(
+                src.diag(
+                    "E203",
+                    loc.node.value.span,
+                    f"const `{name}` overflows: it evaluates to {_num(_magnitude(value))}",
+                    "numbers must be finite (at most about 1.8e308)",
+                )
+            )
 
     def _ex(self, path: str, names: Names) -> ExprChecker:
         return ExprChecker(self.env.files[path], names, self.diags)
@@ -99,7 +115,7 @@ class _Checker:
         if name in self._const_types:
             return self._const_types[name]
         if name in self._active:
-            self._report_cycle(self._active[self._active.index(name):])
+            self._report_cycle(self._active[self._active.index(name) :])
             return S.ANY
         loc = self.env.consts[name]
         self._active.append(name)
@@ -117,31 +133,42 @@ class _Checker:
         loc = self.env.consts[cycle[0]]
         src = self.env.files[loc.path]
         chain = " -> ".join([*cycle, cycle[0]])
-        self.diags.append(src.diag(
-            "E111", sub_span(src, loc.node.span, r"const\s+", cycle[0]),
-            f"const `{cycle[0]}` is defined in terms of itself: {chain}",
-            "a const may only use other consts that do not refer back to it",
-        ))
+        self.diags.append(
+            src.diag(
+                "E111",
+                sub_span(src, loc.node.span, r"const\s+", cycle[0]),
+                f"const `{cycle[0]}` is defined in terms of itself: {chain}",
+                "a const may only use other consts that do not refer back to it",
+            )
+        )
 
     # ------------------------------------------------------------------ resolve
     def _check_resolve(self, loc: Located[A.Resolve]) -> None:
         node = loc.node
         src = self.env.files[loc.path]
         if node.strategy not in S.STRATEGIES:
-            self.diags.append(src.diag(
-                "E108", node.strategy_span, f"unknown resolution strategy `{node.strategy}`",
-                did_you_mean(node.strategy, S.STRATEGIES)
-                or "use one of " + ", ".join(f"`{s}`" for s in S.STRATEGIES),
-            ))
+            self.diags.append(
+                src.diag(
+                    "E108",
+                    node.strategy_span,
+                    f"unknown resolution strategy `{node.strategy}`",
+                    did_you_mean(node.strategy, S.STRATEGIES)
+                    or "use one of " + ", ".join(f"`{s}`" for s in S.STRATEGIES),
+                )
+            )
         ex = self._ex(loc.path, self.plain_names)
         for opt in node.options:
             want = S.RESOLVE_OPTIONS.get(opt.name)
             if want is None:
-                self.diags.append(src.diag(
-                    "E110", head_span(opt.span, opt.name), f"unknown option `{opt.name}`",
-                    did_you_mean(opt.name, S.RESOLVE_OPTIONS)
-                    or "options: " + ", ".join(f"`{o}`" for o in S.RESOLVE_OPTIONS),
-                ))
+                self.diags.append(
+                    src.diag(
+                        "E110",
+                        head_span(opt.span, opt.name),
+                        f"unknown option `{opt.name}`",
+                        did_you_mean(opt.name, S.RESOLVE_OPTIONS)
+                        or "options: " + ", ".join(f"`{o}`" for o in S.RESOLVE_OPTIONS),
+                    )
+                )
                 ex.infer(opt.value, {})
                 continue
             ex.expect(opt.value, want, f"`{opt.name}`")
@@ -153,19 +180,27 @@ class _Checker:
         src = self.env.files[loc.path]
         ex = self._ex(loc.path, self.policy_names)
         if not p.ops:
-            self.diags.append(src.diag(
-                "E301", p.name_span, f"policy `{p.name}` has no `on` clause",
-                "say which operations it governs, e.g. `on read, act`",
-            ))
+            self.diags.append(
+                src.diag(
+                    "E301",
+                    p.name_span,
+                    f"policy `{p.name}` has no `on` clause",
+                    "say which operations it governs, e.g. `on read, act`",
+                )
+            )
         for op in p.ops:
             self._check_op(src, op)
         if p.when is not None:
             ex.expect(p.when, S.BOOL, "`when`")
         if p.effect is None:
-            self.diags.append(src.diag(
-                "E302", p.name_span, f"policy `{p.name}` has no effect",
-                "add `allow`, `deny` or `degrade`",
-            ))
+            self.diags.append(
+                src.diag(
+                    "E302",
+                    p.name_span,
+                    f"policy `{p.name}` has no effect",
+                    "add `allow`, `deny` or `degrade`",
+                )
+            )
         else:
             for ob in p.effect.obligations:
                 self._check_obligation(src, ex, ob)
@@ -182,20 +217,28 @@ class _Checker:
 
     def _check_op(self, src: SourceFile, op: A.Ident) -> None:
         if op.name not in S.OPERATIONS:
-            self.diags.append(src.diag(
-                "E106", op.span, f"unknown operation `{op.name}`",
-                did_you_mean(op.name, S.OPERATIONS)
-                or "operations: " + ", ".join(f"`{o}`" for o in S.OPERATIONS),
-            ))
+            self.diags.append(
+                src.diag(
+                    "E106",
+                    op.span,
+                    f"unknown operation `{op.name}`",
+                    did_you_mean(op.name, S.OPERATIONS)
+                    or "operations: " + ", ".join(f"`{o}`" for o in S.OPERATIONS),
+                )
+            )
 
     def _check_obligation(self, src: SourceFile, ex: ExprChecker, ob: A.Obligation) -> None:
         spec = S.OBLIGATIONS.get(ob.name)
         if spec is None:
-            self.diags.append(src.diag(
-                "E107", head_span(ob.span, ob.name), f"unknown obligation `{ob.name}`",
-                did_you_mean(ob.name, S.OBLIGATIONS)
-                or "obligations: " + ", ".join(f"`{o}`" for o in S.OBLIGATIONS),
-            ))
+            self.diags.append(
+                src.diag(
+                    "E107",
+                    head_span(ob.span, ob.name),
+                    f"unknown obligation `{ob.name}`",
+                    did_you_mean(ob.name, S.OBLIGATIONS)
+                    or "obligations: " + ", ".join(f"`{o}`" for o in S.OBLIGATIONS),
+                )
+            )
             for arg in ob.args:
                 ex.infer(arg, {})
             return
@@ -203,26 +246,37 @@ class _Checker:
         if not least <= len(ob.args) <= most:
             want = f"{least} to {most}" if least != most else str(most)
             plural = "" if most == 1 and least == most else "s"
-            self.diags.append(src.diag(
-                "E105", ob.span, f"`{ob.name}` takes {want} argument{plural}, "
-                f"got {len(ob.args)}", f"`{ob.name}`: {spec.doc}",
-            ))
+            self.diags.append(
+                src.diag(
+                    "E105",
+                    ob.span,
+                    f"`{ob.name}` takes {want} argument{plural}, got {len(ob.args)}",
+                    f"`{ob.name}`: {spec.doc}",
+                )
+            )
         for arg, want in zip(ob.args, spec.params, strict=False):
             ex.expect(arg, want, f"argument of `{ob.name}`")
-        for arg in ob.args[len(spec.params):]:
+        for arg in ob.args[len(spec.params) :]:
             ex.infer(arg, {})
         if ob.name == "downrank" and ob.args:
             value = self.folder.fold(ob.args[0])
-            if isinstance(value, A.Number) and not 0.0 < value.value <= 1.0 and not (
-                    _has_infinite_literal(ob.args[0])):  # a literal inf is reported as such
-                self.diags.append(src.diag(
-                    "E203", ob.args[0].span,
-                    f"`downrank` factor must be in (0, 1], got {_num(value.value)}",
-                    "e.g. `downrank(0.5)` halves its rank",
-                ))
+            if (
+                isinstance(value, A.Number)
+                and not 0.0 < value.value <= 1.0
+                and not (_has_infinite_literal(ob.args[0]))
+            ):  # a literal inf is reported as such
+                self.diags.append(
+                    src.diag(
+                        "E203",
+                        ob.args[0].span,
+                        f"`downrank` factor must be in (0, 1], got {_num(value.value)}",
+                        "e.g. `downrank(0.5)` halves its rank",
+                    )
+                )
 
-    def _check_range(self, src: SourceFile, expr: A.Expr, what: str,
-                     low: float, high: float | None) -> None:
+    def _check_range(
+        self, src: SourceFile, expr: A.Expr, what: str, low: float, high: float | None
+    ) -> None:
         """Range-check the literal (or const) values an expression can take."""
         if isinstance(expr, A.Cond):
             self._check_range(src, expr.then, what, low, high)
@@ -234,54 +288,83 @@ class _Checker:
         v = value.value
         if not math.isfinite(v):
             if not _has_infinite_literal(expr):  # a literal inf is reported as such
-                self.diags.append(src.diag(
-                    "E203", expr.span, f"{what} overflows: it evaluates to {_num(v)}",
-                    "numbers must be finite (at most about 1.8e308)"))
+                self.diags.append(
+                    src.diag(
+                        "E203",
+                        expr.span,
+                        f"{what} overflows: it evaluates to {_num(v)}",
+                        "numbers must be finite (at most about 1.8e308)",
+                    )
+                )
         elif v < low or (high is not None and v > high):
-            bounds = f"in [{_num(low)}, {_num(high)}]" if high is not None else (
-                f">= {_num(low)}")
-            self.diags.append(src.diag("E203", expr.span, f"{what} must be {bounds}, "
-                                       f"got {_num(v)}"))
+            bounds = f"in [{_num(low)}, {_num(high)}]" if high is not None else (f">= {_num(low)}")
+            self.diags.append(
+                src.diag("E203", expr.span, f"{what} must be {bounds}, got {_num(v)}")
+            )
 
-    def _check_constant(self, src: SourceFile, ex: ExprChecker, expr: A.Expr,
-                        what: str, integer: bool) -> None:
+    def _check_constant(
+        self, src: SourceFile, ex: ExprChecker, expr: A.Expr, what: str, integer: bool
+    ) -> None:
         t = ex.expect(expr, S.NUMBER, f"`{what}`")
         if not assignable(t, S.NUMBER) or t == S.ANY:
             return
         value = self.folder.fold(expr)
         kind = "integer" if integer else "number"
         if not isinstance(value, A.Number):
-            self.diags.append(src.diag(
-                "E202", expr.span, f"`{what}` must be a constant {kind}",
-                "use a number literal or a `const`",
-            ))
+            self.diags.append(
+                src.diag(
+                    "E202",
+                    expr.span,
+                    f"`{what}` must be a constant {kind}",
+                    "use a number literal or a `const`",
+                )
+            )
         elif not math.isfinite(value.value):
             if not _has_infinite_literal(expr):  # a literal inf is reported as such
-                self.diags.append(src.diag(
-                    "E203", expr.span, f"`{what}` overflows: it evaluates to "
-                    f"{_num(value.value)}", "numbers must be finite"))
+                self.diags.append(
+                    src.diag(
+                        "E203",
+                        expr.span,
+                        f"`{what}` overflows: it evaluates to {_num(value.value)}",
+                        "numbers must be finite",
+                    )
+                )
         elif integer and value.value != int(value.value):
-            self.diags.append(src.diag(
-                "E202", expr.span, f"`{what}` must be a constant integer, got {value.value}",
-            ))
+            self.diags.append(
+                src.diag(
+                    "E202",
+                    expr.span,
+                    f"`{what}` must be a constant integer, got {value.value}",
+                )
+            )
         elif integer and not INT32_MIN <= value.value <= INT32_MAX:
-            self.diags.append(src.diag(
-                "E203", expr.span, f"`{what}` must be in [{INT32_MIN}, {INT32_MAX}], "
-                f"got {_num(value.value)}",
-                "a priority is a 32-bit integer; only the order of priorities matters, "
-                "so smaller numbers say the same",
-            ))
+            self.diags.append(
+                src.diag(
+                    "E203",
+                    expr.span,
+                    f"`{what}` must be in [{INT32_MIN}, {INT32_MAX}], got {_num(value.value)}",
+                    "a priority is a 32-bit integer; only the order of priorities matters, "
+                    "so smaller numbers say the same",
+                )
+            )
         elif not integer and value.value <= 0:
-            self.diags.append(src.diag(
-                "E203", expr.span, f"`{what}` must be positive, got {_num(value.value)}",
-            ))
+            self.diags.append(
+                src.diag(
+                    "E203",
+                    expr.span,
+                    f"`{what}` must be positive, got {_num(value.value)}",
+                )
+            )
         elif not integer and value.value > MAX_WEIGHT:
-            self.diags.append(src.diag(
-                "E203", expr.span, f"`{what}` must be at most {_num(MAX_WEIGHT)}, "
-                f"got {_num(value.value)}",
-                "a weight is a rule's share of the compliance score; only the ratios of "
-                "weights matter",
-            ))
+            self.diags.append(
+                src.diag(
+                    "E203",
+                    expr.span,
+                    f"`{what}` must be at most {_num(MAX_WEIGHT)}, got {_num(value.value)}",
+                    "a weight is a rule's share of the compliance score; only the ratios of "
+                    "weights matter",
+                )
+            )
 
     # ------------------------------------------------------------------ tests
     def _check_test(self, loc: Located[A.Test]) -> None:
@@ -292,19 +375,24 @@ class _Checker:
         for stmt in test.stmts:
             if isinstance(stmt, A.GivenMemory):
                 if stmt.name in memories:
-                    self.diags.append(src.diag(
-                        "E109", sub_span(src, stmt.span, r"given\s+memory\s+", stmt.name),
-                        f"memory `{stmt.name}` is already given in test `{test.name}`",
-                    ))
+                    self.diags.append(
+                        src.diag(
+                            "E109",
+                            sub_span(src, stmt.span, r"given\s+memory\s+", stmt.name),
+                            f"memory `{stmt.name}` is already given in test `{test.name}`",
+                        )
+                    )
                     continue
                 memories[stmt.name] = stmt
         for stmt in test.stmts:
             if isinstance(stmt, A.GivenMemory):
-                self._check_fields(src, ex, test, stmt.fields, S.TEST_MEMORY_FIELDS,
-                                   "memory", memories)
+                self._check_fields(
+                    src, ex, test, stmt.fields, S.TEST_MEMORY_FIELDS, "memory", memories
+                )
             elif isinstance(stmt, A.GivenRequest):
-                self._check_fields(src, ex, test, stmt.fields, S.TEST_REQUEST_FIELDS,
-                                   "request", memories)
+                self._check_fields(
+                    src, ex, test, stmt.fields, S.TEST_REQUEST_FIELDS, "request", memories
+                )
             elif isinstance(stmt, A.GivenCalls):
                 ex.expect(stmt.count, S.NUMBER, "a call count")
                 self._check_count(src, stmt.count, "a call count", MAX_TEST_CALLS)
@@ -313,9 +401,16 @@ class _Checker:
             else:
                 self._check_expect(src, ex, test, stmt, memories)
 
-    def _check_fields(self, src: SourceFile, ex: ExprChecker, test: A.Test,
-                      fields: tuple[A.Field, ...], table: dict[str, str], what: str,
-                      memories: dict[str, A.GivenMemory]) -> None:
+    def _check_fields(
+        self,
+        src: SourceFile,
+        ex: ExprChecker,
+        test: A.Test,
+        fields: tuple[A.Field, ...],
+        table: dict[str, str],
+        what: str,
+        memories: dict[str, A.GivenMemory],
+    ) -> None:
         seen: set[str] = set()
         for f in fields:
             name_span = head_span(f.span, f.name)
@@ -324,11 +419,15 @@ class _Checker:
             seen.add(f.name)
             want = table.get(f.name)
             if want is None:
-                self.diags.append(src.diag(
-                    "E502", name_span, f"unknown {what} field `{f.name}`",
-                    did_you_mean(f.name, table)
-                    or "fields: " + ", ".join(f"`{n}`" for n in sorted(table)),
-                ))  # its value is not checked: a misspelt `depends` would cascade
+                self.diags.append(
+                    src.diag(
+                        "E502",
+                        name_span,
+                        f"unknown {what} field `{f.name}`",
+                        did_you_mean(f.name, table)
+                        or "fields: " + ", ".join(f"`{n}`" for n in sorted(table)),
+                    )
+                )  # its value is not checked: a misspelt `depends` would cascade
             elif f.name == "depends":
                 self._check_depends(src, test, f.value, memories)
             else:
@@ -347,45 +446,76 @@ class _Checker:
             return
         whole = math.isfinite(value.value) and value.value == int(value.value)
         if (not whole or not 0 <= value.value <= most) and (
-                math.isfinite(value.value) or not _has_infinite_literal(expr)):
-            self.diags.append(src.diag(
-                "E504", expr.span, f"{what} must be a whole number in [0, {most}], "
-                f"got {_num(value.value)}"))
+            math.isfinite(value.value) or not _has_infinite_literal(expr)
+        ):
+            self.diags.append(
+                src.diag(
+                    "E504",
+                    expr.span,
+                    f"{what} must be a whole number in [0, {most}], got {_num(value.value)}",
+                )
+            )
 
     def _check_creator_text(self, src: SourceFile, value: A.Str) -> None:
         kind, sep, ident = value.value.partition(":")
         if not sep or not ident or kind not in S.CREATOR_KINDS:
-            self.diags.append(src.diag(
-                "E504", value.span, f"`{value.value}` is not a creator",
-                "write `kind:id` with kind one of "
-                + ", ".join(f"`{k}`" for k in S.CREATOR_KINDS) + ", e.g. `tool:flight_api`",
-            ))
+            self.diags.append(
+                src.diag(
+                    "E504",
+                    value.span,
+                    f"`{value.value}` is not a creator",
+                    "write `kind:id` with kind one of "
+                    + ", ".join(f"`{k}`" for k in S.CREATOR_KINDS)
+                    + ", e.g. `tool:flight_api`",
+                )
+            )
 
-    def _check_depends(self, src: SourceFile, test: A.Test, value: A.Expr,
-                       memories: dict[str, A.GivenMemory]) -> None:
+    def _check_depends(
+        self, src: SourceFile, test: A.Test, value: A.Expr, memories: dict[str, A.GivenMemory]
+    ) -> None:
         if not isinstance(value, A.ListLit):
-            self.diags.append(src.diag(
-                "E201", value.span, "`depends` must be a list of memory names",
-                "e.g. `depends: [a, b]`",
-            ))
+            self.diags.append(
+                src.diag(
+                    "E201",
+                    value.span,
+                    "`depends` must be a list of memory names",
+                    "e.g. `depends: [a, b]`",
+                )
+            )
             return
         for item in value.items:
             if not isinstance(item, A.Name):
-                self.diags.append(src.diag(
-                    "E201", item.span, "`depends` lists memory names, e.g. `[a, b]`"
-                ))
+                self.diags.append(
+                    src.diag("E201", item.span, "`depends` lists memory names, e.g. `[a, b]`")
+                )
             elif item.id not in memories:
                 self._missing_memory(src, test, item.id, item.span, memories)
 
-    def _missing_memory(self, src: SourceFile, test: A.Test, name: str, span: A.Span,
-                        memories: dict[str, A.GivenMemory]) -> None:
-        self.diags.append(src.diag(
-            "E501", span, f"test `{test.name}` has no memory `{name}`",
-            did_you_mean(name, memories) or f"add `given memory {name} {{ ... }}`",
-        ))
+    def _missing_memory(
+        self,
+        src: SourceFile,
+        test: A.Test,
+        name: str,
+        span: A.Span,
+        memories: dict[str, A.GivenMemory],
+    ) -> None:
+        self.diags.append(
+            src.diag(
+                "E501",
+                span,
+                f"test `{test.name}` has no memory `{name}`",
+                did_you_mean(name, memories) or f"add `given memory {name} {{ ... }}`",
+            )
+        )
 
-    def _check_expect(self, src: SourceFile, ex: ExprChecker, test: A.Test,
-                      stmt: A.Expect, memories: dict[str, A.GivenMemory]) -> None:
+    def _check_expect(
+        self,
+        src: SourceFile,
+        ex: ExprChecker,
+        test: A.Test,
+        stmt: A.Expect,
+        memories: dict[str, A.GivenMemory],
+    ) -> None:
         self._check_op(src, stmt.op)
         for target in stmt.targets:
             if target.name not in memories:
@@ -394,14 +524,18 @@ class _Checker:
         span = _score_span(src, stmt.span)
         for bound in (low, high):
             if bound is not None and not 0.0 <= bound <= 1.0:
-                self.diags.append(src.diag(
-                    "E203", span, f"expected score {_num(bound)} is outside [0, 1]"
-                ))
+                self.diags.append(
+                    src.diag("E203", span, f"expected score {_num(bound)} is outside [0, 1]")
+                )
         if low is not None and high is not None and low > high:
-            self.diags.append(src.diag(
-                "E203", span, f"score range {_num(low)} .. {_num(high)} is empty",
-                f"write the lower bound first: `score {_num(high)} .. {_num(low)}`",
-            ))
+            self.diags.append(
+                src.diag(
+                    "E203",
+                    span,
+                    f"score range {_num(low)} .. {_num(high)} is empty",
+                    f"write the lower bound first: `score {_num(high)} .. {_num(low)}`",
+                )
+            )
         for ob in (*stmt.with_obligations, *stmt.without_obligations):
             self._check_obligation(src, ex, ob)
 
@@ -417,7 +551,8 @@ _INT_FIELDS = ("version", "contradictions", "confirmations", "access_count")
 
 def _infinite(value: A.Expr | None) -> bool:
     return isinstance(value, A.Number | A.Duration) and not math.isfinite(
-        value.value if isinstance(value, A.Number) else value.seconds)
+        value.value if isinstance(value, A.Number) else value.seconds
+    )
 
 
 def _magnitude(value: A.Expr | None) -> float:
@@ -431,7 +566,8 @@ def _has_infinite_literal(expr: A.Expr) -> bool:
     return any(
         (isinstance(n, A.Number) and not math.isfinite(n.value))
         or (isinstance(n, A.Duration) and not math.isfinite(n.seconds))
-        for n, _ in walk(expr))
+        for n, _ in walk(expr)
+    )
 
 
 def _num(v: float) -> str:

@@ -59,13 +59,15 @@ def _known(mem: Memory) -> Memory:
     return mem
 
 
-def rt_ancestors(s: LineageSnapshot, mem: Memory,
-                 depth: float | None = None) -> Sequence[MemoryFacts]:
+def rt_ancestors(
+    s: LineageSnapshot, mem: Memory, depth: float | None = None
+) -> Sequence[MemoryFacts]:
     return s.ancestors(_known(mem).id, None if depth is None else int(depth))
 
 
-def rt_descendants(s: LineageSnapshot, mem: Memory,
-                   depth: float | None = None) -> Sequence[MemoryFacts]:
+def rt_descendants(
+    s: LineageSnapshot, mem: Memory, depth: float | None = None
+) -> Sequence[MemoryFacts]:
     return s.descendants(_known(mem).id, None if depth is None else int(depth))
 
 
@@ -89,21 +91,25 @@ def rt_max(values: Iterable[SupportsRichComparisonT]) -> SupportsRichComparisonT
 
 # Any operands: a comparison the checker typed may still meet, say, a None at run time.
 _COMPARE: dict[str, Callable[[Any, Any], object]] = {
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-    "==": operator.eq, "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
 }
 
 
-def rt_timed(s: LineageSnapshot, now: float, kind: str, q: object, op: str,
-             c: object) -> object:
+def rt_timed(s: LineageSnapshot, now: float, kind: str, q: object, op: str, c: object) -> object:
     """`q op c` where `q` moves with time and `c` does not: tell the snapshot."""
     result = _COMPARE[op](q, c)
     s.note(kind, q, c, now)
     return result
 
 
-def rt_timed_right(s: LineageSnapshot, now: float, kind: str, c: object, op: str,
-                   q: object) -> object:
+def rt_timed_right(
+    s: LineageSnapshot, now: float, kind: str, c: object, op: str, q: object
+) -> object:
     """`c op q`: the same with the moving value on the right."""
     result = _COMPARE[op](c, q)
     s.note(kind, q, c, now)
@@ -192,8 +198,10 @@ class CodeGen:
         left = self.expr(e.left, scope)
         if e.op in ("in", "not in", "matches"):
             right_node = e.right
-            if isinstance(right_node, A.Name) and right_node.id in self.sources and (
-                right_node.id not in scope
+            if (
+                isinstance(right_node, A.Name)
+                and right_node.id in self.sources
+                and (right_node.id not in scope)
             ):
                 test = f"{self.source_var(right_node.id)}.match({left})"
             elif e.op == "matches":
@@ -312,8 +320,10 @@ class CodeGen:
         if isinstance(e, A.ListLit):
             return None if all(self.time_kind(i, scope) is None for i in e.items) else OPAQUE
         if isinstance(e, A.Quant):
-            over, body = self.time_kind(e.collection, scope), self.time_kind(e.body,
-                                                                              scope | {e.var})
+            over, body = (
+                self.time_kind(e.collection, scope),
+                self.time_kind(e.body, scope | {e.var}),
+            )
             if over is None and body in MOVING and e.kind in ("min", "max"):
                 return body  # the least / greatest of values that all move alike
             return None if over is None and body is None else OPAQUE

@@ -63,8 +63,9 @@ def test_command(paths: list[str], out: TextIO, verbose: bool = False, each: boo
     for build in _builds(paths, each):
         if build.compiled is None or build.env is None:
             broken = True
-            out.write(render_human([d for d in build.diagnostics if d.severity == "error"],
-                                   build.sources))
+            out.write(
+                render_human([d for d in build.diagnostics if d.severity == "error"], build.sources)
+            )
             continue
         for result in run_tests(build.compiled, build.env):
             if result.passed:
@@ -77,4 +78,3 @@ def test_command(paths: list[str], out: TextIO, verbose: bool = False, each: boo
                 out.write(f"{d.location}: FAIL {d.message}\n")
     out.write(f"{passed} passed, {failed} failed\n")
     return 1 if failed or broken else 0
-

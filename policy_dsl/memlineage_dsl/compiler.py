@@ -26,8 +26,10 @@ DEFAULT_WAIVE_PENALTY = 0.5
 Value = Callable[..., object]  # f(m, t, r, s, now)
 # The generated test of one operation: (m, t, r, s, now) -> (indexes of the policies
 # that fired, [(index, exception)] of those whose condition raised, or None).
-Test = Callable[[Memory, Memory, Request, LineageSnapshot, float],
-                tuple[list[int], list[tuple[int, Exception]] | None]]
+Test = Callable[
+    [Memory, Memory, Request, LineageSnapshot, float],
+    tuple[list[int], list[tuple[int, Exception]] | None],
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,11 +130,10 @@ def _compile_policy(gen: CodeGen, index: int, policy: A.Policy, path: str) -> Co
     obligations: list[CompiledObligation] = []
     for j, ob in enumerate(policy.effect.obligations if policy.effect else ()):
         args = tuple(_value(gen, a, f"_{tag}_o{j}_{k}") for k, a in enumerate(ob.args))
-        obligations.append(
-            CompiledObligation(ob.name, args, any(callable(a) for a in args))
-        )
+        obligations.append(CompiledObligation(ob.name, args, any(callable(a) for a in args)))
     score = (
-        DEFAULT_SCORE[effect] if policy.score is None
+        DEFAULT_SCORE[effect]
+        if policy.score is None
         else _number_value(gen, policy.score, f"_{tag}_score")
     )
     cost = 0.0 if policy.cost is None else _number_value(gen, policy.cost, f"_{tag}_cost")
@@ -154,15 +155,24 @@ def _compile_policy(gen: CodeGen, index: int, policy: A.Policy, path: str) -> Co
         attributes=_names_used(policy, gen.consts, A.Attr),
         time_exact=all(
             gen.time_kind(e) is None
-            for e in (policy.when, policy.score, policy.cost,
-                      *(a for ob in (policy.effect.obligations if policy.effect else ())
-                        for a in ob.args))
-            if e is not None),
+            for e in (
+                policy.when,
+                policy.score,
+                policy.cost,
+                *(
+                    a
+                    for ob in (policy.effect.obligations if policy.effect else ())
+                    for a in ob.args
+                ),
+            )
+            if e is not None
+        ),
     )
 
 
-def _names_used(policy: A.Policy, consts: dict[str, A.Expr],
-                kind: type[A.Call] | type[A.Attr]) -> frozenset[str]:
+def _names_used(
+    policy: A.Policy, consts: dict[str, A.Expr], kind: type[A.Call] | type[A.Attr]
+) -> frozenset[str]:
     """Every built-in called (kind Call) or attribute read (kind Attr) by a policy,
     through the constants it uses too: tells a server what it must load or compute."""
     found: set[str] = set()
@@ -202,7 +212,12 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
     uses = frozenset(f for p in policies for f in p.functions)
     reads = frozenset(a for p in policies for a in p.attributes)
     return OpPlan(
-        policies, test, Decision(ALLOW, 1.0, 0.0), tuple(p.static for p in policies), uses, reads,
+        policies,
+        test,
+        Decision(ALLOW, 1.0, 0.0),
+        tuple(p.static for p in policies),
+        uses,
+        reads,
         reusable=all(p.time_exact for p in policies),
     )
 
@@ -219,8 +234,7 @@ def compile_env(env: Env) -> CompiledPolicySet:
             if opt.name == "waive_penalty":
                 waive = _const_number(gen, opt.value, DEFAULT_WAIVE_PENALTY)
     compiled = tuple(
-        _compile_policy(gen, i, loc.node, loc.path)
-        for i, loc in enumerate(env.policies.values())
+        _compile_policy(gen, i, loc.node, loc.path) for i, loc in enumerate(env.policies.values())
     )
     plans: dict[str, OpPlan] = {}
     for op in OPERATIONS:

@@ -62,8 +62,9 @@ def decide(ps: CompiledPolicySet, req: Request, snap: LineageSnapshot) -> Decisi
     plan = ps.plans.get(req.op)
     if plan is None:
         msg = f"unknown operation `{req.op}`"
-        return Decision(DENY, 0.0, 0.0, reasons=(Reason("<engine>", DENY, msg, 0, ERROR),),
-                        errors=(msg,))
+        return Decision(
+            DENY, 0.0, 0.0, reasons=(Reason("<engine>", DENY, msg, 0, ERROR),), errors=(msg,)
+        )
     try:
         if req.op == "act":
             return _decide_act(ps, plan, req, snap)
@@ -71,8 +72,9 @@ def decide(ps: CompiledPolicySet, req: Request, snap: LineageSnapshot) -> Decisi
         return _decide_one(ps, plan, req.memory, target, req, snap)
     except Exception as exc:  # defensive: the engine itself must stay total
         msg = f"engine error: {type(exc).__name__}: {exc}"
-        return Decision(DENY, 0.0, 0.0, reasons=(Reason("<engine>", DENY, msg, 0, ERROR),),
-                        errors=(msg,))
+        return Decision(
+            DENY, 0.0, 0.0, reasons=(Reason("<engine>", DENY, msg, 0, ERROR),), errors=(msg,)
+        )
 
 
 def _decide_one(
@@ -85,7 +87,8 @@ def _decide_one(
         static = plan.static
         if all(static[k] for k in fired):
             key: tuple[object, ...] = (
-                (*fired, r.budget) if ps.strategy == "cost_aware" else tuple(fired))
+                (*fired, r.budget) if ps.strategy == "cost_aware" else tuple(fired)
+            )
             hit = plan.cache.get(key)
             if hit is None:
                 hit = _resolve(ps, plan, fired, (), m, t, r, s)
@@ -96,8 +99,12 @@ def _decide_one(
         # a function of which rules fired and of those computed values.
         values = _dynamic_values(plan, fired, m, t, r, s)
         if values is not None:
-            key = ("dynamic", tuple(fired), values,
-                   r.budget if ps.strategy == "cost_aware" else None)
+            key = (
+                "dynamic",
+                tuple(fired),
+                values,
+                r.budget if ps.strategy == "cost_aware" else None,
+            )
             hit = plan.cache.get(key)
             if hit is None:
                 hit = _resolve(ps, plan, fired, (), m, t, r, s)
@@ -110,8 +117,9 @@ def _decide_one(
 _CACHEABLE = (str, int, float, bool, type(None))
 
 
-def _dynamic_values(plan: OpPlan, fired: list[int], m: Memory, t: Memory, r: Request,
-                    s: LineageSnapshot) -> tuple[object, ...] | None:
+def _dynamic_values(
+    plan: OpPlan, fired: list[int], m: Memory, t: Memory, r: Request, s: LineageSnapshot
+) -> tuple[object, ...] | None:
     """The computed parts of the fired non-static rules, each with its type, in plan
     order; None when one fails or is not a plain value (left to `_resolve`)."""
     now = r.time
@@ -184,15 +192,15 @@ def _arg(value: object) -> object:
     return value
 
 
-def _outcome(p: CompiledPolicy, m: Memory, t: Memory, r: Request,
-             s: LineageSnapshot) -> _Outcome:
+def _outcome(p: CompiledPolicy, m: Memory, t: Memory, r: Request, s: LineageSnapshot) -> _Outcome:
     now = r.time
     score = p.score(m, t, r, s, now) if callable(p.score) else p.score
     cost = p.cost(m, t, r, s, now) if callable(p.cost) else p.cost
     obligations = tuple(
         ObligationOut(
             o.kind,
-            tuple(_arg(a(m, t, r, s, now)) if callable(a) else a for a in o.args) if o.dynamic
+            tuple(_arg(a(m, t, r, s, now)) if callable(a) else a for a in o.args)
+            if o.dynamic
             else o.args,
             p.name,
         )
@@ -214,8 +222,16 @@ def _failed(p: CompiledPolicy, exc: BaseException) -> _Outcome:
     return _Outcome(p, DENY, 0.0, 0.0, (), ERROR, msg)
 
 
-def _resolve(ps: CompiledPolicySet, plan: OpPlan, fired: list[int], bad: Failed, m: Memory,
-             t: Memory, r: Request, s: LineageSnapshot) -> Decision:
+def _resolve(
+    ps: CompiledPolicySet,
+    plan: OpPlan,
+    fired: list[int],
+    bad: Failed,
+    m: Memory,
+    t: Memory,
+    r: Request,
+    s: LineageSnapshot,
+) -> Decision:
     skipped: set[int] = set()
     by_index: dict[int, _Outcome] = {}
     for k, exc in bad:
@@ -260,8 +276,9 @@ def _resolve(ps: CompiledPolicySet, plan: OpPlan, fired: list[int], bad: Failed,
         Reason(o.policy.name, o.effect, o.message, o.policy.priority, o.status) for o in outcomes
     )
     errors = tuple(o.message for o in outcomes if o.status == ERROR)
-    return Decision(effect, compliance, 0.0 if effect == DENY else cost, obligations, reasons,
-                    errors)
+    return Decision(
+        effect, compliance, 0.0 if effect == DENY else cost, obligations, reasons, errors
+    )
 
 
 def _apply_budget(outcomes: list[_Outcome], budget: float, penalty: float) -> None:
@@ -280,8 +297,9 @@ def _apply_budget(outcomes: list[_Outcome], budget: float, penalty: float) -> No
             o.score *= 1.0 - penalty
 
 
-def _compliance(plan: OpPlan, by_index: dict[int, _Outcome], skipped: set[int],
-                effect: str) -> float:
+def _compliance(
+    plan: OpPlan, by_index: dict[int, _Outcome], skipped: set[int], effect: str
+) -> float:
     total_w = 0.0
     total = 0.0
     deny_cap = 1.0

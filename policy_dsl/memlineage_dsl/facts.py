@@ -118,9 +118,7 @@ class Request:
     memories: tuple[Memory, ...] = ()
 
 
-def _walk(
-    start: str, edges: dict[str, tuple[str, ...]], depth: int | None
-) -> list[str]:
+def _walk(start: str, edges: dict[str, tuple[str, ...]], depth: int | None) -> list[str]:
     """Breadth-first ids reachable from `start` (excluded), up to `depth` hops."""
     seen: dict[str, None] = {}
     frontier = [start]

@@ -74,15 +74,21 @@ class Folder:
             left, right = self.fold(expr.left, bound), self.fold(expr.right, bound)
             return _fold_binary(expr, left, right)
         if isinstance(expr, A.Attr):
-            return A.Attr(self.fold(expr.obj, bound), expr.name, span=expr.span,
-                          name_span=expr.name_span)
+            return A.Attr(
+                self.fold(expr.obj, bound), expr.name, span=expr.span, name_span=expr.name_span
+            )
         if isinstance(expr, A.Call):
             args = tuple(self.fold(a, bound) for a in expr.args)
             return A.Call(expr.func, args, span=expr.span, func_span=expr.func_span)
         if isinstance(expr, A.Quant):
             inner_bound = bound | {expr.var}
-            return A.Quant(expr.kind, expr.var, self.fold(expr.collection, bound),
-                           self.fold(expr.body, inner_bound), span=expr.span)
+            return A.Quant(
+                expr.kind,
+                expr.var,
+                self.fold(expr.collection, bound),
+                self.fold(expr.body, inner_bound),
+                span=expr.span,
+            )
         if isinstance(expr, A.ListLit):
             return A.ListLit(tuple(self.fold(i, bound) for i in expr.items), span=expr.span)
         if isinstance(expr, A.Cond):
@@ -102,8 +108,11 @@ def _fold_binary(expr: A.Binary, left: A.Expr, right: A.Expr) -> A.Expr:
         if op == "and":
             return right if left.value else A.Bool(False, span=span)
         return A.Bool(True, span=span) if left.value else right
-    if (op in _ARITH and isinstance(left, A.Number | A.Duration)
-            and isinstance(right, A.Number | A.Duration)):  # no other literal is arithmetic
+    if (
+        op in _ARITH
+        and isinstance(left, A.Number | A.Duration)
+        and isinstance(right, A.Number | A.Duration)
+    ):  # no other literal is arithmetic
         lv = left.value if isinstance(left, A.Number) else left.seconds
         rv = right.value if isinstance(right, A.Number) else right.seconds
         both_num = isinstance(left, A.Number) and isinstance(right, A.Number)

@@ -67,9 +67,7 @@ def format_duration(seconds: float) -> str:
 
 
 def quote(value: str) -> str:
-    body = (
-        value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-    )
+    body = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
     return f'"{body}"'
 
 
@@ -307,8 +305,9 @@ def _attach(items: tuple[A.Item, ...], layouts: list[_Layout], text: str) -> _No
     lines = text.split("\n")
     notes = _Notes(blank=frozenset(n for n, s in enumerate(lines, 1) if not s.strip()))
     for c in scan_comments(text):
-        i = next((k for k, it in enumerate(items) if it.span.line <= c.line <= it.span.end_line),
-                 None)
+        i = next(
+            (k for k, it in enumerate(items) if it.span.line <= c.line <= it.span.end_line), None
+        )
         if i is None:
             nxt = next((k for k, it in enumerate(items) if it.span.line > c.line), None)
             if nxt is None:

@@ -34,8 +34,14 @@ MOVING = (LIN, REL, VAL)  # a comparison against a fixed value can be tracked
 MARGIN = 1e-3  # seconds: a crossing is never trusted to the last float bit
 
 
-def crossing(kind: str, q: object, c: object, now: float, half_life_min: float,
-             value_decay: tuple[float, float] | None) -> float:
+def crossing(
+    kind: str,
+    q: object,
+    c: object,
+    now: float,
+    half_life_min: float,
+    value_decay: tuple[float, float] | None,
+) -> float:
     """The earliest instant at which `q OP c` may change truth value, for any OP,
     given that `q` is of `kind` and `c` does not move (math.inf: never).
 

@@ -89,8 +89,11 @@ def _count_operands(e: A.Expr, op: str, stop: int) -> int:
 
 def is_long_chain(e: A.Expr) -> bool:
     """Whether `e` is a chain the parser holds balanced (more than CHAIN_FLAT operands)."""
-    return (isinstance(e, A.Binary) and e.op in CHAIN_OPS
-            and _count_operands(e, e.op, CHAIN_FLAT + 1) > CHAIN_FLAT)
+    return (
+        isinstance(e, A.Binary)
+        and e.op in CHAIN_OPS
+        and _count_operands(e, e.op, CHAIN_FLAT + 1) > CHAIN_FLAT
+    )
 
 
 def balance(e: A.Expr) -> A.Expr:
@@ -114,8 +117,9 @@ def _build(op: str, items: list[A.Expr]) -> A.Expr:
     return A.Binary(op, left, right, span=A.Span.join(left.span, right.span))
 
 
-def too_deep(e: A.Expr, limit: int = MAX_DEPTH,
-             const_depth: Callable[[str], int] | None = None) -> A.Expr | None:
+def too_deep(
+    e: A.Expr, limit: int = MAX_DEPTH, const_depth: Callable[[str], int] | None = None
+) -> A.Expr | None:
     """The first node (source order) at which `e` nests deeper than `limit`, or None.
 
     With `const_depth`, a name of a const counts as the const's own (inlined)
@@ -180,8 +184,7 @@ class ConstDepths:
                     continue
                 stack.pop()
                 state[name] = 2
-                depth[name] = max(
-                    [own[name], *(lvl + depth.get(d, 0) for d, lvl in deps)])
+                depth[name] = max([own[name], *(lvl + depth.get(d, 0) for d, lvl in deps)])
         return ConstDepths(depth)
 
 

@@ -97,8 +97,7 @@ class _Loader:
 
     def _load_tree(self, root: str) -> None:
         # ("enter", path, the include naming it) / ("leave", path, None)
-        todo: list[tuple[str, str, tuple[SourceFile, A.Include] | None]] = [
-            ("enter", root, None)]
+        todo: list[tuple[str, str, tuple[SourceFile, A.Include] | None]] = [("enter", root, None)]
         chain: list[str] = []  # the files being loaded, outermost first
         on_chain: set[str] = set()
         while todo:
@@ -109,9 +108,12 @@ class _Loader:
                 continue
             if path in on_chain and at is not None:  # a root is never on the chain
                 including, inc = at
-                cycle = " -> ".join([*chain[chain.index(path):], path])
-                self.out.diagnostics.append(including.diag(
-                    "E005", inc.span, f"include cycle: {cycle}", "remove one of the includes"))
+                cycle = " -> ".join([*chain[chain.index(path) :], path])
+                self.out.diagnostics.append(
+                    including.diag(
+                        "E005", inc.span, f"include cycle: {cycle}", "remove one of the includes"
+                    )
+                )
                 continue
             if path in self.done:
                 continue
@@ -127,20 +129,32 @@ class _Loader:
                 target = _norm(os.path.join(os.path.dirname(path), item.path))
                 todo.append(("enter", target, (src, item)))
 
-    def _parse(self, path: str, at: tuple[SourceFile, A.Include] | None
-               ) -> tuple[A.Module | None, SourceFile | None]:
+    def _parse(
+        self, path: str, at: tuple[SourceFile, A.Include] | None
+    ) -> tuple[A.Module | None, SourceFile | None]:
         text = self.read(path)
         if text is None:
             if at is None:
                 self.out.diagnostics.append(
-                    Diagnostic("E006", Severity.ERROR, f"cannot read `{path}`", path,
-                               A.Span(1, 1, 1, 1), "", "check the path and that it is UTF-8")
+                    Diagnostic(
+                        "E006",
+                        Severity.ERROR,
+                        f"cannot read `{path}`",
+                        path,
+                        A.Span(1, 1, 1, 1),
+                        "",
+                        "check the path and that it is UTF-8",
+                    )
                 )
             else:
                 src, inc = at
                 self.out.diagnostics.append(
-                    src.diag("E004", inc.span, f"included file `{inc.path}` not found",
-                             f"looked for `{path}`")
+                    src.diag(
+                        "E004",
+                        inc.span,
+                        f"included file `{inc.path}` not found",
+                        f"looked for `{path}`",
+                    )
                 )
             return None, None
         src = SourceFile(path, text)

@@ -80,9 +80,7 @@ def _tok_span(tok: Token) -> A.Span:
 def unquote(tok: str) -> str:
     """Decode a STRING token: JSON-like escapes `\\"`, `\\\\`, `\\n`, `\\t`."""
     body = tok[1:-1]
-    return re.sub(
-        r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body
-    )
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), body)
 
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
@@ -140,7 +138,8 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
         children = tree.children if new_children is None else new_children
         same = _CHAIN_RULES.get(str(tree.data))
         children = [
-            c if not isinstance(c, A.Binary) or c.op not in CHAIN_OPS or c.op == same
+            c
+            if not isinstance(c, A.Binary) or c.op not in CHAIN_OPS or c.op == same
             else balance(c)
             for c in children
         ]
@@ -249,7 +248,8 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
 
     def sources_def(self, meta: Meta, ch: MaybeTokens) -> A.Sources:
         return A.Sources(
-            str(ch[0]), tuple(unquote(str(t)) for t in ch[1:] if t is not None),
+            str(ch[0]),
+            tuple(unquote(str(t)) for t in ch[1:] if t is not None),
             span=_span_of(meta),
         )
 
@@ -300,7 +300,9 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
             if kind in slots:
                 what = "effect (allow/deny/degrade)" if kind == "effect" else f"`{kind}` clause"
                 raise _SyntaxIssue(
-                    "E303", span, f"duplicate {what} in policy `{name_tok}`",
+                    "E303",
+                    span,
+                    f"duplicate {what} in policy `{name_tok}`",
                     "a policy has one effect; split it into two policies"
                     if kind == "effect"
                     else f"a policy has at most one `{kind}`; combine them with `and` or `,`",
@@ -398,11 +400,13 @@ def _error_to_diag(
     if isinstance(err, UnexpectedCharacters):
         ch = src.line(line)[col - 1 : col] or "?"
         span = A.Span(line, col, line, col + 1)
-        help_ = "strings use double quotes" if ch == "'" else _expected_help(
-            set(err.allowed or ()), None
+        help_ = (
+            "strings use double quotes"
+            if ch == "'"
+            else _expected_help(set(err.allowed or ()), None)
         )
         if ch == '"':
-            return src.diag("E001", span, "unterminated string", "close the string with `\"`")
+            return src.diag("E001", span, "unterminated string", 'close the string with `"`')
         return src.diag("E002", span, f"unexpected character `{ch}`", help_)
     token_type = getattr(getattr(err, "token", None), "type", None)
     if isinstance(err, UnexpectedEOF) or token_type == "$END":
@@ -411,12 +415,14 @@ def _error_to_diag(
         end_col = len(parsed[-1]) + 1
         span = A.Span(last, end_col, last, end_col)
         expected = set(getattr(err, "expected", ()) or ())
-        help_ = "is a closing `}` missing?" if "RBRACE" in expected else _expected_help(
-            expected, None
+        help_ = (
+            "is a closing `}` missing?" if "RBRACE" in expected else _expected_help(expected, None)
         )
         if chunked:
-            what = "missing `}` before the next item" if "RBRACE" in expected else (
-                "unexpected end of item"
+            what = (
+                "missing `}` before the next item"
+                if "RBRACE" in expected
+                else ("unexpected end of item")
             )
             return src.diag("E003", span, what, help_)
         return src.diag("E003", span, "unexpected end of file", help_)
@@ -473,10 +479,11 @@ def _too_deep(src: SourceFile, items: list[Any]) -> Diagnostic | None:
         for expr in item_exprs(item):
             node = too_deep(expr)
             if node is not None:
-                at = A.Span(node.span.line, node.span.column, node.span.line,
-                            node.span.column + 1)
+                at = A.Span(node.span.line, node.span.column, node.span.line, node.span.column + 1)
                 return src.diag(
-                    "E007", at, f"expression nested too deeply: more than {MAX_DEPTH} levels",
+                    "E007",
+                    at,
+                    f"expression nested too deeply: more than {MAX_DEPTH} levels",
                     "each operator, call, quantifier, `not`, `if` or `-` inside another is one "
                     "level (parentheses alone, and chains of `and`, `or` or `+` of any length, "
                     "are not); simplify the expression",

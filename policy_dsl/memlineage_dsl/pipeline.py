@@ -55,11 +55,16 @@ def inlined_depth(env: Env) -> list[Diagnostic]:
                 continue  # too deep on its own (the parser said so) or through a deeper const
             src = env.files[loc.path]
             at = Span(node.span.line, node.span.column, node.span.end_line, node.span.end_column)
-            out.append(src.diag(
-                "E007", at, f"const `{node.id}` nests this expression more than {MAX_DEPTH} "
-                "levels deep: a const is inlined where it is used",
-                f"`{node.id}` alone is {depths(node.id)} levels deep; shorten the chain of "
-                "consts that use each other"))
+            out.append(
+                src.diag(
+                    "E007",
+                    at,
+                    f"const `{node.id}` nests this expression more than {MAX_DEPTH} "
+                    "levels deep: a const is inlined where it is used",
+                    f"`{node.id}` alone is {depths(node.id)} levels deep; shorten the chain of "
+                    "consts that use each other",
+                )
+            )
             break
     return out
 
@@ -80,9 +85,18 @@ def build(loaded: LoadedSet) -> Build:
     except Exception as exc:  # the checker should have caught it: report, never half-load
         first = next(iter(loaded.sources.values()), None)
         path = first.path if first else "<policies>"
-        out.diagnostics = sort_diagnostics([*diags, Diagnostic(
-            "E601", Severity.ERROR, f"policy set failed to compile: {exc}", path,
-            Span(1, 1, 1, 1))])
+        out.diagnostics = sort_diagnostics(
+            [
+                *diags,
+                Diagnostic(
+                    "E601",
+                    Severity.ERROR,
+                    f"policy set failed to compile: {exc}",
+                    path,
+                    Span(1, 1, 1, 1),
+                ),
+            ]
+        )
     return out
 
 

@@ -50,16 +50,17 @@ def _float(v: object) -> float:
     """`float(v)` of a value a test gives (the checker has typed it a number)."""
     if isinstance(v, str | bytes | SupportsFloat | SupportsIndex):
         return float(v)
-    raise TypeError(f"float() argument must be a string or a real number, not "
-                    f"'{type(v).__name__}'")
+    raise TypeError(f"float() argument must be a string or a real number, not '{type(v).__name__}'")
 
 
 def _int(v: object) -> int:
     """`int(v)` of a value a test gives (the checker has typed it a number)."""
     if isinstance(v, str | bytes | SupportsInt | SupportsIndex):
         return int(v)
-    raise TypeError(f"int() argument must be a string, a bytes-like object or a real "
-                    f"number, not '{type(v).__name__}'")
+    raise TypeError(
+        f"int() argument must be a string, a bytes-like object or a real "
+        f"number, not '{type(v).__name__}'"
+    )
 
 
 class _Setup(Exception):
@@ -71,9 +72,8 @@ class _Setup(Exception):
 def _describe(d: Decision) -> str:
     fired = "; ".join(f"{r.policy} [{r.status}] {r.effect}: {r.message}" for r in d.reasons)
     obligations = ", ".join(str(o) for o in d.obligations) or "none"
-    return (
-        f"got {d.effect} (score {d.compliance_score:.3f}, obligations: {obligations})"
-        + (f"; rules: {fired}" if fired else "; no rule fired")
+    return f"got {d.effect} (score {d.compliance_score:.3f}, obligations: {obligations})" + (
+        f"; rules: {fired}" if fired else "; no rule fired"
     )
 
 
@@ -129,8 +129,10 @@ class _TestRun:
                 at = TEST_NOW if stmt.at is None else _float(self.value(stmt.at))
                 count = self.value(stmt.count)
                 if not (isinstance(count, int | float) and 0 <= count <= MAX_TEST_CALLS):
-                    raise _Setup(stmt.count.span, f"a call count must be in [0, "
-                                 f"{MAX_TEST_CALLS}], got {count!r}")
+                    raise _Setup(
+                        stmt.count.span,
+                        f"a call count must be in [0, {MAX_TEST_CALLS}], got {count!r}",
+                    )
                 self.calls.extend([(stmt.source, at)] * _int(count))
 
     def _target_for(self, op: str, m: Memory) -> Memory:
@@ -139,7 +141,9 @@ class _TestRun:
             return m
         for other in self.memories.values():
             if (
-                other is not m and other.known and other.status == "active"
+                other is not m
+                and other.known
+                and other.status == "active"
                 and (other.subject, other.attribute) == (m.subject, m.attribute)
             ):
                 return other
@@ -200,12 +204,16 @@ def run_test(ps: CompiledPolicySet, env: Env, test: A.Test, path: str) -> TestRe
     try:
         run.setup()
     except _Setup as exc:
-        result.failures.append(src.diag("E504", exc.span, f"test \"{test.name}\": {exc}"))
+        result.failures.append(src.diag("E504", exc.span, f'test "{test.name}": {exc}'))
         return result
     except Exception as exc:  # a value the checker let through (e.g. a huge `version`)
-        result.failures.append(src.diag(
-            "E504", test.span, f"test \"{test.name}\": cannot set up the test: "
-            f"{type(exc).__name__}: {exc}"))
+        result.failures.append(
+            src.diag(
+                "E504",
+                test.span,
+                f'test "{test.name}": cannot set up the test: {type(exc).__name__}: {exc}',
+            )
+        )
         return result
     for stmt in test.stmts:
         if not isinstance(stmt, A.Expect):
@@ -214,16 +222,20 @@ def run_test(ps: CompiledPolicySet, env: Env, test: A.Test, path: str) -> TestRe
         try:
             problem = run.check(stmt)
         except _Setup as exc:
-            result.failures.append(src.diag("E504", exc.span, f"test \"{test.name}\": {exc}"))
+            result.failures.append(src.diag("E504", exc.span, f'test "{test.name}": {exc}'))
             continue
         except Exception as exc:  # never a traceback from `memlineage test`
-            result.failures.append(src.diag(
-                "E504", stmt.span, f"test \"{test.name}\": cannot run this expectation: "
-                f"{type(exc).__name__}: {exc}"))
+            result.failures.append(
+                src.diag(
+                    "E504",
+                    stmt.span,
+                    f'test "{test.name}": cannot run this expectation: {type(exc).__name__}: {exc}',
+                )
+            )
             continue
         if problem:
             result.failures.append(
-                src.diag("E503", stmt.span, f"test \"{test.name}\" failed: {problem}")
+                src.diag("E503", stmt.span, f'test "{test.name}" failed: {problem}')
             )
     return result
 

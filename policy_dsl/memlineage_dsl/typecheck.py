@@ -80,19 +80,20 @@ class ExprChecker:
     def error(self, code: str, span: A.Span, message: str, help: str | None = None) -> None:
         self.diags.append(self.src.diag(code, span, message, help))
 
-    def expect(self, expr: A.Expr, want: str, what: str,
-               vars: dict[str, str] | None = None) -> str:
+    def expect(self, expr: A.Expr, want: str, what: str, vars: dict[str, str] | None = None) -> str:
         """Infer `expr` and report E201 unless it has type `want`."""
         got = self.infer(expr, vars or {})
         if not assignable(got, want):
-            self.error("E201", expr.span, f"{what} must be `{want}`, got `{got}`",
-                       _hint(want, got, expr))
+            self.error(
+                "E201", expr.span, f"{what} must be `{want}`, got `{got}`", _hint(want, got, expr)
+            )
         return got
 
     # ------------------------------------------------------------------ infer
     def infer(self, expr: A.Expr, vars: dict[str, str]) -> str:
         method: Callable[[A.Expr, dict[str, str]], str] = getattr(
-            self, f"_{type(expr).__name__.lower()}")
+            self, f"_{type(expr).__name__.lower()}"
+        )
         return method(expr, vars)
 
     def _number(self, e: A.Number, vars: dict[str, str]) -> str:
@@ -125,8 +126,12 @@ class ExprChecker:
             hint = did_you_mean(e.id, self.names.sources) or did_you_mean(
                 e.id, self.names.visible(vars)
             )
-            self.error("E104", e.span, f"unknown source list `{e.id}`",
-                       hint or "define it with `sources NAME = [\"tool:*\"]`")
+            self.error(
+                "E104",
+                e.span,
+                f"unknown source list `{e.id}`",
+                hint or 'define it with `sources NAME = ["tool:*"]`',
+            )
             return S.ANY
         hint = did_you_mean(e.id, self.names.visible(vars))
         if e.id in S.EFFECTS:
@@ -142,13 +147,21 @@ class ExprChecker:
             return S.ANY
         table = S.ATTRS_BY_TYPE.get(obj)
         if table is None:
-            self.error("E102", e.name_span, f"`{obj}` has no attribute `{e.name}`",
-                       "only memories, creators and the request have attributes")
+            self.error(
+                "E102",
+                e.name_span,
+                f"`{obj}` has no attribute `{e.name}`",
+                "only memories, creators and the request have attributes",
+            )
             return S.ANY
         spec = table.get(e.name)
         if spec is None:
-            self.error("E102", e.name_span, f"unknown attribute `{e.name}` on `{obj}`",
-                       did_you_mean(e.name, table))
+            self.error(
+                "E102",
+                e.name_span,
+                f"unknown attribute `{e.name}` on `{obj}`",
+                did_you_mean(e.name, table),
+            )
             return S.ANY
         return spec.type
 
@@ -166,37 +179,50 @@ class ExprChecker:
         if not least <= len(args) <= most:
             want = f"{least} to {most}" if least != most else str(most)
             plural = "" if most == 1 and least == most else "s"
-            self.error("E105", e.span,
-                       f"`{e.func}` takes {want} argument{plural}, got {len(args)}",
-                       f"`{e.func}`: {spec.doc}")
+            self.error(
+                "E105",
+                e.span,
+                f"`{e.func}` takes {want} argument{plural}, got {len(args)}",
+                f"`{e.func}`: {spec.doc}",
+            )
             return spec.returns
         for arg, got, want in zip(e.args, args, spec.params, strict=False):
             if want == S.ANY:  # `len`: any list or string
                 if not (is_list(got) or got in (S.STRING, S.ANY)):
-                    self.error("E201", arg.span,
-                               f"`{e.func}` needs a list or a string, got `{got}`")
+                    self.error(
+                        "E201", arg.span, f"`{e.func}` needs a list or a string, got `{got}`"
+                    )
             elif not assignable(got, want):
-                self.error("E201", arg.span,
-                           f"argument of `{e.func}` must be `{want}`, got `{got}`",
-                           _hint(want, got, arg))
+                self.error(
+                    "E201",
+                    arg.span,
+                    f"argument of `{e.func}` must be `{want}`, got `{got}`",
+                    _hint(want, got, arg),
+                )
         return spec.returns
 
     def _quant(self, e: A.Quant, vars: dict[str, str]) -> str:
         coll = self.infer(e.collection, vars)
         if coll != S.ANY and not is_list(coll):
-            self.error("E201", e.collection.span,
-                       f"`{e.kind}` needs a list to range over, got `{coll}`",
-                       "e.g. `ancestors(memory)` or `memory.tags`")
+            self.error(
+                "E201",
+                e.collection.span,
+                f"`{e.kind}` needs a list to range over, got `{coll}`",
+                "e.g. `ancestors(memory)` or `memory.tags`",
+            )
         body = self.infer(e.body, {**vars, e.var: elem(coll)})
         if e.kind in ("any", "all", "count"):
             if not assignable(body, S.BOOL):
-                self.error("E201", e.body.span,
-                           f"the body of `{e.kind}` must be `bool`, got `{body}`")
+                self.error(
+                    "E201", e.body.span, f"the body of `{e.kind}` must be `bool`, got `{body}`"
+                )
             return S.NUMBER if e.kind == "count" else S.BOOL
         if body not in (*_AGGREGABLE, S.ANY):
-            self.error("E201", e.body.span,
-                       f"the body of `{e.kind}` must be a number, duration or time, "
-                       f"got `{body}`")
+            self.error(
+                "E201",
+                e.body.span,
+                f"the body of `{e.kind}` must be a number, duration or time, got `{body}`",
+            )
             return S.ANY
         return body
 
@@ -207,8 +233,7 @@ class ExprChecker:
             if first == S.ANY:
                 first = t
             elif not compatible(first, t):
-                self.error("E201", item.span,
-                           f"list items must have one type: `{first}` and `{t}`")
+                self.error("E201", item.span, f"list items must have one type: `{first}` and `{t}`")
         return list_of(first)
 
     def _unary(self, e: A.Unary, vars: dict[str, str]) -> str:
@@ -228,8 +253,7 @@ class ExprChecker:
             self.error("E201", e.test.span, f"the `if` condition must be `bool`, got `{test}`")
         a, b = self.infer(e.then, vars), self.infer(e.otherwise, vars)
         if not compatible(a, b):
-            self.error("E201", e.span,
-                       f"`if` branches have different types: `{a}` and `{b}`")
+            self.error("E201", e.span, f"`if` branches have different types: `{a}` and `{b}`")
             return S.ANY
         return b if a == S.ANY else a
 
@@ -268,9 +292,13 @@ class ExprChecker:
                 right in (S.STRING, S.SOURCES) or compatible(right, S.LIST_STRING)
             )
             if not ok:
-                self.error("E201", e.span, f"cannot match `{left}` against `{right}`",
-                           "`matches` takes a string and a glob or a source list, "
-                           "e.g. `memory.creator.id matches \"tool:*\"`")
+                self.error(
+                    "E201",
+                    e.span,
+                    f"cannot match `{left}` against `{right}`",
+                    "`matches` takes a string and a glob or a source list, "
+                    'e.g. `memory.creator.id matches "tool:*"`',
+                )
             return S.BOOL
         return self._arith(e, left, right)
 
@@ -282,9 +310,12 @@ class ExprChecker:
         else:
             ok = False
         if not ok:
-            self.error("E201", e.span, f"cannot test `{left}` {e.op} `{right}`",
-                       "`in` takes a value and a list of such values, a source list or "
-                       "a string")
+            self.error(
+                "E201",
+                e.span,
+                f"cannot test `{left}` {e.op} `{right}`",
+                "`in` takes a value and a list of such values, a source list or a string",
+            )
 
     def _arith(self, e: A.Binary, left: str, right: str) -> str:
         if S.ANY in (left, right):
@@ -292,14 +323,19 @@ class ExprChecker:
             return known if e.op in ("+", "-") and known != S.TIME else S.ANY
         result = _ARITH_RULES.get((left, e.op, right))
         if result is None:
-            self.error("E201", e.span, f"cannot apply `{e.op}` to `{left}` and `{right}`",
-                       _arith_hint(left, e.op, right))
+            self.error(
+                "E201",
+                e.span,
+                f"cannot apply `{e.op}` to `{left}` and `{right}`",
+                _arith_hint(left, e.op, right),
+            )
             return S.ANY
         return result
 
     def _mismatch(self, e: A.Binary, left: str, right: str) -> None:
-        self.error("E201", e.span, f"cannot compare `{left}` with `{right}`",
-                   _compare_hint(left, right, e))
+        self.error(
+            "E201", e.span, f"cannot compare `{left}` with `{right}`", _compare_hint(left, right, e)
+        )
 
 
 _N, _D, _T = S.NUMBER, S.DURATION, S.TIME
@@ -323,8 +359,10 @@ def _compare_hint(left: str, right: str, e: A.Binary) -> str | None:
     if {left, right} == {S.DURATION, S.NUMBER}:
         return "write the number with a unit, e.g. `5m`"
     if {left, right} == {S.DURATION, S.TIME}:
-        return ("compare a duration with a duration (`age(memory) > 1h`) "
-                "or a time with a time (`memory.created_at < now - 1h`)")
+        return (
+            "compare a duration with a duration (`age(memory) > 1h`) "
+            "or a time with a time (`memory.created_at < now - 1h`)"
+        )
     if {left, right} == {S.STRING, S.NUMBER}:
         for side in (e.left, e.right):
             if isinstance(side, A.Str) and re.fullmatch(r"-?\d+(\.\d+)?", side.value):
@@ -338,8 +376,11 @@ def _hint(want: str, got: str, expr: A.Expr) -> str | None:
         if want == S.DURATION:
             return "write the number with a unit, e.g. `5m`"
         return "write a plain number, without a unit"
-    if want == S.NUMBER and got == S.STRING and isinstance(expr, A.Str) and re.fullmatch(
-        r"-?\d+(\.\d+)?", expr.value
+    if (
+        want == S.NUMBER
+        and got == S.STRING
+        and isinstance(expr, A.Str)
+        and re.fullmatch(r"-?\d+(\.\d+)?", expr.value)
     ):
         return f"remove the quotes: `{expr.value}`"
     if want == S.BOOL:

@@ -28,42 +28,48 @@ def _parser() -> argparse.ArgumentParser:
     lint = sub.add_parser("lint", help="check .mlp files; exit 1 on any error")
     lint.add_argument("paths", nargs="+", help=".mlp files or directories")
     lint.add_argument("--format", choices=("human", "json", "sarif"), default="human")
-    lint.add_argument("--each", action="store_true",
-                      help="treat every file as its own policy set")
+    lint.add_argument("--each", action="store_true", help="treat every file as its own policy set")
 
     fmt = sub.add_parser("fmt", help="format .mlp files in place")
     fmt.add_argument("paths", nargs="+")
-    fmt.add_argument("--check", action="store_true",
-                     help="list files that would change; exit 1 if any")
+    fmt.add_argument(
+        "--check", action="store_true", help="list files that would change; exit 1 if any"
+    )
     fmt.add_argument("--diff", action="store_true", help="print a unified diff")
 
     test = sub.add_parser("test", help="run the test blocks of .mlp files")
     test.add_argument("paths", nargs="+")
     test.add_argument("-v", "--verbose", action="store_true")
-    test.add_argument("--each", action="store_true",
-                      help="treat every file as its own policy set")
+    test.add_argument("--each", action="store_true", help="treat every file as its own policy set")
     serve = sub.add_parser("serve", help="run the sidecar (gRPC)")
     serve.add_argument("--config", help="TOML configuration file")
     serve.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:50051)")
-    serve.add_argument("--store", help="embedded | embedded:///dir | redis://host:port/db | "
-                       "redis+cluster://h1:p1,h2:p2")
+    serve.add_argument(
+        "--store",
+        help="embedded | embedded:///dir | redis://host:port/db | redis+cluster://h1:p1,h2:p2",
+    )
     serve.add_argument("--data-dir", help="embedded store directory (persists across restarts)")
     serve.add_argument("--policies", dest="policy_dir", help="policy directory")
-    serve.add_argument("--fail-mode", choices=("closed", "degraded"),
-                       help="when the store is unavailable: refuse (closed) or degrade reads")
+    serve.add_argument(
+        "--fail-mode",
+        choices=("closed", "degraded"),
+        help="when the store is unavailable: refuse (closed) or degrade reads",
+    )
     serve.add_argument("--decision-log", help='"-" (stderr, default), "off", or a file')
     serve.add_argument("--metrics-port", type=int, help="Prometheus metrics on 127.0.0.1:PORT")
+
     def remote(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--target", default="127.0.0.1:50051", help="sidecar HOST:PORT")
         sp.add_argument("--token", help="bearer token (default: $MEMLINEAGE_TOKEN)")
-        sp.add_argument("--namespace", default="",
-                        help="namespace (default: the caller's; for sweep: all)")
+        sp.add_argument(
+            "--namespace", default="", help="namespace (default: the caller's; for sweep: all)"
+        )
         sp.add_argument("--timeout", type=float, default=5.0)
 
-    check = sub.add_parser("check", help="ask the sidecar for one decision "
-                           "(exit 0 allow/degrade, 3 deny)")
-    check.add_argument("operation", choices=("read", "write", "update", "delete", "derive",
-                                             "act"))
+    check = sub.add_parser(
+        "check", help="ask the sidecar for one decision (exit 0 allow/degrade, 3 deny)"
+    )
+    check.add_argument("operation", choices=("read", "write", "update", "delete", "derive", "act"))
     check.add_argument("memory_ids", nargs="+", metavar="MEMORY_ID")
     check.add_argument("--actor", help="kind:id of who asks, e.g. tool:flight_api")
     check.add_argument("--budget", type=float)
@@ -77,34 +83,52 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--format", choices=("text", "dot", "mermaid"), default="text")
     explain.add_argument("--depth", type=int, default=0, help="ancestor/descendant depth")
     remote(explain)
-    sweep = sub.add_parser("sweep", help="one lifecycle governance pass (archive / evict by "
-                           "value): on the running sidecar, or directly on a store")
+    sweep = sub.add_parser(
+        "sweep",
+        help="one lifecycle governance pass (archive / evict by "
+        "value): on the running sidecar, or directly on a store",
+    )
     sweep.add_argument("--batch", type=int, default=1000, help="memories per namespace")
-    sweep.add_argument("--store", help="run on this store directly (redis://…, "
-                       "embedded:///dir not in use by a server) instead of over gRPC")
+    sweep.add_argument(
+        "--store",
+        help="run on this store directly (redis://…, "
+        "embedded:///dir not in use by a server) instead of over gRPC",
+    )
     sweep.add_argument("--config", help="TOML configuration (scoring thresholds)")
     remote(sweep)
 
-    store = sub.add_parser("store", help="the embedded store's data directory (offline or "
-                           "while a server runs on it)")
+    store = sub.add_parser(
+        "store", help="the embedded store's data directory (offline or while a server runs on it)"
+    )
     store_sub = store.add_subparsers(dest="store_command", required=True, metavar="ACTION")
-    store_check = store_sub.add_parser("check", help="check a data directory read-only "
-                                       "(exit 0 and a summary; 1 and the problem)")
+    store_check = store_sub.add_parser(
+        "check", help="check a data directory read-only (exit 0 and a summary; 1 and the problem)"
+    )
     store_check.add_argument("dir", metavar="DIR")
-    store_backup = store_sub.add_parser("backup", help="copy a data directory's database "
-                                        "into the new directory DEST (online)")
+    store_backup = store_sub.add_parser(
+        "backup", help="copy a data directory's database into the new directory DEST (online)"
+    )
     store_backup.add_argument("dir", metavar="DIR")
     store_backup.add_argument("dest", metavar="DEST")
 
     dlog = sub.add_parser("log", help="the decision log (serve --decision-log FILE)")
     dlog_sub = dlog.add_subparsers(dest="log_command", required=True, metavar="ACTION")
-    verify = dlog_sub.add_parser("verify", help="check the hash chain of decision-log files, "
-                                 "oldest first (exit 0 intact; 1 FILE:LINE of the first bad "
-                                 "line; 2 unreadable)")
-    verify.add_argument("files", nargs="+", metavar="FILE",
-                        help="in write order, e.g. decisions.log.2 decisions.log.1 decisions.log")
-    verify.add_argument("--key", help="the HMAC key the log was written with "
-                        "(default: $MEMLINEAGE_DECISION_LOG_KEY)")
+    verify = dlog_sub.add_parser(
+        "verify",
+        help="check the hash chain of decision-log files, "
+        "oldest first (exit 0 intact; 1 FILE:LINE of the first bad "
+        "line; 2 unreadable)",
+    )
+    verify.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="in write order, e.g. decisions.log.2 decisions.log.1 decisions.log",
+    )
+    verify.add_argument(
+        "--key",
+        help="the HMAC key the log was written with (default: $MEMLINEAGE_DECISION_LOG_KEY)",
+    )
     return p
 
 
@@ -147,8 +171,9 @@ def _sweep(args: argparse.Namespace) -> int:
             print(f"error: configuration: {exc}", file=sys.stderr)
             return 2
         with open_store(args.store) as store:
-            report = sweep(store, cfg, system_clock(), namespace=args.namespace or None,
-                           batch=args.batch)
+            report = sweep(
+                store, cfg, system_clock(), namespace=args.namespace or None, batch=args.batch
+            )
         rows = [(t.memory_id, t.from_status, t.to_status, t.reason) for t in report.transitions]
         refused = [(t.memory_id, t.from_status, t.to_status, t.reason) for t in report.refused]
         examined = report.examined
@@ -162,10 +187,14 @@ def _sweep(args: argparse.Namespace) -> int:
         except MemLineageError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        rows = [(t.memory_id, names.get(t.from_status, "?"), names.get(t.to_status, "?"),
-                 t.reason) for t in out.transitions]
-        refused = [(t.memory_id, names.get(t.from_status, "?"), names.get(t.to_status, "?"),
-                    t.reason) for t in out.refused]
+        rows = [
+            (t.memory_id, names.get(t.from_status, "?"), names.get(t.to_status, "?"), t.reason)
+            for t in out.transitions
+        ]
+        refused = [
+            (t.memory_id, names.get(t.from_status, "?"), names.get(t.to_status, "?"), t.reason)
+            for t in out.refused
+        ]
         examined = out.examined
     for mid, a, b, why in rows:
         print(f"{mid}: {a} -> {b} ({why})")
@@ -180,8 +209,12 @@ def _client(args: argparse.Namespace) -> MemLineageClient:
 
     from memlineage.client import MemLineageClient
 
-    return MemLineageClient(args.target, token=args.token or os.environ.get("MEMLINEAGE_TOKEN"),
-                            namespace=args.namespace, timeout=args.timeout)
+    return MemLineageClient(
+        args.target,
+        token=args.token or os.environ.get("MEMLINEAGE_TOKEN"),
+        namespace=args.namespace,
+        timeout=args.timeout,
+    )
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -192,9 +225,14 @@ def _check(args: argparse.Namespace) -> int:
 
     try:
         with _client(args) as client:
-            d = client.check(args.operation, args.memory_ids if args.operation == "act"
-                             else args.memory_ids[0], actor=args.actor, budget=args.budget,
-                             action=args.action, historical=args.historical)
+            d = client.check(
+                args.operation,
+                args.memory_ids if args.operation == "act" else args.memory_ids[0],
+                actor=args.actor,
+                budget=args.budget,
+                action=args.action,
+                historical=args.historical,
+            )
     except (MemLineageError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -202,8 +240,10 @@ def _check(args: argparse.Namespace) -> int:
         print(MessageToJson(d, preserving_proto_field_name=True))
     else:
         effect = pb.Effect.Name(d.effect).removeprefix("EFFECT_")
-        print(f"{effect}  score {d.compliance_score:.3f}  cost {d.expected_cost:g}  "
-              f"decision {d.decision_id}  policies {d.policy_version}")
+        print(
+            f"{effect}  score {d.compliance_score:.3f}  cost {d.expected_cost:g}  "
+            f"decision {d.decision_id}  policies {d.policy_version}"
+        )
         for o in d.obligations:
             arg = o.source or o.text or (f"{o.factor:g}" if o.factor else "")
             print(f"  obligation {o.kind}({arg})  [{o.policy}]")
@@ -220,13 +260,17 @@ def _explain(args: argparse.Namespace) -> int:
 
     try:
         with _client(args) as client:
-            ex = client.explain(args.memory_id, ancestor_depth=args.depth,
-                                descendant_depth=args.depth)
+            ex = client.explain(
+                args.memory_id, ancestor_depth=args.depth, descendant_depth=args.depth
+            )
     except MemLineageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    render = {"text": graph_export.to_text, "dot": graph_export.to_dot,
-              "mermaid": graph_export.to_mermaid}[args.format]
+    render = {
+        "text": graph_export.to_text,
+        "dot": graph_export.to_dot,
+        "mermaid": graph_export.to_mermaid,
+    }[args.format]
     sys.stdout.write(render(ex).rstrip("\n") + "\n")
     return 0
 
@@ -241,8 +285,18 @@ def _serve(args: argparse.Namespace) -> int:
     from memlineage.store.embedded.persistence import StoreCorruptError
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    overrides = {k: getattr(args, k) for k in (
-        "listen", "store", "data_dir", "policy_dir", "fail_mode", "decision_log", "metrics_port")}
+    overrides = {
+        k: getattr(args, k)
+        for k in (
+            "listen",
+            "store",
+            "data_dir",
+            "policy_dir",
+            "fail_mode",
+            "decision_log",
+            "metrics_port",
+        )
+    }
     try:
         config = load_config(args.config, overrides=overrides)
         asyncio.run(run(config))

@@ -96,8 +96,9 @@ class Config:
         if not 0 <= self.grpc_workers <= 1024:
             raise ConfigError("grpc_workers must be 0 (automatic) to 1024")
         if not (0 < self.redis_socket_timeout <= 60 and 0 < self.redis_connect_timeout <= 60):
-            raise ConfigError("redis_socket_timeout and redis_connect_timeout must be in "
-                              "(0, 60] seconds")
+            raise ConfigError(
+                "redis_socket_timeout and redis_connect_timeout must be in (0, 60] seconds"
+            )
         if not 1 <= self.decision_retention <= 10_000_000:
             raise ConfigError("decision_retention must be between 1 and 10000000")
         if self.decision_log_max_bytes < 0 or self.decision_log_keep < 1:
@@ -110,8 +111,14 @@ def _tokens_from_table(table: Mapping[str, object]) -> tuple[TokenGrant, ...]:
     for name, spec in table.items():
         if not isinstance(spec, Mapping) or "token" not in spec:
             raise ConfigError(f"tokens.{name} needs a `token` (and `namespaces`, `admin`)")
-        grants.append(TokenGrant(str(spec["token"]), tuple(spec.get("namespaces", ())),
-                                 bool(spec.get("admin", False)), name))
+        grants.append(
+            TokenGrant(
+                str(spec["token"]),
+                tuple(spec.get("namespaces", ())),
+                bool(spec.get("admin", False)),
+                name,
+            )
+        )
     return tuple(grants)
 
 
@@ -122,8 +129,11 @@ def _tokens_from_env(text: str) -> tuple[TokenGrant, ...]:
         if not sep:
             raise ConfigError("MEMLINEAGE_TOKENS entries are token=ns1,ns2[,admin]")
         names = [n.strip() for n in spaces.split(",") if n.strip()]
-        grants.append(TokenGrant(token.strip(), tuple(n for n in names if n != "admin"),
-                                 "admin" in names, f"env{i}"))
+        grants.append(
+            TokenGrant(
+                token.strip(), tuple(n for n in names if n != "admin"), "admin" in names, f"env{i}"
+            )
+        )
     return tuple(grants)
 
 
@@ -205,8 +215,12 @@ def load_config(
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{path}: unknown setting(s) {unknown}")
-        cfg = replace(cfg, **{k: _coerce(k, v) for k, v in data.items()},
-                      tokens=_tokens_from_table(tokens), scoring=scoring)
+        cfg = replace(
+            cfg,
+            **{k: _coerce(k, v) for k, v in data.items()},
+            tokens=_tokens_from_table(tokens),
+            scoring=scoring,
+        )
     for name, var in _ENV.items():
         if env.get(var):
             cfg = replace(cfg, **{name: _coerce(name, env[var])})

@@ -153,18 +153,26 @@ def _one_line(text: str) -> str:
 def _summary(memory: pb.Memory | None, memory_id: str) -> str:
     if memory is None:
         return f"{_one_line(memory_id)} (not loaded)"
-    return (f"{_one_line(memory.id)} [{status_name(memory.status)}] "
-            f"by {_one_line(memory.creator.id) or '?'}")
+    return (
+        f"{_one_line(memory.id)} [{status_name(memory.status)}] "
+        f"by {_one_line(memory.creator.id) or '?'}"
+    )
 
 
 def _tree(
-    start: str, nexts: dict[str, list[str]], nodes: dict[str, pb.Memory], depth: int,
+    start: str,
+    nexts: dict[str, list[str]],
+    nodes: dict[str, pb.Memory],
+    depth: int,
     seen: set[str],
 ) -> Iterator[str]:
     for memory_id in nexts.get(start, []):
         repeat = memory_id in seen
-        yield "  " * depth + _summary(nodes.get(memory_id), memory_id) + (
-            " (shown above)" if repeat else "")
+        yield (
+            "  " * depth
+            + _summary(nodes.get(memory_id), memory_id)
+            + (" (shown above)" if repeat else "")
+        )
         if not repeat:
             seen.add(memory_id)
             yield from _tree(memory_id, nexts, nodes, depth + 1, seen)
@@ -180,8 +188,11 @@ def to_text(resp: pb.ExplainResponse) -> str:
         parents.setdefault(b, []).append(a)
         children.setdefault(a, []).append(b)
     out = [_summary(m, m.id)]
-    details = [f"type {m.type or '?'}", f"version {m.version}",
-               f"confidence {m.creator_confidence:.2f}"]
+    details = [
+        f"type {m.type or '?'}",
+        f"version {m.version}",
+        f"confidence {m.creator_confidence:.2f}",
+    ]
     if m.HasField("created_at"):
         details.append(f"created {_when(m.created_at)}")
     out.append("  " + ", ".join(details))
@@ -189,8 +200,9 @@ def to_text(resp: pb.ExplainResponse) -> str:
         out.append("  tags: " + ", ".join(_one_line(t) for t in m.tags))
     if m.HasField("claim"):
         c = m.claim
-        out.append(f"  claim: {_one_line(c.subject)} {_one_line(c.attribute)} = "
-                   f"{_one_line(c.value)!r}")
+        out.append(
+            f"  claim: {_one_line(c.subject)} {_one_line(c.attribute)} = {_one_line(c.value)!r}"
+        )
     if m.successor:
         out.append(f"  successor: {_one_line(m.successor)}")
     for h in m.history:
@@ -210,15 +222,16 @@ def to_text(resp: pb.ExplainResponse) -> str:
         op = pb.Operation.Name(d.operation).removeprefix("OPERATION_").lower()
         effect = pb.Effect.Name(d.effect).removeprefix("EFFECT_").lower()
         when = f" {_when(d.decided_at)}" if d.HasField("decided_at") else ""
-        out.append(f"    {d.decision_id}{when} {op} -> {effect} "
-                   f"(score {d.compliance_score:.2f})")
+        out.append(f"    {d.decision_id}{when} {op} -> {effect} (score {d.compliance_score:.2f})")
         for r in d.reasons:
             reason = f"      {r.policy}"
             if r.message:
                 reason += f": {_one_line(r.message)}"
             out.append(reason)
-        out += [f"      obligation {o.kind}" + (f": {_one_line(o.text)}" if o.text else "")
-                for o in d.obligations]
+        out += [
+            f"      obligation {o.kind}" + (f": {_one_line(o.text)}" if o.text else "")
+            for o in d.obligations
+        ]
     if resp.truncated:
         out.append("  (truncated: deeper lineage not shown)")
     return "\n".join(out) + "\n"

@@ -17,8 +17,7 @@ from memlineage_dsl.decision import Decision
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
-LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                   0.25, 1.0)
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
 
 class _Latency:
@@ -41,20 +40,24 @@ class _Tallies:
 
     def collect(self) -> Iterator[CounterMetricFamily | HistogramMetricFamily]:
         decisions = CounterMetricFamily(
-            "memlineage_decisions", "Decisions taken, by operation and effect",
-            labels=["operation", "effect"])
+            "memlineage_decisions",
+            "Decisions taken, by operation and effect",
+            labels=["operation", "effect"],
+        )
         for key, cell in list(self.decisions.items()):
             decisions.add_metric(list(key), cell[0])
         yield decisions
         policies = CounterMetricFamily(
             "memlineage_policy_decisions",
             "Rules that took part in a decision, by policy, effect and status",
-            labels=["policy", "effect", "status"])
+            labels=["policy", "effect", "status"],
+        )
         for pkey, cell in list(self.policies.items()):
             policies.add_metric(list(pkey), cell[0])
         yield policies
         latency = HistogramMetricFamily(
-            "memlineage_rpc_latency_seconds", "RPC handling time, by method", labels=["method"])
+            "memlineage_rpc_latency_seconds", "RPC handling time, by method", labels=["method"]
+        )
         for method, h in list(self.latency.items()):
             running, cumulative = 0, []
             for bound, n in zip((*LATENCY_BUCKETS, float("inf")), h.buckets, strict=True):
@@ -74,12 +77,16 @@ class Metrics:
         self._tallies = _Tallies()
         self.registry.register(self._tallies)
         self.store_errors = Counter(
-            "memlineage_store_errors_total", "Store unavailable errors, by method", ["method"],
+            "memlineage_store_errors_total",
+            "Store unavailable errors, by method",
+            ["method"],
             registry=self.registry,
         )
         self.rpc_errors = Counter(
-            "memlineage_rpc_errors_total", "RPCs answered with an error status, by code",
-            ["method", "code"], registry=self.registry,
+            "memlineage_rpc_errors_total",
+            "RPCs answered with an error status, by code",
+            ["method", "code"],
+            registry=self.registry,
         )
         self._by_decision: dict[tuple[str, int], tuple[Decision, tuple[list[int], ...]]] = {}
         self._lock = threading.Lock()
@@ -93,7 +100,9 @@ class Metrics:
                 yield CounterMetricFamily(
                     "memlineage_decisions_reused",
                     "Decisions answered by reusing an identical earlier one (exact: "
-                    "no write since, before its time horizon)", value=reused())
+                    "no write since, before its time horizon)",
+                    value=reused(),
+                )
 
         self.registry.register(_Reused())
 
@@ -139,9 +148,10 @@ class Metrics:
         if hit is not None and hit[0] is d:
             return hit[1]
         t = self._tallies
-        cells = (t.decisions.setdefault((operation, d.effect), [0]),
-                 *(t.policies.setdefault((r.policy, r.effect, r.status), [0])
-                   for r in d.reasons))
+        cells = (
+            t.decisions.setdefault((operation, d.effect), [0]),
+            *(t.policies.setdefault((r.policy, r.effect, r.status), [0]) for r in d.reasons),
+        )
         if len(self._by_decision) >= 4096:
             self._by_decision.clear()
         self._by_decision[key] = (d, cells)

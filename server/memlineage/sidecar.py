@@ -73,26 +73,38 @@ def _decision_log(config: Config) -> DecisionLog:
         return DecisionLog(None)
     if target == "-":
         return DecisionLog(sys.stderr, key=key)
-    return DecisionLog.open(target, key=key, max_bytes=config.decision_log_max_bytes,
-                            keep=config.decision_log_keep)
+    return DecisionLog.open(
+        target, key=key, max_bytes=config.decision_log_max_bytes, keep=config.decision_log_keep
+    )
 
 
-async def start_sidecar(config: Config, *, clock: Clock = system_clock,
-                        metrics: Metrics | None = None) -> Sidecar:
+async def start_sidecar(
+    config: Config, *, clock: Clock = system_clock, metrics: Metrics | None = None
+) -> Sidecar:
     holder = PolicyHolder(config.policy_dir)  # a broken set fails before the store opens
-    store = open_store(config.store_url(), clock=clock,
-                       socket_timeout=config.redis_socket_timeout,
-                       connect_timeout=config.redis_connect_timeout)
+    store = open_store(
+        config.store_url(),
+        clock=clock,
+        socket_timeout=config.redis_socket_timeout,
+        connect_timeout=config.redis_connect_timeout,
+    )
     store.decision_retention = config.decision_retention
     try:
         decision_log = _decision_log(config)
     except BaseException:
         store.close()
         raise
-    engine = Engine(store, holder, clock=clock, log=decision_log,
-                    fail_mode=config.fail_mode, lineage_depth=config.lineage_depth,
-                    record_access=config.record_access, scoring=config.scoring,
-                    reuse_decisions=config.reuse_decisions)
+    engine = Engine(
+        store,
+        holder,
+        clock=clock,
+        log=decision_log,
+        fail_mode=config.fail_mode,
+        lineage_depth=config.lineage_depth,
+        record_access=config.record_access,
+        scoring=config.scoring,
+        reuse_decisions=config.reuse_decisions,
+    )
     metrics = metrics or Metrics()
     metrics.watch_reuse(lambda: engine.reused)
     try:
@@ -103,12 +115,15 @@ async def start_sidecar(config: Config, *, clock: Clock = system_clock,
         raise
     sidecar = Sidecar(engine, store, metrics, served)
     if config.sweep_interval > 0:
-        sidecar.tasks.append(asyncio.create_task(
-            _sweep_forever(engine, config.sweep_interval, config.sweep_batch)))
-    sidecar.tasks.append(asyncio.create_task(
-        _flush_forever(engine, config.access_flush_seconds, config.compact_log_bytes)))
-    sidecar.tasks.append(asyncio.create_task(
-        _watch_store(store, served, STORE_PING_SECONDS)))
+        sidecar.tasks.append(
+            asyncio.create_task(_sweep_forever(engine, config.sweep_interval, config.sweep_batch))
+        )
+    sidecar.tasks.append(
+        asyncio.create_task(
+            _flush_forever(engine, config.access_flush_seconds, config.compact_log_bytes)
+        )
+    )
+    sidecar.tasks.append(asyncio.create_task(_watch_store(store, served, STORE_PING_SECONDS)))
     return sidecar
 
 
@@ -173,8 +188,12 @@ async def _sweep_forever(engine: Engine, interval: float, batch: int) -> None:
             log.exception("governance sweep failed")
             continue
         if report.transitions or report.refused:
-            log.info("sweep: examined %d, %d transitions, %d refused", report.examined,
-                     len(report.transitions), len(report.refused))
+            log.info(
+                "sweep: examined %d, %d transitions, %d refused",
+                report.examined,
+                len(report.transitions),
+                len(report.refused),
+            )
 
 
 async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
@@ -189,8 +208,7 @@ async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
     if config.metrics_port is not None:
         from prometheus_client import start_http_server
 
-        start_http_server(config.metrics_port, addr="127.0.0.1",
-                          registry=sidecar.metrics.registry)
+        start_http_server(config.metrics_port, addr="127.0.0.1", registry=sidecar.metrics.registry)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
@@ -200,8 +218,11 @@ async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
         if outcome.applied:
             log.warning("SIGHUP: policies reloaded, version %s", outcome.version)
         else:
-            log.error("SIGHUP: policy reload rejected, still serving %s:\n%s", outcome.version,
-                      "\n".join(f"{d.location}: {d.message}" for d in outcome.diagnostics))
+            log.error(
+                "SIGHUP: policy reload rejected, still serving %s:\n%s",
+                outcome.version,
+                "\n".join(f"{d.location}: {d.message}" for d in outcome.diagnostics),
+            )
 
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
@@ -209,8 +230,10 @@ async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
     host = config.listen.rpartition(":")[0]
     if ready is not None:
         serving = sidecar.engine.policies.current
-        ready.write(f"memlineage serving on {host}:{sidecar.port} (store {sidecar.store.kind}, "
-                    f"policies {serving.version}, {len(serving.compiled.policies)} rules)\n")
+        ready.write(
+            f"memlineage serving on {host}:{sidecar.port} (store {sidecar.store.kind}, "
+            f"policies {serving.version}, {len(serving.compiled.policies)} rules)\n"
+        )
         ready.flush()
     await stop.wait()
     await sidecar.stop(config.grace_seconds)

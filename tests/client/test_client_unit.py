@@ -36,17 +36,25 @@ from memlineage.v1 import memlineage_pb2 as pb
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
-REFUSED = ("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:9: "
-           "Failed to connect to remote host: Connection refused")
+REFUSED = (
+    "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:9: "
+    "Failed to connect to remote host: Connection refused"
+)
 
 # ---------------------------------------------------------------- pure functions
 
 
-@pytest.mark.parametrize(("text", "kind"), [
-    ("user:alice", pb.CREATOR_KIND_USER), ("tool:flight_api", pb.CREATOR_KIND_TOOL),
-    ("reasoning:step3", pb.CREATOR_KIND_REASONING), ("agent:architect", pb.CREATOR_KIND_AGENT),
-    ("system:sweeper", pb.CREATOR_KIND_SYSTEM), ("system", pb.CREATOR_KIND_SYSTEM),
-])
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("user:alice", pb.CREATOR_KIND_USER),
+        ("tool:flight_api", pb.CREATOR_KIND_TOOL),
+        ("reasoning:step3", pb.CREATOR_KIND_REASONING),
+        ("agent:architect", pb.CREATOR_KIND_AGENT),
+        ("system:sweeper", pb.CREATOR_KIND_SYSTEM),
+        ("system", pb.CREATOR_KIND_SYSTEM),
+    ],
+)
 def test_parse_actor_keeps_the_full_text_as_id(text: str, kind: int) -> None:
     assert parse_actor(text) == pb.Actor(kind=kind, id=text)
     assert parse_creator(text) == pb.Creator(kind=kind, id=text)
@@ -74,18 +82,20 @@ def test_timestamp_edges() -> None:
             to_timestamp(bad)
 
 
-@pytest.mark.parametrize(("code", "details", "idempotent", "expected"), [
-    (UNAVAILABLE, "store down", True, True),
-    (UNAVAILABLE, "store down", False, False),
-    (UNAVAILABLE, REFUSED, False, True),
-    (UNAVAILABLE, "DNS resolution failed for nowhere:1", False, True),
-    (UNAVAILABLE, "Socket closed", False, False),
-    (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", True, False),
-    (grpc.StatusCode.INTERNAL, REFUSED, True, False),
-    (grpc.StatusCode.FAILED_PRECONDITION, "version conflict", True, False),
-])
-def test_retry_rule(code: grpc.StatusCode, details: str, idempotent: bool,
-                    expected: bool) -> None:
+@pytest.mark.parametrize(
+    ("code", "details", "idempotent", "expected"),
+    [
+        (UNAVAILABLE, "store down", True, True),
+        (UNAVAILABLE, "store down", False, False),
+        (UNAVAILABLE, REFUSED, False, True),
+        (UNAVAILABLE, "DNS resolution failed for nowhere:1", False, True),
+        (UNAVAILABLE, "Socket closed", False, False),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", True, False),
+        (grpc.StatusCode.INTERNAL, REFUSED, True, False),
+        (grpc.StatusCode.FAILED_PRECONDITION, "version conflict", True, False),
+    ],
+)
+def test_retry_rule(code: grpc.StatusCode, details: str, idempotent: bool, expected: bool) -> None:
     assert should_retry(code, details, idempotent=idempotent) is expected
 
 
@@ -94,7 +104,8 @@ def test_backoff_schedule_grows_is_capped_and_jittered() -> None:
     assert full[:4] == pytest.approx([0.05, 0.1, 0.2, 0.4])
     assert max(full) == 1.0 and full[-1] == 1.0
     assert [backoff_delay(a, rng=lambda: 0.0) for a in range(3)] == pytest.approx(
-        [0.025, 0.05, 0.1])
+        [0.025, 0.05, 0.1]
+    )
     assert backoff_delay(2, base=0.1, cap=0.3, rng=lambda: 1.0) == pytest.approx(0.3)
 
 
@@ -116,8 +127,9 @@ class Scripted(pb_grpc.MemLineageServicer, pb_grpc.PolicyAdminServicer):
         return [request for n, request, _, _ in self.calls if n == name]
 
     def _handle(self, name: str, request: Any, context: grpc.ServicerContext) -> Any:
-        self.calls.append((name, request, dict(context.invocation_metadata()),
-                           context.time_remaining()))
+        self.calls.append(
+            (name, request, dict(context.invocation_metadata()), context.time_remaining())
+        )
         handler = self.handlers.get(name)
         if handler is None:
             context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{name} not scripted")
@@ -175,14 +187,21 @@ def sleeps() -> list[float]:
 
 @pytest.fixture
 def client(server: Scripted, sleeps: list[float]) -> Iterator[MemLineageClient]:
-    with MemLineageClient(server.target, token="s3cret", namespace="tenant-a", timeout=2.0,
-                          sleep=sleeps.append, rng=lambda: 1.0) as c:
+    with MemLineageClient(
+        server.target,
+        token="s3cret",
+        namespace="tenant-a",
+        timeout=2.0,
+        sleep=sleeps.append,
+        rng=lambda: 1.0,
+    ) as c:
         yield c
 
 
 def allow(request: Any, context: grpc.ServicerContext) -> pb.CheckResponse:
-    return pb.CheckResponse(decision=pb.Decision(decision_id="d1", effect=pb.EFFECT_ALLOW,
-                                                 compliance_score=1.0))
+    return pb.CheckResponse(
+        decision=pb.Decision(decision_id="d1", effect=pb.EFFECT_ALLOW, compliance_score=1.0)
+    )
 
 
 def fail_then(times: int, code: grpc.StatusCode, details: str, then: Handler) -> Handler:
@@ -257,16 +276,27 @@ def test_no_token_sends_no_authorization(server: Scripted) -> None:
 def test_record_builds_the_memory(server: Scripted, client: MemLineageClient) -> None:
     server.handlers["Record"] = lambda r, c: pb.RecordResponse(recorded=True, memory=r.memory)
     response = client.record(
-        "price-1", creator="tool:flight_api", confidence=0.8, type="tool_result",
-        tags=("flight_price",), claim=("user:42", "destination_city", "Shanghai"),
-        volatility="high", context_id="conv-9", dependencies=["query-1"],
+        "price-1",
+        creator="tool:flight_api",
+        confidence=0.8,
+        type="tool_result",
+        tags=("flight_price",),
+        claim=("user:42", "destination_city", "Shanghai"),
+        volatility="high",
+        context_id="conv-9",
+        dependencies=["query-1"],
         created_at=1_700_000_000.5,
     )
     assert response.recorded
     [request] = server.requests("Record")
     m = request.memory
     assert (m.id, m.type, list(m.tags), m.volatility, m.context_id) == (
-        "price-1", "tool_result", ["flight_price"], "high", "conv-9")
+        "price-1",
+        "tool_result",
+        ["flight_price"],
+        "high",
+        "conv-9",
+    )
     assert m.creator == pb.Creator(kind=pb.CREATOR_KIND_TOOL, id="tool:flight_api")
     assert m.creator_confidence == 0.8 and list(m.dependencies) == ["query-1"]
     assert m.claim == pb.Claim(subject="user:42", attribute="destination_city", value="Shanghai")
@@ -298,7 +328,10 @@ def test_status_updates_feedback_and_admin_requests(
 
     revoke, supersede, confirm = server.requests("UpdateStatus")
     assert (revoke.action, revoke.reason, revoke.expected_version) == (
-        pb.STATUS_ACTION_REVOKE, "wrong", 3)
+        pb.STATUS_ACTION_REVOKE,
+        "wrong",
+        3,
+    )
     assert (supersede.action, supersede.successor_id) == (pb.STATUS_ACTION_SUPERSEDE, "b")
     assert supersede.actor.kind == pb.CREATOR_KIND_USER
     assert confirm.action == pb.STATUS_ACTION_CONFIRM
@@ -308,7 +341,10 @@ def test_status_updates_feedback_and_admin_requests(
     assert dict(first.files) == {"p.mlp": "x"} and dict(second.files) == {}
     [explain] = server.requests("Explain")
     assert (explain.namespace, explain.ancestor_depth, explain.descendant_depth) == (
-        "tenant-a", 2, 0)
+        "tenant-a",
+        2,
+        0,
+    )
     [fr] = server.requests("FilterRank")
     assert [(c.memory_id, c.similarity) for c in fr.candidates] == [("a", 0.9), ("b", 0.5)]
     assert fr.limit == 1
@@ -317,16 +353,21 @@ def test_status_updates_feedback_and_admin_requests(
 # ---------------------------------------------------------------- errors and retries
 
 
-@pytest.mark.parametrize(("code", "error"), [
-    (grpc.StatusCode.INVALID_ARGUMENT, InvalidArgument),
-    (grpc.StatusCode.NOT_FOUND, NotFound),
-    (grpc.StatusCode.PERMISSION_DENIED, PermissionDenied),
-    (grpc.StatusCode.FAILED_PRECONDITION, FailedPrecondition),
-    (grpc.StatusCode.OUT_OF_RANGE, OutOfRange),
-    (grpc.StatusCode.INTERNAL, MemLineageError),
-])
+@pytest.mark.parametrize(
+    ("code", "error"),
+    [
+        (grpc.StatusCode.INVALID_ARGUMENT, InvalidArgument),
+        (grpc.StatusCode.NOT_FOUND, NotFound),
+        (grpc.StatusCode.PERMISSION_DENIED, PermissionDenied),
+        (grpc.StatusCode.FAILED_PRECONDITION, FailedPrecondition),
+        (grpc.StatusCode.OUT_OF_RANGE, OutOfRange),
+        (grpc.StatusCode.INTERNAL, MemLineageError),
+    ],
+)
 def test_status_codes_become_typed_errors(
-    server: Scripted, client: MemLineageClient, code: grpc.StatusCode,
+    server: Scripted,
+    client: MemLineageClient,
+    code: grpc.StatusCode,
     error: type[MemLineageError],
 ) -> None:
     server.handlers["Explain"] = fail_then(99, code, "memory_id: bad", allow)
@@ -357,8 +398,9 @@ def test_retries_are_bounded(server: Scripted, sleeps: list[float]) -> None:
 def test_record_reaching_the_server_is_not_retried(
     server: Scripted, client: MemLineageClient, sleeps: list[float]
 ) -> None:
-    server.handlers["Record"] = fail_then(1, UNAVAILABLE, "store down",
-                                          lambda r, c: pb.RecordResponse(recorded=True))
+    server.handlers["Record"] = fail_then(
+        1, UNAVAILABLE, "store down", lambda r, c: pb.RecordResponse(recorded=True)
+    )
     with pytest.raises(Unavailable):
         client.record("m", creator="user:u")
     assert len(server.requests("Record")) == 1 and sleeps == []
@@ -448,8 +490,9 @@ def test_watch_cancel_from_another_thread_ends_iteration(
 
 
 def test_watch_expired_cursor_raises(server: Scripted, client: MemLineageClient) -> None:
-    server.handlers["Watch"] = fail_then(1, grpc.StatusCode.OUT_OF_RANGE, "cursor expired",
-                                         lambda r, c: iter(()))
+    server.handlers["Watch"] = fail_then(
+        1, grpc.StatusCode.OUT_OF_RANGE, "cursor expired", lambda r, c: iter(())
+    )
     with pytest.raises(OutOfRange):
         next(client.watch(cursor="old"))
 
@@ -459,10 +502,16 @@ def test_watch_expired_cursor_raises(server: Scripted, client: MemLineageClient)
 
 def test_client_imports_no_server_module() -> None:
     """The client package loads only itself and the generated memlineage.v1 code."""
-    code = ("import sys, memlineage.client; "
-            "print(' '.join(sorted(m for m in sys.modules if m.startswith('memlineage'))))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                         text=True).stdout.split()
+    code = (
+        "import sys, memlineage.client; "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('memlineage'))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout.split()
     assert "memlineage.client.sync" in out
-    assert [m for m in out if m != "memlineage" and not m.startswith(
-        ("memlineage.client", "memlineage.v1"))] == []
+    assert [
+        m
+        for m in out
+        if m != "memlineage" and not m.startswith(("memlineage.client", "memlineage.v1"))
+    ] == []

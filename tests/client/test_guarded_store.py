@@ -16,8 +16,12 @@ from memlineage.client import DictMemoryStore, GuardedStore, MemLineageClient, P
 from memlineage.v1 import memlineage_pb2 as pb
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
 
-DENY_PREFIX = {pb.OPERATION_READ: "secret", pb.OPERATION_UPDATE: "locked",
-               pb.OPERATION_DELETE: "keep", pb.OPERATION_WRITE: "blocked"}
+DENY_PREFIX = {
+    pb.OPERATION_READ: "secret",
+    pb.OPERATION_UPDATE: "locked",
+    pb.OPERATION_DELETE: "keep",
+    pb.OPERATION_WRITE: "blocked",
+}
 
 
 def decide(op: int, memory_id: str) -> pb.Decision:
@@ -27,8 +31,14 @@ def decide(op: int, memory_id: str) -> pb.Decision:
         reasons = [pb.Reason(policy="fixed_rule", effect=pb.EFFECT_DENY, message="no")]
     elif op == pb.OPERATION_READ and memory_id.startswith("old"):
         effect, score = pb.EFFECT_DEGRADE, 0.5
-    return pb.Decision(decision_id=f"d-{memory_id}", effect=effect, compliance_score=score,
-                       operation=op, memory_ids=[memory_id], reasons=reasons)
+    return pb.Decision(
+        decision_id=f"d-{memory_id}",
+        effect=effect,
+        compliance_score=score,
+        operation=op,
+        memory_ids=[memory_id],
+        reasons=reasons,
+    )
 
 
 class FixedRules(pb_grpc.MemLineageServicer):
@@ -42,8 +52,9 @@ class FixedRules(pb_grpc.MemLineageServicer):
         self.calls.append(("Record", request))
         d = decide(pb.OPERATION_WRITE, request.memory.id)
         recorded = d.effect != pb.EFFECT_DENY
-        return pb.RecordResponse(recorded=recorded, decision=d,
-                                 memory=request.memory if recorded else None)
+        return pb.RecordResponse(
+            recorded=recorded, decision=d, memory=request.memory if recorded else None
+        )
 
     def Check(self, request, context):
         self.calls.append(("Check", request))
@@ -55,14 +66,20 @@ class FixedRules(pb_grpc.MemLineageServicer):
         for c in request.candidates:
             d = decide(pb.OPERATION_READ, c.memory_id)
             kept = d.effect != pb.EFFECT_DENY
-            out.append(pb.RankedCandidate(memory_id=c.memory_id, similarity=c.similarity,
-                                          rank_score=c.similarity * d.compliance_score,
-                                          kept=kept, decision=d))
+            out.append(
+                pb.RankedCandidate(
+                    memory_id=c.memory_id,
+                    similarity=c.similarity,
+                    rank_score=c.similarity * d.compliance_score,
+                    kept=kept,
+                    decision=d,
+                )
+            )
         ranked = sorted((c for c in out if c.kept), key=lambda c: -c.rank_score)
         if request.limit:
-            for c in ranked[request.limit:]:
+            for c in ranked[request.limit :]:
                 c.kept = False
-            ranked = ranked[:request.limit]
+            ranked = ranked[: request.limit]
         return pb.FilterRankResponse(candidates=out, ranked_ids=[c.memory_id for c in ranked])
 
 
@@ -91,25 +108,41 @@ def guarded(rules: tuple[FixedRules, str], inner: DictMemoryStore) -> Iterator[G
 def test_put_records_lineage_then_writes(
     rules: tuple[FixedRules, str], inner: DictMemoryStore, guarded: GuardedStore
 ) -> None:
-    guarded.put("city", "user 42 flies to Shanghai", creator="user:u42", tags=["trip"],
-                claim=["user:42", "destination_city", "Shanghai"], confidence=0.9,
-                dependencies=("chat-1",), source_row=7)
+    guarded.put(
+        "city",
+        "user 42 flies to Shanghai",
+        creator="user:u42",
+        tags=["trip"],
+        claim=["user:42", "destination_city", "Shanghai"],
+        confidence=0.9,
+        dependencies=("chat-1",),
+        source_row=7,
+    )
     assert inner.items["city"] == (
         "user 42 flies to Shanghai",
-        {"creator": "user:u42", "tags": ["trip"], "claim": ["user:42", "destination_city",
-         "Shanghai"], "confidence": 0.9, "dependencies": ("chat-1",), "source_row": 7},
+        {
+            "creator": "user:u42",
+            "tags": ["trip"],
+            "claim": ["user:42", "destination_city", "Shanghai"],
+            "confidence": 0.9,
+            "dependencies": ("chat-1",),
+            "source_row": 7,
+        },
     )
     [(name, request)] = rules[0].calls
     assert name == "Record"
     m = request.memory
     assert (m.id, m.creator.id, list(m.tags), m.creator_confidence) == (
-        "city", "user:u42", ["trip"], 0.9)
+        "city",
+        "user:u42",
+        ["trip"],
+        0.9,
+    )
     assert m.claim.value == "Shanghai" and list(m.dependencies) == ["chat-1"]
     assert guarded.last_decision is not None and guarded.last_decision.effect == pb.EFFECT_ALLOW
 
 
-def test_put_uses_the_default_creator(rules: tuple[FixedRules, str],
-                                      guarded: GuardedStore) -> None:
+def test_put_uses_the_default_creator(rules: tuple[FixedRules, str], guarded: GuardedStore) -> None:
     guarded.put("note", "x")
     assert rules[0].calls[0][1].memory.creator.id == "agent:assistant"
 
@@ -122,8 +155,9 @@ def test_put_without_any_creator_is_refused_before_calling(
     assert rules[0].calls == [] and len(inner) == 0
 
 
-def test_denied_put_leaves_the_store_untouched(inner: DictMemoryStore,
-                                               guarded: GuardedStore) -> None:
+def test_denied_put_leaves_the_store_untouched(
+    inner: DictMemoryStore, guarded: GuardedStore
+) -> None:
     with pytest.raises(PolicyDenied, match="fixed_rule: no") as caught:
         guarded.put("blocked-1", "v")
     assert caught.value.decision.effect == pb.EFFECT_DENY
@@ -189,11 +223,11 @@ def test_get_allows_degrades_and_denies(inner: DictMemoryStore, guarded: Guarded
 def test_search_filters_reranks_and_returns_at_most_k(
     rules: tuple[FixedRules, str], inner: DictMemoryStore, guarded: GuardedStore
 ) -> None:
-    inner.put("secret-plan", "flight price to shanghai")        # best match, denied
-    inner.put("old-price", "flight price to shanghai today")     # second, halved
-    inner.put("price", "flight price")              # 0.5, beats the halved 0.8
+    inner.put("secret-plan", "flight price to shanghai")  # best match, denied
+    inner.put("old-price", "flight price to shanghai today")  # second, halved
+    inner.put("price", "flight price")  # 0.5, beats the halved 0.8
     inner.put("hotel", "hotel in shanghai")
-    inner.put("weather", "weather tomorrow")                     # no overlap
+    inner.put("weather", "weather tomorrow")  # no overlap
     got = guarded.search("flight price to shanghai", 2)
     assert [key for key, *_ in got] == ["price", "old-price"]
     _, value, score, decision = got[1]

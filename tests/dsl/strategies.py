@@ -40,7 +40,7 @@ _STRING_CHARS = st.characters(blacklist_categories=("Cs", "Cc")) | st.sampled_fr
 strings = st.text(_STRING_CHARS, max_size=10)
 
 numbers = st.one_of(
-    st.integers(-10**6, 10**6).map(float),
+    st.integers(-(10**6), 10**6).map(float),
     st.floats(allow_nan=False, allow_infinity=False),
     st.sampled_from([0.0, 0.5, 1e-05, 1e16, 1e300, float("inf")]),
 )
@@ -65,8 +65,23 @@ _LEAVES: st.SearchStrategy[A.Expr] = st.one_of(
     st.just(A.Now()),
     st.builds(A.Name, names),
 )
-_BIN_OPS = ["and", "or", "==", "!=", "<", "<=", ">", ">=", "in", "not in", "matches",
-            "+", "-", "*", "/"]
+_BIN_OPS = [
+    "and",
+    "or",
+    "==",
+    "!=",
+    "<",
+    "<=",
+    ">",
+    ">=",
+    "in",
+    "not in",
+    "matches",
+    "+",
+    "-",
+    "*",
+    "/",
+]
 
 
 def _extend(sub: st.SearchStrategy[A.Expr]) -> st.SearchStrategy[A.Expr]:
@@ -74,8 +89,9 @@ def _extend(sub: st.SearchStrategy[A.Expr]) -> st.SearchStrategy[A.Expr]:
     return st.one_of(
         st.builds(A.Attr, sub, attr_names),
         st.builds(A.Call, names, args),
-        st.builds(A.Quant, st.sampled_from(["any", "all", "count", "min", "max", "sum"]),
-                  names, sub, sub),
+        st.builds(
+            A.Quant, st.sampled_from(["any", "all", "count", "min", "max", "sum"]), names, sub, sub
+        ),
         st.builds(A.ListLit, args),
         st.builds(A.Unary, st.just("not"), sub),
         st.builds(_neg, sub),
@@ -139,8 +155,7 @@ statements = st.one_of(
 )
 items: st.SearchStrategy[A.Item] = st.one_of(
     st.builds(A.Include, strings),
-    st.builds(A.Resolve, names, st.lists(st.builds(A.Option, names, exprs), max_size=2)
-              .map(tuple)),
+    st.builds(A.Resolve, names, st.lists(st.builds(A.Option, names, exprs), max_size=2).map(tuple)),
     st.builds(A.Const, names, exprs),
     st.builds(A.Sources, names, st.lists(strings, max_size=3).map(tuple)),
     policies,
@@ -179,23 +194,36 @@ _ancestor_body = st.one_of(
 typed_conditions_base: st.SearchStrategy[A.Expr] = st.one_of(
     st.builds(lambda op, n: _cmp(op, _attr("memory", "confidence"), n), _cmp_ops, _unit),
     st.builds(lambda op, n: _cmp(op, _attr("memory", "reliability"), n), _cmp_ops, _unit),
-    st.builds(lambda op, d: _cmp(op, A.Call("age", (A.Name("memory"),)), d), _cmp_ops,
-              _durations),
+    st.builds(lambda op, d: _cmp(op, A.Call("age", (A.Name("memory"),)), d), _cmp_ops, _durations),
     st.builds(lambda t: _cmp("in", A.Str(t), _attr("memory", "tags")), st.sampled_from(_TAGS)),
-    st.builds(lambda op, k: _cmp(op, _attr("memory", "creator", "kind"), A.Name(k)),
-              st.sampled_from(["==", "!="]), st.sampled_from(_KINDS)),
-    st.builds(lambda k: _cmp("!=", _attr("request", "actor", "kind"), A.Name(k)),
-              st.sampled_from(_KINDS)),
-    st.builds(lambda s: _cmp("==", _attr("memory", "status"), A.Name(s)),
-              st.sampled_from(_STATUSES)),
-    st.builds(lambda pat: _cmp("matches", _attr("memory", "creator", "id"), A.Str(pat)),
-              st.sampled_from(["tool:*", "user:*", "tool:flight_*"])),
-    st.builds(lambda q, fn, body: A.Quant(q, "a", A.Call(fn, (A.Name("memory"),)), body),
-              st.sampled_from(["any", "all"]), st.sampled_from(["ancestors", "descendants"]),
-              _ancestor_body),
-    st.builds(lambda tool, d, op, n: _cmp(op, A.Call("calls", (A.Str(tool), d)),
-                                          A.Number(float(n))),
-              st.sampled_from(_TOOLS), _durations, _cmp_ops, st.integers(0, 50)),
+    st.builds(
+        lambda op, k: _cmp(op, _attr("memory", "creator", "kind"), A.Name(k)),
+        st.sampled_from(["==", "!="]),
+        st.sampled_from(_KINDS),
+    ),
+    st.builds(
+        lambda k: _cmp("!=", _attr("request", "actor", "kind"), A.Name(k)), st.sampled_from(_KINDS)
+    ),
+    st.builds(
+        lambda s: _cmp("==", _attr("memory", "status"), A.Name(s)), st.sampled_from(_STATUSES)
+    ),
+    st.builds(
+        lambda pat: _cmp("matches", _attr("memory", "creator", "id"), A.Str(pat)),
+        st.sampled_from(["tool:*", "user:*", "tool:flight_*"]),
+    ),
+    st.builds(
+        lambda q, fn, body: A.Quant(q, "a", A.Call(fn, (A.Name("memory"),)), body),
+        st.sampled_from(["any", "all"]),
+        st.sampled_from(["ancestors", "descendants"]),
+        _ancestor_body,
+    ),
+    st.builds(
+        lambda tool, d, op, n: _cmp(op, A.Call("calls", (A.Str(tool), d)), A.Number(float(n))),
+        st.sampled_from(_TOOLS),
+        _durations,
+        _cmp_ops,
+        st.integers(0, 50),
+    ),
     st.builds(lambda b: _cmp("==", _attr("memory", "known"), A.Bool(b)), st.booleans()),
     st.just(_cmp("in", _attr("memory", "creator", "id"), A.Name("trusted"))),
 )
@@ -209,8 +237,10 @@ typed_conditions: st.SearchStrategy[A.Expr] = st.recursive(
 )
 typed_obligations = st.one_of(
     st.builds(lambda t: A.Obligation("refresh", (A.Str(t),)), st.sampled_from(_TOOLS)),
-    st.builds(lambda s: A.Obligation("annotate", (A.Str(s),)),
-              st.sampled_from(["may be stale", "unverified"])),
+    st.builds(
+        lambda s: A.Obligation("annotate", (A.Str(s),)),
+        st.sampled_from(["may be stale", "unverified"]),
+    ),
     st.builds(lambda n: A.Obligation("downrank", (A.Number(n / 10),)), st.integers(1, 10)),
     st.just(A.Obligation("mark_pending", ())),
     st.just(A.Obligation("require_confirmation", (A.Str("please confirm"),))),
@@ -227,8 +257,14 @@ typed_scores = st.one_of(
 def typed_policies(draw: st.DrawFn, name: str) -> A.Policy:
     kind = draw(st.sampled_from(["allow", "deny", "degrade"]))
     obligations = draw(st.lists(typed_obligations, max_size=2)) if kind == "degrade" else []
-    ops = draw(st.lists(st.sampled_from(["read", "write", "update", "delete", "derive"]),
-                        min_size=1, max_size=3, unique=True))
+    ops = draw(
+        st.lists(
+            st.sampled_from(["read", "write", "update", "delete", "derive"]),
+            min_size=1,
+            max_size=3,
+            unique=True,
+        )
+    )
     return A.Policy(
         name=name,
         ops=tuple(A.Ident(o) for o in ops),

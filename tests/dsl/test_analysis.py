@@ -18,21 +18,25 @@ def warnings(text: str, code: str | None = None) -> list[Diagnostic]:
     return [d for d in diags if d.code.startswith("W") and (code is None or d.code == code)]
 
 
-def rule(name: str, cond: str | None, effect: str = "deny", ops: str = "read",
-         priority: int | None = None) -> str:
+def rule(
+    name: str,
+    cond: str | None,
+    effect: str = "deny",
+    ops: str = "read",
+    priority: int | None = None,
+) -> str:
     head = f"policy {name}" + (f" priority {priority}" if priority is not None else "")
     when = f"  when {cond}\n" if cond else ""
     return f"{head} {{\n  on {ops}\n{when}  {effect}\n}}\n"
 
 
 def fires(cond: str) -> bool:
-    text = CONSTS + rule("p", cond) + "test \"uses\" {\n  given calls \"x\" = 1\n}\n"
+    text = CONSTS + rule("p", cond) + 'test "uses" {\n  given calls "x" = 1\n}\n'
     return not [d for d in warnings(text + _use_consts(), "W401") if d.snippet == "p"]
 
 
 def _use_consts() -> str:
-    return rule("use", "memory.confidence > min_conf and off and age(memory) > window",
-                ops="write")
+    return rule("use", "memory.confidence > min_conf and off and age(memory) > window", ops="write")
 
 
 # ---------------------------------------------------------------- W401
@@ -45,7 +49,7 @@ NEVER = [
     "age(memory) > 1h and age(memory) < 30m",
     "age(memory) > window and age(memory) <= 60m",
     "memory.creator.kind == user and memory.creator.kind == tool",
-    "memory.creator.kind == \"user\" and memory.creator.kind == tool",
+    'memory.creator.kind == "user" and memory.creator.kind == tool',
     "memory.status == revoked and memory.status != revoked",
     "memory.version == 3 and memory.version > 5",
     "false",
@@ -54,7 +58,7 @@ NEVER = [
     "memory.confidence > 0.1 and false",
     "1 > 2 and memory.known",
     "unknown(memory) and not unknown(memory)",
-    "\"x\" in memory.tags and not (\"x\" in memory.tags)",
+    '"x" in memory.tags and not ("x" in memory.tags)',
     "not (memory.confidence <= 0.8) and memory.confidence < 0.5",
     "memory.known == true and memory.known == false",
     "unknown(memory) and memory.confidence < 0.5",
@@ -74,7 +78,7 @@ SATISFIABLE = [
     "age(memory) > 1h and memory.created_at < now - 30m",
     "any(a in ancestors(memory) : a.confidence > 0.8) and "
     "any(a in ancestors(memory) : a.confidence < 0.5)",
-    "unknown(memory) and memory.id == \"m1\"",
+    'unknown(memory) and memory.id == "m1"',
     "unknown(memory) or memory.confidence < 0.5",
     "unknown(memory) and request.actor.kind == user",
     "unknown(memory) and (memory.known or memory.confidence < 0.5)",
@@ -108,9 +112,11 @@ def test_a_rule_without_when_always_fires() -> None:
 
 # ---------------------------------------------------------------- W402
 def test_shadowed_under_priority_strategy() -> None:
-    text = "resolve priority\n" + rule(
-        "high", "\"p\" in memory.tags", "degrade", "read, derive", 100
-    ) + rule("low", "\"p\" in memory.tags and age(memory) > 1d", "deny", "read", 10)
+    text = (
+        "resolve priority\n"
+        + rule("high", '"p" in memory.tags', "degrade", "read, derive", 100)
+        + rule("low", '"p" in memory.tags and age(memory) > 1d', "deny", "read", 10)
+    )
     (d,) = warnings(text)
     assert (d.code, d.snippet) == ("W402", "low")
     assert d.message == "policy `low` is shadowed by `high`"
@@ -121,20 +127,30 @@ def test_shadowed_under_priority_strategy() -> None:
     ("high", "low"),
     [
         # the higher rule does not cover every operation of the lower one
-        (rule("high", "memory.known", "allow", "read", 100),
-         rule("low", "memory.known", "deny", "read, act", 10)),
+        (
+            rule("high", "memory.known", "allow", "read", 100),
+            rule("low", "memory.known", "deny", "read, act", 10),
+        ),
         # the higher rule is narrower
-        (rule("high", "memory.known and age(memory) > 1h", "allow", "read", 100),
-         rule("low", "memory.known", "deny", "read", 10)),
+        (
+            rule("high", "memory.known and age(memory) > 1h", "allow", "read", 100),
+            rule("low", "memory.known", "deny", "read", 10),
+        ),
         # equal priority
-        (rule("high", "memory.known", "allow", "read", 10),
-         rule("low", "memory.known and age(memory) > 1h", "allow", "read", 10)),
+        (
+            rule("high", "memory.known", "allow", "read", 10),
+            rule("low", "memory.known and age(memory) > 1h", "allow", "read", 10),
+        ),
         # the would-be shadower never fires
-        (rule("high", "false", "allow", "read", 100),
-         rule("low", "memory.known", "allow", "read", 10)),
+        (
+            rule("high", "false", "allow", "read", 100),
+            rule("low", "memory.known", "allow", "read", 10),
+        ),
         # the would-be shadower has the lower priority
-        (rule("high", "memory.known", "allow", "read", 1),
-         rule("low", "memory.known", "allow", "read", 10)),
+        (
+            rule("high", "memory.known", "allow", "read", 1),
+            rule("low", "memory.known", "allow", "read", 10),
+        ),
     ],
 )
 def test_not_shadowed_under_priority_strategy(high: str, low: str) -> None:
@@ -144,8 +160,11 @@ def test_not_shadowed_under_priority_strategy(high: str, low: str) -> None:
 
 def test_deny_shadows_under_deny_overrides_whatever_the_priority() -> None:
     text = rule("no_revoked", "memory.status == revoked", "deny", "read, act", 1) + rule(
-        "annotate", "memory.status == revoked and memory.creator.kind == user",
-        "degrade annotate(\"x\")", "read", 50,
+        "annotate",
+        "memory.status == revoked and memory.creator.kind == user",
+        'degrade annotate("x")',
+        "read",
+        50,
     )
     (d,) = warnings(text)
     assert (d.code, d.snippet) == ("W402", "annotate")
@@ -193,16 +212,26 @@ def test_conflict_at_equal_priority_is_warned_once_at_the_later_rule() -> None:
 @pytest.mark.parametrize(
     ("a", "b"),
     [
-        (rule("a", "memory.confidence >= 0.5", "allow", "read", 20),
-         rule("b", "memory.confidence < 0.5", "deny", "read", 20)),
-        (rule("a", "memory.known", "allow", "read", 20),
-         rule("b", "memory.known", "deny", "read", 21)),
-        (rule("a", "memory.known", "allow", "read", 20),
-         rule("b", "memory.known", "deny", "write", 20)),
-        (rule("a", "memory.known", "deny", "read", 20),
-         rule("b", "memory.known and age(memory) > 1h", "deny", "read", 20)),
-        (rule("a", "unknown(memory)", "degrade", "read", 20),
-         rule("b", "memory.confidence < 0.5", "deny", "read", 20)),
+        (
+            rule("a", "memory.confidence >= 0.5", "allow", "read", 20),
+            rule("b", "memory.confidence < 0.5", "deny", "read", 20),
+        ),
+        (
+            rule("a", "memory.known", "allow", "read", 20),
+            rule("b", "memory.known", "deny", "read", 21),
+        ),
+        (
+            rule("a", "memory.known", "allow", "read", 20),
+            rule("b", "memory.known", "deny", "write", 20),
+        ),
+        (
+            rule("a", "memory.known", "deny", "read", 20),
+            rule("b", "memory.known and age(memory) > 1h", "deny", "read", 20),
+        ),
+        (
+            rule("a", "unknown(memory)", "degrade", "read", 20),
+            rule("b", "memory.confidence < 0.5", "deny", "read", 20),
+        ),
     ],
 )
 def test_no_conflict(a: str, b: str) -> None:
@@ -218,9 +247,9 @@ def test_default_priority_is_zero() -> None:
 def test_unused_const_and_sources() -> None:
     text = (
         "const used = 0.5\nconst unused = 1\nconst in_test = 3\n"
-        "sources trusted = [\"tool:*\"]\nsources spare = [\"user:*\"]\n"
+        'sources trusted = ["tool:*"]\nsources spare = ["user:*"]\n'
         + rule("p", "memory.confidence < used and memory.creator.id in trusted")
-        + "test \"t\" {\n  given calls \"tool:x\" = in_test\n}\n"
+        + 'test "t" {\n  given calls "tool:x" = in_test\n}\n'
     )
     got = [(d.code, d.snippet, d.message) for d in warnings(text)]
     assert got == [

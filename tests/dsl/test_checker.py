@@ -64,16 +64,16 @@ WELL_TYPED = [
     "memory.confidence * 2 - 1 / 4 >= 0.5",
     "-memory.confidence < 0",
     "memory.creator.kind == user",
-    "memory.creator.kind != \"tool\"",
-    "memory.creator == \"tool:flight_api\"",
-    "\"flight_price\" in memory.tags",
-    "\"x\" not in memory.tags",
+    'memory.creator.kind != "tool"',
+    'memory.creator == "tool:flight_api"',
+    '"flight_price" in memory.tags',
+    '"x" not in memory.tags',
     "memory.creator.id in trusted",
     "memory.creator.id not in trusted",
-    "\"user:\" in memory.subject",
+    '"user:" in memory.subject',
     "memory.status in [revoked, superseded]",
     "memory.confidence in [0.1, 0.2]",
-    "memory.creator.id matches \"tool:*\"",
+    'memory.creator.id matches "tool:*"',
     "memory.creator.id matches trusted",
     "not memory.known and true",
     "memory.known == false or off",
@@ -84,13 +84,13 @@ WELL_TYPED = [
     "min(a in lineage(memory) : a.confidence) < 0.5",
     "max(a in lineage(memory) : a.created_at) < now",
     "sum(a in lineage(memory) : age(a)) > 1d",
-    "any(t in memory.tags : t == \"x\")",
+    'any(t in memory.tags : t == "x")',
     "any(m in request.memories : m.creator.id in trusted)",
     "len(memory.tags) > 0 and len(memory.subject) > 0",
-    "calls(\"tool:flight_api\", 1h) >= limit",
+    'calls("tool:flight_api", 1h) >= limit',
     "request.actor.kind == user and request.time > memory.created_at",
     "unknown(memory) or since(memory.last_access) > 7d",
-    "request.budget < 0.05 and request.action == \"book\" and not request.historical",
+    'request.budget < 0.05 and request.action == "book" and not request.historical',
     "target.creator.id == request.actor.id",
     "[1, 2] == [3]",
 ]
@@ -104,30 +104,30 @@ def test_well_typed_conditions_are_clean(cond: str) -> None:
 ILL_TYPED = [
     ("age(memory) > 5", "cannot compare `duration` with `number`"),
     ("memory.created_at > 1h", "cannot compare `time` with `duration`"),
-    ("memory.confidence < \"0.7\"", "cannot compare `number` with `string`"),
+    ('memory.confidence < "0.7"', "cannot compare `number` with `string`"),
     ("memory.creator.kind == 3", "cannot compare `string` with `number`"),
     ("memory.known < true", "cannot order `bool` values with `<`"),
     ("now + now > now", "cannot apply `+` to `time` and `time`"),
     ("memory.confidence + 1h > 0", "cannot apply `+` to `number` and `duration`"),
-    ("\"a\" + 1 == \"ab\"", "cannot apply `+` to `string` and `number`"),
-    ("\"a\" - \"b\" == \"ab\"", "cannot apply `-` to `string` and `string`"),
+    ('"a" + 1 == "ab"', "cannot apply `+` to `string` and `number`"),
+    ('"a" - "b" == "ab"', "cannot apply `-` to `string` and `string`"),
     ("-age(memory) < 0", "cannot compare `duration` with `number`"),
-    ("-memory.subject == \"x\"", "cannot negate `string`"),
+    ('-memory.subject == "x"', "cannot negate `string`"),
     ("3 in memory.tags", "cannot test `number` in `list<string>`"),
     ("memory.confidence in trusted", "cannot test `number` in `sources`"),
-    ("memory.confidence matches \"x\"", "cannot match `number` against `string`"),
+    ('memory.confidence matches "x"', "cannot match `number` against `string`"),
     ("memory.confidence and true", "`and` needs `bool` operands, got `number`"),
     ("not memory.confidence", "`not` needs a `bool`, got `number`"),
     ("memory.confidence + 1", "`when` must be `bool`, got `number`"),
     ("(if memory.confidence then 1 else 2) > 0", "the `if` condition must be `bool`"),
-    ("(if memory.known then 1 else \"a\") == 1", "`if` branches have different types"),
-    ("[1, \"a\"] == [1]", "list items must have one type: `number` and `string`"),
+    ('(if memory.known then 1 else "a") == 1', "`if` branches have different types"),
+    ('[1, "a"] == [1]', "list items must have one type: `number` and `string`"),
     ("any(a in memory.confidence : true)", "`any` needs a list to range over"),
     ("any(a in ancestors(memory) : a.confidence)", "the body of `any` must be `bool`"),
     ("sum(a in lineage(memory) : a.status) > 1", "the body of `sum` must be a number"),
     ("sum(a in lineage(memory) : a.confidence) > 1h", "cannot compare `number` with `duration`"),
     ("len(memory.confidence) > 0", "`len` needs a list or a string, got `number`"),
-    ("calls(\"tool:x\", 10) >= 10", "argument of `calls` must be `duration`, got `number`"),
+    ('calls("tool:x", 10) >= 10', "argument of `calls` must be `duration`, got `number`"),
     ("age(memory.creator) > 1h", "argument of `age` must be `memory`, got `creator`"),
 ]
 
@@ -147,7 +147,7 @@ def test_duration_vs_number_has_unit_hint_and_exact_span() -> None:
 
 
 def test_quoted_number_hint() -> None:
-    (d,) = errors(when("memory.confidence < \"0.7\""))
+    (d,) = errors(when('memory.confidence < "0.7"'))
     assert d.help == "remove the quotes: `0.7`"
 
 
@@ -187,7 +187,7 @@ def test_unknown_attribute_underlines_the_name_with_suggestion() -> None:
         ("a.status == revoked", "E101", None),
         ("age(memory, 1) > 1h", "E105", None),
         ("ancestors(memory, 1, 2) == []", "E105", None),
-        ("calls(\"tool:x\") > 1", "E105", None),
+        ('calls("tool:x") > 1', "E105", None),
     ],
 )
 def test_name_errors(cond: str, code: str, hint: str | None) -> None:
@@ -216,7 +216,7 @@ def test_unknown_operation_with_suggestion() -> None:
 
 def test_obligations() -> None:
     body = (
-        "  on read\n  degrade anotate(\"x\"), refresh(), refresh(3), downrank(0), "
+        '  on read\n  degrade anotate("x"), refresh(), refresh(3), downrank(0), '
         "downrank(1.5), downrank(1), refresh(memory.creator), mark_pending()"
     )
     assert codes(policy(body)) == ["E107", "E105", "E201", "E203", "E203"]
@@ -258,7 +258,7 @@ def test_missing_on_and_missing_effect_at_policy_name() -> None:
 
 
 def test_allow_with_obligations_and_degrade_without_are_fine() -> None:
-    text = policy("  on read\n  allow annotate(\"ok\") score 0.8") + (
+    text = policy('  on read\n  allow annotate("ok") score 0.8') + (
         "policy q {\n  on read\n  degrade\n}\n"
     )
     assert errors(text) == []
@@ -273,7 +273,7 @@ def test_allow_with_obligations_and_degrade_without_are_fine() -> None:
         ("priority limit * 2 ", None),
         ("priority 1.5 ", "E202"),
         ("priority memory.confidence ", "E202"),
-        ("priority \"x\" ", "E201"),
+        ('priority "x" ', "E201"),
         ("weight 2 ", None),
         ("weight 0.5 ", None),
         ("weight 0 ", "E203"),
@@ -295,10 +295,10 @@ def test_priority_and_weight(header: str, code: str | None) -> None:
         ("score 1.5", "E203"),
         ("score -0.1", "E203"),
         ("score if memory.known then 0.5 else 2", "E203"),
-        ("score \"high\"", "E201"),
+        ('score "high"', "E201"),
         ("score 5m", "E201"),
         ("cost 0.02", None),
-        ("cost if calls(\"tool:x\", 1h) >= limit then 1.0 else 0.02", None),
+        ('cost if calls("tool:x", 1h) >= limit then 1.0 else 0.02', None),
         ("cost -1", "E203"),
         ("cost 1h", "E201"),
     ],
@@ -348,7 +348,7 @@ def test_valid_test_block_is_clean() -> None:
     ("old", "new", "code", "snippet"),
     [
         ("tags:", "tgs:", "E502", "tgs"),
-        ("budget: 0.05", "budget: \"cheap\"", "E201", "\"cheap\""),
+        ("budget: 0.05", 'budget: "cheap"', "E201", '"cheap"'),
         ("budget: 0.05", "budgte: 0.05", "E502", "budgte"),
         ("depends: [m]", "depends: [mm]", "E501", "mm"),
         ("depends: [m]", "depends: m", "E201", "m"),
@@ -358,11 +358,11 @@ def test_valid_test_block_is_clean() -> None:
         ("score 0.3 .. 0.5", "score 0.5 .. 0.3", "E203", "score 0.5 .. 0.3"),
         ("score 1\n", "score 2\n", "E203", "score 2"),
         ("with refresh", "with refrsh", "E107", "refrsh"),
-        ("without annotate(\"x\")", "without annotate()", "E105", "annotate()"),
-        ("\"reasoning:planner\"", "\"planner\"", "E504", "\"planner\""),
-        ("\"user:alice\"", "\"robot:alice\"", "E504", "\"robot:alice\""),
+        ('without annotate("x")', "without annotate()", "E105", "annotate()"),
+        ('"reasoning:planner"', '"planner"', "E504", '"planner"'),
+        ('"user:alice"', '"robot:alice"', "E504", '"robot:alice"'),
         ("at now - 5m", "at 5m", "E201", "5m"),
-        ("= 10 at", "= \"ten\" at", "E201", "\"ten\""),
+        ("= 10 at", '= "ten" at', "E201", '"ten"'),
         ("created_at: now - 2h", "created_at: 2h", "E201", "2h"),
     ],
 )
@@ -417,6 +417,10 @@ def test_rich_valid_policy_file_has_no_diagnostics() -> None:
 
 
 def test_strings_concatenate_with_plus() -> None:
-    diags = lint_texts({"p.mlp": 'policy p { on read when true degrade '
-                                 'annotate("superseded by " + memory.successor) }\n'})
+    diags = lint_texts(
+        {
+            "p.mlp": "policy p { on read when true degrade "
+            'annotate("superseded by " + memory.successor) }\n'
+        }
+    )
     assert [d for d in diags if d.severity == "error"] == []

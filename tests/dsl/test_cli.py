@@ -25,7 +25,10 @@ test "doubtful reasoning is refused" {
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "memlineage", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=60,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 
@@ -64,7 +67,7 @@ def test_test_command_reports_a_failing_expectation(tmp_path: Path) -> None:
     assert out.returncode == 1
     lines = out.stdout.strip().splitlines()
     assert lines[-1] == "0 passed, 1 failed"
-    assert lines[0].startswith("p.mlp:9:3: FAIL test \"doubtful reasoning is refused\" failed:")
+    assert lines[0].startswith('p.mlp:9:3: FAIL test "doubtful reasoning is refused" failed:')
     assert "expected allow" in lines[0] and "got deny" in lines[0]
 
 

@@ -34,8 +34,7 @@ def snapshots(draw: st.DrawFn) -> tuple[DictSnapshot, list]:
             continue
         known_ids = [m.id for m in memories if isinstance(m, MemoryFacts)]
         deps = (
-            draw(st.lists(st.sampled_from(known_ids), unique=True, max_size=3))
-            if known_ids else []
+            draw(st.lists(st.sampled_from(known_ids), unique=True, max_size=3)) if known_ids else []
         )
         memories.append(
             MemoryFacts(
@@ -49,8 +48,10 @@ def snapshots(draw: st.DrawFn) -> tuple[DictSnapshot, list]:
                 dependencies=tuple(deps),
             )
         )
-    calls = [(draw(st.sampled_from(["tool:flight_api", "tool:x"])), NOW - 60.0)
-             for _ in range(draw(st.integers(0, 12)))]
+    calls = [
+        (draw(st.sampled_from(["tool:flight_api", "tool:x"])), NOW - 60.0)
+        for _ in range(draw(st.integers(0, 12)))
+    ]
     known = [m for m in memories if isinstance(m, MemoryFacts)]
     return DictSnapshot(known, calls), memories
 

@@ -25,31 +25,37 @@ def _compiled(when: str, extra: str = ""):
     return built.compiled
 
 
-@pytest.mark.parametrize("when", [
-    "age(memory) > 1h",
-    "memory.created_at < now - 1h",  # the moving side on the right
-    "since(memory.created_at) >= 30m and memory.type == \"fact\"",
-    "request.time - 1h > memory.created_at",
-    "memory.reliability < 0.3",
-    "min(a in lineage(memory) : a.reliability) < 0.3",
-    "max(a in lineage(memory) : age(a)) > 1h",
-    "any(a in lineage(memory) : age(a) > 1h)",
-    "memory.value_score <= 0.2",
-    "calls(\"tool:x\", 1h) >= 10",
-    "not (age(memory) > 1h)",
-])
+@pytest.mark.parametrize(
+    "when",
+    [
+        "age(memory) > 1h",
+        "memory.created_at < now - 1h",  # the moving side on the right
+        'since(memory.created_at) >= 30m and memory.type == "fact"',
+        "request.time - 1h > memory.created_at",
+        "memory.reliability < 0.3",
+        "min(a in lineage(memory) : a.reliability) < 0.3",
+        "max(a in lineage(memory) : age(a)) > 1h",
+        "any(a in lineage(memory) : age(a) > 1h)",
+        "memory.value_score <= 0.2",
+        'calls("tool:x", 1h) >= 10',
+        "not (age(memory) > 1h)",
+    ],
+)
 def test_time_exact_policies(when: str) -> None:
     assert _compiled(when).plans["read"].reusable
 
 
-@pytest.mark.parametrize(("when", "extra"), [
-    ("age(memory) * 2 > 1h", ""),  # moves at another rate
-    ("age(memory) > age(memory)", ""),  # both sides move
-    ("1h - age(memory) < 0s", ""),  # falls with time
-    ("sum(a in lineage(memory) : age(a)) > 1h", ""),
-    ("memory.type == \"fact\"", "  cost age(memory) / 1h\n"),  # a cost that drifts
-    ("memory.type == \"fact\"", "  score memory.reliability\n"),
-])
+@pytest.mark.parametrize(
+    ("when", "extra"),
+    [
+        ("age(memory) * 2 > 1h", ""),  # moves at another rate
+        ("age(memory) > age(memory)", ""),  # both sides move
+        ("1h - age(memory) < 0s", ""),  # falls with time
+        ("sum(a in lineage(memory) : age(a)) > 1h", ""),
+        ('memory.type == "fact"', "  cost age(memory) / 1h\n"),  # a cost that drifts
+        ('memory.type == "fact"', "  score memory.reliability\n"),
+    ],
+)
 def test_policies_that_are_not_time_exact(when: str, extra: str) -> None:
     assert not _compiled(when, extra).plans["read"].reusable
 
@@ -118,39 +124,75 @@ def _memories_at(t: float, seeds: list[tuple]) -> list[MemoryFacts]:
     from its value at T0 with each memory's own half-life (never shorter than _H_MIN)."""
     out = []
     for i, (age, rel0, half, status, tags, deps) in enumerate(seeds):
-        out.append(MemoryFacts(
-            f"m{i}", created_at=T0 - age, reliability=rel0 * 0.5 ** ((t - T0) / half),
-            status=status, tags=tags, confidence=0.5, dependencies=deps,
-            creator=Creator.parse("tool:flight_api" if i % 2 else "user:alice")))
+        out.append(
+            MemoryFacts(
+                f"m{i}",
+                created_at=T0 - age,
+                reliability=rel0 * 0.5 ** ((t - T0) / half),
+                status=status,
+                tags=tags,
+                confidence=0.5,
+                dependencies=deps,
+                creator=Creator.parse("tool:flight_api" if i % 2 else "user:alice"),
+            )
+        )
     return out
 
 
 T0 = 1_800_000_000.0
-_seeds = st.lists(st.tuples(
-    st.floats(-600, 10 * 86400), st.floats(0.0, 1.0), st.sampled_from([_H_MIN, 3600.0, math.inf]),
-    st.sampled_from(["active", "revoked"]), st.sampled_from([(), ("flight_price",)]),
-    st.just(())), min_size=1, max_size=3).map(
-    lambda seeds: [(*s[:5], ("m0",) if i and s[1] > 0.5 else ()) for i, s in enumerate(seeds)])
+_seeds = st.lists(
+    st.tuples(
+        st.floats(-600, 10 * 86400),
+        st.floats(0.0, 1.0),
+        st.sampled_from([_H_MIN, 3600.0, math.inf]),
+        st.sampled_from(["active", "revoked"]),
+        st.sampled_from([(), ("flight_price",)]),
+        st.just(()),
+    ),
+    min_size=1,
+    max_size=3,
+).map(lambda seeds: [(*s[:5], ("m0",) if i and s[1] > 0.5 else ()) for i, s in enumerate(seeds)])
 
 
 # Time tests with bounds near the generated memories' ages, counts and reliabilities,
 # so that the times drawn below do cross them.
 _near = st.one_of(
-    st.builds(lambda op, d: f"age(memory) {op} {d}s", st.sampled_from(["<", "<=", ">", ">="]),
-              st.integers(0, 3 * 86400)),
-    st.builds(lambda op, d: f"memory.created_at {op} now - {d}s",
-              st.sampled_from(["<", ">="]), st.integers(0, 3 * 86400)),
-    st.builds(lambda op, n: f"memory.reliability {op} {n / 100}",
-              st.sampled_from(["<", "<=", ">", ">="]), st.integers(0, 100)),
-    st.builds(lambda op, n: f"min(a in lineage(memory) : a.reliability) {op} {n / 100}",
-              st.sampled_from(["<", ">="]), st.integers(0, 100)),
-    st.builds(lambda op, n, w: f'calls("tool:flight_api", {w}m) {op} {n}',
-              st.sampled_from(["<", ">="]), st.integers(0, 12), st.integers(5, 240)),
+    st.builds(
+        lambda op, d: f"age(memory) {op} {d}s",
+        st.sampled_from(["<", "<=", ">", ">="]),
+        st.integers(0, 3 * 86400),
+    ),
+    st.builds(
+        lambda op, d: f"memory.created_at {op} now - {d}s",
+        st.sampled_from(["<", ">="]),
+        st.integers(0, 3 * 86400),
+    ),
+    st.builds(
+        lambda op, n: f"memory.reliability {op} {n / 100}",
+        st.sampled_from(["<", "<=", ">", ">="]),
+        st.integers(0, 100),
+    ),
+    st.builds(
+        lambda op, n: f"min(a in lineage(memory) : a.reliability) {op} {n / 100}",
+        st.sampled_from(["<", ">="]),
+        st.integers(0, 100),
+    ),
+    st.builds(
+        lambda op, n, w: f'calls("tool:flight_api", {w}m) {op} {n}',
+        st.sampled_from(["<", ">="]),
+        st.integers(0, 12),
+        st.integers(5, 240),
+    ),
     st.sampled_from(['"flight_price" in memory.tags', "memory.status == revoked"]),
 )
-_conditions = st.recursive(_near, lambda sub: st.one_of(
-    st.builds(lambda a, op, b: f"({a}) {op} ({b})", sub, st.sampled_from(["and", "or"]), sub),
-    st.builds(lambda a: f"not ({a})", sub)), max_leaves=4)
+_conditions = st.recursive(
+    _near,
+    lambda sub: st.one_of(
+        st.builds(lambda a, op, b: f"({a}) {op} ({b})", sub, st.sampled_from(["and", "or"]), sub),
+        st.builds(lambda a: f"not ({a})", sub),
+    ),
+    max_leaves=4,
+)
 
 
 @st.composite
@@ -158,19 +200,28 @@ def _time_policy_sets(draw) -> str:
     out = []
     for i in range(draw(st.integers(1, 4))):
         effect = draw(st.sampled_from(['deny "no"', 'degrade annotate("x") "stale"']))
-        cost = draw(st.sampled_from(["", 'cost if calls("tool:flight_api", 1h) >= 3 '
-                                         "then 5 else 0.01\n"]))
-        out.append(f"policy p{i} priority {draw(st.integers(0, 9))} {{\n  on read, update\n"
-                   f"  when {draw(_conditions)}\n  {effect}\n{cost}}}\n")
+        cost = draw(
+            st.sampled_from(["", 'cost if calls("tool:flight_api", 1h) >= 3 then 5 else 0.01\n'])
+        )
+        out.append(
+            f"policy p{i} priority {draw(st.integers(0, 9))} {{\n  on read, update\n"
+            f"  when {draw(_conditions)}\n  {effect}\n{cost}}}\n"
+        )
     return draw(st.sampled_from(["", "resolve cost_aware\n", "resolve priority\n"])) + (
-        "".join(out))
+        "".join(out)
+    )
 
 
 _policy_texts = st.one_of(_time_policy_sets(), well_typed_policy_sets())
 
 
-def _holds_until_its_horizon(text: str, seeds: list[tuple], calls: list[float], op: str,
-                             instants: Callable[[float], list[float]]) -> None:
+def _holds_until_its_horizon(
+    text: str,
+    seeds: list[tuple],
+    calls: list[float],
+    op: str,
+    instants: Callable[[float], list[float]],
+) -> None:
     """Decide `op` at T0; at each of `instants(end)` (in [T0, end), end = the horizon)
     the same request must get the same decision."""
     built = build_texts({"gen.mlp": text})
@@ -197,19 +248,31 @@ def _holds_until_its_horizon(text: str, seeds: list[tuple], calls: list[float], 
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(text=_policy_texts, seeds=_seeds,
-       calls=st.lists(st.floats(-4 * 3600, 600), max_size=12),
-       op=st.sampled_from(["read", "update", "derive"]), data=st.data())
+@given(
+    text=_policy_texts,
+    seeds=_seeds,
+    calls=st.lists(st.floats(-4 * 3600, 600), max_size=12),
+    op=st.sampled_from(["read", "update", "derive"]),
+    data=st.data(),
+)
 def test_a_decision_holds_until_its_horizon(text, seeds, calls, op, data) -> None:
-    _holds_until_its_horizon(text, seeds, calls, op, lambda end: data.draw(
-        st.lists(st.floats(T0, end, exclude_max=True), max_size=5)))
+    _holds_until_its_horizon(
+        text,
+        seeds,
+        calls,
+        op,
+        lambda end: data.draw(st.lists(st.floats(T0, end, exclude_max=True), max_size=5)),
+    )
 
 
-@pytest.mark.parametrize("when", [
-    "age(memory) < 0.0005s",  # the case hypothesis found about one run in twelve
-    "age(memory) <= 0.0001s",
-    "memory.created_at > now - 0.0002s",
-])
+@pytest.mark.parametrize(
+    "when",
+    [
+        "age(memory) < 0.0005s",  # the case hypothesis found about one run in twelve
+        "age(memory) <= 0.0001s",
+        "memory.created_at > now - 0.0002s",
+    ],
+)
 def test_a_bound_within_the_margin_holds_at_now_only(when: str) -> None:
     """A crossing nearer than MARGIN, less MARGIN, fell before now: a horizon in the
     past. It is the next float after now: the decision holds at now, not a tick later."""

@@ -54,18 +54,21 @@ def test_a_const_folded_into_a_priority_is_range_checked_at_the_use() -> None:
     assert _codes(text) == [("E203", 2, 19)]
 
 
-@pytest.mark.parametrize(("text", "where"), [
-    (_policy(TERM, " weight 1e309"), (1, 17)),
-    (_policy(TERM, " weight 1e7"), (1, 17)),
-    ('policy p { on read deny score 1e309 }', (1, 31)),
-    ('policy p { on read degrade cost 1e309 }', (1, 33)),
-    ('policy p { on read degrade cost 1e13 }', (1, 33)),
-    ('policy p { on read when memory.confidence > 1e309 deny }', (1, 45)),
-    ('policy p { on read when age(memory) > ' + "9" * 400 + 'd deny }', (1, 39)),
-    ('resolve cost_aware waive_penalty 1e309', (1, 34)),
-    ('const BIG = 1e308 * 10\npolicy p { on read when memory.confidence > BIG deny }', (1, 13)),
-    ('policy p { on read degrade downrank(1e309) }', (1, 37)),
-])
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (_policy(TERM, " weight 1e309"), (1, 17)),
+        (_policy(TERM, " weight 1e7"), (1, 17)),
+        ("policy p { on read deny score 1e309 }", (1, 31)),
+        ("policy p { on read degrade cost 1e309 }", (1, 33)),
+        ("policy p { on read degrade cost 1e13 }", (1, 33)),
+        ("policy p { on read when memory.confidence > 1e309 deny }", (1, 45)),
+        ("policy p { on read when age(memory) > " + "9" * 400 + "d deny }", (1, 39)),
+        ("resolve cost_aware waive_penalty 1e309", (1, 34)),
+        ("const BIG = 1e308 * 10\npolicy p { on read when memory.confidence > BIG deny }", (1, 13)),
+        ("policy p { on read degrade downrank(1e309) }", (1, 37)),
+    ],
+)
 def test_an_infinite_or_out_of_range_number_is_an_error(text: str, where: tuple) -> None:
     diags = lint_texts({"a.mlp": text})
     errors = [(d.code, d.span.line, d.span.column) for d in diags if d.severity == "error"]
@@ -73,10 +76,16 @@ def test_an_infinite_or_out_of_range_number_is_an_error(text: str, where: tuple)
     assert all(d.help or "must be" in d.message for d in diags)
 
 
-@pytest.mark.parametrize("stmt", [
-    'given calls "tool:x" = 1e309', 'given calls "tool:x" = 1e9', 'given calls "tool:x" = 2.5',
-    "given memory m { version: 1e309 }", "expect read m -> allow score 1e309",
-])
+@pytest.mark.parametrize(
+    "stmt",
+    [
+        'given calls "tool:x" = 1e309',
+        'given calls "tool:x" = 1e9',
+        'given calls "tool:x" = 2.5',
+        "given memory m { version: 1e309 }",
+        "expect read m -> allow score 1e309",
+    ],
+)
 def test_test_values_that_cannot_run_are_errors(stmt: str) -> None:
     text = _policy(TERM) + f'test "t" {{\n  given memory m {{}}\n  {stmt}\n}}\n'
     text = text.replace("given memory m {}\n  given memory m", "given memory m")
@@ -90,8 +99,10 @@ def test_the_test_runner_reports_a_setup_it_cannot_run() -> None:
     # what lint rejects still never raises out of the runner (the CLI runs it)
     build = build_texts({"a.mlp": _policy(TERM)})
     assert build.compiled is not None and build.env is not None
-    text = _policy(TERM) + 'test "t" {\n  given memory m { version: 1e300 }\n' \
+    text = (
+        _policy(TERM) + 'test "t" {\n  given memory m { version: 1e300 }\n'
         '  given calls "x" = 1e9\n  expect read m -> deny\n}\n'
+    )
     env = build_texts({"a.mlp": text}).env
     assert env is not None
     (result,) = run_tests(build.compiled, env)
@@ -118,7 +129,7 @@ def test_a_long_boolean_chain_lints_formats_builds_and_decides(op: str, n: int) 
 
 
 def test_a_long_sum_keeps_its_value() -> None:
-    text = f'policy p {{ on read degrade score {" + ".join(["0.001"] * 600)} }}\n'
+    text = f"policy p {{ on read degrade score {' + '.join(['0.001'] * 600)} }}\n"
     build = build_texts({"a.mlp": text})
     assert build.compiled is not None, build.diagnostics
     d = decide(build.compiled, _request(), DictSnapshot([], []))
@@ -150,12 +161,14 @@ def test_nesting_up_to_the_limit_works_everywhere(kind: str) -> None:
     assert not has_errors(lint_texts({"a.mlp": text}))
     formatted, _ = format_source(text)
     assert formatted is not None and parse_source(formatted)[0] == parse_source(text)[0]
-    build = build_texts({"a.mlp": text + 'test "t" {\n  given memory b {}\n'
-                         '  expect read b -> deny\n}\n'})
+    build = build_texts(
+        {"a.mlp": text + 'test "t" {\n  given memory b {}\n  expect read b -> deny\n}\n'}
+    )
     assert build.compiled is not None and build.env is not None
     decide(build.compiled, _request(), DictSnapshot([], []))
-    assert all(r.passed or r.failures[0].code == "E503"
-               for r in run_tests(build.compiled, build.env))
+    assert all(
+        r.passed or r.failures[0].code == "E503" for r in run_tests(build.compiled, build.env)
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)

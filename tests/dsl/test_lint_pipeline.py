@@ -42,8 +42,9 @@ Row = tuple[str, str, str, str, int, int, int, int, str, str]
 def _corpus() -> list[tuple[str, list[str]]]:
     cases = [("policies", [BUNDLED_POLICIES]), ("golden-as-one-set", [str(GOLDEN)])]
     cases += [(p.stem, [str(p)]) for p in sorted(GOLDEN.glob("*.mlp"))]
-    cases += [(f"golden/{p.parent.name}/{p.name}", [str(p)])
-              for p in sorted(GOLDEN.glob("*/*.mlp"))]
+    cases += [
+        (f"golden/{p.parent.name}/{p.name}", [str(p)]) for p in sorted(GOLDEN.glob("*/*.mlp"))
+    ]
     return cases
 
 
@@ -60,8 +61,10 @@ def _policy_set(paths: list[str]) -> dict[str, str]:
         if path in out or not os.path.isfile(path):
             continue
         out[path] = Path(path).read_text(encoding="utf-8")
-        todo += [os.path.normpath(os.path.join(os.path.dirname(path), inc))
-                 for inc in _INCLUDE.findall(out[path])]
+        todo += [
+            os.path.normpath(os.path.join(os.path.dirname(path), inc))
+            for inc in _INCLUDE.findall(out[path])
+        ]
     return dict(sorted(out.items()))
 
 
@@ -70,9 +73,21 @@ def _cli(files: dict[str, str]) -> tuple[int, list[Row]]:
     paths = list(files)
     random.Random(len(paths)).shuffle(paths)
     code = lint_command(paths, "json", out)
-    rows = [(d["code"], d["severity"], d["message"], d["file"], d["line"], d["column"],
-             d["end_line"], d["end_column"], d["snippet"], d["help"] or "")
-            for d in json.loads(out.getvalue())]
+    rows = [
+        (
+            d["code"],
+            d["severity"],
+            d["message"],
+            d["file"],
+            d["line"],
+            d["column"],
+            d["end_line"],
+            d["end_column"],
+            d["snippet"],
+            d["help"] or "",
+        )
+        for d in json.loads(out.getvalue())
+    ]
     return code, rows
 
 
@@ -89,14 +104,28 @@ def admin() -> Iterator[MemLineageClient]:
 
 def _rpc(admin: MemLineageClient, files: dict[str, str]) -> tuple[bool, list[Row]]:
     response = admin.lint_policy(dict(reversed(files.items())))
-    rows = [(d.code, d.severity, d.message, d.file, d.line, d.column, d.end_line,
-             d.end_column, d.snippet, d.help) for d in response.diagnostics]
+    rows = [
+        (
+            d.code,
+            d.severity,
+            d.message,
+            d.file,
+            d.line,
+            d.column,
+            d.end_line,
+            d.end_column,
+            d.snippet,
+            d.help,
+        )
+        for d in response.diagnostics
+    ]
     return response.ok, rows
 
 
 @pytest.mark.parametrize(("name", "paths"), CORPUS, ids=[name for name, _ in CORPUS])
-def test_cli_and_rpc_report_the_same_diagnostics(admin: MemLineageClient, name: str,
-                                                 paths: list[str]) -> None:
+def test_cli_and_rpc_report_the_same_diagnostics(
+    admin: MemLineageClient, name: str, paths: list[str]
+) -> None:
     files = _policy_set(paths)
     code, by_cli = _cli(files)
     ok, by_rpc = _rpc(admin, files)
@@ -119,8 +148,7 @@ def test_the_corpus_has_good_and_broken_sets(admin: MemLineageClient) -> None:
 
 
 LIB = 'sources trusted = ["tool:*"]\n'
-MAIN = ('include "lib.mlp"\npolicy p {\n  on read\n  when memory.creator.id in trusted\n'
-        "  allow\n}\n")
+MAIN = 'include "lib.mlp"\npolicy p {\n  on read\n  when memory.creator.id in trusted\n  allow\n}\n'
 
 
 def test_a_lint_is_about_a_set_of_files_not_their_order() -> None:
@@ -129,7 +157,9 @@ def test_a_lint_is_about_a_set_of_files_not_their_order() -> None:
     assert forward == lint_texts(dict(reversed(texts.items())))
     # the first in path order is the definition, the others its duplicates
     assert [(d.file, d.code) for d in forward if d.code == "E109"] == [
-        ("m.mlp", "E109"), ("z.mlp", "E109")]
+        ("m.mlp", "E109"),
+        ("z.mlp", "E109"),
+    ]
 
 
 def test_paths_are_the_same_however_they_are_spelt() -> None:

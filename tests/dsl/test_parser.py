@@ -47,14 +47,22 @@ def attr(*path: str) -> A.Expr:
         ("f()", A.Call("f", ())),
         ("[1, 2,]", A.ListLit((n(1), n(2)))),
         ("[]", A.ListLit(())),
-        ("any(a in ancestors(memory) : a.status == revoked)",
-         A.Quant("any", "a", A.Call("ancestors", (A.Name("memory"),)),
-                 A.Binary("==", attr("a", "status"), A.Name("revoked")))),
+        (
+            "any(a in ancestors(memory) : a.status == revoked)",
+            A.Quant(
+                "any",
+                "a",
+                A.Call("ancestors", (A.Name("memory"),)),
+                A.Binary("==", attr("a", "status"), A.Name("revoked")),
+            ),
+        ),
         ("min(a in xs : a.confidence)", A.Quant("min", "a", A.Name("xs"), attr("a", "confidence"))),
         ("not a", A.Unary("not", A.Name("a"))),
         ("a not in b", A.Binary("not in", A.Name("a"), A.Name("b"))),
-        ('memory.creator.id matches "tool:*"',
-         A.Binary("matches", attr("memory", "creator", "id"), A.Str("tool:*"))),
+        (
+            'memory.creator.id matches "tool:*"',
+            A.Binary("matches", attr("memory", "creator", "id"), A.Str("tool:*")),
+        ),
         ("if a then 1 else 2", A.Cond(A.Name("a"), n(1), n(2))),
     ],
 )
@@ -81,8 +89,15 @@ def test_precedence_and_associativity(src: str, expected: A.Expr) -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90s", 90), ("5m", 300), ("1h", 3600), ("7d", 604800), ("2w", 1209600),
-     ("500ms", 0.5), ("1.5h", 5400)],
+    [
+        ("90s", 90),
+        ("5m", 300),
+        ("1h", 3600),
+        ("7d", 604800),
+        ("2w", 1209600),
+        ("500ms", 0.5),
+        ("1.5h", 5400),
+    ],
 )
 def test_durations(text: str, seconds: float) -> None:
     assert duration_seconds(text) == seconds
@@ -131,8 +146,10 @@ def test_policy() -> None:
         when=A.Binary("in", A.Str("price"), attr("memory", "tags")),
         effect=A.Effect(
             "degrade",
-            (A.Obligation("refresh", (attr("memory", "creator", "id"),)),
-             A.Obligation("annotate", (A.Str("stale"),))),
+            (
+                A.Obligation("refresh", (attr("memory", "creator", "id"),)),
+                A.Obligation("annotate", (A.Str("stale"),)),
+            ),
             "may be stale",
         ),
         priority=n(10),
@@ -168,23 +185,33 @@ def test_test_block() -> None:
     assert isinstance(test, A.Test)
     assert test.name == "stale"
     assert test.stmts == (
-        A.GivenMemory("m", (A.Field("tags", A.ListLit((A.Str("p"),))),
-                            A.Field("created_at", A.Binary("-", A.Now(), A.Duration(7200))))),
+        A.GivenMemory(
+            "m",
+            (
+                A.Field("tags", A.ListLit((A.Str("p"),))),
+                A.Field("created_at", A.Binary("-", A.Now(), A.Duration(7200))),
+            ),
+        ),
         A.GivenRequest((A.Field("actor", A.Str("user:alice")),)),
         A.GivenCalls("tool:x", n(3), A.Binary("-", A.Now(), A.Duration(300))),
         A.GivenCalls("tool:y", n(1), None),
-        A.Expect(A.Ident("read"), (A.Ident("m"),), "user:alice", "degrade", 0.2, 0.5,
-                 (A.Obligation("refresh", (A.Str("x"),)), A.Obligation("annotate", (A.Str("y"),))),
-                 (A.Obligation("mark_pending", ()),)),
+        A.Expect(
+            A.Ident("read"),
+            (A.Ident("m"),),
+            "user:alice",
+            "degrade",
+            0.2,
+            0.5,
+            (A.Obligation("refresh", (A.Str("x"),)), A.Obligation("annotate", (A.Str("y"),))),
+            (A.Obligation("mark_pending", ()),),
+        ),
         A.Expect(A.Ident("delete"), (A.Ident("m"), A.Ident("k")), None, "deny", 1.0, 1.0),
     )
     assert test.stmts[0].span.line == 2
 
 
 def test_comments_are_ignored() -> None:
-    module, diags = parse_source(
-        "# a\nconst a = 1 // b\n// c\nconst s = \"# not a comment\"  # d\n"
-    )
+    module, diags = parse_source('# a\nconst a = 1 // b\n// c\nconst s = "# not a comment"  # d\n')
     assert diags == []
     assert module.items == (A.Const("a", n(1)), A.Const("s", A.Str("# not a comment")))
 

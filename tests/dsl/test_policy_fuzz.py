@@ -26,16 +26,63 @@ from memlineage_dsl.testing import run_tests
 from strategies import well_typed_policy_sets
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS = [p.read_text(encoding="utf-8") for p in sorted(
-    [*(ROOT / "tests/dsl/golden").rglob("*.mlp"), *(ROOT / "policies").rglob("*.mlp")])]
-FAST = settings(max_examples=40, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+CORPUS = [
+    p.read_text(encoding="utf-8")
+    for p in sorted(
+        [*(ROOT / "tests/dsl/golden").rglob("*.mlp"), *(ROOT / "policies").rglob("*.mlp")]
+    )
+]
+FAST = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
-_EXTREME = ["2147483648", "-2147483649", "1e309", "1e308", "9" * 400, "0", "-0", "1e-320",
-            "2147483647", "-2147483648", "1e6", "1e12", "0.5"]
-_SNIPPETS = ["(", ")", "and", "or", "not", "+", "-", "*", "/", "any(a in ancestors(memory) : ",
-             "if true then ", " else ", '"', "{", "}", "priority ", "weight ", "score ",
-             "cost ", "const X = ", "include \"x.mlp\"", "\n", "1e309", ".", ",", "[", "]"]
+_EXTREME = [
+    "2147483648",
+    "-2147483649",
+    "1e309",
+    "1e308",
+    "9" * 400,
+    "0",
+    "-0",
+    "1e-320",
+    "2147483647",
+    "-2147483648",
+    "1e6",
+    "1e12",
+    "0.5",
+]
+_SNIPPETS = [
+    "(",
+    ")",
+    "and",
+    "or",
+    "not",
+    "+",
+    "-",
+    "*",
+    "/",
+    "any(a in ancestors(memory) : ",
+    "if true then ",
+    " else ",
+    '"',
+    "{",
+    "}",
+    "priority ",
+    "weight ",
+    "score ",
+    "cost ",
+    "const X = ",
+    'include "x.mlp"',
+    "\n",
+    "1e309",
+    ".",
+    ",",
+    "[",
+    "]",
+]
 
 
 def _everything(text: str) -> None:
@@ -55,7 +102,7 @@ def mutated(draw: st.DrawFn) -> str:
         at = draw(st.integers(0, len(text)))
         kind = draw(st.integers(0, 3))
         if kind == 0:  # delete a span
-            text = text[:at] + text[at + draw(st.integers(1, 20)):]
+            text = text[:at] + text[at + draw(st.integers(1, 20)) :]
         elif kind == 1:  # insert a snippet
             text = text[:at] + draw(st.sampled_from(_SNIPPETS)) + text[at:]
         elif kind == 2:  # an extreme number in place of every number of one line
@@ -66,8 +113,17 @@ def mutated(draw: st.DrawFn) -> str:
     return text
 
 
-_WRAPS = [("not ", ""), ("any(a in [true] : ", ")"), ("(true and ", ")"), ("-(", ")"),
-          ("(1 - ", ")"), ("[", "]"), ("len(", ")"), ("if true then ", " else 1"), ("(", ")")]
+_WRAPS = [
+    ("not ", ""),
+    ("any(a in [true] : ", ")"),
+    ("(true and ", ")"),
+    ("-(", ")"),
+    ("(1 - ", ")"),
+    ("[", "]"),
+    ("len(", ")"),
+    ("if true then ", " else 1"),
+    ("(", ")"),
+]
 
 
 @st.composite
@@ -109,17 +165,30 @@ def test_deep_and_long_texts_break_nothing(text: str) -> None:
 _NUMBER = re.compile(r"\b(priority|weight|cost|score) (\d+(?:\.\d+)?)")
 _REQ_MEMORY = st.builds(
     lambda conf, age, tags: MemoryFacts(
-        id="m", tags=tuple(tags), creator=Creator("tool", "tool:flight_api"),
-        confidence=conf, reliability=conf, created_at=1_800_000_000.0 - age),
-    st.floats(0, 1), st.floats(0, 1e9), st.lists(st.sampled_from(["flight_price", "pii"])))
+        id="m",
+        tags=tuple(tags),
+        creator=Creator("tool", "tool:flight_api"),
+        confidence=conf,
+        reliability=conf,
+        created_at=1_800_000_000.0 - age,
+    ),
+    st.floats(0, 1),
+    st.floats(0, 1e9),
+    st.lists(st.sampled_from(["flight_price", "pii"])),
+)
 
 
 @st.composite
 def extreme_sets(draw: st.DrawFn) -> str:
     """A well-typed set with some of its numbers replaced by extreme ones."""
     text = draw(well_typed_policy_sets())
-    return _NUMBER.sub(lambda m: f"{m.group(1)} " + (
-        draw(st.sampled_from(_EXTREME)) if draw(st.booleans()) else m.group(2)), text)
+    return _NUMBER.sub(
+        lambda m: (
+            f"{m.group(1)} "
+            + (draw(st.sampled_from(_EXTREME)) if draw(st.booleans()) else m.group(2))
+        ),
+        text,
+    )
 
 
 def _int32(n: int) -> bool:
@@ -127,18 +196,24 @@ def _int32(n: int) -> bool:
 
 
 @settings(FAST, max_examples=60)
-@given(extreme_sets(), _REQ_MEMORY, st.sampled_from(["read", "write", "update", "delete"]),
-       st.floats(0, 1e6) | st.just(math.inf))
-def test_a_set_that_lints_clean_decides_and_encodes(text: str, memory: MemoryFacts, op: str,
-                                                    budget: float) -> None:
+@given(
+    extreme_sets(),
+    _REQ_MEMORY,
+    st.sampled_from(["read", "write", "update", "delete"]),
+    st.floats(0, 1e6) | st.just(math.inf),
+)
+def test_a_set_that_lints_clean_decides_and_encodes(
+    text: str, memory: MemoryFacts, op: str, budget: float
+) -> None:
     build = build_texts({"a.mlp": text})
     if has_errors(build.diagnostics):
         return
     assert build.compiled is not None
     for p in build.compiled.policies:
         assert _int32(p.priority) and math.isfinite(p.weight) and p.weight > 0
-    req = Request(op=op, memory=memory, actor=Creator("user", "user:a"),
-                  time=1_800_000_000.0, budget=budget)
+    req = Request(
+        op=op, memory=memory, actor=Creator("user", "user:a"), time=1_800_000_000.0, budget=budget
+    )
     d = decide(build.compiled, req, DictSnapshot([memory], []))
     assert math.isfinite(d.compliance_score) and 0 <= d.compliance_score <= 1
     assert math.isfinite(d.expected_cost) and d.expected_cost >= 0

@@ -29,7 +29,7 @@ def test_human_rendering() -> None:
     diags, sources = lint()
     assert render_human(diags, sources) == (
         "p.mlp:1:9: warning[W404]: source list `trusted` is never used\n"
-        " 1 | sources trusted = [\"tool:*\"]\n"
+        ' 1 | sources trusted = ["tool:*"]\n'
         "   |         ^^^^^^^\n"
         "  = help: remove it, or use it in a policy\n"
         "\n"

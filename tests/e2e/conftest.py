@@ -25,12 +25,13 @@ def world(request: pytest.FixtureRequest) -> Iterator[World]:
     store = "embedded"
     if request.param == "redis":
         store = request.getfixturevalue("redis_server").emptied()
-    config = Config(policy_dir=BUNDLED_POLICIES, store=store, tokens=TOKENS,
-                    decision_log="off")
+    config = Config(policy_dir=BUNDLED_POLICIES, store=store, tokens=TOKENS, decision_log="off")
     clock = ManualClock(T0)
     with RunningSidecar(config, clock) as sidecar:
-        clients = [MemLineageClient(sidecar.address, token=t, timeout=10)
-                   for t in ("token-alice", "token-bob", "token-admin")]
+        clients = [
+            MemLineageClient(sidecar.address, token=t, timeout=10)
+            for t in ("token-alice", "token-bob", "token-admin")
+        ]
         try:
             yield World(sidecar, clock, *clients)
         finally:

@@ -43,8 +43,10 @@ WAIT = 5.0  # the longest any single expected event / answer may take
 
 # ------------------------------------------------------------------ helpers
 @contextmanager
-def raw_stub(world: World, token: str | None = "token-alice",
-             ) -> Iterator[tuple[pb_grpc.MemLineageStub, tuple[tuple[str, str], ...]]]:
+def raw_stub(
+    world: World,
+    token: str | None = "token-alice",
+) -> Iterator[tuple[pb_grpc.MemLineageStub, tuple[tuple[str, str], ...]]]:
     """The generated stub on its own channel, with the bearer token as metadata."""
     channel = grpc.insecure_channel(world.sidecar.address)
     try:
@@ -99,9 +101,11 @@ class Collector:
         while len(out) < n:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise AssertionError(f"got {len(out)} of {n} events in {timeout} s: "
-                                     f"{[(e.type, e.memory_id) for e in out]}; "
-                                     f"stream error: {self.error!r}")
+                raise AssertionError(
+                    f"got {len(out)} of {n} events in {timeout} s: "
+                    f"{[(e.type, e.memory_id) for e in out]}; "
+                    f"stream error: {self.error!r}"
+                )
             try:
                 out.append(self.events.get(timeout=min(remaining, 0.05)))
             except queue.Empty:
@@ -126,8 +130,13 @@ def test_malformed_ids_are_refused_with_the_field(world: World) -> None:
         field_error(c.record, "memory.id", bad, creator="user:alice")
     # a malformed dependency is named by its index
     c.record("good-1", creator="user:alice")
-    field_error(c.record, "memory.dependencies[1]", "derived-1", creator="agent:planner",
-                dependencies=["good-1", "not valid"])
+    field_error(
+        c.record,
+        "memory.dependencies[1]",
+        "derived-1",
+        creator="agent:planner",
+        dependencies=["good-1", "not valid"],
+    )
     assert_not_recorded(world, "derived-1")
     assert list(c.explain("good-1").memory.derivations) == []
 
@@ -161,13 +170,21 @@ def test_unset_and_unknown_operations(world: World) -> None:
     world.alice.record("op-target", creator="user:alice")
     with raw_stub(world) as (stub, md):
         for op in (pb.OPERATION_UNSPECIFIED, 42):
-            err = rpc_error(stub.Check, pb.CheckRequest(operation=op, memory_id="op-target"),
-                            metadata=md, timeout=WAIT)
+            err = rpc_error(
+                stub.Check,
+                pb.CheckRequest(operation=op, memory_id="op-target"),
+                metadata=md,
+                timeout=WAIT,
+            )
             assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
             assert err.details().startswith("operation:"), err.details()
         # a status action that is unset is refused as well, and changes nothing
-        err = rpc_error(stub.UpdateStatus, pb.UpdateStatusRequest(memory_id="op-target"),
-                        metadata=md, timeout=WAIT)
+        err = rpc_error(
+            stub.UpdateStatus,
+            pb.UpdateStatusRequest(memory_id="op-target"),
+            metadata=md,
+            timeout=WAIT,
+        )
         assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert err.details().startswith("action:"), err.details()
         # a Record without a memory
@@ -181,8 +198,13 @@ def test_unset_and_unknown_operations(world: World) -> None:
 def test_nan_and_out_of_range_confidence(world: World) -> None:
     c = world.alice
     for i, bad in enumerate((math.nan, 1.5, -0.01, math.inf)):
-        field_error(c.record, "memory.creator_confidence", f"conf-{i}",
-                    creator="reasoning:planner", confidence=bad)
+        field_error(
+            c.record,
+            "memory.creator_confidence",
+            f"conf-{i}",
+            creator="reasoning:planner",
+            confidence=bad,
+        )
     assert_not_recorded(world, "conf-0", "conf-1", "conf-2", "conf-3")
     # the edges of the range are fine
     assert c.record("conf-ok-0", creator="reasoning:planner", confidence=0.0).recorded
@@ -192,8 +214,9 @@ def test_nan_and_out_of_range_confidence(world: World) -> None:
 def test_timestamps_far_in_the_future(world: World) -> None:
     c = world.alice
     day = 86_400.0
-    field_error(c.record, "memory.created_at", "future-1", creator="user:alice",
-                created_at=world.now + day)
+    field_error(
+        c.record, "memory.created_at", "future-1", creator="user:alice", created_at=world.now + day
+    )
     assert_not_recorded(world, "future-1")
     # a little clock skew is tolerated (the limit is 300 s)
     assert c.record("skewed", creator="user:alice", created_at=world.now + 60).recorded
@@ -222,8 +245,9 @@ def test_thousands_of_dependencies(world: World) -> None:
     c = world.alice
     c.record("base", creator="user:alice")
     deps = ["base", *(f"dep-{i}" for i in range(2999))]
-    err = field_error(c.record, "memory.dependencies", "too-many", creator="agent:planner",
-                      dependencies=deps)
+    err = field_error(
+        c.record, "memory.dependencies", "too-many", creator="agent:planner", dependencies=deps
+    )
     assert "256" in err.details
     assert_not_recorded(world, "too-many")
     assert list(c.explain("base").memory.derivations) == []
@@ -239,8 +263,13 @@ def test_unknown_dependency_among_three_records_nothing(world: World) -> None:
     c = world.alice
     c.record("city", creator="user:alice", claim=("user:alice", "destination_city", "Rome"))
     c.record("dates", creator="user:alice")
-    err = field_error(c.record, "memory.dependencies[1]", "plan", creator="agent:planner",
-                      dependencies=["city", "ghost", "dates"])
+    err = field_error(
+        c.record,
+        "memory.dependencies[1]",
+        "plan",
+        creator="agent:planner",
+        dependencies=["city", "ghost", "dates"],
+    )
     assert "ghost" in err.details
     assert_not_recorded(world, "plan")
     for real in ("city", "dates"):
@@ -255,16 +284,24 @@ def test_unknown_dependency_among_three_records_nothing(world: World) -> None:
     # the event log never saw the refused record
     watch = Collector(c.watch(from_oldest=True))
     try:
-        assert summary(watch.take(3)) == [("recorded", "city"), ("recorded", "dates"),
-                                          ("recorded", "plan")]
+        assert summary(watch.take(3)) == [
+            ("recorded", "city"),
+            ("recorded", "dates"),
+            ("recorded", "plan"),
+        ]
     finally:
         watch.stop()
 
 
 def test_dependency_in_another_namespace_is_unknown_here(world: World) -> None:
     world.bob.record("bob-secret", creator="user:bob")
-    err = field_error(world.alice.record, "memory.dependencies[0]", "steal",
-                      creator="agent:planner", dependencies=["bob-secret"])
+    err = field_error(
+        world.alice.record,
+        "memory.dependencies[0]",
+        "steal",
+        creator="agent:planner",
+        dependencies=["bob-secret"],
+    )
     assert "user-b" not in err.details  # never reveals where it lives
     assert_not_recorded(world, "steal")
     assert list(world.bob.explain("bob-secret").memory.derivations) == []
@@ -273,11 +310,21 @@ def test_dependency_in_another_namespace_is_unknown_here(world: World) -> None:
 def test_self_dependency_and_duplicate_dependency(world: World) -> None:
     c = world.alice
     c.record("root", creator="user:alice")
-    field_error(c.record, "memory.dependencies[1]", "loop", creator="agent:planner",
-                dependencies=["root", "loop"])
+    field_error(
+        c.record,
+        "memory.dependencies[1]",
+        "loop",
+        creator="agent:planner",
+        dependencies=["root", "loop"],
+    )
     assert_not_recorded(world, "loop")
-    field_error(c.record, "memory.dependencies[1]", "twice", creator="agent:planner",
-                dependencies=["root", "root"])
+    field_error(
+        c.record,
+        "memory.dependencies[1]",
+        "twice",
+        creator="agent:planner",
+        dependencies=["root", "root"],
+    )
     assert_not_recorded(world, "twice")
     assert list(c.explain("root").memory.derivations) == []
 
@@ -295,16 +342,24 @@ def test_nan_similarity_in_filter_rank(world: World) -> None:
 
 def test_oversized_message_is_resource_exhausted(world: World) -> None:
     tags = [f"{i:08d}" + "t" * 52 for i in range(80_000)]  # ~5 MiB > 4 MiB
-    request = pb.RecordRequest(memory=pb.Memory(
-        id="huge", creator=pb.Creator(kind=pb.CREATOR_KIND_USER, id="user:alice"), tags=tags))
+    request = pb.RecordRequest(
+        memory=pb.Memory(
+            id="huge", creator=pb.Creator(kind=pb.CREATOR_KIND_USER, id="user:alice"), tags=tags
+        )
+    )
     assert request.ByteSize() > 4 * 1024 * 1024
     with raw_stub(world) as (stub, md):
         err = rpc_error(stub.Record, request, metadata=md, timeout=WAIT)
     assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert_not_recorded(world, "huge")
     # over the tag limit but under the message size: a field-level refusal
-    field_error(world.alice.record, "memory.tags", "many-tags", creator="user:alice",
-                tags=[f"t{i}" for i in range(65)])
+    field_error(
+        world.alice.record,
+        "memory.tags",
+        "many-tags",
+        creator="user:alice",
+        tags=[f"t{i}" for i in range(65)],
+    )
     assert_not_recorded(world, "many-tags")
     assert world.alice.record("after", creator="user:alice").recorded
 
@@ -356,8 +411,9 @@ def test_stale_version_and_forbidden_transitions(world: World) -> None:
 # ------------------------------------------------------------------ PERMISSION_DENIED
 def test_other_tenants_namespace_is_denied(world: World) -> None:
     world.alice.record("mine", creator="user:alice")
-    bob_as_alice = MemLineageClient(world.sidecar.address, token="token-bob",
-                                    namespace="user-a", timeout=WAIT, retries=0)
+    bob_as_alice = MemLineageClient(
+        world.sidecar.address, token="token-bob", namespace="user-a", timeout=WAIT, retries=0
+    )
     try:
         calls = [
             lambda: bob_as_alice.check("read", "mine"),
@@ -413,8 +469,12 @@ def test_missing_or_wrong_token_is_unauthenticated(world: World) -> None:
         finally:
             client.close()
     with raw_stub(world, token=None) as (stub, _):
-        err = rpc_error(stub.Check, pb.CheckRequest(operation=pb.OPERATION_READ, memory_id="x"),
-                        metadata=(("authorization", "Basic token-alice"),), timeout=WAIT)
+        err = rpc_error(
+            stub.Check,
+            pb.CheckRequest(operation=pb.OPERATION_READ, memory_id="x"),
+            metadata=(("authorization", "Basic token-alice"),),
+            timeout=WAIT,
+        )
         assert err.code() == grpc.StatusCode.UNAUTHENTICATED
     assert_not_recorded(world, "sneaky")
 
@@ -456,17 +516,22 @@ def test_watch_tells_the_owner_of_a_derived_memory_about_a_correction(world: Wor
         d = quick.check("read", "nothing-yet")
         assert d.effect == pb.EFFECT_DEGRADE and time.monotonic() - started < 2
 
-        c.record("city-1", creator="user:alice",
-                 claim=("user:alice", "destination_city", "Shanghai"))
+        c.record(
+            "city-1", creator="user:alice", claim=("user:alice", "destination_city", "Shanghai")
+        )
         c.record("hotel-1", creator="agent:planner", dependencies=["city-1"])
-        fix = c.record("city-2", creator="user:alice",
-                       claim=("user:alice", "destination_city", "Beijing"))
+        fix = c.record(
+            "city-2", creator="user:alice", claim=("user:alice", "destination_city", "Beijing")
+        )
         assert fix.superseded_id == "city-1" and list(fix.affected_ids) == ["hotel-1"]
 
         events = watch.take(5)
         assert summary(events) == [
-            ("recorded", "city-1"), ("recorded", "hotel-1"), ("recorded", "city-2"),
-            ("status_changed", "city-1"), ("cascaded", "city-1"),
+            ("recorded", "city-1"),
+            ("recorded", "hotel-1"),
+            ("recorded", "city-2"),
+            ("status_changed", "city-1"),
+            ("cascaded", "city-1"),
         ]
         rec_hotel, changed, cascaded = events[1], events[3], events[4]
         assert list(rec_hotel.affected_ids) == ["city-1"]
@@ -535,13 +600,23 @@ def test_health_and_reflection(world: World) -> None:
     try:
         db = ProtoReflectionDescriptorDatabase(channel)
         services = set(db.get_services())
-        assert {"memlineage.v1.MemLineage", "memlineage.v1.PolicyAdmin",
-                "grpc.health.v1.Health"} <= services
+        assert {
+            "memlineage.v1.MemLineage",
+            "memlineage.v1.PolicyAdmin",
+            "grpc.health.v1.Health",
+        } <= services
         # the descriptors are served too: a client can build requests from them
         check = db.FindFileContainingSymbol("memlineage.v1.MemLineage")
         assert check.package == "memlineage.v1"
         assert {m.name for m in check.service[0].method} >= {
-            "Record", "Check", "FilterRank", "UpdateStatus", "Feedback", "Explain", "Watch"}
+            "Record",
+            "Check",
+            "FilterRank",
+            "UpdateStatus",
+            "Feedback",
+            "Explain",
+            "Watch",
+        }
     finally:
         channel.close()
 
@@ -609,33 +684,43 @@ def test_refused_requests_leave_no_decision_on_the_memory(world: World) -> None:
     ex = c.explain("ok")
     assert (ex.memory.creator.id, ex.memory.version) == ("user:alice", 1)
     assert [(d.decision_id, d.operation) for d in ex.decisions] == [
-        (read.decision_id, pb.OPERATION_READ), (rec.decision.decision_id, pb.OPERATION_WRITE)]
+        (read.decision_id, pb.OPERATION_READ),
+        (rec.decision.decision_id, pb.OPERATION_WRITE),
+    ]
 
 
 # ------------------------------------------------------------------ decision log
 def test_decision_log_has_one_json_line_per_decision(tmp_path: Path) -> None:
     log_path = tmp_path / "decisions.jsonl"
-    config = Config(policy_dir=BUNDLED_POLICIES, decision_log=str(log_path),
-                    tokens=(TokenGrant("tok", ("ns-log",), name="t"),))
+    config = Config(
+        policy_dir=BUNDLED_POLICIES,
+        decision_log=str(log_path),
+        tokens=(TokenGrant("tok", ("ns-log",), name="t"),),
+    )
     issued: list[tuple[str, str, str]] = []  # (decision_id, op, effect)
     effect = {pb.EFFECT_ALLOW: "allow", pb.EFFECT_DENY: "deny", pb.EFFECT_DEGRADE: "degrade"}
 
     def note(d: pb.Decision, op: str) -> None:
         issued.append((d.decision_id, op, effect[d.effect]))
 
-    with RunningSidecar(config, ManualClock(T0)) as s, \
-            MemLineageClient(s.address, token="tok", timeout=WAIT) as c:
+    with (
+        RunningSidecar(config, ManualClock(T0)) as s,
+        MemLineageClient(s.address, token="tok", timeout=WAIT) as c,
+    ):
         note(c.record("pref", creator="user:alice").decision, "write")
-        note(c.record("plan", creator="agent:planner", dependencies=["pref"]).decision,
-             "derive")
+        note(c.record("plan", creator="agent:planner", dependencies=["pref"]).decision, "derive")
         note(c.check("read", "pref"), "read")
         note(c.check("act", ["plan", "pref"], action="book"), "act")
         ranked = c.filter_rank([("pref", 0.9), ("legacy", 0.5)])
         for cand in ranked.candidates:
             note(cand.decision, "read")
         note(c.revoke("pref", actor="tool:web_search").decision, "update")
-        note(c.record("guess", creator="tool:web_search",
-                      claim=("user:alice", "seat", "aisle")).decision, "write")
+        note(
+            c.record(
+                "guess", creator="tool:web_search", claim=("user:alice", "seat", "aisle")
+            ).decision,
+            "write",
+        )
         clean = len(issued)
         # refused requests: no decision was taken, so none may be logged
         refused = [
@@ -653,8 +738,9 @@ def test_decision_log_has_one_json_line_per_decision(tmp_path: Path) -> None:
     lines = log_path.read_text(encoding="utf-8").splitlines()
     logged = [json.loads(line) for line in lines]
     assert [(e["decision_id"], e["op"], e["effect"]) for e in logged[:clean]] == issued
-    assert [(e["op"], e["memory_ids"]) for e in logged[clean:]] == [], \
+    assert [(e["op"], e["memory_ids"]) for e in logged[clean:]] == [], (
         "refused requests were logged as decisions"
+    )
     for entry in logged:
         assert entry["namespace"] == "ns-log"
         assert isinstance(entry["policies"], list)

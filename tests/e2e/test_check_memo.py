@@ -23,8 +23,9 @@ def _service(world: World) -> MemLineageService:
 def _raw_check(world: World, token: str, data: bytes) -> pb.CheckResponse:
     """Check with the request bytes exactly as given."""
     with grpc.insecure_channel(world.sidecar.address) as channel:
-        call = channel.unary_unary(CHECK, request_serializer=None,
-                                   response_deserializer=pb.CheckResponse.FromString)
+        call = channel.unary_unary(
+            CHECK, request_serializer=None, response_deserializer=pb.CheckResponse.FromString
+        )
         return call(data, metadata=(("authorization", f"Bearer {token}"),), timeout=10)
 
 
@@ -66,15 +67,20 @@ def test_the_same_bytes_from_two_callers_are_decided_in_each_namespace(world: Wo
         # alice's memory, asked from user-b: unknown there, never alice's answer
         assert theirs.effect == pb.EFFECT_DEGRADE
         assert [r.policy for r in theirs.reasons] == ["unknown_provenance_read"]
-    naming_a = pb.CheckRequest(namespace="user-a", operation=pb.OPERATION_READ,
-                               memory_id="city").SerializeToString()
+    naming_a = pb.CheckRequest(
+        namespace="user-a", operation=pb.OPERATION_READ, memory_id="city"
+    ).SerializeToString()
     assert _raw_check(world, "token-alice", naming_a).decision.effect == pb.EFFECT_ALLOW
     for _ in range(2):  # alice's remembered bytes are no pass for bob
         with pytest.raises(grpc.RpcError) as info:
             _raw_check(world, "token-bob", naming_a)
         assert info.value.code() == grpc.StatusCode.PERMISSION_DENIED
-    with MemLineageClient(world.sidecar.address, token="token-bob", namespace="user-a",
-                          timeout=10) as bob_in_a, pytest.raises(PermissionDenied):
+    with (
+        MemLineageClient(
+            world.sidecar.address, token="token-bob", namespace="user-a", timeout=10
+        ) as bob_in_a,
+        pytest.raises(PermissionDenied),
+    ):
         bob_in_a.check("read", "city")
 
 
@@ -84,7 +90,8 @@ def test_malformed_check_bytes_are_invalid_argument(world: World, data: bytes) -
         _raw_check(world, "token-alice", data)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert info.value.details().startswith(
-        "request: is not a valid memlineage.v1.CheckRequest message"), info.value.details()
+        "request: is not a valid memlineage.v1.CheckRequest message"
+    ), info.value.details()
     assert len(_service(world).check_memo) == 0
 
 

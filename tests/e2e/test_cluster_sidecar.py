@@ -13,8 +13,9 @@ from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
 
 def test_sidecar_on_redis_cluster(redis_cluster) -> None:
-    c = RedisCluster.from_url(redis_cluster.url.replace("redis+cluster://", "redis://")
-                              .split(",")[0])
+    c = RedisCluster.from_url(
+        redis_cluster.url.replace("redis+cluster://", "redis://").split(",")[0]
+    )
     c.flushall(target_nodes=RedisCluster.PRIMARIES)
     c.close()
     config = Config(policy_dir=BUNDLED_POLICIES, store=redis_cluster.url)
@@ -23,8 +24,7 @@ def test_sidecar_on_redis_cluster(redis_cluster) -> None:
         ml.record("hotel", creator="agent:planner", dependencies=["city"])
         ml.record("guess", creator="reasoning:planner", confidence=0.3)
         assert list(ml.filter_rank([("hotel", 0.9), ("guess", 0.99)]).ranked_ids) == ["hotel"]
-        fix = ml.record("city-2", creator="user:alice",
-                        claim=("user:alice", "city", "Beijing"))
+        fix = ml.record("city-2", creator="user:alice", claim=("user:alice", "city", "Beijing"))
         assert fix.superseded_id == "city" and list(fix.affected_ids) == ["hotel"]
         assert ml.check("read", "hotel").effect == pb.EFFECT_DEGRADE
         assert ml.explain("city").memory.successor == "city-2"
@@ -34,8 +34,12 @@ def test_two_sidecars_share_one_redis(redis_server) -> None:
     redis_server.emptied()
     clock = ManualClock(T0)
     config = Config(policy_dir=BUNDLED_POLICIES, store=redis_server.url)
-    with RunningSidecar(config, clock) as a, RunningSidecar(config, clock) as b, \
-            MemLineageClient(a.address) as ca, MemLineageClient(b.address) as cb:
+    with (
+        RunningSidecar(config, clock) as a,
+        RunningSidecar(config, clock) as b,
+        MemLineageClient(a.address) as ca,
+        MemLineageClient(b.address) as cb,
+    ):
         ca.record("city", creator="user:alice")
         cb.record("hotel", creator="agent:planner", dependencies=["city"])
         revoke = cb.revoke("city", actor="user:alice")

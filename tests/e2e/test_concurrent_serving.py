@@ -23,7 +23,8 @@ READERS, CALLS = 8, 250
 
 @pytest.mark.parametrize("backend", ["embedded", "redis"])
 def test_concurrent_checks_are_each_counted_and_exact(
-        backend: str, request: pytest.FixtureRequest) -> None:
+    backend: str, request: pytest.FixtureRequest
+) -> None:
     store = "embedded"
     if backend == "redis":
         store = request.getfixturevalue("redis_server").emptied()
@@ -63,23 +64,40 @@ def test_concurrent_checks_are_each_counted_and_exact(
             t.join(120)
         assert not errors, errors
         registry = s.sidecar.metrics.registry
-        reads = sum(registry.get_sample_value(
-            "memlineage_decisions_total", {"operation": "read", "effect": e}) or 0.0
-            for e in ("allow", "deny", "degrade"))
+        reads = sum(
+            registry.get_sample_value(
+                "memlineage_decisions_total", {"operation": "read", "effect": e}
+            )
+            or 0.0
+            for e in ("allow", "deny", "degrade")
+        )
         assert reads == READERS * CALLS  # every add kept, from every worker thread
-        assert registry.get_sample_value(
-            "memlineage_rpc_latency_seconds_count", {"method": "Check"}) == READERS * CALLS
+        assert (
+            registry.get_sample_value("memlineage_rpc_latency_seconds_count", {"method": "Check"})
+            == READERS * CALLS
+        )
         engine = s.sidecar.engine
         assert 0 < engine.reused <= READERS * CALLS
         # Quiet now: every answer equals a decision taken afresh on the same store.
-        fresh = Engine(engine.store, engine.policies, clock=engine.clock,
-                       reuse_decisions=False, record_access=False)
+        fresh = Engine(
+            engine.store,
+            engine.policies,
+            clock=engine.clock,
+            reuse_decisions=False,
+            record_access=False,
+        )
         with MemLineageClient(s.address) as c:
             for i in range(40):
                 got = c.check("read", f"m{i}")
                 want = fresh.check(NS, "read", [f"m{i}"], engine_actor(s))
-                assert got.effect == {"allow": pb.EFFECT_ALLOW, "deny": pb.EFFECT_DENY,
-                                      "degrade": pb.EFFECT_DEGRADE}[want.decision.effect]
+                assert (
+                    got.effect
+                    == {
+                        "allow": pb.EFFECT_ALLOW,
+                        "deny": pb.EFFECT_DENY,
+                        "degrade": pb.EFFECT_DEGRADE,
+                    }[want.decision.effect]
+                )
                 assert got.compliance_score == want.decision.compliance_score
 
 
@@ -91,8 +109,10 @@ def engine_actor(s: RunningSidecar):
 
 def test_watch_streams_do_not_hold_the_workers() -> None:
     """More open Watch streams than gRPC workers: unary calls are still answered."""
-    with RunningSidecar(Config(policy_dir=BUNDLED_POLICIES, decision_log="off")) as s, \
-            MemLineageClient(s.address, timeout=5) as c:
+    with (
+        RunningSidecar(Config(policy_dir=BUNDLED_POLICIES, decision_log="off")) as s,
+        MemLineageClient(s.address, timeout=5) as c,
+    ):
         streams = [c.watch(from_oldest=True) for _ in range(EMBEDDED_WORKERS * 3)]
         seen: list[str] = []
 
@@ -110,7 +130,8 @@ def test_watch_streams_do_not_hold_the_workers() -> None:
             # No public count of open Watch streams: the pool's queue and threads show
             # when every stream has a thread (ThreadPoolExecutor internals).
             while s.sidecar.service.watch_pool._work_queue.qsize() or len(
-                    s.sidecar.service.watch_pool._threads) < len(streams):
+                s.sidecar.service.watch_pool._threads
+            ) < len(streams):
                 assert time.monotonic() < deadline, "the streams did not all open"
                 time.sleep(0.05)
             c.record("m", creator="user:alice")  # 5 s deadline: a free worker answers

@@ -27,23 +27,28 @@ def verify(*files: Path, key: str | None = KEY) -> subprocess.CompletedProcess[s
     env = {k: v for k, v in os.environ.items() if k != "MEMLINEAGE_DECISION_LOG_KEY"}
     if key is not None:
         env["MEMLINEAGE_DECISION_LOG_KEY"] = key
-    return subprocess.run([sys.executable, "-m", "memlineage", "log", "verify",
-                           *map(str, files)], capture_output=True, text=True, timeout=60,
-                          env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "memlineage", "log", "verify", *map(str, files)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
 
 
 def entries(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_logrotate_then_sighup_keeps_one_chain_and_verify_finds_an_edit(
-        tmp_path: Path) -> None:
+def test_logrotate_then_sighup_keeps_one_chain_and_verify_finds_an_edit(tmp_path: Path) -> None:
     policies = tmp_path / "policies"
     policies.mkdir()
     (policies / "main.mlp").write_text(POLICY)
     log, old = tmp_path / "decisions.log", tmp_path / "decisions.log.old"
-    s = Served(["--policies", str(policies), "--decision-log", str(log)],
-               {"MEMLINEAGE_DECISION_LOG_KEY": KEY})
+    s = Served(
+        ["--policies", str(policies), "--decision-log", str(log)],
+        {"MEMLINEAGE_DECISION_LOG_KEY": KEY},
+    )
     try:
         with MemLineageClient(s.address) as c:
             c.record("guess", creator="reasoning:planner", confidence=0.5)
@@ -78,12 +83,14 @@ def test_logrotate_then_sighup_keeps_one_chain_and_verify_finds_an_edit(
     lines = old.read_bytes().splitlines(keepends=True)
     assert b'"effect":"deny"' in lines[4]
     for changed in (b'"effect":"denY"', b'"effect":"allow"'):
-        old.write_bytes(b"".join([*lines[:4], lines[4].replace(b'"effect":"deny"', changed),
-                                  *lines[5:]]))
+        old.write_bytes(
+            b"".join([*lines[:4], lines[4].replace(b'"effect":"deny"', changed), *lines[5:]])
+        )
         bad = verify(old, log)
         assert bad.returncode == 1
-        assert bad.stderr == (f"{old}:5: altered: the HMAC does not match the line "
-                              "(or written with another key)\n")
+        assert bad.stderr == (
+            f"{old}:5: altered: the HMAC does not match the line (or written with another key)\n"
+        )
 
 
 def test_size_rotation_and_restart_continue_the_chain(tmp_path: Path) -> None:
@@ -106,7 +113,10 @@ def test_size_rotation_and_restart_continue_the_chain(tmp_path: Path) -> None:
     files = [*rotated, log]
     ok = verify(*files)
     assert (ok.returncode, ok.stdout) == (0, "22 decisions, chain intact\n"), ok.stderr
-    assert re.fullmatch(r"\d+ decisions, chain intact from seq \d+ \(the files before it "
-                        r"not given\)\n", verify(*files[1:]).stdout)
+    assert re.fullmatch(
+        r"\d+ decisions, chain intact from seq \d+ \(the files before it "
+        r"not given\)\n",
+        verify(*files[1:]).stdout,
+    )
     gap = verify(files[0], *files[2:])
     assert gap.returncode == 1 and gap.stderr.startswith(f"{files[2]}:1: seq ")

@@ -28,6 +28,8 @@ NS = "default"
 def Server(data: Path, policies: Path) -> ServeProcess:
     """`memlineage serve --data-dir` on the policy directory."""
     return ServeProcess(["--policies", str(policies), "--data-dir", str(data)])
+
+
 CREATOR = "tool:crawler"
 WRITERS = 3
 KEYS = 3  # claims per writer: each writer's record of key k supersedes its previous one
@@ -44,8 +46,14 @@ def policies(tmp_path: Path) -> Path:
     return p
 
 
-def _load(server: Server, writer: int, start: int, acked: list[str],
-          failed: list[BaseException], stop: threading.Event) -> None:
+def _load(
+    server: Server,
+    writer: int,
+    start: int,
+    acked: list[str],
+    failed: list[BaseException],
+    stop: threading.Event,
+) -> None:
     """Writer ``writer``: claim c<w>-<i> on doc<w>/k<i % KEYS>, then a note built on it
     (the next claim of the key supersedes c<w>-<i>, whose cascade marks the note)."""
     with MemLineageClient(server.address, timeout=5) as c:
@@ -53,12 +61,15 @@ def _load(server: Server, writer: int, start: int, acked: list[str],
         while not stop.is_set():
             claim_id, note_id = f"c{writer}-{i}", f"n{writer}-{i}"
             try:
-                out = c.record(claim_id, creator=CREATOR, confidence=0.9,
-                               claim=(f"doc{writer}", f"k{i % KEYS}", f"v{i}"))
+                out = c.record(
+                    claim_id,
+                    creator=CREATOR,
+                    confidence=0.9,
+                    claim=(f"doc{writer}", f"k{i % KEYS}", f"v{i}"),
+                )
                 assert out.recorded
                 acked.append(claim_id)
-                out = c.record(note_id, creator=CREATOR, confidence=0.9,
-                               dependencies=[claim_id])
+                out = c.record(note_id, creator=CREATOR, confidence=0.9, dependencies=[claim_id])
                 assert out.recorded
                 acked.append(note_id)
             except MemLineageError as exc:  # the server died: stop
@@ -93,7 +104,8 @@ def _check(data: Path, acked: list[str]) -> None:
 
 
 def test_sigkill_during_superseding_claims_leaves_whole_records(
-        tmp_path: Path, policies: Path) -> None:
+    tmp_path: Path, policies: Path
+) -> None:
     data = tmp_path / "data"
     acked: list[str] = []
     servers: list[Server] = []
@@ -105,14 +117,22 @@ def test_sigkill_during_superseding_claims_leaves_whole_records(
             stop = threading.Event()
             failed: list[BaseException] = []
             mine: list[str] = []
-            loaders = [threading.Thread(
-                target=_load, args=(server, w, round_no * 1_000_000, mine, failed, stop),
-                daemon=True) for w in range(WRITERS)]
+            loaders = [
+                threading.Thread(
+                    target=_load,
+                    args=(server, w, round_no * 1_000_000, mine, failed, stop),
+                    daemon=True,
+                )
+                for w in range(WRITERS)
+            ]
             for t in loaders:
                 t.start()
             deadline = time.monotonic() + 60
-            while (len(mine) < ACKED_PER_ROUND and time.monotonic() < deadline
-                   and all(t.is_alive() for t in loaders)):
+            while (
+                len(mine) < ACKED_PER_ROUND
+                and time.monotonic() < deadline
+                and all(t.is_alive() for t in loaders)
+            ):
                 time.sleep(0.02)
             assert len(mine) >= ACKED_PER_ROUND, failed
             server.kill()  # SIGKILL while every writer is mid-loop

@@ -53,16 +53,18 @@ def servers() -> Iterator[list[Server]]:
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memlineage", *args],
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "memlineage", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_sigkill_mid_load_keeps_every_acknowledged_record(tmp_path: Path, policies: Path,
-                                                          servers: list[Server]) -> None:
+def test_sigkill_mid_load_keeps_every_acknowledged_record(
+    tmp_path: Path, policies: Path, servers: list[Server]
+) -> None:
     data = tmp_path / "data"
     server = Server(data, policies)
     servers.append(server)
@@ -76,8 +78,13 @@ def test_sigkill_mid_load_keeps_every_acknowledged_record(tmp_path: Path, polici
                 memory_id = f"m{i}"
                 deps = [f"m{i - 1}"] if i and i % 3 else []
                 try:
-                    out = c.record(memory_id, creator="tool:crawler", confidence=0.9,
-                                   dependencies=deps, claim=("doc", f"k{i % 50}", f"v{i}"))
+                    out = c.record(
+                        memory_id,
+                        creator="tool:crawler",
+                        confidence=0.9,
+                        dependencies=deps,
+                        claim=("doc", f"k{i % 50}", f"v{i}"),
+                    )
                 except MemLineageError as exc:  # the server died: stop
                     failed.append(exc)
                     return
@@ -122,10 +129,17 @@ def test_sigkill_mid_load_keeps_every_acknowledged_record(tmp_path: Path, polici
 def _populate(data: Path) -> None:
     store = EmbeddedStore(data, clock=ManualClock(1_700_000_000.0))
     for i in range(600):
-        store.record(MemoryRecord(id=f"mem:{i:04d}", namespace=NS, creator_id="user:u",
-                                  subject="trip", attribute=f"leg{i}",
-                                  value=f"Paris to Rome, seat {i:04d}, window, aisle",
-                                  dependencies=(f"mem:{i - 1:04d}",) if i else ()))
+        store.record(
+            MemoryRecord(
+                id=f"mem:{i:04d}",
+                namespace=NS,
+                creator_id="user:u",
+                subject="trip",
+                attribute=f"leg{i}",
+                value=f"Paris to Rome, seat {i:04d}, window, aisle",
+                dependencies=(f"mem:{i - 1:04d}",) if i else (),
+            )
+        )
     store.close()
 
 
@@ -143,17 +157,22 @@ def _truncate(db: Path) -> None:
 def _edit_a_value(db: Path) -> None:
     con = sqlite3.connect(db, isolation_level=None)
     try:  # a letter changed inside a stored value, the checksum left as it was
-        n = con.execute("UPDATE ops SET op = replace(op, 'seat 0300', 'seat 0301') "
-                        "WHERE op LIKE '%seat 0300%'").rowcount
+        n = con.execute(
+            "UPDATE ops SET op = replace(op, 'seat 0300', 'seat 0301') WHERE op LIKE '%seat 0300%'"
+        ).rowcount
         assert n == 1
     finally:
         con.close()
 
 
-@pytest.mark.parametrize("damage", [_flip_middle_byte, _truncate, _edit_a_value],
-                         ids=["flipped-byte", "truncated", "hand-edited"])
+@pytest.mark.parametrize(
+    "damage",
+    [_flip_middle_byte, _truncate, _edit_a_value],
+    ids=["flipped-byte", "truncated", "hand-edited"],
+)
 def test_a_damaged_database_refuses_to_start_and_is_left_untouched(
-        tmp_path: Path, policies: Path, damage) -> None:  # type: ignore[no-untyped-def]
+    tmp_path: Path, policies: Path, damage
+) -> None:  # type: ignore[no-untyped-def]
     data = tmp_path / "data"
     _populate(data)
     db = data / DB_NAME
@@ -162,9 +181,24 @@ def test_a_damaged_database_refuses_to_start_and_is_left_untouched(
     before = sha(db)
 
     out = subprocess.run(
-        [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
-         "--decision-log", "off", "--policies", str(policies), "--data-dir", str(data)],
-        capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "memlineage",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--decision-log",
+            "off",
+            "--policies",
+            str(policies),
+            "--data-dir",
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 1, out
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1, out.stderr
@@ -179,8 +213,9 @@ def test_a_damaged_database_refuses_to_start_and_is_left_untouched(
     assert sha(db) == before
 
 
-def test_store_check_and_backup_while_a_server_writes(tmp_path: Path, policies: Path,
-                                                      servers: list[Server]) -> None:
+def test_store_check_and_backup_while_a_server_writes(
+    tmp_path: Path, policies: Path, servers: list[Server]
+) -> None:
     data = tmp_path / "data"
     server = Server(data, policies)
     servers.append(server)
@@ -191,8 +226,7 @@ def test_store_check_and_backup_while_a_server_writes(tmp_path: Path, policies: 
         with MemLineageClient(server.address, timeout=10) as c:
             i = 0
             while not stop.is_set():
-                c.record(f"w{i}", creator="tool:crawler",
-                         dependencies=[f"w{i - 1}"] if i else [])
+                c.record(f"w{i}", creator="tool:crawler", dependencies=[f"w{i - 1}"] if i else [])
                 acked.append(f"w{i}")
                 i += 1
 

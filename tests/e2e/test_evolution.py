@@ -87,8 +87,7 @@ def test_e_sweep_refuses_to_evict_what_others_rest_on(world: World) -> None:
     world.clock.advance(30 * DAY)
     assert c.check("read", "plan").effect == pb.EFFECT_ALLOW  # keeps the plan in use
     first = world.admin.run_sweep(namespace="user-a")
-    assert {t.memory_id: t.to_status for t in first.transitions} == {
-        "research": pb.STATUS_ARCHIVED}
+    assert {t.memory_id: t.to_status for t in first.transitions} == {"research": pb.STATUS_ARCHIVED}
 
     world.clock.advance(31 * DAY)
     c.check("read", "plan")
@@ -101,7 +100,8 @@ def test_e_sweep_refuses_to_evict_what_others_rest_on(world: World) -> None:
     world.clock.advance(DAY)
     third = world.admin.run_sweep(namespace="user-a")
     assert {t.memory_id: t.to_status for t in third.transitions}.get(
-        "research") == pb.STATUS_EVICTED
+        "research"
+    ) == pb.STATUS_EVICTED
 
 
 def test_feedback_moves_accuracy_and_credibility(world: World) -> None:

@@ -17,12 +17,27 @@ def snapshot(store: DictMemoryStore) -> dict:
 def test_search_returns_the_preference_not_doubtful_reasoning(world: World) -> None:
     store = DictMemoryStore()
     guarded = GuardedStore(store, world.alice)
-    guarded.put("pref-seat", "alice prefers a window seat", creator="user:alice",
-                type="preference", claim=("user:alice", "seat", "window"))
-    guarded.put("guess-seat", "maybe a window seat near the wing", creator="reasoning:planner",
-                confidence=0.4, type="reasoning")
-    guarded.put("sure-seat", "window seat available on the morning flight",
-                creator="reasoning:planner", confidence=0.9, type="reasoning")
+    guarded.put(
+        "pref-seat",
+        "alice prefers a window seat",
+        creator="user:alice",
+        type="preference",
+        claim=("user:alice", "seat", "window"),
+    )
+    guarded.put(
+        "guess-seat",
+        "maybe a window seat near the wing",
+        creator="reasoning:planner",
+        confidence=0.4,
+        type="reasoning",
+    )
+    guarded.put(
+        "sure-seat",
+        "window seat available on the morning flight",
+        creator="reasoning:planner",
+        confidence=0.9,
+        type="reasoning",
+    )
     assert set(store.items) == {"pref-seat", "guess-seat", "sure-seat"}
     # lineage went to the sidecar with the meta
     m = world.alice.explain("guess-seat").memory
@@ -76,8 +91,9 @@ def test_a_tool_cannot_overwrite_what_the_user_said(world: World) -> None:
 
 def test_an_agent_cannot_delete_the_users_memory(world: World) -> None:
     store = DictMemoryStore()
-    GuardedStore(store, world.alice).put("diet", "vegetarian", creator="user:alice",
-                                         type="preference")
+    GuardedStore(store, world.alice).put(
+        "diet", "vegetarian", creator="user:alice", type="preference"
+    )
     agent = GuardedStore(store, world.alice, actor="agent:planner")
     with pytest.raises(PolicyDenied) as denied:
         agent.delete("diet")

@@ -21,8 +21,10 @@ def test_decisions_latency_and_errors_are_counted() -> None:
         text = generate_latest(s.sidecar.metrics.registry).decode()
     assert 'memlineage_decisions_total{effect="deny",operation="read"} 4.0' in text
     assert 'memlineage_decisions_total{effect="allow",operation="read"} 1.0' in text
-    assert ('memlineage_policy_decisions_total{effect="deny",policy="low_confidence_reasoning",'
-            'status="fired"} 4.0') in text
+    assert (
+        'memlineage_policy_decisions_total{effect="deny",policy="low_confidence_reasoning",'
+        'status="fired"} 4.0'
+    ) in text
     assert 'memlineage_rpc_latency_seconds_count{method="Check"} 3.0' in text
     assert 'memlineage_rpc_errors_total{code="NOT_FOUND",method="Explain"} 1.0' in text
     # The 2nd and 3rd Check, then FilterRank's "guess", reused the 1st Check's decision.

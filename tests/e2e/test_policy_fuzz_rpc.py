@@ -18,8 +18,10 @@ from memlineage.v1 import memlineage_pb2 as pb
 from memlineage_dsl.limits import MAX_DEPTH
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
-TOKENS = (TokenGrant("token-admin", (), admin=True, name="ops"),
-          TokenGrant("token-alice", ("user-a",), name="alice"))
+TOKENS = (
+    TokenGrant("token-admin", (), admin=True, name="ops"),
+    TokenGrant("token-alice", ("user-a",), name="alice"),
+)
 TERM = 'memory.id == "b"'
 
 
@@ -32,12 +34,20 @@ BROKEN = {
     "priority-inf": (_policy(TERM, " priority 1e309"), "E203", (1, 19)),
     "const-priority": ("const P = 2147483648\n" + _policy(TERM, " priority P"), "E203", (2, 19)),
     "weight-inf": (_policy(TERM, " weight 1e309"), "E203", (1, 17)),
-    "any-600": (_policy("any(a in ancestors(memory) : " * 600 + "true" + ")" * 600), "E007",
-                (3, 8 + 29 * (MAX_DEPTH - 2) + len("any(a in ancestors("))),
+    "any-600": (
+        _policy("any(a in ancestors(memory) : " * 600 + "true" + ")" * 600),
+        "E007",
+        (3, 8 + 29 * (MAX_DEPTH - 2) + len("any(a in ancestors(")),
+    ),
     "not-600": (_policy("not " * 600 + "true"), "E007", (3, 8 + 4 * MAX_DEPTH)),
     "minus-600": (_policy("memory.confidence < 1" + " - 1" * 600), "E007", None),
-    "consts": ("\n".join(["const C0 = 1"] + [f"const C{i} = C{i - 1} + 1" for i in range(1, 600)])
-               + "\n" + _policy("memory.confidence < C599"), "E007", None),
+    "consts": (
+        "\n".join(["const C0 = 1"] + [f"const C{i} = C{i - 1} + 1" for i in range(1, 600)])
+        + "\n"
+        + _policy("memory.confidence < C599"),
+        "E007",
+        None,
+    ),
     "unclosed-deep": (_policy("(" * 5000 + "true"), "E001", None),
 }
 CLEAN = {
@@ -54,8 +64,9 @@ def clients() -> Iterator[tuple[MemLineageClient, MemLineageClient]]:
     config = Config(policy_dir=BUNDLED_POLICIES, tokens=TOKENS, decision_log="off")
     with RunningSidecar(config) as sidecar:
         admin = MemLineageClient(sidecar.address, token="token-admin", timeout=60)
-        alice = MemLineageClient(sidecar.address, token="token-alice", namespace="user-a",
-                                 timeout=30)
+        alice = MemLineageClient(
+            sidecar.address, token="token-alice", namespace="user-a", timeout=30
+        )
         try:
             alice.record("b", creator="user:alice")
             yield admin, alice

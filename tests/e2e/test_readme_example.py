@@ -14,7 +14,7 @@ README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding=
 
 
 def test_readme_client_example_runs_as_documented() -> None:
-    section = README[README.index("## Using it from an agent"):]
+    section = README[README.index("## Using it from an agent") :]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
     expected = re.search(r"```text\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
     assert len(code.strip().splitlines()) <= 12

@@ -31,12 +31,16 @@ from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 ML = "/memlineage.v1.MemLineage/"
 ADMIN = "/memlineage.v1.PolicyAdmin/"
 UNARY = {
-    ML + "Record": "RecordRequest", ML + "Check": "CheckRequest",
-    ML + "FilterRank": "FilterRankRequest", ML + "UpdateStatus": "UpdateStatusRequest",
-    ML + "Feedback": "FeedbackRequest", ML + "Explain": "ExplainRequest",
+    ML + "Record": "RecordRequest",
+    ML + "Check": "CheckRequest",
+    ML + "FilterRank": "FilterRankRequest",
+    ML + "UpdateStatus": "UpdateStatusRequest",
+    ML + "Feedback": "FeedbackRequest",
+    ML + "Explain": "ExplainRequest",
     ADMIN + "ListPolicies": "ListPoliciesRequest",
     ADMIN + "ReloadPolicies": "ReloadPoliciesRequest",
-    ADMIN + "LintPolicy": "LintPolicyRequest", ADMIN + "RunSweep": "RunSweepRequest",
+    ADMIN + "LintPolicy": "LintPolicyRequest",
+    ADMIN + "RunSweep": "RunSweepRequest",
 }
 # The issue's Record: `memory.id` is "\xff\xfeid:" (not UTF-8), creator user:a.
 BAD_UTF8_RECORD = bytes.fromhex("12120a04fffe69643a0a08011206757365723a61")
@@ -57,16 +61,17 @@ class Sidecar:
         assert self.running.sidecar is not None
         return self.running.sidecar.service
 
-    def call(self, method: str, request: bytes | Message,
-             metadata: tuple[tuple[str, str], ...] = ()) -> bytes:
+    def call(
+        self, method: str, request: bytes | Message, metadata: tuple[tuple[str, str], ...] = ()
+    ) -> bytes:
         data = request if isinstance(request, bytes) else request.SerializeToString()
-        call = self.channel.unary_unary(method, request_serializer=None,
-                                        response_deserializer=None)
+        call = self.channel.unary_unary(method, request_serializer=None, response_deserializer=None)
         answer: bytes = call(data, timeout=WAIT, metadata=metadata)
         return answer
 
-    def error(self, method: str, request: bytes | Message,
-              metadata: tuple[tuple[str, str], ...] = ()) -> grpc.RpcError:
+    def error(
+        self, method: str, request: bytes | Message, metadata: tuple[tuple[str, str], ...] = ()
+    ) -> grpc.RpcError:
         with pytest.raises(grpc.RpcError) as info:
             self.call(method, request, metadata)
         return info.value
@@ -96,39 +101,46 @@ def test_the_issues_record_bytes_are_invalid_argument(sidecar: Sidecar) -> None:
     with pytest.raises(UnicodeDecodeError):  # the bytes really are undecodable UTF-8
         BAD_UTF8_RECORD[4:6].decode()
     details = invalid(sidecar.error(ML + "Record", BAD_UTF8_RECORD), "request")
-    assert details.startswith(
-        "request: is not a valid memlineage.v1.RecordRequest message ("), details
+    assert details.startswith("request: is not a valid memlineage.v1.RecordRequest message ("), (
+        details
+    )
     assert "UTF-8" in details, details
 
 
 @pytest.mark.parametrize("method", sorted(UNARY))
-def test_undecodable_bytes_are_invalid_argument_on_every_rpc(sidecar: Sidecar,
-                                                             method: str) -> None:
+def test_undecodable_bytes_are_invalid_argument_on_every_rpc(sidecar: Sidecar, method: str) -> None:
     for data in (TRUNCATED, DEEP):
         details = invalid(sidecar.error(method, data), "request")
         assert details.startswith(
-            f"request: is not a valid memlineage.v1.{UNARY[method]} message ("), details
+            f"request: is not a valid memlineage.v1.{UNARY[method]} message ("
+        ), details
 
 
 def test_undecodable_bytes_on_watch(sidecar: Sidecar) -> None:
-    call = sidecar.channel.unary_stream(ML + "Watch", request_serializer=None,
-                                        response_deserializer=None)
+    call = sidecar.channel.unary_stream(
+        ML + "Watch", request_serializer=None, response_deserializer=None
+    )
     with pytest.raises(grpc.RpcError) as info:
         list(call(TRUNCATED, timeout=WAIT))
     assert invalid(info.value, "request").startswith(
-        "request: is not a valid memlineage.v1.WatchRequest message ("), info.value.details()
+        "request: is not a valid memlineage.v1.WatchRequest message ("
+    ), info.value.details()
 
 
 def test_the_caller_is_authenticated_before_the_bytes_are_read() -> None:
-    config = Config(policy_dir=BUNDLED_POLICIES, decision_log="off",
-                    tokens=(TokenGrant("token-a", ("a",), name="a"),))
+    config = Config(
+        policy_dir=BUNDLED_POLICIES,
+        decision_log="off",
+        tokens=(TokenGrant("token-a", ("a",), name="a"),),
+    )
     with RunningSidecar(config) as running:
         s = Sidecar(running)
         try:
             err = s.error(ML + "Record", BAD_UTF8_RECORD)
             assert err.code() == grpc.StatusCode.UNAUTHENTICATED, err.details()
-            err = s.error(ML + "Record", BAD_UTF8_RECORD,
-                          metadata=(("authorization", "Bearer token-a"),))
+            err = s.error(
+                ML + "Record", BAD_UTF8_RECORD, metadata=(("authorization", "Bearer token-a"),)
+            )
             invalid(err, "request")
         finally:
             s.channel.close()
@@ -137,70 +149,98 @@ def test_the_caller_is_authenticated_before_the_bytes_are_read() -> None:
 # ------------------------------------------------------------------ named fields
 def test_an_act_with_20000_memory_ids(sidecar: Sidecar) -> None:
     for ids in (["m1"] * 20_000, [f"m{i}" for i in range(20_000)]):
-        err = sidecar.error(ML + "Check", pb.CheckRequest(
-            operation=pb.OPERATION_ACT, memory_ids=ids, action="book"))
-        assert invalid(err, "memory_ids") == \
-            "memory_ids: has 20000 ids, the limit is 10000"
+        err = sidecar.error(
+            ML + "Check", pb.CheckRequest(operation=pb.OPERATION_ACT, memory_ids=ids, action="book")
+        )
+        assert invalid(err, "memory_ids") == "memory_ids: has 20000 ids, the limit is 10000"
     # the limit itself is fine
-    answer = pb.CheckResponse.FromString(sidecar.call(ML + "Check", pb.CheckRequest(
-        operation=pb.OPERATION_ACT, memory_ids=["m1"] * 10_000, action="book")))
+    answer = pb.CheckResponse.FromString(
+        sidecar.call(
+            ML + "Check",
+            pb.CheckRequest(operation=pb.OPERATION_ACT, memory_ids=["m1"] * 10_000, action="book"),
+        )
+    )
     assert answer.decision.effect != pb.EFFECT_UNSPECIFIED
     # an act names its memories in memory_ids, whatever memory_id says
-    err = sidecar.error(ML + "Check", pb.CheckRequest(operation=pb.OPERATION_ACT,
-                                                      memory_id="m1"))
+    err = sidecar.error(ML + "Check", pb.CheckRequest(operation=pb.OPERATION_ACT, memory_id="m1"))
     invalid(err, "memory_ids")
 
 
 def test_filter_rank_and_feedback_count_their_lists(sidecar: Sidecar) -> None:
-    err = sidecar.error(ML + "FilterRank", pb.FilterRankRequest(
-        candidates=[pb.Candidate(memory_id=f"c{i}", similarity=0.5)
-                    for i in range(10_001)]))
-    assert invalid(err, "candidates") == \
-        "candidates: has 10001 candidates, the limit is 10000"
-    err = sidecar.error(ML + "Feedback", pb.FeedbackRequest(
-        memory_ids=[f"f{i}" for i in range(20_000)], success=True))
+    err = sidecar.error(
+        ML + "FilterRank",
+        pb.FilterRankRequest(
+            candidates=[pb.Candidate(memory_id=f"c{i}", similarity=0.5) for i in range(10_001)]
+        ),
+    )
+    assert invalid(err, "candidates") == "candidates: has 10001 candidates, the limit is 10000"
+    err = sidecar.error(
+        ML + "Feedback",
+        pb.FeedbackRequest(memory_ids=[f"f{i}" for i in range(20_000)], success=True),
+    )
     invalid(err, "memory_ids")
-    err = sidecar.error(ML + "Record", pb.RecordRequest(memory=pb.Memory(
-        id="many-deps", creator=pb.Creator(kind=pb.CREATOR_KIND_USER, id="user:a"),
-        dependencies=[f"d{i}" for i in range(20_000)])))
-    assert invalid(err, "memory.dependencies") == \
-        "memory.dependencies: has 20000 dependencies, the limit is 256"
+    err = sidecar.error(
+        ML + "Record",
+        pb.RecordRequest(
+            memory=pb.Memory(
+                id="many-deps",
+                creator=pb.Creator(kind=pb.CREATOR_KIND_USER, id="user:a"),
+                dependencies=[f"d{i}" for i in range(20_000)],
+            )
+        ),
+    )
+    assert (
+        invalid(err, "memory.dependencies")
+        == "memory.dependencies: has 20000 dependencies, the limit is 256"
+    )
 
 
 @pytest.mark.parametrize("field", ["ancestor_depth", "descendant_depth"])
 def test_explain_depths_beyond_the_walk_limit(sidecar: Sidecar, field: str) -> None:
     for depth in (2**31 - 1, 65, -1):
-        err = sidecar.error(ML + "Explain", pb.ExplainRequest(memory_id="m1",
-                                                              **{field: depth}))
+        err = sidecar.error(ML + "Explain", pb.ExplainRequest(memory_id="m1", **{field: depth}))
         details = invalid(err, field)
         assert "[0, 64]" in details and str(depth) in details, details
-    ok = pb.ExplainResponse.FromString(sidecar.call(ML + "Explain", pb.ExplainRequest(
-        memory_id="m1", **{field: 64})))
+    ok = pb.ExplainResponse.FromString(
+        sidecar.call(ML + "Explain", pb.ExplainRequest(memory_id="m1", **{field: 64}))
+    )
     assert ok.memory.id == "m1"
 
 
 def test_feedback_decision_ids(sidecar: Sidecar) -> None:
-    for bad, says in (("x" * 100_000, "is 100000 characters long, the limit is 128"),
-                      ("d1-2-3\x00", "contains '\\x00'"),
-                      ("not a decision", "contains ' '")):
-        err = sidecar.error(ML + "Feedback", pb.FeedbackRequest(
-            decision_id=bad, memory_ids=["m1"], success=True))
+    for bad, says in (
+        ("x" * 100_000, "is 100000 characters long, the limit is 128"),
+        ("d1-2-3\x00", "contains '\\x00'"),
+        ("not a decision", "contains ' '"),
+    ):
+        err = sidecar.error(
+            ML + "Feedback", pb.FeedbackRequest(decision_id=bad, memory_ids=["m1"], success=True)
+        )
         details = invalid(err, "decision_id")
         assert says in details, details
     # a decision this sidecar issued: its memories are the ones reported on
-    check = pb.CheckResponse.FromString(sidecar.call(ML + "Check", pb.CheckRequest(
-        operation=pb.OPERATION_READ, memory_id="m1")))
+    check = pb.CheckResponse.FromString(
+        sidecar.call(ML + "Check", pb.CheckRequest(operation=pb.OPERATION_READ, memory_id="m1"))
+    )
     issued = check.decision.decision_id
     assert issued.startswith("d") and issued.count("-") == 2, issued
-    done = pb.FeedbackResponse.FromString(sidecar.call(ML + "Feedback", pb.FeedbackRequest(
-        decision_id=issued, success=True)))
+    done = pb.FeedbackResponse.FromString(
+        sidecar.call(ML + "Feedback", pb.FeedbackRequest(decision_id=issued, success=True))
+    )
     assert done.updated == 1
     # well formed but unknown here (another sidecar's): reported on memory_ids alone
-    done = pb.FeedbackResponse.FromString(sidecar.call(ML + "Feedback", pb.FeedbackRequest(
-        decision_id="d18f0c2a1b00-0a1b2c3d-7", memory_ids=["m1"], success=True)))
+    done = pb.FeedbackResponse.FromString(
+        sidecar.call(
+            ML + "Feedback",
+            pb.FeedbackRequest(
+                decision_id="d18f0c2a1b00-0a1b2c3d-7", memory_ids=["m1"], success=True
+            ),
+        )
+    )
     assert done.updated == 1
-    err = sidecar.error(ML + "Feedback", pb.FeedbackRequest(
-        decision_id="d18f0c2a1b00-0a1b2c3d-7", success=True))
+    err = sidecar.error(
+        ML + "Feedback", pb.FeedbackRequest(decision_id="d18f0c2a1b00-0a1b2c3d-7", success=True)
+    )
     invalid(err, "memory_ids")
 
 
@@ -208,25 +248,48 @@ def _ts(seconds: int, nanos: int = 0) -> Timestamp:
     return Timestamp(seconds=seconds, nanos=nanos)
 
 
-@pytest.mark.parametrize(("seconds", "nanos", "part"), [
-    (0, -1, "nanos"), (0, 1_000_000_000, "nanos"), (-1, 0, "seconds"),
-    (-(2**63), 0, "seconds"), (2**63 - 1, 0, "seconds"), (253_402_300_800, 0, "seconds"),
-])
-def test_absurd_timestamps_name_their_part(sidecar: Sidecar, seconds: int, nanos: int,
-                                           part: str) -> None:
+@pytest.mark.parametrize(
+    ("seconds", "nanos", "part"),
+    [
+        (0, -1, "nanos"),
+        (0, 1_000_000_000, "nanos"),
+        (-1, 0, "seconds"),
+        (-(2**63), 0, "seconds"),
+        (2**63 - 1, 0, "seconds"),
+        (253_402_300_800, 0, "seconds"),
+    ],
+)
+def test_absurd_timestamps_name_their_part(
+    sidecar: Sidecar, seconds: int, nanos: int, part: str
+) -> None:
     t = _ts(seconds, nanos)
     creator = pb.Creator(kind=pb.CREATOR_KIND_USER, id="user:a")
     cases = [
-        ("time", ML + "Check", pb.CheckRequest(operation=pb.OPERATION_READ,
-                                               memory_id="m1", time=t)),
-        ("time", ML + "FilterRank", pb.FilterRankRequest(
-            candidates=[pb.Candidate(memory_id="m1", similarity=1.0)], time=t)),
-        ("time", ML + "Record", pb.RecordRequest(
-            memory=pb.Memory(id="ts-1", creator=creator), time=t)),
-        ("memory.created_at", ML + "Record", pb.RecordRequest(
-            memory=pb.Memory(id="ts-2", creator=creator, created_at=t))),
-        ("time", ML + "UpdateStatus", pb.UpdateStatusRequest(
-            memory_id="m1", action=pb.STATUS_ACTION_CONFIRM, time=t)),
+        (
+            "time",
+            ML + "Check",
+            pb.CheckRequest(operation=pb.OPERATION_READ, memory_id="m1", time=t),
+        ),
+        (
+            "time",
+            ML + "FilterRank",
+            pb.FilterRankRequest(candidates=[pb.Candidate(memory_id="m1", similarity=1.0)], time=t),
+        ),
+        (
+            "time",
+            ML + "Record",
+            pb.RecordRequest(memory=pb.Memory(id="ts-1", creator=creator), time=t),
+        ),
+        (
+            "memory.created_at",
+            ML + "Record",
+            pb.RecordRequest(memory=pb.Memory(id="ts-2", creator=creator, created_at=t)),
+        ),
+        (
+            "time",
+            ML + "UpdateStatus",
+            pb.UpdateStatusRequest(memory_id="m1", action=pb.STATUS_ACTION_CONFIRM, time=t),
+        ),
         ("time", ML + "Feedback", pb.FeedbackRequest(memory_ids=["m1"], time=t)),
         ("time", ADMIN + "RunSweep", pb.RunSweepRequest(time=t)),
     ]
@@ -236,47 +299,83 @@ def test_absurd_timestamps_name_their_part(sidecar: Sidecar, seconds: int, nanos
 
 def test_strings_out_of_shape(sidecar: Sidecar) -> None:
     read = pb.OPERATION_READ
-    err = sidecar.error(ML + "Check", pb.CheckRequest(
-        operation=read, memory_id="m1", actor=pb.Actor(kind=pb.CREATOR_KIND_TOOL,
-                                                       id="tool:x\x00" * 50_000)))
+    err = sidecar.error(
+        ML + "Check",
+        pb.CheckRequest(
+            operation=read,
+            memory_id="m1",
+            actor=pb.Actor(kind=pb.CREATOR_KIND_TOOL, id="tool:x\x00" * 50_000),
+        ),
+    )
     invalid(err, "actor.id")
-    err = sidecar.error(ML + "Check", pb.CheckRequest(operation=pb.OPERATION_ACT,
-                                                      memory_ids=["m1"], action="a" * 257))
+    err = sidecar.error(
+        ML + "Check",
+        pb.CheckRequest(operation=pb.OPERATION_ACT, memory_ids=["m1"], action="a" * 257),
+    )
     assert invalid(err, "action") == "action: is 257 characters long, the limit is 256"
-    err = sidecar.error(ML + "Check", pb.CheckRequest(operation=pb.OPERATION_ACT,
-                                                      memory_ids=["m1"], action="bo\x00ok"))
+    err = sidecar.error(
+        ML + "Check",
+        pb.CheckRequest(operation=pb.OPERATION_ACT, memory_ids=["m1"], action="bo\x00ok"),
+    )
     invalid(err, "action")
-    err = sidecar.error(ML + "UpdateStatus", pb.UpdateStatusRequest(
-        memory_id="m1", action=pb.STATUS_ACTION_REVOKE, expected_version=-1))
+    err = sidecar.error(
+        ML + "UpdateStatus",
+        pb.UpdateStatusRequest(memory_id="m1", action=pb.STATUS_ACTION_REVOKE, expected_version=-1),
+    )
     invalid(err, "expected_version")
     # the store's names for a record's fields, as the request spells them
     creator = pb.Creator(kind=pb.CREATOR_KIND_USER, id="user:a")
-    err = sidecar.error(ML + "Record", pb.RecordRequest(memory=pb.Memory(
-        id="long-value", creator=creator,
-        claim=pb.Claim(subject="s", attribute="a", value="v" * 5000))))
+    err = sidecar.error(
+        ML + "Record",
+        pb.RecordRequest(
+            memory=pb.Memory(
+                id="long-value",
+                creator=creator,
+                claim=pb.Claim(subject="s", attribute="a", value="v" * 5000),
+            )
+        ),
+    )
     invalid(err, "memory.claim.value")
-    err = sidecar.error(ML + "Record", pb.RecordRequest(memory=pb.Memory(
-        id="bad-subject", creator=creator, claim=pb.Claim(subject="s s", attribute="a"))))
+    err = sidecar.error(
+        ML + "Record",
+        pb.RecordRequest(
+            memory=pb.Memory(
+                id="bad-subject", creator=creator, claim=pb.Claim(subject="s s", attribute="a")
+            )
+        ),
+    )
     invalid(err, "memory.claim.subject")
-    err = sidecar.error(ML + "Record", pb.RecordRequest(memory=pb.Memory(
-        id="bad-creator", creator=pb.Creator(kind=pb.CREATOR_KIND_USER, id="user a"))))
+    err = sidecar.error(
+        ML + "Record",
+        pb.RecordRequest(
+            memory=pb.Memory(
+                id="bad-creator", creator=pb.Creator(kind=pb.CREATOR_KIND_USER, id="user a")
+            )
+        ),
+    )
     invalid(err, "memory.creator.id")
 
 
 def test_details_that_quote_the_input_stay_short(sidecar: Sidecar) -> None:
-    err = sidecar.error(ML + "Check", pb.CheckRequest(
-        namespace="n" * 100_000, operation=pb.OPERATION_READ, memory_id="m1"))
+    err = sidecar.error(
+        ML + "Check",
+        pb.CheckRequest(namespace="n" * 100_000, operation=pb.OPERATION_READ, memory_id="m1"),
+    )
     assert err.code() == grpc.StatusCode.PERMISSION_DENIED, err.details()
     assert err.details().startswith("namespace: this caller may not use namespace 'nnn")
     assert len(err.details()) <= 1000
 
 
-def test_a_rejected_reload_cannot_forge_log_lines(sidecar: Sidecar,
-                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_a_rejected_reload_cannot_forge_log_lines(
+    sidecar: Sidecar, caplog: pytest.LogCaptureFixture
+) -> None:
     evil = "p.mlp\n2024-01-01 memlineage.auth admin login accepted"
     with caplog.at_level(logging.WARNING, logger="memlineage.grpc"):
-        answer = pb.ReloadPoliciesResponse.FromString(sidecar.call(
-            ADMIN + "ReloadPolicies", pb.ReloadPoliciesRequest(files={evil: "x" * 5000})))
+        answer = pb.ReloadPoliciesResponse.FromString(
+            sidecar.call(
+                ADMIN + "ReloadPolicies", pb.ReloadPoliciesRequest(files={evil: "x" * 5000})
+            )
+        )
     assert not answer.applied
     lines = [r.getMessage() for r in caplog.records if r.name == "memlineage.grpc"]
     assert len(lines) == 1 and lines[0].startswith("policy reload rejected: "), lines
@@ -286,14 +385,18 @@ def test_a_rejected_reload_cannot_forge_log_lines(sidecar: Sidecar,
 
 def test_large_check_requests_are_decided_but_not_remembered(sidecar: Sidecar) -> None:
     memo = sidecar.service.check_memo
-    small = pb.CheckRequest(operation=pb.OPERATION_READ, memory_id="m1",
-                            actor=pb.Actor(kind=pb.CREATOR_KIND_USER, id="user:memo"))
+    small = pb.CheckRequest(
+        operation=pb.OPERATION_READ,
+        memory_id="m1",
+        actor=pb.Actor(kind=pb.CREATOR_KIND_USER, id="user:memo"),
+    )
     before = len(memo)
     sidecar.call(ML + "Check", small)
     assert len(memo) == before + 1
     # the same request padded with an unknown field (kept in the bytes): 100 KB
-    padded = small.SerializeToString() + b"\xfa\x3e" + bytes([0x80 | 0x20, 0x8d, 0x06]) \
-        + b"x" * 100_000
+    padded = (
+        small.SerializeToString() + b"\xfa\x3e" + bytes([0x80 | 0x20, 0x8D, 0x06]) + b"x" * 100_000
+    )
     assert pb.CheckRequest.FromString(padded).ListFields() == small.ListFields()
     for _ in range(3):
         answer = pb.CheckResponse.FromString(sidecar.call(ML + "Check", padded))
@@ -311,8 +414,21 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("tls")
     files = {name: d / f"{name}.pem" for name in ("cert", "key", "other_cert", "other_key")}
     for cert, key, cn in (("cert", "key", "localhost"), ("other_cert", "other_key", "other")):
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                 "-subj", f"/CN={cn}", "-keyout", str(files[key]), "-out", str(files[cert]))
+        _openssl(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            f"/CN={cn}",
+            "-keyout",
+            str(files[key]),
+            "-out",
+            str(files[cert]),
+        )
     files["garbage"] = d / "garbage.pem"
     files["garbage"].write_bytes(bytes(range(256)) * 8)
     files["missing"] = d / "missing.pem"
@@ -323,22 +439,41 @@ def _serve(tmp: Path, cert: Path, key: Path) -> subprocess.CompletedProcess[str]
     config = tmp / "memlineage.toml"
     config.write_text(f'tls_cert = "{cert}"\ntls_key = "{key}"\n')
     return subprocess.run(
-        [sys.executable, "-m", "memlineage", "serve", "--config", str(config),
-         "--listen", "127.0.0.1:0", "--policies", BUNDLED_POLICIES, "--decision-log", "off"],
-        capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "memlineage",
+            "serve",
+            "--config",
+            str(config),
+            "--listen",
+            "127.0.0.1:0",
+            "--policies",
+            BUNDLED_POLICIES,
+            "--decision-log",
+            "off",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
-@pytest.mark.parametrize(("cert", "key", "blamed", "problem"), [
-    ("garbage", "key", "certificate", "is not a PEM certificate"),
-    ("key", "key", "certificate", "is not a PEM certificate"),
-    ("cert", "garbage", "key", "is not a PEM private key"),
-    ("cert", "cert", "key", "is not a PEM private key"),
-    ("cert", "other_key", "key", "does not match the certificate"),
-    ("missing", "key", "certificate", "cannot be read (No such file or directory)"),
-    ("cert", "missing", "key", "cannot be read (No such file or directory)"),
-])
-def test_serve_names_the_bad_tls_file(tmp_path: Path, tls_files: dict[str, Path], cert: str,
-                                      key: str, blamed: str, problem: str) -> None:
+@pytest.mark.parametrize(
+    ("cert", "key", "blamed", "problem"),
+    [
+        ("garbage", "key", "certificate", "is not a PEM certificate"),
+        ("key", "key", "certificate", "is not a PEM certificate"),
+        ("cert", "garbage", "key", "is not a PEM private key"),
+        ("cert", "cert", "key", "is not a PEM private key"),
+        ("cert", "other_key", "key", "does not match the certificate"),
+        ("missing", "key", "certificate", "cannot be read (No such file or directory)"),
+        ("cert", "missing", "key", "cannot be read (No such file or directory)"),
+    ],
+)
+def test_serve_names_the_bad_tls_file(
+    tmp_path: Path, tls_files: dict[str, Path], cert: str, key: str, blamed: str, problem: str
+) -> None:
     done = _serve(tmp_path, tls_files[cert], tls_files[key])
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr, done.stderr
@@ -352,9 +487,24 @@ def test_serve_with_a_good_tls_pair_starts(tmp_path: Path, tls_files: dict[str, 
     config = tmp_path / "memlineage.toml"
     config.write_text(f'tls_cert = "{tls_files["cert"]}"\ntls_key = "{tls_files["key"]}"\n')
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memlineage", "serve", "--config", str(config),
-         "--listen", "127.0.0.1:0", "--policies", BUNDLED_POLICIES, "--decision-log", "off"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "memlineage",
+            "serve",
+            "--config",
+            str(config),
+            "--listen",
+            "127.0.0.1:0",
+            "--policies",
+            BUNDLED_POLICIES,
+            "--decision-log",
+            "off",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

@@ -49,47 +49,115 @@ def _seeds(decision_id: str) -> dict[str, tuple[type[Message], type[Message], li
     """Per RPC: request class, response class, valid requests (to mutate)."""
     ts = pb.RecordRequest().time.__class__
     return {
-        ML + "Record": (pb.RecordRequest, pb.RecordResponse, [
-            pb.RecordRequest(memory=pb.Memory(id="r1", creator=USER, type="preference",
-                                              tags=["a", "b"], claim=pb.Claim(
-                                                  subject="alice", attribute="seat",
-                                                  value="aisle"))),
-            pb.RecordRequest(memory=pb.Memory(id="r2", creator=TOOL, dependencies=["m1"],
-                                              creator_confidence=0.5, volatility="high",
-                                              created_at=ts(seconds=int(T0))),
-                             actor=pb.Actor(kind=pb.CREATOR_KIND_AGENT, id="agent:p"),
-                             budget=0.5)]),
-        ML + "Check": (pb.CheckRequest, pb.CheckResponse, [
-            pb.CheckRequest(operation=pb.OPERATION_READ, memory_id="m1"),
-            pb.CheckRequest(operation=pb.OPERATION_ACT, memory_ids=["m1", "m2"],
-                            action="book", budget=0.2, historical=True,
-                            actor=pb.Actor(kind=pb.CREATOR_KIND_TOOL, id="tool:x"),
-                            time=ts(seconds=int(T0) - 60, nanos=5))]),
-        ML + "FilterRank": (pb.FilterRankRequest, pb.FilterRankResponse, [
-            pb.FilterRankRequest(candidates=[pb.Candidate(memory_id="m1", similarity=0.9),
-                                             pb.Candidate(memory_id="m2", similarity=0.4),
-                                             pb.Candidate(memory_id="ghost")],
-                                 limit=1, budget=1.0)]),
-        ML + "UpdateStatus": (pb.UpdateStatusRequest, pb.UpdateStatusResponse, [
-            pb.UpdateStatusRequest(memory_id="m2", action=pb.STATUS_ACTION_REVOKE,
-                                   reason="wrong", expected_version=1),
-            pb.UpdateStatusRequest(memory_id="m1", action=pb.STATUS_ACTION_SUPERSEDE,
-                                   successor_id="m2", actor=pb.Actor(
-                                       kind=pb.CREATOR_KIND_USER, id="user:alice"))]),
-        ML + "Feedback": (pb.FeedbackRequest, pb.FeedbackResponse, [
-            pb.FeedbackRequest(decision_id=decision_id, success=True, note="ok"),
-            pb.FeedbackRequest(memory_ids=["m1", "m2"], success=False)]),
-        ML + "Explain": (pb.ExplainRequest, pb.ExplainResponse, [
-            pb.ExplainRequest(memory_id="m2", ancestor_depth=3, descendant_depth=2,
-                              decisions=5)]),
-        ADMIN + "ListPolicies": (pb.ListPoliciesRequest, pb.ListPoliciesResponse, [
-            pb.ListPoliciesRequest()]),
-        ADMIN + "ReloadPolicies": (pb.ReloadPoliciesRequest, pb.ReloadPoliciesResponse, [
-            pb.ReloadPoliciesRequest(files={"p.mlp": POLICY})]),
-        ADMIN + "LintPolicy": (pb.LintPolicyRequest, pb.LintPolicyResponse, [
-            pb.LintPolicyRequest(files={"p.mlp": POLICY, "q.mlp": "policy {"})]),
-        ADMIN + "RunSweep": (pb.RunSweepRequest, pb.RunSweepResponse, [
-            pb.RunSweepRequest(batch=10, time=ts(seconds=int(T0)))]),
+        ML + "Record": (
+            pb.RecordRequest,
+            pb.RecordResponse,
+            [
+                pb.RecordRequest(
+                    memory=pb.Memory(
+                        id="r1",
+                        creator=USER,
+                        type="preference",
+                        tags=["a", "b"],
+                        claim=pb.Claim(subject="alice", attribute="seat", value="aisle"),
+                    )
+                ),
+                pb.RecordRequest(
+                    memory=pb.Memory(
+                        id="r2",
+                        creator=TOOL,
+                        dependencies=["m1"],
+                        creator_confidence=0.5,
+                        volatility="high",
+                        created_at=ts(seconds=int(T0)),
+                    ),
+                    actor=pb.Actor(kind=pb.CREATOR_KIND_AGENT, id="agent:p"),
+                    budget=0.5,
+                ),
+            ],
+        ),
+        ML + "Check": (
+            pb.CheckRequest,
+            pb.CheckResponse,
+            [
+                pb.CheckRequest(operation=pb.OPERATION_READ, memory_id="m1"),
+                pb.CheckRequest(
+                    operation=pb.OPERATION_ACT,
+                    memory_ids=["m1", "m2"],
+                    action="book",
+                    budget=0.2,
+                    historical=True,
+                    actor=pb.Actor(kind=pb.CREATOR_KIND_TOOL, id="tool:x"),
+                    time=ts(seconds=int(T0) - 60, nanos=5),
+                ),
+            ],
+        ),
+        ML + "FilterRank": (
+            pb.FilterRankRequest,
+            pb.FilterRankResponse,
+            [
+                pb.FilterRankRequest(
+                    candidates=[
+                        pb.Candidate(memory_id="m1", similarity=0.9),
+                        pb.Candidate(memory_id="m2", similarity=0.4),
+                        pb.Candidate(memory_id="ghost"),
+                    ],
+                    limit=1,
+                    budget=1.0,
+                )
+            ],
+        ),
+        ML + "UpdateStatus": (
+            pb.UpdateStatusRequest,
+            pb.UpdateStatusResponse,
+            [
+                pb.UpdateStatusRequest(
+                    memory_id="m2",
+                    action=pb.STATUS_ACTION_REVOKE,
+                    reason="wrong",
+                    expected_version=1,
+                ),
+                pb.UpdateStatusRequest(
+                    memory_id="m1",
+                    action=pb.STATUS_ACTION_SUPERSEDE,
+                    successor_id="m2",
+                    actor=pb.Actor(kind=pb.CREATOR_KIND_USER, id="user:alice"),
+                ),
+            ],
+        ),
+        ML + "Feedback": (
+            pb.FeedbackRequest,
+            pb.FeedbackResponse,
+            [
+                pb.FeedbackRequest(decision_id=decision_id, success=True, note="ok"),
+                pb.FeedbackRequest(memory_ids=["m1", "m2"], success=False),
+            ],
+        ),
+        ML + "Explain": (
+            pb.ExplainRequest,
+            pb.ExplainResponse,
+            [pb.ExplainRequest(memory_id="m2", ancestor_depth=3, descendant_depth=2, decisions=5)],
+        ),
+        ADMIN + "ListPolicies": (
+            pb.ListPoliciesRequest,
+            pb.ListPoliciesResponse,
+            [pb.ListPoliciesRequest()],
+        ),
+        ADMIN + "ReloadPolicies": (
+            pb.ReloadPoliciesRequest,
+            pb.ReloadPoliciesResponse,
+            [pb.ReloadPoliciesRequest(files={"p.mlp": POLICY})],
+        ),
+        ADMIN + "LintPolicy": (
+            pb.LintPolicyRequest,
+            pb.LintPolicyResponse,
+            [pb.LintPolicyRequest(files={"p.mlp": POLICY, "q.mlp": "policy {"})],
+        ),
+        ADMIN + "RunSweep": (
+            pb.RunSweepRequest,
+            pb.RunSweepResponse,
+            [pb.RunSweepRequest(batch=10, time=ts(seconds=int(T0)))],
+        ),
     }
 
 
@@ -101,8 +169,10 @@ def random_bytes(rng: random.Random) -> bytes:
         return rng.randbytes(rng.choice((0, 1, 2, 5, 17, 64, 300, 4096)))
     out = bytearray()
     for _ in range(rng.randint(1, 8)):
-        number, wire = rng.choice((1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 2047)), rng.choice(
-            (0, 0, 1, 2, 2, 2, 5, 3, 7))
+        number, wire = (
+            rng.choice((1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 2047)),
+            rng.choice((0, 0, 1, 2, 2, 2, 5, 3, 7)),
+        )
         out += _varint(number << 3 | wire)
         if wire == 0:
             out += _varint(rng.choice((0, 1, 2**31 - 1, 2**63 - 1, 2**64 - 1, 99)))
@@ -111,8 +181,14 @@ def random_bytes(rng: random.Random) -> bytes:
         elif wire == 5:
             out += rng.randbytes(4)
         elif wire == 2:
-            body = rng.choice((b"m1", b"\xff\xfe", rng.randbytes(rng.randint(0, 40)),
-                               bytes(random_bytes(rng)) if rng.random() < 0.3 else b""))
+            body = rng.choice(
+                (
+                    b"m1",
+                    b"\xff\xfe",
+                    rng.randbytes(rng.randint(0, 40)),
+                    bytes(random_bytes(rng)) if rng.random() < 0.3 else b"",
+                )
+            )
             out += _varint(len(body) + rng.choice((0, 0, 0, 1, -1 if body else 0)))
             out += body
     return bytes(out)
@@ -138,46 +214,96 @@ def mutate(rng: random.Random, data: bytes, others: list[bytes]) -> bytes:
         elif op == 1 and b:  # a boundary byte
             b[rng.randrange(len(b))] = rng.choice((0x00, 0x7F, 0x80, 0xFF))
         elif op == 2:  # truncate
-            del b[rng.randint(0, len(b)):]
+            del b[rng.randint(0, len(b)) :]
         elif op == 3:  # insert noise
             at = rng.randint(0, len(b))
             b[at:at] = rng.randbytes(rng.randint(1, 8))
         elif op == 4 and b:  # delete a span
             at = rng.randrange(len(b))
-            del b[at:at + rng.randint(1, 8)]
+            del b[at : at + rng.randint(1, 8)]
         elif op == 5 and b:  # repeat a span (fields given twice)
             at = rng.randrange(len(b))
-            b += b[at:at + rng.randint(1, 32)]
+            b += b[at : at + rng.randint(1, 32)]
         else:  # splice with another valid request
             other = rng.choice(others)
-            b = b[:rng.randint(0, len(b))] + other[rng.randint(0, len(other)):]
+            b = b[: rng.randint(0, len(b))] + other[rng.randint(0, len(other)) :]
     return bytes(b)
 
 
 INT32S = (0, 1, -1, 2, 7, 63, 64, 65, 10_000, 10_001, 2**31 - 1, -(2**31))
-INT64S = (*INT32S, 2**53 + 1, 253_402_300_799, 253_402_300_800, int(T0), 2**63 - 1,
-          -(2**63))
-DOUBLES = (0.0, -0.0, 0.5, 1.0, -1.0, 1.5, 1e-300, 5e-324, 1e308, -1e308, math.inf,
-           -math.inf, math.nan)
-SHORT = ("", "m1", "m2", "ghost", "default", "user:alice", "tool:x", "bad id", "\x00",
-         "a\x00b", "a\nb", "é", "\U0001F642", "\u202e", "x" * 129, "%s%n{}",
-         "../../etc/passwd", "/dev/zero", "d1-2-3", "read", "act", "high", "policy p {")
+INT64S = (*INT32S, 2**53 + 1, 253_402_300_799, 253_402_300_800, int(T0), 2**63 - 1, -(2**63))
+DOUBLES = (
+    0.0,
+    -0.0,
+    0.5,
+    1.0,
+    -1.0,
+    1.5,
+    1e-300,
+    5e-324,
+    1e308,
+    -1e308,
+    math.inf,
+    -math.inf,
+    math.nan,
+)
+SHORT = (
+    "",
+    "m1",
+    "m2",
+    "ghost",
+    "default",
+    "user:alice",
+    "tool:x",
+    "bad id",
+    "\x00",
+    "a\x00b",
+    "a\nb",
+    "é",
+    "\U0001f642",
+    "\u202e",
+    "x" * 129,
+    "%s%n{}",
+    "../../etc/passwd",
+    "/dev/zero",
+    "d1-2-3",
+    "read",
+    "act",
+    "high",
+    "policy p {",
+)
 LONG = ("x" * 5000, "y" * 100_000, POLICY)
 # Per field name, values that pass its checks: drawn half of the time, so that the
 # extremes elsewhere in the message reach past the first refusal.
 VALID: dict[str, tuple[str, ...]] = {
-    "namespace": ("", "default"), "memory_id": ("m1", "m2", "ghost"),
-    "successor_id": ("m1", "m2"), "memory_ids": ("m1", "m2"), "dependencies": ("m1", "m2"),
-    "cursor": ("",), "type": ("fact", "preference", "tool_result"),
-    "volatility": ("high", "low", "static", ""), "subject": ("alice",),
-    "attribute": ("seat", "city"), "value": ("aisle", ""), "reason": ("", "wrong"),
-    "action": ("", "book"), "context_id": ("", "ctx-1"), "tags": ("a", "flight_price"),
+    "namespace": ("", "default"),
+    "memory_id": ("m1", "m2", "ghost"),
+    "successor_id": ("m1", "m2"),
+    "memory_ids": ("m1", "m2"),
+    "dependencies": ("m1", "m2"),
+    "cursor": ("",),
+    "type": ("fact", "preference", "tool_result"),
+    "volatility": ("high", "low", "static", ""),
+    "subject": ("alice",),
+    "attribute": ("seat", "city"),
+    "value": ("aisle", ""),
+    "reason": ("", "wrong"),
+    "action": ("", "book"),
+    "context_id": ("", "ctx-1"),
+    "tags": ("a", "flight_price"),
 }
 NUMBERS: dict[str, tuple[float, ...]] = {
-    "seconds": (int(T0), int(T0) - 3600), "nanos": (0, 5), "creator_confidence": (0.5, 1.0),
-    "similarity": (0.2, 0.9), "budget": (0.0, 1.0), "expected_version": (0, 1),
-    "ancestor_depth": (0, 3), "descendant_depth": (0, 3), "decisions": (0, 5),
-    "limit": (0, 2), "batch": (0, 10),
+    "seconds": (int(T0), int(T0) - 3600),
+    "nanos": (0, 5),
+    "creator_confidence": (0.5, 1.0),
+    "similarity": (0.2, 0.9),
+    "budget": (0.0, 1.0),
+    "expected_version": (0, 1),
+    "ancestor_depth": (0, 3),
+    "descendant_depth": (0, 3),
+    "decisions": (0, 5),
+    "limit": (0, 2),
+    "batch": (0, 10),
 }
 SIZES = (0, 0, 1, 2, 5, 300)
 # The policy RPCs compile what they are sent: fewer cases, the same kinds.
@@ -211,12 +337,15 @@ class Extremes:
                     if depth < 2:
                         cls_of = GetMessageClass(f.message_type)
                         for _ in range(min(n, 20)):
-                            target.add().CopyFrom(self.message(f.message_type, cls_of,
-                                                               depth + 1))
+                            target.add().CopyFrom(self.message(f.message_type, cls_of, depth + 1))
                 else:
                     one = self.scalar(f, short=n > 5)
-                    target.extend([one if self.rng.random() < 0.8
-                                   else self.scalar(f, short=n > 5) for _ in range(n)])
+                    target.extend(
+                        [
+                            one if self.rng.random() < 0.8 else self.scalar(f, short=n > 5)
+                            for _ in range(n)
+                        ]
+                    )
             elif f.message_type is not None:
                 if depth < 3:
                     sub = getattr(msg, f.name)
@@ -256,11 +385,17 @@ class Extremes:
             if self.rng.random() < 0.75:
                 return self.rng.randint(1, top)
             return self.rng.choice((0, top + 1, 99, -1, 2**31 - 1, -(2**31)))
-        if t in (FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_SINT32,
-                 FieldDescriptor.TYPE_SFIXED32):
+        if t in (
+            FieldDescriptor.TYPE_INT32,
+            FieldDescriptor.TYPE_SINT32,
+            FieldDescriptor.TYPE_SFIXED32,
+        ):
             return self.rng.choice(INT32S)
-        if t in (FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_SINT64,
-                 FieldDescriptor.TYPE_SFIXED64):
+        if t in (
+            FieldDescriptor.TYPE_INT64,
+            FieldDescriptor.TYPE_SINT64,
+            FieldDescriptor.TYPE_SFIXED64,
+        ):
             return self.rng.choice(INT64S)
         return self.rng.choice((0, 1, 2**32 - 1))  # unsigned: none in this proto
 
@@ -278,8 +413,9 @@ class Findings:
         self.calls += 1
 
 
-def _call_unary(channel: grpc.Channel, method: str, response: type[Message], data: bytes,
-                findings: Findings) -> None:
+def _call_unary(
+    channel: grpc.Channel, method: str, response: type[Message], data: bytes, findings: Findings
+) -> None:
     call = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
     try:
         answer = call(data, timeout=WAIT)
@@ -293,8 +429,7 @@ def _call_unary(channel: grpc.Channel, method: str, response: type[Message], dat
     try:
         response.FromString(answer)
     except DecodeError as exc:
-        findings.bad.append(f"{method} OK but not a {response.__name__} ({exc}) "
-                            f"<- {data.hex()}")
+        findings.bad.append(f"{method} OK but not a {response.__name__} ({exc}) <- {data.hex()}")
 
 
 def _call_watch(channel: grpc.Channel, data: bytes, findings: Findings) -> None:
@@ -325,15 +460,17 @@ def fuzz(address: str, decision_id: str, deadline: float) -> Findings:
     rng = random.Random(SEED)
     findings = Findings()
     extremes = Extremes(rng, decision_id)
-    with grpc.insecure_channel(address, options=[
-            ("grpc.max_receive_message_length", 64 * 1024 * 1024)]) as channel:
+    with grpc.insecure_channel(
+        address, options=[("grpc.max_receive_message_length", 64 * 1024 * 1024)]
+    ) as channel:
         for method, (request, response, seeds) in _seeds(decision_id).items():
             encoded = [s.SerializeToString() for s in seeds]
             scale = SCALE.get(method, 1)
             cases: list[Callable[[], bytes]] = (
                 [lambda: random_bytes(rng)] * (RANDOM_CASES // scale)
                 + [functools.partial(_mutated, rng, encoded)] * (MUTATED_CASES // scale)
-                + [functools.partial(_extreme, extremes, request)] * (EXTREME_CASES // scale))
+                + [functools.partial(_extreme, extremes, request)] * (EXTREME_CASES // scale)
+            )
             for make in cases:
                 if time.monotonic() > deadline:
                     findings.bad.append(f"wall-clock cap reached at {method}")
@@ -341,13 +478,20 @@ def fuzz(address: str, decision_id: str, deadline: float) -> Findings:
                 data = make()
                 if len(data) <= MAX_REQUEST:
                     _call_unary(channel, method, response, data, findings)
-        watch_seeds = [pb.WatchRequest(from_oldest=True).SerializeToString(),
-                       pb.WatchRequest(cursor="0-1").SerializeToString()]
+        watch_seeds = [
+            pb.WatchRequest(from_oldest=True).SerializeToString(),
+            pb.WatchRequest(cursor="0-1").SerializeToString(),
+        ]
         for i in range(WATCH_CASES):
-            data = (random_bytes(rng) if i % 3 == 0 else
-                    mutate(rng, rng.choice(watch_seeds), watch_seeds) if i % 3 == 1 else
-                    extremes.message(pb.WatchRequest.DESCRIPTOR,
-                                     pb.WatchRequest).SerializeToString())
+            data = (
+                random_bytes(rng)
+                if i % 3 == 0
+                else mutate(rng, rng.choice(watch_seeds), watch_seeds)
+                if i % 3 == 1
+                else extremes.message(
+                    pb.WatchRequest.DESCRIPTOR, pb.WatchRequest
+                ).SerializeToString()
+            )
             _call_watch(channel, data, findings)
     return findings
 
@@ -356,8 +500,14 @@ def _sentinel(c: MemLineageClient, memory_id: str) -> tuple[Any, ...]:
     """A read of a fresh memory nothing in the fuzz names, as it is decided."""
     c.record(memory_id, creator="user:sentinel", type="preference")
     d = c.check("read", memory_id)
-    return (d.effect, round(d.compliance_score, 9), [r.policy for r in d.reasons],
-            [o.kind for o in d.obligations], list(d.errors), d.policy_version)
+    return (
+        d.effect,
+        round(d.compliance_score, 9),
+        [r.policy for r in d.reasons],
+        [o.kind for o in d.obligations],
+        list(d.errors),
+        d.policy_version,
+    )
 
 
 @pytest.fixture(params=["embedded", "redis"])
@@ -370,8 +520,9 @@ def running(request: pytest.FixtureRequest) -> Iterator[RunningSidecar]:
         yield sidecar
 
 
-def test_no_request_is_the_servers_error(running: RunningSidecar,
-                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_no_request_is_the_servers_error(
+    running: RunningSidecar, caplog: pytest.LogCaptureFixture
+) -> None:
     started = time.monotonic()
     with MemLineageClient(running.address, timeout=WAIT) as c:
         c.record("m1", creator="user:alice", type="preference")
@@ -387,8 +538,9 @@ def test_no_request_is_the_servers_error(running: RunningSidecar,
         for method in ("Record", "Check", "FilterRank", "Explain", "Feedback"):
             assert findings.codes[method].get("OK", 0) > 0, (method, findings.codes[method])
             assert findings.codes[method].get("INVALID_ARGUMENT", 0) > 0, method
-        assert not [r for r in caplog.records
-                    if r.name == "memlineage.grpc" and r.levelname == "ERROR"]
+        assert not [
+            r for r in caplog.records if r.name == "memlineage.grpc" and r.levelname == "ERROR"
+        ]
 
         # the sidecar still decides as it did: back to its configured policies first
         assert c.reload_policies().applied

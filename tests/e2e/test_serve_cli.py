@@ -40,8 +40,9 @@ def served(tmp_path: Path) -> Iterator[tuple[Served, Path, Path]]:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "memlineage", *args],
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "memlineage", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_serve_reload_on_sighup_and_graceful_stop(served) -> None:
@@ -123,8 +124,20 @@ def test_check_and_explain_commands(served) -> None:
 def test_serve_refuses_a_broken_policy_directory(tmp_path: Path) -> None:
     (tmp_path / "bad.mlp").write_text("policy p { on read when memory.confidnce < 1 deny }\n")
     out = subprocess.run(
-        [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
-         "--policies", str(tmp_path)], capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "memlineage",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--policies",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 1
     assert "bad.mlp:1:32: error[E102]" in out.stderr
 
@@ -133,15 +146,29 @@ _DEEP = "policy p { on read when " + "not (" * 600 + "true" + ")" * 600 + " deny
 _WIDE_PRIORITY = 'policy p priority 2147483648 { on read when memory.id == "b" deny "x" }\n'
 
 
-@pytest.mark.parametrize(("text", "where"), [(_DEEP, "bad.mlp:1:"),
-                                             (_WIDE_PRIORITY, "bad.mlp:1:19:")])
-def test_serve_refuses_a_hostile_policy_with_its_position(tmp_path: Path, text: str,
-                                                           where: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "where"), [(_DEEP, "bad.mlp:1:"), (_WIDE_PRIORITY, "bad.mlp:1:19:")]
+)
+def test_serve_refuses_a_hostile_policy_with_its_position(
+    tmp_path: Path, text: str, where: str
+) -> None:
     """600 nested terms, a priority past int32: one positioned line, no traceback."""
     (tmp_path / "bad.mlp").write_text(text)
     out = subprocess.run(
-        [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
-         "--policies", str(tmp_path)], capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-m",
+            "memlineage",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--policies",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 1
     assert where in out.stderr and "error[E" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr
@@ -157,8 +184,11 @@ def test_sweep_command_over_grpc_and_directly_on_a_store(served, tmp_path: Path)
 
     direct = tmp_path / "direct"
     with open_store(f"embedded://{direct}", clock=lambda: time.time() - 40 * 86400) as store:
-        store.record(MemoryRecord(id="stale", namespace="default", creator_kind="agent",
-                                  creator_id="agent:planner"))
+        store.record(
+            MemoryRecord(
+                id="stale", namespace="default", creator_kind="agent", creator_id="agent:planner"
+            )
+        )
     out = cli("sweep", "--store", f"embedded://{direct}")
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("stale: active -> archived (value 0.198 below 0.3)")

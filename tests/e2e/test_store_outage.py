@@ -35,10 +35,17 @@ def redis(tmp_path: Path) -> Iterator[RedisServer]:
 
 @contextmanager
 def sidecar_on(redis: RedisServer, fail_mode: str) -> Iterator[MemLineageClient]:
-    config = Config(policy_dir=BUNDLED_POLICIES, store=redis.url, fail_mode=fail_mode,
-                    tokens=TOKENS, decision_log="off")
-    with RunningSidecar(config) as s, \
-            MemLineageClient(s.address, token="tok", timeout=CALL_TIMEOUT, retries=0) as c:
+    config = Config(
+        policy_dir=BUNDLED_POLICIES,
+        store=redis.url,
+        fail_mode=fail_mode,
+        tokens=TOKENS,
+        decision_log="off",
+    )
+    with (
+        RunningSidecar(config) as s,
+        MemLineageClient(s.address, token="tok", timeout=CALL_TIMEOUT, retries=0) as c,
+    ):
         yield c
 
 
@@ -131,8 +138,12 @@ def test_fail_degraded_reads_degrade_the_rest_is_denied(redis: RedisServer) -> N
         assert all(cand.kept for cand in ranked.candidates)
         assert kinds(ranked.candidates[0].decision) == ["annotate"]
 
-        for op, ids in (("act", ["plan"]), ("update", "pref"), ("delete", "pref"),
-                        ("derive", "plan")):
+        for op, ids in (
+            ("act", ["plan"]),
+            ("update", "pref"),
+            ("delete", "pref"),
+            ("derive", "plan"),
+        ):
             with quick(f"Check {op}"):
                 d = c.check(op, ids, action="book" if op == "act" else "")
             assert d.effect == pb.EFFECT_DENY, op

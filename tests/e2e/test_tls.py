@@ -17,10 +17,28 @@ def self_signed(tmp: Path) -> tuple[Path, Path]:
     """A throwaway certificate for 127.0.0.1 / localhost (openssl, from the OS)."""
     cert, key = tmp / "cert.pem", tmp / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60)
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
@@ -32,6 +50,8 @@ def test_tls_serves_trusting_clients_only(tmp_path: Path) -> None:
         with MemLineageClient(s.address, credentials=creds) as c:
             assert c.health() == "SERVING"
             assert c.record("m", creator="user:alice").recorded
-        with MemLineageClient(s.address, timeout=1, retries=0) as plain, \
-                pytest.raises(MemLineageError):
+        with (
+            MemLineageClient(s.address, timeout=1, retries=0) as plain,
+            pytest.raises(MemLineageError),
+        ):
             plain.health()

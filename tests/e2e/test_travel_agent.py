@@ -20,8 +20,12 @@ def texts(decision: pb.Decision) -> list[str]:
 
 
 def test_a_one_users_preferences_never_reach_another(world: World) -> None:
-    rec = world.alice.record("pref-window-seat", creator="user:alice", type="preference",
-                             claim=("user:alice", "seat", "window"))
+    rec = world.alice.record(
+        "pref-window-seat",
+        creator="user:alice",
+        type="preference",
+        claim=("user:alice", "seat", "window"),
+    )
     assert rec.recorded
     ranked = world.alice.filter_rank([("pref-window-seat", 0.9)])
     assert list(ranked.ranked_ids) == ["pref-window-seat"]
@@ -32,7 +36,8 @@ def test_a_one_users_preferences_never_reach_another(world: World) -> None:
     theirs, nobodys = leaked.candidates
     assert theirs.decision.effect == nobodys.decision.effect != pb.EFFECT_ALLOW
     assert [r.policy for r in theirs.decision.reasons] == [
-        r.policy for r in nobodys.decision.reasons]
+        r.policy for r in nobodys.decision.reasons
+    ]
     assert theirs.rank_score == nobodys.rank_score
     a, b = world.bob.check("read", "pref-window-seat"), world.bob.check("read", "never-recorded")
     assert (a.effect, list(a.reasons)) == (b.effect, list(b.reasons))
@@ -52,8 +57,13 @@ def test_a_one_users_preferences_never_reach_another(world: World) -> None:
 
 def test_b_stale_price_refreshed_until_the_paid_api_quota(world: World) -> None:
     now = world.now
-    world.alice.record("price-pek-sha", creator="tool:flight_api", type="tool_result",
-                       tags=["flight_price"], created_at=now - 2 * HOUR)
+    world.alice.record(
+        "price-pek-sha",
+        creator="tool:flight_api",
+        type="tool_result",
+        tags=["flight_price"],
+        created_at=now - 2 * HOUR,
+    )
     first = world.alice.check("read", "price-pek-sha", budget=0.05)
     assert first.effect == pb.EFFECT_DEGRADE
     refresh = [o for o in first.obligations if o.kind == "refresh"]
@@ -64,8 +74,12 @@ def test_b_stale_price_refreshed_until_the_paid_api_quota(world: World) -> None:
     # a new price memory from the paid API).
     for i in range(10):
         world.clock.advance(60)
-        world.alice.record(f"price-refresh-{i}", creator="tool:flight_api",
-                           type="tool_result", tags=["flight_price_raw"])
+        world.alice.record(
+            f"price-refresh-{i}",
+            creator="tool:flight_api",
+            type="tool_result",
+            tags=["flight_price_raw"],
+        )
     after = world.alice.check("read", "price-pek-sha", budget=0.05)
     assert after.effect == pb.EFFECT_DEGRADE
     assert "refresh" not in kinds(after)
@@ -87,8 +101,9 @@ def test_c_corrected_city_puts_derived_plans_in_doubt(world: World) -> None:
     c.record("train-1", creator="agent:planner", dependencies=["city-1"])
     assert c.check("read", "hotel-1").effect == pb.EFFECT_ALLOW
 
-    fix = c.record("city-2", creator="user:alice",
-                   claim=("user:alice", "destination_city", "Beijing"))
+    fix = c.record(
+        "city-2", creator="user:alice", claim=("user:alice", "destination_city", "Beijing")
+    )
     assert fix.recorded and fix.superseded_id == "city-1"
     assert sorted(fix.affected_ids) == ["hotel-1", "train-1"]
     for stale in ("hotel-1", "train-1"):
@@ -115,8 +130,9 @@ def test_d_tools_cannot_change_what_the_user_said(world: World) -> None:
     assert not revoke.applied and revoke.decision.effect == pb.EFFECT_DENY
     assert c.explain("budget-cap").memory.status == pb.STATUS_ACTIVE
 
-    overwrite = c.record("budget-guess", creator="tool:web_search",
-                         claim=("user:alice", "budget", "500 EUR"))
+    overwrite = c.record(
+        "budget-guess", creator="tool:web_search", claim=("user:alice", "budget", "500 EUR")
+    )
     assert not overwrite.recorded and overwrite.decision.effect == pb.EFFECT_DENY
     assert c.explain("budget-cap").memory.status == pb.STATUS_ACTIVE
 
@@ -139,8 +155,10 @@ def test_f_broken_policy_reload_is_rejected_and_old_set_keeps_serving(world: Wor
     world.alice.record("g", creator="reasoning:planner", confidence=0.3)
     assert world.alice.check("read", "g").effect == pb.EFFECT_DENY
 
-    broken = {"policies/new.mlp": "policy p {\n  on read\n  when memory.confidence < 0.5\n"
-                                  "  degarde annotate(\"x\")\n}\n"}
+    broken = {
+        "policies/new.mlp": "policy p {\n  on read\n  when memory.confidence < 0.5\n"
+        '  degarde annotate("x")\n}\n'
+    }
     out = world.admin.reload_policies(broken)
     assert not out.applied and out.version == before.version
     assert out.diagnostics[0].rendered.startswith("policies/new.mlp:4:3: error[E")

@@ -66,8 +66,7 @@ def test_a_reused_decision_is_kept_as_its_context_and_rebuilt() -> None:
         journal.put_issue(serial, ctx, 100.0 + k / 8)
         issued.append(decision_id)
     got = journal.get(issued[1])
-    assert got == DecisionRecord(issued[1], ALLOW, "ns", "read", ("a",), "user:u", 100.125,
-                                 "v1")
+    assert got == DecisionRecord(issued[1], ALLOW, "ns", "read", ("a",), "user:u", 100.125, "v1")
     assert [r.decision_id for r in journal.recent("ns", "a", 5)] == issued[::-1]
     assert journal.recent("ns", "b", 5) == [] and journal.recent("other", "a", 5) == []
     for _ in range(8):  # the slots move on

@@ -27,8 +27,9 @@ ALLOW = Decision("allow", 1.0, 0.0)
 
 def rec(i: int, d: Decision | None = None) -> DecisionRecord:
     d = d or (DENY if i % 3 == 0 else ALLOW)
-    return DecisionRecord(f"d{i:x}-feed-{i:x}", d, "ns", "read", (f"m{i}",), "agent:a",
-                          1_700_000_000.0 + i, "v1")
+    return DecisionRecord(
+        f"d{i:x}-feed-{i:x}", d, "ns", "read", (f"m{i}",), "agent:a", 1_700_000_000.0 + i, "v1"
+    )
 
 
 def write_log(path: Path, n: int = 12, key: str | None = None) -> list[str]:
@@ -44,9 +45,11 @@ def problem(found: Verified) -> tuple[str, int, str]:
     return Path(found.problem.file).name, found.problem.line, found.problem.what
 
 
-def sha_chain(lines: list[str], start: int,
-              digest: Callable[[bytes], str] = lambda b: hashlib.sha256(b).hexdigest(),
-              ) -> list[str]:
+def sha_chain(
+    lines: list[str],
+    start: int,
+    digest: Callable[[bytes], str] = lambda b: hashlib.sha256(b).hexdigest(),
+) -> list[str]:
     """What a forger without the key does: re-hash lines[start:] so they chain again."""
     out = list(lines[:start])
     prev = json.loads(lines[start - 1])["hash"] if start else GENESIS
@@ -70,20 +73,41 @@ def test_lines_keep_their_fields_and_chain(tmp_path: Path) -> None:
     for before, after in itertools.pairwise(entries):
         assert after["prev"] == before["hash"]
     first = entries[0]
-    assert list(first) == ["seq", "ts", "decision_id", "namespace", "op", "memory_ids", "actor",
-                           "policy_version", "effect", "score", "cost", "policies", "reasons",
-                           "obligations", "errors", "prev", "hash"]  # today's, seq/prev/hash
+    assert list(first) == [
+        "seq",
+        "ts",
+        "decision_id",
+        "namespace",
+        "op",
+        "memory_ids",
+        "actor",
+        "policy_version",
+        "effect",
+        "score",
+        "cost",
+        "policies",
+        "reasons",
+        "obligations",
+        "errors",
+        "prev",
+        "hash",
+    ]  # today's, seq/prev/hash
     assert {k: first[k] for k in ("decision_id", "op", "effect", "policies", "reasons")} == {
-        "decision_id": "d0-feed-0", "op": "read", "effect": "deny",
-        "policies": ["low_confidence"], "reasons": ["low_confidence[fired]: doubtful"]}
+        "decision_id": "d0-feed-0",
+        "op": "read",
+        "effect": "deny",
+        "policies": ["low_confidence"],
+        "reasons": ["low_confidence[fired]: doubtful"],
+    }
     # hash = SHA-256 of the line as written without its `,"hash":"…"`
     raw = lines[3].rstrip("\n")
-    assert hashlib.sha256(raw[: raw.rindex(',"hash":')].encode() + b"}").hexdigest() == \
-        entries[3]["hash"]
+    assert (
+        hashlib.sha256(raw[: raw.rindex(',"hash":')].encode() + b"}").hexdigest()
+        == entries[3]["hash"]
+    )
     assert ReExported is DecisionLog  # engine/core.py imports it from records
     found = verify([str(path)])
-    assert found.ok and found.decisions == 12 and found.describe() == \
-        "12 decisions, chain intact"
+    assert found.ok and found.decisions == 12 and found.describe() == "12 decisions, chain intact"
 
 
 # ---------------------------------------------------------------------- tampering
@@ -124,15 +148,21 @@ def test_an_inserted_line_is_found_at_its_line(tmp_path: Path) -> None:
     _, line, what = tamper(tmp_path, lambda lines: [*lines[:5], lines[2], *lines[5:]])
     assert line == 6 and "seq 2 follows seq 4: line out of order, repeated or inserted" in what
     # a made-up decision (a line edited into another id)
-    _, line, what = tamper(tmp_path, lambda lines: [
-        *lines[:3], lines[3].replace(json.loads(lines[3])["decision_id"], "d99-feed-99"),
-        *lines[3:]])
+    _, line, what = tamper(
+        tmp_path,
+        lambda lines: [
+            *lines[:3],
+            lines[3].replace(json.loads(lines[3])["decision_id"], "d99-feed-99"),
+            *lines[3:],
+        ],
+    )
     assert (line, what.split(":")[0]) == (4, "altered")
 
 
 def test_a_forged_line_chained_in_breaks_the_line_after_it(tmp_path: Path) -> None:
     """Without a key a forger can hash a line of his own and link it; the original
     line that now follows it no longer links (its seq repeats)."""
+
     def insert(lines: list[str]) -> list[str]:
         entry = json.loads(lines[4])
         entry["effect"] = "allow"
@@ -150,18 +180,28 @@ def test_a_truncated_last_line_is_found(tmp_path: Path) -> None:
     assert line == 12 and what.startswith("truncated")
 
 
-@pytest.mark.parametrize(("bad", "what"), [
-    (b"\xff\xfe not text\n", "not UTF-8 text"),
-    (b'{"seq": 3, "oops\n', "not a JSON line (Unterminated string starting at)"),
-    (b"[1, 2]\n", "not a decision line (a JSON object)"),
-    (b"\n", "empty line (inserted)"),
-    (b'{"ts":1.0,"decision_id":"x","effect":"allow"}\n',  # a line of the unchained format
-     "no seq (a non-negative integer): not a chained decision line"),
-    (b'{"seq":true,"prev":"0"}\n', "no seq (a non-negative integer): not a chained decision line"),
-    (b'{"seq":4,"prev":"abc"}\n', "no prev (64 hex digits): not a chained decision line"),
-    (b'{"seq":4,"prev":"' + b"a" * 64 + b'"}\n',
-     "no hash (64 hex digits) ending the line: not as written"),
-])
+@pytest.mark.parametrize(
+    ("bad", "what"),
+    [
+        (b"\xff\xfe not text\n", "not UTF-8 text"),
+        (b'{"seq": 3, "oops\n', "not a JSON line (Unterminated string starting at)"),
+        (b"[1, 2]\n", "not a decision line (a JSON object)"),
+        (b"\n", "empty line (inserted)"),
+        (
+            b'{"ts":1.0,"decision_id":"x","effect":"allow"}\n',  # a line of the unchained format
+            "no seq (a non-negative integer): not a chained decision line",
+        ),
+        (
+            b'{"seq":true,"prev":"0"}\n',
+            "no seq (a non-negative integer): not a chained decision line",
+        ),
+        (b'{"seq":4,"prev":"abc"}\n', "no prev (64 hex digits): not a chained decision line"),
+        (
+            b'{"seq":4,"prev":"' + b"a" * 64 + b'"}\n',
+            "no hash (64 hex digits) ending the line: not as written",
+        ),
+    ],
+)
 def test_unparseable_lines_are_named_precisely(tmp_path: Path, bad: bytes, what: str) -> None:
     path = tmp_path / "d.log"
     lines = write_log(path, 6)
@@ -171,6 +211,7 @@ def test_unparseable_lines_are_named_precisely(tmp_path: Path, bad: bytes, what:
 
 def test_a_reformatted_line_counts_as_altered(tmp_path: Path) -> None:
     """Same JSON, other bytes (spaces, key order): not the line that was written."""
+
     def reformat(lines: list[str]) -> list[str]:
         lines[2] = json.dumps(json.loads(lines[2])) + "\n"
         return lines
@@ -189,7 +230,9 @@ def test_hmac_log_rejects_a_log_rechained_without_the_key(tmp_path: Path) -> Non
     assert hmac.new(b"s3cret", content, "sha256").hexdigest() == entry["hash"]  # standard HMAC
     assert verify([str(path)], key="s3cret").ok
     assert problem(verify([str(path)]))[1:] == (
-        1, "altered: the hash does not match the line (or written with a key: pass --key)")
+        1,
+        "altered: the hash does not match the line (or written with a key: pass --key)",
+    )
     assert problem(verify([str(path)], key="other"))[1] == 1
 
     # deny -> allow on line 4, everything after re-chained by someone without the key
@@ -197,7 +240,9 @@ def test_hmac_log_rejects_a_log_rechained_without_the_key(tmp_path: Path) -> Non
     lines[3] = lines[3].replace('"effect":"deny"', '"effect":"allow"')
     path.write_text("".join(sha_chain(lines, 3)), encoding="utf-8")
     assert problem(verify([str(path)], key="s3cret"))[1:] == (
-        4, "altered: the HMAC does not match the line (or written with another key)")
+        4,
+        "altered: the HMAC does not match the line (or written with another key)",
+    )
     path.write_text("".join(sha_chain(lines, 0)), encoding="utf-8")
     assert verify([str(path)]).ok  # a plain SHA-256 chain can be redone: hence the key
     assert problem(verify([str(path)], key="s3cret"))[1] == 1
@@ -255,7 +300,8 @@ def test_a_restart_continues_the_chain(tmp_path: Path) -> None:
 
 
 def test_a_restart_after_a_torn_write_starts_a_new_chain_and_verify_names_the_tear(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "d.log"
     lines = write_log(path, 5)
     path.write_text("".join(lines[:4]) + lines[4][:30], encoding="utf-8")  # crash mid-write
@@ -266,7 +312,9 @@ def test_a_restart_after_a_torn_write_starts_a_new_chain_and_verify_names_the_te
     assert len(after) == 6 and after[4] == lines[4][:30]  # the torn line, ended
     assert (json.loads(after[5])["seq"], json.loads(after[5])["prev"]) == (0, GENESIS)
     assert problem(verify([str(path)]))[1:] == (
-        5, "not a JSON line (Unterminated string starting at)")
+        5,
+        "not a JSON line (Unterminated string starting at)",
+    )
 
 
 def test_rotation_by_size_keeps_the_chain_across_files(tmp_path: Path) -> None:
@@ -295,8 +343,7 @@ def test_rotation_by_size_keeps_the_chain_across_files(tmp_path: Path) -> None:
     assert (name, line) == (Path(in_order[2]).name, 1) and "removed" in what
 
 
-def test_rotation_keeps_n_files_and_the_rest_verifies_from_where_it_starts(
-        tmp_path: Path) -> None:
+def test_rotation_keeps_n_files_and_the_rest_verifies_from_where_it_starts(tmp_path: Path) -> None:
     path = tmp_path / "d.log"
     log = DecisionLog.open(str(path), max_bytes=1500, keep=2)
     for i in range(40):
@@ -305,8 +352,7 @@ def test_rotation_keeps_n_files_and_the_rest_verifies_from_where_it_starts(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.log", "d.log.1", "d.log.2"]
     found = verify([str(tmp_path / "d.log.2"), str(tmp_path / "d.log.1"), str(path)])
     assert found.ok and found.first_seq and found.first_seq > 0
-    assert found.describe().endswith(f"from seq {found.first_seq} (the files before it "
-                                     "not given)")
+    assert found.describe().endswith(f"from seq {found.first_seq} (the files before it not given)")
     # a restart after the rotation (the new file still empty) continues from FILE.1
     log = DecisionLog.open(str(path), max_bytes=10**6)
     log.write(rec(40))
@@ -342,8 +388,9 @@ def test_a_stream_log_chains_too_and_close_leaves_the_stream_open(tmp_path: Path
 
 
 # ------------------------------------------------------------------ command, config
-def test_log_verify_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_log_verify_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "d.log"
     lines = write_log(path, 4, key="k")
     assert cli.main(["log", "verify", "--key", "k", str(path)]) == 0
@@ -353,24 +400,29 @@ def test_log_verify_command(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     capsys.readouterr()
     path.write_text("".join(lines[:1] + lines[2:]), encoding="utf-8")
     assert cli.main(["log", "verify", str(path)]) == 1
-    assert capsys.readouterr().err == \
-        f"{path}:2: seq 2 follows seq 0: 1 line removed or moved\n"
+    assert capsys.readouterr().err == f"{path}:2: seq 2 follows seq 0: 1 line removed or moved\n"
     assert cli.main(["log", "verify", str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err.startswith("error: [Errno 2] No such file")
 
 
 def test_decision_log_settings(tmp_path: Path) -> None:
-    cfg = load_config(env={"MEMLINEAGE_DECISION_LOG_KEY": "k1",
-                           "MEMLINEAGE_DECISION_LOG_MAX_BYTES": "1048576"})
+    cfg = load_config(
+        env={"MEMLINEAGE_DECISION_LOG_KEY": "k1", "MEMLINEAGE_DECISION_LOG_MAX_BYTES": "1048576"}
+    )
     assert (cfg.decision_log_key, cfg.decision_log_max_bytes, cfg.decision_log_keep) == (
-        "k1", 1048576, 5)
+        "k1",
+        1048576,
+        5,
+    )
     assert "k1" not in repr(cfg)
     toml = tmp_path / "m.toml"
-    toml.write_text('decision_log_key = "k2"\ndecision_log_max_bytes = 10\n'
-                    'decision_log_keep = 3\n')
+    toml.write_text('decision_log_key = "k2"\ndecision_log_max_bytes = 10\ndecision_log_keep = 3\n')
     cfg = load_config(str(toml), env={})
     assert (cfg.decision_log_key, cfg.decision_log_max_bytes, cfg.decision_log_keep) == (
-        "k2", 10, 3)
+        "k2",
+        10,
+        3,
+    )
     toml.write_text("decision_log_keep = 0\n")
     with pytest.raises(ConfigError, match="decision_log_keep"):
         load_config(str(toml), env={})

@@ -36,8 +36,14 @@ def _world(policies=BUNDLED_POLICIES) -> tuple[ManualClock, EmbeddedStore, Engin
 
 def _record(engine: Engine, mid: str, creator: str, *, age: float = 0.0, **fields) -> None:
     kind = creator.split(":")[0]
-    rec = MemoryRecord(id=mid, namespace=NS, creator_kind=kind, creator_id=creator,
-                       created_at=engine.clock() - age, **fields)
+    rec = MemoryRecord(
+        id=mid,
+        namespace=NS,
+        creator_kind=kind,
+        creator_id=creator,
+        created_at=engine.clock() - age,
+        **fields,
+    )
     assert engine.record(rec).recorded, mid
 
 
@@ -45,21 +51,63 @@ def _load(engine: Engine) -> list[str]:
     """Memories sitting just before the thresholds the bundled policies test."""
     r = _record
     for i, age in enumerate((3500.0, 3590.0, 3599.5, 100.0, 7200.0)):
-        r(engine, f"price{i}", "tool:flight_api", age=age, tags=("flight_price",),
-          type="tool_result", volatility="medium")
+        r(
+            engine,
+            f"price{i}",
+            "tool:flight_api",
+            age=age,
+            tags=("flight_price",),
+            type="tool_result",
+            volatility="medium",
+        )
     for i, age in enumerate((290.0, 299.0, 10.0)):
-        r(engine, f"cpu{i}", "tool:metrics", age=age, tags=("live_reading",),
-          type="observation", volatility="high")
+        r(
+            engine,
+            f"cpu{i}",
+            "tool:metrics",
+            age=age,
+            tags=("live_reading",),
+            type="observation",
+            volatility="high",
+        )
     r(engine, "quote", "tool:hotel_api", age=7 * 86400 - 100, type="tool_result")
     for i, conf in enumerate((0.35, 0.5, 0.9)):
-        r(engine, f"thought{i}", "reasoning:planner", creator_confidence=conf,
-          volatility="high", type="reasoning")
+        r(
+            engine,
+            f"thought{i}",
+            "reasoning:planner",
+            creator_confidence=conf,
+            volatility="high",
+            type="reasoning",
+        )
     r(engine, "plan", "agent:planner", dependencies=("thought1", "price0"), type="plan")
     r(engine, "rumour", "agent:scout", creator_confidence=0.8, volatility="high", type="fact")
-    r(engine, "pref", "user:alice", type="preference", subject="user:alice",
-      attribute="seat", value="aisle")
-    return ["price0", "price1", "price2", "price3", "price4", "cpu0", "cpu1", "cpu2",
-            "quote", "thought0", "thought1", "thought2", "plan", "rumour", "pref"]
+    r(
+        engine,
+        "pref",
+        "user:alice",
+        type="preference",
+        subject="user:alice",
+        attribute="seat",
+        value="aisle",
+    )
+    return [
+        "price0",
+        "price1",
+        "price2",
+        "price3",
+        "price4",
+        "cpu0",
+        "cpu1",
+        "cpu2",
+        "quote",
+        "thought0",
+        "thought1",
+        "thought2",
+        "plan",
+        "rumour",
+        "pref",
+    ]
 
 
 def _same(fresh: Engine, reusing: Engine, op: str, ids: list[str], **kw) -> None:
@@ -95,8 +143,7 @@ class _Ticketed:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_reused_decisions_equal_fresh_ones_as_time_passes_and_the_store_changes(
-        seed: int) -> None:
+def test_reused_decisions_equal_fresh_ones_as_time_passes_and_the_store_changes(seed: int) -> None:
     rng = random.Random(seed)
     clock, store, fresh, reusing = _world()
     ticketed = _Ticketed(Engine(store, reusing.policies, clock=clock, record_access=False))
@@ -115,34 +162,46 @@ def test_reuse_over_redis_sees_every_other_writer(seed: int, redis_server) -> No
     holder = PolicyHolder(BUNDLED_POLICIES)
     # Deciding afresh includes reading credibility afresh (without counters to key
     # it on, the cache would keep it a second).
-    fresh = Engine(writer, holder, clock=clock, reuse_decisions=False, record_access=False,
-                   credibility=CredibilityCache(writer, ScoringConfig(), ttl=0.0))
+    fresh = Engine(
+        writer,
+        holder,
+        clock=clock,
+        reuse_decisions=False,
+        record_access=False,
+        credibility=CredibilityCache(writer, ScoringConfig(), ttl=0.0),
+    )
     reusing = Engine(reader, holder, clock=clock, record_access=False)
     ticketed = _Ticketed(Engine(reader, holder, clock=clock, record_access=False))
     try:
-        _run_equivalence(random.Random(seed), clock, writer, fresh, reusing, ticketed,
-                         steps=60)
+        _run_equivalence(random.Random(seed), clock, writer, fresh, reusing, ticketed, steps=60)
     finally:
         writer.close()
         reader.close()
 
 
-def _run_equivalence(rng: random.Random, clock: ManualClock, store, fresh: Engine,
-                     reusing: Engine, ticketed: _Ticketed, steps: int = 160) -> None:
+def _run_equivalence(
+    rng: random.Random,
+    clock: ManualClock,
+    store,
+    fresh: Engine,
+    reusing: Engine,
+    ticketed: _Ticketed,
+    steps: int = 160,
+) -> None:
     """`store`: where the writes go (`fresh`'s store)."""
     ids = _load(fresh)
     for k in range(9):  # paid calls a few minutes apart: the quota fills, then drains
         clock.advance(240.0)
-        _record(fresh, f"paid{k}", "tool:flight_api", tags=("flight_price",),
-                type="tool_result")
+        _record(fresh, f"paid{k}", "tool:flight_api", tags=("flight_price",), type="tool_result")
         ids.append(f"paid{k}")
     writes = 0
     for step in range(steps):
         clock.advance(rng.choice((0.0, 0.0004, 0.5, 1.0, 5.0, 30.0, 120.0, 400.0)))
         roll = rng.random()
         if roll < 0.04:
-            _record(fresh, f"late{step}", "tool:flight_api", tags=("flight_price",),
-                    type="tool_result")
+            _record(
+                fresh, f"late{step}", "tool:flight_api", tags=("flight_price",), type="tool_result"
+            )
             ids.append(f"late{step}")
             writes += 1
         elif roll < 0.06:
@@ -160,13 +219,16 @@ def _run_equivalence(rng: random.Random, clock: ManualClock, store, fresh: Engin
             assert ticketed.decide("read", [mid], budget=budget) == want, (mid, budget)
         pair = rng.sample(ids, 2)
         _same(fresh, reusing, "act", pair, action="pay")
-        assert ticketed.decide("act", pair, action="pay") == fresh.check(
-            NS, "act", pair, USER, action="pay").decision
+        assert (
+            ticketed.decide("act", pair, action="pay")
+            == fresh.check(NS, "act", pair, USER, action="pay").decision
+        )
         cands = [(mid, rng.random()) for mid in rng.sample(ids, min(8, len(ids)))]
         fa = fresh.filter_rank(NS, cands, USER)
         fb = reusing.filter_rank(NS, cands, USER)
         assert [(c.memory_id, c.decision.decision, c.rank_score, c.kept) for c in fa] == [
-            (c.memory_id, c.decision.decision, c.rank_score, c.kept) for c in fb]
+            (c.memory_id, c.decision.decision, c.rank_score, c.kept) for c in fb
+        ]
         # A replay at an earlier time is decided afresh, never answered from reuse.
         _same(fresh, reusing, "read", [rng.choice(ids)], time=clock() - rng.uniform(0, 900))
     assert writes > 0
@@ -212,8 +274,9 @@ def test_reliability_decay_is_seen() -> None:
 def test_policies_reading_access_statistics_see_each_flush(tmp_path) -> None:
     """value_score moves with access statistics, flushed apart from other writes."""
     (tmp_path / "value.mlp").write_text(
-        'policy seldom_used {\n  on read\n  when memory.value_score < 0.55\n'
-        '  degrade downrank(0.5) "seldom used"\n}\n')
+        "policy seldom_used {\n  on read\n  when memory.value_score < 0.55\n"
+        '  degrade downrank(0.5) "seldom used"\n}\n'
+    )
     clock, _store, fresh, reusing = _world(str(tmp_path))
     reusing.record_access = True
     _record(fresh, "m", "agent:a", type="fact")
@@ -231,13 +294,15 @@ def test_policies_reading_access_statistics_see_each_flush(tmp_path) -> None:
 def test_reload_starts_afresh(tmp_path) -> None:
     (tmp_path / "p.mlp").write_text(
         'policy tools_denied {\n  on read\n  when memory.creator.kind == "tool"\n'
-        '  deny "no tools"\n}\n')
+        '  deny "no tools"\n}\n'
+    )
     _clock, _store, fresh, reusing = _world(str(tmp_path))
     _record(fresh, "t", "tool:x")
     assert reusing.check(NS, "read", ["t"], USER).decision.effect == "deny"
     (tmp_path / "p.mlp").write_text(
         'policy tools_degraded {\n  on read\n  when memory.creator.kind == "tool"\n'
-        '  degrade annotate("tool") "tools degraded"\n}\n')
+        '  degrade annotate("tool") "tools degraded"\n}\n'
+    )
     assert reusing.policies.reload().applied
     assert reusing.check(NS, "read", ["t"], USER).decision.effect == "degrade"
 
@@ -248,8 +313,7 @@ def test_a_call_leaving_the_quota_window_is_seen() -> None:
     clock, _store, fresh, reusing = _world()
     _load(fresh)
     for k in range(10):
-        _record(fresh, f"paid{k}", "tool:flight_api", tags=("flight_price",),
-                type="tool_result")
+        _record(fresh, f"paid{k}", "tool:flight_api", tags=("flight_price",), type="tool_result")
         clock.advance(60.0)
     clock.set(T0 + 3400.0)  # _load's five prices and paid0 (at T0) leave at T0 + 1 h
     seen = []
@@ -318,8 +382,9 @@ def test_refused_and_unreusable_decisions_have_no_ticket(tmp_path) -> None:
     assert reusing.check_ticketed(NS, "read", ["nope"], USER)[1] is None
     assert fresh.check_ticketed(NS, "read", ["pref"], USER)[1] is None  # reuse off
     (tmp_path / "drift.mlp").write_text(
-        'policy drifting {\n  on read\n  when age(memory) * 2 > 1h\n'
-        '  degrade annotate("old") "old"\n}\n')
+        "policy drifting {\n  on read\n  when age(memory) * 2 > 1h\n"
+        '  degrade annotate("old") "old"\n}\n'
+    )
     _c, _s, _f, drifting = _world(str(tmp_path))
     _record(drifting, "m", "agent:a")
     assert drifting.check_ticketed(NS, "read", ["m"], USER)[1] is None  # not time-exact

@@ -25,11 +25,17 @@ class CountersDown(EmbeddedStore):
 
 def engine(fail_mode: str) -> Engine:
     store = CountersDown(clock=ManualClock(T0))
-    store.record(MemoryRecord(id="price", namespace="default", creator_kind="tool",
-                              creator_id="tool:flight_api", tags=("flight_price",),
-                              created_at=T0 - 7200))
-    return Engine(store, PolicyHolder(BUNDLED_POLICIES), clock=ManualClock(T0),
-                  fail_mode=fail_mode)
+    store.record(
+        MemoryRecord(
+            id="price",
+            namespace="default",
+            creator_kind="tool",
+            creator_id="tool:flight_api",
+            tags=("flight_price",),
+            created_at=T0 - 7200,
+        )
+    )
+    return Engine(store, PolicyHolder(BUNDLED_POLICIES), clock=ManualClock(T0), fail_mode=fail_mode)
 
 
 def test_fail_closed_raises_unavailable() -> None:
@@ -43,7 +49,5 @@ def test_fail_degraded_answers_the_documented_decision() -> None:
     d = engine("degraded").check("default", "read", ["price"], Creator("user", "user:u"))
     assert d.decision.effect == "degrade"
     assert d.decision.reasons[0].policy == "<store-unavailable>"
-    ranked = engine("degraded").filter_rank("default", [("price", 0.9)],
-                                            Creator("user", "user:u"))
-    assert ranked[0].kept and ranked[0].decision.decision.reasons[0].policy == \
-        "<store-unavailable>"
+    ranked = engine("degraded").filter_rank("default", [("price", 0.9)], Creator("user", "user:u"))
+    assert ranked[0].kept and ranked[0].decision.decision.reasons[0].policy == "<store-unavailable>"

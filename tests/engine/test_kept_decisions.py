@@ -31,10 +31,21 @@ def _engine(store: LineageStore, clock: ManualClock) -> Engine:
 def _decide(engine: Engine, clock: ManualClock) -> list[str]:
     """A Record, Checks (one reissued from its ticket), a FilterRank: every way a
     decision is issued (`put`, `put_issue`, `put_many`). Their ids, oldest first."""
-    ids = [engine.record(MemoryRecord(id="city", namespace=NS, creator_id="user:alice"),
-                         ALICE).decision.decision_id]
-    engine.record(MemoryRecord(id="guess", namespace=NS, creator_id="reasoning:planner",
-                               creator_kind="reasoning", creator_confidence=0.3), ALICE)
+    ids = [
+        engine.record(
+            MemoryRecord(id="city", namespace=NS, creator_id="user:alice"), ALICE
+        ).decision.decision_id
+    ]
+    engine.record(
+        MemoryRecord(
+            id="guess",
+            namespace=NS,
+            creator_id="reasoning:planner",
+            creator_kind="reasoning",
+            creator_confidence=0.3,
+        ),
+        ALICE,
+    )
     clock.advance(1)
     rec, ticket = engine.check_ticketed(NS, "read", ["city"], ALICE)
     ids.append(rec.decision_id)
@@ -147,8 +158,8 @@ def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
     else:
         cluster: RedisClusterHandle = request.getfixturevalue("redis_cluster")
         from redis.cluster import RedisCluster
-        c = RedisCluster.from_url(cluster.url.replace("redis+cluster://", "redis://")
-                                  .split(",")[0])
+
+        c = RedisCluster.from_url(cluster.url.replace("redis+cluster://", "redis://").split(",")[0])
         c.flushall(target_nodes=RedisCluster.PRIMARIES)
         c.close()
         yield cluster.url
@@ -180,8 +191,7 @@ def test_redis_retention_caps_the_stream(redis_url: str) -> None:
     engine.record(MemoryRecord(id="m", namespace=NS, creator_id="user:alice"), ALICE)
     ids = []
     for _ in range(3):
-        ids += [c.decision.decision_id for c in engine.filter_rank(
-            NS, [("m", 0.5)] * 4, ALICE)]
+        ids += [c.decision.decision_id for c in engine.filter_rank(NS, [("m", 0.5)] * 4, ALICE)]
         engine.check(NS, "read", ["m"], ALICE)
         engine.flush_decisions()
         clock.advance(1)

@@ -23,13 +23,19 @@ NS = "default"
 def test_every_rank_is_the_formula_of_its_parts() -> None:
     clock = ManualClock(T0)
     cfg = ScoringConfig(rank_reliability_weight=0.6, rank_value_weight=0.3)
-    engine = Engine(EmbeddedStore(clock=clock), PolicyHolder(BUNDLED_POLICIES), clock=clock,
-                    scoring=cfg)
+    engine = Engine(
+        EmbeddedStore(clock=clock), PolicyHolder(BUNDLED_POLICIES), clock=clock, scoring=cfg
+    )
 
     def record(mid: str, creator: str, **fields: object) -> None:
-        rec = MemoryRecord(id=mid, namespace=NS, creator_kind=creator.split(":")[0],
-                           creator_id=creator, created_at=clock() - 60.0,
-                           **fields)  # type: ignore[arg-type]
+        rec = MemoryRecord(
+            id=mid,
+            namespace=NS,
+            creator_kind=creator.split(":")[0],
+            creator_id=creator,
+            created_at=clock() - 60.0,
+            **fields,
+        )  # type: ignore[arg-type]
         assert engine.record(rec).recorded
 
     record("fact", "user:alice")
@@ -41,10 +47,14 @@ def test_every_rank_is_the_formula_of_its_parts() -> None:
     factors = 0
     for c in ranked:
         d = c.decision.decision
-        downrank = math.prod(float(o.args[0]) for o in d.obligations  # type: ignore[arg-type]
-                             if o.kind == "downrank")
+        downrank = math.prod(
+            float(o.args[0])
+            for o in d.obligations  # type: ignore[arg-type]
+            if o.kind == "downrank"
+        )
         factors += downrank != 1.0
-        assert c.rank_score == rank_score(cfg, c.similarity, d.compliance_score,
-                                          c.reliability, c.value_score, downrank)
+        assert c.rank_score == rank_score(
+            cfg, c.similarity, d.compliance_score, c.reliability, c.value_score, downrank
+        )
     assert factors  # a down-rank factor was part of the formula
     assert len({c.rank_score for c in ranked}) > 2

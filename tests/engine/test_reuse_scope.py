@@ -23,14 +23,20 @@ class World:
         self.clock = ManualClock(T0)
         self.store = EmbeddedStore(clock=self.clock)
         holder = PolicyHolder(BUNDLED_POLICIES)
-        self.fresh = Engine(self.store, holder, clock=self.clock, reuse_decisions=False,
-                            record_access=False)
+        self.fresh = Engine(
+            self.store, holder, clock=self.clock, reuse_decisions=False, record_access=False
+        )
         self.reusing = Engine(self.store, holder, clock=self.clock, record_access=False)
 
     def record(self, mid: str, creator: str, *, age: float = 0.0, **fields: object) -> None:
-        rec = MemoryRecord(id=mid, namespace=NS, creator_kind=creator.split(":")[0],
-                           creator_id=creator, created_at=self.clock() - age,
-                           **fields)  # type: ignore[arg-type]
+        rec = MemoryRecord(
+            id=mid,
+            namespace=NS,
+            creator_kind=creator.split(":")[0],
+            creator_id=creator,
+            created_at=self.clock() - age,
+            **fields,
+        )  # type: ignore[arg-type]
         assert self.fresh.record(rec).recorded, mid
 
     def read(self, mid: str) -> tuple[bool, str]:
@@ -86,8 +92,7 @@ def test_a_decision_that_read_a_rate_counter_ends_with_the_next_count() -> None:
     """A stale flight price reads calls("tool:flight_api", 1h): the 10th recorded call
     crosses the hourly quota, which another policy then reports."""
     w = _world()
-    w.record("price", "tool:flight_api", age=7200.0, tags=("flight_price",),
-             type="tool_result")
+    w.record("price", "tool:flight_api", age=7200.0, tags=("flight_price",), type="tool_result")
     for i in range(8):
         w.record(f"quote{i}", "tool:flight_api", type="tool_result")
     w.read("price")

@@ -40,8 +40,9 @@ def test_tokens_map_to_namespaces_and_admin() -> None:
         Authenticator.namespace(ops, "")
 
 
-@pytest.mark.parametrize("metadata", [{}, {"authorization": "Bearer nope"},
-                                      {"authorization": "Basic ta"}])
+@pytest.mark.parametrize(
+    "metadata", [{}, {"authorization": "Bearer nope"}, {"authorization": "Basic ta"}]
+)
 def test_missing_or_unknown_tokens_are_unauthenticated(metadata) -> None:
     with pytest.raises(Unauthenticated):
         AUTH.principal(metadata)

@@ -24,8 +24,9 @@ class Faulty(PolicyAdminService):
     """ListPolicies with a bug in it; the wrapper and registration are the real ones."""
 
     @rpc(pb.ListPoliciesRequest)
-    def ListPolicies(self, request: pb.ListPoliciesRequest, context: Any,
-                     principal: Principal) -> pb.ListPoliciesResponse:
+    def ListPolicies(
+        self, request: pb.ListPoliciesRequest, context: Any, principal: Principal
+    ) -> pb.ListPoliciesResponse:
         assert isinstance(request, pb.ListPoliciesRequest)  # parsed before the call
         raise KeyError("secret-internal-detail")
 
@@ -35,8 +36,11 @@ def served() -> Iterator[tuple[str, Metrics]]:
     metrics = Metrics()
     server = grpc.server(ThreadPoolExecutor(max_workers=2))
     # No engine: the faulty RPC never reaches one.
-    service = Faulty(None, Authenticator([TokenGrant("t", ("ns",), admin=True)]),  # type: ignore[arg-type]  # no engine needed
-                     metrics)
+    service = Faulty(
+        None,
+        Authenticator([TokenGrant("t", ("ns",), admin=True)]),  # type: ignore[arg-type]  # no engine needed
+        metrics,
+    )
     register(service, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
@@ -55,8 +59,9 @@ def _call(address: str, data: bytes, token: str | None = "t") -> grpc.RpcError:
     return info.value
 
 
-def test_a_bug_is_internal_short_and_logged(served: tuple[str, Metrics],
-                                            caplog: pytest.LogCaptureFixture) -> None:
+def test_a_bug_is_internal_short_and_logged(
+    served: tuple[str, Metrics], caplog: pytest.LogCaptureFixture
+) -> None:
     address, metrics = served
     with caplog.at_level(logging.ERROR, logger="memlineage.grpc"):
         err = _call(address, b"")
@@ -66,15 +71,19 @@ def test_a_bug_is_internal_short_and_logged(served: tuple[str, Metrics],
     assert len(logged) == 1 and logged[0].exc_info is not None
     assert logged[0].exc_info[0] is KeyError
     assert "ListPolicies" in logged[0].getMessage()
-    assert metrics.registry.get_sample_value(
-        "memlineage_rpc_errors_total", {"method": "ListPolicies", "code": "INTERNAL"}) == 1.0
+    assert (
+        metrics.registry.get_sample_value(
+            "memlineage_rpc_errors_total", {"method": "ListPolicies", "code": "INTERNAL"}
+        )
+        == 1.0
+    )
 
 
-def test_the_caller_is_known_before_the_bytes_are_parsed(
-        served: tuple[str, Metrics]) -> None:
+def test_the_caller_is_known_before_the_bytes_are_parsed(served: tuple[str, Metrics]) -> None:
     address, _ = served
     assert _call(address, b"\x0a\x05ab", token=None).code() == grpc.StatusCode.UNAUTHENTICATED
     err = _call(address, b"\x0a\x05ab")
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert err.details().startswith(
-        "request: is not a valid memlineage.v1.ListPoliciesRequest message ("), err.details()
+        "request: is not a valid memlineage.v1.ListPoliciesRequest message ("
+    ), err.details()

@@ -15,17 +15,24 @@ from memlineage_dsl.decision import Decision, ObligationOut, Reason
 DECISIONS = [
     Decision("allow", 1.0, 0.0),
     Decision("deny", 0.0, 0.0, reasons=(Reason("p", "deny", "no", 50, "fired"),)),
-    Decision("degrade", 0.45, 0.02,
-             obligations=(ObligationOut("refresh", ("tool:x",), "p"),
-                          ObligationOut("downrank", (0.5,), "q"),
-                          ObligationOut("annotate", ("é 'q' \\ \n",), "r"),
-                          ObligationOut("mark_pending", (), "s")),
-             reasons=(Reason("p", "degrade", "stale", 10, "fired"),
-                      Reason("q", "degrade", "waived", -3, "waived")),
-             errors=("boom",)),
+    Decision(
+        "degrade",
+        0.45,
+        0.02,
+        obligations=(
+            ObligationOut("refresh", ("tool:x",), "p"),
+            ObligationOut("downrank", (0.5,), "q"),
+            ObligationOut("annotate", ("é 'q' \\ \n",), "r"),
+            ObligationOut("mark_pending", (), "s"),
+        ),
+        reasons=(
+            Reason("p", "degrade", "stale", 10, "fired"),
+            Reason("q", "degrade", "waived", -3, "waived"),
+        ),
+        errors=("boom",),
+    ),
 ]
-ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1,
-              max_size=20)
+ids = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=20)
 floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
 
 
@@ -34,19 +41,31 @@ def candidates(draw) -> RankedCandidate:
     mid = draw(ids)
     memory_ids = draw(st.sampled_from([(mid,), (mid, draw(ids)), ()]))
     rec = DecisionRecord(
-        draw(ids), draw(st.sampled_from(DECISIONS)), "ns", draw(st.sampled_from(
-            ["read", "act", "update"])), memory_ids, "user:u",
-        draw(st.floats(0, 4e9)), draw(st.sampled_from(["", "abc123"])))
-    return RankedCandidate(mid, draw(floats), draw(floats), draw(st.booleans()), rec,
-                           draw(floats), draw(floats))
+        draw(ids),
+        draw(st.sampled_from(DECISIONS)),
+        "ns",
+        draw(st.sampled_from(["read", "act", "update"])),
+        memory_ids,
+        "user:u",
+        draw(st.floats(0, 4e9)),
+        draw(st.sampled_from(["", "abc123"])),
+    )
+    return RankedCandidate(
+        mid, draw(floats), draw(floats), draw(st.booleans()), rec, draw(floats), draw(floats)
+    )
 
 
 def by_fields(ranked: list[RankedCandidate]) -> pb.FilterRankResponse:
     out = pb.FilterRankResponse()
     for c in ranked:
-        item = out.candidates.add(memory_id=c.memory_id, similarity=c.similarity,
-                                  rank_score=c.rank_score, kept=c.kept,
-                                  reliability=c.reliability, value_score=c.value_score)
+        item = out.candidates.add(
+            memory_id=c.memory_id,
+            similarity=c.similarity,
+            rank_score=c.rank_score,
+            kept=c.kept,
+            reliability=c.reliability,
+            value_score=c.value_score,
+        )
         serde.decision_to_pb(c.decision, item.decision)
     best = sorted((c for c in ranked if c.kept), key=lambda c: -c.rank_score)
     out.ranked_ids.extend(c.memory_id for c in best)
@@ -64,10 +83,15 @@ def test_wire_encoding_equals_the_generated_classes(ranked) -> None:
 @st.composite
 def records(draw) -> DecisionRecord:
     return DecisionRecord(
-        draw(ids), draw(st.sampled_from(DECISIONS)), "ns",
+        draw(ids),
+        draw(st.sampled_from(DECISIONS)),
+        "ns",
         draw(st.sampled_from(["read", "act", "update", "derive"])),
-        tuple(draw(st.lists(st.one_of(ids, st.just("")), max_size=3))), "user:u",
-        draw(st.floats(0, 4e9)), draw(st.sampled_from(["", "sha256:abc"])))
+        tuple(draw(st.lists(st.one_of(ids, st.just("")), max_size=3))),
+        "user:u",
+        draw(st.floats(0, 4e9)),
+        draw(st.sampled_from(["", "sha256:abc"])),
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -82,8 +106,9 @@ def test_check_response_bytes_equal_the_generated_classes(rec) -> None:
 @given(records(), st.lists(st.tuples(st.text(max_size=40), st.floats(0, 2**33)), max_size=4))
 def test_a_remembered_answer_encodes_each_issue_like_a_fresh_one(rec, issues) -> None:
     """CheckAnswer (decision reuse): the parts shared by every issue encoded once."""
-    ctx = DecisionContext(rec.decision, rec.namespace, rec.operation, rec.memory_ids,
-                          rec.actor, rec.policy_version)
+    ctx = DecisionContext(
+        rec.decision, rec.namespace, rec.operation, rec.memory_ids, rec.actor, rec.policy_version
+    )
     answer = wire.CheckAnswer(ctx)
     for decision_id, at in [(rec.decision_id, rec.decided_at), *issues]:
         want = pb.CheckResponse()

@@ -52,7 +52,8 @@ def test_eviction_refused_for_the_current_value_of_a_claim() -> None:
     clock.advance(31 * DAY)
     report = sweep(store, CFG, clock())
     assert [(t.memory_id, t.reason) for t in report.refused] == [
-        ("addr", "not evicted: is the current value of user:1/address")]
+        ("addr", "not evicted: is the current value of user:1/address")
+    ]
     assert store.get("n", "addr").status == "archived"
 
 

@@ -18,11 +18,16 @@ ages = st.floats(-100.0, 400 * 86400.0)
 counts = st.integers(0, 10_000)
 VOLS = ["high", "medium", "low", "static", None]
 
-memories = st.fixed_dictionaries({
-    "confidence": unit, "creator_cred": cred, "age": ages,
-    "volatility": st.sampled_from(VOLS),
-    "contradicting": st.lists(cred, max_size=4), "confirming": st.lists(cred, max_size=4),
-})
+memories = st.fixed_dictionaries(
+    {
+        "confidence": unit,
+        "creator_cred": cred,
+        "age": ages,
+        "volatility": st.sampled_from(VOLS),
+        "contradicting": st.lists(cred, max_size=4),
+        "confirming": st.lists(cred, max_size=4),
+    }
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -49,8 +54,9 @@ def test_consensus_never_lowers(m, extra) -> None:
 @given(memories, cred)
 def test_contradiction_lowers_smoothly_never_a_cliff(m, other) -> None:
     before = formulas.reliability(CFG, **dict(m, confirming=[]))
-    after = formulas.reliability(CFG, **dict(m, confirming=[], contradicting=[
-        *m["contradicting"], other]))
+    after = formulas.reliability(
+        CFG, **dict(m, confirming=[], contradicting=[*m["contradicting"], other])
+    )
     assert after <= before + 1e-12
     assert after >= before * (1 - CFG.contradiction_weight) - 1e-12
 
@@ -66,18 +72,24 @@ def test_one_wrong_claim_does_not_erase_a_long_record() -> None:
 def test_half_life_of_a_volatile_reading_and_a_goal_that_keeps() -> None:
     half = CFG.half_lives["high"]
     now = formulas.reliability(CFG, confidence=1, creator_cred=0.8, age=0, volatility="high")
-    later = formulas.reliability(CFG, confidence=1, creator_cred=0.8, age=half,
-                                 volatility="high")
+    later = formulas.reliability(CFG, confidence=1, creator_cred=0.8, age=half, volatility="high")
     assert later <= now / 2 + 1e-12
-    goal = formulas.reliability(CFG, confidence=1, creator_cred=0.8, age=365 * 86400,
-                                volatility="low")
+    goal = formulas.reliability(
+        CFG, confidence=1, creator_cred=0.8, age=365 * 86400, volatility="low"
+    )
     assert goal == now
 
 
-value_inputs = st.fixed_dictionaries({
-    "uses_ok": counts, "uses_failed": counts, "idle": ages, "access_count": counts,
-    "derivations": counts, "memory_type": st.sampled_from(["fact", "preference"]),
-})
+value_inputs = st.fixed_dictionaries(
+    {
+        "uses_ok": counts,
+        "uses_failed": counts,
+        "idle": ages,
+        "access_count": counts,
+        "derivations": counts,
+        "memory_type": st.sampled_from(["fact", "preference"]),
+    }
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -87,8 +99,7 @@ def test_value_in_unit_interval(v) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(memories, min_size=1, max_size=40), st.lists(value_inputs, min_size=1,
-                                                               max_size=40))
+@given(st.lists(memories, min_size=1, max_size=40), st.lists(value_inputs, min_size=1, max_size=40))
 def test_vectorized_matches_the_reference_within_1e_9(ms, vs) -> None:
     contra_idx = [i for i, m in enumerate(ms) for _ in m["contradicting"]]
     confirm_idx = [i for i, m in enumerate(ms) for _ in m["confirming"]]
@@ -107,9 +118,13 @@ def test_vectorized_matches_the_reference_within_1e_9(ms, vs) -> None:
     assert np.allclose(got, want, rtol=0, atol=1e-9)
 
     got_v = vectorized.value(
-        CFG, *(np.array([float(v[k]) for v in vs]) for k in (
-            "uses_ok", "uses_failed", "idle", "access_count", "derivations")),
-        np.array([CFG.cost(v["memory_type"]) for v in vs]))
+        CFG,
+        *(
+            np.array([float(v[k]) for v in vs])
+            for k in ("uses_ok", "uses_failed", "idle", "access_count", "derivations")
+        ),
+        np.array([CFG.cost(v["memory_type"]) for v in vs]),
+    )
     want_v = [formulas.value(CFG, **v) for v in vs]
     assert np.allclose(got_v, want_v, rtol=0, atol=1e-9)
     assert not any(math.isnan(x) for x in got_v)
@@ -120,17 +135,28 @@ def test_small_and_large_batches_score_alike() -> None:
     from memlineage.lineage.model import MemoryRecord
     from memlineage.scoring import batch
 
-    recs = {f"m{i}": MemoryRecord(
-        id=f"m{i}", namespace="n", creator_kind="agent", creator_id=f"agent:{i % 3}",
-        creator_confidence=0.3 + (i % 7) / 10, created_at=1000.0 - i * 300,
-        volatility=["high", "medium", None][i % 3], access_count=i % 5, uses_ok=i % 4,
-        dependencies=(f"m{i - 1}",) if i % 2 else (), derivations=(f"m{i + 1}",) if i % 2 == 0
-        else (), confirmed_by=("agent:9",) if i % 5 == 0 else (),
-        contradicted_by=("agent:8",) if i % 6 == 0 else ()) for i in range(60)}
+    recs = {
+        f"m{i}": MemoryRecord(
+            id=f"m{i}",
+            namespace="n",
+            creator_kind="agent",
+            creator_id=f"agent:{i % 3}",
+            creator_confidence=0.3 + (i % 7) / 10,
+            created_at=1000.0 - i * 300,
+            volatility=["high", "medium", None][i % 3],
+            access_count=i % 5,
+            uses_ok=i % 4,
+            dependencies=(f"m{i - 1}",) if i % 2 else (),
+            derivations=(f"m{i + 1}",) if i % 2 == 0 else (),
+            confirmed_by=("agent:9",) if i % 5 == 0 else (),
+            contradicted_by=("agent:8",) if i % 6 == 0 else (),
+        )
+        for i in range(60)
+    }
     cred = {f"agent:{k}": 0.3 + k / 20 for k in range(10)}
     big = batch.score(CFG, recs, cred, 5000.0)
     for start in range(0, 60, 10):
-        part = {k: recs[k] for k in list(recs)[start:start + 10]}
+        part = {k: recs[k] for k in list(recs)[start : start + 10]}
         small = batch.score(CFG, part, cred, 5000.0)
         for k in part:
             assert abs(small.value[k] - big.value[k]) < 1e-9

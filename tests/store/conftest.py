@@ -39,8 +39,12 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_store(backend: str, request: pytest.FixtureRequest, clock: ManualClock,
-               tmp_path_factory: pytest.TempPathFactory) -> Iterator[StoreFactory]:
+def make_store(
+    backend: str,
+    request: pytest.FixtureRequest,
+    clock: ManualClock,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[StoreFactory]:
     """Build (possibly several) stores of the parametrised backend on an empty database."""
     opened: list[LineageStore] = []
     url = "embedded"

@@ -28,8 +28,14 @@ def test_log_snapshots_past_the_threshold_and_survives_restart(tmp_path: Path) -
     clock = ManualClock(1000.0)
     store = EmbeddedStore(tmp_path, clock=clock)
     for i in range(50):
-        store.record(MemoryRecord(id=f"m{i}", namespace="n", creator_id="user:u",
-                                  dependencies=(f"m{i - 1}",) if i else ()))
+        store.record(
+            MemoryRecord(
+                id=f"m{i}",
+                namespace="n",
+                creator_id="user:u",
+                dependencies=(f"m{i - 1}",) if i else (),
+            )
+        )
     store.record_access("n", ["m1", "m2"])
     assert not store.maybe_compact(10_000_000)  # under the threshold: nothing happens
     assert tables(tmp_path) == (51, 0)

@@ -49,23 +49,36 @@ OTHER = {"creator_id": "agent:x", "creator_kind": "agent"}
 SCENARIOS: dict[str, list[Step]] = {
     "no-claim": [(mem("n", "b"), {"count": COUNT}), (mem("m"), {})],
     "supersede-same-source": [SUPERSEDE],
-    "contradict-other-source": [(mem("a2", value="Rome", **OTHER, **CITY),
-                                 {"holder": "a", "count": "calls:agent:x"})],
-    "confirm-other-source": [(mem("a2", value="Paris", **OTHER, **CITY),
-                              {"holder": "a", "count": "calls:agent:x"})],
+    "contradict-other-source": [
+        (mem("a2", value="Rome", **OTHER, **CITY), {"holder": "a", "count": "calls:agent:x"})
+    ],
+    "confirm-other-source": [
+        (mem("a2", value="Paris", **OTHER, **CITY), {"holder": "a", "count": "calls:agent:x"})
+    ],
     "identical-retry": [SUPERSEDE, SUPERSEDE, (SUPERSEDE[0], {})],
-    "other-memory-same-id": [SUPERSEDE, (mem("a2", value="Oslo", **CITY), {"count": COUNT}),
-                             (mem("a2", value="Rome", **OTHER, **CITY), {})],
-    "moved-holder": [SUPERSEDE, (mem("a3", value="Oslo", **CITY),
-                                 {"supersede": "a", "count": COUNT}),
-                     (mem("a3", value="Oslo", **CITY), {"holder": None, "count": COUNT}),
-                     (mem("a3", value="Oslo", **CITY), {"supersede": "a2", "count": COUNT})],
-    "tainted-dependency": [SUPERSEDE, (mem("d", "c", value="Nice", subject="user:1",
-                                           attribute="home"), {"holder": None,
-                                                               "count": COUNT})],
-    "chain-of-supersessions": [SUPERSEDE, (mem("b2", "a2"), {"count": COUNT}),
-                               (mem("a3", value="Oslo", **CITY),
-                                {"supersede": "a2", "count": COUNT})],
+    "other-memory-same-id": [
+        SUPERSEDE,
+        (mem("a2", value="Oslo", **CITY), {"count": COUNT}),
+        (mem("a2", value="Rome", **OTHER, **CITY), {}),
+    ],
+    "moved-holder": [
+        SUPERSEDE,
+        (mem("a3", value="Oslo", **CITY), {"supersede": "a", "count": COUNT}),
+        (mem("a3", value="Oslo", **CITY), {"holder": None, "count": COUNT}),
+        (mem("a3", value="Oslo", **CITY), {"supersede": "a2", "count": COUNT}),
+    ],
+    "tainted-dependency": [
+        SUPERSEDE,
+        (
+            mem("d", "c", value="Nice", subject="user:1", attribute="home"),
+            {"holder": None, "count": COUNT},
+        ),
+    ],
+    "chain-of-supersessions": [
+        SUPERSEDE,
+        (mem("b2", "a2"), {"count": COUNT}),
+        (mem("a3", value="Oslo", **CITY), {"supersede": "a2", "count": COUNT}),
+    ],
 }
 
 
@@ -79,12 +92,19 @@ def ops(data: Path) -> list[dict[str, Any]]:
 
 def dump(store: EmbeddedStore) -> dict[str, Any]:
     """Everything the store holds, namespace by namespace (row stamps aside)."""
-    return {ns: {"rows": {i: r.record() for i, r in sp.rows.items()},
-                 "claims": dict(sp.claims), "groups": {k: list(v) for k, v in sp.groups.items()},
-                 "counters": {k: list(v) for k, v in sp.counters.items()},
-                 "sources": {k: list(v) for k, v in sp.sources.items()},
-                 "events": list(sp.events), "seq": sp.seq, "review": dict(sp.review.next)}
-            for ns, sp in store._spaces.items()}
+    return {
+        ns: {
+            "rows": {i: r.record() for i, r in sp.rows.items()},
+            "claims": dict(sp.claims),
+            "groups": {k: list(v) for k, v in sp.groups.items()},
+            "counters": {k: list(v) for k, v in sp.counters.items()},
+            "sources": {k: list(v) for k, v in sp.sources.items()},
+            "events": list(sp.events),
+            "seq": sp.seq,
+            "review": dict(sp.review.next),
+        }
+        for ns, sp in store._spaces.items()
+    }
 
 
 def outcome(call: Callable[[], RecordOutcome]) -> object:
@@ -96,7 +116,8 @@ def outcome(call: Callable[[], RecordOutcome]) -> object:
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_one_op_per_record_and_the_same_outcome_as_the_composed_primitives(
-        name: str, tmp_path: Path) -> None:
+    name: str, tmp_path: Path
+) -> None:
     store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
     reference = EmbeddedStore(clock=ManualClock(NOW))
     for s in (store, reference):
@@ -135,18 +156,24 @@ def test_the_supersession_and_its_cascade_are_in_the_op(tmp_path: Path) -> None:
     assert (out.superseded_id, out.affected, out.replayed) == ("a", ("b", "c"), False)
     (op,) = ops(tmp_path)[4:]
     assert (op["o"], op["r"]["id"], op["s"], op["w"], op["k"]) == (
-        "R", "a2", "a", "superseded by a2", COUNT)
+        "R",
+        "a2",
+        "a",
+        "superseded by a2",
+        COUNT,
+    )
     store.close()
     again = EmbeddedStore(tmp_path)
     try:
         assert again.current_claim(NS, "user:1", "city").id == "a2"  # type: ignore[union-attr]
         assert (again.get(NS, "a").status, again.get(NS, "a").successor) == (
-            Status.SUPERSEDED, "a2")
+            Status.SUPERSEDED,
+            "a2",
+        )
         assert [again.get(NS, i).status for i in "bc"] == [Status.PENDING_VERIFICATION] * 2
         assert again.count(NS, COUNT, 60, now=NOW) == 1
         replay = again.record_claim(SUPERSEDE[0], now=NOW + 9, **SUPERSEDE[1])
-        assert (replay.superseded_id, replay.affected, replay.replayed) == ("a", ("b", "c"),
-                                                                            True)
+        assert (replay.superseded_id, replay.affected, replay.replayed) == ("a", ("b", "c"), True)
     finally:
         again.close()
 
@@ -197,8 +224,9 @@ def test_the_op_moves_the_write_counters_and_stamps(tmp_path: Path) -> None:
     assert not store.unchanged_since(NS, ["a", "b"], mark, counters=True)
     assert not store.unchanged_since(NS, ["n"], mark)
     mark = store.change_mark()
-    store.record_claim(mem("h", value="yes", subject="user:2", attribute="home"), now=NOW,
-                       holder=None)  # a claim, not counted
+    store.record_claim(
+        mem("h", value="yes", subject="user:2", attribute="home"), now=NOW, holder=None
+    )  # a claim, not counted
     assert not store.unchanged_since(NS, ["x"], mark)
     assert sp.stats_written >= mark > sp.counted
     mark = store.change_mark()
@@ -214,8 +242,7 @@ def test_an_engine_record_is_one_op(tmp_path: Path) -> None:
     store = EmbeddedStore(tmp_path, clock=clock)
     engine = Engine(store, PolicyHolder(BUNDLED_POLICIES), clock=clock, record_access=False)
     assert engine.record(mem("a", value="Paris", **CITY)).recorded
-    assert engine.record(mem("b", "a", creator_id="agent:planner",
-                             creator_kind="agent")).recorded
+    assert engine.record(mem("b", "a", creator_id="agent:planner", creator_kind="agent")).recorded
     first = engine.record(mem("a2", value="Rome", **CITY))
     assert (first.recorded, first.superseded_id, first.affected_ids) == (True, "a", ("b",))
     assert [op["o"] for op in ops(tmp_path)] == ["R", "R", "R"]

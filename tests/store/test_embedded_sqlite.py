@@ -22,9 +22,15 @@ NS = "tenant:sql"
 
 
 def mem(memory_id: str, *deps: str, value: str | None = None) -> MemoryRecord:
-    return MemoryRecord(id=memory_id, namespace=NS, creator_id="user:u", dependencies=deps,
-                        subject="trip" if value else None, attribute=memory_id if value else None,
-                        value=value)
+    return MemoryRecord(
+        id=memory_id,
+        namespace=NS,
+        creator_id="user:u",
+        dependencies=deps,
+        subject="trip" if value else None,
+        attribute=memory_id if value else None,
+        value=value,
+    )
 
 
 def sha(path: Path) -> str:
@@ -150,8 +156,7 @@ def _rename_a_dependency(data: Path) -> None:
     op = json.loads(text)
     op["r"]["dependencies"] = ["ghost"]
     text = json.dumps(op, separators=(",", ":"))
-    con.execute("UPDATE ops SET op = ?, crc = ? WHERE seq = 4",
-                (text, persistence.crc(4, text)))
+    con.execute("UPDATE ops SET op = ?, crc = ? WHERE seq = 4", (text, persistence.crc(4, text)))
     con.close()
 
 
@@ -181,8 +186,10 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
     "edited-value": (_edit_value, "op 4 fails its checksum"),
     "swapped-ops": (_swap_two_ops, "op 5 fails its checksum"),
     "deleted-op": (_delete_an_op, "ops 3..3 are missing"),
-    "renamed-dependency": (_rename_a_dependency,
-                           "op 4 cannot be replayed: refers to 'ghost', which is not stored"),
+    "renamed-dependency": (
+        _rename_a_dependency,
+        "op 4 cannot be replayed: refers to 'ghost', which is not stored",
+    ),
     "not-json": (_not_json, "op 2 is not valid JSON"),
     "empty-file": (_empty_file, "is not a MemLineage store"),
     "not-a-database": (_not_a_database, "file is not a database"),
@@ -210,8 +217,9 @@ def test_a_damaged_database_is_refused_and_left_as_it_was(tmp_path: Path, case: 
 
 def _edit_snapshot_rows(data: Path) -> None:
     con = rw(data)
-    n = con.execute("UPDATE snapshot SET data = replace(data, 'Rome 2', 'Rome 9') "
-                    "WHERE part = 1").rowcount
+    n = con.execute(
+        "UPDATE snapshot SET data = replace(data, 'Rome 2', 'Rome 9') WHERE part = 1"
+    ).rowcount
     assert n == 1
     con.close()
 
@@ -228,13 +236,18 @@ def _drop_snapshot_header(data: Path) -> None:
     con.close()
 
 
-@pytest.mark.parametrize(("damage", "problem"), [
-    (_edit_snapshot_rows, "snapshot part 1 fails its checksum"),
-    (_drop_snapshot_part, "the snapshot has 0 of its 1 parts"),
-    (_drop_snapshot_header, "the snapshot's header (part 0) is missing"),
-], ids=["edited-rows", "missing-part", "missing-header"])
-def test_a_damaged_snapshot_is_refused(tmp_path: Path, damage: Callable[[Path], None],
-                                       problem: str) -> None:
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (_edit_snapshot_rows, "snapshot part 1 fails its checksum"),
+        (_drop_snapshot_part, "the snapshot has 0 of its 1 parts"),
+        (_drop_snapshot_header, "the snapshot's header (part 0) is missing"),
+    ],
+    ids=["edited-rows", "missing-part", "missing-header"],
+)
+def test_a_damaged_snapshot_is_refused(
+    tmp_path: Path, damage: Callable[[Path], None], problem: str
+) -> None:
     data = written(tmp_path / "d", snapshot=True)
     damage(data)
     before = sha(data / DB_NAME)
@@ -332,8 +345,7 @@ def test_an_old_log_of_older_ops_still_imports(tmp_path: Path) -> None:
     for line in (old / "log.0.jsonl").read_text().splitlines():
         op = json.loads(line)
         op.pop("v", None)
-        for name in ("confirmed_by", "contradicted_by", "uses_ok", "uses_failed",
-                     "reviewed_at"):
+        for name in ("confirmed_by", "contradicted_by", "uses_ok", "uses_failed", "reviewed_at"):
             op["r"].pop(name)
         lines.append(json.dumps(op))
     lines.append(json.dumps({"o": "a", "n": NS, "i": ["m1"], "a": NOW + 20}))
@@ -349,13 +361,21 @@ def _old_snapshot(store: EmbeddedStore) -> dict[str, object]:
     """The old ``snapshot.json`` of a store, as the JSON-lines engine wrote it."""
     from memlineage.store.embedded.codec import event_to_json
 
-    return {"generation": 1, "spaces": {
-        ns: {"rows": [row.to_json() for row in sp.rows.values()],
-             "claims": [[s, a, i] for (s, a), i in sp.claims.items()],
-             "counters": sp.counters, "seq": sp.seq, "sources": sp.sources,
-             "review": [[i, t] for i, t in sp.review.next.items()],
-             "events": [event_to_json(e) for e in sp.events]}
-        for ns, sp in store._state.spaces.items()}}
+    return {
+        "generation": 1,
+        "spaces": {
+            ns: {
+                "rows": [row.to_json() for row in sp.rows.values()],
+                "claims": [[s, a, i] for (s, a), i in sp.claims.items()],
+                "counters": sp.counters,
+                "seq": sp.seq,
+                "sources": sp.sources,
+                "review": [[i, t] for i, t in sp.review.next.items()],
+                "events": [event_to_json(e) for e in sp.events],
+            }
+            for ns, sp in store._state.spaces.items()
+        },
+    }
 
 
 def test_an_old_snapshot_and_log_generation_import(tmp_path: Path) -> None:
@@ -381,7 +401,11 @@ def test_an_old_snapshot_and_log_generation_import(tmp_path: Path) -> None:
     imported.close()
     reference.close()
     assert sorted(p.name for p in old.iterdir()) == [
-        DB_NAME, "log.0.jsonl.imported", "log.1.jsonl.imported", "snapshot.json.imported"]
+        DB_NAME,
+        "log.0.jsonl.imported",
+        "log.1.jsonl.imported",
+        "snapshot.json.imported",
+    ]
 
 
 def _middle_line_garbage(old: Path) -> tuple[str, str]:
@@ -392,8 +416,9 @@ def _middle_line_garbage(old: Path) -> tuple[str, str]:
 
 
 def _renamed_dependency(old: Path) -> tuple[str, str]:
-    text = (old / "log.0.jsonl").read_text().replace('"dependencies":["m2"]',
-                                                    '"dependencies":["m2x"]')
+    text = (
+        (old / "log.0.jsonl").read_text().replace('"dependencies":["m2"]', '"dependencies":["m2x"]')
+    )
     (old / "log.0.jsonl").write_text(text)
     return "log.0.jsonl", "line 4 cannot be replayed: refers to 'm2x', which is not stored"
 
@@ -403,11 +428,14 @@ def _truncated_snapshot(old: Path) -> tuple[str, str]:
     return "snapshot.json", "JSONDecodeError"
 
 
-@pytest.mark.parametrize("damage", [_middle_line_garbage, _renamed_dependency,
-                                    _truncated_snapshot],
-                         ids=["bad-line", "renamed-dependency", "truncated-snapshot"])
+@pytest.mark.parametrize(
+    "damage",
+    [_middle_line_garbage, _renamed_dependency, _truncated_snapshot],
+    ids=["bad-line", "renamed-dependency", "truncated-snapshot"],
+)
 def test_a_damaged_old_directory_is_refused_untouched(
-        tmp_path: Path, damage: Callable[[Path], tuple[str, str]]) -> None:
+    tmp_path: Path, damage: Callable[[Path], tuple[str, str]]
+) -> None:
     _, old = _old_directory(tmp_path)
     name, problem = damage(old)
     files = {p.name: sha(p) for p in old.iterdir()}

@@ -41,8 +41,9 @@ def lineage(store: LineageStore) -> None:
 
 def test_record_claim_supersedes_cascades_and_counts(store: LineageStore) -> None:
     lineage(store)
-    out = store.record_claim(mem("a2", value="Rome", **CITY), now=NOW, supersede="a",
-                             count="calls:user:alice")
+    out = store.record_claim(
+        mem("a2", value="Rome", **CITY), now=NOW, supersede="a", count="calls:user:alice"
+    )
     assert (out.superseded_id, out.affected, out.replayed) == ("a", ("b", "c"), False)
     assert out.memory.id == "a2" and out.memory.status == Status.ACTIVE
     old = store.get(NS, "a")
@@ -79,8 +80,9 @@ def test_a_moved_claim_writes_nothing(store: LineageStore) -> None:
     store.record_claim(mem("a2", value="Rome", **CITY), now=NOW, supersede="a")
     events = store.events(NS)[0]
     with pytest.raises(ClaimMovedError) as caught:
-        store.record_claim(mem("a3", value="Oslo", **CITY), now=NOW, supersede="a",
-                           count="calls:user:alice")
+        store.record_claim(
+            mem("a3", value="Oslo", **CITY), now=NOW, supersede="a", count="calls:user:alice"
+        )
     assert caught.value.holder == "a2"
     with pytest.raises(ClaimMovedError):
         store.record_claim(mem("a3", value="Oslo", **CITY), now=NOW, holder=None)
@@ -112,7 +114,8 @@ def test_digest_covers_the_proposal() -> None:
     assert record_digest(a) != record_digest(mem("x", value="2", created_at=NOW, **CITY))
     assert record_digest(a) != record_digest(mem("x", value="1", created_at=NOW + 1, **CITY))
     assert record_digest(a, with_created_at=False) == record_digest(
-        mem("x", value="1", created_at=NOW + 1, **CITY), with_created_at=False)
+        mem("x", value="1", created_at=NOW + 1, **CITY), with_created_at=False
+    )
 
 
 class StopBeforeScripts(redis.Connection):
@@ -130,18 +133,21 @@ class StopBeforeScripts(redis.Connection):
         return super().send_command(*args, **kwargs)
 
 
-def test_a_record_applied_after_its_client_gave_up_is_replayed(
-        redis_server: RedisServer) -> None:
+def test_a_record_applied_after_its_client_gave_up_is_replayed(redis_server: RedisServer) -> None:
     """The client times out on the RECORD script (UNAVAILABLE, within its socket
     timeout) and the server applies it afterwards: the retry answers the outcome it
     had (the supersession and its cascade), not ALREADY_EXISTS."""
     redis_server.emptied()
     assert redis_server.proc is not None
     pid = redis_server.proc.pid
-    pool = redis.ConnectionPool(host=redis_server.host, port=redis_server.port,
-                                decode_responses=True, socket_timeout=0.5,
-                                retry=Retry(NoBackoff(), 0),
-                                connection_class=StopBeforeScripts)
+    pool = redis.ConnectionPool(
+        host=redis_server.host,
+        port=redis_server.port,
+        decode_responses=True,
+        socket_timeout=0.5,
+        retry=Retry(NoBackoff(), 0),
+        connection_class=StopBeforeScripts,
+    )
     store = RedisStore(redis.Redis(connection_pool=pool), clock=ManualClock(NOW))
     admin = redis_server.client(decode_responses=True, socket_timeout=5)
     try:
@@ -154,8 +160,7 @@ def test_a_record_applied_after_its_client_gave_up_is_replayed(
         assert time.monotonic() - started < 1.5  # the socket timeout
         os.kill(pid, signal.SIGCONT)
         assert admin.exists(f"ml:{{{NS}}}:m:a2")  # applied after the client gave up
-        again = store.record_claim(proposed, now=NOW + 1, supersede="a",
-                                   count="calls:user:alice")
+        again = store.record_claim(proposed, now=NOW + 1, supersede="a", count="calls:user:alice")
         assert (again.replayed, again.superseded_id, again.affected) == (True, "a", ("b", "c"))
         assert store.get(NS, "a").status == Status.SUPERSEDED
         assert store.count(NS, "calls:user:alice", 60, now=NOW + 1) == 1

@@ -44,25 +44,72 @@ def test_columns_follow_every_write(tmp_path: Path) -> None:
         store.record(r, now=now)
         ids.append(r.id)
 
-    rec(MemoryRecord(id="root", namespace=NS, creator_id="user:u", volatility="high",
-                     creator_confidence=0.8), now=NOW - 500)
+    rec(
+        MemoryRecord(
+            id="root", namespace=NS, creator_id="user:u", volatility="high", creator_confidence=0.8
+        ),
+        now=NOW - 500,
+    )
     assert_fresh(store, ids)
-    rec(MemoryRecord(id="a", namespace=NS, creator_id="tool:t", dependencies=("root",),
-                     type="tool_result"), now=NOW - 400)  # adopted by root
+    rec(
+        MemoryRecord(
+            id="a", namespace=NS, creator_id="tool:t", dependencies=("root",), type="tool_result"
+        ),
+        now=NOW - 400,
+    )  # adopted by root
     assert_fresh(store, ids)
-    rec(MemoryRecord(id="b", namespace=NS, creator_id="tool:t", dependencies=("a",),
-                     subject="user:1", attribute="city", value="Paris"), now=NOW - 300)
-    rec(MemoryRecord(id="b2", namespace=NS, creator_id="agent:p", subject="user:1",
-                     attribute="city", value="Paris"), now=NOW - 200)  # confirms b
+    rec(
+        MemoryRecord(
+            id="b",
+            namespace=NS,
+            creator_id="tool:t",
+            dependencies=("a",),
+            subject="user:1",
+            attribute="city",
+            value="Paris",
+        ),
+        now=NOW - 300,
+    )
+    rec(
+        MemoryRecord(
+            id="b2",
+            namespace=NS,
+            creator_id="agent:p",
+            subject="user:1",
+            attribute="city",
+            value="Paris",
+        ),
+        now=NOW - 200,
+    )  # confirms b
     assert_fresh(store, ids)
-    rec(MemoryRecord(id="b3", namespace=NS, creator_id="user:v", subject="user:1",
-                     attribute="city", value="Rome"), now=NOW - 100)  # contradicts b, b2
+    rec(
+        MemoryRecord(
+            id="b3",
+            namespace=NS,
+            creator_id="user:v",
+            subject="user:1",
+            attribute="city",
+            value="Rome",
+        ),
+        now=NOW - 100,
+    )  # contradicts b, b2
     assert_fresh(store, ids)
-    rec(MemoryRecord(id="b4", namespace=NS, creator_id="agent:q", subject="user:1",
-                     attribute="city", value="Paris"), now=NOW - 90)  # appends to b, b2, b3
+    rec(
+        MemoryRecord(
+            id="b4",
+            namespace=NS,
+            creator_id="agent:q",
+            subject="user:1",
+            attribute="city",
+            value="Paris",
+        ),
+        now=NOW - 90,
+    )  # appends to b, b2, b3
     assert_fresh(store, ids)
-    rec(MemoryRecord(id="c", namespace=NS, creator_id="agent:p", dependencies=("a", "b")),
-        now=NOW - 50)
+    rec(
+        MemoryRecord(id="c", namespace=NS, creator_id="agent:p", dependencies=("a", "b")),
+        now=NOW - 50,
+    )
     assert_fresh(store, ids)
     store.record_accesses(NS, {"a": (3, NOW - 10), "c": (1, NOW - 5)})
     store.record_access(NS, ["root"], now=NOW - 4)
@@ -71,8 +118,9 @@ def test_columns_follow_every_write(tmp_path: Path) -> None:
     store.feedback(NS, ["b"], False, now=NOW)
     assert_fresh(store, ids)
     v = store.get(NS, "c").version
-    store.update(NS, "c", v, {"creator_confidence": 0.3, "volatility": "medium",
-                              "type": "plan"}, now=NOW)
+    store.update(
+        NS, "c", v, {"creator_confidence": 0.3, "volatility": "medium", "type": "plan"}, now=NOW
+    )
     assert_fresh(store, ids)
     rec(MemoryRecord(id="d", namespace=NS, creator_id="reasoning:r"), now=NOW)
     store.add_dependencies(NS, "d", ["c", "root"], expected_version=1, now=NOW)  # adoption
@@ -95,8 +143,18 @@ def test_columns_follow_every_write(tmp_path: Path) -> None:
     restored = EmbeddedStore(tmp_path)  # from the snapshot
     assert restored.score_columns(NS, ids).decoded() == before
     assert_fresh(restored, ids)
-    restored.record(MemoryRecord(id="e", namespace=NS, creator_id="user:u", subject="user:1",
-                                 attribute="city", value="Rome", dependencies=("d",)), now=NOW)
+    restored.record(
+        MemoryRecord(
+            id="e",
+            namespace=NS,
+            creator_id="user:u",
+            subject="user:1",
+            attribute="city",
+            value="Rome",
+            dependencies=("d",),
+        ),
+        now=NOW,
+    )
     ids.append("e")
     restored.feedback(NS, ["e", "d"], False, now=NOW)
     assert_fresh(restored, ids)
@@ -109,22 +167,31 @@ def test_columns_grow_and_bulk_load_keeps_them() -> None:
     recs = []
     for i in range(300):  # several doublings
         deps = (f"m{rng.randrange(i)}",) if i and rng.random() < 0.3 else ()
-        recs.append(MemoryRecord(
-            id=f"m{i}", namespace=NS, creator_id=f"agent:{rng.randrange(5)}",
-            volatility=rng.choice(["high", "medium", None]), dependencies=deps,
-            created_at=NOW - rng.uniform(0, 1e5), access_count=rng.randrange(4),
-            last_access=rng.choice([None, NOW - 10.0]),
-            confirmed_by=tuple(sorted(rng.sample(["user:a", "user:b", "tool:c"],
-                                                 rng.randrange(3)))),
-            contradicted_by=("tool:z",) if rng.random() < 0.2 else ()))
+        recs.append(
+            MemoryRecord(
+                id=f"m{i}",
+                namespace=NS,
+                creator_id=f"agent:{rng.randrange(5)}",
+                volatility=rng.choice(["high", "medium", None]),
+                dependencies=deps,
+                created_at=NOW - rng.uniform(0, 1e5),
+                access_count=rng.randrange(4),
+                last_access=rng.choice([None, NOW - 10.0]),
+                confirmed_by=tuple(
+                    sorted(rng.sample(["user:a", "user:b", "tool:c"], rng.randrange(3)))
+                ),
+                contradicted_by=("tool:z",) if rng.random() < 0.2 else (),
+            )
+        )
     # The bench/test bulk loader is what this test is about: no public API has its path.
     assert store._bulk_load(NS, recs, review_at=NOW) == 300
     ids = [r.id for r in recs]
     assert_fresh(store, ids)
-    assert sum(store.score_columns(NS, ids).derivations) == sum(
-        len(r.dependencies) for r in recs)
-    store.record(MemoryRecord(id="new", namespace=NS, creator_id="user:a",
-                              dependencies=("m0", "m1")), now=NOW)
+    assert sum(store.score_columns(NS, ids).derivations) == sum(len(r.dependencies) for r in recs)
+    store.record(
+        MemoryRecord(id="new", namespace=NS, creator_id="user:a", dependencies=("m0", "m1")),
+        now=NOW,
+    )
     ids.append("new")
     store.record_accesses(NS, {f"m{i}": (1, NOW) for i in range(0, 300, 7)})
     assert_fresh(store, ids)
@@ -152,8 +219,12 @@ def test_stored_ids_fast_path_keeps_the_checks() -> None:
     with its dedupe and errors, and the answer is the same either way."""
     store = EmbeddedStore()
     for i in range(5):
-        store.record(MemoryRecord(id=f"m{i}", namespace=NS, creator_id=f"agent:{i}",
-                                  creator_confidence=0.1 * (i + 1)), now=NOW)
+        store.record(
+            MemoryRecord(
+                id=f"m{i}", namespace=NS, creator_id=f"agent:{i}", creator_confidence=0.1 * (i + 1)
+            ),
+            now=NOW,
+        )
     # Which path answers is invisible through the API (same answer): only this read of
     # the namespace's columns shows that stored ids do take the fast one.
     assert store._spaces[NS].cols.rows_of(["m3", "m1"]) is not None
@@ -165,7 +236,8 @@ def test_stored_ids_fast_path_keeps_the_checks() -> None:
     # error) is the one of the checked path the Redis backends take.
     for odd in (["m3", "m1", "m3"], ["m3", "nope"], [["unhashable"]]):
         assert _outcome(partial(store.score_columns, NS, odd)) == _outcome(
-            partial(LineageStore.score_columns, store, NS, odd)), odd
+            partial(LineageStore.score_columns, store, NS, odd)
+        ), odd
     assert store.score_columns(NS, ["m3", "m1", "m3"]).ids == ["m3", "m1"]
     assert store.score_columns(NS, ["m3", "nope"]).ids == ["m3"]
     assert np.allclose(store.score_columns(NS, ["m3", "m1", "m3"]).confidence, [0.4, 0.2])
@@ -185,15 +257,24 @@ def test_stored_ids_fast_path_keeps_the_checks() -> None:
     assert len(cols.sources) > 4 * (2 + 64)
     assert column_sources(cols) == ["agent:2", "agent:7"]
     assert column_sources(store.score_columns(NS, [f"m{i}" for i in range(300)])) == sorted(
-        (f"agent:{i}" for i in range(300)), key=lambda s: int(s.split(":")[1]))
+        (f"agent:{i}" for i in range(300)), key=lambda s: int(s.split(":")[1])
+    )
 
 
 _SOURCES = ["user:a", "tool:b", "agent:c", "agent:d"]
 _op = st.one_of(
-    st.tuples(st.just("record"), st.sampled_from(_SOURCES), st.sampled_from(["1", "2"]),
-              st.booleans(), st.integers(0, 50)),
-    st.tuples(st.just("status"), st.integers(0, 50),
-              st.sampled_from([Status.REVOKED, Status.ARCHIVED, Status.PENDING_VERIFICATION])),
+    st.tuples(
+        st.just("record"),
+        st.sampled_from(_SOURCES),
+        st.sampled_from(["1", "2"]),
+        st.booleans(),
+        st.integers(0, 50),
+    ),
+    st.tuples(
+        st.just("status"),
+        st.integers(0, 50),
+        st.sampled_from([Status.REVOKED, Status.ARCHIVED, Status.PENDING_VERIFICATION]),
+    ),
     st.tuples(st.just("access"), st.integers(0, 50), st.integers(1, 3)),
     st.tuples(st.just("feedback"), st.integers(0, 50), st.booleans()),
     st.tuples(st.just("update"), st.integers(0, 50), st.floats(0.0, 1.0)),
@@ -213,10 +294,18 @@ def test_random_write_sequences_keep_the_columns_fresh(ops) -> None:
                 _, src, value, claim, dep = op
                 deps = (ids[dep % len(ids)],) if ids and dep % 3 == 0 else ()
                 mid = f"m{len(ids)}"
-                store.record(MemoryRecord(
-                    id=mid, namespace=NS, creator_id=src, dependencies=deps,
-                    subject="s" if claim else None, attribute="a" if claim else None,
-                    value=value), now=now)
+                store.record(
+                    MemoryRecord(
+                        id=mid,
+                        namespace=NS,
+                        creator_id=src,
+                        dependencies=deps,
+                        subject="s" if claim else None,
+                        attribute="a" if claim else None,
+                        value=value,
+                    ),
+                    now=now,
+                )
                 ids.append(mid)
             elif not ids:
                 continue
@@ -228,12 +317,14 @@ def test_random_write_sequences_keep_the_columns_fresh(ops) -> None:
                 store.feedback(NS, [ids[op[1] % len(ids)]], op[2], now=now)
             elif op[0] == "update":
                 mid = ids[op[1] % len(ids)]
-                store.update(NS, mid, store.get(NS, mid).version,
-                             {"creator_confidence": op[2]}, now=now)
+                store.update(
+                    NS, mid, store.get(NS, mid).version, {"creator_confidence": op[2]}, now=now
+                )
             elif op[0] == "depend":
                 mid, dep = ids[op[1] % len(ids)], ids[op[2] % len(ids)]
-                store.add_dependencies(NS, mid, [dep],
-                                       expected_version=store.get(NS, mid).version, now=now)
+                store.add_dependencies(
+                    NS, mid, [dep], expected_version=store.get(NS, mid).version, now=now
+                )
         except Exception as exc:  # refused transitions, cycles, duplicate deps
             if exc.__class__.__module__ != "memlineage.lineage.errors":
                 raise

@@ -20,9 +20,15 @@ THREADS = 8
 OPS = 25
 
 
-def _writer(store: LineageStore, seed: int, ids: list[str], lock: threading.Lock,
-            barrier: threading.Barrier, increments: list[int], errors: list[BaseException]
-            ) -> None:
+def _writer(
+    store: LineageStore,
+    seed: int,
+    ids: list[str],
+    lock: threading.Lock,
+    barrier: threading.Barrier,
+    increments: list[int],
+    errors: list[BaseException],
+) -> None:
     rng = random.Random(seed)
     try:
         barrier.wait()
@@ -33,8 +39,11 @@ def _writer(store: LineageStore, seed: int, ids: list[str], lock: threading.Lock
             if roll < 0.45:
                 memory_id = f"w{seed}-{n}"
                 deps = rng.sample(known, k=min(len(known), rng.randint(1, 3)))
-                store.record(MemoryRecord(id=memory_id, namespace=NS, creator_id="agent:w",
-                                          dependencies=tuple(deps)))
+                store.record(
+                    MemoryRecord(
+                        id=memory_id, namespace=NS, creator_id="agent:w", dependencies=tuple(deps)
+                    )
+                )
                 with lock:
                     ids.append(memory_id)
             elif roll < 0.6:
@@ -51,8 +60,12 @@ def _writer(store: LineageStore, seed: int, ids: list[str], lock: threading.Lock
                 while True:  # CAS increment of the shared counter memory
                     current = store.get(NS, "shared")
                     try:
-                        store.update(NS, "shared", current.version,
-                                     {"value": str(int(current.value or "0") + 1)})
+                        store.update(
+                            NS,
+                            "shared",
+                            current.version,
+                            {"value": str(int(current.value or "0") + 1)},
+                        )
                         increments[seed] += 1
                         break
                     except VersionConflictError:
@@ -68,16 +81,16 @@ def test_concurrent_writers_leave_a_consistent_graph(make_store, backend: str) -
     ids: list[str] = []
     for i in range(6):
         deps = (f"r{i - 1}",) if i else ()
-        store.record(MemoryRecord(id=f"r{i}", namespace=NS, creator_id="user:u",
-                                  dependencies=deps))
+        store.record(MemoryRecord(id=f"r{i}", namespace=NS, creator_id="user:u", dependencies=deps))
         ids.append(f"r{i}")
     lock = threading.Lock()
     barrier = threading.Barrier(THREADS)
     increments = [0] * THREADS
     errors: list[BaseException] = []
-    threads = [threading.Thread(target=_writer, args=(store, seed, ids, lock, barrier,
-                                                      increments, errors))
-               for seed in range(THREADS)]
+    threads = [
+        threading.Thread(target=_writer, args=(store, seed, ids, lock, barrier, increments, errors))
+        for seed in range(THREADS)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -47,22 +47,45 @@ def assert_absent(store: LineageStore, memory_id: str, ns: str = NS) -> None:
 
 def test_record_round_trips_every_field(store: LineageStore) -> None:
     store.record(mem("src:1"))
-    full = mem("m:1", "src:1", type="preference", tags=("travel", "city", "travel"),
-               subject="user:42", attribute="destination_city", value="Shanghai, \"PVG\"\n",
-               volatility="medium", creator_kind="tool", creator_id="tool:flight_api",
-               creator_confidence=0.8, created_at=NOW - 10.5, context_id="ctx:7")
+    full = mem(
+        "m:1",
+        "src:1",
+        type="preference",
+        tags=("travel", "city", "travel"),
+        subject="user:42",
+        attribute="destination_city",
+        value='Shanghai, "PVG"\n',
+        volatility="medium",
+        creator_kind="tool",
+        creator_id="tool:flight_api",
+        creator_confidence=0.8,
+        created_at=NOW - 10.5,
+        context_id="ctx:7",
+    )
     returned = store.record(full)
     got = store.get(NS, "m:1")
     assert got == returned
     assert got.tags == ("travel", "city")  # duplicates dropped, order kept
     assert (got.type, got.subject, got.attribute, got.value) == (
-        "preference", "user:42", "destination_city", "Shanghai, \"PVG\"\n")
+        "preference",
+        "user:42",
+        "destination_city",
+        'Shanghai, "PVG"\n',
+    )
     assert (got.volatility, got.creator_kind, got.creator_id, got.creator_confidence) == (
-        "medium", "tool", "tool:flight_api", 0.8)
-    assert (got.created_at, got.context_id, got.dependencies) == (NOW - 10.5, "ctx:7",
-                                                                   ("src:1",))
+        "medium",
+        "tool",
+        "tool:flight_api",
+        0.8,
+    )
+    assert (got.created_at, got.context_id, got.dependencies) == (NOW - 10.5, "ctx:7", ("src:1",))
     assert (got.status, got.version, got.successor, got.access_count, got.last_access) == (
-        "active", 1, None, 0, None)
+        "active",
+        1,
+        None,
+        0,
+        None,
+    )
     assert store.get(NS, "src:1").derivations == ("m:1",)
 
 
@@ -125,7 +148,10 @@ def test_cross_namespace_dependency_is_refused(store: LineageStore) -> None:
     with pytest.raises(NamespaceError) as err:
         store.record(mem("m", "ours", MemoryRef("other", "theirs")))
     assert (err.value.field, err.value.code, err.value.grpc_status) == (
-        "dependencies[1]", "CROSS_NAMESPACE", "PERMISSION_DENIED")
+        "dependencies[1]",
+        "CROSS_NAMESPACE",
+        "PERMISSION_DENIED",
+    )
     assert_absent(store, "m")
     assert store.get("other", "theirs").derivations == ()
     assert store.get(NS, "ours").derivations == ()
@@ -157,47 +183,50 @@ BAD_RECORDS = [
     ("id with brace", dict(id="a{b}"), "id", "INVALID_ID"),
     ("id too long", dict(id="x" * 129), "id", "ID_TOO_LONG"),
     ("namespace with brace", dict(namespace="{x}"), "namespace", "INVALID_ID"),
-    ("confidence NaN", dict(creator_confidence=math.nan), "creator_confidence",
-     "INVALID_CONFIDENCE"),
-    ("confidence > 1", dict(creator_confidence=1.01), "creator_confidence",
-     "INVALID_CONFIDENCE"),
-    ("confidence < 0", dict(creator_confidence=-0.1), "creator_confidence",
-     "INVALID_CONFIDENCE"),
-    ("confidence bool", dict(creator_confidence=True), "creator_confidence",
-     "INVALID_CONFIDENCE"),
-    ("created far in the future", dict(created_at=NOW + 301), "created_at",
-     "FUTURE_TIMESTAMP"),
+    (
+        "confidence NaN",
+        dict(creator_confidence=math.nan),
+        "creator_confidence",
+        "INVALID_CONFIDENCE",
+    ),
+    ("confidence > 1", dict(creator_confidence=1.01), "creator_confidence", "INVALID_CONFIDENCE"),
+    ("confidence < 0", dict(creator_confidence=-0.1), "creator_confidence", "INVALID_CONFIDENCE"),
+    ("confidence bool", dict(creator_confidence=True), "creator_confidence", "INVALID_CONFIDENCE"),
+    ("created far in the future", dict(created_at=NOW + 301), "created_at", "FUTURE_TIMESTAMP"),
     ("created_at infinite", dict(created_at=math.inf), "created_at", "INVALID_TIME"),
-    ("unknown creator kind", dict(creator_kind="robot"), "creator_kind",
-     "INVALID_CREATOR_KIND"),
+    ("unknown creator kind", dict(creator_kind="robot"), "creator_kind", "INVALID_CREATOR_KIND"),
     ("creator id missing", dict(creator_id=""), "creator_id", "INVALID_ID"),
     ("too many tags", dict(tags=tuple(f"t{i}" for i in range(65))), "tags", "TOO_MANY_TAGS"),
     ("bad tag", dict(tags=("ok", "not ok")), "tags[1]", "INVALID_ID"),
     ("subject without attribute", dict(subject="user:1"), "attribute", "INCOMPLETE_CLAIM"),
     ("value too long", dict(value="v" * 1025), "value", "VALUE_TOO_LONG"),
     ("numeric volatility", dict(volatility=0.5), "volatility", "INVALID_VOLATILITY"),
-    ("volatility class with capitals", dict(volatility="High"), "volatility",
-     "INVALID_VOLATILITY"),
-    ("volatility class too long", dict(volatility="v" * 33), "volatility",
-     "INVALID_VOLATILITY"),
+    ("volatility class with capitals", dict(volatility="High"), "volatility", "INVALID_VOLATILITY"),
+    ("volatility class too long", dict(volatility="v" * 33), "volatility", "INVALID_VOLATILITY"),
     ("empty volatility class", dict(volatility=""), "volatility", "INVALID_VOLATILITY"),
     ("recorded revoked", dict(status="revoked"), "status", "INVALID_INITIAL_STATUS"),
     ("unknown status", dict(status="zombie"), "status", "UNKNOWN_STATUS"),
     ("derivations given", dict(derivations=("x",)), "derivations", "READ_ONLY_FIELD"),
-    ("duplicate dependency", dict(dependencies=("base", "base")), "dependencies[1]",
-     "DUPLICATE_DEPENDENCY"),
-    ("dependency bad id", dict(dependencies=("base", "bad id")), "dependencies[1]",
-     "INVALID_ID"),
+    (
+        "duplicate dependency",
+        dict(dependencies=("base", "base")),
+        "dependencies[1]",
+        "DUPLICATE_DEPENDENCY",
+    ),
+    ("dependency bad id", dict(dependencies=("base", "bad id")), "dependencies[1]", "INVALID_ID"),
 ]
 
 
-@pytest.mark.parametrize(("fields", "field", "code"), [b[1:] for b in BAD_RECORDS],
-                         ids=[b[0] for b in BAD_RECORDS])
+@pytest.mark.parametrize(
+    ("fields", "field", "code"), [b[1:] for b in BAD_RECORDS], ids=[b[0] for b in BAD_RECORDS]
+)
 def test_bad_record_gets_precise_error_and_writes_nothing(
-        store: LineageStore, fields: dict[str, object], field: str, code: str) -> None:
+    store: LineageStore, fields: dict[str, object], field: str, code: str
+) -> None:
     store.record(mem("base"))
-    values: dict[str, object] = dict(id="m", namespace=NS, creator_id="user:alice",
-                                     dependencies=("base",))
+    values: dict[str, object] = dict(
+        id="m", namespace=NS, creator_id="user:alice", dependencies=("base",)
+    )
     values.update(fields)
     with pytest.raises(ValidationError) as err:
         store.record(MemoryRecord(**values))  # type: ignore[arg-type]
@@ -225,10 +254,12 @@ def test_reads_validate_their_input(store: LineageStore) -> None:
 # -- status changes and cascade --------------------------------------------------------------
 
 
-@pytest.mark.parametrize("source", [s for s in Status if s is not Status.ACTIVE],
-                         ids=lambda s: s.value)
-def test_transition_table_is_enforced(store: LineageStore, clock: ManualClock,
-                                      source: Status) -> None:
+@pytest.mark.parametrize(
+    "source", [s for s in Status if s is not Status.ACTIVE], ids=lambda s: s.value
+)
+def test_transition_table_is_enforced(
+    store: LineageStore, clock: ManualClock, source: Status
+) -> None:
     """Reach ``source``, then try every target: allowed ones pass, others are refused."""
     for target in Status:
         memory_id = f"m-{target.value}"
@@ -241,8 +272,7 @@ def test_transition_table_is_enforced(store: LineageStore, clock: ManualClock,
         before = store.get(NS, memory_id)
         successor = "succ" if target is Status.SUPERSEDED else None
         if target in TRANSITIONS[source]:
-            after = store.set_status(NS, memory_id, target, successor=successor,
-                                     reason="test").root
+            after = store.set_status(NS, memory_id, target, successor=successor, reason="test").root
             assert (after.status, after.version) == (target.value, before.version + 1)
             assert after.status_history[-1][1:4] == (source.value, target.value, "test")
             assert after == store.get(NS, memory_id)
@@ -274,8 +304,7 @@ def test_status_input_errors(store: LineageStore) -> None:
     assert store.get(NS, "m").version == 1
 
 
-def test_revoke_cascades_to_every_descendant_only(store: LineageStore,
-                                                  clock: ManualClock) -> None:
+def test_revoke_cascades_to_every_descendant_only(store: LineageStore, clock: ManualClock) -> None:
     #   root -> a -> c -> e          other -> x
     #        -> b -> c (diamond)             (x also depends on b)
     #             -> d (archived)
@@ -344,8 +373,11 @@ def test_confirm_only_from_pending(store: LineageStore) -> None:
     store.revoke(NS, "root")
     confirmed = store.confirm(NS, "child", reason="re-checked with the user")
     assert (confirmed.status, confirmed.version) == ("active", 3)
-    assert confirmed.status_history[-1][1:4] == ("pending_verification", "active",
-                                                 "re-checked with the user")
+    assert confirmed.status_history[-1][1:4] == (
+        "pending_verification",
+        "active",
+        "re-checked with the user",
+    )
     with pytest.raises(TransitionError):
         store.confirm(NS, "child")
     store.set_status(NS, "child", Status.ARCHIVED)
@@ -361,7 +393,10 @@ def test_record_on_tainted_dependency_starts_pending(store: LineageStore) -> Non
     assert store.get(NS, "late").status == "pending_verification"
     last = store.get(NS, "late").status_history[-1]
     assert (last.from_status, last.to_status, last.root_id) == (
-        "active", "pending_verification", "mid")
+        "active",
+        "pending_verification",
+        "mid",
+    )
     store.record(mem("fine"))
     assert store.record(mem("ok", "fine")).status == "active"
 
@@ -387,7 +422,11 @@ def test_update_is_compare_and_set(store: LineageStore) -> None:
     store.record(mem("m", tags=("a",), value="1"))
     updated = store.update(NS, "m", 1, {"value": "2", "tags": ["b", "c"], "volatility": "low"})
     assert (updated.value, updated.tags, updated.volatility, updated.version) == (
-        "2", ("b", "c"), "low", 2)
+        "2",
+        ("b", "c"),
+        "low",
+        2,
+    )
     with pytest.raises(VersionConflictError) as err:
         store.update(NS, "m", 1, {"value": "stale"})
     assert (err.value.expected, err.value.actual, err.value.code) == (1, 2, "VERSION_CONFLICT")
@@ -401,12 +440,14 @@ def test_update_is_compare_and_set(store: LineageStore) -> None:
 
 def test_update_refuses_lineage_fields_and_bad_values(store: LineageStore) -> None:
     store.record(mem("m"))
-    for changes, field in [({"dependencies": ["x"]}, "dependencies"),
-                           ({"status": "revoked"}, "status"),
-                           ({"creator_confidence": 2.0}, "creator_confidence"),
-                           ({"volatility": 3.5}, "volatility"),
-                           ({"volatility": "not a class"}, "volatility"),
-                           ({}, "changes")]:
+    for changes, field in [
+        ({"dependencies": ["x"]}, "dependencies"),
+        ({"status": "revoked"}, "status"),
+        ({"creator_confidence": 2.0}, "creator_confidence"),
+        ({"volatility": 3.5}, "volatility"),
+        ({"volatility": "not a class"}, "volatility"),
+        ({}, "changes"),
+    ]:
         with pytest.raises(ValidationError) as err:
             store.update(NS, "m", 1, changes)
         assert err.value.field == field
@@ -543,8 +584,10 @@ def test_add_dependencies_links_both_ways(store: LineageStore) -> None:
 def test_add_dependency_that_closes_a_cycle_is_refused(store: LineageStore) -> None:
     chain(store, "a", "b", "c", "d")  # a <- b <- c <- d
     store.record(mem("free"))
-    for memory_id, deps, field in [("a", ["free", "d"], "dependencies[1]"),
-                                   ("b", ["c"], "dependencies[0]")]:
+    for memory_id, deps, field in [
+        ("a", ["free", "d"], "dependencies[1]"),
+        ("b", ["c"], "dependencies[0]"),
+    ]:
         version = store.get(NS, memory_id).version
         with pytest.raises(CycleError) as err:
             store.add_dependencies(NS, memory_id, deps, expected_version=version)
@@ -553,21 +596,21 @@ def test_add_dependency_that_closes_a_cycle_is_refused(store: LineageStore) -> N
     assert store.get(NS, "free").derivations == ()
     assert store.get(NS, "d").derivations == ()
     # A diamond is not a cycle.
-    assert store.add_dependencies(NS, "d", ["a"], expected_version=1).dependencies == (
-        "c", "a")
+    assert store.add_dependencies(NS, "d", ["a"], expected_version=1).dependencies == ("c", "a")
 
 
 def test_add_dependencies_input_errors_write_nothing(store: LineageStore) -> None:
     store.record(mem("a"))
     store.record(mem("b"))
     store.record(mem("m", "a"))
-    cases = [(["m"], CycleError, "dependencies[0]", "SELF_DEPENDENCY"),
-             (["a"], ValidationError, "dependencies[0]", "DUPLICATE_DEPENDENCY"),
-             (["b", "ghost"], UnknownDependencyError, "dependencies[1]", "UNKNOWN_DEPENDENCY"),
-             ([MemoryRef("x", "b")], NamespaceError, "dependencies[0]", "CROSS_NAMESPACE"),
-             ([f"d{i}" for i in range(8)], ValidationError, "dependencies",
-              "TOO_MANY_DEPENDENCIES"),
-             ([], ValidationError, "dependencies", "EMPTY_UPDATE")]
+    cases = [
+        (["m"], CycleError, "dependencies[0]", "SELF_DEPENDENCY"),
+        (["a"], ValidationError, "dependencies[0]", "DUPLICATE_DEPENDENCY"),
+        (["b", "ghost"], UnknownDependencyError, "dependencies[1]", "UNKNOWN_DEPENDENCY"),
+        ([MemoryRef("x", "b")], NamespaceError, "dependencies[0]", "CROSS_NAMESPACE"),
+        ([f"d{i}" for i in range(8)], ValidationError, "dependencies", "TOO_MANY_DEPENDENCIES"),
+        ([], ValidationError, "dependencies", "EMPTY_UPDATE"),
+    ]
     for deps, error, field, code in cases:
         with pytest.raises(error) as err:
             store.add_dependencies(NS, "m", deps, expected_version=1)
@@ -584,8 +627,12 @@ def test_adding_a_tainted_dependency_marks_memory_and_descendants(store: Lineage
     chain(store, "m", "below")
     added = store.add_dependencies(NS, "m", ["bad"], expected_version=1)
     assert added.status == "pending_verification"
-    assert added.status_history[-1][1:] == ("active", "pending_verification",
-                                            "dependency revoked", "bad")
+    assert added.status_history[-1][1:] == (
+        "active",
+        "pending_verification",
+        "dependency revoked",
+        "bad",
+    )
     below = store.get(NS, "below")
     assert below.status == "pending_verification"
     assert below.status_history[-1].root_id == "bad"

@@ -27,8 +27,7 @@ mem = partial(memory, ns=NS)
 
 
 def ev(type: str, memory_id: str, at: float = NOW, **kw: object) -> LineageEvent:
-    return LineageEvent(cursor="", type=type, namespace=NS, memory_id=memory_id, at=at,
-                        **kw)  # type: ignore[arg-type]
+    return LineageEvent(cursor="", type=type, namespace=NS, memory_id=memory_id, at=at, **kw)  # type: ignore[arg-type]
 
 
 def all_events(store: LineageStore, ns: str = NS) -> list[LineageEvent]:
@@ -36,8 +35,7 @@ def all_events(store: LineageStore, ns: str = NS) -> list[LineageEvent]:
     return events
 
 
-def test_changes_appear_in_order_with_their_fields(store: LineageStore,
-                                                   clock: ManualClock) -> None:
+def test_changes_appear_in_order_with_their_fields(store: LineageStore, clock: ManualClock) -> None:
     store.record(mem("root"))
     store.record(mem("a", "root"))
     store.record(mem("b", "a"))
@@ -63,16 +61,52 @@ def test_changes_appear_in_order_with_their_fields(store: LineageStore,
         ev("recorded", "old", status="active", version=1),
         ev("recorded", "new", status="active", version=1),
         ev("recorded", "plan", status="active", version=1, affected=("old", "new")),
-        ev("status_changed", "root", t1, status="revoked", previous_status="active",
-           reason="wrong source", version=2),
-        ev("cascaded", "root", t1, root_id="root", status="revoked",
-           reason="ancestor revoked: wrong source", affected=("a", "b", "c")),
-        ev("status_changed", "old", t2, status="superseded", previous_status="active",
-           reason="user moved", successor="new", version=2),
-        ev("cascaded", "old", t2, root_id="old", status="superseded",
-           reason="ancestor superseded: user moved", affected=("plan",)),
-        ev("status_changed", "b", t3, status="active", previous_status=pend,
-           reason="checked", version=3),
+        ev(
+            "status_changed",
+            "root",
+            t1,
+            status="revoked",
+            previous_status="active",
+            reason="wrong source",
+            version=2,
+        ),
+        ev(
+            "cascaded",
+            "root",
+            t1,
+            root_id="root",
+            status="revoked",
+            reason="ancestor revoked: wrong source",
+            affected=("a", "b", "c"),
+        ),
+        ev(
+            "status_changed",
+            "old",
+            t2,
+            status="superseded",
+            previous_status="active",
+            reason="user moved",
+            successor="new",
+            version=2,
+        ),
+        ev(
+            "cascaded",
+            "old",
+            t2,
+            root_id="old",
+            status="superseded",
+            reason="ancestor superseded: user moved",
+            affected=("plan",),
+        ),
+        ev(
+            "status_changed",
+            "b",
+            t3,
+            status="active",
+            previous_status=pend,
+            reason="checked",
+            version=3,
+        ),
         ev("updated", "new", NOW + 31, version=2),
     ]
     events = all_events(store)
@@ -83,8 +117,7 @@ def test_changes_appear_in_order_with_their_fields(store: LineageStore,
     assert all_events(store, "tenant-e/other") == []
 
 
-def test_resuming_from_a_cursor_returns_exactly_the_later_events(
-        store: LineageStore) -> None:
+def test_resuming_from_a_cursor_returns_exactly_the_later_events(store: LineageStore) -> None:
     for i in range(5):
         store.record(mem(f"m{i}"))
     everything = all_events(store)
@@ -100,7 +133,7 @@ def test_resuming_from_a_cursor_returns_exactly_the_later_events(
     assert cursor2 == later[0].cursor == store.latest_cursor(NS)
     for e in everything:  # every cursor resumes right after its own event
         i = everything.index(e)
-        assert store.events(NS, after=e.cursor)[0] == everything[i + 1:] + later
+        assert store.events(NS, after=e.cursor)[0] == everything[i + 1 :] + later
 
 
 def test_an_empty_namespace_has_a_start_cursor(store: LineageStore) -> None:
@@ -179,7 +212,10 @@ def test_expired_cursor_is_refused(make_store) -> None:  # type: ignore[no-untyp
     with pytest.raises(CursorExpiredError) as err:
         store.events(NS, after=oldest)
     assert (err.value.field, err.value.code, err.value.grpc_status) == (
-        "cursor", "CURSOR_EXPIRED", "OUT_OF_RANGE")
+        "cursor",
+        "CURSOR_EXPIRED",
+        "OUT_OF_RANGE",
+    )
     with pytest.raises(CursorExpiredError):
         store.wait_events(NS, after=oldest, timeout=0.01)
     retained, last = store.events(NS, limit=10_000)
@@ -202,32 +238,43 @@ def test_cursor_ahead_of_the_log_is_expired(store: LineageStore) -> None:
 @pytest.mark.parametrize("bad", ["", "not-a-cursor", "1-2-3", "-1", "7" * 60, 7, "\uff11"])
 def test_malformed_cursor_is_a_validation_error(store: LineageStore, bad: object) -> None:
     store.record(mem("m"))
-    for call in (lambda: store.events(NS, after=bad),  # type: ignore[arg-type]
-                 lambda: store.wait_events(NS, after=bad, timeout=0.0)):  # type: ignore[arg-type]
+    for call in (
+        lambda: store.events(NS, after=bad),  # type: ignore[arg-type]
+        lambda: store.wait_events(NS, after=bad, timeout=0.0),
+    ):  # type: ignore[arg-type]
         with pytest.raises(ValidationError) as err:
             call()
         assert (err.value.field, err.value.code) == ("cursor", "INVALID_CURSOR")
 
 
 def test_event_reads_validate_their_input(store: LineageStore) -> None:
-    for call, field in [(lambda: store.events("bad ns"), "namespace"),
-                        (lambda: store.events(NS, limit=0), "limit"),
-                        (lambda: store.events(NS, limit=10_001), "limit"),
-                        (lambda: store.wait_events(NS, after=None, timeout=-1), "timeout"),
-                        (lambda: store.wait_events(NS, after=None, timeout=7200), "timeout"),
-                        (lambda: store.latest_cursor("a{b}"), "namespace")]:
+    for call, field in [
+        (lambda: store.events("bad ns"), "namespace"),
+        (lambda: store.events(NS, limit=0), "limit"),
+        (lambda: store.events(NS, limit=10_001), "limit"),
+        (lambda: store.wait_events(NS, after=None, timeout=-1), "timeout"),
+        (lambda: store.wait_events(NS, after=None, timeout=7200), "timeout"),
+        (lambda: store.latest_cursor("a{b}"), "namespace"),
+    ]:
         with pytest.raises(ValidationError) as err:
             call()
         assert err.value.field == field
 
 
-def test_cascade_affected_lists_exactly_the_remarked_descendants(
-        store: LineageStore) -> None:
+def test_cascade_affected_lists_exactly_the_remarked_descendants(store: LineageStore) -> None:
     #   root -> a -> c -> e          other -> x (x also depends on b)
     #        -> b -> c, d (archived), x;  a -> gone (evicted)
-    for memory_id, deps in [("root", ()), ("other", ()), ("a", ("root",)), ("b", ("root",)),
-                            ("c", ("a", "b")), ("d", ("b",)), ("e", ("c",)),
-                            ("x", ("other", "b")), ("gone", ("a",))]:
+    for memory_id, deps in [
+        ("root", ()),
+        ("other", ()),
+        ("a", ("root",)),
+        ("b", ("root",)),
+        ("c", ("a", "b")),
+        ("d", ("b",)),
+        ("e", ("c",)),
+        ("x", ("other", "b")),
+        ("gone", ("a",)),
+    ]:
         store.record(mem(memory_id, *deps))
     store.set_status(NS, "d", Status.ARCHIVED)
     store.set_status(NS, "gone", Status.EVICTED)
@@ -243,8 +290,7 @@ def test_cascade_affected_lists_exactly_the_remarked_descendants(
     assert store.confirm(NS, "e").status == "active"
     cursor = store.latest_cursor(NS)
     assert store.set_status(NS, "a", Status.REVOKED).affected == ("e",)
-    assert [e.type for e in store.events(NS, after=cursor)[0]] == [
-        "status_changed", "cascaded"]
+    assert [e.type for e in store.events(NS, after=cursor)[0]] == ["status_changed", "cascaded"]
     # A non-cascading change affects nothing.
     assert store.set_status(NS, "other", Status.ARCHIVED).affected == ()
 
@@ -259,13 +305,33 @@ def test_tainted_record_and_dependency_addition_events(store: LineageStore) -> N
     store.add_dependencies(NS, "m", ["bad"], expected_version=1)
     pend = Status.PENDING_VERIFICATION.value
     assert normalise(store.events(NS, after=cursor)[0]) == [
-        ev("recorded", "on-bad", status=pend, version=1, affected=("bad",), root_id="bad",
-           reason="dependency revoked"),
+        ev(
+            "recorded",
+            "on-bad",
+            status=pend,
+            version=1,
+            affected=("bad",),
+            root_id="bad",
+            reason="dependency revoked",
+        ),
         ev("updated", "m", version=2),
-        ev("status_changed", "m", status=pend, previous_status="active", root_id="bad",
-           reason="dependency revoked", version=2),
-        ev("cascaded", "m", root_id="bad", status="revoked", reason="dependency revoked",
-           affected=("k",)),
+        ev(
+            "status_changed",
+            "m",
+            status=pend,
+            previous_status="active",
+            root_id="bad",
+            reason="dependency revoked",
+            version=2,
+        ),
+        ev(
+            "cascaded",
+            "m",
+            root_id="bad",
+            status="revoked",
+            reason="dependency revoked",
+            affected=("k",),
+        ),
     ]
 
 

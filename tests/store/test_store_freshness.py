@@ -58,8 +58,12 @@ def read_all(store: LineageStore, memory_id: str) -> MemoryRecord:
         assert store.lineage_view(NS, [child]).records[memory_id] == bare
         assert full in store.ancestors(NS, child).records
     for dep in full.dependencies:  # read as a descendant of each dependency
-        assert store.lineage_view(NS, [dep], ancestor_depth=0, descendant_depth=1,
-                                  with_history=True).records[memory_id] == full
+        assert (
+            store.lineage_view(
+                NS, [dep], ancestor_depth=0, descendant_depth=1, with_history=True
+            ).records[memory_id]
+            == full
+        )
         assert full in store.descendants(NS, str(dep)).records
     return full
 
@@ -78,8 +82,7 @@ def run_scenario(store: LineageStore, clock: ManualClock, after_mutation: Hook) 
     ``after_mutation(label)`` runs right after each mutation, before any read."""
     done: list[str] = []
 
-    def step(label: str, mutate: Callable[[], object],
-             check: Callable[[], None]) -> None:
+    def step(label: str, mutate: Callable[[], object], check: Callable[[], None]) -> None:
         warm(store)
         mutate()
         after_mutation(label)
@@ -99,26 +102,37 @@ def run_scenario(store: LineageStore, clock: ManualClock, after_mutation: Hook) 
         assert get("b").dependencies == ("a",)
 
     step("record child", lambda: store.record(mem("b", "a")), check_child)
-    step("record grandchild", lambda: store.record(mem("c", "b")),
-         lambda: (assert_eq(get("b").derivations, ("c",))))
+    step(
+        "record grandchild",
+        lambda: store.record(mem("c", "b")),
+        lambda: assert_eq(get("b").derivations, ("c",)),
+    )
 
     def check_archived() -> None:
         a = get("a")
         assert (a.status, a.version, len(a.status_history)) == ("archived", 2, 1)
 
-    step("status change", lambda: store.set_status(NS, "a", "archived", now=NOW + 1),
-         check_archived)
+    step(
+        "status change", lambda: store.set_status(NS, "a", "archived", now=NOW + 1), check_archived
+    )
 
     def check_cascade() -> None:
         a, b, c = get("a"), get("b"), get("c")
         assert (a.status, a.version) == ("revoked", 3)
         assert (b.status, b.version, c.status, c.version) == (
-            "pending_verification", 2, "pending_verification", 2)
+            "pending_verification",
+            2,
+            "pending_verification",
+            2,
+        )
         assert b.status_history[-1].root_id == "a"
         assert c.status_history[-1].to_status == "pending_verification"
 
-    step("revoke with cascade", lambda: store.revoke(NS, "a", reason="bad", now=NOW + 2),
-         check_cascade)
+    step(
+        "revoke with cascade",
+        lambda: store.revoke(NS, "a", reason="bad", now=NOW + 2),
+        check_cascade,
+    )
 
     def check_confirm() -> None:
         b = get("b")
@@ -130,8 +144,11 @@ def run_scenario(store: LineageStore, clock: ManualClock, after_mutation: Hook) 
         c = get("c")
         assert (c.tags, c.value, c.version) == (("x", "y"), "v2", 3)
 
-    step("compare-and-set update",
-         lambda: store.update(NS, "c", 2, {"tags": ["x", "y"], "value": "v2"}), check_update)
+    step(
+        "compare-and-set update",
+        lambda: store.update(NS, "c", 2, {"tags": ["x", "y"], "value": "v2"}),
+        check_update,
+    )
 
     def check_add() -> None:
         c, d = get("c"), get("d")
@@ -139,8 +156,11 @@ def run_scenario(store: LineageStore, clock: ManualClock, after_mutation: Hook) 
         assert c.derivations == ("d",)
         assert (d.status, d.version) == ("pending_verification", 2)  # c is pending
 
-    step("add_dependencies", lambda: store.add_dependencies(NS, "d", ["c"],
-                                                            expected_version=1), check_add)
+    step(
+        "add_dependencies",
+        lambda: store.add_dependencies(NS, "d", ["c"], expected_version=1),
+        check_add,
+    )
 
     def check_access() -> None:
         e = get("e")
@@ -153,20 +173,34 @@ def run_scenario(store: LineageStore, clock: ManualClock, after_mutation: Hook) 
         assert (e.access_count, e.last_access) == (4, NOW + 9)
         assert (d.access_count, d.last_access) == (2, NOW + 1)
 
-    step("record_accesses", lambda: store.record_accesses(
-        NS, {"e": (3, NOW + 9), "d": (2, NOW + 1), "ghost": (1, NOW)}), check_accesses)
+    step(
+        "record_accesses",
+        lambda: store.record_accesses(
+            NS, {"e": (3, NOW + 9), "d": (2, NOW + 1), "ghost": (1, NOW)}
+        ),
+        check_accesses,
+    )
 
     def check_feedback() -> None:
         e = get("e")
         assert (e.uses_ok, e.uses_failed) == (1, 0)
 
     step("feedback ok", lambda: store.feedback(NS, ["e"], True, now=NOW + 5), check_feedback)
-    step("feedback failed", lambda: store.feedback(NS, ["e"], False, now=NOW + 5),
-         lambda: assert_eq(get("e").uses_failed, 1))
-    step("schedule_review", lambda: store.schedule_review(NS, {"e": NOW + 99}, now=NOW + 6),
-         lambda: assert_eq(get("e").reviewed_at, NOW + 6))
-    step("unschedule_review", lambda: store.unschedule_review(NS, ["e"]),
-         lambda: assert_eq(get("e").reviewed_at, NOW + 6))
+    step(
+        "feedback failed",
+        lambda: store.feedback(NS, ["e"], False, now=NOW + 5),
+        lambda: assert_eq(get("e").uses_failed, 1),
+    )
+    step(
+        "schedule_review",
+        lambda: store.schedule_review(NS, {"e": NOW + 99}, now=NOW + 6),
+        lambda: assert_eq(get("e").reviewed_at, NOW + 6),
+    )
+    step(
+        "unschedule_review",
+        lambda: store.unschedule_review(NS, ["e"]),
+        lambda: assert_eq(get("e").reviewed_at, NOW + 6),
+    )
 
     claim = {"subject": "user:1", "attribute": "city"}
     store.record(mem("k1", creator_id="src:1", value="Paris", **claim))
@@ -175,26 +209,33 @@ def run_scenario(store: LineageStore, clock: ManualClock, after_mutation: Hook) 
         assert get("k1").confirmed_by == ("src:2",)
         assert get("k2").confirmed_by == ("src:1",)
 
-    step("claim confirmation",
-         lambda: store.record(mem("k2", creator_id="src:2", value="Paris", **claim)),
-         check_confirmation)
+    step(
+        "claim confirmation",
+        lambda: store.record(mem("k2", creator_id="src:2", value="Paris", **claim)),
+        check_confirmation,
+    )
 
     def check_contradiction() -> None:
         assert get("k1").contradicted_by == ("src:3",)
         assert get("k2").contradicted_by == ("src:3",)
         assert get("k3").contradicted_by == ("src:1", "src:2")
 
-    step("claim contradiction",
-         lambda: store.record(mem("k3", creator_id="src:3", value="Rome", **claim)),
-         check_contradiction)
+    step(
+        "claim contradiction",
+        lambda: store.record(mem("k3", creator_id="src:3", value="Rome", **claim)),
+        check_contradiction,
+    )
 
     def check_supersede() -> None:
         k1 = get("k1")
         assert (k1.status, k1.successor) == ("superseded", "k2")
 
     step("supersede", lambda: store.supersede(NS, "k1", "k2", now=NOW + 7), check_supersede)
-    step("evict", lambda: store.set_status(NS, "e", "evicted", now=NOW + 8),
-         lambda: assert_eq(get("e").status, "evicted"))
+    step(
+        "evict",
+        lambda: store.set_status(NS, "e", "evicted", now=NOW + 8),
+        lambda: assert_eq(get("e").status, "evicted"),
+    )
     return done
 
 
@@ -202,37 +243,41 @@ def assert_eq(actual: object, expected: object) -> None:
     assert actual == expected
 
 
-def test_every_mutation_is_visible_to_the_next_read(store: LineageStore,
-                                                    clock: ManualClock) -> None:
+def test_every_mutation_is_visible_to_the_next_read(
+    store: LineageStore, clock: ManualClock
+) -> None:
     done = run_scenario(store, clock, lambda label: None)
     assert len(done) == 17
 
 
-def _check_against_a_cold_replay(store: EmbeddedStore, data_dir: Path, clock: ManualClock,
-                                 limits: StoreLimits, label: str) -> None:
+def _check_against_a_cold_replay(
+    store: EmbeddedStore, data_dir: Path, clock: ManualClock, limits: StoreLimits, label: str
+) -> None:
     """Every read of the warm store (its cached copies) equals the same read of a store
     that replays the log into fresh rows and has cached nothing yet."""
     cold = EmbeddedStore(data_dir, clock=clock, limits=limits)
     try:
         for h in (False, True):
             assert store.get_many(NS, IDS, with_history=h) == cold.get_many(
-                NS, IDS, with_history=h), (label, h)
+                NS, IDS, with_history=h
+            ), (label, h)
         for memory_id in existing(cold):
             assert store.get(NS, memory_id) == cold.get(NS, memory_id), (label, memory_id)
     finally:
         cold.close()
 
 
-def test_embedded_cached_records_never_outlive_a_change(clock: ManualClock,
-                                                        tmp_path: Path) -> None:
+def test_embedded_cached_records_never_outlive_a_change(clock: ManualClock, tmp_path: Path) -> None:
     """Right after each mutation (before the step's own reads), every record the warm
     store hands out still equals a freshly built one: no mutation path forgets to
     drop a cache."""
     limits = StoreLimits(history_length=4)
     store = EmbeddedStore(tmp_path, clock=clock, limits=limits)
-    run_scenario(store, clock,
-                 lambda label: _check_against_a_cold_replay(store, tmp_path, clock, limits,
-                                                            label))
+    run_scenario(
+        store,
+        clock,
+        lambda label: _check_against_a_cold_replay(store, tmp_path, clock, limits, label),
+    )
     store.close()
 
 
@@ -295,8 +340,9 @@ def test_history_only_when_asked(store: LineageStore) -> None:
 def test_record_accesses_adds_counts_and_keeps_latest_time(store: LineageStore) -> None:
     store.record(mem("m1"))
     store.record(mem("m2"))
-    assert store.record_accesses(NS, {"m1": (3, NOW + 10), "m2": (1, NOW + 5),
-                                      "ghost": (4, NOW)}) == 2
+    assert (
+        store.record_accesses(NS, {"m1": (3, NOW + 10), "m2": (1, NOW + 5), "ghost": (4, NOW)}) == 2
+    )
     assert store.record_accesses(NS, {"m1": (2, NOW + 7)}) == 1  # late flush: time kept
     m1, m2 = store.get(NS, "m1"), store.get(NS, "m2")
     assert (m1.access_count, m1.last_access, m1.version) == (5, NOW + 10, 1)
@@ -307,13 +353,25 @@ def test_record_accesses_adds_counts_and_keeps_latest_time(store: LineageStore) 
     assert store.get(NS, "m2").access_count == 2  # duplicates count once, as before
 
 
-@pytest.mark.parametrize("accesses", [
-    ["m1"], {"m1": 1}, {"m1": (1,)}, {"m1": (0, NOW)}, {"m1": (-1, NOW)},
-    {"m1": (True, NOW)}, {"m1": (1.5, NOW)}, {"m1": (1, -1.0)}, {"m1": (1, float("nan"))},
-    {"m1": (1, "now")}, {"bad id!": (1, NOW)},
-])
-def test_record_accesses_validates_and_writes_nothing(store: LineageStore,
-                                                      accesses: object) -> None:
+@pytest.mark.parametrize(
+    "accesses",
+    [
+        ["m1"],
+        {"m1": 1},
+        {"m1": (1,)},
+        {"m1": (0, NOW)},
+        {"m1": (-1, NOW)},
+        {"m1": (True, NOW)},
+        {"m1": (1.5, NOW)},
+        {"m1": (1, -1.0)},
+        {"m1": (1, float("nan"))},
+        {"m1": (1, "now")},
+        {"bad id!": (1, NOW)},
+    ],
+)
+def test_record_accesses_validates_and_writes_nothing(
+    store: LineageStore, accesses: object
+) -> None:
     store.record(mem("m1"))
     with pytest.raises(ValidationError):
         store.record_accesses(NS, accesses)  # type: ignore[arg-type]
@@ -323,8 +381,13 @@ def test_record_accesses_validates_and_writes_nothing(store: LineageStore,
 def test_ids_batch_validation_reports_the_bad_one(store: LineageStore) -> None:
     ok = [f"m:{i}" for i in range(5)]
     assert store.get_many(NS, ok) == {}
-    for bad, field in (([*ok, "x y"], "ids[5]"), ([*ok, ""], "ids[5]"), ([7, *ok], "ids[0]"),
-                       ([*ok, "a\nb"], "ids[5]"), (["z" * 129], "ids[0]")):
+    for bad, field in (
+        ([*ok, "x y"], "ids[5]"),
+        ([*ok, ""], "ids[5]"),
+        ([7, *ok], "ids[0]"),
+        ([*ok, "a\nb"], "ids[5]"),
+        (["z" * 129], "ids[0]"),
+    ):
         with pytest.raises(ValidationError) as err:
             store.get_many(NS, bad)
         assert err.value.field == field
@@ -333,8 +396,9 @@ def test_ids_batch_validation_reports_the_bad_one(store: LineageStore) -> None:
 # -- embedded persistence of the new paths ----------------------------------------------
 
 
-def test_embedded_snapshot_keeps_a_link_to_a_later_memory(tmp_path: Path,
-                                                          clock: ManualClock) -> None:
+def test_embedded_snapshot_keeps_a_link_to_a_later_memory(
+    tmp_path: Path, clock: ManualClock
+) -> None:
     """add_dependencies can make a memory depend on one recorded after it: the snapshot
     lists rows in record order, so loading it must link once every row is in."""
     store = EmbeddedStore(tmp_path, clock=clock)

@@ -31,20 +31,63 @@ SOURCES = ["user:u", "tool:t", "agent:p", "nobody"]
 def populate(store: LineageStore) -> None:
     """Exercise every kind of write once, so replay/AOF has all of them to restore."""
     store.record(MemoryRecord(id="root", namespace=NS, creator_id="user:u", tags=("x", "y")))
-    store.record(MemoryRecord(id="a", namespace=NS, creator_id="tool:t",
-                              creator_kind="tool", dependencies=("root",)))
-    store.record(MemoryRecord(id="b", namespace=NS, creator_id="tool:t", dependencies=("a",),
-                              subject="user:1", attribute="city", value="Paris"))
-    store.record(MemoryRecord(id="c", namespace=NS, creator_id="agent:p",
-                              dependencies=("a", "b")))
-    store.record(MemoryRecord(id="b2", namespace=NS, creator_id="agent:p", subject="user:1",
-                              attribute="city", value="Paris"))  # confirms b
-    store.record(MemoryRecord(id="b3", namespace=NS, creator_id="user:u", subject="user:1",
-                              attribute="city", value="Rome"))  # contradicts b and b2
-    store.record(MemoryRecord(id="old", namespace=NS, creator_id="user:u", subject="user:1",
-                              attribute="airline", value="AF"))
-    store.record(MemoryRecord(id="new", namespace=NS, creator_id="user:u", subject="user:1",
-                              attribute="airline", value="KL"))
+    store.record(
+        MemoryRecord(
+            id="a", namespace=NS, creator_id="tool:t", creator_kind="tool", dependencies=("root",)
+        )
+    )
+    store.record(
+        MemoryRecord(
+            id="b",
+            namespace=NS,
+            creator_id="tool:t",
+            dependencies=("a",),
+            subject="user:1",
+            attribute="city",
+            value="Paris",
+        )
+    )
+    store.record(MemoryRecord(id="c", namespace=NS, creator_id="agent:p", dependencies=("a", "b")))
+    store.record(
+        MemoryRecord(
+            id="b2",
+            namespace=NS,
+            creator_id="agent:p",
+            subject="user:1",
+            attribute="city",
+            value="Paris",
+        )
+    )  # confirms b
+    store.record(
+        MemoryRecord(
+            id="b3",
+            namespace=NS,
+            creator_id="user:u",
+            subject="user:1",
+            attribute="city",
+            value="Rome",
+        )
+    )  # contradicts b and b2
+    store.record(
+        MemoryRecord(
+            id="old",
+            namespace=NS,
+            creator_id="user:u",
+            subject="user:1",
+            attribute="airline",
+            value="AF",
+        )
+    )
+    store.record(
+        MemoryRecord(
+            id="new",
+            namespace=NS,
+            creator_id="user:u",
+            subject="user:1",
+            attribute="airline",
+            value="KL",
+        )
+    )
     store.record(MemoryRecord(id="lonely", namespace=NS, creator_id="user:u", value="v"))
     store.revoke(NS, "root", reason="withdrawn", now=NOW + 1)
     store.confirm(NS, "c", now=NOW + 2)
@@ -65,14 +108,18 @@ def populate(store: LineageStore) -> None:
 def state(store: LineageStore) -> dict[str, object]:
     claim = store.current_claim(NS, "user:1", "airline")
     events, cursor = store.events(NS, limit=10_000)
-    return {"records": store.get_many(NS, IDS), "events": events, "cursor": cursor,
-            "count": store.count(NS, "tool:flight_api", 3600, now=NOW + 30),
-            "claim": claim.id if claim else None,
-            "city": store.current_claim(NS, "user:1", "city"),
-            "group": store.claim_group(NS, "user:1", "city"),
-            "stats": store.source_stats(NS, SOURCES),
-            "due": store.due_for_review(NS, now=NOW + 10**7, limit=100),
-            "namespaces": store.namespaces()}
+    return {
+        "records": store.get_many(NS, IDS),
+        "events": events,
+        "cursor": cursor,
+        "count": store.count(NS, "tool:flight_api", 3600, now=NOW + 30),
+        "claim": claim.id if claim else None,
+        "city": store.current_claim(NS, "user:1", "city"),
+        "group": store.claim_group(NS, "user:1", "city"),
+        "stats": store.source_stats(NS, SOURCES),
+        "due": store.due_for_review(NS, now=NOW + 10**7, limit=100),
+        "namespaces": store.namespaces(),
+    }
 
 
 def test_populate_covers_what_we_think(tmp_path: Path) -> None:
@@ -82,14 +129,25 @@ def test_populate_covers_what_we_think(tmp_path: Path) -> None:
     records = s["records"]
     assert isinstance(records, dict)
     assert [records[i].status for i in ("root", "a", "b", "c", "old")] == [
-        "revoked", "pending_verification", "pending_verification", "active", "superseded"]
+        "revoked",
+        "pending_verification",
+        "pending_verification",
+        "active",
+        "superseded",
+    ]
     assert (records["a"].access_count, records["a"].last_access) == (2, NOW + 5)
     assert (s["count"], s["claim"]) == (3, "new")
     assert [(r.id, r.confirmed_by, r.contradicted_by) for r in s["group"]] == [  # type: ignore[attr-defined]
-        ("b", ("agent:p",), ("user:u",)), ("b2", ("tool:t",), ("user:u",)),
-        ("b3", (), ("agent:p", "tool:t"))]
-    assert s["stats"] == {"user:u": (0.0, 3.0), "tool:t": (2.0, 1.0),
-                          "agent:p": (2.0, 1.0), "nobody": (0.0, 0.0)}
+        ("b", ("agent:p",), ("user:u",)),
+        ("b2", ("tool:t",), ("user:u",)),
+        ("b3", (), ("agent:p", "tool:t")),
+    ]
+    assert s["stats"] == {
+        "user:u": (0.0, 3.0),
+        "tool:t": (2.0, 1.0),
+        "agent:p": (2.0, 1.0),
+        "nobody": (0.0, 0.0),
+    }
     assert (records["a"].uses_ok, records["lonely"].uses_failed) == (1, 1)
     assert (records["a"].reviewed_at, records["c"].reviewed_at) == (NOW + 6, None)
     first = sorted(i for i in IDS if i not in ("a", "b", "c"))
@@ -148,8 +206,9 @@ def test_embedded_restart_restores_everything(tmp_path: Path) -> None:
     reopened = open_store(f"embedded://{tmp_path}", clock=ManualClock(NOW))
     assert state(reopened) == before
     # The reopened store keeps working and appending.
-    reopened.record(MemoryRecord(id="after", namespace=NS, creator_id="user:u",
-                                 dependencies=("c",)))
+    reopened.record(
+        MemoryRecord(id="after", namespace=NS, creator_id="user:u", dependencies=("c",))
+    )
     reopened.close()
     again = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
     assert again.get(NS, "c").derivations == ("after",)
@@ -194,8 +253,9 @@ def test_embedded_imports_an_old_log_with_a_torn_last_line(tmp_path: Path) -> No
     con.close()
     old = tmp_path / "old"
     old.mkdir()
-    (old / "log.0.jsonl").write_text("\n".join(lines) + "\n"
-                                     + '{"o":"r","n":"tenant:p","r":{"id":"half')
+    (old / "log.0.jsonl").write_text(
+        "\n".join(lines) + "\n" + '{"o":"r","n":"tenant:p","r":{"id":"half'
+    )
     reopened = EmbeddedStore(old, clock=ManualClock(NOW))
     assert state(reopened) == before
     reopened.record(MemoryRecord(id="next", namespace=NS, creator_id="user:u"))
@@ -225,7 +285,9 @@ def test_redis_restart_with_aof_restores_everything(tmp_path: Path, hard: bool) 
         assert store.current_claim(NS, "user:1", "airline") is None
         new, _ = store.events(NS, after=before["cursor"])  # type: ignore[arg-type]
         assert [(e.type, e.memory_id, e.affected) for e in new] == [
-            ("status_changed", "new", ()), ("cascaded", "new", ("lonely",))]
+            ("status_changed", "new", ()),
+            ("cascaded", "new", ("lonely",)),
+        ]
         store.close()
     finally:
         server.stop()
@@ -237,11 +299,12 @@ def test_redis_down_is_store_unavailable(tmp_path: Path) -> None:
     try:
         store.record(MemoryRecord(id="m", namespace=NS, creator_id="user:u"))
         server.stop()
-        for call in (lambda: store.get(NS, "m"),
-                     lambda: store.record(MemoryRecord(id="n", namespace=NS,
-                                                       creator_id="user:u")),
-                     lambda: store.set_status(NS, "m", Status.ARCHIVED),
-                     lambda: store.count(NS, "c", 60)):
+        for call in (
+            lambda: store.get(NS, "m"),
+            lambda: store.record(MemoryRecord(id="n", namespace=NS, creator_id="user:u")),
+            lambda: store.set_status(NS, "m", Status.ARCHIVED),
+            lambda: store.count(NS, "c", 60),
+        ):
             with pytest.raises(StoreUnavailableError) as err:
                 call()
             assert err.value.grpc_status == "UNAVAILABLE"

@@ -19,8 +19,14 @@ _namespaces = itertools.count()
 
 idx = st.integers(min_value=0, max_value=11)
 op = st.one_of(
-    st.tuples(st.just("record"), st.lists(idx, max_size=3), st.booleans(), st.booleans(),
-              st.integers(0, 2), st.sampled_from([None, "x", "y"])),
+    st.tuples(
+        st.just("record"),
+        st.lists(idx, max_size=3),
+        st.booleans(),
+        st.booleans(),
+        st.integers(0, 2),
+        st.sampled_from([None, "x", "y"]),
+    ),
     st.tuples(st.just("revoke"), idx),
     st.tuples(st.just("supersede"), idx, idx),
     st.tuples(st.just("archive"), idx),
@@ -45,10 +51,19 @@ def apply(store: LineageStore, ns: str, ops: list[tuple], ids: list[str]) -> lis
             if kind == "record":
                 memory_id = f"m{n}"
                 deps = tuple(dict.fromkeys(pick(i) for i in a[0]))
-                rec = store.record(MemoryRecord(
-                    id=memory_id, namespace=ns, creator_id=SOURCES[a[3]], dependencies=deps,
-                    subject="user:1" if a[1] else None, attribute="city" if a[1] else None,
-                    value=a[4], status="pending_verification" if a[2] else "active"), now=now)
+                rec = store.record(
+                    MemoryRecord(
+                        id=memory_id,
+                        namespace=ns,
+                        creator_id=SOURCES[a[3]],
+                        dependencies=deps,
+                        subject="user:1" if a[1] else None,
+                        attribute="city" if a[1] else None,
+                        value=a[4],
+                        status="pending_verification" if a[2] else "active",
+                    ),
+                    now=now,
+                )
                 ids.append(memory_id)
                 out: object = rec
             elif kind == "revoke":
@@ -65,8 +80,9 @@ def apply(store: LineageStore, ns: str, ops: list[tuple], ids: list[str]) -> lis
                 out = store.update(ns, current.id, version, {"value": str(n)})
             elif kind == "link":
                 current = store.get(ns, pick(a[0]))
-                out = store.add_dependencies(ns, current.id, [pick(a[1])],
-                                             expected_version=current.version, now=now)
+                out = store.add_dependencies(
+                    ns, current.id, [pick(a[1])], expected_version=current.version, now=now
+                )
             elif kind == "feedback":
                 out = store.feedback(ns, [pick(i) for i in a[0]], a[1], now=now)
             elif kind == "schedule":
@@ -109,10 +125,12 @@ def test_embedded_and_redis_agree(redis_server: RedisServer, ops: list[tuple]) -
         events_r = remote.events(ns, limit=10_000)[0]
         assert normalise(events_e) == normalise(events_r)
         assert embedded.claim_group(ns, "user:1", "city") == remote.claim_group(
-            ns, "user:1", "city")
+            ns, "user:1", "city"
+        )
         assert embedded.source_stats(ns, SOURCES) == remote.source_stats(ns, SOURCES)
         for at in (NOW, NOW + 30, NOW + 4000):
             assert embedded.due_for_review(ns, now=at, limit=7) == remote.due_for_review(
-                ns, now=at, limit=7)
+                ns, now=at, limit=7
+            )
     finally:
         remote.close()

@@ -32,8 +32,12 @@ class CountingConnection(redis.Connection):
 
 @pytest.fixture
 def rstore(redis_server: RedisServer) -> Iterator[RedisStore]:
-    pool = redis.ConnectionPool(host=redis_server.host, port=redis_server.port,
-                                decode_responses=True, connection_class=CountingConnection)
+    pool = redis.ConnectionPool(
+        host=redis_server.host,
+        port=redis_server.port,
+        decode_responses=True,
+        connection_class=CountingConnection,
+    )
     client = redis.Redis(connection_pool=pool)
     client.flushall()
     store = RedisStore(client, clock=ManualClock(NOW))
@@ -43,10 +47,20 @@ def rstore(redis_server: RedisServer) -> Iterator[RedisStore]:
 
 def test_all_keys_of_a_namespace_share_one_slot() -> None:
     keys = RedisKeys()
-    built = [keys.record(NS, "a"), keys.derivations(NS, "b:c"), keys.history(NS, "d"),
-             keys.claim(NS, "user:1", "city"), keys.counter(NS, "tool:x"), keys.events(NS),
-             keys.claim_group(NS, "user:1", "city"), keys.sources(NS), keys.review(NS),
-             keys.decisions(NS), keys.decision_index(NS), *keys.triples(NS, ["e", "f"])]
+    built = [
+        keys.record(NS, "a"),
+        keys.derivations(NS, "b:c"),
+        keys.history(NS, "d"),
+        keys.claim(NS, "user:1", "city"),
+        keys.counter(NS, "tool:x"),
+        keys.events(NS),
+        keys.claim_group(NS, "user:1", "city"),
+        keys.sources(NS),
+        keys.review(NS),
+        keys.decisions(NS),
+        keys.decision_index(NS),
+        *keys.triples(NS, ["e", "f"]),
+    ]
     assert {key_slot(k.encode()) for k in built} == {key_slot(b"%s" % NS.encode())}
     assert all(k.startswith(f"ml:{{{NS}}}:") for k in built)
     with pytest.raises(ValueError):
@@ -58,14 +72,15 @@ def test_cluster_stores_a_namespace_on_one_node(redis_cluster: RedisClusterHandl
     client: RedisCluster = store.client  # type: ignore[attr-defined]
     client.flushall(target_nodes=RedisCluster.PRIMARIES)
     for ns in ("n1", "n2", "n3", "n4"):
-        store.record(MemoryRecord(id="a", namespace=ns, creator_id="user:u",
-                                  subject="s", attribute="t"))
-        store.record(MemoryRecord(id="b", namespace=ns, creator_id="user:u",
-                                  dependencies=("a",)))
+        store.record(
+            MemoryRecord(id="a", namespace=ns, creator_id="user:u", subject="s", attribute="t")
+        )
+        store.record(MemoryRecord(id="b", namespace=ns, creator_id="user:u", dependencies=("a",)))
         store.revoke(ns, "a")
         store.incr_counter(ns, "c")
-        store.keep_decisions(ns, [KeptDecision(f"d-{ns}", ns, "read", ("a", "b"), "user:u",
-                                               NOW, "v", "allow", "{}")])
+        store.keep_decisions(
+            ns, [KeptDecision(f"d-{ns}", ns, "read", ("a", "b"), "user:u", NOW, "v", "allow", "{}")]
+        )
     holders: dict[str, set[int]] = {}
     seen: set[str] = set()
     for node in client.get_primaries():
@@ -91,9 +106,16 @@ def test_failed_record_leaves_no_key_behind(rstore: RedisStore) -> None:
     rstore.record(MemoryRecord(id="d2", namespace=NS, creator_id="user:u"))
     before = sorted(rstore.client.keys("*"))
     with pytest.raises(UnknownDependencyError):
-        rstore.record(MemoryRecord(id="m", namespace=NS, creator_id="user:u",
-                                   dependencies=("d0", "ghost", "d2"),
-                                   subject="s", attribute="a"))
+        rstore.record(
+            MemoryRecord(
+                id="m",
+                namespace=NS,
+                creator_id="user:u",
+                dependencies=("d0", "ghost", "d2"),
+                subject="s",
+                attribute="a",
+            )
+        )
     assert rstore.record_access(NS, ["ghost"]) == 0  # access never creates keys either
     assert sorted(rstore.client.keys("*")) == before
 
@@ -114,12 +136,14 @@ def test_get_many_of_100_is_one_round_trip(rstore: RedisStore) -> None:
 def test_lineage_view_costs_one_round_trip_per_level(rstore: RedisStore) -> None:
     prev: tuple[str, ...] = ()
     for i in range(6):  # a chain of 6 plus 20 children under the last one
-        rstore.record(MemoryRecord(id=f"c{i}", namespace=NS, creator_id="user:u",
-                                   dependencies=prev))
+        rstore.record(
+            MemoryRecord(id=f"c{i}", namespace=NS, creator_id="user:u", dependencies=prev)
+        )
         prev = (f"c{i}",)
     for j in range(20):
-        rstore.record(MemoryRecord(id=f"k{j}", namespace=NS, creator_id="user:u",
-                                   dependencies=("c5",)))
+        rstore.record(
+            MemoryRecord(id=f"k{j}", namespace=NS, creator_id="user:u", dependencies=("c5",))
+        )
     CountingConnection.sends = 0
     view = rstore.lineage_view(NS, ["c5"], ancestor_depth=3, descendant_depth=1)
     assert len(view.records) == 1 + 3 + 20
@@ -129,12 +153,23 @@ def test_lineage_view_costs_one_round_trip_per_level(rstore: RedisStore) -> None
 def test_record_memory_usage_under_600_bytes(rstore: RedisStore) -> None:
     for d in ("mem:000001", "mem:000002", "mem:000003"):
         rstore.record(MemoryRecord(id=d, namespace=NS, creator_id="user:u"))
-    rstore.record(MemoryRecord(
-        id="mem:000004", namespace=NS, type="tool_result", tags=("travel", "flight", "price"),
-        subject="user:42", attribute="destination_city", value="Shanghai",
-        volatility="high", creator_kind="tool", creator_id="tool:flight_api",
-        creator_confidence=0.85, context_id="ctx:000123",
-        dependencies=("mem:000001", "mem:000002", "mem:000003")))
+    rstore.record(
+        MemoryRecord(
+            id="mem:000004",
+            namespace=NS,
+            type="tool_result",
+            tags=("travel", "flight", "price"),
+            subject="user:42",
+            attribute="destination_city",
+            value="Shanghai",
+            volatility="high",
+            creator_kind="tool",
+            creator_id="tool:flight_api",
+            creator_confidence=0.85,
+            context_id="ctx:000123",
+            dependencies=("mem:000001", "mem:000002", "mem:000003"),
+        )
+    )
     usage = rstore.memory_usage(NS, "mem:000004")
     assert usage is not None and usage < 600
 
@@ -147,12 +182,19 @@ def test_every_script_documents_keys_and_argv() -> None:
 
 def test_cascade_cost_follows_descendants_not_store_size(rstore: RedisStore) -> None:
     for i in range(1500):  # unrelated memories the cascade must never look at
-        rstore.record(MemoryRecord(id=f"bulk:{i}", namespace=NS, creator_id="user:u",
-                                   dependencies=(f"bulk:{i - 1}",) if i else ()))
+        rstore.record(
+            MemoryRecord(
+                id=f"bulk:{i}",
+                namespace=NS,
+                creator_id="user:u",
+                dependencies=(f"bulk:{i - 1}",) if i else (),
+            )
+        )
     rstore.record(MemoryRecord(id="root", namespace=NS, creator_id="user:u"))
     for i in range(3):
-        rstore.record(MemoryRecord(id=f"kid{i}", namespace=NS, creator_id="user:u",
-                                   dependencies=("root",)))
+        rstore.record(
+            MemoryRecord(id=f"kid{i}", namespace=NS, creator_id="user:u", dependencies=("root",))
+        )
     stats = rstore.client.info("stats")
     touched_before = stats["keyspace_hits"] + stats["keyspace_misses"]
     assert rstore.revoke(NS, "root").marked == 3
@@ -172,8 +214,9 @@ def test_chunked_cascade_over_a_wide_and_deep_graph(redis_server: RedisServer) -
             for k in range(10 if level < 2 else 3):
                 kid = f"l{level}:{p_i}:{k}"
                 deps = (parent,) if p_i == 0 else (parent, parents[p_i - 1])
-                store.record(MemoryRecord(id=kid, namespace="wide", creator_id="user:u",
-                                          dependencies=deps))
+                store.record(
+                    MemoryRecord(id=kid, namespace="wide", creator_id="user:u", dependencies=deps)
+                )
                 kids.append(kid)
                 made += 1
         parents = kids
@@ -200,8 +243,16 @@ def test_open_store_urls(tmp_path) -> None:  # type: ignore[no-untyped-def]
 
 def test_reliability_calls_are_one_round_trip(rstore: RedisStore) -> None:
     for i, source in enumerate(("agent:a", "agent:b", "agent:c")):
-        rstore.record(MemoryRecord(id=f"m{i}", namespace=NS, creator_id=source,
-                                   subject="job", attribute="state", value=str(i % 2)))
+        rstore.record(
+            MemoryRecord(
+                id=f"m{i}",
+                namespace=NS,
+                creator_id=source,
+                subject="job",
+                attribute="state",
+                value=str(i % 2),
+            )
+        )
     rstore.feedback(NS, ["m0"], True)  # warm the script cache (EVALSHA after a NOSCRIPT)
     rstore.schedule_review(NS, {"m0": NOW}, now=NOW)
     calls = {
@@ -220,40 +271,80 @@ def test_reliability_calls_are_one_round_trip(rstore: RedisStore) -> None:
     assert len(rstore.claim_group(NS, "job", "state")) == 3
     assert CountingConnection.sends == 2  # the set, then one pipeline for the records
     CountingConnection.sends = 0
-    rstore.record(MemoryRecord(id="m3", namespace=NS, creator_id="agent:d", subject="job",
-                               attribute="state", value="1"))
+    rstore.record(
+        MemoryRecord(
+            id="m3", namespace=NS, creator_id="agent:d", subject="job", attribute="state", value="1"
+        )
+    )
     assert CountingConnection.sends == 3  # group read, record script, location/registry
 
 
-def test_record_retries_when_the_claim_group_changed(rstore: RedisStore,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    rstore.record(MemoryRecord(id="a", namespace=NS, creator_id="agent:a", subject="job",
-                               attribute="state", value="done"))
-    rstore.record(MemoryRecord(id="b", namespace=NS, creator_id="agent:b", subject="job",
-                               attribute="state", value="failed"))
+def test_record_retries_when_the_claim_group_changed(
+    rstore: RedisStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rstore.record(
+        MemoryRecord(
+            id="a",
+            namespace=NS,
+            creator_id="agent:a",
+            subject="job",
+            attribute="state",
+            value="done",
+        )
+    )
+    rstore.record(
+        MemoryRecord(
+            id="b",
+            namespace=NS,
+            creator_id="agent:b",
+            subject="job",
+            attribute="state",
+            value="failed",
+        )
+    )
     # A stale read of the group (as if "b" were recorded right after it): the script
     # refuses, hands back the group it saw, and the second attempt counts both members.
     monkeypatch.setattr(rstore.client, "smembers", lambda key: {"a"})
     CountingConnection.sends = 0
-    out = rstore.record(MemoryRecord(id="c", namespace=NS, creator_id="agent:c",
-                                     subject="job", attribute="state", value="failed"))
+    out = rstore.record(
+        MemoryRecord(
+            id="c",
+            namespace=NS,
+            creator_id="agent:c",
+            subject="job",
+            attribute="state",
+            value="failed",
+        )
+    )
     assert CountingConnection.sends == 3  # two record scripts, location/registry
     assert (out.confirmed_by, out.contradicted_by) == (("agent:b",), ("agent:a",))
     assert rstore.get(NS, "a").contradicted_by == ("agent:b", "agent:c")
     assert rstore.source_stats(NS, ["agent:a", "agent:b", "agent:c"]) == {
-        "agent:a": (0.0, 2.0), "agent:b": (1.0, 1.0), "agent:c": (1.0, 1.0)}
+        "agent:a": (0.0, 2.0),
+        "agent:b": (1.0, 1.0),
+        "agent:c": (1.0, 1.0),
+    }
 
 
 def test_a_record_with_marks_and_counters_stays_small(rstore: RedisStore) -> None:
     """Plain records store none of the new fields; a confirmed, contradicted, used and
     reviewed one stays well within the budget too."""
     for i, source in enumerate(("agent:a", "agent:b", "agent:c")):
-        rstore.record(MemoryRecord(
-            id=f"mem:00000{i}", namespace=NS, type="tool_result",
-            tags=("travel", "flight", "price"), subject="user:42",
-            attribute="destination_city", value="Shanghai" if i < 2 else "Paris",
-            creator_kind="tool", creator_id=source, creator_confidence=0.85,
-            context_id="ctx:000123"))
+        rstore.record(
+            MemoryRecord(
+                id=f"mem:00000{i}",
+                namespace=NS,
+                type="tool_result",
+                tags=("travel", "flight", "price"),
+                subject="user:42",
+                attribute="destination_city",
+                value="Shanghai" if i < 2 else "Paris",
+                creator_kind="tool",
+                creator_id=source,
+                creator_confidence=0.85,
+                context_id="ctx:000123",
+            )
+        )
     fields = rstore.client.hgetall(rstore.keys.record(NS, "mem:000000"))
     assert set(fields) >= {"y", "z"} and not set(fields) & {"j", "q", "r"}
     rstore.feedback(NS, ["mem:000000"], True)

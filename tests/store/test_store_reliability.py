@@ -22,11 +22,26 @@ from support.memories import NOW
 NS = "tenant-r/user:5"
 
 
-def claim(memory_id: str, source: str, value: str | None, *deps: str, ns: str = NS,
-          subject: str = "job:7", attribute: str = "state", **kw: object) -> MemoryRecord:
-    return MemoryRecord(id=memory_id, namespace=ns, creator_id=source, subject=subject,
-                        attribute=attribute, value=value, dependencies=deps,
-                        **kw)  # type: ignore[arg-type]
+def claim(
+    memory_id: str,
+    source: str,
+    value: str | None,
+    *deps: str,
+    ns: str = NS,
+    subject: str = "job:7",
+    attribute: str = "state",
+    **kw: object,
+) -> MemoryRecord:
+    return MemoryRecord(
+        id=memory_id,
+        namespace=ns,
+        creator_id=source,
+        subject=subject,
+        attribute=attribute,
+        value=value,
+        dependencies=deps,
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def marks(store: LineageStore, *ids: str) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
@@ -52,13 +67,19 @@ def test_three_sources_confirm_and_contradict(store: LineageStore) -> None:
         "c": (("agent:B",), ("agent:A",)),
     }
     assert store.source_stats(NS, ["agent:A", "agent:B", "agent:C", "agent:Z"]) == {
-        "agent:A": (0.0, 2.0), "agent:B": (1.0, 1.0), "agent:C": (1.0, 1.0),
-        "agent:Z": (0.0, 0.0)}
+        "agent:A": (0.0, 2.0),
+        "agent:B": (1.0, 1.0),
+        "agent:C": (1.0, 1.0),
+        "agent:Z": (0.0, 0.0),
+    }
     # Bookkeeping: no version bump on anyone, one "recorded" event per memory only.
     assert [r.version for r in store.get_many(NS, ["a", "b", "c"]).values()] == [1, 1, 1]
     events, _ = store.events(NS)
     assert [(e.type, e.memory_id) for e in events] == [
-        ("recorded", "a"), ("recorded", "b"), ("recorded", "c")]
+        ("recorded", "a"),
+        ("recorded", "b"),
+        ("recorded", "c"),
+    ]
 
 
 def test_same_source_restatement_changes_nothing(store: LineageStore) -> None:
@@ -88,10 +109,15 @@ def test_only_active_and_pending_members_count(store: LineageStore) -> None:
     # "archived" and "pending" met "new" when they were recorded (both then live).
     assert marks(store, "new", "pending") == {
         "new": ((), ("agent:T", "agent:P", "agent:Q")),
-        "pending": (("agent:Q",), ("agent:S",))}
+        "pending": (("agent:Q",), ("agent:S",)),
+    }
     assert store.source_stats(NS, ["agent:R", "agent:T", "agent:S", "agent:P", "agent:Q"]) == {
-        "agent:R": (0.0, 0.0), "agent:T": (0.0, 1.0), "agent:S": (0.0, 3.0),
-        "agent:P": (1.0, 1.0), "agent:Q": (1.0, 1.0)}
+        "agent:R": (0.0, 0.0),
+        "agent:T": (0.0, 1.0),
+        "agent:S": (0.0, 3.0),
+        "agent:P": (1.0, 1.0),
+        "agent:Q": (1.0, 1.0),
+    }
 
 
 def test_sources_are_listed_once_but_counted_per_pair(store: LineageStore) -> None:
@@ -105,7 +131,9 @@ def test_sources_are_listed_once_but_counted_per_pair(store: LineageStore) -> No
     }
     # One bad per contradicting pair: (a, b1) and (a, b2).
     assert store.source_stats(NS, ["agent:A", "agent:B"]) == {
-        "agent:A": (0.0, 2.0), "agent:B": (0.0, 2.0)}
+        "agent:A": (0.0, 2.0),
+        "agent:B": (0.0, 2.0),
+    }
 
 
 def test_claims_without_value_confirm_each_other(store: LineageStore) -> None:
@@ -131,8 +159,9 @@ def test_groups_are_per_claim_and_namespace(store: LineageStore) -> None:
     assert store.claim_group("nobody", "job:7", "state") == []
 
 
-def test_claim_group_keeps_every_member_in_time_order(store: LineageStore,
-                                                      clock: ManualClock) -> None:
+def test_claim_group_keeps_every_member_in_time_order(
+    store: LineageStore, clock: ManualClock
+) -> None:
     store.record(claim("z-first", "agent:A", "1"))
     clock.advance(1)
     store.record(claim("a-second", "agent:B", "2"))
@@ -149,13 +178,17 @@ def test_claim_group_keeps_every_member_in_time_order(store: LineageStore,
 def test_a_failed_record_changes_no_member_and_no_stats(store: LineageStore) -> None:
     store.record(claim("a", "agent:A", "done"))
     store.record(claim("b", "agent:B", "done"))
-    before = (store.get_many(NS, ["a", "b"]), store.source_stats(NS, ["agent:A", "agent:B",
-                                                                       "agent:C"]))
+    before = (
+        store.get_many(NS, ["a", "b"]),
+        store.source_stats(NS, ["agent:A", "agent:B", "agent:C"]),
+    )
     events_before = store.events(NS)
     with pytest.raises(UnknownDependencyError):
         store.record(claim("c", "agent:C", "failed", "ghost"))
-    assert (store.get_many(NS, ["a", "b"]), store.source_stats(
-        NS, ["agent:A", "agent:B", "agent:C"])) == before
+    assert (
+        store.get_many(NS, ["a", "b"]),
+        store.source_stats(NS, ["agent:A", "agent:B", "agent:C"]),
+    ) == before
     assert [r.id for r in store.claim_group(NS, "job:7", "state")] == ["a", "b"]
     assert store.events(NS) == events_before
     assert "c" not in store.due_for_review(NS, now=NOW + 10**6)
@@ -166,8 +199,7 @@ def test_recorded_memories_cannot_bring_their_own_marks(store: LineageStore) -> 
         with pytest.raises(ValidationError) as err:
             store.record(claim("a", "agent:A", "v", **{name: ("agent:X",)}))
         assert err.value.field == name
-    out = store.record(claim("a", "agent:A", "v", uses_ok=5, uses_failed=2,
-                             reviewed_at=NOW))
+    out = store.record(claim("a", "agent:A", "v", uses_ok=5, uses_failed=2, reviewed_at=NOW))
     assert (out.uses_ok, out.uses_failed, out.reviewed_at) == (0, 0, None)
     assert store.get(NS, "a") == out
 
@@ -227,9 +259,14 @@ def test_feedback_counts_uses_and_creator_stats(store: LineageStore) -> None:
     assert store.feedback("empty:ns", ["t1"], True) == 0
     got = store.get_many(NS, ["t1", "t2", "u1"])
     assert {i: (r.uses_ok, r.uses_failed, r.version) for i, r in got.items()} == {
-        "t1": (1, 1, 1), "t2": (1, 0, 1), "u1": (1, 0, 1)}
+        "t1": (1, 1, 1),
+        "t2": (1, 0, 1),
+        "u1": (1, 0, 1),
+    }
     assert store.source_stats(NS, ["tool:api", "user:u"]) == {
-        "tool:api": (2.0, 1.0), "user:u": (1.0, 0.0)}
+        "tool:api": (2.0, 1.0),
+        "user:u": (1.0, 0.0),
+    }
     assert store.events(NS, after=cursor) == ([], cursor)  # feedback emits no event
 
 
@@ -239,7 +276,9 @@ def test_feedback_and_claims_share_the_source_stats(store: LineageStore) -> None
     store.feedback(NS, ["a"], True)
     store.feedback(NS, ["b"], False)
     assert store.source_stats(NS, ["agent:A", "agent:B"]) == {
-        "agent:A": (1.0, 1.0), "agent:B": (0.0, 2.0)}
+        "agent:A": (1.0, 1.0),
+        "agent:B": (0.0, 2.0),
+    }
     assert store.source_stats("other:ns", ["agent:A"]) == {"agent:A": (0.0, 0.0)}
 
 
@@ -283,12 +322,16 @@ def test_reschedule_and_unschedule(store: LineageStore) -> None:
     first = NOW + store.limits.first_review_seconds
     assert store.due_for_review(NS, now=first) == ["m0", "m1", "m2", "m3", "m4"]
     # The sweep reviewed m0..m2: m0, m1 cold (much later), m2 hot (soon); ghosts ignored.
-    n = store.schedule_review(NS, {"m0": first + 5000, "m1": first + 5000, "m2": first + 1,
-                                   "ghost": first}, now=first)
+    n = store.schedule_review(
+        NS, {"m0": first + 5000, "m1": first + 5000, "m2": first + 1, "ghost": first}, now=first
+    )
     assert n == 3
     got = store.get_many(NS, ["m0", "m2", "m3"])
     assert (got["m0"].reviewed_at, got["m2"].reviewed_at, got["m3"].reviewed_at) == (
-        first, first, None)
+        first,
+        first,
+        None,
+    )
     assert {r.version for r in got.values()} == {1}
     assert store.due_for_review(NS, now=first) == ["m3", "m4"]
     assert store.due_for_review(NS, now=first + 1) == ["m3", "m4", "m2"]
@@ -333,6 +376,9 @@ def test_namespaces_lists_those_with_memories(store: LineageStore) -> None:
     store.record(MemoryRecord(id="n", namespace="a:ns", creator_id="user:u"))
     store.incr_counter("counters:only", "tool:x")
     with pytest.raises(UnknownDependencyError):
-        store.record(MemoryRecord(id="m", namespace="failed:ns", creator_id="user:u",
-                                  dependencies=("ghost",)))
+        store.record(
+            MemoryRecord(
+                id="m", namespace="failed:ns", creator_id="user:u", dependencies=("ghost",)
+            )
+        )
     assert store.namespaces() == ["a:ns", "b:ns"]

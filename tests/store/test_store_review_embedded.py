@@ -16,8 +16,9 @@ FAR = NOW + 10**6
 
 def big_store(n: int) -> EmbeddedStore:
     """``n`` memories, each first due for review at ``FAR``."""
-    store = EmbeddedStore(clock=ManualClock(NOW),
-                          limits=StoreLimits(first_review_seconds=FAR - NOW))
+    store = EmbeddedStore(
+        clock=ManualClock(NOW), limits=StoreLimits(first_review_seconds=FAR - NOW)
+    )
     for i in range(n):
         store.record(MemoryRecord(id=f"m{i:06d}", namespace=NS, creator_id="tool:t"))
     assert store.due_for_review(NS, now=FAR - 1) == []

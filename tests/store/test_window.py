@@ -17,12 +17,16 @@ def _in_window(times: list[float], window: float, at: float) -> list[float]:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.one_of(st.floats(1e9, 2e9), st.floats(0.0, 1e6)),
-       st.sampled_from([1e-3, 0.1, 3600.0, 7 * 86400.0, 97455.21227656747]),
-       st.lists(st.floats(-1.0, 1.0), min_size=1, max_size=4), st.integers(1, 4),
-       st.integers(0, 3))
+@given(
+    st.one_of(st.floats(1e9, 2e9), st.floats(0.0, 1e6)),
+    st.sampled_from([1e-3, 0.1, 3600.0, 7 * 86400.0, 97455.21227656747]),
+    st.lists(st.floats(-1.0, 1.0), min_size=1, max_size=4),
+    st.integers(1, 4),
+    st.integers(0, 3),
+)
 def test_the_next_change_is_the_first_float_where_the_window_moves(
-        base: float, window: float, offsets: list[float], ulps: int, pick: int) -> None:
+    base: float, window: float, offsets: list[float], ulps: int, pick: int
+) -> None:
     times = sorted(base + o * window for o in offsets)
     edge = times[pick % len(times)] + window
     now = edge - ulps * math.ulp(edge)  # a few floats before an event leaves
@@ -39,8 +43,11 @@ def test_the_next_change_is_the_first_float_where_the_window_moves(
 def test_an_event_leaves_where_the_subtraction_turns_not_where_the_sum_rounds() -> None:
     """Event times small against the window (a clock near its epoch, a manual clock in
     a simulation): `event + window` rounds a float away from where the event leaves."""
-    for t, window in ((432959.64989327133, 604800.0), (3.9496340400074392, 97455.21227656747),
-                      (975595.0089287693, 634290.7756941133)):
+    for t, window in (
+        (432959.64989327133, 604800.0),
+        (3.9496340400074392, 97455.21227656747),
+        (975595.0089287693, 634290.7756941133),
+    ):
         h = change_of([t], window, t)
         assert h != t + window  # the plain sum would be off by a float here
         assert t <= h - window and not t <= math.nextafter(h, -math.inf) - window

@@ -18,9 +18,12 @@ def normalise(events: list[LineageEvent]) -> list[LineageEvent]:
     for e in events:
         e = replace(e, cursor="")
         prev = out[-1] if out else None
-        if (prev is not None and e.type == prev.type == "cascaded"
-                and (e.memory_id, e.root_id, e.status, e.reason, e.at)
-                == (prev.memory_id, prev.root_id, prev.status, prev.reason, prev.at)):
+        if (
+            prev is not None
+            and e.type == prev.type == "cascaded"
+            and (e.memory_id, e.root_id, e.status, e.reason, e.at)
+            == (prev.memory_id, prev.root_id, prev.status, prev.reason, prev.at)
+        ):
             out[-1] = replace(prev, affected=prev.affected + e.affected)
         else:
             out.append(e)

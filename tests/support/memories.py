@@ -27,5 +27,4 @@ def memory(memory_id: str, *deps: str | MemoryRef, ns: str, **fields: object) ->
     Suites bind their namespace once: ``mem = partial(memory, ns=NS)``.
     """
     fields.setdefault("creator_id", DEFAULT_CREATOR)
-    return MemoryRecord(id=memory_id, namespace=ns, dependencies=deps,
-                        **fields)  # type: ignore[arg-type]
+    return MemoryRecord(id=memory_id, namespace=ns, dependencies=deps, **fields)  # type: ignore[arg-type]

@@ -20,9 +20,11 @@ from pathlib import Path
 import redis
 
 STARTUP_TIMEOUT = 15.0
-INSTALL_HINT = ("the store tests need a real redis-server and redis-cli on PATH; "
-                "install them (Debian/Ubuntu: apt-get install -y redis-server) or run "
-                "scripts/test.sh, which does it")
+INSTALL_HINT = (
+    "the store tests need a real redis-server and redis-cli on PATH; "
+    "install them (Debian/Ubuntu: apt-get install -y redis-server) or run "
+    "scripts/test.sh, which does it"
+)
 
 
 def require_binaries() -> tuple[str, str]:
@@ -59,8 +61,9 @@ def _wait_ready(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
         while True:
             if proc.poll() is not None:
                 tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
-                raise RuntimeError(f"redis-server on port {port} exited "
-                                   f"(code {proc.returncode}):\n{tail}")
+                raise RuntimeError(
+                    f"redis-server on port {port} exited (code {proc.returncode}):\n{tail}"
+                )
             try:
                 # PING answers while the AOF is still loading; wait for loading to end.
                 if client.ping() and client.info("persistence").get("loading", 0) == 0:
@@ -68,8 +71,10 @@ def _wait_ready(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
             except redis.exceptions.ConnectionError:  # includes BusyLoadingError
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server on port {port} not ready after "
-                                   f"{STARTUP_TIMEOUT:.0f} s (log: {log})")
+                raise RuntimeError(
+                    f"redis-server on port {port} not ready after "
+                    f"{STARTUP_TIMEOUT:.0f} s (log: {log})"
+                )
             time.sleep(0.02)
     finally:
         client.close()
@@ -98,15 +103,28 @@ class RedisServer:
     def start(self) -> RedisServer:
         server, _ = require_binaries()
         self.dir.mkdir(parents=True, exist_ok=True)
-        args = [server, "--port", str(self.port), "--bind", self.host,
-                "--dir", str(self.dir), "--daemonize", "no", "--save", "",
-                "--logfile", str(self.log), "--protected-mode", "no"]
+        args = [
+            server,
+            "--port",
+            str(self.port),
+            "--bind",
+            self.host,
+            "--dir",
+            str(self.dir),
+            "--daemonize",
+            "no",
+            "--save",
+            "",
+            "--logfile",
+            str(self.log),
+            "--protected-mode",
+            "no",
+        ]
         if self.aof:
             # fsync on every write: a SIGKILL restart must lose nothing acknowledged.
             args += ["--appendonly", "yes", "--appendfsync", "always"]
         args += list(self.extra_args)
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_ready(self.port, self.proc, self.log)
         return self
 
@@ -141,11 +159,13 @@ class RedisServer:
         return self.url
 
 
-def start_redis_server(dir: Path, *, port: int | None = None, aof: bool = True,
-                       extra_args: tuple[str, ...] = ()) -> RedisServer:
+def start_redis_server(
+    dir: Path, *, port: int | None = None, aof: bool = True, extra_args: tuple[str, ...] = ()
+) -> RedisServer:
     """Start a standalone server (AOF on by default) on a free loopback port."""
-    return RedisServer(port=port or free_port(), dir=Path(dir), aof=aof,
-                       extra_args=extra_args).start()
+    return RedisServer(
+        port=port or free_port(), dir=Path(dir), aof=aof, extra_args=extra_args
+    ).start()
 
 
 @dataclass
@@ -174,17 +194,39 @@ def start_redis_cluster(dir: Path, *, masters: int = 3) -> RedisClusterHandle:
     try:
         for i in range(masters):
             port = free_port(with_bus=True)
-            servers.append(start_redis_server(
-                Path(dir) / f"node{i}", port=port, aof=False,
-                extra_args=("--cluster-enabled", "yes", "--cluster-config-file",
-                            "nodes.conf", "--cluster-node-timeout", "5000")))
+            servers.append(
+                start_redis_server(
+                    Path(dir) / f"node{i}",
+                    port=port,
+                    aof=False,
+                    extra_args=(
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        "5000",
+                    ),
+                )
+            )
         create = subprocess.run(
-            [cli, "--cluster", "create", *(f"127.0.0.1:{s.port}" for s in servers),
-             "--cluster-replicas", "0", "--cluster-yes"],
-            capture_output=True, text=True, timeout=60)
+            [
+                cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{s.port}" for s in servers),
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if create.returncode != 0:
-            raise RuntimeError(f"redis-cli --cluster create failed:\n{create.stdout}\n"
-                               f"{create.stderr}")
+            raise RuntimeError(
+                f"redis-cli --cluster create failed:\n{create.stdout}\n{create.stderr}"
+            )
         _wait_cluster_ok(servers)
     except BaseException:
         for s in servers:

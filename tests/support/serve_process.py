@@ -26,13 +26,26 @@ class ServeProcess:
     """`memlineage serve --listen 127.0.0.1:0 --decision-log off ARGS...` (later
     flags win, so `args` may name another decision log); `address` once serving."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None,
-                 timeout: float = 30.0) -> None:
+    def __init__(
+        self, args: list[str], env: dict[str, str] | None = None, timeout: float = 30.0
+    ) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memlineage", "serve", "--listen", "127.0.0.1:0",
-             "--decision-log", "off", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, **env} if env else None)
+            [
+                sys.executable,
+                "-m",
+                "memlineage",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--decision-log",
+                "off",
+                *args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **env} if env else None,
+        )
         self.lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
         try:

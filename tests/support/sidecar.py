@@ -27,8 +27,9 @@ class RunningSidecar:
 
     def __init__(self, config: Config | None = None, clock: Clock | None = None) -> None:
         base = config or Config(policy_dir=BUNDLED_POLICIES)
-        self.config = replace(base, listen="127.0.0.1:0", decision_log=base.decision_log
-                              if config else "off")
+        self.config = replace(
+            base, listen="127.0.0.1:0", decision_log=base.decision_log if config else "off"
+        )
         self.clock = clock or ManualClock(T0)
         self.loop = asyncio.new_event_loop()
         self.sidecar: Sidecar | None = None
@@ -42,7 +43,8 @@ class RunningSidecar:
     def __enter__(self) -> RunningSidecar:
         self._thread.start()
         future = asyncio.run_coroutine_threadsafe(
-            start_sidecar(self.config, clock=self.clock), self.loop)
+            start_sidecar(self.config, clock=self.clock), self.loop
+        )
         self.sidecar = future.result(timeout=30)
         return self
 

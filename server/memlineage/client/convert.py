@@ -38,9 +38,7 @@ _OPERATIONS: dict[str, pb.Operation] = {
 def _kind_of(text: str, what: str) -> pb.CreatorKind:
     kind = text.split(":", 1)[0]
     if kind not in _KINDS or not text.strip():
-        raise ValueError(
-            f"{what}: {text!r} is not \"kind:id\" with kind one of {', '.join(_KINDS)}"
-        )
+        raise ValueError(f'{what}: {text!r} is not "kind:id" with kind one of {", ".join(_KINDS)}')
     return _KINDS[kind]
 
 
@@ -63,9 +61,7 @@ def parse_operation(name: str) -> pb.Operation:
     try:
         return _OPERATIONS[name]
     except KeyError:
-        raise ValueError(
-            f"operation: {name!r} is not one of {', '.join(_OPERATIONS)}"
-        ) from None
+        raise ValueError(f"operation: {name!r} is not one of {', '.join(_OPERATIONS)}") from None
 
 
 def to_timestamp(t: float) -> Timestamp:

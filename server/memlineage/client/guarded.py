@@ -25,8 +25,17 @@ class MemoryStore(Protocol):
     def delete(self, key: str) -> Any: ...
 
 
-_RECORD_META = ("creator", "confidence", "type", "tags", "claim", "dependencies",
-                "volatility", "context_id", "created_at")
+_RECORD_META = (
+    "creator",
+    "confidence",
+    "type",
+    "tags",
+    "claim",
+    "dependencies",
+    "volatility",
+    "context_id",
+    "created_at",
+)
 
 
 class GuardedStore:
@@ -40,8 +49,14 @@ class GuardedStore:
     """
 
     def __init__(
-        self, store: MemoryStore, client: MemLineageClient, *, creator: str | None = None,
-        actor: str | None = None, overfetch: int = 3, historical: bool = False,
+        self,
+        store: MemoryStore,
+        client: MemLineageClient,
+        *,
+        creator: str | None = None,
+        actor: str | None = None,
+        overfetch: int = 3,
+        historical: bool = False,
     ) -> None:
         if overfetch < 1:
             raise ValueError(f"overfetch: {overfetch!r} must be at least 1")
@@ -96,9 +111,7 @@ class GuardedStore:
 
     def get(self, key: str) -> Any:
         """The value if the read is allowed or degraded (see ``last_decision``)."""
-        self._allow(self.client.check(
-            "read", key, actor=self.actor, historical=self.historical
-        ))
+        self._allow(self.client.check("read", key, actor=self.actor, historical=self.historical))
         return self.store.get(key)
 
     def search(self, query: str, k: int) -> list[tuple[str, Any, float, pb.Decision]]:

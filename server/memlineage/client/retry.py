@@ -34,7 +34,10 @@ def should_retry(code: grpc.StatusCode, details: str, *, idempotent: bool) -> bo
 
 
 def backoff_delay(
-    attempt: int, *, base: float = 0.05, cap: float = 1.0,
+    attempt: int,
+    *,
+    base: float = 0.05,
+    cap: float = 1.0,
     rng: Callable[[], float] = random.random,
 ) -> float:
     """Sleep before retry number ``attempt`` (0-based): base·2^attempt capped, half jittered.
@@ -42,5 +45,5 @@ def backoff_delay(
     The delay lies in [c/2, c] with c = min(cap, base·2^attempt), so clients that
     failed together do not come back together, yet never retry immediately.
     """
-    ceiling = min(cap, base * 2.0 ** attempt)
+    ceiling = min(cap, base * 2.0**attempt)
     return ceiling * (0.5 + 0.5 * rng())

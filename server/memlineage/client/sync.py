@@ -37,8 +37,13 @@ class MemLineageClient:
     """
 
     def __init__(
-        self, target: str, *, token: str | None = None, namespace: str = "",
-        timeout: float = 5.0, retries: int = 3,
+        self,
+        target: str,
+        *,
+        token: str | None = None,
+        namespace: str = "",
+        timeout: float = 5.0,
+        retries: int = 3,
         credentials: grpc.ChannelCredentials | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: Callable[[], float] = random.random,
@@ -76,9 +81,7 @@ class MemLineageClient:
         self.close()
 
     # -- plumbing
-    def _call(
-        self, method: Unary[_Req, _Resp], request: _Req, *, idempotent: bool
-    ) -> _Resp:
+    def _call(self, method: Unary[_Req, _Resp], request: _Req, *, idempotent: bool) -> _Resp:
         """One unary call under one deadline, retried per `should_retry`."""
         deadline = time.monotonic() + self.timeout
         attempt = 0
@@ -111,17 +114,32 @@ class MemLineageClient:
 
     # -- MemLineage
     def record(
-        self, memory_id: str, *, creator: str, confidence: float = 1.0, type: str = "fact",
-        tags: Sequence[str] = (), claim: tuple[str, str, str] | None = None,
-        volatility: str = "", context_id: str = "", dependencies: Sequence[str] = (),
-        created_at: float | None = None, actor: str | None = None,
-        budget: float | None = None, at: float | None = None,
+        self,
+        memory_id: str,
+        *,
+        creator: str,
+        confidence: float = 1.0,
+        type: str = "fact",
+        tags: Sequence[str] = (),
+        claim: tuple[str, str, str] | None = None,
+        volatility: str = "",
+        context_id: str = "",
+        dependencies: Sequence[str] = (),
+        created_at: float | None = None,
+        actor: str | None = None,
+        budget: float | None = None,
+        at: float | None = None,
     ) -> pb.RecordResponse:
         """Record a memory's lineage; ``recorded`` is False when the policies deny it."""
         memory = pb.Memory(
-            id=memory_id, type=type, tags=list(tags), volatility=volatility,
-            creator=parse_creator(creator), creator_confidence=confidence,
-            context_id=context_id, dependencies=list(dependencies),
+            id=memory_id,
+            type=type,
+            tags=list(tags),
+            volatility=volatility,
+            creator=parse_creator(creator),
+            creator_confidence=confidence,
+            context_id=context_id,
+            dependencies=list(dependencies),
         )
         if claim is not None:
             subject, attribute, value = claim
@@ -133,8 +151,14 @@ class MemLineageClient:
         return self._call(self._stub.Record, request, idempotent=False)
 
     def check(
-        self, operation: str, memory_id: str | Sequence[str], *, actor: str | None = None,
-        budget: float | None = None, action: str = "", historical: bool = False,
+        self,
+        operation: str,
+        memory_id: str | Sequence[str],
+        *,
+        actor: str | None = None,
+        budget: float | None = None,
+        action: str = "",
+        historical: bool = False,
         at: float | None = None,
     ) -> pb.Decision:
         """Ask for one operation's decision (the CheckResponse holds nothing else).
@@ -156,80 +180,137 @@ class MemLineageClient:
         return self._call(self._stub.Check, request, idempotent=True).decision
 
     def filter_rank(
-        self, candidates: Sequence[tuple[str, float]], *, actor: str | None = None,
-        budget: float | None = None, historical: bool = False, limit: int = 0,
+        self,
+        candidates: Sequence[tuple[str, float]],
+        *,
+        actor: str | None = None,
+        budget: float | None = None,
+        historical: bool = False,
+        limit: int = 0,
         at: float | None = None,
     ) -> pb.FilterRankResponse:
         """Filter retrieval candidates ``(id, similarity)`` and re-rank the kept ones."""
         request = pb.FilterRankRequest(
-            namespace=self.namespace, historical=historical, limit=limit,
+            namespace=self.namespace,
+            historical=historical,
+            limit=limit,
             candidates=[pb.Candidate(memory_id=i, similarity=s) for i, s in candidates],
         )
         self._decision_context(request, actor=actor, budget=budget, at=at)
         return self._call(self._stub.FilterRank, request, idempotent=True)
 
     def _update_status(
-        self, memory_id: str, action: pb.StatusAction, *, successor_id: str = "",
-        reason: str, expected_version: int, actor: str | None, at: float | None,
+        self,
+        memory_id: str,
+        action: pb.StatusAction,
+        *,
+        successor_id: str = "",
+        reason: str,
+        expected_version: int,
+        actor: str | None,
+        at: float | None,
     ) -> pb.UpdateStatusResponse:
         request = pb.UpdateStatusRequest(
-            namespace=self.namespace, memory_id=memory_id, action=action,
-            successor_id=successor_id, reason=reason, expected_version=expected_version,
+            namespace=self.namespace,
+            memory_id=memory_id,
+            action=action,
+            successor_id=successor_id,
+            reason=reason,
+            expected_version=expected_version,
         )
         self._decision_context(request, actor=actor, budget=None, at=at)
         return self._call(self._stub.UpdateStatus, request, idempotent=False)
 
     def revoke(
-        self, memory_id: str, reason: str = "", expected_version: int = 0,
-        actor: str | None = None, at: float | None = None,
+        self,
+        memory_id: str,
+        reason: str = "",
+        expected_version: int = 0,
+        actor: str | None = None,
+        at: float | None = None,
     ) -> pb.UpdateStatusResponse:
         """Revoke a memory; its descendants become pending_verification."""
         return self._update_status(
-            memory_id, pb.STATUS_ACTION_REVOKE, reason=reason,
-            expected_version=expected_version, actor=actor, at=at,
+            memory_id,
+            pb.STATUS_ACTION_REVOKE,
+            reason=reason,
+            expected_version=expected_version,
+            actor=actor,
+            at=at,
         )
 
     def supersede(
-        self, memory_id: str, successor_id: str, reason: str = "", expected_version: int = 0,
-        actor: str | None = None, at: float | None = None,
+        self,
+        memory_id: str,
+        successor_id: str,
+        reason: str = "",
+        expected_version: int = 0,
+        actor: str | None = None,
+        at: float | None = None,
     ) -> pb.UpdateStatusResponse:
         """Mark a memory superseded by ``successor_id``; cascades like revoke."""
         return self._update_status(
-            memory_id, pb.STATUS_ACTION_SUPERSEDE, successor_id=successor_id, reason=reason,
-            expected_version=expected_version, actor=actor, at=at,
+            memory_id,
+            pb.STATUS_ACTION_SUPERSEDE,
+            successor_id=successor_id,
+            reason=reason,
+            expected_version=expected_version,
+            actor=actor,
+            at=at,
         )
 
     def confirm(
-        self, memory_id: str, reason: str = "", expected_version: int = 0,
-        actor: str | None = None, at: float | None = None,
+        self,
+        memory_id: str,
+        reason: str = "",
+        expected_version: int = 0,
+        actor: str | None = None,
+        at: float | None = None,
     ) -> pb.UpdateStatusResponse:
         """Re-validate a pending_verification memory."""
         return self._update_status(
-            memory_id, pb.STATUS_ACTION_CONFIRM, reason=reason,
-            expected_version=expected_version, actor=actor, at=at,
+            memory_id,
+            pb.STATUS_ACTION_CONFIRM,
+            reason=reason,
+            expected_version=expected_version,
+            actor=actor,
+            at=at,
         )
 
     def feedback(
-        self, decision_id: str, memory_ids: Sequence[str], success: bool, note: str = "",
+        self,
+        decision_id: str,
+        memory_ids: Sequence[str],
+        success: bool,
+        note: str = "",
         at: float | None = None,
     ) -> pb.FeedbackResponse:
         """Report whether what a decision allowed worked out (moves credibility/accuracy)."""
         request = pb.FeedbackRequest(
-            namespace=self.namespace, decision_id=decision_id, memory_ids=list(memory_ids),
-            success=success, note=note,
+            namespace=self.namespace,
+            decision_id=decision_id,
+            memory_ids=list(memory_ids),
+            success=success,
+            note=note,
         )
         if at is not None:
             request.time.CopyFrom(to_timestamp(at))
         return self._call(self._stub.Feedback, request, idempotent=False)
 
     def explain(
-        self, memory_id: str, ancestor_depth: int = 0, descendant_depth: int = 0,
+        self,
+        memory_id: str,
+        ancestor_depth: int = 0,
+        descendant_depth: int = 0,
         decisions: int = 0,
     ) -> pb.ExplainResponse:
         """A memory's lineage graph and recent decisions (0: the server's defaults)."""
         request = pb.ExplainRequest(
-            namespace=self.namespace, memory_id=memory_id, ancestor_depth=ancestor_depth,
-            descendant_depth=descendant_depth, decisions=decisions,
+            namespace=self.namespace,
+            memory_id=memory_id,
+            ancestor_depth=ancestor_depth,
+            descendant_depth=descendant_depth,
+            decisions=decisions,
         )
         return self._call(self._stub.Explain, request, idempotent=True)
 
@@ -246,8 +327,9 @@ class MemLineageClient:
             )
             return self._stub.Watch(request, metadata=self._metadata)
 
-        return WatchStream(open_call, cursor, retries=self.retries, sleep=self._sleep,
-                           rng=self._rng)
+        return WatchStream(
+            open_call, cursor, retries=self.retries, sleep=self._sleep, rng=self._rng
+        )
 
     # -- PolicyAdmin
     def list_policies(self) -> pb.ListPoliciesResponse:
@@ -262,8 +344,9 @@ class MemLineageClient:
         request = pb.LintPolicyRequest(files=dict(files))
         return self._call(self._admin.LintPolicy, request, idempotent=True)
 
-    def run_sweep(self, namespace: str = "", batch: int = 0,
-                  at: float | None = None) -> pb.RunSweepResponse:
+    def run_sweep(
+        self, namespace: str = "", batch: int = 0, at: float | None = None
+    ) -> pb.RunSweepResponse:
         """One lifecycle governance pass (admin): archive / evict by value."""
         request = pb.RunSweepRequest(namespace=namespace, batch=batch)
         if at is not None:
@@ -271,13 +354,23 @@ class MemLineageClient:
         return self._call(self._admin.RunSweep, request, idempotent=False)
 
     def compress(
-        self, memory_id: str, summary_id: str, reason: str = "", expected_version: int = 0,
-        actor: str | None = None, at: float | None = None,
+        self,
+        memory_id: str,
+        summary_id: str,
+        reason: str = "",
+        expected_version: int = 0,
+        actor: str | None = None,
+        at: float | None = None,
     ) -> pb.UpdateStatusResponse:
         """Mark a memory compressed into a summary memory that depends on it."""
         return self._update_status(
-            memory_id, pb.STATUS_ACTION_COMPRESS, successor_id=summary_id, reason=reason,
-            expected_version=expected_version, actor=actor, at=at,
+            memory_id,
+            pb.STATUS_ACTION_COMPRESS,
+            successor_id=summary_id,
+            reason=reason,
+            expected_version=expected_version,
+            actor=actor,
+            at=at,
         )
 
     # -- grpc.health.v1
@@ -294,8 +387,13 @@ class WatchStream(Iterator[pb.LineageEvent]):
     """The events of a Watch; ``cancel()`` ends the iteration cleanly from any thread."""
 
     def __init__(
-        self, open_call: Callable[[str], WatchCall], cursor: str, *, retries: int,
-        sleep: Callable[[float], None], rng: Callable[[], float],
+        self,
+        open_call: Callable[[str], WatchCall],
+        cursor: str,
+        *,
+        retries: int,
+        sleep: Callable[[float], None],
+        rng: Callable[[], float],
     ) -> None:
         self._open = open_call
         self.cursor = cursor  # the last event seen: where a reconnect resumes

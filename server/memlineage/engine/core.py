@@ -124,9 +124,15 @@ class Engine:
         with contextlib.suppress(StoreUnavailableError):
             self.decisions.flush()
 
-    def _scores(self, ns: str, records: Mapping[str, MemoryRecord], now: float,
-                reads: frozenset[str] | None = None,
-                rank: Sequence[str] = (), epoch: int | None = None) -> Scores | None:
+    def _scores(
+        self,
+        ns: str,
+        records: Mapping[str, MemoryRecord],
+        now: float,
+        reads: frozenset[str] | None = None,
+        rank: Sequence[str] = (),
+        epoch: int | None = None,
+    ) -> Scores | None:
         """Reliability and value of the loaded records in one vectorised pass — only
         what the operation's policies read (`reads`), plus the value of `rank`ed ids.
         `epoch`: the namespace's write counter read before the records (credibility
@@ -162,7 +168,13 @@ class Engine:
         return budget
 
     def _issue(
-        self, d: Decision, ns: str, op: str, ids: tuple[str, ...], actor: Creator, now: float,
+        self,
+        d: Decision,
+        ns: str,
+        op: str,
+        ids: tuple[str, ...],
+        actor: Creator,
+        now: float,
         version: str,
     ) -> DecisionRecord:
         decision_id, serial = issue_decision_id(now)
@@ -172,8 +184,14 @@ class Engine:
         self.journal.put(serial, rec)
         return rec
 
-    def _view(self, ns: str, ids: Sequence[str], op: str, compiled: CompiledPolicySet,
-              loaded: Mapping[str, MemoryRecord] | None = None) -> dict[str, MemoryRecord]:
+    def _view(
+        self,
+        ns: str,
+        ids: Sequence[str],
+        op: str,
+        compiled: CompiledPolicySet,
+        loaded: Mapping[str, MemoryRecord] | None = None,
+    ) -> dict[str, MemoryRecord]:
         """The records `ids` and the lineage the operation needs, in one store read;
         none when the caller already `loaded` them and no lineage is needed."""
         uses = compiled.plans[op].uses
@@ -190,16 +208,27 @@ class Engine:
 
     # ------------------------------------------------------------ decisions
     def check(
-        self, ns: str, op: str, memory_ids: Sequence[str], actor: Creator,
-        budget: float | None = None, action: str = "", historical: bool = False,
+        self,
+        ns: str,
+        op: str,
+        memory_ids: Sequence[str],
+        actor: Creator,
+        budget: float | None = None,
+        action: str = "",
+        historical: bool = False,
         time: float | None = None,
     ) -> DecisionRecord:
-        return self.check_ticketed(ns, op, memory_ids, actor, budget, action, historical,
-                                   time)[0]
+        return self.check_ticketed(ns, op, memory_ids, actor, budget, action, historical, time)[0]
 
     def check_ticketed(
-        self, ns: str, op: str, memory_ids: Sequence[str], actor: Creator,
-        budget: float | None = None, action: str = "", historical: bool = False,
+        self,
+        ns: str,
+        op: str,
+        memory_ids: Sequence[str],
+        actor: Creator,
+        budget: float | None = None,
+        action: str = "",
+        historical: bool = False,
         time: float | None = None,
     ) -> tuple[DecisionRecord, ReuseTicket | None]:
         """`check`, plus a ticket when the decision is reusable: `reissue(ticket)`
@@ -230,12 +259,27 @@ class Engine:
                 raise
             return self._issue(store_down(op), ns, op, ids, actor, now, serving.version), None
         reads = serving.compiled.plans[op].reads
-        snap, facts = snapshot_of(records, self.store, ns, now, scores=self._scores(
-            ns, records, now, reads, epoch=window.epoch), reads=reads)
+        snap, facts = snapshot_of(
+            records,
+            self.store,
+            ns,
+            now,
+            scores=self._scores(ns, records, now, reads, epoch=window.epoch),
+            reads=reads,
+        )
         self._bound(snap, window)
         memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
-        req = Request(op, memories[0], actor, ns, spend, now, action, historical,
-                      memories=memories if op == "act" else ())
+        req = Request(
+            op,
+            memories[0],
+            actor,
+            ns,
+            spend,
+            now,
+            action,
+            historical,
+            memories=memories if op == "act" else (),
+        )
         d = self._decide_safely(serving.compiled, req, snap, op)
         accessed = op == "read" and d.effect != DENY and ids[0] in records
         if accessed and self.record_access:
@@ -244,17 +288,27 @@ class Engine:
         # Only decisions on memories this namespace holds are kept: an id it does not
         # hold may be recorded at any time, which no stamp or counter of a memory covers.
         if not d.errors and all(i in records for i in ids):
-            entry = window.keep(key, d, now, snap.horizon, accessed, tuple(records),
-                                snap.counted)
+            entry = window.keep(key, d, now, snap.horizon, accessed, tuple(records), snap.counted)
             if entry is not None:
                 return rec, self._ticket(entry, serving, rec)
         return rec, None
 
-    def _ticket(self, entry: Reusable, serving: ServingPolicies,
-                rec: DecisionRecord) -> ReuseTicket:
-        return ReuseTicket(entry, serving, DecisionContext(
-            rec.decision, rec.namespace, rec.operation, rec.memory_ids, rec.actor,
-            rec.policy_version), entry.accessed and self.record_access)
+    def _ticket(
+        self, entry: Reusable, serving: ServingPolicies, rec: DecisionRecord
+    ) -> ReuseTicket:
+        return ReuseTicket(
+            entry,
+            serving,
+            DecisionContext(
+                rec.decision,
+                rec.namespace,
+                rec.operation,
+                rec.memory_ids,
+                rec.actor,
+                rec.policy_version,
+            ),
+            entry.accessed and self.record_access,
+        )
 
     def reissue(self, ticket: ReuseTicket) -> tuple[str, float] | None:
         """The ticket's decision issued again now — a decision of its own (id, journal,
@@ -282,8 +336,9 @@ class Engine:
         snap.value_decay = (self.scoring.beta, self.scoring.relevance_lambda)
         snap.timed = window is not None and window.table is not None
 
-    def _decide_safely(self, compiled: CompiledPolicySet, req: Request, snap: StoreSnapshot,
-                       op: str) -> Decision:
+    def _decide_safely(
+        self, compiled: CompiledPolicySet, req: Request, snap: StoreSnapshot, op: str
+    ) -> Decision:
         """Counters are read lazily from the store during evaluation: honour fail mode."""
         d = decide(compiled, req, snap)
         return self._checked(d, op, snap) if d.errors else d
@@ -297,8 +352,14 @@ class Engine:
         return d
 
     def filter_rank(
-        self, ns: str, candidates: Sequence[tuple[str, float]], actor: Creator, *,
-        budget: float | None = None, historical: bool = False, limit: int = 0,
+        self,
+        ns: str,
+        candidates: Sequence[tuple[str, float]],
+        actor: Creator,
+        *,
+        budget: float | None = None,
+        historical: bool = False,
+        limit: int = 0,
         time: float | None = None,
     ) -> list[RankedCandidate]:
         """Decide `read` on every candidate from one lineage read; rank by
@@ -342,35 +403,51 @@ class Engine:
             if down:
                 d = store_down("read")
             else:
-                d = self._candidate(window, compiled, req, snap, facts, records, mid,
-                                    (ns, "read", (mid,), actor.kind, actor.id, spend, "",
-                                     historical), now)
+                d = self._candidate(
+                    window,
+                    compiled,
+                    req,
+                    snap,
+                    facts,
+                    records,
+                    mid,
+                    (ns, "read", (mid,), actor.kind, actor.id, spend, "", historical),
+                    now,
+                )
             reliability = reliability_of(mid, 1.0)
             value = value_of(mid, 1.0)
             downrank = downranks.get(id(d))
             if downrank is None:
                 downrank = downranks[id(d)] = _downrank(d)
-            rank = rank_score(self.scoring, sim, d.compliance_score, reliability, value,
-                              downrank)
+            rank = rank_score(self.scoring, sim, d.compliance_score, reliability, value, downrank)
             rec = DecisionRecord(decision_id, d, ns, "read", (mid,), actor.id, now, version)
             issued.append(rec)
-            out.append(RankedCandidate(mid, sim, rank, d.effect != DENY, rec, reliability,
-                                       value))
+            out.append(RankedCandidate(mid, sim, rank, d.effect != DENY, rec, reliability, value))
         self.log.write_many(issued)
         self.journal.put_many(serials, issued)
         if limit:
-            keep = {id(c) for c in sorted((c for c in out if c.kept),
-                                          key=lambda c: -c.rank_score)[:limit]}
+            keep = {
+                id(c)
+                for c in sorted((c for c in out if c.kept), key=lambda c: -c.rank_score)[:limit]
+            }
             out = [c if id(c) in keep or not c.kept else replace(c, kept=False) for c in out]
         kept = tuple(c.memory_id for c in out if c.kept and c.memory_id in records)
         if kept and self.record_access:
             self.access.add(ns, kept, now)
         return out
 
-    def _candidate(self, window: Window, compiled: CompiledPolicySet, req: Request,
-                   snap: StoreSnapshot, facts: Mapping[str, Any],
-                   records: Mapping[str, MemoryRecord], mid: str, key: ReuseKey,
-                   now: float) -> Decision:
+    def _candidate(
+        self,
+        window: Window,
+        compiled: CompiledPolicySet,
+        req: Request,
+        snap: StoreSnapshot,
+        facts: Mapping[str, Any],
+        records: Mapping[str, MemoryRecord],
+        mid: str,
+        key: ReuseKey,
+        now: float,
+    ) -> Decision:
         """The read decision on one FilterRank candidate: reused, or evaluated (and kept
         for reuse when it is exact for a memory this namespace holds)."""
         hit = window.lookup(key, now)
@@ -383,14 +460,25 @@ class Engine:
         if d.errors:
             return self._checked(d, "read", snap)
         if mid in records:
-            window.keep(key, d, now, snap.horizon, d.effect != DENY, lineage_ids(
-                records, mid, "descendants" in compiled.plans["read"].uses), snap.counted)
+            window.keep(
+                key,
+                d,
+                now,
+                snap.horizon,
+                d.effect != DENY,
+                lineage_ids(records, mid, "descendants" in compiled.plans["read"].uses),
+                snap.counted,
+            )
         return d
 
     # ------------------------------------------------------------ writes
     def record(
-        self, proposed: MemoryRecord, actor: Creator | None = None, *,
-        budget: float | None = None, time: float | None = None,
+        self,
+        proposed: MemoryRecord,
+        actor: Creator | None = None,
+        *,
+        budget: float | None = None,
+        time: float | None = None,
     ) -> RecordResult:
         """Validate fully, decide, then write. The decision is logged only when it is
         final: a DENY, or a write that the store accepted (never for a refused input)."""
@@ -416,42 +504,70 @@ class Engine:
                 # Recorded already: an identical retry answers the first outcome (nothing
                 # is decided or written again); another memory is AlreadyExistsError.
                 outcome = self.store.record_claim(proposed, now=now, digest=digest)
-                replay = Decision(ALLOW, 1.0, 0.0, reasons=(Reason(
-                    "<replayed>", ALLOW, "an identical Record of this memory was applied "
-                    "already: its outcome", 0, FIRED),))
-                return RecordResult(True, self._issue(replay, ns, op, (proposed.id,), actor,
-                                                      now, serving.version),
-                                    outcome.memory, outcome.superseded_id, outcome.affected)
+                replay = Decision(
+                    ALLOW,
+                    1.0,
+                    0.0,
+                    reasons=(
+                        Reason(
+                            "<replayed>",
+                            ALLOW,
+                            "an identical Record of this memory was applied already: its outcome",
+                            0,
+                            FIRED,
+                        ),
+                    ),
+                )
+                return RecordResult(
+                    True,
+                    self._issue(replay, ns, op, (proposed.id,), actor, now, serving.version),
+                    outcome.memory,
+                    outcome.superseded_id,
+                    outcome.affected,
+                )
             for i, dep in enumerate(deps):
                 if dep not in records:
-                    raise UnknownDependencyError(f"no memory {dep!r} in this namespace",
-                                                 field=f"dependencies[{i}]")
+                    raise UnknownDependencyError(
+                        f"no memory {dep!r} in this namespace", field=f"dependencies[{i}]"
+                    )
             current = (
                 self.store.current_claim(ns, proposed.subject, proposed.attribute)
-                if proposed.subject and proposed.attribute else None
+                if proposed.subject and proposed.attribute
+                else None
             )
             if current is not None:
                 records = {**records, current.id: current}
             mine = to_facts(proposed, now)
             reads = serving.compiled.plans[op].reads
             scores = self._scores(ns, {**records, proposed.id: proposed}, now, reads)
-            snap, facts = snapshot_of(records, self.store, ns, now, extra=[mine],
-                                      scores=scores, reads=reads)
+            snap, facts = snapshot_of(
+                records, self.store, ns, now, extra=[mine], scores=scores, reads=reads
+            )
             target = facts[current.id] if current is not None else mine
             req = Request(op, mine, actor, ns, spend, now, target=target)
             d = self._decide_safely(serving.compiled, req, snap, op)
             if d.effect == DENY:
-                return RecordResult(False, self._issue(d, ns, op, (proposed.id,), actor, now,
-                                                       serving.version))
-            supersede = (current.id if current is not None and current.value != proposed.value
-                         and _supersedes(proposed, current) else None)
+                return RecordResult(
+                    False, self._issue(d, ns, op, (proposed.id,), actor, now, serving.version)
+                )
+            supersede = (
+                current.id
+                if current is not None
+                and current.value != proposed.value
+                and _supersedes(proposed, current)
+                else None
+            )
             # One atomic store step: the record, its claim-group comparison, the
             # supersession with its cascade, the rate counter (and the write counters).
             try:
                 outcome = self.store.record_claim(
-                    proposed, now=now, digest=digest,
+                    proposed,
+                    now=now,
+                    digest=digest,
                     holder=current.id if current is not None else None,
-                    supersede=supersede, count=calls_counter(proposed.creator_id))
+                    supersede=supersede,
+                    count=calls_counter(proposed.creator_id),
+                )
             except ClaimMovedError:
                 if attempt == 7:
                     raise
@@ -459,19 +575,29 @@ class Engine:
             if outcome.memory.claim is not None and not outcome.replayed:
                 self.credibility.invalidate_namespace(ns)
             rec = self._issue(d, ns, op, (proposed.id,), actor, now, serving.version)
-            return RecordResult(True, rec, outcome.memory, outcome.superseded_id,
-                                outcome.affected)
+            return RecordResult(True, rec, outcome.memory, outcome.superseded_id, outcome.affected)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def update_status(
-        self, ns: str, memory_id: str, action: str, actor: Creator, *,
-        successor: str | None = None, reason: str = "", expected_version: int | None = None,
+        self,
+        ns: str,
+        memory_id: str,
+        action: str,
+        actor: Creator,
+        *,
+        successor: str | None = None,
+        reason: str = "",
+        expected_version: int | None = None,
         time: float | None = None,
     ) -> StatusResult:
         """Check existence, version and transition first, then decide, then apply; the
         decision is logged once it is final (a DENY, or the change applied)."""
-        target = {"revoke": Status.REVOKED, "supersede": Status.SUPERSEDED,
-                  "confirm": Status.ACTIVE, "compress": Status.COMPRESSED}.get(action)
+        target = {
+            "revoke": Status.REVOKED,
+            "supersede": Status.SUPERSEDED,
+            "confirm": Status.ACTIVE,
+            "compress": Status.COMPRESSED,
+        }.get(action)
         if target is None:
             raise ValidationError(f"unknown status action {action!r}", field="action")
         if action in ("supersede", "compress") and not successor:
@@ -483,49 +609,84 @@ class Engine:
         if successor and successor not in found:
             raise NotFoundError(f"memory {successor!r} not found", field="successor_id")
         if action == "compress" and memory_id not in _dependency_ids(found[successor or ""]):
-            raise ValidationError(f"summary {successor!r} must depend on {memory_id!r}",
-                                  field="successor_id")
+            raise ValidationError(
+                f"summary {successor!r} must depend on {memory_id!r}", field="successor_id"
+            )
         if expected_version is not None and current.version != expected_version:
             raise VersionConflictError(
                 f"memory {memory_id!r} is at version {current.version}, not {expected_version}",
-                field="expected_version", expected=expected_version, actual=current.version)
+                field="expected_version",
+                expected=expected_version,
+                actual=current.version,
+            )
         if action == "confirm" and current.status != Status.PENDING_VERIFICATION:
-            raise TransitionError(f"memory {memory_id!r} is {current.status}, only "
-                                  "pending_verification can be confirmed",
-                                  current=current.status, requested="active")
+            raise TransitionError(
+                f"memory {memory_id!r} is {current.status}, only "
+                "pending_verification can be confirmed",
+                current=current.status,
+                requested="active",
+            )
         check_transition(current.status, target, memory_id)
         now = self._now(time)
         serving = self.policies.current
         records = self._view(ns, [memory_id], "update", serving.compiled, loaded=found)
         reads = serving.compiled.plans["update"].reads
-        snap, facts = snapshot_of(records, self.store, ns, now, scores=self._scores(
-            ns, records, now, reads), reads=reads)
+        snap, facts = snapshot_of(
+            records, self.store, ns, now, scores=self._scores(ns, records, now, reads), reads=reads
+        )
         memory = facts.get(memory_id) or UnknownMemory(memory_id, ns)
-        d = self._decide_safely(serving.compiled, Request("update", memory, actor, ns,
-                                DEFAULT_BUDGET, now), snap, "update")
+        d = self._decide_safely(
+            serving.compiled,
+            Request("update", memory, actor, ns, DEFAULT_BUDGET, now),
+            snap,
+            "update",
+        )
         if d.effect == DENY:
-            return StatusResult(False, self._issue(d, ns, "update", (memory_id,), actor, now,
-                                                   serving.version))
+            return StatusResult(
+                False, self._issue(d, ns, "update", (memory_id,), actor, now, serving.version)
+            )
         if action == "confirm":
-            stored = self.store.confirm(ns, memory_id, reason=reason or "confirmed",
-                                        expected_version=expected_version, now=now)
+            stored = self.store.confirm(
+                ns,
+                memory_id,
+                reason=reason or "confirmed",
+                expected_version=expected_version,
+                now=now,
+            )
             rec = self._issue(d, ns, "update", (memory_id,), actor, now, serving.version)
             return StatusResult(True, rec, stored)
         if action == "compress":
             result = self.store.set_status(
-                ns, memory_id, Status.COMPRESSED, reason=reason or f"compressed into {successor}",
-                expected_version=expected_version, now=now)
+                ns,
+                memory_id,
+                Status.COMPRESSED,
+                reason=reason or f"compressed into {successor}",
+                expected_version=expected_version,
+                now=now,
+            )
         elif action == "revoke":
-            result = self.store.revoke(ns, memory_id, reason=reason,
-                                       expected_version=expected_version, now=now)
+            result = self.store.revoke(
+                ns, memory_id, reason=reason, expected_version=expected_version, now=now
+            )
         else:
-            result = self.store.supersede(ns, memory_id, successor or "", reason=reason,
-                                          expected_version=expected_version, now=now)
+            result = self.store.supersede(
+                ns,
+                memory_id,
+                successor or "",
+                reason=reason,
+                expected_version=expected_version,
+                now=now,
+            )
         rec = self._issue(d, ns, "update", (memory_id,), actor, now, serving.version)
         return StatusResult(True, rec, result.root, tuple(result.affected))
 
     def feedback(
-        self, ns: str, decision_id: str, memory_ids: Sequence[str], success: bool, *,
+        self,
+        ns: str,
+        decision_id: str,
+        memory_ids: Sequence[str],
+        success: bool,
+        *,
         time: float | None = None,
     ) -> int:
         """A use that succeeded or failed: moves the memories' accuracy (uses_ok /
@@ -551,18 +712,23 @@ class Engine:
         return updated
 
     # ------------------------------------------------------------ lifecycle
-    def sweep(self, namespace: str | None = None, *, batch: int = 1000,
-              time: float | None = None) -> SweepReport:
+    def sweep(
+        self, namespace: str | None = None, *, batch: int = 1000, time: float | None = None
+    ) -> SweepReport:
         """One governance pass (a batch per namespace); see memlineage.lifecycle.sweep."""
         if batch < 1 or batch > 10_000:
             raise ValidationError("must be between 1 and 10000", field="batch")
         self.flush_access()
-        return sweep(self.store, self.scoring, self._now(time), namespace=namespace,
-                     batch=batch)
+        return sweep(self.store, self.scoring, self._now(time), namespace=namespace, batch=batch)
 
     # ------------------------------------------------------------ explain
     def explain(
-        self, ns: str, memory_id: str, *, ancestor_depth: int = 8, descendant_depth: int = 8,
+        self,
+        ns: str,
+        memory_id: str,
+        *,
+        ancestor_depth: int = 8,
+        descendant_depth: int = 8,
         decisions: int = 20,
     ) -> Explanation:
         self.flush_access()
@@ -573,19 +739,24 @@ class Engine:
         nodes = {memory.id: memory, **{r.id: r for r in up.records + down.records}}
         edges = tuple(
             (str(getattr(dep, "id", dep)), r.id)
-            for r in nodes.values() for dep in r.dependencies
+            for r in nodes.values()
+            for dep in r.dependencies
             if str(getattr(dep, "id", dep)) in nodes
         )
         now = self.clock()
         stats = self.credibility.stats(ns, sources_of(nodes))
         return Explanation(
-            memory, up.records, down.records, edges,
-            self._recent_decisions(ns, memory_id, decisions), up.truncated or down.truncated,
-            score(self.scoring, nodes, credibilities(self.scoring, stats), now), stats,
+            memory,
+            up.records,
+            down.records,
+            edges,
+            self._recent_decisions(ns, memory_id, decisions),
+            up.truncated or down.truncated,
+            score(self.scoring, nodes, credibilities(self.scoring, stats), now),
+            stats,
         )
 
-    def _recent_decisions(self, ns: str, memory_id: str,
-                          limit: int) -> tuple[DecisionRecord, ...]:
+    def _recent_decisions(self, ns: str, memory_id: str, limit: int) -> tuple[DecisionRecord, ...]:
         """The journal's and the store's (any sidecar's, from before a restart) newest
         decisions on `memory_id`, each once, newest first."""
         recent = self.journal.recent(ns, memory_id, limit)

@@ -22,18 +22,27 @@ from memlineage.store.base import LineageStore
 
 
 class CredibilityCache:
-    def __init__(self, store: LineageStore, cfg: ScoringConfig, ttl: float = 1.0,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        store: LineageStore,
+        cfg: ScoringConfig,
+        ttl: float = 1.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store, self.cfg, self.ttl = store, cfg, ttl
         self._monotonic = monotonic
         # (namespace, source) -> (expires, ok, bad, write counter read under, credibility)
-        self._entries: dict[tuple[str, str],
-                            tuple[float, float, float, int | None, float]] = {}
+        self._entries: dict[tuple[str, str], tuple[float, float, float, int | None, float]] = {}
         self._lock = threading.Lock()
 
-    def _lookup(self, namespace: str, sources: Iterable[str], epoch: int | None,
-                ) -> tuple[dict[str, tuple[float, float, float, int | None, float]],
-                           list[str], float, int | None]:
+    def _lookup(
+        self,
+        namespace: str,
+        sources: Iterable[str],
+        epoch: int | None,
+    ) -> tuple[
+        dict[str, tuple[float, float, float, int | None, float]], list[str], float, int | None
+    ]:
         """The cached entries of `sources` still valid, the sources missing, the time
         and the epoch they are judged by. `epoch`: the namespace's write counter, read
         before this call (None: the store's own, when all its writers are here)."""
@@ -46,15 +55,19 @@ class CredibilityCache:
         with self._lock:
             for s in sources:
                 hit = entries.get((namespace, s))
-                if hit is not None and (hit[3] == epoch if epoch is not None
-                                        else hit[0] > now):
+                if hit is not None and (hit[3] == epoch if epoch is not None else hit[0] > now):
                     found[s] = hit
                 else:
                     missing.append(s)
         return found, missing, now, epoch
 
-    def _fetch(self, namespace: str, missing: list[str], now: float, epoch: int | None,
-               ) -> dict[str, tuple[float, float, float, int | None, float]]:
+    def _fetch(
+        self,
+        namespace: str,
+        missing: list[str],
+        now: float,
+        epoch: int | None,
+    ) -> dict[str, tuple[float, float, float, int | None, float]]:
         """One store call for the `missing` sources, kept with their credibility."""
         fresh = self.store.source_stats(namespace, missing)
         cred = credibilities(self.cfg, fresh)
@@ -63,12 +76,12 @@ class CredibilityCache:
             if len(self._entries) > 100_000:
                 self._entries.clear()
             for s, (ok, bad) in fresh.items():
-                out[s] = self._entries[(namespace, s)] = (now + self.ttl, ok, bad, epoch,
-                                                          cred[s])
+                out[s] = self._entries[(namespace, s)] = (now + self.ttl, ok, bad, epoch, cred[s])
         return out
 
-    def stats(self, namespace: str, sources: Iterable[str],
-              epoch: int | None = None) -> dict[str, tuple[float, float]]:
+    def stats(
+        self, namespace: str, sources: Iterable[str], epoch: int | None = None
+    ) -> dict[str, tuple[float, float]]:
         """(ok, bad) per source, from the cache or one store call for the missing.
         `epoch`: the namespace's write counter, read before this call."""
         found, missing, now, epoch = self._lookup(namespace, sources, epoch)
@@ -76,8 +89,9 @@ class CredibilityCache:
             found.update(self._fetch(namespace, missing, now, epoch))
         return {s: (e[1], e[2]) for s, e in found.items()}
 
-    def credibility(self, namespace: str, sources: Iterable[str],
-                    epoch: int | None = None) -> dict[str, float]:
+    def credibility(
+        self, namespace: str, sources: Iterable[str], epoch: int | None = None
+    ) -> dict[str, float]:
         """Credibility per source, computed once per statistics read (the decisions'
         path: no formula per request)."""
         found, missing, now, epoch = self._lookup(namespace, sources, epoch)

@@ -82,8 +82,14 @@ class DecisionLog:
     its `.1` rotation) ends with, rotates it past `max_bytes` keeping `keep` old files
     (`FILE.1` newest), and `reopen()`s it after an outside rotation (SIGHUP)."""
 
-    def __init__(self, sink: TextIO | None, *, key: str | bytes | None = None,
-                 seq: int = -1, prev: str = GENESIS) -> None:
+    def __init__(
+        self,
+        sink: TextIO | None,
+        *,
+        key: str | bytes | None = None,
+        seq: int = -1,
+        prev: str = GENESIS,
+    ) -> None:
         self.sink = sink
         self._bodies: dict[int, tuple[Decision, str]] = {}
         self._lock = threading.Lock()
@@ -96,8 +102,9 @@ class DecisionLog:
         self._size = 0
 
     @classmethod
-    def open(cls, path: str, *, key: str | bytes | None = None, max_bytes: int = 0,
-             keep: int = 5) -> DecisionLog:
+    def open(
+        cls, path: str, *, key: str | bytes | None = None, max_bytes: int = 0, keep: int = 5
+    ) -> DecisionLog:
         """A log appending to the file `path` (created if absent)."""
         seq, prev, torn = _resume(path)
         fh = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in close()
@@ -211,8 +218,9 @@ class DecisionLog:
         try:
             fh = open(self.path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
         except OSError:
-            log.exception("decision log %s cannot be opened; still writing to the old file",
-                          self.path)
+            log.exception(
+                "decision log %s cannot be opened; still writing to the old file", self.path
+            )
             return
         old, self.sink, self._size = self.sink, fh, fh.tell()
         if old is not None:
@@ -279,7 +287,7 @@ def _last_line(path: str) -> tuple[bytes | None, bool]:
             data = fh.read(size - start)
             cut = data.rfind(b"\n", 0, len(data) - 1)
             if cut >= 0 or start == 0:
-                return data[cut + 1:-1], False
+                return data[cut + 1 : -1], False
             chunk *= 4
 
 
@@ -319,13 +327,16 @@ class Verified:
 def _describe_link(seq: int, last: int) -> str:
     if seq > last + 1:
         missing = seq - last - 1
-        return (f"seq {seq} follows seq {last}: {missing} line{'s' * (missing > 1)} "
-                "removed or moved")
+        return f"seq {seq} follows seq {last}: {missing} line{'s' * (missing > 1)} removed or moved"
     return f"seq {seq} follows seq {last}: line out of order, repeated or inserted"
 
 
-def _entry(line: bytes, digest: Callable[[bytes], str], what_hash: str, keyed: bool,
-           ) -> tuple[int, str, str] | str:
+def _entry(
+    line: bytes,
+    digest: Callable[[bytes], str],
+    what_hash: str,
+    keyed: bool,
+) -> tuple[int, str, str] | str:
     """(seq, prev, hash) of one line (without its newline) whose hash holds, or what
     is wrong with it."""
     if not line.strip():
@@ -347,7 +358,7 @@ def _entry(line: bytes, digest: Callable[[bytes], str], what_hash: str, keyed: b
     if end is None or entry.get("hash") != end.group(1).decode():
         return "no hash (64 hex digits) ending the line: not as written"
     stated = end.group(1).decode()
-    if digest(line[:end.start()] + b"}") != stated:
+    if digest(line[: end.start()] + b"}") != stated:
         hint = "or written with another key" if keyed else "or written with a key: pass --key"
         return f"altered: the {what_hash} does not match the line ({hint})"
     return seq, prev, stated
@@ -365,9 +376,11 @@ def verify(paths: Iterable[str], key: str | bytes | None = None) -> Verified:
     for path in paths:
         with open(path, "rb") as fh:
             for number, raw in enumerate(fh, 1):
-                found = _entry(raw[:-1], digest, what_hash, keyed is not None) \
-                    if raw.endswith(b"\n") else \
-                    "truncated: the last line does not end (a torn or cut write)"
+                found = (
+                    _entry(raw[:-1], digest, what_hash, keyed is not None)
+                    if raw.endswith(b"\n")
+                    else "truncated: the last line does not end (a torn or cut write)"
+                )
                 if isinstance(found, str):
                     return Verified(decisions, first_seq, Problem(path, number, found))
                 seq, prev, stated = found
@@ -377,13 +390,17 @@ def verify(paths: Iterable[str], key: str | bytes | None = None) -> Verified:
                 elif last_seq < 0:
                     pass  # the first line: a genesis, or older files rotated away
                 elif seq == 0:
-                    problem = (f"a new chain (seq 0) after seq {last_seq}: the lines before "
-                               "were cut off, or the files are out of order")
+                    problem = (
+                        f"a new chain (seq 0) after seq {last_seq}: the lines before "
+                        "were cut off, or the files are out of order"
+                    )
                 elif seq != last_seq + 1:
                     problem = _describe_link(seq, last_seq)
                 elif prev != last_hash:
-                    problem = (f"does not link to the line before (prev is not the hash of "
-                               f"seq {last_seq}): it or the line before was replaced")
+                    problem = (
+                        f"does not link to the line before (prev is not the hash of "
+                        f"seq {last_seq}): it or the line before was replaced"
+                    )
                 if problem is not None:
                     return Verified(decisions, first_seq, Problem(path, number, problem))
                 if first_seq is None:
@@ -393,8 +410,9 @@ def verify(paths: Iterable[str], key: str | bytes | None = None) -> Verified:
     return Verified(decisions, first_seq, None)
 
 
-def verify_command(paths: Sequence[str], key: str | None, out: TextIO | None = None,
-                   err: TextIO | None = None) -> int:
+def verify_command(
+    paths: Sequence[str], key: str | None, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
     """`memlineage log verify`: 0 intact, 1 a problem (FILE:LINE: what), 2 unreadable."""
     out, err = out or sys.stdout, err or sys.stderr
     try:

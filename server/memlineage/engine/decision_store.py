@@ -32,18 +32,32 @@ from memlineage.store.base import LineageStore
 
 def detail_of(d: Decision) -> str:
     """What `KeptDecision.detail` holds of a decision (JSON)."""
-    return json.dumps({
-        "c": d.compliance_score, "x": d.expected_cost,
-        "r": [[r.policy, r.effect, r.message, r.priority, r.status] for r in d.reasons],
-        "o": [[o.kind, list(o.args), o.policy] for o in d.obligations],
-        "e": list(d.errors)}, separators=(",", ":"), default=str)
+    return json.dumps(
+        {
+            "c": d.compliance_score,
+            "x": d.expected_cost,
+            "r": [[r.policy, r.effect, r.message, r.priority, r.status] for r in d.reasons],
+            "o": [[o.kind, list(o.args), o.policy] for o in d.obligations],
+            "e": list(d.errors),
+        },
+        separators=(",", ":"),
+        default=str,
+    )
 
 
 def kept_of(rec: DecisionRecord, detail: str | None = None) -> KeptDecision:
     d = rec.decision
-    return KeptDecision(rec.decision_id, rec.namespace, rec.operation, rec.memory_ids,
-                        rec.actor, rec.decided_at, rec.policy_version, d.effect,
-                        detail if detail is not None else detail_of(d))
+    return KeptDecision(
+        rec.decision_id,
+        rec.namespace,
+        rec.operation,
+        rec.memory_ids,
+        rec.actor,
+        rec.decided_at,
+        rec.policy_version,
+        d.effect,
+        detail if detail is not None else detail_of(d),
+    )
 
 
 def record_of(k: KeptDecision) -> DecisionRecord | None:
@@ -51,23 +65,35 @@ def record_of(k: KeptDecision) -> DecisionRecord | None:
     try:
         v: Any = json.loads(k.detail)
         d = Decision(
-            k.effect, float(v["c"]), float(v["x"]),
-            obligations=tuple(ObligationOut(str(o[0]), tuple(o[1]), str(o[2]))
-                              for o in v["o"]),
-            reasons=tuple(Reason(str(r[0]), str(r[1]), str(r[2]), int(r[3]), str(r[4]))
-                          for r in v["r"]),
-            errors=tuple(str(e) for e in v["e"]))
+            k.effect,
+            float(v["c"]),
+            float(v["x"]),
+            obligations=tuple(ObligationOut(str(o[0]), tuple(o[1]), str(o[2])) for o in v["o"]),
+            reasons=tuple(
+                Reason(str(r[0]), str(r[1]), str(r[2]), int(r[3]), str(r[4])) for r in v["r"]
+            ),
+            errors=tuple(str(e) for e in v["e"]),
+        )
     except (ValueError, TypeError, KeyError, IndexError):
         return None
-    return DecisionRecord(k.decision_id, d, k.namespace, k.operation, k.memory_ids,
-                          k.actor, k.decided_at, k.policy_version)
+    return DecisionRecord(
+        k.decision_id,
+        d,
+        k.namespace,
+        k.operation,
+        k.memory_ids,
+        k.actor,
+        k.decided_at,
+        k.policy_version,
+    )
 
 
 class DecisionKeeper:
     """Writes the journal's queue to the store in batches (see the module)."""
 
-    def __init__(self, store: LineageStore, journal: DecisionJournal,
-                 max_pending: int = 200_000) -> None:
+    def __init__(
+        self, store: LineageStore, journal: DecisionJournal, max_pending: int = 200_000
+    ) -> None:
         self.store = store
         self.max_pending = max_pending
         self._flushing = threading.Lock()
@@ -116,7 +142,7 @@ class DecisionKeeper:
                 except StoreUnavailableError as exc:
                     failed += entries
                     error = exc
-            self._retry = failed[-self.max_pending:]
+            self._retry = failed[-self.max_pending :]
             if error is not None:
                 raise error
             return written

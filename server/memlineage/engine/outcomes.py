@@ -14,13 +14,20 @@ from memlineage.scoring.batch import Scores
 UNAVAILABLE = "<store-unavailable>"
 _DOWN_MESSAGE = "lineage store unavailable: provenance not verified"
 _DOWN_READ = Decision(
-    DEGRADE, 0.5, 0.0,
+    DEGRADE,
+    0.5,
+    0.0,
     obligations=(ObligationOut("annotate", (_DOWN_MESSAGE,), UNAVAILABLE),),
-    reasons=(Reason(UNAVAILABLE, DEGRADE, _DOWN_MESSAGE, 0, ERROR),), errors=(_DOWN_MESSAGE,),
+    reasons=(Reason(UNAVAILABLE, DEGRADE, _DOWN_MESSAGE, 0, ERROR),),
+    errors=(_DOWN_MESSAGE,),
 )
-_DOWN_OTHER = Decision(DENY, 0.0, 0.0,
-                       reasons=(Reason(UNAVAILABLE, DENY, _DOWN_MESSAGE, 0, ERROR),),
-                       errors=(_DOWN_MESSAGE,))
+_DOWN_OTHER = Decision(
+    DENY,
+    0.0,
+    0.0,
+    reasons=(Reason(UNAVAILABLE, DENY, _DOWN_MESSAGE, 0, ERROR),),
+    errors=(_DOWN_MESSAGE,),
+)
 
 
 def store_down(op: str) -> Decision:

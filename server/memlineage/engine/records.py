@@ -47,8 +47,16 @@ class DecisionContext:
     policy_version: str
 
     def record(self, decision_id: str, decided_at: float) -> DecisionRecord:
-        return DecisionRecord(decision_id, self.decision, self.namespace, self.operation,
-                              self.memory_ids, self.actor, decided_at, self.policy_version)
+        return DecisionRecord(
+            decision_id,
+            self.decision,
+            self.namespace,
+            self.operation,
+            self.memory_ids,
+            self.actor,
+            decided_at,
+            self.policy_version,
+        )
 
 
 _PREFIX = os.urandom(4).hex()
@@ -143,10 +151,18 @@ class DecisionJournal:
         """The newest decisions on `memory_id`, newest first."""
         limit = min(limit, self._per_memory)
         slots = list(self._slots)
-        found = (self._at(i) for i, e in enumerate(slots) if e is not None
-                 and e.namespace == namespace and memory_id in e.memory_ids)
-        recs = [r for r in found if r is not None  # the slot may have moved on since
-                and r.namespace == namespace and memory_id in r.memory_ids]
+        found = (
+            self._at(i)
+            for i, e in enumerate(slots)
+            if e is not None and e.namespace == namespace and memory_id in e.memory_ids
+        )
+        recs = [
+            r
+            for r in found
+            if r is not None  # the slot may have moved on since
+            and r.namespace == namespace
+            and memory_id in r.memory_ids
+        ]
         recs.sort(key=lambda r: _serial_of(r.decision_id) or 0, reverse=True)
         return recs[:limit]
 

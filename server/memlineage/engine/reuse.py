@@ -80,13 +80,18 @@ class Window:
 
     __slots__ = ("access", "access_epoch", "epoch", "mark", "namespace", "reuse", "table")
 
-    def __init__(self, reuse: DecisionReuse | None, table: dict[ReuseKey, Reusable] | None,
-                 namespace: str = "", epoch: int | None = None,
-                 access_epoch: int | None = None, mark: int | None = None,
-                 access: bool = False) -> None:
+    def __init__(
+        self,
+        reuse: DecisionReuse | None,
+        table: dict[ReuseKey, Reusable] | None,
+        namespace: str = "",
+        epoch: int | None = None,
+        access_epoch: int | None = None,
+        mark: int | None = None,
+        access: bool = False,
+    ) -> None:
         self.reuse, self.table, self.namespace = reuse, table, namespace
-        self.epoch, self.access_epoch, self.mark, self.access = (
-            epoch, access_epoch, mark, access)
+        self.epoch, self.access_epoch, self.mark, self.access = (epoch, access_epoch, mark, access)
 
     def lookup(self, key: ReuseKey, now: float) -> Reusable | None:
         table = self.table
@@ -99,16 +104,25 @@ class Window:
             return hit
         return None
 
-    def keep(self, key: ReuseKey, decision: Decision, now: float, horizon: float,
-             accessed: bool, read: tuple[str, ...], counted: bool) -> Reusable | None:
+    def keep(
+        self,
+        key: ReuseKey,
+        decision: Decision,
+        now: float,
+        horizon: float,
+        accessed: bool,
+        read: tuple[str, ...],
+        counted: bool,
+    ) -> Reusable | None:
         """Keep `decision` for `key` until `horizon`, valid while the memories it `read`
         (and the counters, if `counted`) are unchanged; None when nothing can be kept."""
         table = self.table
         if table is None or horizon <= now:
             return None
         if self.mark is not None:
-            entry = Reusable(decision, now, horizon, accessed, None, None, self.mark, read,
-                             counted, self.access)
+            entry = Reusable(
+                decision, now, horizon, accessed, None, None, self.mark, read, counted, self.access
+            )
         elif self.epoch is not None:
             entry = Reusable(decision, now, horizon, accessed, self.epoch, self.access_epoch)
         else:
@@ -161,19 +175,27 @@ class DecisionReuse:
             table = {}
             self._tables = (serving, table)
         access = bool(plan.reads & ACCESS_FACTS)
-        return Window(self, table, namespace, epochs[0], epochs[1] if access else None, mark,
-                      access)
+        return Window(
+            self, table, namespace, epochs[0], epochs[1] if access else None, mark, access
+        )
 
-    def holds(self, entry: Reusable, namespace: str, now: float, epoch: int | None,
-              access_epoch: int | None) -> bool:
+    def holds(
+        self,
+        entry: Reusable,
+        namespace: str,
+        now: float,
+        epoch: int | None,
+        access_epoch: int | None,
+    ) -> bool:
         """`entry` is still the decision at `now`: before its horizon, and nothing it
         depends on changed (per memory since its mark, or the counters `epoch` and
         `access_epoch` read now equal those it was kept under)."""
         if not entry.since <= now < entry.until:
             return False
         if entry.mark is not None:
-            return self.store.unchanged_since(namespace, entry.read, entry.mark,
-                                              access=entry.access, counters=entry.counted)
+            return self.store.unchanged_since(
+                namespace, entry.read, entry.mark, access=entry.access, counters=entry.counted
+            )
         return entry.epoch == epoch and entry.access_epoch == access_epoch
 
     def still_holds(self, ticket: ReuseTicket, now: float) -> bool:
@@ -186,7 +208,8 @@ class DecisionReuse:
         except StoreUnavailableError:  # `check` decides, under the fail mode
             return False
         return epochs is not None and self.holds(
-            entry, ns, now, epochs[0], None if entry.access_epoch is None else epochs[1])
+            entry, ns, now, epochs[0], None if entry.access_epoch is None else epochs[1]
+        )
 
 
 class NoReuse(DecisionReuse):
@@ -199,8 +222,9 @@ class NoReuse(DecisionReuse):
         return False
 
 
-def lineage_ids(records: Mapping[str, MemoryRecord], start: str,
-                descendants: bool) -> tuple[str, ...]:
+def lineage_ids(
+    records: Mapping[str, MemoryRecord], start: str, descendants: bool
+) -> tuple[str, ...]:
     """`start` and the loaded records its decision can have read: its ancestors among
     `records` (and its descendants, when the policies walk them)."""
     seen = {start: None}

@@ -36,12 +36,30 @@ def to_facts(rec: MemoryRecord, now: float) -> MemoryFacts:
     if deps and not all(type(d) is str for d in deps):
         deps = tuple(str(getattr(d, "id", d)) for d in deps)
     return MemoryFacts(
-        rec.id, rec.namespace, rec.type, tuple(rec.tags), rec.subject, rec.attribute,
-        rec.value, rec.volatility, _creator(rec.creator_kind, rec.creator_id),
-        rec.creator_confidence, rec.created_at if rec.created_at is not None else now,
-        rec.context_id, rec.status, rec.version, rec.successor, deps,
-        1.0, 1.0, rec.status, len(rec.contradicted_by), len(rec.confirmed_by),
-        rec.access_count, rec.last_access, True,
+        rec.id,
+        rec.namespace,
+        rec.type,
+        tuple(rec.tags),
+        rec.subject,
+        rec.attribute,
+        rec.value,
+        rec.volatility,
+        _creator(rec.creator_kind, rec.creator_id),
+        rec.creator_confidence,
+        rec.created_at if rec.created_at is not None else now,
+        rec.context_id,
+        rec.status,
+        rec.version,
+        rec.successor,
+        deps,
+        1.0,
+        1.0,
+        rec.status,
+        len(rec.contradicted_by),
+        len(rec.confirmed_by),
+        rec.access_count,
+        rec.last_access,
+        True,
     )
 
 
@@ -119,10 +137,12 @@ def snapshot_of(
 
     With `reads` (the attributes the operation's policies read), a score no policy
     reads is left at its default: it cannot change the decision."""
-    rel = scores.reliability if scores is not None and (
-        reads is None or "reliability" in reads) else None
-    val = scores.value if scores is not None and (
-        reads is None or "value_score" in reads) else None
+    rel = (
+        scores.reliability
+        if scores is not None and (reads is None or "reliability" in reads)
+        else None
+    )
+    val = scores.value if scores is not None and (reads is None or "value_score" in reads) else None
     facts: dict[str, MemoryFacts] = {}
     if store.shares_records:
         cache = _FACTS

@@ -83,5 +83,6 @@ class Authenticator:
     @staticmethod
     def require_admin(principal: Principal, peer: str) -> None:
         if not (principal.admin or (principal.loopback_admin and is_loopback(peer))):
-            raise PermissionDenied("admin RPCs need an admin token (or, with no auth "
-                                   "configured, a loopback caller)")
+            raise PermissionDenied(
+                "admin RPCs need an admin token (or, with no auth configured, a loopback caller)"
+            )

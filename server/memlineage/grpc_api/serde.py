@@ -32,8 +32,7 @@ OP_FROM_PB: dict[int, str] = {
     pb.OPERATION_DERIVE: "derive",
     pb.OPERATION_ACT: "act",
 }
-OP_TO_PB: dict[str, pb.Operation] = {
-    v: cast(pb.Operation, k) for k, v in OP_FROM_PB.items()}
+OP_TO_PB: dict[str, pb.Operation] = {v: cast(pb.Operation, k) for k, v in OP_FROM_PB.items()}
 KIND_FROM_PB = {
     pb.CREATOR_KIND_USER: "user",
     pb.CREATOR_KIND_TOOL: "tool",
@@ -62,11 +61,25 @@ STATUS_ACTION_FROM_PB = {
 # Record fields the store validates (its error `field`s) -> where the request has
 # them inside `memory` (a Memory message nests the claim and the creator).
 RECORD_FIELDS = {
-    **{name: name for name in (
-        "id", "type", "tags", "volatility", "creator_confidence", "created_at",
-        "context_id", "dependencies", "status")},
-    "subject": "claim.subject", "attribute": "claim.attribute", "value": "claim.value",
-    "creator_kind": "creator.kind", "creator_id": "creator.id",
+    **{
+        name: name
+        for name in (
+            "id",
+            "type",
+            "tags",
+            "volatility",
+            "creator_confidence",
+            "created_at",
+            "context_id",
+            "dependencies",
+            "status",
+        )
+    },
+    "subject": "claim.subject",
+    "attribute": "claim.attribute",
+    "value": "claim.value",
+    "creator_kind": "creator.kind",
+    "creator_id": "creator.id",
 }
 
 
@@ -78,7 +91,7 @@ def memory_field(field: str | None) -> str | None:
         return None
     head = field.split("[")[0].split(".")[0]
     where = RECORD_FIELDS.get(head)
-    return None if where is None else f"memory.{where}{field[len(head):]}"
+    return None if where is None else f"memory.{where}{field[len(head) :]}"
 
 
 # ------------------------------------------------------------------ time
@@ -105,15 +118,17 @@ def from_ts(msg: Message, name: str, field: str | None = None) -> float | None:
     ts: Timestamp = getattr(msg, name)
     where = field or name
     if not 0 <= ts.nanos <= 999_999_999:
-        raise ValidationError(f"must be in [0, 999999999], got {ts.nanos}",
-                              field=f"{where}.nanos")
+        raise ValidationError(f"must be in [0, 999999999], got {ts.nanos}", field=f"{where}.nanos")
     if ts.seconds < 0:
-        raise ValidationError(f"must be >= 0 (no time before 1970-01-01T00:00:00Z), "
-                              f"got {ts.seconds}", field=f"{where}.seconds")
+        raise ValidationError(
+            f"must be >= 0 (no time before 1970-01-01T00:00:00Z), got {ts.seconds}",
+            field=f"{where}.seconds",
+        )
     if ts.seconds > MAX_TIMESTAMP_SECONDS:
-        raise ValidationError(f"must be at most {MAX_TIMESTAMP_SECONDS} "
-                              f"(9999-12-31T23:59:59Z), got {ts.seconds}",
-                              field=f"{where}.seconds")
+        raise ValidationError(
+            f"must be at most {MAX_TIMESTAMP_SECONDS} (9999-12-31T23:59:59Z), got {ts.seconds}",
+            field=f"{where}.seconds",
+        )
     return float(ts.seconds + ts.nanos / 1e9)
 
 
@@ -138,8 +153,9 @@ def count(values: Sized, field: str, what: str, limit: int = MAX_BATCH_IDS) -> N
 def text(value: str, field: str, max_length: int) -> str:
     """A short free-text request field: bounded, without control characters."""
     if len(value) > max_length:
-        raise ValidationError(f"is {len(value)} characters long, the limit is {max_length}",
-                              field=field)
+        raise ValidationError(
+            f"is {len(value)} characters long, the limit is {max_length}", field=field
+        )
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise ValidationError("must not contain control characters", field=field)
     return value
@@ -157,8 +173,9 @@ def decision_id(value: str) -> str:
 def depth(value: int, field: str, maximum: int) -> int:
     """A walk depth or count: 0 (the default) to `maximum`."""
     if not 0 <= value <= maximum:
-        raise ValidationError(f"must be an integer in [0, {maximum}] (0: the default), "
-                              f"got {value}", field=field)
+        raise ValidationError(
+            f"must be an integer in [0, {maximum}] (0: the default), got {value}", field=field
+        )
     return value
 
 
@@ -170,8 +187,7 @@ def candidate_ids(values: list[str], field: str) -> list[str]:
     """`ids(..., indexed=False)` of every `values[i]` under `{field}[i]...`-style names,
     checked in one regex pass; the per-id check names the first bad one."""
     text = "\n".join(values)
-    if values and (text.count("\n") != len(values) - 1
-                   or not _IDS_RE.fullmatch(text + "\n")):
+    if values and (text.count("\n") != len(values) - 1 or not _IDS_RE.fullmatch(text + "\n")):
         for i, value in enumerate(values):
             check_id(value, field.format(i))
     return values
@@ -183,8 +199,9 @@ def parse(message_class: Any, data: bytes) -> Any:
     try:
         return message_class.FromString(data)
     except DecodeError as exc:
-        raise ValidationError(f"is not a valid {message_class.DESCRIPTOR.full_name} "
-                              f"message ({exc})", field="request") from exc
+        raise ValidationError(
+            f"is not a valid {message_class.DESCRIPTOR.full_name} message ({exc})", field="request"
+        ) from exc
 
 
 def operation(value: int) -> str:
@@ -199,8 +216,9 @@ def actor(msg: pb.Actor, default: Creator, field: str = "actor") -> Creator:
         return default
     kind = KIND_FROM_PB.get(msg.kind)
     if kind is None:
-        raise ValidationError("kind must be user, tool, reasoning, agent or system",
-                              field=f"{field}.kind")
+        raise ValidationError(
+            "kind must be user, tool, reasoning, agent or system", field=f"{field}.kind"
+        )
     check_id(msg.id, f"{field}.id")
     return Creator(kind, msg.id)
 
@@ -213,8 +231,9 @@ def record_from_pb(namespace: str, m: pb.Memory) -> MemoryRecord:
     """A proposed record; the store validates ids, limits, confidence and time."""
     kind = KIND_FROM_PB.get(m.creator.kind)
     if kind is None:
-        raise ValidationError("kind must be user, tool, reasoning, agent or system",
-                              field="memory.creator.kind")
+        raise ValidationError(
+            "kind must be user, tool, reasoning, agent or system", field="memory.creator.kind"
+        )
     check_id(m.creator.id, "memory.creator.id")
     claim = m.claim if m.HasField("claim") else None
     return MemoryRecord(
@@ -236,8 +255,13 @@ def record_from_pb(namespace: str, m: pb.Memory) -> MemoryRecord:
 
 
 # ------------------------------------------------------------------ outputs
-def memory_to_pb(rec: MemoryRecord, out: pb.Memory | None = None, *,
-                 reliability: float | None = None, value: float | None = None) -> pb.Memory:
+def memory_to_pb(
+    rec: MemoryRecord,
+    out: pb.Memory | None = None,
+    *,
+    reliability: float | None = None,
+    value: float | None = None,
+) -> pb.Memory:
     m = out if out is not None else pb.Memory()
     if reliability is not None:
         m.reliability = reliability
@@ -298,8 +322,13 @@ def verdict_to_pb(d: Decision) -> pb.Decision:
         elif arg is not None:
             ob.text = str(arg)
     for r in d.reasons:
-        msg.reasons.add(policy=r.policy, effect=EFFECT_TO_PB[r.effect], message=r.message,
-                        priority=r.priority, status=r.status)
+        msg.reasons.add(
+            policy=r.policy,
+            effect=EFFECT_TO_PB[r.effect],
+            message=r.message,
+            priority=r.priority,
+            status=r.status,
+        )
     return msg
 
 
@@ -316,10 +345,15 @@ def decision_to_pb(rec: DecisionRecord, out: pb.Decision | None = None) -> pb.De
 
 def event_to_pb(e: LineageEvent) -> pb.LineageEvent:
     msg = pb.LineageEvent(
-        cursor=e.cursor, type=e.type, memory_id=e.memory_id, root_id=e.root_id or "",
+        cursor=e.cursor,
+        type=e.type,
+        memory_id=e.memory_id,
+        root_id=e.root_id or "",
         status=STATUS_TO_PB.get(e.status or "", pb.STATUS_UNSPECIFIED),
         previous_status=STATUS_TO_PB.get(e.previous_status or "", pb.STATUS_UNSPECIFIED),
-        reason=e.reason or "", successor=e.successor or "", affected_ids=list(e.affected),
+        reason=e.reason or "",
+        successor=e.successor or "",
+        affected_ids=list(e.affected),
         version=e.version or 0,
     )
     to_ts(e.at, msg.at)
@@ -341,8 +375,9 @@ def explain_to_pb(ex: Explanation) -> pb.ExplainResponse:
         put(rec, out.descendants.add())
     for source in sorted(ex.source_stats):
         ok, bad = ex.source_stats[source]
-        out.sources.add(source=source, credibility=ex.scores.credibility.get(source, 0.0),
-                        ok=ok, bad=bad)
+        out.sources.add(
+            source=source, credibility=ex.scores.credibility.get(source, 0.0), ok=ok, bad=bad
+        )
     for a, b in ex.edges:
         out.edges.add(from_id=a, to_id=b)
     for d in ex.decisions:
@@ -354,7 +389,10 @@ def policies_to_pb(serving: ServingPolicies) -> pb.ListPoliciesResponse:
     out = pb.ListPoliciesResponse(version=serving.version, strategy=serving.compiled.strategy)
     for p in serving.compiled.policies:
         out.policies.add(
-            name=p.name, file=p.path, line=p.line, priority=p.priority,
+            name=p.name,
+            file=p.path,
+            line=p.line,
+            priority=p.priority,
             effect=EFFECT_TO_PB[p.effect],
             operations=sorted(OP_TO_PB[o] for o in p.ops),
         )
@@ -363,19 +401,30 @@ def policies_to_pb(serving: ServingPolicies) -> pb.ListPoliciesResponse:
 
 def sweep_to_pb(report: SweepReport) -> pb.RunSweepResponse:
     out = pb.RunSweepResponse(examined=report.examined)
-    for items, target in ((report.transitions, out.transitions),
-                          (report.refused, out.refused)):
+    for items, target in ((report.transitions, out.transitions), (report.refused, out.refused)):
         for t in items:
-            target.add(memory_id=t.memory_id, reason=t.reason,
-                       from_status=STATUS_TO_PB.get(t.from_status, pb.STATUS_UNSPECIFIED),
-                       to_status=STATUS_TO_PB.get(t.to_status, pb.STATUS_UNSPECIFIED))
+            target.add(
+                memory_id=t.memory_id,
+                reason=t.reason,
+                from_status=STATUS_TO_PB.get(t.from_status, pb.STATUS_UNSPECIFIED),
+                to_status=STATUS_TO_PB.get(t.to_status, pb.STATUS_UNSPECIFIED),
+            )
     return out
 
 
 def diagnostics_to_pb(diags: Iterable[Diagnostic], out: Any) -> None:
     """Append `diags` to a repeated Diagnostic field `out`."""
     for d in diags:
-        out.add(code=d.code, severity=str(d.severity), message=d.message, file=d.file,
-                line=d.span.line, column=d.span.column, end_line=d.span.end_line,
-                end_column=d.span.end_column, snippet=d.snippet, help=d.help or "",
-                rendered=f"{d.location}: {d.severity}[{d.code}]: {d.message}")
+        out.add(
+            code=d.code,
+            severity=str(d.severity),
+            message=d.message,
+            file=d.file,
+            line=d.span.line,
+            column=d.span.column,
+            end_line=d.span.end_line,
+            end_column=d.span.end_column,
+            snippet=d.snippet,
+            help=d.help or "",
+            rendered=f"{d.location}: {d.severity}[{d.code}]: {d.message}",
+        )

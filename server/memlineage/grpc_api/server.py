@@ -64,29 +64,36 @@ def tls_pair(cert_path: str, key_path: str) -> tuple[bytes, bytes]:
     cert, key = _read(cert_path, "certificate"), _read(key_path, "key")
     blocks = _PEM_CERT.findall(cert)
     if not blocks:
-        raise TLSError(f"TLS certificate {cert_path}: is not a PEM certificate "
-                       "(no -----BEGIN CERTIFICATE----- block)")
+        raise TLSError(
+            f"TLS certificate {cert_path}: is not a PEM certificate "
+            "(no -----BEGIN CERTIFICATE----- block)"
+        )
     try:
         ssl.create_default_context(cadata=b"\n".join(blocks).decode("ascii"))
     except (ssl.SSLError, ValueError) as exc:
-        raise TLSError(f"TLS certificate {cert_path}: is not a valid PEM certificate "
-                       f"({_reason(exc)})") from exc
+        raise TLSError(
+            f"TLS certificate {cert_path}: is not a valid PEM certificate ({_reason(exc)})"
+        ) from exc
     found = _PEM_KEY.search(key)
     if found is None:
-        raise TLSError(f"TLS key {key_path}: is not a PEM private key "
-                       "(no -----BEGIN PRIVATE KEY----- block)")
+        raise TLSError(
+            f"TLS key {key_path}: is not a PEM private key (no -----BEGIN PRIVATE KEY----- block)"
+        )
     if found.group(1).startswith(b"ENCRYPTED") or b"Proc-Type: 4,ENCRYPTED" in key:
-        raise TLSError(f"TLS key {key_path}: is encrypted; the sidecar needs an "
-                       "unencrypted private key")
+        raise TLSError(
+            f"TLS key {key_path}: is encrypted; the sidecar needs an unencrypted private key"
+        )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     try:
         context.load_cert_chain(cert_path, key_path, password=lambda: b"")
     except ssl.SSLError as exc:
         if exc.reason == "KEY_VALUES_MISMATCH":
-            raise TLSError(f"TLS key {key_path}: does not match the certificate "
-                           f"{cert_path}") from exc
-        raise TLSError(f"TLS key {key_path}: cannot be used with the certificate "
-                       f"{cert_path} ({_reason(exc)})") from exc
+            raise TLSError(
+                f"TLS key {key_path}: does not match the certificate {cert_path}"
+            ) from exc
+        raise TLSError(
+            f"TLS key {key_path}: cannot be used with the certificate {cert_path} ({_reason(exc)})"
+        ) from exc
     return key, cert
 
 
@@ -116,8 +123,11 @@ class Served:
         """Health of what needs the store (the MemLineage service and the server as a
         whole, ""): SERVING or NOT_SERVING. PolicyAdmin keeps its own; ignored once
         shutting down."""
-        status = (health_pb2.HealthCheckResponse.SERVING if serving
-                  else health_pb2.HealthCheckResponse.NOT_SERVING)
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if serving
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
         for name in ("", SERVICE_NAMES[0]):
             self.health.set(name, status)
 
@@ -130,14 +140,16 @@ def serve(engine: Engine, config: Config, metrics: Metrics) -> Served:
     (raises OSError naming the address when it cannot)."""
     auth = Authenticator(config.tokens)
     workers = config.grpc_workers or (
-        EMBEDDED_WORKERS if engine.store.kind == "embedded" else NETWORK_STORE_WORKERS)
+        EMBEDDED_WORKERS if engine.store.kind == "embedded" else NETWORK_STORE_WORKERS
+    )
     server = grpc.server(
         ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memlineage-grpc"),
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
-        ])
+        ],
+    )
     service = MemLineageService(engine, auth, metrics)
     register(service, server)
     admin = PolicyAdminService(engine, auth, metrics)
@@ -146,7 +158,8 @@ def serve(engine: Engine, config: Config, metrics: Metrics) -> Served:
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
-        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    )
     try:
         if config.tls_cert and config.tls_key:
             key, cert = tls_pair(config.tls_cert, config.tls_key)

@@ -62,7 +62,7 @@ def status_of(err: LineageError) -> grpc.StatusCode:
 
 def details_of(err: LineageError) -> str:
     text = f"{err.field}: {err.message}" if err.field else err.message
-    return text if len(text) <= MAX_DETAILS else text[:MAX_DETAILS - 1] + "…"
+    return text if len(text) <= MAX_DETAILS else text[: MAX_DETAILS - 1] + "…"
 
 
 def _loggable(text: str, limit: int = 200) -> str:
@@ -108,12 +108,14 @@ def _internal(name: str, context: grpc.ServicerContext, metrics: Metrics) -> Non
     the caller; never grpc's UNKNOWN with the exception's text."""
     log.exception("%s failed on an unexpected error", name)
     metrics.rpc_errors.labels(name, "INTERNAL").inc()
-    context.abort(grpc.StatusCode.INTERNAL,
-                  f"internal error in {name}; the sidecar's log has the details")  # raises
+    context.abort(
+        grpc.StatusCode.INTERNAL, f"internal error in {name}; the sidecar's log has the details"
+    )  # raises
 
 
-def rpc(request_class: type[Message], *, raw: bool = False
-        ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def rpc(
+    request_class: type[Message], *, raw: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Wrap a unary handler: principal in, the request parsed from its bytes as a
     `request_class` (`raw`: handed over as the bytes), domain errors out as gRPC
     statuses, anything unexpected as INTERNAL (and logged)."""
@@ -178,65 +180,93 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
                 return known.answer.encode(*issued)
         return self._check(serde.parse(pb.CheckRequest, request), principal, key)
 
-    def _check(self, request: pb.CheckRequest, principal: Principal,
-               key: tuple[tuple[str, ...], bytes]) -> bytes:
+    def _check(
+        self, request: pb.CheckRequest, principal: Principal, key: tuple[tuple[str, ...], bytes]
+    ) -> bytes:
         ns = self.auth.namespace(principal, request.namespace)
         op = serde.operation(request.operation)
         if op == "act":
             ids = serde.ids(request.memory_ids, "memory_ids")
             if not ids:
-                raise ValidationError("names no memory (act names them all in memory_ids)",
-                                      field="memory_ids")
+                raise ValidationError(
+                    "names no memory (act names them all in memory_ids)", field="memory_ids"
+                )
         else:
             ids = [check_id(request.memory_id, "memory_id")]
-        args = (ns, op, ids, serde.actor(request.actor, self.default_actor(ns)),
-                serde.budget(request),
-                serde.text(request.action, "action", MAX_ACTION_LENGTH),
-                request.historical, serde.from_ts(request, "time"))
+        args = (
+            ns,
+            op,
+            ids,
+            serde.actor(request.actor, self.default_actor(ns)),
+            serde.budget(request),
+            serde.text(request.action, "action", MAX_ACTION_LENGTH),
+            request.historical,
+            serde.from_ts(request, "time"),
+        )
         rec, ticket = self.engine.check_ticketed(*args)
         self.metrics.count(op, (rec.decision,))
-        if (ticket is None or request.HasField("time")  # a stated time: not "now" again
-                or len(key[1]) > MEMO_MAX_REQUEST_BYTES):
+        if (
+            ticket is None
+            or request.HasField("time")  # a stated time: not "now" again
+            or len(key[1]) > MEMO_MAX_REQUEST_BYTES
+        ):
             return wire.check_response_bytes(rec)
         answer = wire.CheckAnswer(rec)
-        self.check_memo.put(key, Remembered(ticket, answer,
-                                            self.metrics.tallies_of(op, rec.decision)))
+        self.check_memo.put(
+            key, Remembered(ticket, answer, self.metrics.tallies_of(op, rec.decision))
+        )
         return answer.encode(rec.decision_id, rec.decided_at)
 
     @rpc(pb.FilterRankRequest)
-    def FilterRank(self, request: pb.FilterRankRequest, context: Ctx,
-                   principal: Principal) -> bytes:
+    def FilterRank(
+        self, request: pb.FilterRankRequest, context: Ctx, principal: Principal
+    ) -> bytes:
         ns = self.auth.namespace(principal, request.namespace)
         candidates = request.candidates
         serde.count(candidates, "candidates", "candidates")
         ranked = self.engine.filter_rank(
             ns,
-            list(zip(serde.candidate_ids([c.memory_id for c in candidates],
-                                         "candidates[{}].memory_id"),
-                     [c.similarity for c in candidates], strict=True)),
+            list(
+                zip(
+                    serde.candidate_ids(
+                        [c.memory_id for c in candidates], "candidates[{}].memory_id"
+                    ),
+                    [c.similarity for c in candidates],
+                    strict=True,
+                )
+            ),
             serde.actor(request.actor, self.default_actor(ns)),
-            budget=serde.budget(request), historical=request.historical, limit=request.limit,
+            budget=serde.budget(request),
+            historical=request.historical,
+            limit=request.limit,
             time=serde.from_ts(request, "time"),
         )
         self.metrics.count("read", (c.decision.decision for c in ranked))
         return wire.filter_rank_bytes(ranked)  # encoded: sent as is (see `register`)
 
     @rpc(pb.RecordRequest)
-    def Record(self, request: pb.RecordRequest, context: Ctx,
-               principal: Principal) -> pb.RecordResponse:
+    def Record(
+        self, request: pb.RecordRequest, context: Ctx, principal: Principal
+    ) -> pb.RecordResponse:
         ns = self.auth.namespace(principal, request.namespace)
         if not request.HasField("memory"):
             raise ValidationError("is required", field="memory")
         serde.ids([request.memory.id], "memory.id", indexed=False)
-        serde.count(request.memory.dependencies, "memory.dependencies", "dependencies",
-                    self.engine.store.limits.max_dependencies)
+        serde.count(
+            request.memory.dependencies,
+            "memory.dependencies",
+            "dependencies",
+            self.engine.store.limits.max_dependencies,
+        )
         serde.ids(request.memory.dependencies, "memory.dependencies")
         proposed = serde.record_from_pb(ns, request.memory)
         creator = Creator(proposed.creator_kind, proposed.creator_id)
         try:
             result = self.engine.record(
-                proposed, serde.actor(request.actor, creator),
-                budget=serde.budget(request), time=serde.from_ts(request, "time"),
+                proposed,
+                serde.actor(request.actor, creator),
+                budget=serde.budget(request),
+                time=serde.from_ts(request, "time"),
             )
         except LineageError as err:
             # The store names record fields ("tags[3]", "value"); the client sent them
@@ -244,27 +274,33 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             err.field = serde.memory_field(err.field) or err.field
             raise
         return self._write_response(
-            result, pb.RecordResponse(recorded=result.recorded,
-                                      superseded_id=result.superseded_id or ""))
+            result,
+            pb.RecordResponse(recorded=result.recorded, superseded_id=result.superseded_id or ""),
+        )
 
     @rpc(pb.UpdateStatusRequest)
-    def UpdateStatus(self, request: pb.UpdateStatusRequest, context: Ctx,
-                     principal: Principal) -> pb.UpdateStatusResponse:
+    def UpdateStatus(
+        self, request: pb.UpdateStatusRequest, context: Ctx, principal: Principal
+    ) -> pb.UpdateStatusResponse:
         ns = self.auth.namespace(principal, request.namespace)
         action = serde.STATUS_ACTION_FROM_PB.get(request.action)
         if action is None:
-            raise ValidationError("must be REVOKE, SUPERSEDE, CONFIRM or COMPRESS",
-                                  field="action")
+            raise ValidationError("must be REVOKE, SUPERSEDE, CONFIRM or COMPRESS", field="action")
         serde.ids([request.memory_id], "memory_id", indexed=False)
         if request.successor_id:
             serde.ids([request.successor_id], "successor_id", indexed=False)
         if request.expected_version < 0:
-            raise ValidationError(f"must be >= 0 (0: any version), got "
-                                  f"{request.expected_version}", field="expected_version")
+            raise ValidationError(
+                f"must be >= 0 (0: any version), got {request.expected_version}",
+                field="expected_version",
+            )
         result = self.engine.update_status(
-            ns, request.memory_id, action,
+            ns,
+            request.memory_id,
+            action,
             serde.actor(request.actor, self.default_actor(ns)),
-            successor=request.successor_id or None, reason=request.reason,
+            successor=request.successor_id or None,
+            reason=request.reason,
             expected_version=request.expected_version or None,
             time=serde.from_ts(request, "time"),
         )
@@ -281,20 +317,24 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         return out
 
     @rpc(pb.FeedbackRequest)
-    def Feedback(self, request: pb.FeedbackRequest, context: Ctx,
-                 principal: Principal) -> pb.FeedbackResponse:
+    def Feedback(
+        self, request: pb.FeedbackRequest, context: Ctx, principal: Principal
+    ) -> pb.FeedbackResponse:
         # `note` is the caller's own: it is not kept, so not checked.
         ns = self.auth.namespace(principal, request.namespace)
         updated = self.engine.feedback(
-            ns, serde.decision_id(request.decision_id),
+            ns,
+            serde.decision_id(request.decision_id),
             serde.ids(request.memory_ids, "memory_ids"),
-            request.success, time=serde.from_ts(request, "time"),
+            request.success,
+            time=serde.from_ts(request, "time"),
         )
         return pb.FeedbackResponse(updated=updated)
 
     @rpc(pb.ExplainRequest)
-    def Explain(self, request: pb.ExplainRequest, context: Ctx,
-                principal: Principal) -> pb.ExplainResponse:
+    def Explain(
+        self, request: pb.ExplainRequest, context: Ctx, principal: Principal
+    ) -> pb.ExplainResponse:
         ns = self.auth.namespace(principal, request.namespace)
         deepest = self.engine.store.limits.max_walk_depth
         for name in ("ancestor_depth", "descendant_depth"):
@@ -303,15 +343,17 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         serde.depth(request.decisions, "decisions", 2**31 - 1)
         serde.ids([request.memory_id], "memory_id", indexed=False)
         ex = self.engine.explain(
-            ns, request.memory_id,
+            ns,
+            request.memory_id,
             ancestor_depth=request.ancestor_depth or 8,
             descendant_depth=request.descendant_depth or 8,
             decisions=request.decisions or 20,
         )
         return serde.explain_to_pb(ex)
 
-    def Watch(self, request: bytes | pb.WatchRequest, context: grpc.ServicerContext
-              ) -> Iterator[pb.LineageEvent]:
+    def Watch(
+        self, request: bytes | pb.WatchRequest, context: grpc.ServicerContext
+    ) -> Iterator[pb.LineageEvent]:
         """A resumable stream: events strictly after the cursor, then new ones as they come."""
         try:
             principal = self.principal(context)
@@ -325,10 +367,10 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
                 cursor = store.latest_cursor(ns)
             while context.is_active():
                 if self.stopping.is_set():
-                    raise ShuttingDown("the sidecar is shutting down: resume from your "
-                                       "last cursor")
-                events, cursor = store.wait_events(ns, after=cursor, limit=500,
-                                                   timeout=self.WATCH_POLL)
+                    raise ShuttingDown("the sidecar is shutting down: resume from your last cursor")
+                events, cursor = store.wait_events(
+                    ns, after=cursor, limit=500, timeout=self.WATCH_POLL
+                )
                 for e in events:
                     yield serde.event_to_pb(e)
         except LineageError as err:
@@ -341,14 +383,16 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
     sweep_batch = 1000
 
     @rpc(pb.ListPoliciesRequest)
-    def ListPolicies(self, request: pb.ListPoliciesRequest, context: Ctx,
-                     principal: Principal) -> pb.ListPoliciesResponse:
+    def ListPolicies(
+        self, request: pb.ListPoliciesRequest, context: Ctx, principal: Principal
+    ) -> pb.ListPoliciesResponse:
         self.auth.require_admin(principal, context.peer() or "")
         return serde.policies_to_pb(self.engine.policies.current)
 
     @rpc(pb.ReloadPoliciesRequest)
-    def ReloadPolicies(self, request: pb.ReloadPoliciesRequest, context: Ctx,
-                       principal: Principal) -> pb.ReloadPoliciesResponse:
+    def ReloadPolicies(
+        self, request: pb.ReloadPoliciesRequest, context: Ctx, principal: Principal
+    ) -> pb.ReloadPoliciesResponse:
         self.auth.require_admin(principal, context.peer() or "")
         outcome = self.engine.policies.reload(dict(request.files) or None)
         if outcome.applied:
@@ -356,24 +400,30 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
         else:
             # The paths and texts are the caller's: quoted and cut short, so a name
             # with a newline cannot forge a log line, nor a long one flood the log.
-            log.warning("policy reload rejected: %s", "; ".join(
-                _loggable(f"{d.location}: {d.message}") for d in outcome.diagnostics[:5]))
+            log.warning(
+                "policy reload rejected: %s",
+                "; ".join(_loggable(f"{d.location}: {d.message}") for d in outcome.diagnostics[:5]),
+            )
         out = pb.ReloadPoliciesResponse(applied=outcome.applied, version=outcome.version)
         diagnostics_to_pb(outcome.diagnostics, out.diagnostics)
         return out
 
     @rpc(pb.RunSweepRequest)
-    def RunSweep(self, request: pb.RunSweepRequest, context: Ctx,
-                 principal: Principal) -> pb.RunSweepResponse:
+    def RunSweep(
+        self, request: pb.RunSweepRequest, context: Ctx, principal: Principal
+    ) -> pb.RunSweepResponse:
         self.auth.require_admin(principal, context.peer() or "")
         report = self.engine.sweep(
-            request.namespace or None, batch=request.batch or self.sweep_batch,
-            time=serde.from_ts(request, "time"))
+            request.namespace or None,
+            batch=request.batch or self.sweep_batch,
+            time=serde.from_ts(request, "time"),
+        )
         return serde.sweep_to_pb(report)
 
     @rpc(pb.LintPolicyRequest)
-    def LintPolicy(self, request: pb.LintPolicyRequest, context: Ctx,
-                   principal: Principal) -> pb.LintPolicyResponse:
+    def LintPolicy(
+        self, request: pb.LintPolicyRequest, context: Ctx, principal: Principal
+    ) -> pb.LintPolicyResponse:
         self.auth.require_admin(principal, context.peer() or "")
         if not request.files:
             raise ValidationError("names no file", field="files")
@@ -424,14 +474,15 @@ def register(service: MemLineageService | PolicyAdminService, server: Any) -> No
         pb_grpc.add_MemLineageServicer_to_server(service, caught)
     else:
         pb_grpc.add_PolicyAdminServicer_to_server(service, caught)
-    handlers = {name: h._replace(request_deserializer=None)
-                for name, h in caught.handlers.items()}
+    handlers = {name: h._replace(request_deserializer=None) for name, h in caught.handlers.items()}
     for name in ENCODED:
         if name in handlers:
             handlers[name] = handlers[name]._replace(response_serializer=_as_is)
     if isinstance(service, MemLineageService):
         handlers["Watch"] = handlers["Watch"]._replace(
-            unary_stream=_on_pool(service.Watch, service.watch_pool))
+            unary_stream=_on_pool(service.Watch, service.watch_pool)
+        )
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(caught.service, handlers),))
+        (grpc.method_handlers_generic_handler(caught.service, handlers),)
+    )
     server.add_registered_method_handlers(caught.service, handlers)

@@ -80,8 +80,7 @@ def _timestamp(seconds: float) -> bytes:
     nanos = round((seconds - whole) * 1e9)
     if nanos >= 1_000_000_000:
         whole, nanos = whole + 1, nanos - 1_000_000_000
-    return (b"\x08" + varint(whole) if whole else b"") + (
-        b"\x10" + varint(nanos) if nanos else b"")
+    return (b"\x08" + varint(whole) if whole else b"") + (b"\x10" + varint(nanos) if nanos else b"")
 
 
 _OP_VERSION: dict[tuple[str, str], tuple[bytes, bytes]] = {}
@@ -95,7 +94,9 @@ def _op_version(operation: str, policy_version: str) -> tuple[bytes, bytes]:
             _OP_VERSION.clear()
         op = OP_TO_PB[operation]
         fixed = _OP_VERSION[(operation, policy_version)] = (
-            b"\x40" + varint(op) if op else b"", _string(b"\x5a", policy_version))
+            b"\x40" + varint(op) if op else b"",
+            _string(b"\x5a", policy_version),
+        )
     return fixed
 
 
@@ -117,9 +118,18 @@ def check_response_bytes(rec: DecisionRecord) -> bytes:
     ids = rec.memory_ids
     fixed = _op_version(rec.operation, rec.policy_version)
     ts = _timestamp(rec.decided_at)
-    body = b"".join((_template(rec.decision), _string(b"\x0a", rec.decision_id),
-                     _string(b"\x4a", ids[0]) if len(ids) == 1 and ids[0] else _ids_field(ids),
-                     fixed[0], b"\x52", _VARINTS[len(ts)], ts, fixed[1]))
+    body = b"".join(
+        (
+            _template(rec.decision),
+            _string(b"\x0a", rec.decision_id),
+            _string(b"\x4a", ids[0]) if len(ids) == 1 and ids[0] else _ids_field(ids),
+            fixed[0],
+            b"\x52",
+            _VARINTS[len(ts)],
+            ts,
+            fixed[1],
+        )
+    )
     return b"\x0a" + varint(len(body)) + body
 
 
@@ -133,14 +143,25 @@ class CheckAnswer:
         ids = rec.memory_ids
         fixed = _op_version(rec.operation, rec.policy_version)
         self.head = _template(rec.decision)
-        self.middle = (_string(b"\x4a", ids[0]) if len(ids) == 1 and ids[0]
-                       else _ids_field(ids)) + fixed[0] + b"\x52"
+        self.middle = (
+            (_string(b"\x4a", ids[0]) if len(ids) == 1 and ids[0] else _ids_field(ids))
+            + fixed[0]
+            + b"\x52"
+        )
         self.tail = fixed[1]
 
     def encode(self, decision_id: str, decided_at: float) -> bytes:
         ts = _timestamp(decided_at)
-        body = b"".join((self.head, _string(b"\x0a", decision_id), self.middle,
-                         _VARINTS[len(ts)], ts, self.tail))
+        body = b"".join(
+            (
+                self.head,
+                _string(b"\x0a", decision_id),
+                self.middle,
+                _VARINTS[len(ts)],
+                ts,
+                self.tail,
+            )
+        )
         return b"\x0a" + varint(len(body)) + body
 
 
@@ -176,12 +197,20 @@ def filter_rank_bytes(ranked: Iterable[RankedCandidate]) -> bytes:
         if rec.memory_ids == (c.memory_id,):
             body = b"".join((template, b"\x0a", varint(len(did)), did, b"\x4a", sized, tail))
         else:
-            body = b"".join((template, _string(b"\x0a", rec.decision_id),
-                             _ids_field(rec.memory_ids), tail))
-        item = b"".join((
-            b"\x0a", sized, scores(0x11, c.similarity, 0x19, c.rank_score, 0x20, c.kept),
-            b"\x2a", varint(len(body)), body, quality(0x31, c.reliability, 0x39, c.value_score),
-        ))
+            body = b"".join(
+                (template, _string(b"\x0a", rec.decision_id), _ids_field(rec.memory_ids), tail)
+            )
+        item = b"".join(
+            (
+                b"\x0a",
+                sized,
+                scores(0x11, c.similarity, 0x19, c.rank_score, 0x20, c.kept),
+                b"\x2a",
+                varint(len(body)),
+                body,
+                quality(0x31, c.reliability, 0x39, c.value_score),
+            )
+        )
         parts.append(b"\x0a" + varint(len(item)) + item)
     best = sorted((c for c in ranked if c.kept), key=lambda c: -c.rank_score)
     for c in best:

@@ -77,8 +77,9 @@ def sweep_namespace(
     report.examined = len(records)
     # Values only (no credibility needed): from the store's score columns, numpy over
     # the batch (the embedded store keeps them columnar; others build them from records).
-    scored = score_columns(cfg, store.score_columns(namespace, list(records)), {}, now,
-                           reliability=False)
+    scored = score_columns(
+        cfg, store.score_columns(namespace, list(records)), {}, now, reliability=False
+    )
     values = dict(zip(scored.ids, scored.value.tolist(), strict=True))
     next_review: dict[str, float] = {}
     gone: list[str] = []
@@ -96,8 +97,9 @@ def sweep_namespace(
                 if blocker is None:
                     move = (Status.EVICTED, reason)
                 else:
-                    report.refused.append(Transition(rid, status, Status.EVICTED.value,
-                                                     f"not evicted: {blocker}"))
+                    report.refused.append(
+                        Transition(rid, status, Status.EVICTED.value, f"not evicted: {blocker}")
+                    )
         if move is not None:
             try:
                 store.set_status(namespace, rid, move[0], reason=f"sweep: {move[1]}", now=now)
@@ -127,7 +129,11 @@ def _interval(cfg: ScoringConfig, rec: MemoryRecord, value: float, now: float) -
 
 
 def sweep(
-    store: LineageStore, cfg: ScoringConfig, now: float, *, namespace: str | None = None,
+    store: LineageStore,
+    cfg: ScoringConfig,
+    now: float,
+    *,
+    namespace: str | None = None,
     batch: int = 1000,
 ) -> SweepReport:
     """One pass over one namespace or all of them (a batch each)."""

@@ -52,6 +52,7 @@ class ScoreColumns:
 
     def decoded(self) -> dict[str, list[Any]]:
         """Plain values with the names put back (interning-independent; for tests)."""
+
         def times(a: NDArray[np.float64]) -> list[float | None]:
             return [None if math.isnan(x) else x for x in a.tolist()]
 
@@ -68,10 +69,18 @@ class ScoreColumns:
             "volatility": [self.volatilities[i] for i in self.volatility.tolist()],
             "type": [self.types[i] for i in self.type.tolist()],
             "creator": [src[i] for i in self.creator.tolist()],
-            "confirmed": [(r, src[s]) for r, s in zip(self.confirm_row.tolist(),
-                                                     self.confirm_source.tolist(), strict=True)],
-            "contradicted": [(r, src[s]) for r, s in zip(
-                self.contradict_row.tolist(), self.contradict_source.tolist(), strict=True)],
+            "confirmed": [
+                (r, src[s])
+                for r, s in zip(
+                    self.confirm_row.tolist(), self.confirm_source.tolist(), strict=True
+                )
+            ],
+            "contradicted": [
+                (r, src[s])
+                for r, s in zip(
+                    self.contradict_row.tolist(), self.contradict_source.tolist(), strict=True
+                )
+            ],
         }
 
 
@@ -108,7 +117,11 @@ def score_columns_of(records: Iterable[MemoryRecord]) -> ScoreColumns:
         volatility=ints([vols.setdefault(r.volatility, len(vols)) for r in recs]),
         type=ints([types.setdefault(r.type, len(types)) for r in recs]),
         creator=ints([sources.setdefault(r.creator_id, len(sources)) for r in recs]),
-        confirm_row=ints(pairs["c"][0]), confirm_source=ints(pairs["c"][1]),
-        contradict_row=ints(pairs["x"][0]), contradict_source=ints(pairs["x"][1]),
-        sources=list(sources), volatilities=list(vols), types=list(types),
+        confirm_row=ints(pairs["c"][0]),
+        confirm_source=ints(pairs["c"][1]),
+        contradict_row=ints(pairs["x"][0]),
+        contradict_source=ints(pairs["x"][1]),
+        sources=list(sources),
+        volatilities=list(vols),
+        types=list(types),
     )

@@ -30,17 +30,36 @@ class KeptDecision:
 
     def to_json(self) -> str:
         """One text holding every field (what a store writes)."""
-        return json.dumps([self.decision_id, self.namespace, self.operation,
-                           list(self.memory_ids), self.actor, self.decided_at,
-                           self.policy_version, self.effect, self.detail],
-                          separators=(",", ":"))
+        return json.dumps(
+            [
+                self.decision_id,
+                self.namespace,
+                self.operation,
+                list(self.memory_ids),
+                self.actor,
+                self.decided_at,
+                self.policy_version,
+                self.effect,
+                self.detail,
+            ],
+            separators=(",", ":"),
+        )
 
     @classmethod
     def from_json(cls, text: str) -> KeptDecision | None:
         """The decision `to_json` wrote; None for a text that is not one."""
         try:
             v: Any = json.loads(text)
-            return cls(str(v[0]), str(v[1]), str(v[2]), tuple(str(m) for m in v[3]),
-                       str(v[4]), float(v[5]), str(v[6]), str(v[7]), str(v[8]))
+            return cls(
+                str(v[0]),
+                str(v[1]),
+                str(v[2]),
+                tuple(str(m) for m in v[3]),
+                str(v[4]),
+                float(v[5]),
+                str(v[6]),
+                str(v[7]),
+                str(v[8]),
+            )
         except (ValueError, TypeError, IndexError, KeyError):
             return None

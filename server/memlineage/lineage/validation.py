@@ -55,17 +55,24 @@ class StoreLimits:
 def check_id(value: Any, field: str, *, max_length: int = 128) -> str:
     """An id, namespace or name: 1..max_length chars of [A-Za-z0-9._:/-]."""
     if not isinstance(value, str):
-        raise ValidationError(f"must be a string, got {type(value).__name__}", field=field,
-                              code="INVALID_ID")
+        raise ValidationError(
+            f"must be a string, got {type(value).__name__}", field=field, code="INVALID_ID"
+        )
     if not value:
         raise ValidationError("must not be empty", field=field, code="INVALID_ID")
     if len(value) > max_length:
-        raise ValidationError(f"is {len(value)} characters long, the limit is {max_length}",
-                              field=field, code="ID_TOO_LONG")
+        raise ValidationError(
+            f"is {len(value)} characters long, the limit is {max_length}",
+            field=field,
+            code="ID_TOO_LONG",
+        )
     if not _ID_RE.fullmatch(value):
         bad = next(c for c in value if not _ID_RE.fullmatch(c))
-        raise ValidationError(f"contains {bad!r}; allowed are letters, digits and ._:/-",
-                              field=field, code="INVALID_ID")
+        raise ValidationError(
+            f"contains {bad!r}; allowed are letters, digits and ._:/-",
+            field=field,
+            code="INVALID_ID",
+        )
     return value
 
 
@@ -75,20 +82,21 @@ def check_confidence(value: Any, field: str = "creator_confidence") -> float:
         raise ValidationError("must be a number", field=field, code="INVALID_CONFIDENCE")
     value = float(value)
     if math.isnan(value) or not 0.0 <= value <= 1.0:
-        raise ValidationError(f"must be in [0, 1], got {value!r}", field=field,
-                              code="INVALID_CONFIDENCE")
+        raise ValidationError(
+            f"must be in [0, 1], got {value!r}", field=field, code="INVALID_CONFIDENCE"
+        )
     return value
 
 
 def check_time(value: Any, field: str) -> float:
     """A finite, non-negative epoch-seconds float."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValidationError("must be a number of epoch seconds", field=field,
-                              code="INVALID_TIME")
+        raise ValidationError("must be a number of epoch seconds", field=field, code="INVALID_TIME")
     value = float(value)
     if not math.isfinite(value) or value < 0:
-        raise ValidationError(f"must be finite and >= 0, got {value!r}", field=field,
-                              code="INVALID_TIME")
+        raise ValidationError(
+            f"must be finite and >= 0, got {value!r}", field=field, code="INVALID_TIME"
+        )
     return value
 
 
@@ -97,11 +105,15 @@ def check_reason(reason: Any, limits: StoreLimits) -> str:
     if not isinstance(reason, str):
         raise ValidationError("must be a string", field="reason", code="INVALID_REASON")
     if len(reason) > limits.max_reason_length:
-        raise ValidationError(f"is longer than {limits.max_reason_length} characters",
-                              field="reason", code="INVALID_REASON")
+        raise ValidationError(
+            f"is longer than {limits.max_reason_length} characters",
+            field="reason",
+            code="INVALID_REASON",
+        )
     if any(ord(c) < 32 for c in reason):
-        raise ValidationError("must not contain control characters", field="reason",
-                              code="INVALID_REASON")
+        raise ValidationError(
+            "must not contain control characters", field="reason", code="INVALID_REASON"
+        )
     return reason
 
 
@@ -116,15 +128,20 @@ def check_transition(current: str, target: Status, memory_id: str) -> None:
     if target not in TRANSITIONS[Status(current)]:
         raise TransitionError(
             f"memory {memory_id!r} cannot go from {current} to {target.value}",
-            current=current, requested=target.value)
+            current=current,
+            requested=target.value,
+        )
 
 
 def _check_tags(tags: Any, limits: StoreLimits) -> tuple[str, ...]:
     if isinstance(tags, str) or not isinstance(tags, list | tuple | set | frozenset):
         raise ValidationError("must be a list of strings", field="tags", code="INVALID_TAGS")
     if len(tags) > limits.max_tags:
-        raise ValidationError(f"has {len(tags)} tags, the limit is {limits.max_tags}",
-                              field="tags", code="TOO_MANY_TAGS")
+        raise ValidationError(
+            f"has {len(tags)} tags, the limit is {limits.max_tags}",
+            field="tags",
+            code="TOO_MANY_TAGS",
+        )
     out: list[str] = []
     for i, tag in enumerate(tags):
         check_id(tag, f"tags[{i}]", max_length=limits.max_tag_length)
@@ -139,8 +156,11 @@ def _check_value(value: Any, limits: StoreLimits) -> str | None:
     if not isinstance(value, str):
         raise ValidationError("must be a string", field="value", code="INVALID_VALUE")
     if len(value) > limits.max_value_length:
-        raise ValidationError(f"is longer than {limits.max_value_length} characters",
-                              field="value", code="VALUE_TOO_LONG")
+        raise ValidationError(
+            f"is longer than {limits.max_value_length} characters",
+            field="value",
+            code="VALUE_TOO_LONG",
+        )
     return value
 
 
@@ -151,27 +171,42 @@ def check_volatility(value: Any) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ValidationError(f"must be a volatility class name, got {type(value).__name__}",
-                              field="volatility", code="INVALID_VOLATILITY")
+        raise ValidationError(
+            f"must be a volatility class name, got {type(value).__name__}",
+            field="volatility",
+            code="INVALID_VOLATILITY",
+        )
     if not _VOLATILITY_RE.fullmatch(value):
-        raise ValidationError(f"{value[:40]!r} is not a class name: 1 to 32 characters of "
-                              "a-z, 0-9 and _", field="volatility", code="INVALID_VOLATILITY")
+        raise ValidationError(
+            f"{value[:40]!r} is not a class name: 1 to 32 characters of a-z, 0-9 and _",
+            field="volatility",
+            code="INVALID_VOLATILITY",
+        )
     return value
 
 
-def check_dependencies(deps: Any, *, namespace: str, memory_id: str, limits: StoreLimits,
-                       existing: tuple[str, ...] = ()) -> tuple[str, ...]:
+def check_dependencies(
+    deps: Any,
+    *,
+    namespace: str,
+    memory_id: str,
+    limits: StoreLimits,
+    existing: tuple[str, ...] = (),
+) -> tuple[str, ...]:
     """Dependency ids: format, same namespace, not itself, no duplicates, within the limit.
 
     ``existing`` are dependencies the memory already has (when adding more).
     """
     if isinstance(deps, str) or not isinstance(deps, list | tuple):
-        raise ValidationError("must be a list of ids", field="dependencies",
-                              code="INVALID_DEPENDENCIES")
+        raise ValidationError(
+            "must be a list of ids", field="dependencies", code="INVALID_DEPENDENCIES"
+        )
     if len(deps) + len(existing) > limits.max_dependencies:
         raise ValidationError(
-            f"has {len(deps) + len(existing)} dependencies, the limit is "
-            f"{limits.max_dependencies}", field="dependencies", code="TOO_MANY_DEPENDENCIES")
+            f"has {len(deps) + len(existing)} dependencies, the limit is {limits.max_dependencies}",
+            field="dependencies",
+            code="TOO_MANY_DEPENDENCIES",
+        )
     out: list[str] = []
     seen: set[str] = set(existing)
     for i, dep in enumerate(deps):
@@ -183,11 +218,13 @@ def check_dependencies(deps: Any, *, namespace: str, memory_id: str, limits: Sto
             dep = dep.id
         check_id(dep, field, max_length=limits.max_id_length)
         if dep == memory_id:
-            raise CycleError("a memory cannot depend on itself", field=field,
-                             code="SELF_DEPENDENCY")
+            raise CycleError(
+                "a memory cannot depend on itself", field=field, code="SELF_DEPENDENCY"
+            )
         if dep in seen:
-            raise ValidationError(f"{dep!r} is listed twice", field=field,
-                                  code="DUPLICATE_DEPENDENCY")
+            raise ValidationError(
+                f"{dep!r} is listed twice", field=field, code="DUPLICATE_DEPENDENCY"
+            )
         seen.add(dep)
         out.append(dep)
     return tuple(out)
@@ -203,8 +240,9 @@ def validate_new(rec: Any, *, now: float, limits: StoreLimits) -> MemoryRecord:
     tags = _check_tags(rec.tags, limits)
     if (rec.subject is None) != (rec.attribute is None):
         field = "attribute" if rec.attribute is None else "subject"
-        raise ValidationError("a claim needs both subject and attribute", field=field,
-                              code="INCOMPLETE_CLAIM")
+        raise ValidationError(
+            "a claim needs both subject and attribute", field=field, code="INCOMPLETE_CLAIM"
+        )
     if rec.subject is not None:
         check_id(rec.subject, "subject", max_length=limits.max_id_length)
         check_id(rec.attribute, "attribute", max_length=limits.max_id_length)
@@ -213,40 +251,65 @@ def validate_new(rec: Any, *, now: float, limits: StoreLimits) -> MemoryRecord:
     if rec.creator_kind not in _CREATOR_KINDS:
         raise ValidationError(
             f"unknown creator kind {rec.creator_kind!r}; expected one of "
-            f"{', '.join(sorted(_CREATOR_KINDS))}", field="creator_kind",
-            code="INVALID_CREATOR_KIND")
+            f"{', '.join(sorted(_CREATOR_KINDS))}",
+            field="creator_kind",
+            code="INVALID_CREATOR_KIND",
+        )
     check_id(rec.creator_id, "creator_id", max_length=limits.max_id_length)
     confidence = check_confidence(rec.creator_confidence)
     created_at = now if rec.created_at is None else check_time(rec.created_at, "created_at")
     if created_at > now + limits.max_future_seconds:
         raise ValidationError(
             f"is {created_at - now:.0f} s in the future, the limit is "
-            f"{limits.max_future_seconds:.0f} s", field="created_at", code="FUTURE_TIMESTAMP")
+            f"{limits.max_future_seconds:.0f} s",
+            field="created_at",
+            code="FUTURE_TIMESTAMP",
+        )
     if rec.context_id is not None:
         check_id(rec.context_id, "context_id", max_length=limits.max_id_length)
     status = check_status(rec.status)
     if status not in INITIAL_STATUSES:
-        raise ValidationError(f"a memory is recorded as active or pending_verification, "
-                              f"not {status.value}", field="status", code="INVALID_INITIAL_STATUS")
+        raise ValidationError(
+            f"a memory is recorded as active or pending_verification, not {status.value}",
+            field="status",
+            code="INVALID_INITIAL_STATUS",
+        )
     if rec.successor is not None:
-        raise ValidationError("is set by a status change, not at record time",
-                              field="successor", code="READ_ONLY_FIELD")
+        raise ValidationError(
+            "is set by a status change, not at record time",
+            field="successor",
+            code="READ_ONLY_FIELD",
+        )
     if rec.derivations:
-        raise ValidationError("are maintained by the store", field="derivations",
-                              code="READ_ONLY_FIELD")
+        raise ValidationError(
+            "are maintained by the store", field="derivations", code="READ_ONLY_FIELD"
+        )
     if rec.status_history:
-        raise ValidationError("is maintained by the store", field="status_history",
-                              code="READ_ONLY_FIELD")
+        raise ValidationError(
+            "is maintained by the store", field="status_history", code="READ_ONLY_FIELD"
+        )
     for name in ("confirmed_by", "contradicted_by"):
         if getattr(rec, name):
-            raise ValidationError("is maintained by the store", field=name,
-                                  code="READ_ONLY_FIELD")
-    deps = check_dependencies(rec.dependencies, namespace=rec.namespace, memory_id=rec.id,
-                              limits=limits)
-    return replace(rec, tags=tags, value=value, volatility=volatility,
-                   creator_confidence=confidence, created_at=created_at, dependencies=deps,
-                   status=status.value, version=1, last_access=None, access_count=0,
-                   uses_ok=0, uses_failed=0, reviewed_at=None)
+            raise ValidationError("is maintained by the store", field=name, code="READ_ONLY_FIELD")
+    deps = check_dependencies(
+        rec.dependencies, namespace=rec.namespace, memory_id=rec.id, limits=limits
+    )
+    return replace(
+        rec,
+        tags=tags,
+        value=value,
+        volatility=volatility,
+        creator_confidence=confidence,
+        created_at=created_at,
+        dependencies=deps,
+        status=status.value,
+        version=1,
+        last_access=None,
+        access_count=0,
+        uses_ok=0,
+        uses_failed=0,
+        reviewed_at=None,
+    )
 
 
 def validate_changes(changes: dict[str, Any], limits: StoreLimits) -> dict[str, Any]:
@@ -258,7 +321,9 @@ def validate_changes(changes: dict[str, Any], limits: StoreLimits) -> dict[str, 
         if name not in MUTABLE_FIELDS:
             raise ValidationError(
                 f"cannot be changed by update (mutable: {', '.join(MUTABLE_FIELDS)})",
-                field=name, code="READ_ONLY_FIELD")
+                field=name,
+                code="READ_ONLY_FIELD",
+            )
         if name == "type":
             out[name] = check_id(value, "type", max_length=limits.max_type_length)
         elif name == "tags":
@@ -280,12 +345,15 @@ def check_window(window_seconds: Any, limits: StoreLimits) -> float:
     if window <= 0 or window > limits.counter_retention_seconds:
         raise ValidationError(
             f"must be in (0, {limits.counter_retention_seconds:.0f}] seconds",
-            field="window_seconds", code="INVALID_WINDOW")
+            field="window_seconds",
+            code="INVALID_WINDOW",
+        )
     return window
 
 
 def check_limit(value: Any, field: str, maximum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
-        raise ValidationError(f"must be an integer in [0, {maximum}]", field=field,
-                              code="INVALID_LIMIT")
+        raise ValidationError(
+            f"must be an integer in [0, {maximum}]", field=field, code="INVALID_LIMIT"
+        )
     return value

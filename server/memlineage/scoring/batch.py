@@ -102,9 +102,11 @@ def score(
         if hit is not None and hit[0] is r:
             base = hit[1]
         else:
-            base = None if (r.contradicted_by or r.confirmed_by
-                            or half_life(r.volatility) != inf) else (
-                min(max(r.creator_confidence, 0.0), 1.0))
+            base = (
+                None
+                if (r.contradicted_by or r.confirmed_by or half_life(r.volatility) != inf)
+                else (min(max(r.creator_confidence, 0.0), 1.0))
+            )
             if memo is not None:
                 if len(memo) >= 100_000:
                     memo.clear()
@@ -122,8 +124,7 @@ def score(
             cfg,
             np.array([r.creator_confidence for r in rest], dtype=float),
             np.array([c(r.creator_id) for r in rest]),
-            np.array([now - (r.created_at if r.created_at is not None else now)
-                      for r in rest]),
+            np.array([now - (r.created_at if r.created_at is not None else now) for r in rest]),
             np.array([half_life(r.volatility) for r in rest]),
             np.array([i for i, _ in contra], dtype=np.int64),
             np.array([x for _, x in contra], dtype=float),
@@ -135,17 +136,30 @@ def score(
         return Scores(_chain_min(records, own), {}, dict(cred))
     # One array of the value inputs (a row per memory) instead of six.
     cost = cfg.cost
-    cols = np.array([
-        (r.uses_ok, r.uses_failed,
-         r.last_access if r.last_access is not None else
-         (r.created_at if r.created_at is not None else now),
-         r.access_count, len(r.derivations), cost(r.type))
-        for r in vrecs
-    ], dtype=float)
-    val = vectorized.value(cfg, cols[:, 0], cols[:, 1], now - cols[:, 2], cols[:, 3],
-                           cols[:, 4], cols[:, 5])
-    return Scores(_chain_min(records, own), dict(zip((r.id for r in vrecs), val.tolist(),
-                                                     strict=True)), dict(cred))
+    cols = np.array(
+        [
+            (
+                r.uses_ok,
+                r.uses_failed,
+                r.last_access
+                if r.last_access is not None
+                else (r.created_at if r.created_at is not None else now),
+                r.access_count,
+                len(r.derivations),
+                cost(r.type),
+            )
+            for r in vrecs
+        ],
+        dtype=float,
+    )
+    val = vectorized.value(
+        cfg, cols[:, 0], cols[:, 1], now - cols[:, 2], cols[:, 3], cols[:, 4], cols[:, 5]
+    )
+    return Scores(
+        _chain_min(records, own),
+        dict(zip((r.id for r in vrecs), val.tolist(), strict=True)),
+        dict(cred),
+    )
 
 
 def _score_small(cfg, records, recs, vrecs, c, cred, now: float) -> Scores:
@@ -155,19 +169,32 @@ def _score_small(cfg, records, recs, vrecs, c, cred, now: float) -> Scores:
     for r in recs:
         if r.contradicted_by or r.confirmed_by or half_life(r.volatility) != inf:
             own[r.id] = formulas.reliability(
-                cfg, confidence=r.creator_confidence, creator_cred=c(r.creator_id),
+                cfg,
+                confidence=r.creator_confidence,
+                creator_cred=c(r.creator_id),
                 age=now - (r.created_at if r.created_at is not None else now),
-                volatility=r.volatility, contradicting=[c(x) for x in r.contradicted_by],
-                confirming=[c(x) for x in r.confirmed_by])
+                volatility=r.volatility,
+                contradicting=[c(x) for x in r.contradicted_by],
+                confirming=[c(x) for x in r.confirmed_by],
+            )
         else:  # formulas.reliability with decay 1.0 and no product terms, written out
             x = min(max(r.creator_confidence, 0.0), 1.0) * c(r.creator_id)
             own[r.id] = min(max(1.0 - (1.0 - x), 0.0), 1.0)
     value = {
         r.id: formulas.value(
-            cfg, uses_ok=r.uses_ok, uses_failed=r.uses_failed,
-            idle=now - (r.last_access if r.last_access is not None else
-                        (r.created_at if r.created_at is not None else now)),
-            access_count=r.access_count, derivations=len(r.derivations), memory_type=r.type)
+            cfg,
+            uses_ok=r.uses_ok,
+            uses_failed=r.uses_failed,
+            idle=now
+            - (
+                r.last_access
+                if r.last_access is not None
+                else (r.created_at if r.created_at is not None else now)
+            ),
+            access_count=r.access_count,
+            derivations=len(r.derivations),
+            memory_type=r.type,
+        )
         for r in vrecs
     }
     return Scores(_chain_min(records, own), value, cred)
@@ -238,8 +265,7 @@ def _used_sources(cols: ScoreColumns) -> np.ndarray:
         used[cols.confirm_source] = True
         used[cols.contradict_source] = True
         return np.flatnonzero(used)
-    return np.unique(np.concatenate((cols.creator, cols.confirm_source,
-                                     cols.contradict_source)))
+    return np.unique(np.concatenate((cols.creator, cols.confirm_source, cols.contradict_source)))
 
 
 def score_columns(
@@ -259,22 +285,37 @@ def score_columns(
     with np.errstate(invalid="ignore"):
         last = np.where(np.isnan(cols.last_access), created, cols.last_access)
         idle = np.where(np.isnan(last), 0.0, now - last)
-    cost = np.array([cfg.cost(t) for t in cols.types], dtype=float)[cols.type] \
-        if cols.types else np.zeros(len(cols.ids))
-    val = vectorized.value(cfg, cols.uses_ok, cols.uses_failed, idle, cols.access_count,
-                           cols.derivations, cost)
+    cost = (
+        np.array([cfg.cost(t) for t in cols.types], dtype=float)[cols.type]
+        if cols.types
+        else np.zeros(len(cols.ids))
+    )
+    val = vectorized.value(
+        cfg, cols.uses_ok, cols.uses_failed, idle, cols.access_count, cols.derivations, cost
+    )
     rel = None
     if reliability:
         age = np.where(no_created, 0.0, now - created)
-        half = np.array([cfg.half_life(v) for v in cols.volatilities], dtype=float)[
-            cols.volatility] if cols.volatilities else np.zeros(len(cols.ids))
+        half = (
+            np.array([cfg.half_life(v) for v in cols.volatilities], dtype=float)[cols.volatility]
+            if cols.volatilities
+            else np.zeros(len(cols.ids))
+        )
         used = _used_sources(cols)
         names = cols.sources
         src = np.zeros(len(names))  # credibility per interned source (only used ones set)
-        src[used] = [cred[s] if s in cred else cfg.prior(s)
-                     for s in (names[i] for i in used.tolist())]
+        src[used] = [
+            cred[s] if s in cred else cfg.prior(s) for s in (names[i] for i in used.tolist())
+        ]
         rel = vectorized.reliability(
-            cfg, cols.confidence, src[cols.creator], age, half,
-            cols.contradict_row, src[cols.contradict_source],
-            cols.confirm_row, src[cols.confirm_source])
+            cfg,
+            cols.confidence,
+            src[cols.creator],
+            age,
+            half,
+            cols.contradict_row,
+            src[cols.contradict_source],
+            cols.confirm_row,
+            src[cols.confirm_source],
+        )
     return ColumnScores(cols.ids, rel, val)

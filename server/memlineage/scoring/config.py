@@ -81,8 +81,9 @@ class ScoringConfig:
         cache: dict[str, float] = self.__dict__.setdefault("_prior_cache", {})
         hit = cache.get(source)
         if hit is None:
-            hit = next((v for p, v in self.credibility_priors if fnmatch.fnmatchcase(source, p)),
-                       0.5)
+            hit = next(
+                (v for p, v in self.credibility_priors if fnmatch.fnmatchcase(source, p)), 0.5
+            )
             if len(cache) < 100_000:
                 cache[source] = hit
         return hit

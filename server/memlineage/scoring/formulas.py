@@ -67,19 +67,29 @@ def value(
 ) -> float:
     accuracy = (uses_ok + 1.0) / (uses_ok + uses_failed + 2.0)
     freq = min(1.0, math.log1p(access_count) / math.log1p(cfg.frequency_saturation))
-    relevance = min(1.0, math.exp(-cfg.relevance_lambda * max(idle, 0.0))
-                    + cfg.frequency_boost * freq)
+    relevance = min(
+        1.0, math.exp(-cfg.relevance_lambda * max(idle, 0.0)) + cfg.frequency_boost * freq
+    )
     utility = min(1.0, math.log1p(derivations + uses_ok) / math.log1p(cfg.utility_saturation))
-    v = (cfg.alpha * accuracy + cfg.beta * relevance + cfg.gamma * utility
-         - cfg.delta * cfg.cost(memory_type))
+    v = (
+        cfg.alpha * accuracy
+        + cfg.beta * relevance
+        + cfg.gamma * utility
+        - cfg.delta * cfg.cost(memory_type)
+    )
     return min(max(v, 0.0), 1.0)
 
 
-def rank_score(cfg: ScoringConfig, similarity: float, compliance: float, reliability: float,
-               value: float, downrank: float = 1.0) -> float:
+def rank_score(
+    cfg: ScoringConfig,
+    similarity: float,
+    compliance: float,
+    reliability: float,
+    value: float,
+    downrank: float = 1.0,
+) -> float:
     """A retrieval candidate's rank (FilterRank): similarity x compliance x the
     reliability and value terms x the product of its decision's down-rank factors.
     The one copy of the formula: the engine calls it for every candidate."""
     wr, wv = cfg.rank_reliability_weight, cfg.rank_value_weight
-    return (similarity * compliance * (1 - wr + wr * reliability) * (1 - wv + wv * value)
-            * downrank)
+    return similarity * compliance * (1 - wr + wr * reliability) * (1 - wv + wv * value) * downrank

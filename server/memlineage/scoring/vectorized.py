@@ -44,7 +44,8 @@ def reliability(
     if contra_idx.size:
         own = creator_cred[contra_idx]
         r = r * _product_per_memory(
-            n, contra_idx, 1.0 - cfg.contradiction_weight * contra_cred / (contra_cred + own))
+            n, contra_idx, 1.0 - cfg.contradiction_weight * contra_cred / (contra_cred + own)
+        )
     gap = (1.0 - r) * _product_per_memory(n, confirm_idx, 1.0 - cfg.consensus_weight * confirm_cred)
     return np.clip(1.0 - gap, 0.0, 1.0)
 
@@ -61,7 +62,8 @@ def value(
     accuracy = (uses_ok + 1.0) / (uses_ok + uses_failed + 2.0)
     freq = np.minimum(1.0, np.log1p(access_count) / np.log1p(cfg.frequency_saturation))
     relevance = np.minimum(
-        1.0, np.exp(-cfg.relevance_lambda * np.maximum(idle, 0.0)) + cfg.frequency_boost * freq)
+        1.0, np.exp(-cfg.relevance_lambda * np.maximum(idle, 0.0)) + cfg.frequency_boost * freq
+    )
     utility = np.minimum(1.0, np.log1p(derivations + uses_ok) / np.log1p(cfg.utility_saturation))
     v = cfg.alpha * accuracy + cfg.beta * relevance + cfg.gamma * utility - cfg.delta * cost
     return np.clip(v, 0.0, 1.0)

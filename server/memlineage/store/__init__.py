@@ -26,11 +26,15 @@ DEFAULT_REDIS_TIMEOUT = 1.0
 5 s deadline, so a store that does not answer is UNAVAILABLE in time."""
 
 
-def open_store(url_or_kind: str = "embedded", *, clock: Clock = system_clock,
-               limits: StoreLimits | None = None,
-               socket_timeout: float = DEFAULT_REDIS_TIMEOUT,
-               connect_timeout: float = DEFAULT_REDIS_TIMEOUT,
-               **options: Any) -> LineageStore:
+def open_store(
+    url_or_kind: str = "embedded",
+    *,
+    clock: Clock = system_clock,
+    limits: StoreLimits | None = None,
+    socket_timeout: float = DEFAULT_REDIS_TIMEOUT,
+    connect_timeout: float = DEFAULT_REDIS_TIMEOUT,
+    **options: Any,
+) -> LineageStore:
     """Open the store named by ``url_or_kind``; ``options`` go to the backend/client.
 
     Redis clients wait at most ``connect_timeout`` to connect and ``socket_timeout``
@@ -40,7 +44,7 @@ def open_store(url_or_kind: str = "embedded", *, clock: Clock = system_clock,
     if url_or_kind == "embedded":
         return EmbeddedStore(clock=clock, limits=limits, **options)
     if url_or_kind.startswith("embedded://"):
-        path = url_or_kind[len("embedded://"):]
+        path = url_or_kind[len("embedded://") :]
         if not path or path == "/":
             raise ValueError("embedded:// needs a data directory: embedded:///path/to/dir")
         return EmbeddedStore(unquote(path), clock=clock, limits=limits, **options)
@@ -77,8 +81,10 @@ def open_store(url_or_kind: str = "embedded", *, clock: Clock = system_clock,
         options.setdefault("retry", Retry(NoBackoff(), 0))
         cluster = RedisCluster(startup_nodes=nodes, decode_responses=True, **options)
         return RedisStore(cluster, clock=clock, limits=limits, **store_opts)
-    raise ValueError(f"unknown store {url_or_kind!r}; expected embedded, embedded:///dir, "
-                     "redis://host:port/db or redis+cluster://h1:p1,h2:p2")
+    raise ValueError(
+        f"unknown store {url_or_kind!r}; expected embedded, embedded:///dir, "
+        "redis://host:port/db or redis+cluster://h1:p1,h2:p2"
+    )
 
 
 def __getattr__(name: str) -> Any:

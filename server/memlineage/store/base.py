@@ -61,8 +61,14 @@ from memlineage.store.arguments import (
     id_batch_pattern,
 )
 
-__all__ = ["MAX_BATCH_IDS", "ClaimMovedError", "LineageStore", "RecordOutcome",
-           "cascade_reason", "record_digest"]
+__all__ = [
+    "MAX_BATCH_IDS",
+    "ClaimMovedError",
+    "LineageStore",
+    "RecordOutcome",
+    "cascade_reason",
+    "record_digest",
+]
 
 ANY_HOLDER = "\x00any"
 """``record_claim(holder=ANY_HOLDER)``: whoever holds the claim now (no check)."""
@@ -96,12 +102,22 @@ def record_digest(rec: MemoryRecord, *, with_created_at: bool = True) -> str:
     """A stable digest of what a caller proposes to record (the validated record's own
     fields; ``created_at`` only when the caller set it): an identical retry of a Record
     has the same digest, a different memory under the same id another one."""
-    fields = [rec.namespace, rec.id, rec.type, sorted(rec.tags), rec.subject,
-              rec.attribute, rec.value, rec.volatility, rec.creator_kind, rec.creator_id,
-              repr(float(rec.creator_confidence)), rec.context_id,
-              [str(getattr(d, "id", d)) for d in rec.dependencies],
-              repr(float(rec.created_at)) if with_created_at and rec.created_at is not None
-              else None]
+    fields = [
+        rec.namespace,
+        rec.id,
+        rec.type,
+        sorted(rec.tags),
+        rec.subject,
+        rec.attribute,
+        rec.value,
+        rec.volatility,
+        rec.creator_kind,
+        rec.creator_id,
+        repr(float(rec.creator_confidence)),
+        rec.context_id,
+        [str(getattr(d, "id", d)) for d in rec.dependencies],
+        repr(float(rec.created_at)) if with_created_at and rec.created_at is not None else None,
+    ]
     text = json.dumps(fields, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -152,8 +168,15 @@ class LineageStore(ABC):
         the store tracks no change per memory; `epochs` covers the whole namespace."""
         return None
 
-    def unchanged_since(self, namespace: str, ids: Iterable[str], mark: int, *,
-                        access: bool = False, counters: bool = False) -> bool:
+    def unchanged_since(
+        self,
+        namespace: str,
+        ids: Iterable[str],
+        mark: int,
+        *,
+        access: bool = False,
+        counters: bool = False,
+    ) -> bool:
         """True only when nothing the memories `ids` hold, nor the namespace's source
         statistics, changed since `mark` (with `access`, their access statistics too;
         with `counters`, the namespace's rate counters). This default knows nothing
@@ -186,10 +209,16 @@ class LineageStore(ABC):
         Raises ValidationError (and subclasses), NamespaceError, AlreadyExistsError.
         """
 
-    def record_claim(self, rec: MemoryRecord, *, now: float | None = None,
-                     digest: str | None = None, holder: str | None = ANY_HOLDER,
-                     supersede: str | None = None,
-                     count: str | None = None) -> RecordOutcome:
+    def record_claim(
+        self,
+        rec: MemoryRecord,
+        *,
+        now: float | None = None,
+        digest: str | None = None,
+        holder: str | None = ANY_HOLDER,
+        supersede: str | None = None,
+        count: str | None = None,
+    ) -> RecordOutcome:
         """Everything one Record changes, as one step: the memory (as :meth:`record`,
         with its claim-group confirmations/contradictions), the supersession of
         ``supersede`` (the claim's holder, when the caller decided the new memory
@@ -223,14 +252,16 @@ class LineageStore(ABC):
                 now_held = self._current_claim_id(checked.namespace, claim[0], claim[1])
                 if now_held != holder:
                     raise ClaimMovedError(
-                        f"the claim is held by {now_held!r}, not {holder!r}", holder=now_held)
+                        f"the claim is held by {now_held!r}, not {holder!r}", holder=now_held
+                    )
             stored = self.record(checked, now=at)
             if count is not None:
                 self.incr_counter(stored.namespace, count, now=at)
             if supersede is None:
                 return RecordOutcome(stored)
-            result = self.supersede(stored.namespace, supersede, stored.id,
-                                    reason=f"superseded by {stored.id}", now=at)
+            result = self.supersede(
+                stored.namespace, supersede, stored.id, reason=f"superseded by {stored.id}", now=at
+            )
             return RecordOutcome(stored, supersede, tuple(result.affected))
 
     def _replayed(self, rec: MemoryRecord, digest: str) -> RecordOutcome:
@@ -242,15 +273,30 @@ class LineageStore(ABC):
         if digest not in (record_digest(stored), record_digest(stored, with_created_at=False)):
             raise AlreadyExistsError(f"memory {rec.id!r} already exists", field="id")
         claim = stored.claim
-        superseded = next((m.id for m in (self._claim_group(ns, *claim) if claim else ())
-                           if m.successor == rec.id and m.status == Status.SUPERSEDED), None)
+        superseded = next(
+            (
+                m.id
+                for m in (self._claim_group(ns, *claim) if claim else ())
+                if m.successor == rec.id and m.status == Status.SUPERSEDED
+            ),
+            None,
+        )
         affected: tuple[str, ...] = ()
         if superseded is not None:
             why = cascade_reason(Status.SUPERSEDED, f"superseded by {rec.id}")
-            walk = traversal.walk(self._load, ns, superseded, self.limits.max_walk_depth,
-                                  self.limits.max_walk_count, up=False)
-            affected = tuple(r.id for r in walk.records if any(
-                h.root_id == superseded and h.reason == why for h in r.status_history))
+            walk = traversal.walk(
+                self._load,
+                ns,
+                superseded,
+                self.limits.max_walk_depth,
+                self.limits.max_walk_count,
+                up=False,
+            )
+            affected = tuple(
+                r.id
+                for r in walk.records
+                if any(h.root_id == superseded and h.reason == why for h in r.status_history)
+            )
         return RecordOutcome(replace(stored, status_history=()), superseded, affected, True)
 
     def ping(self) -> bool:
@@ -259,24 +305,46 @@ class LineageStore(ABC):
         return True
 
     @abstractmethod
-    def _change_status(self, namespace: str, memory_id: str, target: Status, *, reason: str,
-                       successor: str | None, expected_version: int | None, now: float,
-                       only_from: frozenset[Status] | None) -> CascadeResult:
+    def _change_status(
+        self,
+        namespace: str,
+        memory_id: str,
+        target: Status,
+        *,
+        reason: str,
+        successor: str | None,
+        expected_version: int | None,
+        now: float,
+        only_from: frozenset[Status] | None,
+    ) -> CascadeResult:
         """Atomically check and apply a status change, then cascade if it revokes/supersedes."""
 
     @abstractmethod
-    def _update(self, namespace: str, memory_id: str, expected_version: int,
-                changes: dict[str, Any], now: float) -> MemoryRecord:
+    def _update(
+        self,
+        namespace: str,
+        memory_id: str,
+        expected_version: int,
+        changes: dict[str, Any],
+        now: float,
+    ) -> MemoryRecord:
         """Compare-and-set the given (validated) fields."""
 
     @abstractmethod
-    def _add_dependencies(self, namespace: str, memory_id: str, deps: tuple[str, ...],
-                          expected_version: int, now: float) -> MemoryRecord:
+    def _add_dependencies(
+        self,
+        namespace: str,
+        memory_id: str,
+        deps: tuple[str, ...],
+        expected_version: int,
+        now: float,
+    ) -> MemoryRecord:
         """Atomically add (pre-validated) dependencies after the existence and cycle checks."""
 
     @abstractmethod
-    def _load(self, namespace: str, ids: list[str],
-              with_history: bool = True) -> dict[str, MemoryRecord]:
+    def _load(
+        self, namespace: str, ids: list[str], with_history: bool = True
+    ) -> dict[str, MemoryRecord]:
         """Fetch existing records (with derivations) in one round trip; missing ids omitted.
 
         ``with_history=False``: the records' ``status_history`` is empty (Redis skips
@@ -287,8 +355,7 @@ class LineageStore(ABC):
         """The id holding the (subject, attribute) claim index entry, if any."""
 
     @abstractmethod
-    def _record_accesses(self, namespace: str,
-                         accesses: dict[str, tuple[int, float]]) -> int:
+    def _record_accesses(self, namespace: str, accesses: dict[str, tuple[int, float]]) -> int:
         """For each existing id add ``count`` to access_count and move last_access to
         max(current, time), in one atomic step; return how many existed."""
 
@@ -296,13 +363,13 @@ class LineageStore(ABC):
     def _incr_counter(self, namespace: str, name: str, now: float) -> None: ...
 
     @abstractmethod
-    def _claim_group(self, namespace: str, subject: str,
-                     attribute: str) -> list[MemoryRecord]:
+    def _claim_group(self, namespace: str, subject: str, attribute: str) -> list[MemoryRecord]:
         """Every record ever recorded with the claim (any order)."""
 
     @abstractmethod
-    def _source_stats(self, namespace: str,
-                      sources: list[str]) -> dict[str, tuple[float, float]]: ...
+    def _source_stats(
+        self, namespace: str, sources: list[str]
+    ) -> dict[str, tuple[float, float]]: ...
 
     @abstractmethod
     def _feedback(self, namespace: str, ids: list[str], success: bool, now: float) -> int: ...
@@ -328,13 +395,15 @@ class LineageStore(ABC):
         """The normalised cursor, or None when it is not one of this backend's."""
 
     @abstractmethod
-    def _events(self, namespace: str, after: str | None,
-                limit: int) -> tuple[list[LineageEvent], str]:
+    def _events(
+        self, namespace: str, after: str | None, limit: int
+    ) -> tuple[list[LineageEvent], str]:
         """Events strictly after ``after`` (None: from the oldest retained)."""
 
     @abstractmethod
-    def _wait_events(self, namespace: str, after: str | None, limit: int,
-                     timeout: float) -> tuple[list[LineageEvent], str]: ...
+    def _wait_events(
+        self, namespace: str, after: str | None, limit: int, timeout: float
+    ) -> tuple[list[LineageEvent], str]: ...
 
     @abstractmethod
     def _latest_cursor(self, namespace: str) -> str: ...
@@ -366,8 +435,7 @@ class LineageStore(ABC):
         an id kept already is not kept twice. This default keeps none."""
         return None
 
-    def kept_decisions(self, namespace: str, memory_id: str,
-                       limit: int) -> list[KeptDecision]:
+    def kept_decisions(self, namespace: str, memory_id: str, limit: int) -> list[KeptDecision]:
         """The newest (at most `limit`) kept decisions of `namespace` on `memory_id`,
         newest first. This default: none."""
         return []
@@ -384,10 +452,17 @@ class LineageStore(ABC):
 
     # -- status changes ---------------------------------------------------------------
 
-    def set_status(self, namespace: str, memory_id: str, status: str | Status, *,
-                   reason: str = "", successor: str | None = None,
-                   expected_version: int | None = None,
-                   now: float | None = None) -> CascadeResult:
+    def set_status(
+        self,
+        namespace: str,
+        memory_id: str,
+        status: str | Status,
+        *,
+        reason: str = "",
+        successor: str | None = None,
+        expected_version: int | None = None,
+        now: float | None = None,
+    ) -> CascadeResult:
         """Move a memory along the transition table.
 
         Revoking or superseding marks every descendant pending_verification
@@ -401,34 +476,80 @@ class LineageStore(ABC):
         reason = check_reason(reason, self.limits)
         if target is Status.SUPERSEDED:
             if successor is None:
-                raise ValidationError("superseded needs a successor", field="successor",
-                                      code="MISSING_SUCCESSOR")
+                raise ValidationError(
+                    "superseded needs a successor", field="successor", code="MISSING_SUCCESSOR"
+                )
             successor = self._id(successor, "successor")
             if successor == memory_id:
-                raise ValidationError("a memory cannot supersede itself", field="successor",
-                                      code="SELF_SUCCESSOR")
+                raise ValidationError(
+                    "a memory cannot supersede itself", field="successor", code="SELF_SUCCESSOR"
+                )
         elif successor is not None:
-            raise ValidationError("only a superseded memory has a successor",
-                                  field="successor", code="UNEXPECTED_SUCCESSOR")
+            raise ValidationError(
+                "only a superseded memory has a successor",
+                field="successor",
+                code="UNEXPECTED_SUCCESSOR",
+            )
         if expected_version is not None:
             check_limit(expected_version, "expected_version", 2**62)
-        return self._change_status(ns, memory_id, target, reason=reason, successor=successor,
-                                   expected_version=expected_version, now=self._now(now),
-                                   only_from=None)
+        return self._change_status(
+            ns,
+            memory_id,
+            target,
+            reason=reason,
+            successor=successor,
+            expected_version=expected_version,
+            now=self._now(now),
+            only_from=None,
+        )
 
-    def revoke(self, namespace: str, memory_id: str, *, reason: str = "",
-               expected_version: int | None = None, now: float | None = None) -> CascadeResult:
-        return self.set_status(namespace, memory_id, Status.REVOKED, reason=reason,
-                               expected_version=expected_version, now=now)
+    def revoke(
+        self,
+        namespace: str,
+        memory_id: str,
+        *,
+        reason: str = "",
+        expected_version: int | None = None,
+        now: float | None = None,
+    ) -> CascadeResult:
+        return self.set_status(
+            namespace,
+            memory_id,
+            Status.REVOKED,
+            reason=reason,
+            expected_version=expected_version,
+            now=now,
+        )
 
-    def supersede(self, namespace: str, memory_id: str, successor: str, *, reason: str = "",
-                  expected_version: int | None = None,
-                  now: float | None = None) -> CascadeResult:
-        return self.set_status(namespace, memory_id, Status.SUPERSEDED, reason=reason,
-                               successor=successor, expected_version=expected_version, now=now)
+    def supersede(
+        self,
+        namespace: str,
+        memory_id: str,
+        successor: str,
+        *,
+        reason: str = "",
+        expected_version: int | None = None,
+        now: float | None = None,
+    ) -> CascadeResult:
+        return self.set_status(
+            namespace,
+            memory_id,
+            Status.SUPERSEDED,
+            reason=reason,
+            successor=successor,
+            expected_version=expected_version,
+            now=now,
+        )
 
-    def confirm(self, namespace: str, memory_id: str, *, reason: str = "confirmed",
-                expected_version: int | None = None, now: float | None = None) -> MemoryRecord:
+    def confirm(
+        self,
+        namespace: str,
+        memory_id: str,
+        *,
+        reason: str = "confirmed",
+        expected_version: int | None = None,
+        now: float | None = None,
+    ) -> MemoryRecord:
         """Re-validate a pending_verification memory (only from that status) back to active."""
         ns = self._ns(namespace)
         memory_id = self._id(memory_id)
@@ -436,23 +557,48 @@ class LineageStore(ABC):
         if expected_version is not None:
             check_limit(expected_version, "expected_version", 2**62)
         return self._change_status(
-            ns, memory_id, Status.ACTIVE, reason=reason, successor=None,
-            expected_version=expected_version, now=self._now(now),
-            only_from=frozenset({Status.PENDING_VERIFICATION})).root
+            ns,
+            memory_id,
+            Status.ACTIVE,
+            reason=reason,
+            successor=None,
+            expected_version=expected_version,
+            now=self._now(now),
+            only_from=frozenset({Status.PENDING_VERIFICATION}),
+        ).root
 
-    def update(self, namespace: str, memory_id: str, expected_version: int,
-               changes: Mapping[str, Any], *, now: float | None = None) -> MemoryRecord:
+    def update(
+        self,
+        namespace: str,
+        memory_id: str,
+        expected_version: int,
+        changes: Mapping[str, Any],
+        *,
+        now: float | None = None,
+    ) -> MemoryRecord:
         """Compare-and-set: apply ``changes`` only if the stored version is still
         ``expected_version`` (VersionConflictError otherwise); bumps the version.
         ``now`` only dates the ``updated`` event."""
         ns = self._ns(namespace)
         memory_id = self._id(memory_id)
         check_limit(expected_version, "expected_version", 2**62)
-        return self._update(ns, memory_id, expected_version,
-                            validate_changes(dict(changes), self.limits), self._now(now))
+        return self._update(
+            ns,
+            memory_id,
+            expected_version,
+            validate_changes(dict(changes), self.limits),
+            self._now(now),
+        )
 
-    def add_dependencies(self, namespace: str, memory_id: str, dependencies: Iterable[Any], *,
-                         expected_version: int, now: float | None = None) -> MemoryRecord:
+    def add_dependencies(
+        self,
+        namespace: str,
+        memory_id: str,
+        dependencies: Iterable[Any],
+        *,
+        expected_version: int,
+        now: float | None = None,
+    ) -> MemoryRecord:
         """Add dependencies to an existing memory (compare-and-set on its version).
 
         The only operation that can close a cycle, so it is refused with CycleError
@@ -463,11 +609,11 @@ class LineageStore(ABC):
         ns = self._ns(namespace)
         memory_id = self._id(memory_id)
         check_limit(expected_version, "expected_version", 2**62)
-        deps = check_dependencies(list(dependencies), namespace=ns, memory_id=memory_id,
-                                  limits=self.limits)
+        deps = check_dependencies(
+            list(dependencies), namespace=ns, memory_id=memory_id, limits=self.limits
+        )
         if not deps:
-            raise ValidationError("no dependency to add", field="dependencies",
-                                  code="EMPTY_UPDATE")
+            raise ValidationError("no dependency to add", field="dependencies", code="EMPTY_UPDATE")
         return self._add_dependencies(ns, memory_id, deps, expected_version, self._now(now))
 
     # -- reads ---------------------------------------------------------------------
@@ -480,8 +626,9 @@ class LineageStore(ABC):
             raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
         return found
 
-    def get_many(self, namespace: str, ids: Iterable[str], *,
-                 with_history: bool = False) -> dict[str, MemoryRecord]:
+    def get_many(
+        self, namespace: str, ids: Iterable[str], *, with_history: bool = False
+    ) -> dict[str, MemoryRecord]:
         """Existing records among ``ids`` in one round trip (missing ids are omitted).
 
         Records carry their derivations; their ``status_history`` only with
@@ -501,8 +648,7 @@ class LineageStore(ABC):
         found = self._load(ns, wanted, False)
         return score_columns_of(found[i] for i in wanted if i in found)
 
-    def current_claim(self, namespace: str, subject: str,
-                      attribute: str) -> MemoryRecord | None:
+    def current_claim(self, namespace: str, subject: str, attribute: str) -> MemoryRecord | None:
         """The latest recorded memory asserting (subject, attribute), unless it was
         revoked, superseded or evicted since; a new claim compares itself against it."""
         ns = self._ns(namespace)
@@ -513,18 +659,21 @@ class LineageStore(ABC):
             return None
         return self._load(ns, [holder]).get(holder)
 
-    def ancestors(self, namespace: str, memory_id: str, *, max_depth: int = 8,
-                  limit: int = 1000) -> Walk:
+    def ancestors(
+        self, namespace: str, memory_id: str, *, max_depth: int = 8, limit: int = 1000
+    ) -> Walk:
         """What ``memory_id`` was derived from, breadth first, excluding itself."""
         return self._walk(namespace, memory_id, max_depth, limit, up=True)
 
-    def descendants(self, namespace: str, memory_id: str, *, max_depth: int = 8,
-                    limit: int = 1000) -> Walk:
+    def descendants(
+        self, namespace: str, memory_id: str, *, max_depth: int = 8, limit: int = 1000
+    ) -> Walk:
         """What was built on ``memory_id``, breadth first, excluding itself."""
         return self._walk(namespace, memory_id, max_depth, limit, up=False)
 
-    def _walk(self, namespace: str, memory_id: str, max_depth: int, limit: int, *,
-              up: bool) -> Walk:
+    def _walk(
+        self, namespace: str, memory_id: str, max_depth: int, limit: int, *, up: bool
+    ) -> Walk:
         ns = self._ns(namespace)
         memory_id = self._id(memory_id)
         check_limit(max_depth, "max_depth", self.limits.max_walk_depth)
@@ -532,9 +681,16 @@ class LineageStore(ABC):
         with self._snapshot:
             return traversal.walk(self._load, ns, memory_id, max_depth, limit, up=up)
 
-    def lineage_view(self, namespace: str, ids: Iterable[str], *, ancestor_depth: int = 8,
-                     descendant_depth: int = 0, limit: int = 5000,
-                     with_history: bool = False) -> LineageView:
+    def lineage_view(
+        self,
+        namespace: str,
+        ids: Iterable[str],
+        *,
+        ancestor_depth: int = 8,
+        descendant_depth: int = 0,
+        limit: int = 5000,
+        with_history: bool = False,
+    ) -> LineageView:
         """The records ``ids`` plus their ancestors (and descendants) in one BFS.
 
         Ancestor and descendant frontiers are loaded together, one batch per
@@ -548,13 +704,15 @@ class LineageStore(ABC):
         check_limit(descendant_depth, "descendant_depth", self.limits.max_walk_depth)
         check_limit(limit, "limit", self.limits.max_walk_count)
         with self._snapshot:
-            return traversal.lineage_view(self._load, ns, wanted, ancestor_depth,
-                                          descendant_depth, limit, with_history)
+            return traversal.lineage_view(
+                self._load, ns, wanted, ancestor_depth, descendant_depth, limit, with_history
+            )
 
     # -- lineage event log (the Watch stream) --------------------------------------------
 
-    def events(self, namespace: str, *, after: str | None = None,
-               limit: int = 500) -> tuple[list[LineageEvent], str]:
+    def events(
+        self, namespace: str, *, after: str | None = None, limit: int = 500
+    ) -> tuple[list[LineageEvent], str]:
         """Up to ``limit`` events of ``namespace`` strictly after the cursor ``after``
         (None: from the oldest retained), oldest first, and the cursor to resume from
         (the last event's, or ``after`` itself when there is nothing new).
@@ -566,11 +724,15 @@ class LineageStore(ABC):
         reset): the reader must re-sync; ValidationError for a malformed cursor.
         """
         ns = self._ns(namespace)
-        return self._events(ns, check_cursor(after, self._parse_cursor),
-                            check_page(limit, self.limits.max_event_page))
+        return self._events(
+            ns,
+            check_cursor(after, self._parse_cursor),
+            check_page(limit, self.limits.max_event_page),
+        )
 
-    def wait_events(self, namespace: str, *, after: str | None, limit: int = 500,
-                    timeout: float) -> tuple[list[LineageEvent], str]:
+    def wait_events(
+        self, namespace: str, *, after: str | None, limit: int = 500, timeout: float
+    ) -> tuple[list[LineageEvent], str]:
         """Like :meth:`events`, but block up to ``timeout`` seconds until at least one
         event exists after ``after``; returns ``([], cursor)`` on timeout."""
         ns = self._ns(namespace)
@@ -585,8 +747,7 @@ class LineageStore(ABC):
 
     # -- statistics -------------------------------------------------------------------
 
-    def record_access(self, namespace: str, ids: Iterable[str], *,
-                      now: float | None = None) -> int:
+    def record_access(self, namespace: str, ids: Iterable[str], *, now: float | None = None) -> int:
         """Bump access_count and last_access (never moving it backwards) for existing
         ids in one round trip; unknown ids are ignored. Does not bump versions."""
         ns = self._ns(namespace)
@@ -594,8 +755,7 @@ class LineageStore(ABC):
         at = self._now(now)
         return self._record_accesses(ns, dict.fromkeys(wanted, (1, at))) if wanted else 0
 
-    def record_accesses(self, namespace: str,
-                        accesses: Mapping[str, tuple[int, float]]) -> int:
+    def record_accesses(self, namespace: str, accesses: Mapping[str, tuple[int, float]]) -> int:
         """Flush buffered reads: for each existing id add ``count`` to access_count and
         move last_access to max(current, time), all in one atomic step (one op-log
         line embedded, one script call on Redis).  Unknown ids are ignored; returns
@@ -614,8 +774,7 @@ class LineageStore(ABC):
     # the engine (supersession).  None of this bumps versions or emits events.  The new
     # memory's lists are sorted; a member's list grows in arrival order.
 
-    def claim_group(self, namespace: str, subject: str,
-                    attribute: str) -> list[MemoryRecord]:
+    def claim_group(self, namespace: str, subject: str, attribute: str) -> list[MemoryRecord]:
         """Every memory ever recorded with (subject, attribute), whatever its status,
         ordered by created_at then id."""
         ns = self._ns(namespace)
@@ -624,8 +783,9 @@ class LineageStore(ABC):
         group = self._claim_group(ns, subject, attribute)
         return sorted(group, key=lambda r: (r.created_at or 0.0, r.id))
 
-    def source_stats(self, namespace: str,
-                     sources: Iterable[str]) -> dict[str, tuple[float, float]]:
+    def source_stats(
+        self, namespace: str, sources: Iterable[str]
+    ) -> dict[str, tuple[float, float]]:
         """(ok, bad) counts of each source in ``namespace`` ((0, 0) for an unknown one),
         in one round trip.  ok/bad come from confirmations/contradictions at record time
         and from :meth:`feedback` on the memories the source created."""
@@ -635,15 +795,15 @@ class LineageStore(ABC):
             return {}
         return self._source_stats(ns, wanted)
 
-    def feedback(self, namespace: str, ids: Iterable[str], success: bool, *,
-                 now: float | None = None) -> int:
+    def feedback(
+        self, namespace: str, ids: Iterable[str], success: bool, *, now: float | None = None
+    ) -> int:
         """A use of the memories ``ids`` succeeded (or failed): atomically bump
         ``uses_ok`` (``uses_failed``) on each existing one and count one ok (bad) for its
         creator.  Unknown ids are ignored; returns how many records were updated.  No
         version bump, no event."""
         if not isinstance(success, bool):
-            raise ValidationError("must be true or false", field="success",
-                                  code="INVALID_FEEDBACK")
+            raise ValidationError("must be true or false", field="success", code="INVALID_FEEDBACK")
         ns = self._ns(namespace)
         wanted = self._ids(ids)
         at = self._now(now)
@@ -651,8 +811,9 @@ class LineageStore(ABC):
 
     # -- review schedule (the tiered governance sweep) -------------------------------------
 
-    def due_for_review(self, namespace: str, *, now: float | None = None,
-                       limit: int = 1000) -> list[str]:
+    def due_for_review(
+        self, namespace: str, *, now: float | None = None, limit: int = 1000
+    ) -> list[str]:
         """Ids whose next review time is <= ``now``, earliest first (ties by id), at most
         ``limit``.  Cost is proportional to the result, never to the namespace."""
         ns = self._ns(namespace)
@@ -660,15 +821,17 @@ class LineageStore(ABC):
         at = self._now(now)
         return self._due_for_review(ns, at, limit) if limit else []
 
-    def schedule_review(self, namespace: str, times: Mapping[str, float], *,
-                        now: float | None = None) -> int:
+    def schedule_review(
+        self, namespace: str, times: Mapping[str, float], *, now: float | None = None
+    ) -> int:
         """Set the next review time of each id (existing memories only) and stamp
         ``reviewed_at = now`` on them, atomically; returns how many were scheduled.
         No version bump, no event."""
         ns = self._ns(namespace)
         if not isinstance(times, Mapping):
-            raise ValidationError("must map ids to review times", field="times",
-                                  code="INVALID_TIMES")
+            raise ValidationError(
+                "must map ids to review times", field="times", code="INVALID_TIMES"
+            )
         ids = self._ids(times.keys())
         checked = {i: check_time(times[i], f"times[{i}]") for i in ids}
         at = self._now(now)
@@ -687,13 +850,15 @@ class LineageStore(ABC):
         Events older than ``limits.counter_retention_seconds`` are dropped."""
         self._incr_counter(self._ns(namespace), check_id(name, "name"), self._now(now))
 
-    def count(self, namespace: str, name: str, window_seconds: float, *,
-              now: float | None = None) -> int:
+    def count(
+        self, namespace: str, name: str, window_seconds: float, *, now: float | None = None
+    ) -> int:
         """Events of ``name`` in the sliding window ``(now - window_seconds, now]``."""
         return self.count_until(namespace, name, window_seconds, now=now)[0]
 
-    def count_until(self, namespace: str, name: str, window_seconds: float, *,
-                    now: float | None = None) -> tuple[int, float]:
+    def count_until(
+        self, namespace: str, name: str, window_seconds: float, *, now: float | None = None
+    ) -> tuple[int, float]:
         """``count`` and the instant it next changes if no event is added (an event
         leaves the window or a later one enters); this default knows no such
         instant and answers ``now``."""
@@ -703,11 +868,13 @@ class LineageStore(ABC):
         at = self._now(now)
         return self._count_with_change(ns, name, window, at)
 
-    def _count_with_change(self, namespace: str, name: str, window: float,
-                           now: float) -> tuple[int, float]:
-        return (self._count(namespace, name, now - window, now),
-                self._count_change(namespace, name, window, now))
+    def _count_with_change(
+        self, namespace: str, name: str, window: float, now: float
+    ) -> tuple[int, float]:
+        return (
+            self._count(namespace, name, now - window, now),
+            self._count_change(namespace, name, window, now),
+        )
 
     def _count_change(self, namespace: str, name: str, window: float, now: float) -> float:
         return now
-

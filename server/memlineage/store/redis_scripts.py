@@ -37,7 +37,9 @@ local function emit(key, cap, ...)
 end
 """
 
-RECORD = _HISTORY + """
+RECORD = (
+    _HISTORY
+    + """
 -- One Record, all or nothing: the record with its derivation links, claim index and
 -- claim group entries, its confirmations/contradictions of the claim group and its first
 -- review; the supersession of the claim's old holder with the cascade it starts (every
@@ -282,8 +284,11 @@ if old ~= '' then
 end
 return {1, status, previous, confirmed, contradicted, old, marked}
 """
+)
 
-SET_STATUS = _HISTORY + """
+SET_STATUS = (
+    _HISTORY
+    + """
 -- Check and apply one status change; return the record with its history and children.
 -- KEYS[1] record hash   KEYS[2] derivation list   KEYS[3] history list
 -- KEYS[4] claim key (KEYS[1] when none)   KEYS[5] successor record hash (KEYS[1] when none)
@@ -315,8 +320,11 @@ emit(KEYS[6], ARGV[10], 't', 'status_changed', 'm', ARGV[6], 'a', ARGV[4], 's', 
 return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[3], 0, -1),
   redis.call('LRANGE', KEYS[2], 0, -1)}
 """
+)
 
-CASCADE_MARK = _HISTORY + """
+CASCADE_MARK = (
+    _HISTORY
+    + """
 -- Mark one chunk of descendants pending_verification and return their children, atomically
 -- per chunk. Children recorded after a node is marked inherit the mark at record time
 -- (RECORD's taint check), so the BFS driven by the returned children misses nobody.
@@ -349,8 +357,11 @@ if #marked > 0 then
 end
 return {marked, kids_out}
 """
+)
 
-UPDATE = _HISTORY + """
+UPDATE = (
+    _HISTORY
+    + """
 -- Compare-and-set: write fields only if the version is still the expected one.
 -- KEYS[1] record hash   KEYS[2] derivation list   KEYS[3] history list
 -- KEYS[4] event stream of the namespace
@@ -368,6 +379,7 @@ emit(KEYS[4], ARGV[4], 't', 'updated', 'm', ARGV[5], 'a', ARGV[3], 'v', tostring
 return {1, redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[3], 0, -1),
   redis.call('LRANGE', KEYS[2], 0, -1)}
 """
+)
 
 ACCESS = """
 -- Add buffered reads to the access statistics of existing records (never creates a key).
@@ -421,7 +433,9 @@ redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 """
 
-ADD_DEPENDENCIES = _HISTORY + """
+ADD_DEPENDENCIES = (
+    _HISTORY
+    + """
 -- Add dependencies to an existing memory. The caller checked for cycles against the
 -- ancestor graph as of graph epoch ARGV[4]; only add_dependencies changes existing
 -- ancestors, and it bumps the epoch, so an unchanged epoch means the check still holds.
@@ -466,6 +480,7 @@ if taint_i and string.find(ARGV[7], ' ' .. cur .. ' ', 1, true) then
 end
 return {1, '', '', {}, ''}
 """
+)
 
 EVENTS = """
 -- Read the event stream strictly after a cursor, refusing a cursor whose successors were
@@ -573,12 +588,31 @@ return ml_result
 """
 
 # script -> the counter it moves: "w" writes, "a" access statistics; others none.
-COUNTERS = {"record": "w", "set_status": "w", "cascade_mark": "w", "update": "w",
-            "add_dependencies": "w", "feedback": "w", "counter_add": "w", "access": "a"}
+COUNTERS = {
+    "record": "w",
+    "set_status": "w",
+    "cascade_mark": "w",
+    "update": "w",
+    "add_dependencies": "w",
+    "feedback": "w",
+    "counter_add": "w",
+    "access": "a",
+}
 
-_SOURCES = {"record": RECORD, "set_status": SET_STATUS, "cascade_mark": CASCADE_MARK,
-            "update": UPDATE, "access": ACCESS, "counter_add": COUNTER_ADD,
-            "add_dependencies": ADD_DEPENDENCIES, "events": EVENTS, "feedback": FEEDBACK,
-            "schedule_review": SCHEDULE_REVIEW, "load": LOAD}
-ALL = {name: _COUNTED_HEAD + src + _COUNTED_TAIL if name in COUNTERS else src
-       for name, src in _SOURCES.items()}
+_SOURCES = {
+    "record": RECORD,
+    "set_status": SET_STATUS,
+    "cascade_mark": CASCADE_MARK,
+    "update": UPDATE,
+    "access": ACCESS,
+    "counter_add": COUNTER_ADD,
+    "add_dependencies": ADD_DEPENDENCIES,
+    "events": EVENTS,
+    "feedback": FEEDBACK,
+    "schedule_review": SCHEDULE_REVIEW,
+    "load": LOAD,
+}
+ALL = {
+    name: _COUNTED_HEAD + src + _COUNTED_TAIL if name in COUNTERS else src
+    for name, src in _SOURCES.items()
+}

@@ -114,9 +114,15 @@ from memlineage.store.redis_codec import (
 from memlineage.store.redis_keys import RedisKeys
 from memlineage.store.window import next_change
 
-_UNAVAILABLE = (rex.ConnectionError, rex.TimeoutError, rex.ClusterError,
-                rex.RedisClusterException, rex.ReadOnlyError, rex.TryAgainError,
-                rex.OutOfMemoryError)
+_UNAVAILABLE = (
+    rex.ConnectionError,
+    rex.TimeoutError,
+    rex.ClusterError,
+    rex.RedisClusterException,
+    rex.ReadOnlyError,
+    rex.TryAgainError,
+    rex.OutOfMemoryError,
+)
 
 # The client always decodes (decode_responses=True), so its replies are str where
 # redis-py's types say bytes | str: the casts below state that, and nothing more.
@@ -189,22 +195,38 @@ return out
 class RedisStore(LineageStore):
     """Lineage store over an injected redis-py client (standalone or cluster)."""
 
-    def __init__(self, client: redis.Redis | redis.cluster.RedisCluster, *,
-                 clock: Clock = system_clock, limits: StoreLimits | None = None,
-                 prefix: str = "ml", cascade_chunk: int = 2000):
+    def __init__(
+        self,
+        client: redis.Redis | redis.cluster.RedisCluster,
+        *,
+        clock: Clock = system_clock,
+        limits: StoreLimits | None = None,
+        prefix: str = "ml",
+        cascade_chunk: int = 2000,
+    ):
         super().__init__(clock=clock, limits=limits)
         self.client = client
         self.kind = "cluster" if isinstance(client, redis.cluster.RedisCluster) else "redis"
         self.keys = RedisKeys(prefix)
         self.cascade_chunk = cascade_chunk
-        self._scripts = {name: client.register_script(src)
-                         for name, src in redis_scripts.ALL.items()}
-        self._decision_scripts = {name: client.register_script(src) for name, src in (
-            ("keep", _KEEP), ("get", _GET_DECISION), ("recent", _RECENT_DECISIONS))}
+        self._scripts = {
+            name: client.register_script(src) for name, src in redis_scripts.ALL.items()
+        }
+        self._decision_scripts = {
+            name: client.register_script(src)
+            for name, src in (
+                ("keep", _KEEP),
+                ("get", _GET_DECISION),
+                ("recent", _RECENT_DECISIONS),
+            )
+        }
         timeout = _socket_timeout(client)
         # An XREAD BLOCK longer than the socket timeout would look like a dead server.
-        self._block_slice = _MAX_BLOCK_SECONDS if timeout is None else min(
-            _MAX_BLOCK_SECONDS, max(0.01, timeout / 2))
+        self._block_slice = (
+            _MAX_BLOCK_SECONDS
+            if timeout is None
+            else min(_MAX_BLOCK_SECONDS, max(0.01, timeout / 2))
+        )
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
@@ -239,18 +261,32 @@ class RedisStore(LineageStore):
     def record(self, rec: MemoryRecord, *, now: float | None = None) -> MemoryRecord:
         return self._record(rec, now, None, ANY_HOLDER, None, None, replay=False).memory
 
-    def record_claim(self, rec: MemoryRecord, *, now: float | None = None,
-                     digest: str | None = None, holder: str | None = ANY_HOLDER,
-                     supersede: str | None = None,
-                     count: str | None = None) -> RecordOutcome:
+    def record_claim(
+        self,
+        rec: MemoryRecord,
+        *,
+        now: float | None = None,
+        digest: str | None = None,
+        holder: str | None = ANY_HOLDER,
+        supersede: str | None = None,
+        count: str | None = None,
+    ) -> RecordOutcome:
         """One RECORD script call does all of it (see ``LineageStore.record_claim``):
         the script refuses when the claim group, the claim holder or the holder's
         descendants are not what this call read, and the call re-reads and retries."""
         return self._record(rec, now, digest, holder, supersede, count, replay=True)
 
-    def _record(self, rec: MemoryRecord, now: float | None, digest: str | None,
-                holder: str | None, supersede: str | None, count: str | None, *,
-                replay: bool) -> RecordOutcome:
+    def _record(
+        self,
+        rec: MemoryRecord,
+        now: float | None,
+        digest: str | None,
+        holder: str | None,
+        supersede: str | None,
+        count: str | None,
+        *,
+        replay: bool,
+    ) -> RecordOutcome:
         at = self._now(now)
         explicit_time = rec.created_at is not None
         rec = validate_new(rec, now=at, limits=self.limits)
@@ -269,23 +305,54 @@ class RedisStore(LineageStore):
         claim = rec.claim
         rkey = k.record(ns, rec.id)
         gkey = k.claim_group(ns, *claim) if claim else rkey
-        old = [k.record(ns, supersede), k.derivations(ns, supersede),
-               k.history(ns, supersede)] if supersede else [rkey] * 3
-        base = [rkey, k.history(ns, rec.id), k.claim(ns, *claim) if claim else rkey,
-                k.events(ns), gkey, k.sources(ns), k.review(ns),
-                k.counter(ns, count) if count else rkey, *old]
+        old = (
+            [k.record(ns, supersede), k.derivations(ns, supersede), k.history(ns, supersede)]
+            if supersede
+            else [rkey] * 3
+        )
+        base = [
+            rkey,
+            k.history(ns, rec.id),
+            k.claim(ns, *claim) if claim else rkey,
+            k.events(ns),
+            gkey,
+            k.sources(ns),
+            k.review(ns),
+            k.counter(ns, count) if count else rkey,
+            *old,
+        ]
         base += [k.record(ns, d) for d in deps]
         base += [k.derivations(ns, d) for d in deps]
         retention = self.limits.counter_retention_seconds
         why = f"superseded by {rec.id}"
-        head = [rec.id, len(deps), "1" if claim else "0", spaced(TAINTED), repr(at),
-                self.limits.history_length, len(fields), self._retention]
-        tail = [repr(at + self.limits.first_review_seconds), rec.creator_id,
-                "0" if rec.value is None else "1", rec.value or "", digest,
-                "0" if holder == ANY_HOLDER else "1", holder or "", supersede or "",
-                spaced(allowed_sources(Status.SUPERSEDED)), spaced(CASCADE_MARKS), why,
-                cascade_reason(Status.SUPERSEDED, why), "1" if count else "0",
-                f"{at!r}:{os.urandom(6).hex()}", repr(at - retention), int(retention * 1000)]
+        head = [
+            rec.id,
+            len(deps),
+            "1" if claim else "0",
+            spaced(TAINTED),
+            repr(at),
+            self.limits.history_length,
+            len(fields),
+            self._retention,
+        ]
+        tail = [
+            repr(at + self.limits.first_review_seconds),
+            rec.creator_id,
+            "0" if rec.value is None else "1",
+            rec.value or "",
+            digest,
+            "0" if holder == ANY_HOLDER else "1",
+            holder or "",
+            supersede or "",
+            spaced(allowed_sources(Status.SUPERSEDED)),
+            spaced(CASCADE_MARKS),
+            why,
+            cascade_reason(Status.SUPERSEDED, why),
+            "1" if count else "0",
+            f"{at!r}:{os.urandom(6).hex()}",
+            repr(at - retention),
+            int(retention * 1000),
+        ]
         # The members' record keys must be in KEYS, so read the group first; the script
         # re-checks its size (a group only grows) and asks for a retry if it changed.
         # Likewise the holder's descendants (they only grow too): the script names the
@@ -297,8 +364,12 @@ class RedisStore(LineageStore):
         closure = self._closure(ns, [supersede], {supersede}) if supersede else []
         for _ in range(_GROUP_RETRIES):
             keys = base + [k.record(ns, m) for m in members] + k.triples(ns, closure)
-            out = self._run("record", keys, [*head, len(members), *tail, len(closure),
-                                             *fields, *deps, *closure], ns)
+            out = self._run(
+                "record",
+                keys,
+                [*head, len(members), *tail, len(closure), *fields, *deps, *closure],
+                ns,
+            )
             if out[0] != 0 or out[1] not in ("RETRY", "CLOSURE"):
                 break
             if out[1] == "RETRY":
@@ -315,15 +386,20 @@ class RedisStore(LineageStore):
             if code == "EXISTS":
                 raise AlreadyExistsError(f"memory {rec.id!r} already exists", field="id")
             if code == "HOLDER":
-                raise ClaimMovedError(f"the claim is held by {out[2] or None!r} now, not "
-                                      f"{holder!r}", holder=out[2] or None)
+                raise ClaimMovedError(
+                    f"the claim is held by {out[2] or None!r} now, not {holder!r}",
+                    holder=out[2] or None,
+                )
             if code == "TRANSITION":
                 raise TransitionError(
                     f"memory {supersede!r} cannot go from {out[2]} to superseded",
-                    current=out[2], requested=Status.SUPERSEDED.value)
+                    current=out[2],
+                    requested=Status.SUPERSEDED.value,
+                )
             i = int(out[2])
-            raise UnknownDependencyError(f"no memory {deps[i]!r} in this namespace",
-                                         field=f"dependencies[{i}]")
+            raise UnknownDependencyError(
+                f"no memory {deps[i]!r} in this namespace", field=f"dependencies[{i}]"
+            )
         # The namespace registry lives outside the namespace's slot, so it is written
         # after the atomic record (and again by a replay, should a crash have come in
         # between): it only ever says "holds memories", never which.
@@ -335,14 +411,19 @@ class RedisStore(LineageStore):
         superseded = out[5] or None
         affected = tuple(out[6])
         if out[1] == rec.status:
-            return RecordOutcome(replace(rec, confirmed_by=tuple(out[3].split()),
-                                         contradicted_by=tuple(out[4].split())),
-                                 superseded, affected)
+            return RecordOutcome(
+                replace(
+                    rec, confirmed_by=tuple(out[3].split()), contradicted_by=tuple(out[4].split())
+                ),
+                superseded,
+                affected,
+            )
         # Recorded pending (a tainted dependency, or the cascade it started): as stored.
         return RecordOutcome(self._load(ns, [rec.id])[rec.id], superseded, affected)
 
-    def _closure(self, namespace: str, roots: list[str], known: set[str], *,
-                 start: bool = False) -> list[str]:
+    def _closure(
+        self, namespace: str, roots: list[str], known: set[str], *, start: bool = False
+    ) -> list[str]:
         """The descendants of ``roots`` not in ``known`` (``start``: with the roots
         themselves), breadth first, one pipeline of derivation lists per level."""
         found: list[str] = []
@@ -379,29 +460,50 @@ class RedisStore(LineageStore):
             return False
         return True
 
-    def _change_status(self, namespace: str, memory_id: str, target: Status, *, reason: str,
-                       successor: str | None, expected_version: int | None, now: float,
-                       only_from: frozenset[Status] | None) -> CascadeResult:
+    def _change_status(
+        self,
+        namespace: str,
+        memory_id: str,
+        target: Status,
+        *,
+        reason: str,
+        successor: str | None,
+        expected_version: int | None,
+        now: float,
+        only_from: frozenset[Status] | None,
+    ) -> CascadeResult:
         k = self.keys
         rkey = k.record(namespace, memory_id)
         claim_key = rkey
         if target in CLAIM_RELEASE:
             with self._guard():
-                subject, attribute = cast("list[str | None]",
-                                          self.client.hmget(rkey, ["s", "a"]))
+                subject, attribute = cast("list[str | None]", self.client.hmget(rkey, ["s", "a"]))
             if subject is not None and attribute is not None:
                 claim_key = k.claim(namespace, subject, attribute)
         sources = allowed_sources(target)
         if only_from is not None:
             sources &= only_from
         cascades = target in CASCADE_TRIGGERS
-        keys = [rkey, k.derivations(namespace, memory_id), k.history(namespace, memory_id),
-                claim_key, k.record(namespace, successor) if successor else rkey,
-                k.events(namespace)]
-        args = [target.value, spaced(sources),
-                "" if expected_version is None else str(expected_version), repr(now), reason,
-                memory_id, successor or "", self.limits.history_length,
-                "1" if claim_key != rkey else "0", self._retention]
+        keys = [
+            rkey,
+            k.derivations(namespace, memory_id),
+            k.history(namespace, memory_id),
+            claim_key,
+            k.record(namespace, successor) if successor else rkey,
+            k.events(namespace),
+        ]
+        args = [
+            target.value,
+            spaced(sources),
+            "" if expected_version is None else str(expected_version),
+            repr(now),
+            reason,
+            memory_id,
+            successor or "",
+            self.limits.history_length,
+            "1" if claim_key != rkey else "0",
+            self._retention,
+        ]
         out = self._run("set_status", keys, args, namespace)
         if out[0] == 0:
             code, detail = out[1], out[2]
@@ -410,29 +512,48 @@ class RedisStore(LineageStore):
             if code == "VERSION":
                 raise VersionConflictError(
                     f"memory {memory_id!r} is at version {detail}, not {expected_version}",
-                    expected=expected_version or 0, actual=int(detail))
+                    expected=expected_version or 0,
+                    actual=int(detail),
+                )
             if code == "NOSUCCESSOR":
-                raise NotFoundError(f"no memory {successor!r} in this namespace",
-                                    field="successor")
+                raise NotFoundError(f"no memory {successor!r} in this namespace", field="successor")
             raise TransitionError(
                 f"memory {memory_id!r} cannot go from {detail} to {target.value}",
-                current=detail, requested=target.value)
+                current=detail,
+                requested=target.value,
+            )
         children = out[3]
         root = decode(namespace, memory_id, pairs(out[1]), out[2], children)
         affected: list[str] = []
         visited = 0
         if cascades:
-            affected, visited = self._cascade(namespace, memory_id, memory_id, target.value,
-                                              children, cascade_reason(target, reason), now)
-        return CascadeResult(root=root, marked=len(affected), visited=visited,
-                             affected=tuple(affected))
+            affected, visited = self._cascade(
+                namespace,
+                memory_id,
+                memory_id,
+                target.value,
+                children,
+                cascade_reason(target, reason),
+                now,
+            )
+        return CascadeResult(
+            root=root, marked=len(affected), visited=visited, affected=tuple(affected)
+        )
 
     @property
     def _retention(self) -> int:
         return max(1, self.limits.event_retention)
 
-    def _cascade(self, namespace: str, start: str, root: str, root_status: str,
-                 children: list[str], reason: str, now: float) -> tuple[list[str], int]:
+    def _cascade(
+        self,
+        namespace: str,
+        start: str,
+        root: str,
+        root_status: str,
+        children: list[str],
+        reason: str,
+        now: float,
+    ) -> tuple[list[str], int]:
         """BFS over derivation lists from ``start``, one atomic script per chunk of nodes
         (each appending one ``cascaded`` event); history on the marked descendants names
         ``root``.  Returns the ids marked (BFS order) and how many were visited."""
@@ -443,14 +564,23 @@ class RedisStore(LineageStore):
                 seen.add(c)
                 frontier.append(c)
         affected: list[str] = []
-        args = [spaced(CASCADE_MARKS), repr(now), reason, root, self.limits.history_length,
-                self._retention, root_status, start, len(self.keys.record(namespace, ""))]
+        args = [
+            spaced(CASCADE_MARKS),
+            repr(now),
+            reason,
+            root,
+            self.limits.history_length,
+            self._retention,
+            root_status,
+            start,
+            len(self.keys.record(namespace, "")),
+        ]
         events_key = self.keys.events(namespace)
         chunk = self.cascade_chunk
         while frontier:
             nxt: list[str] = []
             for i in range(0, len(frontier), chunk):
-                part = frontier[i:i + chunk]
+                part = frontier[i : i + chunk]
                 keys = self.keys.triples(namespace, part)
                 keys.append(events_key)
                 marked, kids = self._run("cascade_mark", keys, args, namespace)
@@ -462,8 +592,14 @@ class RedisStore(LineageStore):
             frontier = nxt
         return affected, len(seen) - 1
 
-    def _add_dependencies(self, namespace: str, memory_id: str, deps: tuple[str, ...],
-                          expected_version: int, now: float) -> MemoryRecord:
+    def _add_dependencies(
+        self,
+        namespace: str,
+        memory_id: str,
+        deps: tuple[str, ...],
+        expected_version: int,
+        now: float,
+    ) -> MemoryRecord:
         k = self.keys
         for _ in range(32):  # optimistic: retried only if another edge was added meanwhile
             with self._guard():
@@ -471,22 +607,37 @@ class RedisStore(LineageStore):
             current = self.get(namespace, memory_id)
             if current.version != expected_version:
                 raise VersionConflictError(
-                    f"memory {memory_id!r} is at version {current.version}, "
-                    f"not {expected_version}", expected=expected_version,
-                    actual=current.version)
+                    f"memory {memory_id!r} is at version {current.version}, not {expected_version}",
+                    expected=expected_version,
+                    actual=current.version,
+                )
             stored = cast("tuple[str, ...]", current.dependencies)  # stored: plain ids
-            deps = check_dependencies(deps, namespace=namespace, memory_id=memory_id,
-                                      limits=self.limits, existing=stored)
+            deps = check_dependencies(
+                deps, namespace=namespace, memory_id=memory_id, limits=self.limits, existing=stored
+            )
             self._check_no_cycle(namespace, memory_id, deps)
-            keys = [k.record(namespace, memory_id), k.history(namespace, memory_id),
-                    k.epoch(namespace), k.derivations(namespace, memory_id),
-                    k.events(namespace)]
+            keys = [
+                k.record(namespace, memory_id),
+                k.history(namespace, memory_id),
+                k.epoch(namespace),
+                k.derivations(namespace, memory_id),
+                k.events(namespace),
+            ]
             keys += [k.record(namespace, d) for d in deps]
             keys += [k.derivations(namespace, d) for d in deps]
-            args = [memory_id, len(deps), str(expected_version), epoch,
-                    " ".join((*stored, *deps)), spaced(TAINTED),
-                    spaced(CASCADE_MARKS), repr(now), self.limits.history_length,
-                    self._retention, *deps]
+            args = [
+                memory_id,
+                len(deps),
+                str(expected_version),
+                epoch,
+                " ".join((*stored, *deps)),
+                spaced(TAINTED),
+                spaced(CASCADE_MARKS),
+                repr(now),
+                self.limits.history_length,
+                self._retention,
+                *deps,
+            ]
             out = self._run("add_dependencies", keys, args, namespace)
             if out[0] == 1:
                 if out[1]:
@@ -494,14 +645,17 @@ class RedisStore(LineageStore):
                 return self.get(namespace, memory_id)
             if out[1] == "NODEP":
                 i = int(out[2])
-                raise UnknownDependencyError(f"no memory {deps[i]!r} in this namespace",
-                                             field=f"dependencies[{i}]")
+                raise UnknownDependencyError(
+                    f"no memory {deps[i]!r} in this namespace", field=f"dependencies[{i}]"
+                )
             if out[1] == "NOTFOUND":
                 raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
             if out[1] == "VERSION":
                 raise VersionConflictError(
                     f"memory {memory_id!r} is at version {out[2]}, not {expected_version}",
-                    expected=expected_version, actual=int(out[2]))
+                    expected=expected_version,
+                    actual=int(out[2]),
+                )
         raise StoreUnavailableError("the namespace graph kept changing; retry later")
 
     def _check_no_cycle(self, namespace: str, memory_id: str, deps: tuple[str, ...]) -> None:
@@ -513,8 +667,9 @@ class RedisStore(LineageStore):
         while frontier:
             if memory_id in frontier:
                 i = origin[memory_id]
-                raise CycleError(f"{memory_id!r} is an ancestor of {deps[i]!r}",
-                                 field=f"dependencies[{i}]")
+                raise CycleError(
+                    f"{memory_id!r} is an ancestor of {deps[i]!r}", field=f"dependencies[{i}]"
+                )
             with self._guard():
                 pipe = self.client.pipeline(transaction=False)
                 for node in frontier:
@@ -524,16 +679,23 @@ class RedisStore(LineageStore):
             for node, (status, joined) in zip(frontier, replies, strict=True):
                 if first and status is None:  # same precedence as the embedded store
                     i = origin[node]
-                    raise UnknownDependencyError(f"no memory {node!r} in this namespace",
-                                                 field=f"dependencies[{i}]")
+                    raise UnknownDependencyError(
+                        f"no memory {node!r} in this namespace", field=f"dependencies[{i}]"
+                    )
                 for parent in (joined or "").split():
                     if parent not in origin:
                         origin[parent] = origin[node]
                         nxt.append(parent)
             frontier, first = nxt, False
 
-    def _update(self, namespace: str, memory_id: str, expected_version: int,
-                changes: dict[str, Any], now: float) -> MemoryRecord:
+    def _update(
+        self,
+        namespace: str,
+        memory_id: str,
+        expected_version: int,
+        changes: dict[str, Any],
+        now: float,
+    ) -> MemoryRecord:
         sets: list[str] = []
         dels: list[str] = []
         for name, value in changes.items():
@@ -543,22 +705,33 @@ class RedisStore(LineageStore):
             else:
                 sets += (short, encode_field(name, value))
         k = self.keys
-        keys = [k.record(namespace, memory_id), k.derivations(namespace, memory_id),
-                k.history(namespace, memory_id), k.events(namespace)]
-        out = self._run("update", keys, [str(expected_version), " ".join(dels), repr(now),
-                                         self._retention, memory_id, *sets], namespace)
+        keys = [
+            k.record(namespace, memory_id),
+            k.derivations(namespace, memory_id),
+            k.history(namespace, memory_id),
+            k.events(namespace),
+        ]
+        out = self._run(
+            "update",
+            keys,
+            [str(expected_version), " ".join(dels), repr(now), self._retention, memory_id, *sets],
+            namespace,
+        )
         if out[0] == 0:
             if out[1] == "NOTFOUND":
                 raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
             raise VersionConflictError(
                 f"memory {memory_id!r} is at version {out[2]}, not {expected_version}",
-                expected=expected_version, actual=int(out[2]))
+                expected=expected_version,
+                actual=int(out[2]),
+            )
         return decode(namespace, memory_id, pairs(out[1]), out[2], out[3])
 
     # -- reads ---------------------------------------------------------------------
 
-    def _load(self, namespace: str, ids: list[str],
-              with_history: bool = True) -> dict[str, MemoryRecord]:
+    def _load(
+        self, namespace: str, ids: list[str], with_history: bool = True
+    ) -> dict[str, MemoryRecord]:
         """One LOAD script call per chunk of ids (every key passed in KEYS: cluster-legal),
         instead of a pipeline of HGETALL + 2 LRANGE per id; history only when asked."""
         if not ids:
@@ -567,7 +740,7 @@ class RedisStore(LineageStore):
         per = 3 if with_history else 2
         out: dict[str, MemoryRecord] = {}
         for lo in range(0, len(ids), _LOAD_CHUNK):
-            part = ids[lo:lo + _LOAD_CHUNK]
+            part = ids[lo : lo + _LOAD_CHUNK]
             keys = [f"{base}:m:{i}" for i in part]
             keys += [f"{base}:d:{i}" for i in part]
             if with_history:
@@ -577,17 +750,21 @@ class RedisStore(LineageStore):
                 flat = replies[per * j]
                 if flat:
                     out[memory_id] = decode_flat(
-                        namespace, memory_id, flat,
-                        replies[per * j + 2] if with_history else (), replies[per * j + 1])
+                        namespace,
+                        memory_id,
+                        flat,
+                        replies[per * j + 2] if with_history else (),
+                        replies[per * j + 1],
+                    )
         return out
 
     def _current_claim_id(self, namespace: str, subject: str, attribute: str) -> str | None:
         with self._guard():
-            return cast("str | None",
-                        self.client.get(self.keys.claim(namespace, subject, attribute)))
+            return cast(
+                "str | None", self.client.get(self.keys.claim(namespace, subject, attribute))
+            )
 
-    def _record_accesses(self, namespace: str,
-                         accesses: dict[str, tuple[int, float]]) -> int:
+    def _record_accesses(self, namespace: str, accesses: dict[str, tuple[int, float]]) -> int:
         keys = [self.keys.record(namespace, i) for i in accesses]
         args: list[Any] = []
         for count, at in accesses.values():
@@ -596,31 +773,40 @@ class RedisStore(LineageStore):
 
     # -- reliability and review schedule ------------------------------------------------
 
-    def _claim_group(self, namespace: str, subject: str,
-                     attribute: str) -> list[MemoryRecord]:
+    def _claim_group(self, namespace: str, subject: str, attribute: str) -> list[MemoryRecord]:
         with self._guard():
-            members = list(cast("set[str]", self.client.smembers(
-                self.keys.claim_group(namespace, subject, attribute))))
+            members = list(
+                cast(
+                    "set[str]",
+                    self.client.smembers(self.keys.claim_group(namespace, subject, attribute)),
+                )
+            )
         return list(self._load(namespace, members).values())
 
-    def _source_stats(self, namespace: str,
-                      sources: list[str]) -> dict[str, tuple[float, float]]:
+    def _source_stats(self, namespace: str, sources: list[str]) -> dict[str, tuple[float, float]]:
         names = [f"{s}|{kind}" for s in sources for kind in ("ok", "bad")]
         with self._guard():
             values = self.client.hmget(self.keys.sources(namespace), names)
-        return {s: (float(values[2 * i] or 0.0), float(values[2 * i + 1] or 0.0))
-                for i, s in enumerate(sources)}
+        return {
+            s: (float(values[2 * i] or 0.0), float(values[2 * i + 1] or 0.0))
+            for i, s in enumerate(sources)
+        }
 
     def _feedback(self, namespace: str, ids: list[str], success: bool, now: float) -> int:
         keys = [self.keys.record(namespace, i) for i in ids]
         keys.append(self.keys.sources(namespace))
-        return int(self._run("feedback", keys, ["j", "|ok"] if success else ["q", "|bad"],
-                             namespace))
+        return int(
+            self._run("feedback", keys, ["j", "|ok"] if success else ["q", "|bad"], namespace)
+        )
 
     def _due_for_review(self, namespace: str, now: float, limit: int) -> list[str]:
         with self._guard():
-            return cast("list[str]", self.client.zrangebyscore(
-                self.keys.review(namespace), "-inf", repr(now), start=0, num=limit))
+            return cast(
+                "list[str]",
+                self.client.zrangebyscore(
+                    self.keys.review(namespace), "-inf", repr(now), start=0, num=limit
+                ),
+            )
 
     def _schedule_review(self, namespace: str, times: dict[str, float], now: float) -> int:
         keys = [self.keys.record(namespace, i) for i in times]
@@ -641,16 +827,22 @@ class RedisStore(LineageStore):
     def _incr_counter(self, namespace: str, name: str, now: float) -> None:
         retention = self.limits.counter_retention_seconds
         member = f"{now!r}:{os.urandom(6).hex()}"
-        self._run("counter_add", [self.keys.counter(namespace, name)],
-                  [repr(now), member, repr(now - retention), int(retention * 1000)], namespace)
+        self._run(
+            "counter_add",
+            [self.keys.counter(namespace, name)],
+            [repr(now), member, repr(now - retention), int(retention * 1000)],
+            namespace,
+        )
 
     def _count(self, namespace: str, name: str, since: float, now: float) -> int:
         with self._guard():
-            return int(self.client.zcount(self.keys.counter(namespace, name),
-                                          f"({since!r}", repr(now)))
+            return int(
+                self.client.zcount(self.keys.counter(namespace, name), f"({since!r}", repr(now))
+            )
 
-    def _count_with_change(self, namespace: str, name: str, window: float,
-                           now: float) -> tuple[int, float]:
+    def _count_with_change(
+        self, namespace: str, name: str, window: float, now: float
+    ) -> tuple[int, float]:
         """The count and when it next changes (`window.next_change`), in one round trip: the
         oldest event in the window leaves, or the first later one enters. Exact: an
         event added moves the namespace's write counter (`counter_add` counts)."""
@@ -661,8 +853,9 @@ class RedisStore(LineageStore):
             pipe.zrangebyscore(key, since, repr(now), start=0, num=1, withscores=True)
             pipe.zrangebyscore(key, f"({now!r}", "+inf", start=0, num=1, withscores=True)
             count, oldest, later = pipe.execute()
-        return int(count), next_change(oldest[0][1] if oldest else None,
-                                       later[0][1] if later else None, window)
+        return int(count), next_change(
+            oldest[0][1] if oldest else None, later[0][1] if later else None, window
+        )
 
     # -- lineage events ---------------------------------------------------------------
 
@@ -675,24 +868,28 @@ class RedisStore(LineageStore):
             return None
         return f"{ms}-{seq}"
 
-    def _events(self, namespace: str, after: str | None,
-                limit: int) -> tuple[list[LineageEvent], str]:
+    def _events(
+        self, namespace: str, after: str | None, limit: int
+    ) -> tuple[list[LineageEvent], str]:
         out = self._run("events", [self.keys.events(namespace)], [after or "", limit])
         if out[0] == 0:
             if out[1] == "EXPIRED":
                 raise CursorExpiredError(
                     f"events after cursor {after} were dropped (the oldest retained follows "
-                    f"{out[2]}); re-sync")
+                    f"{out[2]}); re-sync"
+                )
             raise CursorExpiredError(
                 f"cursor {after} is ahead of this namespace's log (at {out[2]}): the store "
-                "was reset or the cursor is not from it; re-sync")
+                "was reset or the cursor is not from it; re-sync"
+            )
         events = [decode_event(namespace, entry_id, flat) for entry_id, flat in out[2]]
         if events:
             return events, events[-1].cursor
         return events, out[1] if after is None else after
 
-    def _wait_events(self, namespace: str, after: str | None, limit: int,
-                     timeout: float) -> tuple[list[LineageEvent], str]:
+    def _wait_events(
+        self, namespace: str, after: str | None, limit: int, timeout: float
+    ) -> tuple[list[LineageEvent], str]:
         deadline = time.monotonic() + timeout
         key = self.keys.events(namespace)
         while True:
@@ -706,8 +903,9 @@ class RedisStore(LineageStore):
 
     def _latest_cursor(self, namespace: str) -> str:
         with self._guard():
-            last = cast("list[tuple[str, Any]]",
-                        self.client.xrevrange(self.keys.events(namespace), count=1))
+            last = cast(
+                "list[tuple[str, Any]]", self.client.xrevrange(self.keys.events(namespace), count=1)
+            )
         return last[0][0] if last else "0-0"
 
     # -- kept decisions -----------------------------------------------------------------
@@ -723,19 +921,19 @@ class RedisStore(LineageStore):
         script = self._decision_scripts["keep"]
         for start in range(0, len(entries), _KEEP_CHUNK):
             args: list[Any] = [retention]
-            for e in entries[start:start + _KEEP_CHUNK]:
+            for e in entries[start : start + _KEEP_CHUNK]:
                 args += (e.decision_id, f" {' '.join(e.memory_ids)} ", e.to_json())
             with self._guard():
                 script(keys=keys, args=args)
 
-    def kept_decisions(self, namespace: str, memory_id: str,
-                       limit: int) -> list[KeptDecision]:
+    def kept_decisions(self, namespace: str, memory_id: str, limit: int) -> list[KeptDecision]:
         if limit <= 0:
             return []
         with self._guard():
             texts = self._decision_scripts["recent"](
                 keys=[self.keys.decisions(namespace)],
-                args=[f" {memory_id} ", limit, max(1, self.decision_retention)])
+                args=[f" {memory_id} ", limit, max(1, self.decision_retention)],
+            )
         found = (KeptDecision.from_json(t) for t in texts)
         return [k for k in found if k is not None and memory_id in k.memory_ids]
 
@@ -743,7 +941,8 @@ class RedisStore(LineageStore):
         with self._guard():
             text = self._decision_scripts["get"](
                 keys=[self.keys.decisions(namespace), self.keys.decision_index(namespace)],
-                args=[decision_id])
+                args=[decision_id],
+            )
         return KeptDecision.from_json(text) if text else None
 
     def decisions_kept(self, namespace: str) -> int:

@@ -18,8 +18,7 @@ Load = Callable[[str, list[str], bool], dict[str, MemoryRecord]]
 """A backend's ``_load(namespace, ids, with_history)``: one round trip per call."""
 
 
-def walk(load: Load, ns: str, memory_id: str, max_depth: int, limit: int, *,
-         up: bool) -> Walk:
+def walk(load: Load, ns: str, memory_id: str, max_depth: int, limit: int, *, up: bool) -> Walk:
     """What ``memory_id`` was derived from (``up``) or what was built on it, breadth
     first, excluding itself."""
     start = load(ns, [memory_id], True).get(memory_id)
@@ -40,7 +39,7 @@ def walk(load: Load, ns: str, memory_id: str, max_depth: int, limit: int, *,
             break
         if len(found) + len(nxt) > limit:
             truncated = True
-            for n in nxt[limit - len(found):]:
+            for n in nxt[limit - len(found) :]:
                 del depths[n]
             nxt = nxt[: limit - len(found)]
         loaded = load(ns, nxt, True)
@@ -54,8 +53,15 @@ def walk(load: Load, ns: str, memory_id: str, max_depth: int, limit: int, *,
     return Walk(records=tuple(found), depths=depths, truncated=truncated)
 
 
-def lineage_view(load: Load, ns: str, wanted: list[str], ancestor_depth: int,
-                 descendant_depth: int, limit: int, with_history: bool) -> LineageView:
+def lineage_view(
+    load: Load,
+    ns: str,
+    wanted: list[str],
+    ancestor_depth: int,
+    descendant_depth: int,
+    limit: int,
+    with_history: bool,
+) -> LineageView:
     """The records ``wanted`` plus their ancestors (and descendants) in one BFS: the
     ancestor and descendant frontiers are loaded together, one batch per level."""
     records = load(ns, wanted, with_history)

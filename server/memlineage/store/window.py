@@ -51,5 +51,6 @@ def change_of(times: Sequence[float], window: float, now: float) -> float:
     """``next_change`` for the sorted event ``times`` (``math.inf`` when empty)."""
     lo = bisect.bisect_right(times, now - window)
     hi = bisect.bisect_right(times, now)
-    return next_change(times[lo] if lo < hi else None, times[hi] if hi < len(times) else None,
-                       window)
+    return next_change(
+        times[lo] if lo < hi else None, times[hi] if hi < len(times) else None, window
+    )

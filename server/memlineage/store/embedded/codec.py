@@ -25,15 +25,38 @@ class StoreCorruptError(LineageError):
         super().__init__(
             f"embedded store {self.path} cannot be read: {self.problem}; nothing on disk was "
             "changed (restore the file from a backup, or move it away to start "
-            "empty)")
+            "empty)"
+        )
 
 
 def event_to_json(e: LineageEvent) -> list[Any]:
-    return [int(e.cursor), e.type, e.memory_id, e.at, e.root_id, e.status, e.previous_status,
-            e.reason, e.successor, list(e.affected), e.version]
+    return [
+        int(e.cursor),
+        e.type,
+        e.memory_id,
+        e.at,
+        e.root_id,
+        e.status,
+        e.previous_status,
+        e.reason,
+        e.successor,
+        list(e.affected),
+        e.version,
+    ]
 
 
 def event_from_json(ns: str, d: list[Any]) -> LineageEvent:
-    return LineageEvent(cursor=str(d[0]), type=d[1], namespace=ns, memory_id=d[2], at=d[3],
-                        root_id=d[4], status=d[5], previous_status=d[6], reason=d[7],
-                        successor=d[8], affected=tuple(d[9]), version=d[10])
+    return LineageEvent(
+        cursor=str(d[0]),
+        type=d[1],
+        namespace=ns,
+        memory_id=d[2],
+        at=d[3],
+        root_id=d[4],
+        status=d[5],
+        previous_status=d[6],
+        reason=d[7],
+        successor=d[8],
+        affected=tuple(d[9]),
+        version=d[10],
+    )

@@ -24,8 +24,10 @@ _LOG_RE = re.compile(r"log\.([0-9]+)\.jsonl")
 
 def legacy_files(directory: Path) -> list[Path]:
     """The old format's files in ``directory`` (snapshot first, then logs by generation)."""
-    logs = sorted((p for p in directory.glob("log.*.jsonl") if _LOG_RE.fullmatch(p.name)),
-                  key=lambda p: int(p.name.split(".")[1]))
+    logs = sorted(
+        (p for p in directory.glob("log.*.jsonl") if _LOG_RE.fullmatch(p.name)),
+        key=lambda p: int(p.name.split(".")[1]),
+    )
     snapshot = directory / SNAPSHOT
     return ([snapshot] if snapshot.exists() else []) + logs
 
@@ -90,6 +92,7 @@ def _replay(path: Path, state: State) -> int:
             state.apply(op)
         except Exception as exc:  # anything a hand-edited op can make apply raise
             raise StoreCorruptError(
-                path, f"line {number} cannot be replayed: {_problem(exc)}") from exc
+                path, f"line {number} cannot be replayed: {_problem(exc)}"
+            ) from exc
         n += 1
     return n

@@ -80,8 +80,15 @@ from memlineage.store.embedded.score_mirror import SCORED, Columns
 from memlineage.store.embedded.space import Space
 from memlineage.store.embedded.state import State
 
-__all__ = ["DB_NAME", "DecisionTable", "SqliteLog", "StoreCorruptError", "Summary", "backup",
-           "check"]
+__all__ = [
+    "DB_NAME",
+    "DecisionTable",
+    "SqliteLog",
+    "StoreCorruptError",
+    "Summary",
+    "backup",
+    "check",
+]
 
 DB_NAME = "lineage.sqlite3"
 FORMAT = "1"
@@ -90,8 +97,7 @@ CHUNK_ROWS = 5000
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE ops (seq INTEGER PRIMARY KEY, op TEXT NOT NULL, crc INTEGER NOT NULL)",
-    "CREATE TABLE snapshot (part INTEGER PRIMARY KEY, data TEXT NOT NULL, "
-    "crc INTEGER NOT NULL)",
+    "CREATE TABLE snapshot (part INTEGER PRIMARY KEY, data TEXT NOT NULL, crc INTEGER NOT NULL)",
 )
 _INSERT_OP = "INSERT INTO ops (seq, op, crc) VALUES (?, ?, ?)"
 _DEFAULTS = {f.name: f.default for f in MemoryRecord.__dataclass_fields__.values()}
@@ -126,18 +132,25 @@ class Summary:
     """Size of the database file (without its WAL)."""
 
     def describe(self) -> str:
-        return (f"{self.path}: ok, {self.records:,} records in {self.namespaces:,} "
-                f"namespaces, {self.events:,} events retained; {self.last_seq:,} ops written, "
-                f"{self.ops:,} after the snapshot (of op {self.snapshot_seq:,}); "
-                f"{self.bytes:,} bytes")
+        return (
+            f"{self.path}: ok, {self.records:,} records in {self.namespaces:,} "
+            f"namespaces, {self.events:,} events retained; {self.last_seq:,} ops written, "
+            f"{self.ops:,} after the snapshot (of op {self.snapshot_seq:,}); "
+            f"{self.bytes:,} bytes"
+        )
 
 
 # -- reading (read-only, strict) ----------------------------------------------------------
 
 
 def _connect_ro(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
-                         isolation_level=None, check_same_thread=False, timeout=30)
+    db = sqlite3.connect(
+        f"{path.resolve().as_uri()}?mode=ro",
+        uri=True,
+        isolation_level=None,
+        check_same_thread=False,
+        timeout=30,
+    )
     db.execute("PRAGMA query_only = ON")
     return db
 
@@ -157,8 +170,9 @@ def _no_gc() -> Iterator[None]:
 
 def _decode(path: Path, what: str, position: int, text: str, stored: int) -> Any:
     if crc(position, text) != stored:
-        raise StoreCorruptError(path, f"{what} fails its checksum (the stored text was "
-                                "changed after it was written)")
+        raise StoreCorruptError(
+            path, f"{what} fails its checksum (the stored text was changed after it was written)"
+        )
     try:
         return json.loads(text)
     except ValueError as exc:
@@ -200,8 +214,9 @@ def _rows_of(names: list[str], columns: dict[str, list[Any]], n: int) -> list[Ro
         k, new, stamp = len(slots), Row.__new__, next(STAMPS)
         for fields in zip(*cols, strict=True):
             row = new(Row)
-            for _ in map(_set, repeat(row, k), slots, (*fields, [], None, None, None, -1,
-                                                      stamp, 0)):
+            for _ in map(
+                _set, repeat(row, k), slots, (*fields, [], None, None, None, -1, stamp, 0)
+            ):
                 pass
             rows.append(row)
         return rows
@@ -214,9 +229,21 @@ def _rows_of(names: list[str], columns: dict[str, list[Any]], n: int) -> list[Ro
     return rows
 
 
-_MIRRORED = frozenset({"creator_confidence", "created_at", "last_access", "access_count",
-                       "uses_ok", "uses_failed", "volatility", "type", "creator_id",
-                       "confirmed_by", "contradicted_by"})
+_MIRRORED = frozenset(
+    {
+        "creator_confidence",
+        "created_at",
+        "last_access",
+        "access_count",
+        "uses_ok",
+        "uses_failed",
+        "volatility",
+        "type",
+        "creator_id",
+        "confirmed_by",
+        "contradicted_by",
+    }
+)
 """The score inputs ``_attach_all`` copies; when ``score_mirror.SCORED`` differs, rows
 are attached one by one (``Columns.attach``) instead."""
 
@@ -322,10 +349,12 @@ def _load_snapshot(db: sqlite3.Connection, path: Path, state: State) -> int:
             sp.claims = {(s, a): i for s, a, i in sp_data["claims"]}
             for claimed in sp.claims.values():
                 sp.rows[claimed]  # a claim of a memory not stored: KeyError, corrupt
-            sp.counters = {name: [float(t) for t in times]
-                           for name, times in sp_data["counters"].items()}
-            sp.sources = {src: [float(ok), float(bad)]
-                          for src, (ok, bad) in sp_data["sources"].items()}
+            sp.counters = {
+                name: [float(t) for t in times] for name, times in sp_data["counters"].items()
+            }
+            sp.sources = {
+                src: [float(ok), float(bad)] for src, (ok, bad) in sp_data["sources"].items()
+            }
             sp.seq = int(sp_data["seq"])
             sp.events.extend(event_from_json(ns, e) for e in sp_data["events"])
         except (KeyError, TypeError, ValueError, IndexError) as exc:
@@ -333,15 +362,14 @@ def _load_snapshot(db: sqlite3.Connection, path: Path, state: State) -> int:
     return seq
 
 
-def _replay(db: sqlite3.Connection, path: Path, state: State,
-            after: int) -> tuple[int, int, int]:
+def _replay(db: sqlite3.Connection, path: Path, state: State, after: int) -> tuple[int, int, int]:
     """Replay the ops after the snapshot; returns (last seq, ops, bytes of op text)."""
     seq, n, size = after, 0, 0
-    for stored_seq, text, stored in db.execute(
-            "SELECT seq, op, crc FROM ops ORDER BY seq"):
+    for stored_seq, text, stored in db.execute("SELECT seq, op, crc FROM ops ORDER BY seq"):
         if stored_seq <= after:
-            raise StoreCorruptError(path, f"op {stored_seq} is also covered by the snapshot "
-                                    f"(of op {after})")
+            raise StoreCorruptError(
+                path, f"op {stored_seq} is also covered by the snapshot (of op {after})"
+            )
         if stored_seq != seq + 1:
             raise StoreCorruptError(path, f"ops {seq + 1}..{stored_seq - 1} are missing")
         op = _decode(path, f"op {stored_seq}", stored_seq, text, stored)
@@ -349,7 +377,8 @@ def _replay(db: sqlite3.Connection, path: Path, state: State,
             state.apply(op)
         except Exception as exc:  # anything a hand-edited op can make apply raise
             raise StoreCorruptError(
-                path, f"op {stored_seq} cannot be replayed: {_problem(exc)}") from exc
+                path, f"op {stored_seq} cannot be replayed: {_problem(exc)}"
+            ) from exc
         seq, n, size = stored_seq, n + 1, size + len(text)
     return seq, n, size
 
@@ -366,19 +395,25 @@ def _read(path: Path, state: State) -> tuple[int, int, int, int]:
             try:
                 db.execute("BEGIN")  # one read transaction: a live writer's snapshot
                 # (ops folded in meanwhile) cannot come between the reads
-                tables = {r[0] for r in db.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table'")}
+                tables = {
+                    r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                }
                 if not {"meta", "ops", "snapshot"} <= tables:
-                    raise StoreCorruptError(path, "is not a MemLineage store (its tables "
-                                            f"are {sorted(tables) or 'none'})")
+                    raise StoreCorruptError(
+                        path,
+                        f"is not a MemLineage store (its tables are {sorted(tables) or 'none'})",
+                    )
                 problems = [r[0] for r in db.execute("PRAGMA quick_check(5)")]
                 if problems != ["ok"]:
-                    raise StoreCorruptError(path, "SQLite integrity check: "
-                                            + "; ".join(map(str, problems)))
+                    raise StoreCorruptError(
+                        path, "SQLite integrity check: " + "; ".join(map(str, problems))
+                    )
                 fmt = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
                 if fmt is None or fmt[0] != FORMAT:
-                    raise StoreCorruptError(path, f"format {fmt[0] if fmt else 'missing'} is "
-                                            f"not this version's ({FORMAT})")
+                    raise StoreCorruptError(
+                        path,
+                        f"format {fmt[0] if fmt else 'missing'} is not this version's ({FORMAT})",
+                    )
                 snap = _load_snapshot(db, path, state)
                 last, n, size = _replay(db, path, state, snap)
             except sqlite3.Error as exc:
@@ -390,10 +425,16 @@ def _read(path: Path, state: State) -> tuple[int, int, int, int]:
 
 def _summary(path: Path, state: State, snap: int, last: int, n: int) -> Summary:
     spaces = [sp for sp in state.spaces.values() if sp.rows]
-    return Summary(path=str(path), records=sum(len(sp.rows) for sp in spaces),
-                   namespaces=len(spaces), ops=n, snapshot_seq=snap, last_seq=last,
-                   events=sum(len(sp.events) for sp in state.spaces.values()),
-                   bytes=path.stat().st_size)
+    return Summary(
+        path=str(path),
+        records=sum(len(sp.rows) for sp in spaces),
+        namespaces=len(spaces),
+        ops=n,
+        snapshot_seq=snap,
+        last_seq=last,
+        events=sum(len(sp.events) for sp in state.spaces.values()),
+        bytes=path.stat().st_size,
+    )
 
 
 def check(directory: str | os.PathLike[str], limits: StoreLimits | None = None) -> Summary:
@@ -408,11 +449,16 @@ def check(directory: str | os.PathLike[str], limits: StoreLimits | None = None) 
             with changed:
                 n = legacy.load_legacy(Path(directory), state)
             spaces = [sp for sp in state.spaces.values() if sp.rows]
-            return Summary(path=", ".join(str(p) for p in old),
-                           records=sum(len(sp.rows) for sp in spaces),
-                           namespaces=len(spaces), ops=n, snapshot_seq=0, last_seq=n,
-                           events=sum(len(sp.events) for sp in state.spaces.values()),
-                           bytes=sum(p.stat().st_size for p in old))
+            return Summary(
+                path=", ".join(str(p) for p in old),
+                records=sum(len(sp.rows) for sp in spaces),
+                namespaces=len(spaces),
+                ops=n,
+                snapshot_seq=0,
+                last_seq=n,
+                events=sum(len(sp.events) for sp in state.spaces.values()),
+                bytes=sum(p.stat().st_size for p in old),
+            )
         raise FileNotFoundError(f"no embedded store in {directory} (no {DB_NAME})")
     with changed:
         snap, last, n, _ = _read(path, state)
@@ -469,17 +515,32 @@ def _snapshot_parts(state: State, seq: int) -> Iterator[tuple[int, str]]:
         rows = list(sp.rows.values())
         nxt = sp.review.next
         for start in range(0, len(rows), CHUNK_ROWS):
-            chunk = rows[start:start + CHUNK_ROWS]
+            chunk = rows[start : start + CHUNK_ROWS]
             part += 1
-            yield part, _dumps({
-                "n": ns, "c": {f: [getattr(r, f) for r in chunk] for f in ROW_FIELDS},
-                "v": [nxt.get(r.id) for r in chunk]})
-        header[ns] = {"rows": len(rows),
-                      "claims": [[s, a, i] for (s, a), i in sp.claims.items()],
-                      "counters": sp.counters, "sources": sp.sources, "seq": sp.seq,
-                      "events": [event_to_json(e) for e in sp.events]}
-    yield 0, _dumps({"format": FORMAT, "seq": seq, "parts": part, "fields": ROW_FIELDS,
-                     "spaces": header})
+            yield (
+                part,
+                _dumps(
+                    {
+                        "n": ns,
+                        "c": {f: [getattr(r, f) for r in chunk] for f in ROW_FIELDS},
+                        "v": [nxt.get(r.id) for r in chunk],
+                    }
+                ),
+            )
+        header[ns] = {
+            "rows": len(rows),
+            "claims": [[s, a, i] for (s, a), i in sp.claims.items()],
+            "counters": sp.counters,
+            "sources": sp.sources,
+            "seq": sp.seq,
+            "events": [event_to_json(e) for e in sp.events],
+        }
+    yield (
+        0,
+        _dumps(
+            {"format": FORMAT, "seq": seq, "parts": part, "fields": ROW_FIELDS, "spaces": header}
+        ),
+    )
 
 
 def _create(path: Path, fsync: bool) -> sqlite3.Connection:
@@ -519,8 +580,10 @@ def _write_snapshot(db: sqlite3.Connection, state: State, seq: int) -> None:
     with _transaction(db):
         db.execute("DELETE FROM snapshot")
         for part, text in _snapshot_parts(state, seq):
-            db.execute("INSERT INTO snapshot (part, data, crc) VALUES (?, ?, ?)",
-                       (part, text, crc(part, text)))
+            db.execute(
+                "INSERT INTO snapshot (part, data, crc) VALUES (?, ?, ?)",
+                (part, text, crc(part, text)),
+            )
         db.execute("DELETE FROM ops WHERE seq <= ?", (seq,))
 
 
@@ -558,7 +621,7 @@ class DecisionTable:
         retention = max(1, retention)
         entries = entries[-retention:]
         for start in range(0, len(entries), _DECISION_CHUNK):
-            self._keep(namespace, entries[start:start + _DECISION_CHUNK], retention)
+            self._keep(namespace, entries[start : start + _DECISION_CHUNK], retention)
 
     def _keep(self, namespace: str, entries: Sequence[KeptDecision], retention: int) -> None:
         with self._lock:
@@ -568,26 +631,33 @@ class DecisionTable:
             try:
                 with _transaction(db):
                     for e in entries:
-                        cur = db.execute("INSERT OR IGNORE INTO decisions (id, ns, data) "
-                                         "VALUES (?, ?, ?)", (e.decision_id, namespace,
-                                                              e.to_json()))
+                        cur = db.execute(
+                            "INSERT OR IGNORE INTO decisions (id, ns, data) VALUES (?, ?, ?)",
+                            (e.decision_id, namespace, e.to_json()),
+                        )
                         if cur.rowcount:
                             seq = cur.lastrowid
-                            db.executemany("INSERT OR IGNORE INTO decision_memories "
-                                           "VALUES (?, ?, ?)",
-                                           [(namespace, m, seq) for m in e.memory_ids])
-                    cut = db.execute("SELECT seq FROM decisions WHERE ns = ? ORDER BY seq "
-                                     "DESC LIMIT 1 OFFSET ?",
-                                     (namespace, retention)).fetchone()
+                            db.executemany(
+                                "INSERT OR IGNORE INTO decision_memories VALUES (?, ?, ?)",
+                                [(namespace, m, seq) for m in e.memory_ids],
+                            )
+                    cut = db.execute(
+                        "SELECT seq FROM decisions WHERE ns = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+                        (namespace, retention),
+                    ).fetchone()
                     if cut is not None:
-                        db.execute("DELETE FROM decision_memories WHERE seq IN (SELECT seq "
-                                   "FROM decisions WHERE ns = ? AND seq <= ?)",
-                                   (namespace, cut[0]))
-                        db.execute("DELETE FROM decisions WHERE ns = ? AND seq <= ?",
-                                   (namespace, cut[0]))
+                        db.execute(
+                            "DELETE FROM decision_memories WHERE seq IN (SELECT seq "
+                            "FROM decisions WHERE ns = ? AND seq <= ?)",
+                            (namespace, cut[0]),
+                        )
+                        db.execute(
+                            "DELETE FROM decisions WHERE ns = ? AND seq <= ?", (namespace, cut[0])
+                        )
             except sqlite3.Error as exc:
                 raise StoreUnavailableError(
-                    f"embedded store: keeping decisions failed ({exc})") from exc
+                    f"embedded store: keeping decisions failed ({exc})"
+                ) from exc
 
     def recent(self, namespace: str, memory_id: str, limit: int) -> list[KeptDecision]:
         with self._lock:
@@ -596,7 +666,8 @@ class DecisionTable:
             rows = self._db.execute(
                 "SELECT d.data FROM decision_memories m JOIN decisions d ON d.seq = m.seq "
                 "WHERE m.ns = ? AND m.memory = ? ORDER BY m.seq DESC LIMIT ?",
-                (namespace, memory_id, max(0, limit))).fetchall()
+                (namespace, memory_id, max(0, limit)),
+            ).fetchall()
         found = (KeptDecision.from_json(r[0]) for r in rows)
         return [k for k in found if k is not None]
 
@@ -604,16 +675,20 @@ class DecisionTable:
         with self._lock:
             if self._db is None:
                 return None
-            row = self._db.execute("SELECT data FROM decisions WHERE id = ? AND ns = ?",
-                                   (decision_id, namespace)).fetchone()
+            row = self._db.execute(
+                "SELECT data FROM decisions WHERE id = ? AND ns = ?", (decision_id, namespace)
+            ).fetchone()
         return KeptDecision.from_json(row[0]) if row is not None else None
 
     def count(self, namespace: str) -> int:
         with self._lock:
             if self._db is None:
                 return 0
-            return int(self._db.execute("SELECT count(*) FROM decisions WHERE ns = ?",
-                                        (namespace,)).fetchone()[0])
+            return int(
+                self._db.execute(
+                    "SELECT count(*) FROM decisions WHERE ns = ?", (namespace,)
+                ).fetchone()[0]
+            )
 
     def close(self) -> None:
         with self._lock:
@@ -655,8 +730,9 @@ class SqliteLog:
         try:
             if old:
                 _write_snapshot(db, state, 0)
-                db.execute("INSERT INTO meta VALUES ('imported', ?)",
-                           (_dumps([p.name for p in old]),))
+                db.execute(
+                    "INSERT INTO meta VALUES ('imported', ?)", (_dumps([p.name for p in old]),)
+                )
         finally:
             db.close()
         os.replace(partial, self.path)
@@ -691,10 +767,12 @@ class SqliteLog:
         except sqlite3.IntegrityError as exc:
             raise StoreUnavailableError(
                 f"embedded store {self.path}: op {seq} was written by another process; "
-                "one data directory serves one store") from exc
+                "one data directory serves one store"
+            ) from exc
         except sqlite3.Error as exc:
             raise StoreUnavailableError(
-                f"embedded store {self.path}: the write failed ({exc})") from exc
+                f"embedded store {self.path}: the write failed ({exc})"
+            ) from exc
         self._seq = seq
         self._bytes += len(text)
 

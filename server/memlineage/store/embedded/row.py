@@ -32,8 +32,8 @@ ACCESS_FIELDS = frozenset({"last_access", "access_count"})
 UNSTAMPED = frozenset({"reviewed_at"})
 """The review schedule: no decision reads it."""
 _ORDER = tuple(MemoryRecord.__dataclass_fields__)
-_BEFORE: Callable[[Row], tuple[Any, ...]] = attrgetter(*_ORDER[:_ORDER.index("derivations")])
-_AFTER: Callable[[Row], tuple[Any, ...]] = attrgetter(*_ORDER[_ORDER.index("derivations") + 1:])
+_BEFORE: Callable[[Row], tuple[Any, ...]] = attrgetter(*_ORDER[: _ORDER.index("derivations")])
+_AFTER: Callable[[Row], tuple[Any, ...]] = attrgetter(*_ORDER[_ORDER.index("derivations") + 1 :])
 """The row's fields before and after ``derivations``, in MemoryRecord's positional order
 (a positional build costs half a keyword one)."""
 
@@ -123,7 +123,7 @@ class Row:
         cascade's hot step, three fields for one invalidation."""
         history = (*self.status_history, entry)
         if len(history) > cap:
-            history = history[len(history) - cap:]
+            history = history[len(history) - cap :]
         _set(self, "status_history", history)
         _set(self, "status", status)
         _set(self, "version", self.version + 1)
@@ -182,4 +182,3 @@ class Row:
         if not isinstance(row.volatility, str | None):
             row.volatility = None  # numeric volatility of logs written before classes
         return row
-

@@ -17,13 +17,31 @@ if TYPE_CHECKING:
 
 _set = object.__setattr__
 
-_FLOAT_COLUMNS = ("confidence", "created_at", "last_access", "access_count", "uses_ok",
-                  "uses_failed", "derivations")
-_INT_COLUMNS = ("volatility", "type", "creator", "confirm_at", "confirm_n", "contra_at",
-                "contra_n")
-SCORED = frozenset({"creator_confidence", "created_at", "last_access", "access_count",
-                    "uses_ok", "uses_failed", "volatility", "type", "creator_id",
-                    "confirmed_by", "contradicted_by"})
+_FLOAT_COLUMNS = (
+    "confidence",
+    "created_at",
+    "last_access",
+    "access_count",
+    "uses_ok",
+    "uses_failed",
+    "derivations",
+)
+_INT_COLUMNS = ("volatility", "type", "creator", "confirm_at", "confirm_n", "contra_at", "contra_n")
+SCORED = frozenset(
+    {
+        "creator_confidence",
+        "created_at",
+        "last_access",
+        "access_count",
+        "uses_ok",
+        "uses_failed",
+        "volatility",
+        "type",
+        "creator_id",
+        "confirmed_by",
+        "contradicted_by",
+    }
+)
 """The row fields the score columns mirror (derivations: ``Row.adopt``)."""
 
 
@@ -45,21 +63,29 @@ class Pairs:
         need = self.used + extra
         if need > self.pool.shape[0]:
             new = np.zeros(max(need, 2 * self.pool.shape[0]), dtype=np.int64)
-            new[:self.used] = self.pool[:self.used]
+            new[: self.used] = self.pool[: self.used]
             self.pool = new
 
-    def set(self, at: np.ndarray, n: np.ndarray, ix: int, old_n: int, srcs: list[int],
-            appended: bool, rows: int) -> None:
+    def set(
+        self,
+        at: np.ndarray,
+        n: np.ndarray,
+        ix: int,
+        old_n: int,
+        srcs: list[int],
+        appended: bool,
+        rows: int,
+    ) -> None:
         if appended and old_n and int(at[ix]) + old_n == self.used:
             tail = srcs[old_n:]  # the row's block is last: extend it in place
             self._reserve(len(tail))
-            self.pool[self.used:self.used + len(tail)] = tail
+            self.pool[self.used : self.used + len(tail)] = tail
             self.used += len(tail)
         else:
             self.garbage += old_n
             self._reserve(len(srcs))
             at[ix] = self.used
-            self.pool[self.used:self.used + len(srcs)] = srcs
+            self.pool[self.used : self.used + len(srcs)] = srcs
             self.used += len(srcs)
         n[ix] = len(srcs)
         if self.garbage > 1024 and self.garbage > self.used - self.garbage:
@@ -71,12 +97,13 @@ class Pairs:
         counts = n[:rows].astype(np.int64)
         starts = np.cumsum(counts) - counts
         self.pool = np.zeros(max(64, 2 * srcs.shape[0]), dtype=np.int64)
-        self.pool[:srcs.shape[0]] = srcs
+        self.pool[: srcs.shape[0]] = srcs
         at[:rows] = starts
         self.used, self.garbage = int(srcs.shape[0]), 0
 
-    def gather(self, at: np.ndarray, n: np.ndarray,
-               rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def gather(
+        self, at: np.ndarray, n: np.ndarray, rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(position in ``rows``, source) pairs of the given rows, in row order."""
         counts = n[rows].astype(np.int64)
         total = int(counts.sum())
@@ -84,8 +111,7 @@ class Pairs:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         owner = np.repeat(np.arange(rows.shape[0], dtype=np.int64), counts)
         first = np.cumsum(counts) - counts
-        offset = np.arange(total, dtype=np.int64) - first[owner] + at[rows].astype(
-            np.int64)[owner]
+        offset = np.arange(total, dtype=np.int64) - first[owner] + at[rows].astype(np.int64)[owner]
         return owner, self.pool[offset]
 
 
@@ -157,7 +183,7 @@ class Columns:
         for name in (*_FLOAT_COLUMNS, *_INT_COLUMNS):
             old = getattr(self, name)
             new = np.zeros(2 * old.shape[0], dtype=old.dtype)
-            new[:old.shape[0]] = old
+            new[: old.shape[0]] = old
             setattr(self, name, new)
 
     def attach(self, row: Row) -> None:
@@ -197,8 +223,9 @@ class Columns:
                 pairs, at, n = self.confirm, self.confirm_at, self.confirm_n
             else:
                 pairs, at, n = self.contra, self.contra_at, self.contra_n
-            pairs.set(at, n, ix, len(old), [self.source(s) for s in new],
-                      new[:len(old)] == old, self.n)
+            pairs.set(
+                at, n, ix, len(old), [self.source(s) for s in new], new[: len(old)] == old, self.n
+            )
 
     def rows_of(self, ids: list[str]) -> np.ndarray | None:
         """The rows of ``ids`` when every one is attached and none repeats, else None.
@@ -236,12 +263,22 @@ class Columns:
         c_row, c_src = self.confirm.gather(self.confirm_at, self.confirm_n, at)
         x_row, x_src = self.contra.gather(self.contra_at, self.contra_n, at)
         return ScoreColumns(
-            ids=ids, confidence=self.confidence[at], created_at=self.created_at[at],
-            last_access=self.last_access[at], access_count=self.access_count[at],
-            uses_ok=self.uses_ok[at], uses_failed=self.uses_failed[at],
-            derivations=self.derivations[at], volatility=self.volatility[at],
-            type=self.type[at], creator=self.creator[at],
-            confirm_row=c_row, confirm_source=c_src, contradict_row=x_row,
+            ids=ids,
+            confidence=self.confidence[at],
+            created_at=self.created_at[at],
+            last_access=self.last_access[at],
+            access_count=self.access_count[at],
+            uses_ok=self.uses_ok[at],
+            uses_failed=self.uses_failed[at],
+            derivations=self.derivations[at],
+            volatility=self.volatility[at],
+            type=self.type[at],
+            creator=self.creator[at],
+            confirm_row=c_row,
+            confirm_source=c_src,
+            contradict_row=x_row,
             contradict_source=x_src,
-            sources=self.sources, volatilities=self.volatilities, types=self.types)
-
+            sources=self.sources,
+            volatilities=self.volatilities,
+            types=self.types,
+        )

@@ -53,11 +53,17 @@ class State:
             row = Row.from_json(op["r"])
             # logs written before "a": the record's own time (validate_new always sets one)
             at = cast(float, op.get("a", row.created_at))
-            self.apply_record(op["n"], row, at,
-                              op.get("v", at + self.limits.first_review_seconds))
+            self.apply_record(op["n"], row, at, op.get("v", at + self.limits.first_review_seconds))
         elif kind == "R":  # one Record: record, counter, supersession (record_claim)
-            self.apply_record_claim(op["n"], Row.from_json(op["r"]), op["a"], op["v"],
-                                    op.get("s"), op.get("w", ""), op.get("k"))
+            self.apply_record_claim(
+                op["n"],
+                Row.from_json(op["r"]),
+                op["a"],
+                op["v"],
+                op.get("s"),
+                op.get("w", ""),
+                op.get("k"),
+            )
         elif kind == "s":
             self.apply_status(op["n"], op["i"], Status(op["t"]), op["w"], op["u"], op["a"])
         elif kind == "d":
@@ -80,23 +86,31 @@ class State:
     def space(self, ns: str) -> Space:
         sp = self.spaces.get(ns)
         if sp is None:
-            sp = self.spaces[ns] = Space(
-                events=deque(maxlen=max(1, self.limits.event_retention)))
+            sp = self.spaces[ns] = Space(events=deque(maxlen=max(1, self.limits.event_retention)))
         return sp
 
-    def emit(self, ns: str, sp: Space, kind: EventType, memory_id: str, at: float,
-             **fields: Any) -> None:
+    def emit(
+        self, ns: str, sp: Space, kind: EventType, memory_id: str, at: float, **fields: Any
+    ) -> None:
         """Append one event (caller holds the lock) and wake the waiting readers."""
         sp.seq += 1
-        sp.events.append(LineageEvent(cursor=str(sp.seq), type=kind.value, namespace=ns,
-                                      memory_id=memory_id, at=at, **fields))
+        sp.events.append(
+            LineageEvent(
+                cursor=str(sp.seq),
+                type=kind.value,
+                namespace=ns,
+                memory_id=memory_id,
+                at=at,
+                **fields,
+            )
+        )
         self._changed.notify_all()
 
     @staticmethod
     def _push_history(row: Row, entry: StatusChange, cap: int) -> None:
         history = (*row.status_history, entry)
         if len(history) > cap:
-            history = history[len(history) - cap:]
+            history = history[len(history) - cap :]
         row.status_history = history
 
     def history(self, row: Row, entry: StatusChange) -> None:
@@ -145,14 +159,29 @@ class State:
         self.link(ns, row)
         self.spaces[ns].review.schedule(row.id, review_at)
         taint = row.status_history[-1] if row.status_history else None
-        self.emit(ns, self.spaces[ns], EventType.RECORDED, row.id, at, status=row.status,
-                   version=row.version, affected=tuple(row.dependencies),
-                   root_id=taint.root_id if taint else None,
-                   reason=taint.reason if taint else "")
+        self.emit(
+            ns,
+            self.spaces[ns],
+            EventType.RECORDED,
+            row.id,
+            at,
+            status=row.status,
+            version=row.version,
+            affected=tuple(row.dependencies),
+            root_id=taint.root_id if taint else None,
+            reason=taint.reason if taint else "",
+        )
 
-    def apply_record_claim(self, ns: str, row: Row, at: float, review_at: float,
-                           supersede: str | None, reason: str,
-                           count: str | None) -> list[str]:
+    def apply_record_claim(
+        self,
+        ns: str,
+        row: Row,
+        at: float,
+        review_at: float,
+        supersede: str | None,
+        reason: str,
+        count: str | None,
+    ) -> list[str]:
         """One Record as one op (``EmbeddedStore.record_claim``): the record with its
         claim comparison, one event of the counter ``count``, then the supersession of
         ``supersede`` by the new row with its cascade, in the order (and so with the
@@ -166,8 +195,15 @@ class State:
         affected, _ = self.apply_status(ns, supersede, Status.SUPERSEDED, reason, row.id, at)
         return affected
 
-    def apply_status(self, ns: str, memory_id: str, target: Status, reason: str,
-                      successor: str | None, now: float) -> tuple[list[str], int]:
+    def apply_status(
+        self,
+        ns: str,
+        memory_id: str,
+        target: Status,
+        reason: str,
+        successor: str | None,
+        now: float,
+    ) -> tuple[list[str], int]:
         sp = self.spaces[ns]
         row = sp.rows[memory_id]
         previous = row.status
@@ -179,20 +215,39 @@ class State:
         claim = row.claim
         if target in CLAIM_RELEASE and claim is not None and sp.claims.get(claim) == memory_id:
             del sp.claims[claim]
-        self.emit(ns, sp, EventType.STATUS_CHANGED, memory_id, now, status=target.value,
-                   previous_status=previous, reason=reason, version=row.version,
-                   successor=successor if target is Status.SUPERSEDED else None)
+        self.emit(
+            ns,
+            sp,
+            EventType.STATUS_CHANGED,
+            memory_id,
+            now,
+            status=target.value,
+            previous_status=previous,
+            reason=reason,
+            version=row.version,
+            successor=successor if target is Status.SUPERSEDED else None,
+        )
         if target not in CASCADE_TRIGGERS:
             return [], 0
         why = cascade_reason(target, reason)
         affected, visited = self._mark_descendants(sp, memory_id, memory_id, why, now)
         if affected:
-            self.emit(ns, sp, EventType.CASCADED, memory_id, now, root_id=memory_id,
-                       status=target.value, reason=why, affected=tuple(affected))
+            self.emit(
+                ns,
+                sp,
+                EventType.CASCADED,
+                memory_id,
+                now,
+                root_id=memory_id,
+                status=target.value,
+                reason=why,
+                affected=tuple(affected),
+            )
         return affected, visited
 
-    def _mark_descendants(self, sp: Space, start: str, root: str, why: str,
-                          now: float) -> tuple[list[str], int]:
+    def _mark_descendants(
+        self, sp: Space, start: str, root: str, why: str, now: float
+    ) -> tuple[list[str], int]:
         """BFS over derivations from ``start``: cost is the descendants, never the store.
 
         Returns the ids re-marked pending_verification (BFS order) and how many
@@ -227,17 +282,33 @@ class State:
             previous = row.status
             self.history(row, StatusChange(now, previous, PENDING, why, tainted))
             row.status = PENDING
-            self.emit(ns, sp, EventType.STATUS_CHANGED, memory_id, now, root_id=tainted,
-                       status=PENDING, previous_status=previous, reason=why,
-                       version=row.version)
+            self.emit(
+                ns,
+                sp,
+                EventType.STATUS_CHANGED,
+                memory_id,
+                now,
+                root_id=tainted,
+                status=PENDING,
+                previous_status=previous,
+                reason=why,
+                version=row.version,
+            )
             affected, _ = self._mark_descendants(sp, memory_id, tainted, why, now)
             if affected:
-                self.emit(ns, sp, EventType.CASCADED, memory_id, now, root_id=tainted,
-                           status=sp.rows[tainted].status, reason=why,
-                           affected=tuple(affected))
+                self.emit(
+                    ns,
+                    sp,
+                    EventType.CASCADED,
+                    memory_id,
+                    now,
+                    root_id=tainted,
+                    status=sp.rows[tainted].status,
+                    reason=why,
+                    affected=tuple(affected),
+                )
 
-    def apply_update(self, ns: str, memory_id: str, changes: dict[str, Any],
-                      now: float) -> None:
+    def apply_update(self, ns: str, memory_id: str, changes: dict[str, Any], now: float) -> None:
         sp = self.spaces[ns]
         row = sp.rows[memory_id]
         for name, value in changes.items():

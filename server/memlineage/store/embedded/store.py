@@ -83,7 +83,9 @@ def _check_version(memory_id: str, actual: int, expected: int) -> None:
     if actual != expected:
         raise VersionConflictError(
             f"memory {memory_id!r} is at version {actual}, not {expected}",
-            expected=expected, actual=actual)
+            expected=expected,
+            actual=actual,
+        )
 
 
 class EmbeddedStore(LineageStore):
@@ -94,9 +96,14 @@ class EmbeddedStore(LineageStore):
     epoch: int
     access_epoch: int
 
-    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *,
-                 clock: Clock = system_clock, limits: StoreLimits | None = None,
-                 fsync: bool = False):
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str] | None = None,
+        *,
+        clock: Clock = system_clock,
+        limits: StoreLimits | None = None,
+        fsync: bool = False,
+    ):
         super().__init__(clock=clock, limits=limits)
         self._lock = threading.RLock()
         self._snapshot = self._lock  # traversals hold the lock: a consistent snapshot
@@ -138,8 +145,15 @@ class EmbeddedStore(LineageStore):
         changed since (`unchanged_since`). Take it before reading."""
         return STAMPS.__next__()
 
-    def unchanged_since(self, namespace: str, ids: Iterable[str], mark: int, *,
-                        access: bool = False, counters: bool = False) -> bool:
+    def unchanged_since(
+        self,
+        namespace: str,
+        ids: Iterable[str],
+        mark: int,
+        *,
+        access: bool = False,
+        counters: bool = False,
+    ) -> bool:
         """Nothing the records ``ids`` hold (their access statistics with ``access``),
         nor the namespace's source statistics (nor its rate counters, with
         ``counters``), changed since ``mark``; a record gone is a change."""
@@ -184,8 +198,7 @@ class EmbeddedStore(LineageStore):
         if table is not None:
             table.keep(namespace, entries, self.decision_retention)
 
-    def kept_decisions(self, namespace: str, memory_id: str,
-                       limit: int) -> list[KeptDecision]:
+    def kept_decisions(self, namespace: str, memory_id: str, limit: int) -> list[KeptDecision]:
         table = self._log.decisions if self._log is not None else None
         return table.recent(namespace, memory_id, limit) if table is not None else []
 
@@ -235,24 +248,34 @@ class EmbeddedStore(LineageStore):
                 parent = rows.get(dep)
                 if parent is None:
                     raise UnknownDependencyError(
-                        f"no memory {dep!r} in this namespace", field=f"dependencies[{i}]")
+                        f"no memory {dep!r} in this namespace", field=f"dependencies[{i}]"
+                    )
                 if taint is None and parent.status in TAINTED:
                     taint = (dep, parent.status)
             row = Row.from_record(rec)
             if taint is not None and row.status != PENDING:
-                row.status_history = (*row.status_history, StatusChange(
-                    at, row.status, PENDING, f"dependency {taint[1]}", taint[0]))
+                row.status_history = (
+                    *row.status_history,
+                    StatusChange(at, row.status, PENDING, f"dependency {taint[1]}", taint[0]),
+                )
                 row.status = PENDING
             review_at = at + self.limits.first_review_seconds
-            self._append({"o": "r", "n": rec.namespace, "r": row.to_json(), "a": at,
-                          "v": review_at})
+            self._append(
+                {"o": "r", "n": rec.namespace, "r": row.to_json(), "a": at, "v": review_at}
+            )
             self._state.apply_record(rec.namespace, row, at, review_at)
             return row.record()
 
-    def record_claim(self, rec: MemoryRecord, *, now: float | None = None,
-                     digest: str | None = None, holder: str | None = ANY_HOLDER,
-                     supersede: str | None = None,
-                     count: str | None = None) -> RecordOutcome:
+    def record_claim(
+        self,
+        rec: MemoryRecord,
+        *,
+        now: float | None = None,
+        digest: str | None = None,
+        holder: str | None = ANY_HOLDER,
+        supersede: str | None = None,
+        count: str | None = None,
+    ) -> RecordOutcome:
         """One Record as ONE op ("R", one SQLite transaction, one apply:
         ``State.apply_record_claim``): the memory with its claim comparison, the
         counter ``count`` and the supersession of ``supersede`` with its cascade (see
@@ -277,7 +300,8 @@ class EmbeddedStore(LineageStore):
                 now_held = sp.claims.get(claim) if sp is not None else None
                 if now_held != holder:
                     raise ClaimMovedError(
-                        f"the claim is held by {now_held!r}, not {holder!r}", holder=now_held)
+                        f"the claim is held by {now_held!r}, not {holder!r}", holder=now_held
+                    )
             row = self._new_row(checked, at, rows)
             if count is not None:
                 count = check_id(count, "name")
@@ -286,20 +310,21 @@ class EmbeddedStore(LineageStore):
                 supersede = self._id(supersede)
                 reason = check_reason(reason, self.limits)
                 if supersede == new_id:
-                    raise ValidationError("a memory cannot supersede itself",
-                                          field="successor", code="SELF_SUCCESSOR")
+                    raise ValidationError(
+                        "a memory cannot supersede itself", field="successor", code="SELF_SUCCESSOR"
+                    )
                 old = self._get_row(ns, supersede)
                 check_transition(old.status, Status.SUPERSEDED, supersede)
             review_at = at + self.limits.first_review_seconds
-            op: dict[str, Any] = {"o": "R", "n": ns, "r": row.to_json(), "a": at,
-                                  "v": review_at}
+            op: dict[str, Any] = {"o": "R", "n": ns, "r": row.to_json(), "a": at, "v": review_at}
             if supersede is not None:
                 op["s"], op["w"] = supersede, reason
             if count is not None:
                 op["k"] = count
             self._append(op)
-            affected = self._state.apply_record_claim(ns, row, at, review_at, supersede,
-                                                      reason, count)
+            affected = self._state.apply_record_claim(
+                ns, row, at, review_at, supersede, reason, count
+            )
             # The memory as stored after the whole step (pending when the cascade it
             # started reached it: it was derived from the old holder's lineage).
             return RecordOutcome(row.record(), supersede, tuple(affected))
@@ -313,18 +338,22 @@ class EmbeddedStore(LineageStore):
             parent = rows.get(dep)
             if parent is None:
                 raise UnknownDependencyError(
-                    f"no memory {dep!r} in this namespace", field=f"dependencies[{i}]")
+                    f"no memory {dep!r} in this namespace", field=f"dependencies[{i}]"
+                )
             if taint is None and parent.status in TAINTED:
                 taint = (dep, parent.status)
         row = Row.from_record(rec)
         if taint is not None and row.status != PENDING:
-            row.status_history = (*row.status_history, StatusChange(
-                at, row.status, PENDING, f"dependency {taint[1]}", taint[0]))
+            row.status_history = (
+                *row.status_history,
+                StatusChange(at, row.status, PENDING, f"dependency {taint[1]}", taint[0]),
+            )
             row.status = PENDING
         return row
 
-    def _bulk_load(self, namespace: str, records: Iterable[MemoryRecord], *,
-                   review_at: float) -> int:
+    def _bulk_load(
+        self, namespace: str, records: Iterable[MemoryRecord], *, review_at: float
+    ) -> int:
         """Benches and tests only: insert many plain records fast, bypassing validation,
         dependency checks, claim comparison, events and the op log.
 
@@ -351,9 +380,18 @@ class EmbeddedStore(LineageStore):
             sp.review.rebuild()
             return n
 
-    def _change_status(self, namespace: str, memory_id: str, target: Status, *, reason: str,
-                       successor: str | None, expected_version: int | None, now: float,
-                       only_from: frozenset[Status] | None) -> CascadeResult:
+    def _change_status(
+        self,
+        namespace: str,
+        memory_id: str,
+        target: Status,
+        *,
+        reason: str,
+        successor: str | None,
+        expected_version: int | None,
+        now: float,
+        only_from: frozenset[Status] | None,
+    ) -> CascadeResult:
         with self._lock:
             row = self._get_row(namespace, memory_id)
             if expected_version is not None:
@@ -362,21 +400,39 @@ class EmbeddedStore(LineageStore):
                 raise TransitionError(
                     f"memory {memory_id!r} is {row.status}, only "
                     f"{'/'.join(sorted(only_from))} can become {target.value} this way",
-                    current=row.status, requested=target.value)
+                    current=row.status,
+                    requested=target.value,
+                )
             check_transition(row.status, target, memory_id)
             if successor is not None and successor not in self._spaces[namespace].rows:
-                raise NotFoundError(f"no memory {successor!r} in this namespace",
-                                    field="successor")
-            self._append({"o": "s", "n": namespace, "i": memory_id, "t": target.value,
-                          "w": reason, "u": successor, "a": now})
-            affected, visited = self._state.apply_status(namespace, memory_id, target, reason,
-                                                   successor, now)
+                raise NotFoundError(f"no memory {successor!r} in this namespace", field="successor")
+            self._append(
+                {
+                    "o": "s",
+                    "n": namespace,
+                    "i": memory_id,
+                    "t": target.value,
+                    "w": reason,
+                    "u": successor,
+                    "a": now,
+                }
+            )
+            affected, visited = self._state.apply_status(
+                namespace, memory_id, target, reason, successor, now
+            )
             root = row.record()
-            return CascadeResult(root=root, marked=len(affected), visited=visited,
-                                 affected=tuple(affected))
+            return CascadeResult(
+                root=root, marked=len(affected), visited=visited, affected=tuple(affected)
+            )
 
-    def _update(self, namespace: str, memory_id: str, expected_version: int,
-                changes: dict[str, Any], now: float) -> MemoryRecord:
+    def _update(
+        self,
+        namespace: str,
+        memory_id: str,
+        expected_version: int,
+        changes: dict[str, Any],
+        now: float,
+    ) -> MemoryRecord:
         with self._lock:
             row = self._get_row(namespace, memory_id)
             _check_version(memory_id, row.version, expected_version)
@@ -384,26 +440,39 @@ class EmbeddedStore(LineageStore):
             self._state.apply_update(namespace, memory_id, changes, now)
             return row.record()
 
-    def _add_dependencies(self, namespace: str, memory_id: str, deps: tuple[str, ...],
-                          expected_version: int, now: float) -> MemoryRecord:
+    def _add_dependencies(
+        self,
+        namespace: str,
+        memory_id: str,
+        deps: tuple[str, ...],
+        expected_version: int,
+        now: float,
+    ) -> MemoryRecord:
         with self._lock:
             row = self._get_row(namespace, memory_id)
             _check_version(memory_id, row.version, expected_version)
-            deps = check_dependencies(deps, namespace=namespace, memory_id=memory_id,
-                                      limits=self.limits, existing=tuple(row.dependencies))
+            deps = check_dependencies(
+                deps,
+                namespace=namespace,
+                memory_id=memory_id,
+                limits=self.limits,
+                existing=tuple(row.dependencies),
+            )
             rows = self._spaces[namespace].rows
             for i, dep in enumerate(deps):
                 if dep not in rows:
-                    raise UnknownDependencyError(f"no memory {dep!r} in this namespace",
-                                                 field=f"dependencies[{i}]")
+                    raise UnknownDependencyError(
+                        f"no memory {dep!r} in this namespace", field=f"dependencies[{i}]"
+                    )
             seen: set[str] = set()
             for i, dep in enumerate(deps):  # a cycle iff memory_id is an ancestor of dep
                 stack = [dep]
                 while stack:
                     node = stack.pop()
                     if node == memory_id:
-                        raise CycleError(f"{memory_id!r} is an ancestor of {dep!r}",
-                                         field=f"dependencies[{i}]")
+                        raise CycleError(
+                            f"{memory_id!r} is an ancestor of {dep!r}", field=f"dependencies[{i}]"
+                        )
                     if node not in seen:
                         seen.add(node)
                         stack.extend(rows[node].dependencies)
@@ -411,8 +480,9 @@ class EmbeddedStore(LineageStore):
             self._state.apply_add(namespace, memory_id, list(deps), now)
             return row.record()
 
-    def _load(self, namespace: str, ids: list[str],
-              with_history: bool = True) -> dict[str, MemoryRecord]:
+    def _load(
+        self, namespace: str, ids: list[str], with_history: bool = True
+    ) -> dict[str, MemoryRecord]:
         with self._lock:
             sp = self._spaces.get(namespace)
             if sp is None:
@@ -456,8 +526,7 @@ class EmbeddedStore(LineageStore):
             sp = self._spaces.get(namespace)
             return sp.claims.get((subject, attribute)) if sp is not None else None
 
-    def _record_accesses(self, namespace: str,
-                         accesses: dict[str, tuple[int, float]]) -> int:
+    def _record_accesses(self, namespace: str, accesses: dict[str, tuple[int, float]]) -> int:
         with self._lock:
             sp = self._spaces.get(namespace)
             if sp is None:
@@ -474,16 +543,14 @@ class EmbeddedStore(LineageStore):
             self._append({"o": "c", "n": namespace, "k": name, "a": now})
             self._state.apply_counter(namespace, name, now)
 
-    def _claim_group(self, namespace: str, subject: str,
-                     attribute: str) -> list[MemoryRecord]:
+    def _claim_group(self, namespace: str, subject: str, attribute: str) -> list[MemoryRecord]:
         with self._lock:
             sp = self._spaces.get(namespace)
             if sp is None:
                 return []
             return [sp.rows[i].record() for i in sp.groups.get((subject, attribute), ())]
 
-    def _source_stats(self, namespace: str,
-                      sources: list[str]) -> dict[str, tuple[float, float]]:
+    def _source_stats(self, namespace: str, sources: list[str]) -> dict[str, tuple[float, float]]:
         with self._lock:
             sp = self._spaces.get(namespace)
             known = sp.sources if sp is not None else {}
@@ -546,8 +613,9 @@ class EmbeddedStore(LineageStore):
     def _parse_cursor(self, cursor: str) -> str | None:
         return str(int(cursor)) if _CURSOR_RE.fullmatch(cursor) else None
 
-    def _events_locked(self, namespace: str, after: str | None,
-                       limit: int) -> tuple[list[LineageEvent], str]:
+    def _events_locked(
+        self, namespace: str, after: str | None, limit: int
+    ) -> tuple[list[LineageEvent], str]:
         sp = self._spaces.get(namespace)
         seq = sp.seq if sp is not None else 0
         retained = len(sp.events) if sp is not None else 0
@@ -559,11 +627,13 @@ class EmbeddedStore(LineageStore):
             if position > seq:
                 raise CursorExpiredError(
                     f"cursor {after} is ahead of this namespace's log (at {seq}): the store "
-                    "was reset or the cursor is not from it; re-sync")
+                    "was reset or the cursor is not from it; re-sync"
+                )
             if position < first - 1:
                 raise CursorExpiredError(
                     f"events after cursor {after} were dropped (oldest retained is {first}); "
-                    "re-sync")
+                    "re-sync"
+                )
             start = position + 1
         if sp is None or start > seq:
             return [], str(seq) if after is None else after
@@ -573,13 +643,15 @@ class EmbeddedStore(LineageStore):
         out = [events[i] for i in range(lo, hi)]
         return out, out[-1].cursor
 
-    def _events(self, namespace: str, after: str | None,
-                limit: int) -> tuple[list[LineageEvent], str]:
+    def _events(
+        self, namespace: str, after: str | None, limit: int
+    ) -> tuple[list[LineageEvent], str]:
         with self._lock:
             return self._events_locked(namespace, after, limit)
 
-    def _wait_events(self, namespace: str, after: str | None, limit: int,
-                     timeout: float) -> tuple[list[LineageEvent], str]:
+    def _wait_events(
+        self, namespace: str, after: str | None, limit: int, timeout: float
+    ) -> tuple[list[LineageEvent], str]:
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
@@ -593,5 +665,3 @@ class EmbeddedStore(LineageStore):
         with self._lock:
             sp = self._spaces.get(namespace)
             return str(sp.seq if sp is not None else 0)
-
-
