@@ -29,7 +29,8 @@ TOKENS = (TokenGrant("tok", (NS,), name="t"),)
 DEADLINE = 5.0  # the client's deadline: a dead store must answer well within it
 BOUND = 2.5  # socket timeout (1 s) plus one reconnect and the RPC itself
 KEY_LAYOUT = re.compile(
-    r"ml:namespaces|ml:\{(?P<ns>[^{}]+)\}:(?:(?:m|d|h|c|w|cg):.+|e|cw|ca|ev|src|rv)")
+    r"ml:namespaces|ml:\{(?P<ns>[^{}]+)\}:(?:(?:m|d|h|c|w|cg):.+|e|cw|ca|ev|src|rv|dec|dix)"
+)
 
 
 @pytest.fixture
@@ -45,8 +46,10 @@ def server(tmp_path: Path) -> Iterator[RedisServer]:
 
 def sidecar(server: RedisServer) -> RunningSidecar:
     # The real clock: the health task and the client timeouts run in real time.
-    return RunningSidecar(Config(policy_dir=BUNDLED_POLICIES, store=server.url,
-                                 tokens=TOKENS, decision_log="off"), system_clock)
+    return RunningSidecar(
+        Config(policy_dir=BUNDLED_POLICIES, store=server.url, tokens=TOKENS, decision_log="off"),
+        system_clock,
+    )
 
 
 def client(address: str) -> MemLineageClient:
@@ -65,8 +68,7 @@ def wait_health(c: MemLineageClient, want: str, within: float) -> None:
         time.sleep(0.1)
 
 
-def test_sigstop_is_unavailable_within_the_bound_and_health_follows(
-        server: RedisServer) -> None:
+def test_sigstop_is_unavailable_within_the_bound_and_health_follows(server: RedisServer) -> None:
     assert server.proc is not None
     pid = server.proc.pid
     with sidecar(server) as s, client(s.address) as c:
@@ -112,17 +114,24 @@ WRITERS = 8
 CLAIMS = 3
 
 
-def writer(address: str, t: int, stop: threading.Event, ok: dict[str, pb.RecordResponse],
-           failed: list[tuple[str, dict[str, object]]], lock: threading.Lock) -> None:
+def writer(
+    address: str,
+    t: int,
+    stop: threading.Event,
+    ok: dict[str, pb.RecordResponse],
+    failed: list[tuple[str, dict[str, object]]],
+    lock: threading.Lock,
+) -> None:
     """Record claims (user:alice: each supersedes its claim's holder) and memories
     derived from them, until told to stop; note what got OK and what UNAVAILABLE."""
     with client(address) as c:
         j = 0
         while not stop.is_set() and j < 400:
             mid = f"w{t}-{j}"
-            kwargs: dict[str, object] = {"creator": "user:alice",
-                                         "claim": (f"user:s{(t + j) % CLAIMS}", "city",
-                                                   f"{mid}-city")}
+            kwargs: dict[str, object] = {
+                "creator": "user:alice",
+                "claim": (f"user:s{(t + j) % CLAIMS}", "city", f"{mid}-city"),
+            }
             if j % 2 and f"w{t}-{j - 1}" in ok:
                 kwargs = {"creator": "agent:planner", "dependencies": [f"w{t}-{j - 1}"]}
             try:
@@ -142,17 +151,20 @@ def check_invariants(r: redis.Redis, ok: dict[str, pb.RecordResponse]) -> None:
     tag = f"ml:{{{NS}}}"
     for key in keys:
         if key.startswith(f"{tag}:cg:"):
-            live = [m for m in r.smembers(key)
-                    if r.hget(f"{tag}:m:{m}", "S") in ("active", "pending_verification")]
+            live = [
+                m
+                for m in r.smembers(key)
+                if r.hget(f"{tag}:m:{m}", "S") in ("active", "pending_verification")
+            ]
             assert len(live) <= 1, (key, live)
-            holder = r.get(f"{tag}:c:" + key[len(f"{tag}:cg:"):])
+            holder = r.get(f"{tag}:c:" + key[len(f"{tag}:cg:") :])
             assert live == ([holder] if holder else []), (key, live, holder)
         if key.startswith(f"{tag}:m:"):
-            mid = key[len(f"{tag}:m:"):]
+            mid = key[len(f"{tag}:m:") :]
             for dep in (r.hget(key, "d") or "").split():
                 assert mid in r.lrange(f"{tag}:d:{dep}", 0, -1), (mid, dep)
         if key.startswith(f"{tag}:d:"):
-            parent = key[len(f"{tag}:d:"):]
+            parent = key[len(f"{tag}:d:") :]
             for kid in r.lrange(key, 0, -1):
                 assert parent in (r.hget(f"{tag}:m:{kid}", "d") or "").split(), (parent, kid)
     missing = [mid for mid in ok if not r.exists(f"{tag}:m:{mid}")]
@@ -165,8 +177,12 @@ def test_sigkill_during_concurrent_records_converges(server: RedisServer) -> Non
     lock = threading.Lock()
     stop = threading.Event()
     with sidecar(server) as s:
-        threads = [threading.Thread(target=writer, args=(s.address, t, stop, ok, failed, lock),
-                                    daemon=True) for t in range(WRITERS)]
+        threads = [
+            threading.Thread(
+                target=writer, args=(s.address, t, stop, ok, failed, lock), daemon=True
+            )
+            for t in range(WRITERS)
+        ]
         for th in threads:
             th.start()
         deadline = time.monotonic() + 20
@@ -193,8 +209,7 @@ def test_sigkill_during_concurrent_records_converges(server: RedisServer) -> Non
                     out = c.record(mid, **kwargs)  # type: ignore[arg-type]
                     assert out.recorded, mid
                     if mid in applied:  # the first attempt had landed: its own outcome
-                        assert out.superseded_id == (
-                            r.hget(f"ml:{{{NS}}}:m:{mid}", "R") or ""), mid
+                        assert out.superseded_id == (r.hget(f"ml:{{{NS}}}:m:{mid}", "R") or ""), mid
                     ok[mid] = out
             check_invariants(r, ok)
         finally:
