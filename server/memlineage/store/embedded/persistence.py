@@ -58,26 +58,22 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import math
 import os
 import sqlite3
 import threading
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import repeat
 from pathlib import Path
 from typing import Any
 
 from memlineage.lineage.decisions import KeptDecision
 from memlineage.lineage.errors import StoreUnavailableError
-from memlineage.lineage.model import MemoryRecord, StatusChange
+from memlineage.lineage.model import MemoryRecord
 from memlineage.lineage.validation import StoreLimits
 from memlineage.store.embedded import legacy
 from memlineage.store.embedded.codec import StoreCorruptError, event_from_json, event_to_json
-from memlineage.store.embedded.row import ROW_FIELDS, STAMPS, Row
-from memlineage.store.embedded.score_mirror import SCORED, Columns
-from memlineage.store.embedded.space import Space
+from memlineage.store.embedded.row import ROW_FIELDS, Row
 from memlineage.store.embedded.state import State
 
 __all__ = [
@@ -185,119 +181,6 @@ def _problem(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-_INTERNAL = ("_kids", "_rec", "_bare", "_cols", "_ix", "written", "accessed")
-"""``Row``'s own slots, set by ``Row.__init__``; when they change, ``_rows_of`` calls it."""
-_FAST_ROWS = set(Row.__slots__) == set(ROW_FIELDS) | set(_INTERNAL)
-
-
-def _rows_of(names: list[str], columns: dict[str, list[Any]], n: int) -> list[Row]:
-    """Rows from a snapshot part's columns (fields the part lacks take the record's
-    defaults), built without the per-field bookkeeping of ``Row.__setattr__``: a
-    fresh row has no cached copy and no columns yet (``_link_all`` attaches them),
-    and all take one change stamp (``Row.__init__`` would take one each)."""
-    cols = []
-    for name in names:
-        if name in columns:
-            values = columns[name]
-            if len(values) != n:
-                raise ValueError(f"column {name} holds {len(values)} values, not {n}")
-            if name in _TUPLES:
-                values = [tuple(v) for v in values]
-            elif name == "status_history":
-                values = [tuple(StatusChange(*h) for h in v) if v else () for v in values]
-            cols.append(values)
-        else:
-            cols.append([_DEFAULTS[name]] * n)
-    rows = []
-    if _FAST_ROWS:
-        slots = [*names, *_INTERNAL]
-        k, new, stamp = len(slots), Row.__new__, next(STAMPS)
-        for fields in zip(*cols, strict=True):
-            row = new(Row)
-            for _ in map(
-                _set, repeat(row, k), slots, (*fields, [], None, None, None, -1, stamp, 0)
-            ):
-                pass
-            rows.append(row)
-        return rows
-    k = len(names)
-    for fields in zip(*cols, strict=True):
-        row = Row()
-        for _ in map(_set, repeat(row, k), names, fields):
-            pass
-        rows.append(row)
-    return rows
-
-
-_MIRRORED = frozenset(
-    {
-        "creator_confidence",
-        "created_at",
-        "last_access",
-        "access_count",
-        "uses_ok",
-        "uses_failed",
-        "volatility",
-        "type",
-        "creator_id",
-        "confirmed_by",
-        "contradicted_by",
-    }
-)
-"""The score inputs ``_attach_all`` copies; when ``score_mirror.SCORED`` differs, rows
-are attached one by one (``Columns.attach``) instead."""
-
-
-def _link_all(sp: Space, rows: list[Row]) -> None:
-    """``State.link`` for a namespace's snapshot rows at once (all of them already in
-    ``sp.rows``): derivations, claim groups (in record order), then the score columns
-    in bulk.  A dependency that is not stored raises KeyError (corrupt)."""
-    by_id, groups = sp.rows, sp.groups
-    for row in rows:
-        kid = row.id
-        for dep in row.dependencies:
-            by_id[dep]._kids.append(kid)
-        subject, attribute = row.subject, row.attribute
-        if subject is not None and attribute is not None:
-            groups.setdefault((subject, attribute), []).append(kid)
-    cols = sp.cols
-    if SCORED != _MIRRORED:
-        for row in rows:
-            cols.attach(row)
-        return
-    _attach_all(cols, rows)
-
-
-def _attach_all(cols: Columns, rows: list[Row]) -> None:
-    """``Columns.attach`` of many rows, a column at a time (a restart's hot step)."""
-    start, n = cols.n, len(rows)
-    while cols.confidence.shape[0] < start + n:
-        cols._grow()
-    index = cols.index
-    for ix, row in enumerate(rows, start):
-        index[row.id] = ix
-        _set(row, "_cols", cols)
-        _set(row, "_ix", ix)
-    cols.n = start + n
-    at = slice(start, start + n)
-    nan = math.nan
-    cols.confidence[at] = [r.creator_confidence for r in rows]
-    cols.created_at[at] = [nan if r.created_at is None else r.created_at for r in rows]
-    cols.last_access[at] = [nan if r.last_access is None else r.last_access for r in rows]
-    cols.access_count[at] = [r.access_count for r in rows]
-    cols.uses_ok[at] = [r.uses_ok for r in rows]
-    cols.uses_failed[at] = [r.uses_failed for r in rows]
-    cols.derivations[at] = [len(r._kids) for r in rows]
-    cols.volatility[at] = [cols._intern_volatility(r.volatility) for r in rows]
-    cols.type[at] = [cols._intern_type(r.type) for r in rows]
-    cols.creator[at] = [cols.source(r.creator_id) for r in rows]
-    for r in rows:
-        if r.confirmed_by:
-            cols.write(r, "confirmed_by", r.confirmed_by, fresh=True)
-        if r.contradicted_by:
-            cols.write(r, "contradicted_by", r.contradicted_by, fresh=True)
-
-
 def _load_snapshot(db: sqlite3.Connection, path: Path, state: State) -> int:
     """Load the snapshot (if any) into ``state``; returns the last op it covers."""
     cur = db.execute("SELECT part, data, crc FROM snapshot ORDER BY part")
@@ -324,13 +207,15 @@ def _load_snapshot(db: sqlite3.Connection, path: Path, state: State) -> int:
         chunk = _decode(path, what, part, data, stored)
         try:
             ns, columns, review = chunk["n"], chunk["c"], chunk["v"]
-            rows = _rows_of(known, columns, len(review))
+            rows = Row.bulk_from_columns(
+                {f: columns[f] for f in known if f in columns}, len(review)
+            )
             sp = state.space(ns)
-            nxt = sp.review.next
-            for row, at in zip(rows, review, strict=True):
-                sp.rows[row.id] = row  # all rows first: a link may go to a later row
-                if at is not None:
-                    nxt[row.id] = at
+            ids = [row.id for row in rows]
+            # all rows first: a link may go to a later row
+            sp.rows.update(zip(ids, rows, strict=True))
+            due = zip(ids, review, strict=True)
+            sp.review.next.update((i, at) for i, at in due if at is not None)
             loaded[ns].extend(rows)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise StoreCorruptError(path, f"{what} is malformed ({_problem(exc)})") from exc
@@ -343,8 +228,8 @@ def _load_snapshot(db: sqlite3.Connection, path: Path, state: State) -> int:
             rows = loaded[ns]
             if len(rows) != sp_data["rows"]:
                 raise ValueError(f"{len(rows)} rows stored, {sp_data['rows']} written")
+            state.link_many(ns, rows)
             sp = state.space(ns)
-            _link_all(sp, rows)
             sp.review.rebuild()
             sp.claims = {(s, a): i for s, a, i in sp_data["claims"]}
             for claimed in sp.claims.values():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import replace
+from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -161,6 +162,28 @@ class Row:
         return rec
 
     @classmethod
+    def bulk_from_columns(cls, columns: dict[str, list[Any]], n: int) -> list[Row]:
+        """``n`` rows from a snapshot part's columns (a field -> its ``n`` JSON values;
+        fields it lacks, or does not know, take the record's defaults), as ``from_json``
+        would build them but without its per-field ``__setattr__``: a fresh row has no
+        cached copy and no columns yet (``Columns.attach_many`` attaches them), so
+        every slot is set directly, and all rows take one change stamp."""
+        values: list[Any] = []
+        for name in ROW_FIELDS:
+            if name not in columns:
+                values.append(repeat(_DEFAULTS[name], n))
+                continue
+            col = columns[name]
+            if len(col) != n:
+                raise ValueError(f"column {name} holds {len(col)} values, not {n}")
+            if name in _TUPLES:
+                col = list(map(tuple, col))
+            elif name == "status_history":
+                col = [tuple(StatusChange(*h) for h in v) if v else () for v in col]
+            values.append(col)
+        return list(map(_Fresh, *values, repeat(_stamp(), n)))
+
+    @classmethod
     def from_record(cls, rec: MemoryRecord) -> Row:
         row = cls()
         for f in ROW_FIELDS:
@@ -182,3 +205,38 @@ class Row:
         if not isinstance(row.volatility, str | None):
             row.volatility = None  # numeric volatility of logs written before classes
         return row
+
+
+_FRESH_SLOTS = {
+    "_kids": "[]",
+    "_rec": "None",
+    "_bare": "None",
+    "_cols": "None",
+    "_ix": "-1",
+    "written": "stamp",
+    "accessed": "0",
+}
+"""What ``Row.__init__`` sets, for ``_Fresh``: every slot of Row must be a record
+field or named here (a KeyError at import otherwise, never a half-built row)."""
+
+
+def _fresh_init() -> Callable[..., None]:
+    """``_Fresh.__init__``: every slot of Row set by a plain attribute store (generated,
+    as dataclasses do), then the object becomes a Row."""
+    fields = ", ".join(ROW_FIELDS)
+    body = [f"    self.{f} = {f}" for f in ROW_FIELDS]
+    body += [f"    self.{s} = {_FRESH_SLOTS[s]}" for s in Row.__slots__ if s not in ROW_FIELDS]
+    body.append("    self.__class__ = Row")
+    namespace: dict[str, Any] = {"Row": Row}
+    exec(f"def __init__(self, {fields}, stamp):\n" + "\n".join(body), namespace)
+    init: Callable[..., None] = namespace["__init__"]
+    return init
+
+
+class _Fresh(Row):
+    """A Row under construction (``Row.bulk_from_columns``): the same slots with the
+    plain ``object.__setattr__``; its ``__init__`` turns it into a Row when done."""
+
+    __slots__ = ()
+    __setattr__ = object.__setattr__  # type: ignore[assignment]
+    __init__ = _fresh_init()

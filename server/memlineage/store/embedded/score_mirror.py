@@ -5,7 +5,8 @@ answered with ``np.take`` (``EmbeddedStore.score_columns``).
 
 from __future__ import annotations
 
-from operator import itemgetter
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -198,6 +199,66 @@ class Columns:
         self.derivations[ix] = len(row._kids)
         for name in SCORED:
             self.write(row, name, getattr(row, name), fresh=True)
+
+    def attach_many(self, rows: list[Row]) -> None:
+        """``attach`` of many rows at once (a restart's hot step): the arrays grow once
+        and every column is assigned as one slice; the names are interned in row order
+        (creators, then confirmations and contradictions)."""
+        start, n = self.n, len(rows)
+        if not n:
+            return
+        while self.confidence.shape[0] < start + n:
+            self._grow()
+        at = slice(start, start + n)
+        self.index.update(zip(map(attrgetter("id"), rows), range(start, start + n), strict=True))
+        for _ in map(_set, rows, repeat("_cols"), repeat(self)):
+            pass
+        for _ in map(_set, rows, repeat("_ix"), range(start, start + n)):
+            pass
+        self.n = start + n
+
+        def floats(field: str) -> np.ndarray:  # None -> NaN
+            return np.array(list(map(attrgetter(field), rows)), dtype=np.float64)
+
+        self.confidence[at] = floats("creator_confidence")
+        for name in ("created_at", "last_access", "access_count", "uses_ok", "uses_failed"):
+            getattr(self, name)[at] = floats(name)
+        self.derivations[at] = np.fromiter(
+            map(len, map(attrgetter("_kids"), rows)), dtype=np.float64, count=n
+        )
+        for column, intern, table, field in (
+            (self.volatility, self._intern_volatility, self._volatility_ix, "volatility"),
+            (self.type, self._intern_type, self._type_ix, "type"),
+            (self.creator, self.source, self._source_ix, "creator_id"),
+        ):
+            names = list(map(attrgetter(field), rows))
+            for name in dict.fromkeys(names):  # distinct, in row order
+                intern(name)
+            column[at] = np.fromiter(map(table.__getitem__, names), dtype=np.int64, count=n)
+        self._fill_pairs(self.confirm, self.confirm_at, self.confirm_n, rows, "confirmed_by")
+        self._fill_pairs(self.contra, self.contra_at, self.contra_n, rows, "contradicted_by")
+
+    def _fill_pairs(
+        self, pairs: Pairs, at: np.ndarray, n: np.ndarray, rows: list[Row], field: str
+    ) -> None:
+        """The ragged lists of freshly attached ``rows`` (the last ``len(rows)`` column
+        rows), appended to the pool in row order, as ``Pairs.set`` row by row would."""
+        lists = list(map(attrgetter(field), rows))
+        counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        total = int(counts.sum())
+        if not total:
+            return
+        first = self.n - len(rows)
+        srcs = np.fromiter(
+            map(self.source, chain.from_iterable(lists)), dtype=np.int64, count=total
+        )
+        pairs._reserve(total)
+        some = np.flatnonzero(counts)
+        starts = pairs.used + np.cumsum(counts) - counts
+        at[first + some] = starts[some]
+        n[first + some] = counts[some]
+        pairs.pool[pairs.used : pairs.used + total] = srcs
+        pairs.used += total
 
     def write(self, row: Row, name: str, value: Any, fresh: bool = False) -> None:
         """Mirror ``row.name = value`` (called before the row's own write)."""

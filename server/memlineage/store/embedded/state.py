@@ -116,6 +116,22 @@ class State:
     def history(self, row: Row, entry: StatusChange) -> None:
         self._push_history(row, entry, self.limits.history_length)
 
+    def link_many(self, ns: str, rows: list[Row]) -> None:
+        """``link`` for many rows at once, all of them already in the namespace's rows
+        (a snapshot's: a dependency may be a later row), with no claim set (the
+        snapshot keeps the claims): derivations, claim groups in record order, then
+        the score columns in bulk.  A dependency that is not stored raises KeyError."""
+        sp = self.space(ns)
+        by_id, groups = sp.rows, sp.groups
+        for row in rows:
+            kid = row.id
+            for dep in row.dependencies:
+                by_id[dep]._kids.append(kid)
+            subject, attribute = row.subject, row.attribute
+            if subject is not None and attribute is not None:
+                groups.setdefault((subject, attribute), []).append(kid)
+        sp.cols.attach_many(rows)
+
     def link(self, ns: str, row: Row) -> None:
         """Index a row: derivation links of its dependencies, its claim (no event)."""
         sp = self.space(ns)
