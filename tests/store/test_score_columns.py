@@ -329,3 +329,72 @@ def test_random_write_sequences_keep_the_columns_fresh(ops) -> None:
             if exc.__class__.__module__ != "memlineage.lineage.errors":
                 raise
         assert_fresh(store, ids)
+
+
+def test_snapshot_restore_of_varied_rows_equals_the_live_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few thousand varied rows over several snapshot parts, restored through the bulk
+    path (``Row.bulk_from_columns``, ``State.link_many``, ``Columns.attach_many``):
+    every row, its score columns and a write after the restore equal the live store's."""
+    from memlineage.store.embedded import persistence
+    from memlineage.store.embedded.score_mirror import Columns
+
+    monkeypatch.setattr(persistence, "CHUNK_ROWS", 700)  # several parts, links across them
+    rng = random.Random(7)
+    store = EmbeddedStore(tmp_path)
+    ids: list[str] = []
+    for i in range(3000):
+        deps = tuple(rng.sample(ids[-50:], k=min(len(ids), rng.randint(0, 3)))) if ids else ()
+        claim = rng.random() < 0.4
+        store.record(
+            MemoryRecord(
+                id=f"m{i}",
+                namespace=NS,
+                type=rng.choice(["fact", "tool_result", "plan", "observation"]),
+                tags=tuple(rng.sample(["a", "b", "c"], k=rng.randint(0, 2))),
+                creator_id=rng.choice(["user:u", "tool:t", "agent:p", "agent:q", "reasoning:r"]),
+                creator_confidence=rng.choice([0.3, 0.5, 0.9, 1.0]),
+                volatility=rng.choice([None, "high", "medium", "static"]),
+                dependencies=deps,
+                subject=f"user:{rng.randint(0, 40)}" if claim else None,
+                attribute=rng.choice(["city", "job"]) if claim else None,
+                value=rng.choice(["x", "y", "z"]) if claim else None,
+            ),
+            now=NOW - 3000 + i,
+        )  # claims: confirmations and contradictions of their group
+        ids.append(f"m{i}")
+    store.record_accesses(NS, {i: (rng.randint(1, 9), NOW - rng.random()) for i in ids[::7]})
+    store.feedback(NS, ids[::11], True, now=NOW)
+    store.feedback(NS, ids[::13], False, now=NOW)
+    for i in ids[5::97]:
+        if store.get(NS, i).status == "active":
+            store.revoke(NS, i, reason="bad", now=NOW)  # cascades: history, versions
+    for i in ids[3::89]:
+        if store.get(NS, i).status == "active":
+            store.set_status(NS, i, Status.ARCHIVED, reason="sweep", now=NOW)
+    store.schedule_review(NS, {i: NOW + 60 for i in ids[::17]}, now=NOW)
+    store.compact()
+    live = store.get_many(NS, ids, with_history=True)
+    columns = store.score_columns(NS, ids).decoded()
+    assert {r.status for r in live.values()} >= {"active", "revoked", "archived"}
+    assert any(r.confirmed_by for r in live.values())
+    assert any(r.contradicted_by for r in live.values())
+    store.close()
+
+    bulk = []
+    attach_many = Columns.attach_many
+    monkeypatch.setattr(
+        Columns, "attach_many", lambda self, rows: (bulk.append(len(rows)), attach_many(self, rows))
+    )
+    monkeypatch.setattr(Columns, "attach", lambda self, row: pytest.fail("per-row attach"))
+    restored = EmbeddedStore(tmp_path)
+    assert bulk == [len(ids)]
+    assert restored.get_many(NS, ids, with_history=True) == live
+    assert restored.score_columns(NS, ids).decoded() == columns
+    assert_fresh(restored, ids)
+    monkeypatch.undo()
+    restored.update(NS, "m10", live["m10"].version, {"creator_confidence": 0.1}, now=NOW)
+    restored.record_accesses(NS, {"m11": (2, NOW)})
+    assert_fresh(restored, ids)
+    restored.close()
