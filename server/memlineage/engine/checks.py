@@ -1,0 +1,298 @@
+"""Check and FilterRank: decisions on stored memories, from one store read per
+request or batch, reused while exact (`engine/reuse.py`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from memlineage_dsl.compiler import CompiledPolicySet
+from memlineage_dsl.decision import DENY, Decision
+from memlineage_dsl.evaluator import decide
+from memlineage_dsl.facts import Creator, Memory, Request, UnknownMemory
+from memlineage_dsl.schema import OPERATIONS
+
+from memlineage.engine.context import EngineBase
+from memlineage.engine.outcomes import (
+    RankedCandidate,
+    store_down,
+)
+from memlineage.engine.policies import ServingPolicies
+from memlineage.engine.records import (
+    DecisionContext,
+    DecisionRecord,
+    issue_decision_id,
+    issue_decision_ids,
+)
+from memlineage.engine.reuse import (
+    Reusable,
+    ReuseKey,
+    ReuseTicket,
+    Window,
+    lineage_ids,
+)
+from memlineage.engine.snapshot import StoreSnapshot, snapshot_of
+from memlineage.lineage.errors import (
+    StoreUnavailableError,
+    ValidationError,
+)
+from memlineage.lineage.model import MemoryRecord
+from memlineage.scoring.formulas import rank_score
+
+
+class Checks(EngineBase):
+    """Check (one decision, with a reuse ticket) and FilterRank (one decision per
+    candidate, ranked by `scoring.formulas.rank_score`)."""
+
+    def check(
+        self,
+        ns: str,
+        op: str,
+        memory_ids: Sequence[str],
+        actor: Creator,
+        budget: float | None = None,
+        action: str = "",
+        historical: bool = False,
+        time: float | None = None,
+    ) -> DecisionRecord:
+        return self.check_ticketed(ns, op, memory_ids, actor, budget, action, historical, time)[0]
+
+    def check_ticketed(
+        self,
+        ns: str,
+        op: str,
+        memory_ids: Sequence[str],
+        actor: Creator,
+        budget: float | None = None,
+        action: str = "",
+        historical: bool = False,
+        time: float | None = None,
+    ) -> tuple[DecisionRecord, ReuseTicket | None]:
+        """`check`, plus a ticket when the decision is reusable: `reissue(ticket)`
+        answers the same request again while the decision holds."""
+        if op not in OPERATIONS:
+            raise ValidationError(f"unknown operation {op!r}", field="operation")
+        if not memory_ids:
+            raise ValidationError("names no memory", field="memory_id")
+        if op != "act" and len(memory_ids) != 1:
+            raise ValidationError(f"{op} decides on exactly one memory", field="memory_ids")
+        now = self._now(time)
+        spend = self._budget(budget)
+        serving = self.policies.current
+        ids = (memory_ids[0],) if len(memory_ids) == 1 else tuple(dict.fromkeys(memory_ids))
+        window = self.reuse.open(serving, op, ns)  # its counters: read before the store
+        key: ReuseKey = (ns, op, ids, actor.kind, actor.id, spend, action, historical)
+        hit = window.lookup(key, now)
+        if hit is not None:
+            if hit.accessed and self.record_access:
+                self.access.add(ns, ids, now)
+            self.reuse.count()
+            rec = self._issue(hit.decision, ns, op, ids, actor, now, serving.version)
+            return rec, self._ticket(hit, serving, rec)
+        try:
+            records = self._view(ns, ids, op, serving.compiled)
+        except StoreUnavailableError:
+            if self.fail_mode != "degraded":
+                raise
+            return self._issue(store_down(op), ns, op, ids, actor, now, serving.version), None
+        reads = serving.compiled.plans[op].reads
+        snap, facts = snapshot_of(
+            records,
+            self.store,
+            ns,
+            now,
+            scores=self._scores(ns, records, now, reads, epoch=window.epoch),
+            reads=reads,
+        )
+        self._bound(snap, window)
+        memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
+        req = Request(
+            op,
+            memories[0],
+            actor,
+            ns,
+            spend,
+            now,
+            action,
+            historical,
+            memories=memories if op == "act" else (),
+        )
+        d = self._decide_safely(serving.compiled, req, snap, op)
+        accessed = op == "read" and d.effect != DENY and ids[0] in records
+        if accessed and self.record_access:
+            self.access.add(ns, ids, now)
+        rec = self._issue(d, ns, op, ids, actor, now, serving.version)
+        # Only decisions on memories this namespace holds are kept: an id it does not
+        # hold may be recorded at any time, which no stamp or counter of a memory covers.
+        if not d.errors and all(i in records for i in ids):
+            entry = window.keep(key, d, now, snap.horizon, accessed, tuple(records), snap.counted)
+            if entry is not None:
+                return rec, self._ticket(entry, serving, rec)
+        return rec, None
+
+    def _ticket(
+        self, entry: Reusable, serving: ServingPolicies, rec: DecisionRecord
+    ) -> ReuseTicket:
+        return ReuseTicket(
+            entry,
+            serving,
+            DecisionContext(
+                rec.decision,
+                rec.namespace,
+                rec.operation,
+                rec.memory_ids,
+                rec.actor,
+                rec.policy_version,
+            ),
+            entry.accessed and self.record_access,
+        )
+
+    def reissue(self, ticket: ReuseTicket) -> tuple[str, float] | None:
+        """The ticket's decision issued again now — a decision of its own (id, journal,
+        log line, access, `reused`) — as `check` would for the same request; None
+        once it no longer holds (a write, its horizon, a reload): ask `check`."""
+        if self.policies.current is not ticket.serving:
+            return None
+        now = self.clock()
+        if not self.reuse.still_holds(ticket, now):
+            return None
+        ctx = ticket.context
+        if ticket.record_access:
+            self.access.add(ctx.namespace, ctx.memory_ids, now)
+        self.reuse.count()
+        decision_id, serial = issue_decision_id(now)
+        self.journal.put_issue(serial, ctx, now)
+        if self.log.sink is not None:
+            self.log.write(ctx.record(decision_id, now))
+        return decision_id, now
+
+    def filter_rank(
+        self,
+        ns: str,
+        candidates: Sequence[tuple[str, float]],
+        actor: Creator,
+        *,
+        budget: float | None = None,
+        historical: bool = False,
+        limit: int = 0,
+        time: float | None = None,
+    ) -> list[RankedCandidate]:
+        """Decide `read` on every candidate from one lineage read; rank by
+        `formulas.rank_score` (similarity x compliance x reliability and value terms x
+        the down-rank factors); denied candidates are not kept."""
+        if limit < 0:
+            raise ValidationError("must be >= 0", field="limit")
+        for i, (mid, sim) in enumerate(candidates):
+            if not math.isfinite(sim):
+                raise ValidationError(
+                    "must be a finite number", field=f"candidates[{i}].similarity"
+                )
+            if not mid:
+                raise ValidationError("must not be empty", field=f"candidates[{i}].memory_id")
+        now = self._now(time)
+        spend = self._budget(budget)
+        serving = self.policies.current
+        ids = list(dict.fromkeys(mid for mid, _ in candidates))
+        window = self.reuse.open(serving, "read", ns)
+        down = False
+        try:
+            records = self._view(ns, ids, "read", serving.compiled) if ids else {}
+        except StoreUnavailableError:
+            if self.fail_mode != "degraded":
+                raise
+            records, down = {}, True
+        reads = serving.compiled.plans["read"].reads
+        scores = self._scores(ns, records, now, reads, rank=ids or ("",), epoch=window.epoch)
+        assert scores is not None  # rank= always asks for values
+        snap, facts = snapshot_of(records, self.store, ns, now, scores=scores, reads=reads)
+        self._bound(snap, window)
+        compiled, version = serving.compiled, serving.version
+        decision_ids, serials = issue_decision_ids(now, len(candidates))
+        # One request object, re-pointed at each candidate (the evaluator keeps none).
+        req = Request("read", UnknownMemory("", ns), actor, ns, spend, now, "", historical)
+        issued: list[DecisionRecord] = []
+        out: list[RankedCandidate] = []
+        reliability_of, value_of = scores.reliability.get, scores.value.get
+        downranks: dict[int, float] = {}  # per distinct decision: the product of its factors
+        for (mid, sim), decision_id in zip(candidates, decision_ids, strict=True):
+            if down:
+                d = store_down("read")
+            else:
+                d = self._candidate(
+                    window,
+                    compiled,
+                    req,
+                    snap,
+                    facts,
+                    records,
+                    mid,
+                    (ns, "read", (mid,), actor.kind, actor.id, spend, "", historical),
+                    now,
+                )
+            reliability = reliability_of(mid, 1.0)
+            value = value_of(mid, 1.0)
+            downrank = downranks.get(id(d))
+            if downrank is None:
+                downrank = downranks[id(d)] = _downrank(d)
+            rank = rank_score(self.scoring, sim, d.compliance_score, reliability, value, downrank)
+            rec = DecisionRecord(decision_id, d, ns, "read", (mid,), actor.id, now, version)
+            issued.append(rec)
+            out.append(RankedCandidate(mid, sim, rank, d.effect != DENY, rec, reliability, value))
+        self.log.write_many(issued)
+        self.journal.put_many(serials, issued)
+        if limit:
+            keep = {
+                id(c)
+                for c in sorted((c for c in out if c.kept), key=lambda c: -c.rank_score)[:limit]
+            }
+            out = [c if id(c) in keep or not c.kept else replace(c, kept=False) for c in out]
+        kept = tuple(c.memory_id for c in out if c.kept and c.memory_id in records)
+        if kept and self.record_access:
+            self.access.add(ns, kept, now)
+        return out
+
+    def _candidate(
+        self,
+        window: Window,
+        compiled: CompiledPolicySet,
+        req: Request,
+        snap: StoreSnapshot,
+        facts: Mapping[str, Any],
+        records: Mapping[str, MemoryRecord],
+        mid: str,
+        key: ReuseKey,
+        now: float,
+    ) -> Decision:
+        """The read decision on one FilterRank candidate: reused, or evaluated (and kept
+        for reuse when it is exact for a memory this namespace holds)."""
+        hit = window.lookup(key, now)
+        if hit is not None:
+            self.reuse.count()
+            return hit.decision
+        req.memory = facts.get(mid) or UnknownMemory(mid, req.namespace)
+        snap.horizon = math.inf
+        d = decide(compiled, req, snap)
+        if d.errors:
+            return self._checked(d, "read", snap)
+        if mid in records:
+            window.keep(
+                key,
+                d,
+                now,
+                snap.horizon,
+                d.effect != DENY,
+                lineage_ids(records, mid, "descendants" in compiled.plans["read"].uses),
+                snap.counted,
+            )
+        return d
+
+
+def _downrank(d: Decision) -> float:
+    """The product of a decision's down-rank factors (1.0 without any)."""
+    product = 1.0
+    for o in d.obligations:
+        if o.kind == "downrank" and o.args:
+            product *= float(o.args[0])  # type: ignore[arg-type]  # the checker types downrank(number)
+    return product

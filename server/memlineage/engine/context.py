@@ -1,0 +1,204 @@
+"""What every operation of the decision engine shares (`EngineBase`): its parts and
+the helpers that read the store, score the records and issue decisions."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from memlineage_dsl.compiler import CompiledPolicySet
+from memlineage_dsl.decision import Decision
+from memlineage_dsl.evaluator import decide
+from memlineage_dsl.facts import DEFAULT_BUDGET, Creator, Request
+
+from memlineage.engine.access import AccessBuffer
+from memlineage.engine.credibility import CredibilityCache
+from memlineage.engine.decision_store import DecisionKeeper
+from memlineage.engine.outcomes import (
+    store_down,
+)
+from memlineage.engine.policies import PolicyHolder
+from memlineage.engine.records import (
+    DecisionJournal,
+    DecisionLog,
+    DecisionRecord,
+    issue_decision_id,
+)
+from memlineage.engine.reuse import (
+    DecisionReuse,
+    NoReuse,
+    Window,
+)
+from memlineage.engine.snapshot import StoreSnapshot
+from memlineage.lineage.clock import Clock, system_clock
+from memlineage.lineage.errors import (
+    StoreUnavailableError,
+    ValidationError,
+)
+from memlineage.lineage.model import MemoryRecord
+from memlineage.scoring.batch import Scores, score, sources_of
+from memlineage.scoring.config import ScoringConfig
+from memlineage.store.base import LineageStore
+
+
+@dataclass
+class EngineBase:
+    """What every operation of the engine shares: its parts (store, policies,
+    clock, log, journal, caches) and the helpers that read the store, score and
+    issue decisions. The operations are in `checks` (Check, FilterRank), `writes`
+    (Record, UpdateStatus, Feedback) and `core` (sweep, Explain)."""
+
+    store: LineageStore
+    policies: PolicyHolder
+    clock: Clock = system_clock
+    log: DecisionLog = field(default_factory=lambda: DecisionLog(None))
+    journal: DecisionJournal = field(default_factory=DecisionJournal)
+    fail_mode: str = "closed"  # closed | degraded
+    lineage_depth: int = 16
+    record_access: bool = True
+    max_future_seconds: float = 300.0
+    scoring: ScoringConfig = field(default_factory=ScoringConfig)
+    # None: built from the store and scoring in __post_init__
+    credibility: CredibilityCache = None  # type: ignore[assignment]  # set in __post_init__
+    # Reuse a Check decision for the same request until the store is written or its
+    # horizon passes (stores that count their writes: `LineageStore.epochs`).
+    reuse_decisions: bool = True
+    access: AccessBuffer = None  # type: ignore[assignment]  # set in __post_init__
+    reuse: DecisionReuse = field(init=False, repr=False)
+    # The journal's decisions written to the store in batches (engine/decision_store.py)
+    decisions: DecisionKeeper = field(init=False, repr=False)
+    # score() memo for records the store shares (see scoring.batch.score)
+    _memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
+    _memo_for: ScoringConfig | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.credibility is None:
+            self.credibility = CredibilityCache(self.store, self.scoring)
+        if self.access is None:
+            self.access = AccessBuffer(self.store)
+        self.reuse = DecisionReuse(self.store) if self.reuse_decisions else NoReuse(self.store)
+        self.decisions = DecisionKeeper(self.store, self.journal)
+
+    @property
+    def reused(self) -> int:
+        """How many decisions were answered by reuse so far."""
+        return self.reuse.reused
+
+    def flush_access(self) -> int:
+        return self.access.flush()
+
+    def flush_decisions(self) -> int:
+        """Write the decisions queued for the store (StoreUnavailableError: retried)."""
+        return self.decisions.flush()
+
+    def _flush_decisions_quietly(self) -> None:
+        """Before Explain and Feedback: a store that refuses fails the request itself."""
+        with contextlib.suppress(StoreUnavailableError):
+            self.decisions.flush()
+
+    def _scores(
+        self,
+        ns: str,
+        records: Mapping[str, MemoryRecord],
+        now: float,
+        reads: frozenset[str] | None = None,
+        rank: Sequence[str] = (),
+        epoch: int | None = None,
+    ) -> Scores | None:
+        """Reliability and value of the loaded records in one vectorised pass — only
+        what the operation's policies read (`reads`), plus the value of `rank`ed ids.
+        `epoch`: the namespace's write counter read before the records (credibility
+        is then exact for it, see CredibilityCache)."""
+        reads = reads or frozenset()
+        value: bool | Sequence[str] = True if "value_score" in reads else rank
+        if not value and "reliability" not in reads and not rank:
+            return None
+        cred = self.credibility.credibility(ns, sources_of(records), epoch)
+        memo = None
+        if self.store.shares_records:
+            # per config: a memo made for another ScoringConfig is dropped
+            if self._memo_for is not self.scoring:
+                self._memo_for, self._memo = self.scoring, {}
+            memo = self._memo
+        return score(self.scoring, records, cred, now, value=value or False, memo=memo)
+
+    # ------------------------------------------------------------ helpers
+    def _now(self, at: float | None) -> float:
+        now = self.clock()
+        if at is None:
+            return now
+        if not math.isfinite(at) or at > now + self.max_future_seconds:
+            raise ValidationError("is too far in the future or not a number", field="time")
+        return at
+
+    @staticmethod
+    def _budget(budget: float | None) -> float:
+        if budget is None:
+            return DEFAULT_BUDGET
+        if math.isnan(budget) or budget < 0:
+            raise ValidationError("must be a non-negative number", field="budget")
+        return budget
+
+    def _issue(
+        self,
+        d: Decision,
+        ns: str,
+        op: str,
+        ids: tuple[str, ...],
+        actor: Creator,
+        now: float,
+        version: str,
+    ) -> DecisionRecord:
+        decision_id, serial = issue_decision_id(now)
+        rec = DecisionRecord(decision_id, d, ns, op, ids, actor.id, now, version)
+        if self.log.sink is not None:
+            self.log.write(rec)
+        self.journal.put(serial, rec)
+        return rec
+
+    def _view(
+        self,
+        ns: str,
+        ids: Sequence[str],
+        op: str,
+        compiled: CompiledPolicySet,
+        loaded: Mapping[str, MemoryRecord] | None = None,
+    ) -> dict[str, MemoryRecord]:
+        """The records `ids` and the lineage the operation needs, in one store read;
+        none when the caller already `loaded` them and no lineage is needed."""
+        uses = compiled.plans[op].uses
+        # Reliability is capped by the chain a memory rests on: reads, actions and
+        # derivations load the ancestors even when no rule walks them.
+        chain = op in ("read", "act", "derive") or bool(uses & {"ancestors", "lineage"})
+        up = self.lineage_depth if chain else 0
+        down = self.lineage_depth if "descendants" in uses else 0
+        if not up and not down:
+            if loaded is not None and all(i in loaded for i in ids):
+                return {i: loaded[i] for i in ids}
+            return self.store.get_many(ns, ids)
+        return self.store.lineage_view(ns, ids, ancestor_depth=up, descendant_depth=down).records
+
+    def _bound(self, snap: StoreSnapshot, window: Window | None = None) -> None:
+        """How fast this configuration's scores can fall: the snapshot's horizons, worked
+        out only when the decision may be kept (an open reuse `window`)."""
+        snap.half_life_min = self.scoring.min_half_life
+        snap.value_decay = (self.scoring.beta, self.scoring.relevance_lambda)
+        snap.timed = window is not None and window.table is not None
+
+    def _decide_safely(
+        self, compiled: CompiledPolicySet, req: Request, snap: StoreSnapshot, op: str
+    ) -> Decision:
+        """Counters are read lazily from the store during evaluation: honour fail mode."""
+        d = decide(compiled, req, snap)
+        return self._checked(d, op, snap) if d.errors else d
+
+    def _checked(self, d: Decision, op: str, snap: StoreSnapshot) -> Decision:
+        """`d` unless a rule failed because the store was unavailable."""
+        if d.errors and snap.store_failed:
+            if self.fail_mode != "degraded":
+                raise StoreUnavailableError("lineage store unavailable during evaluation")
+            return store_down(op)
+        return d
