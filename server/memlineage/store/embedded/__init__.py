@@ -2,6 +2,8 @@
 persistent.  Its rooms, by what they hold:
 
 * ``store`` — ``EmbeddedStore``: the contract's primitives, under one lock
+* ``claim_record`` — the one-op ``record_claim`` (one "R" op) and the row it writes
+* ``event_log`` — the lineage-event reads: cursors, the long poll
 * ``state`` — every namespace's state and the deterministic apply functions (the ops)
 * ``space`` — what one namespace owns
 * ``row`` — the mutable row, its cached frozen copies and its JSON form

@@ -18,15 +18,16 @@ sequence, so a restart resumes every reader's cursor.
 
 A data directory that cannot be read back as written (a changed byte, a hand-edited
 op, a truncated file) refuses to open: ``StoreCorruptError``, the file untouched.
+
+Two of its parts live in mixins it inherits: the one-op ``record_claim``
+(``claim_record``) and the lineage-event reads (``event_log``).
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 import threading
-import time
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
@@ -35,39 +36,23 @@ from memlineage.lineage.columns import ScoreColumns, score_columns_of
 from memlineage.lineage.decisions import KeptDecision
 from memlineage.lineage.errors import (
     AlreadyExistsError,
-    CursorExpiredError,
     CycleError,
     NotFoundError,
     TransitionError,
     UnknownDependencyError,
-    ValidationError,
     VersionConflictError,
 )
-from memlineage.lineage.model import (
-    TAINTED,
-    CascadeResult,
-    LineageEvent,
-    MemoryRecord,
-    Status,
-    StatusChange,
-)
+from memlineage.lineage.model import TAINTED, CascadeResult, MemoryRecord, Status, StatusChange
 from memlineage.lineage.validation import (
     StoreLimits,
     check_dependencies,
-    check_id,
-    check_reason,
     check_transition,
     validate_new,
 )
-from memlineage.store.base import (
-    ANY_HOLDER,
-    MAX_BATCH_IDS,
-    ClaimMovedError,
-    LineageStore,
-    RecordOutcome,
-    record_digest,
-)
+from memlineage.store.base import MAX_BATCH_IDS, LineageStore
 from memlineage.store.embedded import persistence
+from memlineage.store.embedded.claim_record import ClaimRecordMixin
+from memlineage.store.embedded.event_log import EventLogMixin
 from memlineage.store.embedded.persistence import SqliteLog, Summary
 from memlineage.store.embedded.row import STAMPS, Row
 from memlineage.store.embedded.state import PENDING, State
@@ -75,7 +60,6 @@ from memlineage.store.window import change_of, count_in
 
 # Ops that change neither what a memory is nor how it is counted: the review schedule.
 _SCHEDULE_OPS = frozenset({"v", "x"})
-_CURSOR_RE = re.compile(r"[0-9]{1,19}")
 
 
 def _check_version(memory_id: str, actual: int, expected: int) -> None:
@@ -88,7 +72,7 @@ def _check_version(memory_id: str, actual: int, expected: int) -> None:
         )
 
 
-class EmbeddedStore(LineageStore):
+class EmbeddedStore(ClaimRecordMixin, EventLogMixin, LineageStore):
     """Thread-safe in-process backend; pass ``data_dir`` to survive restarts."""
 
     kind = "embedded"
@@ -265,91 +249,6 @@ class EmbeddedStore(LineageStore):
             )
             self._state.apply_record(rec.namespace, row, at, review_at)
             return row.record()
-
-    def record_claim(
-        self,
-        rec: MemoryRecord,
-        *,
-        now: float | None = None,
-        digest: str | None = None,
-        holder: str | None = ANY_HOLDER,
-        supersede: str | None = None,
-        count: str | None = None,
-    ) -> RecordOutcome:
-        """One Record as ONE op ("R", one SQLite transaction, one apply:
-        ``State.apply_record_claim``): the memory with its claim comparison, the
-        counter ``count`` and the supersession of ``supersede`` with its cascade (see
-        ``LineageStore.record_claim``).  Everything that can refuse is checked under
-        the lock before the op is written, in the order the composed primitives check
-        it (replay, claim holder, dependencies, counter name, the supersession), so a
-        refusal writes nothing and a killed process leaves all of it or none.  An
-        identical retry answers the original outcome from what the store holds."""
-        at = self._now(now)
-        checked = validate_new(rec, now=at, limits=self.limits)
-        digest = digest or record_digest(checked, with_created_at=rec.created_at is not None)
-        if supersede is not None:
-            holder = supersede
-        ns, new_id = checked.namespace, checked.id
-        with self._lock:
-            sp = self._spaces.get(ns)
-            rows = sp.rows if sp is not None else {}
-            if new_id in rows:
-                return self._replayed(checked, digest)
-            claim = checked.claim
-            if holder != ANY_HOLDER and claim is not None:
-                now_held = sp.claims.get(claim) if sp is not None else None
-                if now_held != holder:
-                    raise ClaimMovedError(
-                        f"the claim is held by {now_held!r}, not {holder!r}", holder=now_held
-                    )
-            row = self._new_row(checked, at, rows)
-            if count is not None:
-                count = check_id(count, "name")
-            reason = f"superseded by {new_id}"
-            if supersede is not None:  # as set_status / _change_status check it
-                supersede = self._id(supersede)
-                reason = check_reason(reason, self.limits)
-                if supersede == new_id:
-                    raise ValidationError(
-                        "a memory cannot supersede itself", field="successor", code="SELF_SUCCESSOR"
-                    )
-                old = self._get_row(ns, supersede)
-                check_transition(old.status, Status.SUPERSEDED, supersede)
-            review_at = at + self.limits.first_review_seconds
-            op: dict[str, Any] = {"o": "R", "n": ns, "r": row.to_json(), "a": at, "v": review_at}
-            if supersede is not None:
-                op["s"], op["w"] = supersede, reason
-            if count is not None:
-                op["k"] = count
-            self._append(op)
-            affected = self._state.apply_record_claim(
-                ns, row, at, review_at, supersede, reason, count
-            )
-            # The memory as stored after the whole step (pending when the cascade it
-            # started reached it: it was derived from the old holder's lineage).
-            return RecordOutcome(row.record(), supersede, tuple(affected))
-
-    def _new_row(self, rec: MemoryRecord, at: float, rows: dict[str, Row]) -> Row:
-        """The row ``record`` would write for the validated ``rec``: its dependencies
-        checked, pending_verification on a tainted one (the lock held)."""
-        taint: tuple[str, str] | None = None
-        # validate_new resolved every MemoryRef: the dependencies are plain ids
-        for i, dep in enumerate(cast("tuple[str, ...]", rec.dependencies)):
-            parent = rows.get(dep)
-            if parent is None:
-                raise UnknownDependencyError(
-                    f"no memory {dep!r} in this namespace", field=f"dependencies[{i}]"
-                )
-            if taint is None and parent.status in TAINTED:
-                taint = (dep, parent.status)
-        row = Row.from_record(rec)
-        if taint is not None and row.status != PENDING:
-            row.status_history = (
-                *row.status_history,
-                StatusChange(at, row.status, PENDING, f"dependency {taint[1]}", taint[0]),
-            )
-            row.status = PENDING
-        return row
 
     def _bulk_load(
         self, namespace: str, records: Iterable[MemoryRecord], *, review_at: float
@@ -607,61 +506,3 @@ class EmbeddedStore(LineageStore):
             sp = self._spaces.get(namespace)
             times = sp.counters.get(name) if sp is not None else None
             return count_in(times, since, now) if times else 0
-
-    # -- lineage events ---------------------------------------------------------------
-
-    def _parse_cursor(self, cursor: str) -> str | None:
-        return str(int(cursor)) if _CURSOR_RE.fullmatch(cursor) else None
-
-    def _events_locked(
-        self, namespace: str, after: str | None, limit: int
-    ) -> tuple[list[LineageEvent], str]:
-        sp = self._spaces.get(namespace)
-        seq = sp.seq if sp is not None else 0
-        retained = len(sp.events) if sp is not None else 0
-        first = seq - retained + 1  # sequence number of the oldest retained event
-        if after is None:
-            start = first
-        else:
-            position = int(after)
-            if position > seq:
-                raise CursorExpiredError(
-                    f"cursor {after} is ahead of this namespace's log (at {seq}): the store "
-                    "was reset or the cursor is not from it; re-sync"
-                )
-            if position < first - 1:
-                raise CursorExpiredError(
-                    f"events after cursor {after} were dropped (oldest retained is {first}); "
-                    "re-sync"
-                )
-            start = position + 1
-        if sp is None or start > seq:
-            return [], str(seq) if after is None else after
-        events = sp.events
-        lo = start - first
-        hi = min(lo + limit, retained)
-        out = [events[i] for i in range(lo, hi)]
-        return out, out[-1].cursor
-
-    def _events(
-        self, namespace: str, after: str | None, limit: int
-    ) -> tuple[list[LineageEvent], str]:
-        with self._lock:
-            return self._events_locked(namespace, after, limit)
-
-    def _wait_events(
-        self, namespace: str, after: str | None, limit: int, timeout: float
-    ) -> tuple[list[LineageEvent], str]:
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
-                events, cursor = self._events_locked(namespace, after, limit)
-                remaining = deadline - time.monotonic()
-                if events or remaining <= 0:
-                    return events, cursor
-                self._changed.wait(remaining)
-
-    def _latest_cursor(self, namespace: str) -> str:
-        with self._lock:
-            sp = self._spaces.get(namespace)
-            return str(sp.seq if sp is not None else 0)
