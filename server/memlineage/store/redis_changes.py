@@ -1,0 +1,304 @@
+"""Changes to an existing memory on Redis: status changes and the breadth-first
+cascade they start (chunked CASCADE_MARK scripts), added dependencies with the
+client-side cycle check, and field updates."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from memlineage.lineage.errors import (
+    CycleError,
+    NotFoundError,
+    StoreUnavailableError,
+    TransitionError,
+    UnknownDependencyError,
+    VersionConflictError,
+)
+from memlineage.lineage.model import (
+    CASCADE_MARKS,
+    CASCADE_TRIGGERS,
+    CLAIM_RELEASE,
+    TAINTED,
+    CascadeResult,
+    MemoryRecord,
+    Status,
+    allowed_sources,
+)
+from memlineage.lineage.validation import check_dependencies
+from memlineage.store.base import cascade_reason
+from memlineage.store.redis_base import RedisBase
+from memlineage.store.redis_codec import (
+    FIELDS,
+    JOINED,
+    decode,
+    encode_field,
+    pairs,
+    spaced,
+)
+
+
+class RedisChanges(RedisBase):
+    """UpdateStatus with its cascade, AddDependencies with its cycle check, Update."""
+
+    def _change_status(
+        self,
+        namespace: str,
+        memory_id: str,
+        target: Status,
+        *,
+        reason: str,
+        successor: str | None,
+        expected_version: int | None,
+        now: float,
+        only_from: frozenset[Status] | None,
+    ) -> CascadeResult:
+        k = self.keys
+        rkey = k.record(namespace, memory_id)
+        claim_key = rkey
+        if target in CLAIM_RELEASE:
+            with self._guard():
+                subject, attribute = cast("list[str | None]", self.client.hmget(rkey, ["s", "a"]))
+            if subject is not None and attribute is not None:
+                claim_key = k.claim(namespace, subject, attribute)
+        sources = allowed_sources(target)
+        if only_from is not None:
+            sources &= only_from
+        cascades = target in CASCADE_TRIGGERS
+        keys = [
+            rkey,
+            k.derivations(namespace, memory_id),
+            k.history(namespace, memory_id),
+            claim_key,
+            k.record(namespace, successor) if successor else rkey,
+            k.events(namespace),
+        ]
+        args = [
+            target.value,
+            spaced(sources),
+            "" if expected_version is None else str(expected_version),
+            repr(now),
+            reason,
+            memory_id,
+            successor or "",
+            self.limits.history_length,
+            "1" if claim_key != rkey else "0",
+            self._retention,
+        ]
+        out = self._run("set_status", keys, args, namespace)
+        if out[0] == 0:
+            code, detail = out[1], out[2]
+            if code == "NOTFOUND":
+                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+            if code == "VERSION":
+                raise VersionConflictError(
+                    f"memory {memory_id!r} is at version {detail}, not {expected_version}",
+                    expected=expected_version or 0,
+                    actual=int(detail),
+                )
+            if code == "NOSUCCESSOR":
+                raise NotFoundError(f"no memory {successor!r} in this namespace", field="successor")
+            raise TransitionError(
+                f"memory {memory_id!r} cannot go from {detail} to {target.value}",
+                current=detail,
+                requested=target.value,
+            )
+        children = out[3]
+        root = decode(namespace, memory_id, pairs(out[1]), out[2], children)
+        affected: list[str] = []
+        visited = 0
+        if cascades:
+            affected, visited = self._cascade(
+                namespace,
+                memory_id,
+                memory_id,
+                target.value,
+                children,
+                cascade_reason(target, reason),
+                now,
+            )
+        return CascadeResult(
+            root=root, marked=len(affected), visited=visited, affected=tuple(affected)
+        )
+
+    def _cascade(
+        self,
+        namespace: str,
+        start: str,
+        root: str,
+        root_status: str,
+        children: list[str],
+        reason: str,
+        now: float,
+    ) -> tuple[list[str], int]:
+        """BFS over derivation lists from ``start``, one atomic script per chunk of nodes
+        (each appending one ``cascaded`` event); history on the marked descendants names
+        ``root``.  Returns the ids marked (BFS order) and how many were visited."""
+        seen = {start}
+        frontier: list[str] = []
+        for c in children:
+            if c not in seen:
+                seen.add(c)
+                frontier.append(c)
+        affected: list[str] = []
+        args = [
+            spaced(CASCADE_MARKS),
+            repr(now),
+            reason,
+            root,
+            self.limits.history_length,
+            self._retention,
+            root_status,
+            start,
+            len(self.keys.record(namespace, "")),
+        ]
+        events_key = self.keys.events(namespace)
+        chunk = self.cascade_chunk
+        while frontier:
+            nxt: list[str] = []
+            for i in range(0, len(frontier), chunk):
+                part = frontier[i : i + chunk]
+                keys = self.keys.triples(namespace, part)
+                keys.append(events_key)
+                marked, kids = self._run("cascade_mark", keys, args, namespace)
+                affected.extend(marked)
+                for c in kids:
+                    if c not in seen:
+                        seen.add(c)
+                        nxt.append(c)
+            frontier = nxt
+        return affected, len(seen) - 1
+
+    def _add_dependencies(
+        self,
+        namespace: str,
+        memory_id: str,
+        deps: tuple[str, ...],
+        expected_version: int,
+        now: float,
+    ) -> MemoryRecord:
+        k = self.keys
+        for _ in range(32):  # optimistic: retried only if another edge was added meanwhile
+            with self._guard():
+                epoch = self.client.get(k.epoch(namespace)) or ""
+            current = self.get(namespace, memory_id)
+            if current.version != expected_version:
+                raise VersionConflictError(
+                    f"memory {memory_id!r} is at version {current.version}, not {expected_version}",
+                    expected=expected_version,
+                    actual=current.version,
+                )
+            stored = cast("tuple[str, ...]", current.dependencies)  # stored: plain ids
+            deps = check_dependencies(
+                deps, namespace=namespace, memory_id=memory_id, limits=self.limits, existing=stored
+            )
+            self._check_no_cycle(namespace, memory_id, deps)
+            keys = [
+                k.record(namespace, memory_id),
+                k.history(namespace, memory_id),
+                k.epoch(namespace),
+                k.derivations(namespace, memory_id),
+                k.events(namespace),
+            ]
+            keys += [k.record(namespace, d) for d in deps]
+            keys += [k.derivations(namespace, d) for d in deps]
+            args = [
+                memory_id,
+                len(deps),
+                str(expected_version),
+                epoch,
+                " ".join((*stored, *deps)),
+                spaced(TAINTED),
+                spaced(CASCADE_MARKS),
+                repr(now),
+                self.limits.history_length,
+                self._retention,
+                *deps,
+            ]
+            out = self._run("add_dependencies", keys, args, namespace)
+            if out[0] == 1:
+                if out[1]:
+                    self._cascade(namespace, memory_id, out[1], out[4], out[3], out[2], now)
+                return self.get(namespace, memory_id)
+            if out[1] == "NODEP":
+                i = int(out[2])
+                raise UnknownDependencyError(
+                    f"no memory {deps[i]!r} in this namespace", field=f"dependencies[{i}]"
+                )
+            if out[1] == "NOTFOUND":
+                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+            if out[1] == "VERSION":
+                raise VersionConflictError(
+                    f"memory {memory_id!r} is at version {out[2]}, not {expected_version}",
+                    expected=expected_version,
+                    actual=int(out[2]),
+                )
+        raise StoreUnavailableError("the namespace graph kept changing; retry later")
+
+    def _check_no_cycle(self, namespace: str, memory_id: str, deps: tuple[str, ...]) -> None:
+        """Refuse if ``memory_id`` is an ancestor of a new dependency (BFS, a pipeline per
+        level over the ``d`` fields)."""
+        origin = {d: i for i, d in enumerate(deps)}
+        frontier = list(deps)
+        first = True
+        while frontier:
+            if memory_id in frontier:
+                i = origin[memory_id]
+                raise CycleError(
+                    f"{memory_id!r} is an ancestor of {deps[i]!r}", field=f"dependencies[{i}]"
+                )
+            with self._guard():
+                pipe = self.client.pipeline(transaction=False)
+                for node in frontier:
+                    pipe.hmget(self.keys.record(namespace, node), ["S", "d"])
+                replies = pipe.execute()
+            nxt: list[str] = []
+            for node, (status, joined) in zip(frontier, replies, strict=True):
+                if first and status is None:  # same precedence as the embedded store
+                    i = origin[node]
+                    raise UnknownDependencyError(
+                        f"no memory {node!r} in this namespace", field=f"dependencies[{i}]"
+                    )
+                for parent in (joined or "").split():
+                    if parent not in origin:
+                        origin[parent] = origin[node]
+                        nxt.append(parent)
+            frontier, first = nxt, False
+
+    def _update(
+        self,
+        namespace: str,
+        memory_id: str,
+        expected_version: int,
+        changes: dict[str, Any],
+        now: float,
+    ) -> MemoryRecord:
+        sets: list[str] = []
+        dels: list[str] = []
+        for name, value in changes.items():
+            short = FIELDS[name]
+            if value is None or (name in JOINED and not value):
+                dels.append(short)
+            else:
+                sets += (short, encode_field(name, value))
+        k = self.keys
+        keys = [
+            k.record(namespace, memory_id),
+            k.derivations(namespace, memory_id),
+            k.history(namespace, memory_id),
+            k.events(namespace),
+        ]
+        out = self._run(
+            "update",
+            keys,
+            [str(expected_version), " ".join(dels), repr(now), self._retention, memory_id, *sets],
+            namespace,
+        )
+        if out[0] == 0:
+            if out[1] == "NOTFOUND":
+                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+            raise VersionConflictError(
+                f"memory {memory_id!r} is at version {out[2]}, not {expected_version}",
+                expected=expected_version,
+                actual=int(out[2]),
+            )
+        return decode(namespace, memory_id, pairs(out[1]), out[2], out[3])

@@ -1,0 +1,123 @@
+"""Kept decisions on Redis: the namespace's stream ``ml:{ns}:dec`` and its id index
+``ml:{ns}:dix``, with the three scripts over them (KEEP, GET_DECISION,
+RECENT_DECISIONS) and the methods that call them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from memlineage.lineage.decisions import KeptDecision
+from memlineage.store.redis_base import RedisBase
+
+_KEEP_CHUNK = 500
+"""Decisions per KEEP script call."""
+
+# KEYS: stream, index; ARGV: retention, then (id, " memory ids ", KeptDecision JSON)...
+_KEEP = """
+local n = tonumber(ARGV[1])
+for i = 2, #ARGV, 3 do
+  if redis.call('HEXISTS', KEYS[2], ARGV[i]) == 0 then
+    local eid = redis.call('XADD', KEYS[1], '*', 'i', ARGV[i], 'm', ARGV[i + 1],
+                           'd', ARGV[i + 2])
+    redis.call('HSET', KEYS[2], ARGV[i], eid)
+  end
+end
+local len = redis.call('XLEN', KEYS[1])
+if len > n then
+  for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', len - n)) do
+    local f = e[2]
+    for j = 1, #f, 2 do
+      if f[j] == 'i' then redis.call('HDEL', KEYS[2], f[j + 1]) end
+    end
+  end
+  redis.call('XTRIM', KEYS[1], 'MAXLEN', n)
+end
+return len
+"""
+# KEYS: stream, index; ARGV: decision id. The KeptDecision JSON, or nil.
+_GET_DECISION = """
+local eid = redis.call('HGET', KEYS[2], ARGV[1])
+if not eid then return false end
+local e = redis.call('XRANGE', KEYS[1], eid, eid)
+if #e == 0 then return false end
+local f = e[1][2]
+for j = 1, #f, 2 do
+  if f[j] == 'd' then return f[j + 1] end
+end
+return false
+"""
+# KEYS: stream; ARGV: " memory id ", limit, entries to scan at most. JSON texts, newest first.
+_RECENT_DECISIONS = """
+local want, limit, budget = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local out, last = {}, '+'
+while budget > 0 and #out < limit do
+  local chunk = redis.call('XREVRANGE', KEYS[1], last, '-', 'COUNT', math.min(256, budget))
+  if #chunk == 0 then break end
+  for _, e in ipairs(chunk) do
+    local f, m, d = e[2], nil, nil
+    for j = 1, #f, 2 do
+      if f[j] == 'm' then m = f[j + 1] elseif f[j] == 'd' then d = f[j + 1] end
+    end
+    if m and d and string.find(m, want, 1, true) then
+      out[#out + 1] = d
+      if #out >= limit then break end
+    end
+  end
+  budget = budget - #chunk
+  last = '(' .. chunk[#chunk][1]
+end
+return out
+"""
+
+
+DECISION_SCRIPTS = {
+    "keep": _KEEP,
+    "get": _GET_DECISION,
+    "recent": _RECENT_DECISIONS,
+}
+"""The scripts ``RedisStore.__init__`` registers as ``_decision_scripts``, by name."""
+
+
+class RedisDecisions(RedisBase):
+    """Kept decisions: keep a batch, read one by id, read a memory's recent ones."""
+
+    @property
+    def keeps_decisions(self) -> bool:
+        return True
+
+    def keep_decisions(self, namespace: str, entries: Sequence[KeptDecision]) -> None:
+        retention = max(1, self.decision_retention)
+        entries = entries[-retention:]  # older ones would be trimmed at once
+        keys = [self.keys.decisions(namespace), self.keys.decision_index(namespace)]
+        script = self._decision_scripts["keep"]
+        for start in range(0, len(entries), _KEEP_CHUNK):
+            args: list[Any] = [retention]
+            for e in entries[start : start + _KEEP_CHUNK]:
+                args += (e.decision_id, f" {' '.join(e.memory_ids)} ", e.to_json())
+            with self._guard():
+                script(keys=keys, args=args)
+
+    def kept_decisions(self, namespace: str, memory_id: str, limit: int) -> list[KeptDecision]:
+        if limit <= 0:
+            return []
+        with self._guard():
+            texts = self._decision_scripts["recent"](
+                keys=[self.keys.decisions(namespace)],
+                args=[f" {memory_id} ", limit, max(1, self.decision_retention)],
+            )
+        found = (KeptDecision.from_json(t) for t in texts)
+        return [k for k in found if k is not None and memory_id in k.memory_ids]
+
+    def kept_decision(self, namespace: str, decision_id: str) -> KeptDecision | None:
+        with self._guard():
+            text = self._decision_scripts["get"](
+                keys=[self.keys.decisions(namespace), self.keys.decision_index(namespace)],
+                args=[decision_id],
+            )
+        return KeptDecision.from_json(text) if text else None
+
+    def decisions_kept(self, namespace: str) -> int:
+        """How many decisions the namespace's stream holds (XLEN), for tests."""
+        with self._guard():
+            return int(self.client.xlen(self.keys.decisions(namespace)))
