@@ -8,27 +8,35 @@ answers a lineage view in ``depth + 1`` round trips whatever the fan-out.
 
 Every lineage change also appends to the namespace's event log atomically with
 the change (``events`` / ``wait_events`` / ``latest_cursor``, for the Watch RPC).
+
+``LineageStore`` is declared here with every backend primitive it needs, its
+reads, traversals, event log, access statistics and rate counters; the rest of
+its public surface comes from mixins, one module per concern:
+
+- ``store.changes``: status changes with their cascade, ``update``,
+  ``add_dependencies`` (``LineageChangesMixin``) and ``cascade_reason``;
+- ``store.claim_record``: the Record-with-claim default ``record_claim``
+  (``ClaimRecordMixin``) with ``RecordOutcome``, ``ClaimMovedError``,
+  ``record_digest`` and ``ANY_HOLDER``;
+- ``store.reliability``: claim groups, source statistics, usage feedback
+  (``ReliabilityMixin``) and the review schedule (``ReviewScheduleMixin``);
+- ``store.decisions``: the kept-decision API defaults (``KeptDecisionsMixin``).
+
+The names backends import from here (``ANY_HOLDER``, ``MAX_BATCH_IDS``,
+``ClaimMovedError``, ``RecordOutcome``, ``cascade_reason``, ``record_digest``) are
+re-exported.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.columns import ScoreColumns, score_columns_of
-from memlineage.lineage.decisions import KeptDecision
-from memlineage.lineage.errors import (
-    AlreadyExistsError,
-    LineageError,
-    NotFoundError,
-    ValidationError,
-)
+from memlineage.lineage.errors import NotFoundError
 from memlineage.lineage.model import (
     CascadeResult,
     LineageEvent,
@@ -39,15 +47,10 @@ from memlineage.lineage.model import (
 )
 from memlineage.lineage.validation import (
     StoreLimits,
-    check_dependencies,
     check_id,
     check_limit,
-    check_reason,
-    check_status,
     check_time,
     check_window,
-    validate_changes,
-    validate_new,
 )
 from memlineage.store import traversal
 from memlineage.store.arguments import (
@@ -56,10 +59,19 @@ from memlineage.store.arguments import (
     check_cursor,
     check_ids,
     check_page,
-    check_sources,
     check_wait,
     id_batch_pattern,
 )
+from memlineage.store.changes import LineageChangesMixin, cascade_reason
+from memlineage.store.claim_record import ANY_HOLDER as ANY_HOLDER  # re-exported
+from memlineage.store.claim_record import (
+    ClaimMovedError,
+    ClaimRecordMixin,
+    RecordOutcome,
+    record_digest,
+)
+from memlineage.store.decisions import KeptDecisionsMixin
+from memlineage.store.reliability import ReliabilityMixin, ReviewScheduleMixin
 
 __all__ = [
     "MAX_BATCH_IDS",
@@ -70,64 +82,15 @@ __all__ = [
     "record_digest",
 ]
 
-ANY_HOLDER = "\x00any"
-"""``record_claim(holder=ANY_HOLDER)``: whoever holds the claim now (no check)."""
 
-
-class ClaimMovedError(LineageError):
-    """The claim's holder is no longer the one the caller decided against (another
-    record of the claim came in between); nothing was written: decide again."""
-
-    code = "CLAIM_MOVED"
-    grpc_status = "ABORTED"
-
-    def __init__(self, message: str, *, holder: str | None):
-        super().__init__(message, field="memory.claim")
-        self.holder = holder
-
-
-@dataclass(frozen=True, slots=True)
-class RecordOutcome:
-    """What one atomic Record did: the memory as stored, the claim holder it superseded
-    (and the descendants that supersession marked pending_verification), and whether
-    this call was a replay of an identical earlier Record (nothing written again)."""
-
-    memory: MemoryRecord
-    superseded_id: str | None = None
-    affected: tuple[str, ...] = ()
-    replayed: bool = False
-
-
-def record_digest(rec: MemoryRecord, *, with_created_at: bool = True) -> str:
-    """A stable digest of what a caller proposes to record (the validated record's own
-    fields; ``created_at`` only when the caller set it): an identical retry of a Record
-    has the same digest, a different memory under the same id another one."""
-    fields = [
-        rec.namespace,
-        rec.id,
-        rec.type,
-        sorted(rec.tags),
-        rec.subject,
-        rec.attribute,
-        rec.value,
-        rec.volatility,
-        rec.creator_kind,
-        rec.creator_id,
-        repr(float(rec.creator_confidence)),
-        rec.context_id,
-        [str(getattr(d, "id", d)) for d in rec.dependencies],
-        repr(float(rec.created_at)) if with_created_at and rec.created_at is not None else None,
-    ]
-    text = json.dumps(fields, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def cascade_reason(target: Status, reason: str) -> str:
-    """The history reason written on descendants re-marked by a cascade."""
-    return f"ancestor {target.value}: {reason}" if reason else f"ancestor {target.value}"
-
-
-class LineageStore(ABC):
+class LineageStore(
+    ClaimRecordMixin,
+    LineageChangesMixin,
+    ReliabilityMixin,
+    ReviewScheduleMixin,
+    KeptDecisionsMixin,
+    ABC,
+):
     """One interface for every backend; all methods are synchronous and thread-safe."""
 
     kind: str = "abstract"
@@ -208,96 +171,6 @@ class LineageStore(ABC):
         pending_verification (so cascades stay complete under concurrency).
         Raises ValidationError (and subclasses), NamespaceError, AlreadyExistsError.
         """
-
-    def record_claim(
-        self,
-        rec: MemoryRecord,
-        *,
-        now: float | None = None,
-        digest: str | None = None,
-        holder: str | None = ANY_HOLDER,
-        supersede: str | None = None,
-        count: str | None = None,
-    ) -> RecordOutcome:
-        """Everything one Record changes, as one step: the memory (as :meth:`record`,
-        with its claim-group confirmations/contradictions), the supersession of
-        ``supersede`` (the claim's holder, when the caller decided the new memory
-        replaces it; reason ``superseded by <id>``) with the cascade it starts, and one
-        event of the counter ``count`` (e.g. ``calls:<creator>``).
-
-        ``holder``: the claim holder the caller decided against (None: none); when the
-        claim is held by another id by now, ClaimMovedError and nothing is written
-        (``ANY_HOLDER``, the default: no check; ``supersede`` implies ``holder``).
-        ``digest`` (default :func:`record_digest` of ``rec``, its ``created_at`` only when
-        set) is kept with the memory:
-        a Record of an id that exists with the same digest writes nothing and answers
-        the original outcome (``replayed``); another digest is AlreadyExistsError.
-
-        This default composes the primitives under ``self._snapshot`` (no other
-        writer of a store whose snapshot is its lock comes in between; each
-        primitive is its own write) and answers a replay from what the store holds
-        (the successor link and the cascade's history entries). The backends do
-        better: Redis does all of it in one script, the embedded store in one op,
-        one SQLite transaction."""
-        at = self._now(now)
-        checked = validate_new(rec, now=at, limits=self.limits)
-        digest = digest or record_digest(checked, with_created_at=rec.created_at is not None)
-        if supersede is not None:
-            holder = supersede
-        with self._snapshot:
-            if checked.id in self._load(checked.namespace, [checked.id], False):
-                return self._replayed(checked, digest)
-            claim = checked.claim
-            if holder != ANY_HOLDER and claim is not None:
-                now_held = self._current_claim_id(checked.namespace, claim[0], claim[1])
-                if now_held != holder:
-                    raise ClaimMovedError(
-                        f"the claim is held by {now_held!r}, not {holder!r}", holder=now_held
-                    )
-            stored = self.record(checked, now=at)
-            if count is not None:
-                self.incr_counter(stored.namespace, count, now=at)
-            if supersede is None:
-                return RecordOutcome(stored)
-            result = self.supersede(
-                stored.namespace, supersede, stored.id, reason=f"superseded by {stored.id}", now=at
-            )
-            return RecordOutcome(stored, supersede, tuple(result.affected))
-
-    def _replayed(self, rec: MemoryRecord, digest: str) -> RecordOutcome:
-        """The outcome of the earlier Record of ``rec.id`` when it proposed the same
-        memory (AlreadyExistsError otherwise), rebuilt from the store: the claim member
-        it superseded and the descendants whose history names that cascade."""
-        ns = rec.namespace
-        stored = self._load(ns, [rec.id])[rec.id]
-        if digest not in (record_digest(stored), record_digest(stored, with_created_at=False)):
-            raise AlreadyExistsError(f"memory {rec.id!r} already exists", field="id")
-        claim = stored.claim
-        superseded = next(
-            (
-                m.id
-                for m in (self._claim_group(ns, *claim) if claim else ())
-                if m.successor == rec.id and m.status == Status.SUPERSEDED
-            ),
-            None,
-        )
-        affected: tuple[str, ...] = ()
-        if superseded is not None:
-            why = cascade_reason(Status.SUPERSEDED, f"superseded by {rec.id}")
-            walk = traversal.walk(
-                self._load,
-                ns,
-                superseded,
-                self.limits.max_walk_depth,
-                self.limits.max_walk_count,
-                up=False,
-            )
-            affected = tuple(
-                r.id
-                for r in walk.records
-                if any(h.root_id == superseded and h.reason == why for h in r.status_history)
-            )
-        return RecordOutcome(replace(stored, status_history=()), superseded, affected, True)
 
     def ping(self) -> bool:
         """True when the store answers now (within its client's timeouts), never raises:
@@ -422,199 +295,11 @@ class LineageStore(ABC):
         a data directory), does nothing and returns False."""
         return False
 
-    # -- decisions (for Explain and Feedback of any sidecar, after a restart) ---------
-
-    @property
-    def keeps_decisions(self) -> bool:
-        """True when `keep_decisions` keeps them (this default: False, it keeps none)."""
-        return False
-
-    def keep_decisions(self, namespace: str, entries: Sequence[KeptDecision]) -> None:
-        """Keep `entries` (decisions of `namespace`, oldest first) in one round trip /
-        one transaction, then only the newest `decision_retention` of the namespace;
-        an id kept already is not kept twice. This default keeps none."""
-        return None
-
-    def kept_decisions(self, namespace: str, memory_id: str, limit: int) -> list[KeptDecision]:
-        """The newest (at most `limit`) kept decisions of `namespace` on `memory_id`,
-        newest first. This default: none."""
-        return []
-
-    def kept_decision(self, namespace: str, decision_id: str) -> KeptDecision | None:
-        """The kept decision `decision_id` of `namespace`, or None. This default: None."""
-        return None
-
     def __enter__(self) -> LineageStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # -- status changes ---------------------------------------------------------------
-
-    def set_status(
-        self,
-        namespace: str,
-        memory_id: str,
-        status: str | Status,
-        *,
-        reason: str = "",
-        successor: str | None = None,
-        expected_version: int | None = None,
-        now: float | None = None,
-    ) -> CascadeResult:
-        """Move a memory along the transition table.
-
-        Revoking or superseding marks every descendant pending_verification
-        (history records the reason and this memory as root), following the
-        derivation links only: cost is proportional to the descendants touched.
-        ``superseded`` requires ``successor``, an existing memory of the namespace.
-        """
-        ns = self._ns(namespace)
-        memory_id = self._id(memory_id)
-        target = check_status(status)
-        reason = check_reason(reason, self.limits)
-        if target is Status.SUPERSEDED:
-            if successor is None:
-                raise ValidationError(
-                    "superseded needs a successor", field="successor", code="MISSING_SUCCESSOR"
-                )
-            successor = self._id(successor, "successor")
-            if successor == memory_id:
-                raise ValidationError(
-                    "a memory cannot supersede itself", field="successor", code="SELF_SUCCESSOR"
-                )
-        elif successor is not None:
-            raise ValidationError(
-                "only a superseded memory has a successor",
-                field="successor",
-                code="UNEXPECTED_SUCCESSOR",
-            )
-        if expected_version is not None:
-            check_limit(expected_version, "expected_version", 2**62)
-        return self._change_status(
-            ns,
-            memory_id,
-            target,
-            reason=reason,
-            successor=successor,
-            expected_version=expected_version,
-            now=self._now(now),
-            only_from=None,
-        )
-
-    def revoke(
-        self,
-        namespace: str,
-        memory_id: str,
-        *,
-        reason: str = "",
-        expected_version: int | None = None,
-        now: float | None = None,
-    ) -> CascadeResult:
-        return self.set_status(
-            namespace,
-            memory_id,
-            Status.REVOKED,
-            reason=reason,
-            expected_version=expected_version,
-            now=now,
-        )
-
-    def supersede(
-        self,
-        namespace: str,
-        memory_id: str,
-        successor: str,
-        *,
-        reason: str = "",
-        expected_version: int | None = None,
-        now: float | None = None,
-    ) -> CascadeResult:
-        return self.set_status(
-            namespace,
-            memory_id,
-            Status.SUPERSEDED,
-            reason=reason,
-            successor=successor,
-            expected_version=expected_version,
-            now=now,
-        )
-
-    def confirm(
-        self,
-        namespace: str,
-        memory_id: str,
-        *,
-        reason: str = "confirmed",
-        expected_version: int | None = None,
-        now: float | None = None,
-    ) -> MemoryRecord:
-        """Re-validate a pending_verification memory (only from that status) back to active."""
-        ns = self._ns(namespace)
-        memory_id = self._id(memory_id)
-        reason = check_reason(reason, self.limits)
-        if expected_version is not None:
-            check_limit(expected_version, "expected_version", 2**62)
-        return self._change_status(
-            ns,
-            memory_id,
-            Status.ACTIVE,
-            reason=reason,
-            successor=None,
-            expected_version=expected_version,
-            now=self._now(now),
-            only_from=frozenset({Status.PENDING_VERIFICATION}),
-        ).root
-
-    def update(
-        self,
-        namespace: str,
-        memory_id: str,
-        expected_version: int,
-        changes: Mapping[str, Any],
-        *,
-        now: float | None = None,
-    ) -> MemoryRecord:
-        """Compare-and-set: apply ``changes`` only if the stored version is still
-        ``expected_version`` (VersionConflictError otherwise); bumps the version.
-        ``now`` only dates the ``updated`` event."""
-        ns = self._ns(namespace)
-        memory_id = self._id(memory_id)
-        check_limit(expected_version, "expected_version", 2**62)
-        return self._update(
-            ns,
-            memory_id,
-            expected_version,
-            validate_changes(dict(changes), self.limits),
-            self._now(now),
-        )
-
-    def add_dependencies(
-        self,
-        namespace: str,
-        memory_id: str,
-        dependencies: Iterable[Any],
-        *,
-        expected_version: int,
-        now: float | None = None,
-    ) -> MemoryRecord:
-        """Add dependencies to an existing memory (compare-and-set on its version).
-
-        The only operation that can close a cycle, so it is refused with CycleError
-        when a new dependency is the memory itself or one of its descendants.  A
-        tainted new dependency moves the memory (and its descendants) to
-        pending_verification, as if it had been recorded on it.
-        """
-        ns = self._ns(namespace)
-        memory_id = self._id(memory_id)
-        check_limit(expected_version, "expected_version", 2**62)
-        deps = check_dependencies(
-            list(dependencies), namespace=ns, memory_id=memory_id, limits=self.limits
-        )
-        if not deps:
-            raise ValidationError("no dependency to add", field="dependencies", code="EMPTY_UPDATE")
-        return self._add_dependencies(ns, memory_id, deps, expected_version, self._now(now))
 
     # -- reads ---------------------------------------------------------------------
 
@@ -763,86 +448,6 @@ class LineageStore(ABC):
         ns = self._ns(namespace)
         checked = check_accesses(accesses, self._ids)
         return self._record_accesses(ns, checked) if checked else 0
-
-    # -- reliability: claim groups, source statistics, usage feedback ---------------------
-    #
-    # Recording a claim (subject, attribute, value) by source cX compares it, in the same
-    # atomic step, with every other active/pending member of the claim's group: a member
-    # from another source with the same value confirms it (both gain the other's source in
-    # ``confirmed_by``, both sources one ``ok``), a different value contradicts it (both
-    # gain ``contradicted_by``, both sources one ``bad``); same-source members are left to
-    # the engine (supersession).  None of this bumps versions or emits events.  The new
-    # memory's lists are sorted; a member's list grows in arrival order.
-
-    def claim_group(self, namespace: str, subject: str, attribute: str) -> list[MemoryRecord]:
-        """Every memory ever recorded with (subject, attribute), whatever its status,
-        ordered by created_at then id."""
-        ns = self._ns(namespace)
-        check_id(subject, "subject")
-        check_id(attribute, "attribute")
-        group = self._claim_group(ns, subject, attribute)
-        return sorted(group, key=lambda r: (r.created_at or 0.0, r.id))
-
-    def source_stats(
-        self, namespace: str, sources: Iterable[str]
-    ) -> dict[str, tuple[float, float]]:
-        """(ok, bad) counts of each source in ``namespace`` ((0, 0) for an unknown one),
-        in one round trip.  ok/bad come from confirmations/contradictions at record time
-        and from :meth:`feedback` on the memories the source created."""
-        ns = self._ns(namespace)
-        wanted = check_sources(sources, self.limits.max_id_length)
-        if not wanted:
-            return {}
-        return self._source_stats(ns, wanted)
-
-    def feedback(
-        self, namespace: str, ids: Iterable[str], success: bool, *, now: float | None = None
-    ) -> int:
-        """A use of the memories ``ids`` succeeded (or failed): atomically bump
-        ``uses_ok`` (``uses_failed``) on each existing one and count one ok (bad) for its
-        creator.  Unknown ids are ignored; returns how many records were updated.  No
-        version bump, no event."""
-        if not isinstance(success, bool):
-            raise ValidationError("must be true or false", field="success", code="INVALID_FEEDBACK")
-        ns = self._ns(namespace)
-        wanted = self._ids(ids)
-        at = self._now(now)
-        return self._feedback(ns, wanted, success, at) if wanted else 0
-
-    # -- review schedule (the tiered governance sweep) -------------------------------------
-
-    def due_for_review(
-        self, namespace: str, *, now: float | None = None, limit: int = 1000
-    ) -> list[str]:
-        """Ids whose next review time is <= ``now``, earliest first (ties by id), at most
-        ``limit``.  Cost is proportional to the result, never to the namespace."""
-        ns = self._ns(namespace)
-        check_limit(limit, "limit", MAX_BATCH_IDS)
-        at = self._now(now)
-        return self._due_for_review(ns, at, limit) if limit else []
-
-    def schedule_review(
-        self, namespace: str, times: Mapping[str, float], *, now: float | None = None
-    ) -> int:
-        """Set the next review time of each id (existing memories only) and stamp
-        ``reviewed_at = now`` on them, atomically; returns how many were scheduled.
-        No version bump, no event."""
-        ns = self._ns(namespace)
-        if not isinstance(times, Mapping):
-            raise ValidationError(
-                "must map ids to review times", field="times", code="INVALID_TIMES"
-            )
-        ids = self._ids(times.keys())
-        checked = {i: check_time(times[i], f"times[{i}]") for i in ids}
-        at = self._now(now)
-        return self._schedule_review(ns, checked, at) if checked else 0
-
-    def unschedule_review(self, namespace: str, ids: Iterable[str]) -> int:
-        """Take ids off the review schedule (e.g. evicted ones); returns how many were on
-        it.  A later :meth:`schedule_review` puts them back."""
-        ns = self._ns(namespace)
-        wanted = self._ids(ids)
-        return self._unschedule_review(ns, wanted) if wanted else 0
 
     def incr_counter(self, namespace: str, name: str, *, now: float | None = None) -> None:
         """Count one event (e.g. a call of tool:flight_api) at ``now``.
