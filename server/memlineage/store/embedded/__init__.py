@@ -11,6 +11,8 @@ persistent.  Its rooms, by what they hold:
 * ``review`` — the review queue
 * ``persistence`` — everything on disk (``SqliteLog``: one SQLite file in WAL mode, an
   op per transaction with a checksum, snapshots, the integrity check at open, backup)
+* ``decision_table`` — the kept decisions, tables of their own in the same file
+* ``sqlite_conn`` — the read-write connection (WAL settings) and transactions
 * ``legacy`` — the one-time import of a data dir in the old JSON-lines format
 * ``codec`` — the corruption error and the events' JSON form
 """
