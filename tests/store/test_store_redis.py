@@ -356,3 +356,11 @@ def test_a_record_with_marks_and_counters_stays_small(rstore: RedisStore) -> Non
     rstore.schedule_review(NS, {"mem:000000": NOW + 60}, now=NOW)
     usage = rstore.memory_usage(NS, "mem:000000")
     assert usage is not None and usage < 600
+
+
+def test_only_the_network_store_waits_on_the_network(rstore: RedisStore) -> None:
+    """The server sizes its worker pool by it (grpc_api/server.py)."""
+    from memlineage.store import EmbeddedStore
+
+    assert rstore.waits_on_network
+    assert not EmbeddedStore().waits_on_network

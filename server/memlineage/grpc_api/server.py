@@ -140,7 +140,7 @@ def serve(engine: Engine, config: Config, metrics: Metrics) -> Served:
     (raises OSError naming the address when it cannot)."""
     auth = Authenticator(config.tokens)
     workers = config.grpc_workers or (
-        EMBEDDED_WORKERS if engine.store.kind == "embedded" else NETWORK_STORE_WORKERS
+        NETWORK_STORE_WORKERS if engine.store.waits_on_network else EMBEDDED_WORKERS
     )
     server = grpc.server(
         ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memlineage-grpc"),

@@ -94,6 +94,9 @@ class LineageStore(
     """One interface for every backend; all methods are synchronous and thread-safe."""
 
     kind: str = "abstract"
+    # True when calls wait on another process (a network store): a server then wants
+    # more threads in flight than cores; an in-process store keeps them on the CPU.
+    waits_on_network: bool = False
     # True when reads hand out the same immutable record object until the memory
     # changes (callers may then cache what they derive from it, keyed on the object).
     shares_records: bool = False

@@ -47,6 +47,7 @@ class RedisBase(LineageStore):
 
     client: redis.Redis | redis.cluster.RedisCluster
     kind: str
+    waits_on_network = True
     keys: RedisKeys
     cascade_chunk: int
     _scripts: dict[str, Any]
