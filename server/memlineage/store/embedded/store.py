@@ -29,7 +29,7 @@ import math
 import os
 import threading
 from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from typing import Any
 
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.columns import ScoreColumns, score_columns_of
@@ -42,7 +42,7 @@ from memlineage.lineage.errors import (
     UnknownDependencyError,
     VersionConflictError,
 )
-from memlineage.lineage.model import TAINTED, CascadeResult, MemoryRecord, Status, StatusChange
+from memlineage.lineage.model import CascadeResult, MemoryRecord, Status
 from memlineage.lineage.validation import (
     StoreLimits,
     check_dependencies,
@@ -55,7 +55,7 @@ from memlineage.store.embedded.claim_record import ClaimRecordMixin
 from memlineage.store.embedded.event_log import EventLogMixin
 from memlineage.store.embedded.persistence import SqliteLog, Summary
 from memlineage.store.embedded.row import STAMPS, Row
-from memlineage.store.embedded.state import PENDING, State
+from memlineage.store.embedded.state import State
 from memlineage.store.window import change_of, count_in
 
 # Ops that change neither what a memory is nor how it is counted: the review schedule.
@@ -226,23 +226,7 @@ class EmbeddedStore(ClaimRecordMixin, EventLogMixin, LineageStore):
             rows = sp.rows if sp is not None else {}
             if rec.id in rows:
                 raise AlreadyExistsError(f"memory {rec.id!r} already exists", field="id")
-            taint: tuple[str, str] | None = None
-            # validate_new resolved every MemoryRef: the dependencies are plain ids
-            for i, dep in enumerate(cast("tuple[str, ...]", rec.dependencies)):
-                parent = rows.get(dep)
-                if parent is None:
-                    raise UnknownDependencyError(
-                        f"no memory {dep!r} in this namespace", field=f"dependencies[{i}]"
-                    )
-                if taint is None and parent.status in TAINTED:
-                    taint = (dep, parent.status)
-            row = Row.from_record(rec)
-            if taint is not None and row.status != PENDING:
-                row.status_history = (
-                    *row.status_history,
-                    StatusChange(at, row.status, PENDING, f"dependency {taint[1]}", taint[0]),
-                )
-                row.status = PENDING
+            row = self._new_row(rec, at, rows)
             review_at = at + self.limits.first_review_seconds
             self._append(
                 {"o": "r", "n": rec.namespace, "r": row.to_json(), "a": at, "v": review_at}
