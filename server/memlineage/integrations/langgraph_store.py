@@ -1,0 +1,510 @@
+"""`GuardedLangGraphStore`: a LangGraph `BaseStore` with MemLineage's checks in front.
+
+LangGraph agents read and write long-term memory through a `BaseStore`
+(``store.put/get/search/delete``, or a graph compiled with ``store=``). Wrapping
+that store here puts the sidecar in every one of those calls without changing
+the agent: lineage is recorded before content is written, denied writes and
+deletes raise `PolicyDenied`, denied reads are hidden, degraded reads carry
+their obligations, and search results are re-ranked by one FilterRank call.
+docs/integrations.md has the id mapping, the reserved keys and each behaviour.
+
+Every batch runs as a *plan*, a generator that yields steps (a batch for the
+wrapped store, or calls for the sidecar) and is driven by `batch` with the sync
+store and client, or by `abatch` with the store's ``abatch`` and the sync client
+in a thread (`GuardedLangGraphStore._acall`, the one place an async client will
+go). The plan itself never blocks, so both drivers share every rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    validate_op_namespace,
+)
+
+from memlineage.client.errors import MemLineageError, PolicyDenied
+from memlineage.client.sync import MemLineageClient
+from memlineage.v1 import memlineage_pb2 as pb
+
+__all__ = [
+    "DECISION_KEY",
+    "LINEAGE_FIELDS",
+    "LINEAGE_KEY",
+    "MAX_ID_LENGTH",
+    "GuardedLangGraphStore",
+    "LineageHook",
+    "memory_id",
+    "split_memory_id",
+]
+
+LINEAGE_KEY = "_lineage"
+"""The key of a put value holding that memory's lineage; never stored."""
+DECISION_KEY = "_memlineage"
+"""The key under which a degraded item's decision is returned; never stored."""
+_RESERVED = (LINEAGE_KEY, DECISION_KEY)
+LINEAGE_FIELDS = (
+    "creator",
+    "confidence",
+    "type",
+    "tags",
+    "claim",
+    "dependencies",
+    "volatility",
+    "context_id",
+    "created_at",
+)
+"""What a lineage mapping (``value["_lineage"]``, the hook, the defaults) may hold."""
+MAX_ID_LENGTH = 128
+"""The sidecar's default id limit (``StoreLimits.max_id_length``)."""
+
+_LABEL = re.compile(r"[A-Za-z0-9_:-]+")
+_KEY = re.compile(r"[A-Za-z0-9._:/-]+")
+
+LineageHook: TypeAlias = Callable[
+    [tuple[str, ...], str, Mapping[str, Any]], Mapping[str, Any] | None
+]
+"""``hook(namespace, key, value)`` -> lineage fields for that put (or None)."""
+
+
+# ---------------------------------------------------------------- the id mapping
+
+
+def memory_id(namespace: Sequence[str], key: str, *, max_length: int = MAX_ID_LENGTH) -> str:
+    """The sidecar memory id of LangGraph item ``(namespace, key)``: labels joined by
+    ``/``, then ``.``, then the key: ``("alice", "trip"), "city"`` -> ``alice/trip.city``.
+
+    Injective: a label holds no ``/`` and no ``.`` (letters, digits, ``_:-``), so the
+    first ``.`` ends the namespace and ``/`` splits it; the key is anything the
+    sidecar allows in an id (letters, digits, ``._:/-``). What does not fit, or
+    would be longer than ``max_length``, is a ValueError naming the part.
+    """
+    if isinstance(namespace, str) or not isinstance(namespace, tuple | list):
+        raise ValueError(f"namespace: {namespace!r} is not a tuple of labels")
+    if not namespace:
+        raise ValueError("namespace: an empty namespace holds no item")
+    for i, label in enumerate(namespace):
+        if not isinstance(label, str) or not _LABEL.fullmatch(label):
+            raise ValueError(
+                f"namespace[{i}]: {label!r} cannot be mapped to a memory id; a label is "
+                "1 or more letters, digits, '_', ':' or '-' ('/' joins labels, '.' ends them)"
+            )
+    if not isinstance(key, str) or not _KEY.fullmatch(key):
+        raise ValueError(
+            f"key: {key!r} cannot be mapped to a memory id; a key is 1 or more letters, "
+            "digits, '.', '_', ':', '/' or '-'"
+        )
+    out = "/".join(namespace) + "." + key
+    if len(out) > max_length:
+        raise ValueError(
+            f"namespace, key: the memory id {out[:40]!r}... is {len(out)} characters long, "
+            f"the limit is {max_length}"
+        )
+    return out
+
+
+def split_memory_id(memory_id: str) -> tuple[tuple[str, ...], str]:
+    """The inverse of `memory_id`: ``alice/trip.city`` -> ``(("alice", "trip"), "city")``."""
+    head, dot, key = memory_id.partition(".")
+    if not dot or not head or not key:
+        raise ValueError(f"memory_id: {memory_id!r} is not a mapped LangGraph item id")
+    return tuple(head.split("/")), key
+
+
+# ---------------------------------------------------------------- the plan's steps
+
+
+@dataclass(frozen=True, slots=True)
+class _StoreBatch:
+    """Run these ops on the wrapped store; the plan gets its results."""
+
+    ops: list[Op]
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One sidecar call, as data so a driver may make it sync, in a thread or async."""
+
+    method: Literal["record", "check", "filter_rank"]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Calls:
+    """Make these calls; the plan gets each one's answer, or the `MemLineageError` it raised."""
+
+    calls: list[_Call]
+
+
+_Step: TypeAlias = _StoreBatch | _Calls
+_Plan: TypeAlias = Generator[_Step, Any, list[Result]]
+
+
+def _answer(reply: Any) -> Any:
+    if isinstance(reply, MemLineageError):
+        raise reply
+    return reply
+
+
+def _already_exists(reply: Any) -> bool:
+    return isinstance(reply, MemLineageError) and getattr(reply.code, "name", "") == (
+        "ALREADY_EXISTS"
+    )
+
+
+def _decision_view(decision: pb.Decision) -> dict[str, Any]:
+    """What a degraded item carries under `DECISION_KEY`: plain JSON-able values."""
+    return {
+        "effect": "degrade",
+        "decision_id": decision.decision_id,
+        "compliance_score": decision.compliance_score,
+        "obligations": [
+            {
+                "kind": o.kind,
+                "text": o.text,
+                "source": o.source,
+                "factor": o.factor,
+                "policy": o.policy,
+            }
+            for o in decision.obligations
+        ],
+        "reasons": [
+            r.message or r.policy for r in decision.reasons if r.effect == pb.EFFECT_DEGRADE
+        ],
+    }
+
+
+def _shown(value: dict[str, Any], decision: pb.Decision) -> dict[str, Any]:
+    if decision.effect != pb.EFFECT_DEGRADE:
+        return value
+    return {**value, DECISION_KEY: _decision_view(decision)}
+
+
+class GuardedLangGraphStore(BaseStore):
+    """A `BaseStore` that asks MemLineage before every write, change, delete and read.
+
+    ``store`` is any LangGraph store (`InMemoryStore`, `SqliteStore`, ...); ``client``
+    talks to the sidecar, in its namespace (one tenant). A put's lineage comes from
+    ``value["_lineage"]``, over ``lineage_hook(namespace, key, value)``, over
+    ``defaults`` (e.g. ``{"creator": "agent:planner"}``). ``actor`` is who asks (None:
+    the sidecar's default; an update is asked as the put's creator). Search asks the
+    wrapped store for ``overfetch`` times what it returns, so hidden items do not
+    leave it short. ``historical`` is passed to every read decision.
+    """
+
+    def __init__(
+        self,
+        store: BaseStore,
+        client: MemLineageClient,
+        *,
+        defaults: Mapping[str, Any] | None = None,
+        lineage_hook: LineageHook | None = None,
+        actor: str | None = None,
+        overfetch: int = 3,
+        historical: bool = False,
+    ) -> None:
+        if overfetch < 1:
+            raise ValueError(f"overfetch: {overfetch!r} must be at least 1")
+        self.defaults = dict(defaults or {})
+        self._check_fields(self.defaults, "defaults")
+        self.store = store
+        self.client = client
+        self.lineage_hook = lineage_hook
+        self.actor = actor
+        self.overfetch = overfetch
+        self.historical = historical
+        # LangGraph's put() consults these: the wrapped store's TTL support is ours.
+        self.supports_ttl = store.supports_ttl
+        self.ttl_config = store.ttl_config
+
+    # -- the drivers
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run a batch: sidecar calls and the wrapped store's ``batch``, in this thread."""
+        plan = self._plan(list(ops))
+        reply: Any = None
+        while True:
+            try:
+                step = plan.send(reply)
+            except StopIteration as done:
+                result: list[Result] = done.value
+                return result
+            if isinstance(step, _StoreBatch):
+                reply = self.store.batch(step.ops)
+            else:
+                reply = self._call(step.calls)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run a batch: the wrapped store's ``abatch``, the sidecar through `_acall`."""
+        plan = self._plan(list(ops))
+        reply: Any = None
+        while True:
+            try:
+                step = plan.send(reply)
+            except StopIteration as done:
+                result: list[Result] = done.value
+                return result
+            if isinstance(step, _StoreBatch):
+                reply = await self.store.abatch(step.ops)
+            else:
+                reply = await self._acall(step.calls)
+
+    def _call(self, calls: list[_Call]) -> list[Any]:
+        out: list[Any] = []
+        for c in calls:
+            try:
+                out.append(getattr(self.client, c.method)(*c.args, **c.kwargs))
+            except MemLineageError as exc:  # the plan decides (ALREADY_EXISTS is not fatal)
+                out.append(exc)
+        return out
+
+    async def _acall(self, calls: list[_Call]) -> list[Any]:
+        """The sync client in a worker thread, off the event loop; an async client
+        replaces only this method (awaiting each call, or gathering them)."""
+        return await asyncio.to_thread(self._call, calls)
+
+    # -- the plan
+    def _plan(self, ops: list[Op]) -> _Plan:
+        """Authorise every write, then one wrapped batch, then filter what it read.
+
+        Everything that can be refused from the input alone (namespaces, ids,
+        lineage fields) is refused before the first side effect; a denied write
+        or delete raises before the wrapped store is asked to write anything.
+        """
+        ids: dict[int, str] = {}
+        lineage: dict[int, dict[str, Any]] = {}
+        for i, op in enumerate(ops):
+            validate_op_namespace(op)
+            if isinstance(op, GetOp | PutOp):
+                ids[i] = memory_id(op.namespace, op.key)
+            if isinstance(op, PutOp) and op.value is not None:
+                lineage[i] = self._lineage_of(op)
+            elif isinstance(op, SearchOp) and (op.limit < 0 or op.offset < 0):
+                raise ValueError(f"search: limit {op.limit} and offset {op.offset} must be >= 0")
+            elif not isinstance(op, GetOp | PutOp | SearchOp | ListNamespacesOp):
+                raise ValueError(f"unknown operation type: {type(op).__name__}")
+
+        exists: dict[int, bool] = {}
+        if lineage:  # which puts replace an item the wrapped store holds: an update
+            probe: list[Op] = []
+            for i in lineage:
+                put = ops[i]
+                assert isinstance(put, PutOp)
+                probe.append(GetOp(put.namespace, put.key, refresh_ttl=False))
+            held = yield _StoreBatch(probe)
+            exists = {i: item is not None for i, item in zip(lineage, held, strict=True)}
+        for i, op in enumerate(ops):
+            if isinstance(op, PutOp):
+                yield from self._authorise(ids[i], lineage.get(i), exists=exists.get(i, False))
+
+        results = yield _StoreBatch([self._forwarded(op) for op in ops])
+
+        calls: list[_Call] = []
+        found: dict[int, dict[str, SearchItem]] = {}
+        for i, op in enumerate(ops):
+            if isinstance(op, GetOp) and results[i] is not None:
+                calls.append(self._read_check(ids[i]))
+            elif isinstance(op, SearchOp):
+                found[i] = self._candidates(results[i])
+                if found[i] and op.limit:
+                    calls.append(self._rank_call(found[i], op))
+        replies = iter([] if not calls else (yield _Calls(calls)))
+        out: list[Result] = []
+        for i, op in enumerate(ops):
+            if isinstance(op, GetOp):
+                item = results[i]
+                out.append(None if item is None else self._get_result(item, _answer(next(replies))))
+            elif isinstance(op, SearchOp):
+                ranked = _answer(next(replies)) if found[i] and op.limit else None
+                out.append(self._search_result(found[i], op, ranked))
+            elif isinstance(op, PutOp):
+                out.append(None)
+            else:
+                out.append(results[i])
+        return out
+
+    def _authorise(
+        self, mid: str, lineage: dict[str, Any] | None, *, exists: bool
+    ) -> Generator[_Step, Any, None]:
+        """Delete: check ``delete``. New item: Record (its write decision). An item the
+        wrapped store holds, or one the sidecar already has another record of: check
+        ``update``, asked as ``actor`` or else the put's creator; the record's lineage
+        stays as first recorded."""
+        if lineage is None:
+            call = _Call("check", ("delete", mid), {"actor": self.actor})
+            [decision] = yield _Calls([call])
+            self._allowed(_answer(decision))
+            return
+        creator = lineage["creator"]
+        if not exists:
+            call = _Call("record", (mid,), {**lineage, "actor": self.actor})
+            [reply] = yield _Calls([call])
+            if not _already_exists(reply):
+                response: pb.RecordResponse = _answer(reply)
+                if not response.recorded:
+                    raise PolicyDenied(response.decision)
+                return
+        call = _Call("check", ("update", mid), {"actor": self.actor or creator})
+        [decision] = yield _Calls([call])
+        self._allowed(_answer(decision))
+
+    @staticmethod
+    def _allowed(decision: pb.Decision) -> None:
+        if decision.effect == pb.EFFECT_DENY:
+            raise PolicyDenied(decision)
+
+    def _forwarded(self, op: Op) -> Op:
+        """The op as the wrapped store runs it: reserved keys out of put values, a
+        search widened to ``overfetch`` times its window from the first result."""
+        if isinstance(op, PutOp) and op.value is not None:
+            return op._replace(value={k: v for k, v in op.value.items() if k not in _RESERVED})
+        if isinstance(op, SearchOp):
+            return op._replace(limit=(op.offset + op.limit) * self.overfetch, offset=0)
+        return op
+
+    def _read_check(self, mid: str) -> _Call:
+        return _Call("check", ("read", mid), {"actor": self.actor, "historical": self.historical})
+
+    def _rank_call(self, candidates: dict[str, SearchItem], op: SearchOp) -> _Call:
+        pairs = [(mid, _similarity(item.score)) for mid, item in candidates.items()]
+        kwargs = {"actor": self.actor, "historical": self.historical, "limit": op.offset + op.limit}
+        return _Call("filter_rank", (pairs,), kwargs)
+
+    @staticmethod
+    def _candidates(found: Any) -> dict[str, SearchItem]:
+        """The wrapped store's hits by memory id; an item whose namespace or key cannot
+        be mapped (written around this wrapper) has no lineage and is left out."""
+        out: dict[str, SearchItem] = {}
+        for item in found or ():
+            try:
+                mid = memory_id(item.namespace, item.key)
+            except ValueError:
+                continue
+            out.setdefault(mid, item)
+        return out
+
+    @staticmethod
+    def _get_result(item: Item, decision: pb.Decision) -> Item | None:
+        if decision.effect == pb.EFFECT_DENY:
+            return None
+        if decision.effect != pb.EFFECT_DEGRADE:
+            return item
+        return Item(
+            value=_shown(item.value, decision),
+            key=item.key,
+            namespace=item.namespace,
+            created_at=item.created_at,
+            updated_at=item.updated_at,
+        )
+
+    @staticmethod
+    def _search_result(
+        candidates: dict[str, SearchItem], op: SearchOp, ranked: pb.FilterRankResponse | None
+    ) -> list[SearchItem]:
+        """The kept items best first, ``score`` the sidecar's rank score, the window
+        ``[offset, offset + limit)`` taken from that ranking."""
+        if ranked is None:
+            return []
+        kept = {c.memory_id: c for c in ranked.candidates if c.kept}
+        out: list[SearchItem] = []
+        for mid in ranked.ranked_ids:
+            c, item = kept.get(mid), candidates.get(mid)
+            if c is None or item is None:
+                continue
+            out.append(
+                SearchItem(
+                    namespace=item.namespace,
+                    key=item.key,
+                    value=_shown(item.value, c.decision),
+                    created_at=item.created_at,
+                    updated_at=item.updated_at,
+                    score=c.rank_score,
+                )
+            )
+        return out[op.offset : op.offset + op.limit]
+
+    # -- lineage
+    @staticmethod
+    def _check_fields(fields: Mapping[str, Any], where: str) -> None:
+        unknown = sorted(set(fields) - set(LINEAGE_FIELDS))
+        if unknown:
+            raise ValueError(
+                f"{where}: unknown lineage field(s) {', '.join(map(repr, unknown))}; "
+                f"expected some of {', '.join(LINEAGE_FIELDS)}"
+            )
+
+    def _lineage_of(self, op: PutOp) -> dict[str, Any]:
+        """``client.record``'s keyword arguments for a put: defaults < hook < value."""
+        assert op.value is not None
+        fields = dict(self.defaults)
+        if self.lineage_hook is not None:
+            hooked = self.lineage_hook(op.namespace, op.key, op.value)
+            if hooked is not None:
+                self._check_fields(hooked, "lineage_hook")
+                fields.update(hooked)
+        own = op.value.get(LINEAGE_KEY)
+        if own is not None:
+            if not isinstance(own, Mapping):
+                raise ValueError(f"value[{LINEAGE_KEY!r}]: must be a mapping, got {own!r}")
+            self._check_fields(own, f"value[{LINEAGE_KEY!r}]")
+            fields.update(own)
+        creator = fields.get("creator")
+        if not isinstance(creator, str) or not creator:
+            raise ValueError(
+                f'creator: put {op.key!r} names none; give value["{LINEAGE_KEY}"]["creator"], '
+                "a lineage_hook or defaults={'creator': ...}"
+            )
+        if fields.get("claim") is not None:
+            claim = fields["claim"]
+            if (
+                isinstance(claim, str)
+                or len(claim) != 3
+                or not all(isinstance(p, str) for p in claim)
+            ):
+                raise ValueError(f"claim: {claim!r} is not [subject, attribute, value]")
+            fields["claim"] = tuple(claim)
+        if "tags" in fields:
+            tags = fields["tags"]
+            if isinstance(tags, str):
+                raise ValueError(f"tags: {tags!r} is not a list of tags")
+            fields["tags"] = list(tags)
+        if "dependencies" in fields:
+            fields["dependencies"] = [
+                _dependency_id(op.namespace, d) for d in fields["dependencies"] or ()
+            ]
+        return fields
+
+
+def _dependency_id(namespace: tuple[str, ...], dependency: Any) -> str:
+    """A dependency named by a key (same namespace) or by ``[namespace, key]``."""
+    if isinstance(dependency, str):
+        return memory_id(namespace, dependency)
+    if (
+        isinstance(dependency, tuple | list)
+        and len(dependency) == 2
+        and isinstance(dependency[0], tuple | list)
+    ):
+        return memory_id(tuple(dependency[0]), dependency[1])
+    raise ValueError(f"dependencies: {dependency!r} is neither a key nor [namespace, key]")
+
+
+def _similarity(score: float | None) -> float:
+    """The store's score as FilterRank's similarity; no score (no query or no index)
+    counts as 1.0, so the sidecar's compliance and scores alone order the results."""
+    if score is None or not math.isfinite(score):
+        return 1.0 if score is None else 0.0
+    return float(score)
