@@ -1,12 +1,9 @@
-import datetime
-
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Iterable as _Iterable, Mapping as _Mapping
-from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -115,7 +112,7 @@ class StatusChange(_message.Message):
     to_status: Status
     reason: str
     root_id: str
-    def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., from_status: _Optional[_Union[Status, str]] = ..., to_status: _Optional[_Union[Status, str]] = ..., reason: _Optional[str] = ..., root_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., from_status: _Optional[_Union[Status, str]] = ..., to_status: _Optional[_Union[Status, str]] = ..., reason: _Optional[str] = ..., root_id: _Optional[str] = ...) -> None: ...
 
 class Memory(_message.Message):
     __slots__ = ("id", "namespace", "type", "tags", "claim", "volatility", "creator", "creator_confidence", "created_at", "context_id", "dependencies", "derivations", "status", "successor", "version", "access_count", "last_access", "history", "reliability", "value_score", "confirmed_by", "contradicted_by", "uses_ok", "uses_failed")
@@ -167,7 +164,7 @@ class Memory(_message.Message):
     contradicted_by: _containers.RepeatedScalarFieldContainer[str]
     uses_ok: int
     uses_failed: int
-    def __init__(self, id: _Optional[str] = ..., namespace: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., volatility: _Optional[str] = ..., creator: _Optional[_Union[Creator, _Mapping]] = ..., creator_confidence: _Optional[float] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., context_id: _Optional[str] = ..., dependencies: _Optional[_Iterable[str]] = ..., derivations: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[Status, str]] = ..., successor: _Optional[str] = ..., version: _Optional[int] = ..., access_count: _Optional[int] = ..., last_access: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., history: _Optional[_Iterable[_Union[StatusChange, _Mapping]]] = ..., reliability: _Optional[float] = ..., value_score: _Optional[float] = ..., confirmed_by: _Optional[_Iterable[str]] = ..., contradicted_by: _Optional[_Iterable[str]] = ..., uses_ok: _Optional[int] = ..., uses_failed: _Optional[int] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., namespace: _Optional[str] = ..., type: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., claim: _Optional[_Union[Claim, _Mapping]] = ..., volatility: _Optional[str] = ..., creator: _Optional[_Union[Creator, _Mapping]] = ..., creator_confidence: _Optional[float] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., context_id: _Optional[str] = ..., dependencies: _Optional[_Iterable[str]] = ..., derivations: _Optional[_Iterable[str]] = ..., status: _Optional[_Union[Status, str]] = ..., successor: _Optional[str] = ..., version: _Optional[int] = ..., access_count: _Optional[int] = ..., last_access: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., history: _Optional[_Iterable[_Union[StatusChange, _Mapping]]] = ..., reliability: _Optional[float] = ..., value_score: _Optional[float] = ..., confirmed_by: _Optional[_Iterable[str]] = ..., contradicted_by: _Optional[_Iterable[str]] = ..., uses_ok: _Optional[int] = ..., uses_failed: _Optional[int] = ...) -> None: ...
 
 class Obligation(_message.Message):
     __slots__ = ("kind", "source", "text", "factor", "policy")
@@ -221,7 +218,7 @@ class Decision(_message.Message):
     memory_ids: _containers.RepeatedScalarFieldContainer[str]
     decided_at: _timestamp_pb2.Timestamp
     policy_version: str
-    def __init__(self, decision_id: _Optional[str] = ..., effect: _Optional[_Union[Effect, str]] = ..., compliance_score: _Optional[float] = ..., expected_cost: _Optional[float] = ..., obligations: _Optional[_Iterable[_Union[Obligation, _Mapping]]] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., operation: _Optional[_Union[Operation, str]] = ..., memory_ids: _Optional[_Iterable[str]] = ..., decided_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., policy_version: _Optional[str] = ...) -> None: ...
+    def __init__(self, decision_id: _Optional[str] = ..., effect: _Optional[_Union[Effect, str]] = ..., compliance_score: _Optional[float] = ..., expected_cost: _Optional[float] = ..., obligations: _Optional[_Iterable[_Union[Obligation, _Mapping]]] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., operation: _Optional[_Union[Operation, str]] = ..., memory_ids: _Optional[_Iterable[str]] = ..., decided_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., policy_version: _Optional[str] = ...) -> None: ...
 
 class Actor(_message.Message):
     __slots__ = ("kind", "id")
@@ -243,7 +240,7 @@ class RecordRequest(_message.Message):
     actor: Actor
     budget: float
     time: _timestamp_pb2.Timestamp
-    def __init__(self, namespace: _Optional[str] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., budget: _Optional[float] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, namespace: _Optional[str] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., budget: _Optional[float] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RecordResponse(_message.Message):
     __slots__ = ("recorded", "decision", "memory", "superseded_id", "affected_ids")
@@ -257,7 +254,7 @@ class RecordResponse(_message.Message):
     memory: Memory
     superseded_id: str
     affected_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, recorded: _Optional[bool] = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., superseded_id: _Optional[str] = ..., affected_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, recorded: bool = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., superseded_id: _Optional[str] = ..., affected_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CheckRequest(_message.Message):
     __slots__ = ("namespace", "operation", "memory_id", "memory_ids", "actor", "budget", "action", "historical", "time")
@@ -279,7 +276,7 @@ class CheckRequest(_message.Message):
     action: str
     historical: bool
     time: _timestamp_pb2.Timestamp
-    def __init__(self, namespace: _Optional[str] = ..., operation: _Optional[_Union[Operation, str]] = ..., memory_id: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., budget: _Optional[float] = ..., action: _Optional[str] = ..., historical: _Optional[bool] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, namespace: _Optional[str] = ..., operation: _Optional[_Union[Operation, str]] = ..., memory_id: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., budget: _Optional[float] = ..., action: _Optional[str] = ..., historical: bool = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CheckResponse(_message.Message):
     __slots__ = ("decision",)
@@ -311,7 +308,7 @@ class FilterRankRequest(_message.Message):
     historical: bool
     limit: int
     time: _timestamp_pb2.Timestamp
-    def __init__(self, namespace: _Optional[str] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., budget: _Optional[float] = ..., historical: _Optional[bool] = ..., limit: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, namespace: _Optional[str] = ..., candidates: _Optional[_Iterable[_Union[Candidate, _Mapping]]] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., budget: _Optional[float] = ..., historical: bool = ..., limit: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RankedCandidate(_message.Message):
     __slots__ = ("memory_id", "similarity", "rank_score", "kept", "decision", "reliability", "value_score")
@@ -329,7 +326,7 @@ class RankedCandidate(_message.Message):
     decision: Decision
     reliability: float
     value_score: float
-    def __init__(self, memory_id: _Optional[str] = ..., similarity: _Optional[float] = ..., rank_score: _Optional[float] = ..., kept: _Optional[bool] = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., reliability: _Optional[float] = ..., value_score: _Optional[float] = ...) -> None: ...
+    def __init__(self, memory_id: _Optional[str] = ..., similarity: _Optional[float] = ..., rank_score: _Optional[float] = ..., kept: bool = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., reliability: _Optional[float] = ..., value_score: _Optional[float] = ...) -> None: ...
 
 class FilterRankResponse(_message.Message):
     __slots__ = ("candidates", "ranked_ids")
@@ -357,7 +354,7 @@ class UpdateStatusRequest(_message.Message):
     expected_version: int
     actor: Actor
     time: _timestamp_pb2.Timestamp
-    def __init__(self, namespace: _Optional[str] = ..., memory_id: _Optional[str] = ..., action: _Optional[_Union[StatusAction, str]] = ..., successor_id: _Optional[str] = ..., reason: _Optional[str] = ..., expected_version: _Optional[int] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, namespace: _Optional[str] = ..., memory_id: _Optional[str] = ..., action: _Optional[_Union[StatusAction, str]] = ..., successor_id: _Optional[str] = ..., reason: _Optional[str] = ..., expected_version: _Optional[int] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class UpdateStatusResponse(_message.Message):
     __slots__ = ("applied", "decision", "memory", "affected_ids")
@@ -369,7 +366,7 @@ class UpdateStatusResponse(_message.Message):
     decision: Decision
     memory: Memory
     affected_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, applied: _Optional[bool] = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., affected_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, applied: bool = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., affected_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FeedbackRequest(_message.Message):
     __slots__ = ("namespace", "decision_id", "memory_ids", "success", "note", "time")
@@ -385,7 +382,7 @@ class FeedbackRequest(_message.Message):
     success: bool
     note: str
     time: _timestamp_pb2.Timestamp
-    def __init__(self, namespace: _Optional[str] = ..., decision_id: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ..., success: _Optional[bool] = ..., note: _Optional[str] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, namespace: _Optional[str] = ..., decision_id: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ..., success: bool = ..., note: _Optional[str] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class FeedbackResponse(_message.Message):
     __slots__ = ("updated",)
@@ -443,7 +440,7 @@ class ExplainResponse(_message.Message):
     decisions: _containers.RepeatedCompositeFieldContainer[Decision]
     truncated: bool
     sources: _containers.RepeatedCompositeFieldContainer[SourceCredibility]
-    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., ancestors: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., descendants: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[Edge, _Mapping]]] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., truncated: _Optional[bool] = ..., sources: _Optional[_Iterable[_Union[SourceCredibility, _Mapping]]] = ...) -> None: ...
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., ancestors: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., descendants: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[Edge, _Mapping]]] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., truncated: bool = ..., sources: _Optional[_Iterable[_Union[SourceCredibility, _Mapping]]] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ("namespace", "cursor", "from_oldest")
@@ -453,7 +450,7 @@ class WatchRequest(_message.Message):
     namespace: str
     cursor: str
     from_oldest: bool
-    def __init__(self, namespace: _Optional[str] = ..., cursor: _Optional[str] = ..., from_oldest: _Optional[bool] = ...) -> None: ...
+    def __init__(self, namespace: _Optional[str] = ..., cursor: _Optional[str] = ..., from_oldest: bool = ...) -> None: ...
 
 class LineageEvent(_message.Message):
     __slots__ = ("cursor", "type", "memory_id", "at", "root_id", "status", "previous_status", "reason", "successor", "affected_ids", "version")
@@ -479,7 +476,7 @@ class LineageEvent(_message.Message):
     successor: str
     affected_ids: _containers.RepeatedScalarFieldContainer[str]
     version: int
-    def __init__(self, cursor: _Optional[str] = ..., type: _Optional[str] = ..., memory_id: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., root_id: _Optional[str] = ..., status: _Optional[_Union[Status, str]] = ..., previous_status: _Optional[_Union[Status, str]] = ..., reason: _Optional[str] = ..., successor: _Optional[str] = ..., affected_ids: _Optional[_Iterable[str]] = ..., version: _Optional[int] = ...) -> None: ...
+    def __init__(self, cursor: _Optional[str] = ..., type: _Optional[str] = ..., memory_id: _Optional[str] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., root_id: _Optional[str] = ..., status: _Optional[_Union[Status, str]] = ..., previous_status: _Optional[_Union[Status, str]] = ..., reason: _Optional[str] = ..., successor: _Optional[str] = ..., affected_ids: _Optional[_Iterable[str]] = ..., version: _Optional[int] = ...) -> None: ...
 
 class ListPoliciesRequest(_message.Message):
     __slots__ = ()
@@ -558,7 +555,7 @@ class ReloadPoliciesResponse(_message.Message):
     applied: bool
     version: str
     diagnostics: _containers.RepeatedCompositeFieldContainer[Diagnostic]
-    def __init__(self, applied: _Optional[bool] = ..., version: _Optional[str] = ..., diagnostics: _Optional[_Iterable[_Union[Diagnostic, _Mapping]]] = ...) -> None: ...
+    def __init__(self, applied: bool = ..., version: _Optional[str] = ..., diagnostics: _Optional[_Iterable[_Union[Diagnostic, _Mapping]]] = ...) -> None: ...
 
 class LintPolicyRequest(_message.Message):
     __slots__ = ("files",)
@@ -579,7 +576,7 @@ class LintPolicyResponse(_message.Message):
     DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     diagnostics: _containers.RepeatedCompositeFieldContainer[Diagnostic]
-    def __init__(self, ok: _Optional[bool] = ..., diagnostics: _Optional[_Iterable[_Union[Diagnostic, _Mapping]]] = ...) -> None: ...
+    def __init__(self, ok: bool = ..., diagnostics: _Optional[_Iterable[_Union[Diagnostic, _Mapping]]] = ...) -> None: ...
 
 class RunSweepRequest(_message.Message):
     __slots__ = ("namespace", "batch", "time")
@@ -589,7 +586,7 @@ class RunSweepRequest(_message.Message):
     namespace: str
     batch: int
     time: _timestamp_pb2.Timestamp
-    def __init__(self, namespace: _Optional[str] = ..., batch: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, namespace: _Optional[str] = ..., batch: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SweepTransition(_message.Message):
     __slots__ = ("memory_id", "from_status", "to_status", "reason")

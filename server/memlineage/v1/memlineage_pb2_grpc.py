@@ -5,8 +5,10 @@ import warnings
 
 from memlineage.v1 import memlineage_pb2 as memlineage_dot_v1_dot_memlineage__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.64.0'
 GRPC_VERSION = grpc.__version__
+EXPECTED_ERROR_RELEASE = '1.65.0'
+SCHEDULED_RELEASE_DATE = 'June 25, 2024'
 _version_not_supported = False
 
 try:
@@ -16,16 +18,19 @@ except ImportError:
     _version_not_supported = True
 
 if _version_not_supported:
-    raise RuntimeError(
+    warnings.warn(
         f'The grpc package installed is at version {GRPC_VERSION},'
-        + ' but the generated code in memlineage/v1/memlineage_pb2_grpc.py depends on'
+        + f' but the generated code in memlineage/v1/memlineage_pb2_grpc.py depends on'
         + f' grpcio>={GRPC_GENERATED_VERSION}.'
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
+        + f' This warning will become an error in {EXPECTED_ERROR_RELEASE},'
+        + f' scheduled for release on {SCHEDULED_RELEASE_DATE}.',
+        RuntimeWarning
     )
 
 
-class MemLineageStub:
+class MemLineageStub(object):
     """----------------------------------------------------------------- services
 
     """
@@ -73,7 +78,7 @@ class MemLineageStub:
                 _registered_method=True)
 
 
-class MemLineageServicer:
+class MemLineageServicer(object):
     """----------------------------------------------------------------- services
 
     """
@@ -166,7 +171,7 @@ def add_MemLineageServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class MemLineage:
+class MemLineage(object):
     """----------------------------------------------------------------- services
 
     """
@@ -361,7 +366,7 @@ class MemLineage:
             _registered_method=True)
 
 
-class PolicyAdminStub:
+class PolicyAdminStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -392,7 +397,7 @@ class PolicyAdminStub:
                 _registered_method=True)
 
 
-class PolicyAdminServicer:
+class PolicyAdminServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def ListPolicies(self, request, context):
@@ -450,7 +455,7 @@ def add_PolicyAdminServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class PolicyAdmin:
+class PolicyAdmin(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
