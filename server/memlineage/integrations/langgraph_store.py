@@ -34,7 +34,6 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
-    validate_op_namespace,
 )
 
 from memlineage.client.errors import MemLineageError, PolicyDenied
@@ -229,8 +228,8 @@ class GuardedLangGraphStore(BaseStore):
         self.overfetch = overfetch
         self.historical = historical
         # LangGraph's put() consults these: the wrapped store's TTL support is ours.
-        self.supports_ttl = store.supports_ttl
-        self.ttl_config = store.ttl_config
+        self.supports_ttl = getattr(store, "supports_ttl", False)
+        self.ttl_config = getattr(store, "ttl_config", None)
 
     # -- the drivers
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -288,7 +287,6 @@ class GuardedLangGraphStore(BaseStore):
         ids: dict[int, str] = {}
         lineage: dict[int, dict[str, Any]] = {}
         for i, op in enumerate(ops):
-            validate_op_namespace(op)
             if isinstance(op, GetOp | PutOp):
                 ids[i] = memory_id(op.namespace, op.key)
             if isinstance(op, PutOp) and op.value is not None:
@@ -304,7 +302,7 @@ class GuardedLangGraphStore(BaseStore):
             for i in lineage:
                 put = ops[i]
                 assert isinstance(put, PutOp)
-                probe.append(GetOp(put.namespace, put.key, refresh_ttl=False))
+                probe.append(GetOp(put.namespace, put.key))
             held = yield _StoreBatch(probe)
             exists = {i: item is not None for i, item in zip(lineage, held, strict=True)}
         for i, op in enumerate(ops):
