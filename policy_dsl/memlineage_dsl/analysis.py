@@ -465,9 +465,9 @@ def _exprs_of(node: object) -> Iterator[A.Expr]:
                 yield from ob.args
     elif isinstance(node, A.Test):
         for stmt in node.stmts:
-            if isinstance(stmt, A.GivenMemory | A.GivenRequest):
+            if isinstance(stmt, A.GivenMemory | A.GivenRequest | A.GivenGrant):
                 yield from (f.value for f in stmt.fields)
-            elif isinstance(stmt, A.GivenCalls):
+            elif isinstance(stmt, A.GivenCalls | A.GivenActs):
                 yield stmt.count
                 if stmt.at is not None:
                     yield stmt.at

@@ -183,9 +183,12 @@ class Const:
 
 @dataclass(frozen=True, slots=True)
 class Sources:
+    """A named list of globs: `sources` (creator ids) or `actions` (action names)."""
+
     name: str
     patterns: tuple[str, ...]
     span: Span = _span()
+    kind: str = "sources"  # sources | actions
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +250,41 @@ class GivenCalls:
 
 
 @dataclass(frozen=True, slots=True)
+class GivenActs:
+    """Allowed actions of a name counted by `acts()`: `given acts "send_money" = 2`."""
+
+    action: str
+    count: Expr
+    at: Expr | None
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class GivenGrant:
+    name: str
+    fields: tuple[Field, ...]
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class ActArg:
+    """`recipient: [bill] "acct-7"` in `expect act pay(recipient: [bill]) -> deny`."""
+
+    name: str
+    sources: tuple[Ident, ...]
+    value: str | None = None
+    span: Span = _span()
+
+
+@dataclass(frozen=True, slots=True)
+class ActCall:
+    """The action an `expect act` names, with its arguments."""
+
+    action: Ident
+    args: tuple[ActArg, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Expect:
     op: Ident
     targets: tuple[Ident, ...]
@@ -257,9 +295,10 @@ class Expect:
     with_obligations: tuple[Obligation, ...] = ()
     without_obligations: tuple[Obligation, ...] = ()
     span: Span = _span()
+    call: ActCall | None = None  # `expect act NAME(arg: [..], ...)`; targets: relied on
 
 
-TestStmt = GivenMemory | GivenRequest | GivenCalls | Expect
+TestStmt = GivenMemory | GivenRequest | GivenCalls | GivenActs | GivenGrant | Expect
 
 
 @dataclass(frozen=True, slots=True)

@@ -393,11 +393,16 @@ class _Checker:
                 self._check_fields(
                     src, ex, test, stmt.fields, S.TEST_REQUEST_FIELDS, "request", memories
                 )
-            elif isinstance(stmt, A.GivenCalls):
-                ex.expect(stmt.count, S.NUMBER, "a call count")
-                self._check_count(src, stmt.count, "a call count", MAX_TEST_CALLS)
+            elif isinstance(stmt, A.GivenCalls | A.GivenActs):
+                what = "a call count" if isinstance(stmt, A.GivenCalls) else "an action count"
+                ex.expect(stmt.count, S.NUMBER, what)
+                self._check_count(src, stmt.count, what, MAX_TEST_CALLS)
                 if stmt.at is not None:
                     ex.expect(stmt.at, S.TIME, "`at`")
+            elif isinstance(stmt, A.GivenGrant):
+                self._check_fields(
+                    src, ex, test, stmt.fields, S.TEST_GRANT_FIELDS, "grant", memories
+                )
             else:
                 self._check_expect(src, ex, test, stmt, memories)
 
@@ -430,13 +435,20 @@ class _Checker:
                 )  # its value is not checked: a misspelt `depends` would cascade
             elif f.name == "depends":
                 self._check_depends(src, test, f.value, memories)
+            elif want == S.MEMORY:  # a grant's `memory`: the name of a given memory
+                if not isinstance(f.value, A.Name):
+                    self.diags.append(
+                        src.diag("E201", f.value.span, f"`{f.name}` names a given memory")
+                    )
+                elif f.value.id not in memories:
+                    self._missing_memory(src, test, f.value.id, f.value.span, memories)
             else:
                 ex.expect(f.value, want, f"field `{f.name}`")
-                if f.name in ("creator", "actor") and isinstance(f.value, A.Str):
+                if f.name in ("creator", "actor", "by") and isinstance(f.value, A.Str):
                     self._check_creator_text(src, f.value)
                 elif want == S.NUMBER and f.name in ("confidence", "reliability"):
                     self._check_range(src, f.value, f"`{f.name}`", low=0.0, high=1.0)
-                elif want == S.NUMBER and f.name in _INT_FIELDS:
+                elif want == S.NUMBER and f.name in (*_INT_FIELDS, "uses", "used"):
                     self._check_count(src, f.value, f"`{f.name}`", INT32_MAX)
 
     def _check_count(self, src: SourceFile, expr: A.Expr, what: str, most: int) -> None:
@@ -520,6 +532,26 @@ class _Checker:
         for target in stmt.targets:
             if target.name not in memories:
                 self._missing_memory(src, test, target.name, target.span, memories)
+        if stmt.call is not None:
+            if stmt.op.name != "act":
+                self.diags.append(
+                    src.diag(
+                        "E504",
+                        stmt.call.action.span,
+                        f"only `act` names an action with arguments, not `{stmt.op.name}`",
+                        f"write `expect {stmt.op.name} MEMORY -> ...`",
+                    )
+                )
+            seen: set[str] = set()
+            for arg in stmt.call.args:
+                if arg.name in seen:
+                    self.diags.append(
+                        src.diag("E109", arg.span, f"argument `{arg.name}` is given twice")
+                    )
+                seen.add(arg.name)
+                for t in arg.sources:
+                    if t.name not in memories:
+                        self._missing_memory(src, test, t.name, t.span, memories)
         low, high = stmt.score_low, stmt.score_high
         span = _score_span(src, stmt.span)
         for bound in (low, high):

@@ -16,7 +16,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import ast as A
-from .facts import LineageSnapshot, Memory, MemoryFacts, UnknownProvenance
+from .facts import (
+    Argument,
+    LineageSnapshot,
+    Memory,
+    MemoryFacts,
+    Request,
+    UnknownMemory,
+    UnknownProvenance,
+    covering_grant,
+    user_made,
+)
 from .horizon import LIN, MOVING, OPAQUE, REL, VAL
 from .schema import SYMBOLS
 
@@ -75,6 +85,48 @@ def rt_lineage(s: LineageSnapshot, mem: Memory, depth: float | None = None) -> l
     return [_known(mem), *s.ancestors(mem.id, None if depth is None else int(depth))]
 
 
+def origins_of(s: LineageSnapshot, x: Argument | Memory) -> list[Memory]:
+    """The roots of the lineage of `x` (an argument: of each of its sources): every
+    memory in it built on nothing, and every dependency with no recorded lineage (an
+    unknown origin), each once. Never raises: an unknown memory is its own origin."""
+    starts = x.sources if isinstance(x, Argument) else (x,)
+    out: dict[str, Memory] = {}
+    for start in starts:
+        if not start.known:
+            out.setdefault(start.id, start)
+            continue
+        chain: list[Memory] = [start, *s.ancestors(start.id)]
+        ids = {m.id for m in chain}
+        for m in chain:
+            deps = m.dependencies if isinstance(m, MemoryFacts) else ()
+            if not deps:
+                out.setdefault(m.id, m)
+            for d in deps:
+                if d not in ids:
+                    out.setdefault(d, UnknownMemory(d, m.namespace))
+    return list(out.values())
+
+
+def rt_uncovered(s: LineageSnapshot, r: Request, a: Argument, now: float) -> list[Memory]:
+    """Origins of `a` that a user did not make and no live grant covers."""
+    return [
+        o
+        for o in origins_of(s, a)
+        if not user_made(o) and covering_grant(r.grants, r.action, a.name, o, now) is None
+    ]
+
+
+def rt_covered(s: LineageSnapshot, r: Request, a: Argument, now: float) -> bool:
+    return bool(a.sources) and not rt_uncovered(s, r, a, now)
+
+
+def rt_granted(s: LineageSnapshot, r: Request, a: Argument, now: float) -> bool:
+    return any(
+        not user_made(o) and covering_grant(r.grants, r.action, a.name, o, now) is not None
+        for o in origins_of(s, a)
+    )
+
+
 def rt_min(values: Iterable[SupportsRichComparisonT]) -> SupportsRichComparisonT:
     items = list(values)
     if not items:
@@ -125,6 +177,10 @@ RUNTIME: dict[str, object] = {
     "_min": rt_min,
     "_max": rt_max,
     "_glob": glob_match,
+    "_origins": origins_of,
+    "_uncovered": rt_uncovered,
+    "_covered": rt_covered,
+    "_granted": rt_granted,
     "UnknownProvenance": UnknownProvenance,
 }
 
@@ -240,6 +296,12 @@ class CodeGen:
             return f"s.calls({args[0]}, {args[1]}, now)"
         if f == "len":
             return f"len({args[0]})"
+        if f == "acts":
+            return f"s.acts({self.pattern(e.args[0])!r}, {args[1]}, now)"
+        if f == "origins":
+            return f"_origins(s, {args[0]})"
+        if f in ("uncovered", "covered", "granted"):
+            return f"_{f}(s, r, {args[0]}, now)"
         raise ValueError(f"unknown function `{f}`")
 
     def _Quant(self, e: A.Quant, scope: frozenset[str]) -> str:
@@ -257,6 +319,20 @@ class CodeGen:
         if e.kind == "sum":
             return f"sum({gen})"
         return f"_{e.kind}({gen})"
+
+    def pattern(self, e: A.Expr) -> str | tuple[str, ...]:
+        """The constant pattern `acts` counts by: a glob, or a named list's globs."""
+        if isinstance(e, A.Str):
+            return e.value
+        if isinstance(e, A.Name):
+            if e.id in self.sources:
+                return self.sources[e.id]
+            if e.id in self.consts:
+                return self.pattern(self.consts[e.id])
+        value = self.function(e, "_pattern")(None, None, None, None, 0.0)
+        if not isinstance(value, str):
+            raise ValueError("the pattern of `acts` must be a string constant or a named list")
+        return value
 
     # -- helpers for the compiler
     def is_static(self, e: A.Expr) -> bool:

@@ -88,6 +88,87 @@ class UnknownMemory:
 Memory = MemoryFacts | UnknownMemory
 
 
+@dataclass(frozen=True, slots=True)
+class Argument:
+    """One argument of an `act`: its name and the memories its value came from
+    (none: the agent's own choice in that step), with the value or a digest of it
+    when the runtime gives them (for policies that compare)."""
+
+    name: str
+    sources: tuple[Memory, ...] = ()
+    value: str = ""
+    digest: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A delegation: the user lets one source (a creator glob, or one memory the user
+    pointed to) fill some arguments of some actions, a number of times, until a time.
+
+    Only a grant issued by a user (`issuer.kind == "user"`) with uses left and not
+    expired covers anything; any other is inert."""
+
+    id: str
+    issuer: Creator
+    actions: tuple[str, ...]
+    arguments: tuple[str, ...] = ()  # empty: every argument
+    source: str = ""  # a creator id or glob ...
+    memory_id: str = ""  # ... or one memory (either may be set; both: either matches)
+    uses: int = 1
+    used: int = 0
+    expires_at: float = math.inf
+    created_at: float = 0.0
+
+    def live(self, now: float) -> bool:
+        """Issued by a user, not exhausted, not expired (and not issued in the future)."""
+        return (
+            self.issuer.kind == "user"
+            and self.used < self.uses
+            and self.created_at <= now < self.expires_at
+        )
+
+    def covers(self, action: str, argument: str, origin: Memory, now: float) -> bool:
+        """Whether this grant lets `origin` fill `argument` of `action` at `now`."""
+        if not self.live(now):
+            return False
+        if not any(fnmatch.fnmatchcase(action, p) for p in self.actions):
+            return False
+        if self.arguments and argument not in self.arguments:
+            return False
+        if self.memory_id and origin.id == self.memory_id:
+            return True
+        return bool(
+            self.source and origin.known and fnmatch.fnmatchcase(origin.creator.id, self.source)
+        )
+
+
+def covering_grant(
+    grants: Sequence[Grant], action: str, argument: str, origin: Memory, now: float
+) -> Grant | None:
+    """The grant a use is taken from: of those covering, the one expiring first (then
+    by id), so a short delegation is spent before a long one."""
+    best: Grant | None = None
+    for g in grants:
+        if g.covers(action, argument, origin, now) and (
+            best is None or (g.expires_at, g.id) < (best.expires_at, best.id)
+        ):
+            best = g
+    return best
+
+
+def action_itself(action: str, actor: Creator, now: float) -> MemoryFacts:
+    """What `memory` is for an act that relies on no memory at all (every argument
+    the agent's own choice): the action itself, made by the actor now."""
+    return MemoryFacts(
+        id=f"act:{action}", type="action", creator=actor, created_at=now, last_access=now
+    )
+
+
+def user_made(origin: Memory) -> bool:
+    """A memory with recorded lineage that a user created."""
+    return origin.known and origin.creator.kind == "user"
+
+
 class LineageSnapshot(Protocol):
     """Lineage around the memories of one request, already read from the store."""
 
@@ -96,6 +177,10 @@ class LineageSnapshot(Protocol):
     def descendants(self, memory_id: str, depth: int | None = None) -> Sequence[MemoryFacts]: ...
 
     def calls(self, source: str, window_seconds: float, now: float) -> int: ...
+
+    def acts(self, pattern: str | tuple[str, ...], window_seconds: float, now: float) -> int:
+        """Allowed actions matching `pattern` (a glob, or a list of them) in the window."""
+        ...
 
     def note(self, kind: str, q: object, c: object, now: float) -> None:
         """A time-dependent comparison was evaluated (see `horizon`)."""
@@ -116,6 +201,8 @@ class Request:
     historical: bool = False
     target: Memory | None = None
     memories: tuple[Memory, ...] = ()
+    args: tuple[Argument, ...] = ()  # act: the action's arguments, bound to their sources
+    grants: tuple[Grant, ...] = ()  # act: the namespace's grants (live or not)
 
 
 def _walk(start: str, edges: dict[str, tuple[str, ...]], depth: int | None) -> list[str]:
@@ -142,9 +229,11 @@ class DictSnapshot:
         self,
         memories: Iterable[MemoryFacts] = (),
         calls: Iterable[tuple[str, float]] = (),
+        acts: Iterable[tuple[str, float]] = (),
     ) -> None:
         self.memories: dict[str, MemoryFacts] = {m.id: m for m in memories}
         self.call_events: list[tuple[str, float]] = list(calls)
+        self.act_events: list[tuple[str, float]] = list(acts)  # (action, time) allowed
         # Built on first use: most requests walk only ancestors (parents are each
         # memory's own dependencies), descendants rarely.
         self._children: dict[str, tuple[str, ...]] | None = None
@@ -202,6 +291,17 @@ class DictSnapshot:
 
     def calls(self, source: str, window_seconds: float, now: float) -> int:
         times = sorted(at for src, at in self.call_events if fnmatch.fnmatchcase(src, source))
+        self.until(window_change(times, window_seconds, now))
+        since = now - window_seconds
+        return sum(1 for at in times if since < at <= now)
+
+    def acts(self, pattern: str | tuple[str, ...], window_seconds: float, now: float) -> int:
+        patterns = (pattern,) if isinstance(pattern, str) else pattern
+        times = sorted(
+            at
+            for action, at in self.act_events
+            if any(fnmatch.fnmatchcase(action, p) for p in patterns)
+        )
         self.until(window_change(times, window_seconds, now))
         since = now - window_seconds
         return sum(1 for at in times if since < at <= now)

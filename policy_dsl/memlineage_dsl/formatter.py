@@ -210,13 +210,30 @@ def _stmt(s: A.TestStmt) -> str:
         case A.GivenCalls(source=src, count=count, at=at):
             tail = f" at {format_expr(at)}" if at is not None else ""
             return f"given calls {quote(src)} = {format_expr(count)}{tail}"
+        case A.GivenActs(action=action, count=count, at=at):
+            tail = f" at {format_expr(at)}" if at is not None else ""
+            return f"given acts {quote(action)} = {format_expr(count)}{tail}"
+        case A.GivenGrant(name=name, fields=fields):
+            return f"given grant {name} {_fields(fields)}"
         case A.Expect():
             return _expect(s)
     raise TypeError(f"not a test statement: {s!r}")
 
 
+def _act_call(call: A.ActCall, relied: tuple[A.Ident, ...]) -> str:
+    args = ", ".join(
+        f"{a.name}: [{', '.join(t.name for t in a.sources)}]"
+        + (f" {quote(a.value)}" if a.value is not None else "")
+        for a in call.args
+    )
+    tail = f" relying [{', '.join(t.name for t in relied)}]" if relied else ""
+    return f"{call.action.name}({args}){tail}"
+
+
 def _expect(s: A.Expect) -> str:
-    if len(s.targets) == 1:
+    if s.call is not None:
+        target = _act_call(s.call, s.targets)
+    elif len(s.targets) == 1:
         target = s.targets[0].name
     else:
         target = "[" + ", ".join(t.name for t in s.targets) + "]"
@@ -244,8 +261,8 @@ def _layout(item: A.Item) -> _Layout:
             return _Layout(f"resolve {strategy}{opts}", False)
         case A.Const(name=name, value=value):
             return _Layout(f"const {name} = {format_expr(value)}", False)
-        case A.Sources(name=name, patterns=patterns):
-            return _Layout(f"sources {name} = [{', '.join(map(quote, patterns))}]", False)
+        case A.Sources(name=name, patterns=patterns, kind=kind):
+            return _Layout(f"{kind} {name} = [{', '.join(map(quote, patterns))}]", False)
         case A.Policy():
             return _policy(item)
         case A.Test(name=name, stmts=stmts):

@@ -206,9 +206,9 @@ def item_exprs(item: A.Item) -> Iterator[A.Expr]:
                 yield e
     elif isinstance(item, A.Test):
         for stmt in item.stmts:
-            if isinstance(stmt, A.GivenMemory | A.GivenRequest):
+            if isinstance(stmt, A.GivenMemory | A.GivenRequest | A.GivenGrant):
                 yield from (f.value for f in stmt.fields)
-            elif isinstance(stmt, A.GivenCalls):
+            elif isinstance(stmt, A.GivenCalls | A.GivenActs):
                 yield stmt.count
                 if stmt.at is not None:
                     yield stmt.at

@@ -32,7 +32,7 @@ from .limits import CHAIN_OPS, MAX_DEPTH, balance, item_exprs, too_deep
 
 _T = TypeVar("_T")
 
-TOP_LEVEL_KEYWORDS = ("policy", "test", "const", "sources", "include", "resolve")
+TOP_LEVEL_KEYWORDS = ("policy", "test", "const", "sources", "actions", "include", "resolve")
 
 # Human spelling of grammar terminals, for "expected ..." help lines.
 _TERMINAL_TEXT = {
@@ -253,6 +253,14 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
             span=_span_of(meta),
         )
 
+    def actions_def(self, meta: Meta, ch: MaybeTokens) -> A.Sources:
+        return A.Sources(
+            str(ch[0]),
+            tuple(unquote(str(t)) for t in ch[1:] if t is not None),
+            span=_span_of(meta),
+            kind="actions",
+        )
+
     # -- policies
     def priority_opt(self, meta: Meta, ch: Exprs) -> Clause:
         return ("priority", ch[0], _span_of(meta))
@@ -334,6 +342,29 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
     def given_calls(self, meta: Meta, ch: Mixed) -> A.GivenCalls:  # [STRING, expr, expr?]
         return A.GivenCalls(unquote(str(ch[0])), ch[1], ch[2], span=_span_of(meta))
 
+    def given_acts(self, meta: Meta, ch: Mixed) -> A.GivenActs:  # [STRING, expr, expr?]
+        return A.GivenActs(unquote(str(ch[0])), ch[1], ch[2], span=_span_of(meta))
+
+    def given_grant(self, meta: Meta, ch: Mixed) -> A.GivenGrant:  # [NAME, field...]
+        return A.GivenGrant(str(ch[0]), _drop_none(ch[1:]), span=_span_of(meta))
+
+    def act_arg(self, meta: Meta, ch: Mixed) -> A.ActArg:  # [NAME, NAME..., STRING?]
+        *names, value = ch
+        if value is not None and value.type == "NAME":  # no value: the last is a source
+            names, value = [*names, value], None
+        return A.ActArg(
+            str(names[0]),
+            tuple(A.Ident(str(t), span=_tok_span(t)) for t in names[1:] if t is not None),
+            unquote(str(value)) if value is not None else None,
+            span=_span_of(meta),
+        )
+
+    def target_action(self, meta: Meta, ch: Mixed) -> tuple[A.ActCall, tuple[A.Ident, ...]]:
+        action, *rest = ch
+        args = tuple(x for x in rest if isinstance(x, A.ActArg))
+        relied = tuple(A.Ident(str(t), span=_tok_span(t)) for t in rest if isinstance(t, Token))
+        return (A.ActCall(A.Ident(str(action), span=_tok_span(action)), args), relied)
+
     def target_one(self, meta: Meta, ch: Tokens) -> tuple[A.Ident, ...]:
         return (A.Ident(str(ch[0]), span=_tok_span(ch[0])),)
 
@@ -354,6 +385,8 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
     def expect(self, meta: Meta, ch: Mixed) -> A.Expect:  # [NAME, targets, STRING?, ...]
         op_tok, targets, actor, effect, *opts = ch
         kw: dict[str, Any] = {}
+        if targets and isinstance(targets[0], A.ActCall):
+            kw["call"], targets = targets
         for key, value in opts:
             if key == "score":
                 kw["score_low"], kw["score_high"] = value

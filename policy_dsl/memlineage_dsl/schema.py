@@ -12,6 +12,10 @@ from dataclasses import dataclass
 NUMBER, DURATION, TIME, STRING, BOOL = "number", "duration", "time", "string", "bool"
 MEMORY, CREATOR, REQUEST, SOURCES, ANY = "memory", "creator", "request", "sources", "any"
 LIST_STRING, LIST_MEMORY = "list<string>", "list<memory>"
+ARGUMENT, LIST_ARGUMENT = "argument", "list<argument>"
+# Parameter kinds of a built-in beyond plain types: a glob pattern given as a string
+# constant or a named list (`acts`); an argument or a memory (`origins`).
+PATTERN, ORIGIN_OF = "pattern", "argument|memory"
 
 OPERATIONS = ("read", "write", "update", "delete", "derive", "act")
 EFFECTS = ("allow", "deny", "degrade")
@@ -80,13 +84,26 @@ REQUEST_ATTRS: dict[str, AttrSpec] = {
     "time": AttrSpec(TIME, "time", "decision time (same as `now`)", False),
     "action": AttrSpec(STRING, "action", "for act: the tool or action name", False),
     "historical": AttrSpec(BOOL, "historical", "an explicit historical query", False),
-    "memories": AttrSpec(LIST_MEMORY, "memories", "for act: every memory relied on", False),
+    "memories": AttrSpec(
+        LIST_MEMORY, "memories", "for act: every memory relied on (argument sources too)", False
+    ),
+    "args": AttrSpec(LIST_ARGUMENT, "args", "for act: its arguments, bound to their sources", False),
+}
+
+ARGUMENT_ATTRS: dict[str, AttrSpec] = {
+    "name": AttrSpec(STRING, "name", "the argument's name, e.g. recipient", False),
+    "sources": AttrSpec(
+        LIST_MEMORY, "sources", "the memories its value came from (none: the agent chose)", False
+    ),
+    "value": AttrSpec(STRING, "value", "its value, when the runtime gives it", False),
+    "digest": AttrSpec(STRING, "digest", "a digest of its value, when given", False),
 }
 
 ATTRS_BY_TYPE: dict[str, dict[str, AttrSpec]] = {
     MEMORY: MEMORY_ATTRS,
     CREATOR: CREATOR_ATTRS,
     REQUEST: REQUEST_ATTRS,
+    ARGUMENT: ARGUMENT_ATTRS,
 }
 
 # Roots a condition may start from.
@@ -110,6 +127,17 @@ FUNCTIONS: dict[str, FuncSpec] = {
     "unknown": FuncSpec((MEMORY,), 0, BOOL, "true when no lineage was ever recorded"),
     "calls": FuncSpec((STRING, DURATION), 0, NUMBER, "calls of a source in a window"),
     "len": FuncSpec((ANY,), 0, NUMBER, "length of a list or string"),
+    "acts": FuncSpec((PATTERN, DURATION), 0, NUMBER, "allowed actions matching it in a window"),
+    "origins": FuncSpec(
+        (ORIGIN_OF,), 0, LIST_MEMORY, "the roots of its lineage (an argument: of its sources)"
+    ),
+    "uncovered": FuncSpec(
+        (ARGUMENT,), 0, LIST_MEMORY, "its origins neither made by a user nor covered by a grant"
+    ),
+    "covered": FuncSpec(
+        (ARGUMENT,), 0, BOOL, "it has a source and every origin is a user's or granted"
+    ),
+    "granted": FuncSpec((ARGUMENT,), 0, BOOL, "a live user grant covers one of its origins"),
 }
 
 
@@ -141,4 +169,16 @@ TEST_REQUEST_FIELDS: dict[str, str] = {
     "time": TIME,
     "action": STRING,
     "historical": BOOL,
+}
+# Fields of a `given grant` block.
+TEST_GRANT_FIELDS: dict[str, str] = {
+    "actions": LIST_STRING,
+    "arguments": LIST_STRING,
+    "source": STRING,
+    "memory": MEMORY,  # the name of a given memory
+    "uses": NUMBER,
+    "used": NUMBER,
+    "expires": TIME,
+    "created": TIME,
+    "by": STRING,  # the issuer, "kind:id"; default user:test
 }

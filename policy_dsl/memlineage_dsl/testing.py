@@ -20,12 +20,15 @@ from .env import Env
 from .evaluator import decide
 from .facts import (
     DEFAULT_BUDGET,
+    Argument,
     Creator,
+    Grant,
     DictSnapshot,
     Memory,
     MemoryFacts,
     Request,
     UnknownMemory,
+    action_itself,
 )
 from .limits import MAX_TEST_CALLS
 
@@ -82,6 +85,8 @@ class _TestRun:
         self.ps, self.gen, self.test, self.src = ps, gen, test, src
         self.memories: dict[str, Memory] = {}
         self.calls: list[tuple[str, float]] = []
+        self.acts: list[tuple[str, float]] = []
+        self.grants: list[Grant] = []
         self.request: dict[str, object] = {}
 
     def value(self, e: A.Expr) -> object:
@@ -119,10 +124,46 @@ class _TestRun:
             raise _Setup(g.span, f"invalid memory `{g.name}`: {exc}") from exc
         self.memories[g.name] = facts
 
+    def add_grant(self, g: A.GivenGrant) -> None:
+        """A grant from its fields: issued by `user:test` now, one use, no expiry."""
+        kw: dict[str, object] = {}
+        for f in g.fields:
+            if f.name == "memory":
+                kw["memory_id"] = f.value.id if isinstance(f.value, A.Name) else ""
+                continue
+            v = self.value(f.value)
+            if f.name in ("actions", "arguments"):
+                kw[f.name] = tuple(str(x) for x in v) if isinstance(v, list | tuple) else ()
+            elif f.name == "by":
+                kw["issuer"] = Creator.parse(str(v))
+            elif f.name in ("uses", "used"):
+                kw[f.name] = _int(v)
+            elif f.name == "expires":
+                kw["expires_at"] = _float(v)
+            elif f.name == "created":
+                kw["created_at"] = _float(v)
+            else:
+                kw[f.name] = str(v)
+        kw.setdefault("issuer", Creator("user", "user:test"))
+        kw.setdefault("created_at", TEST_NOW)
+        kw.setdefault("actions", ())
+        self.grants.append(Grant(id=g.name, **kw))  # type: ignore[arg-type]  # typed above
+
     def setup(self) -> None:
         for stmt in self.test.stmts:
             if isinstance(stmt, A.GivenMemory):
                 self.add_memory(stmt)
+            elif isinstance(stmt, A.GivenGrant):
+                self.add_grant(stmt)
+            elif isinstance(stmt, A.GivenActs):
+                at = TEST_NOW if stmt.at is None else _float(self.value(stmt.at))
+                count = self.value(stmt.count)
+                if not (isinstance(count, int | float) and 0 <= count <= MAX_TEST_CALLS):
+                    raise _Setup(
+                        stmt.count.span,
+                        f"an action count must be in [0, {MAX_TEST_CALLS}], got {count!r}",
+                    )
+                self.acts.extend([(stmt.action, at)] * _int(count))
             elif isinstance(stmt, A.GivenRequest):
                 self.request.update({f.name: self.value(f.value) for f in stmt.fields})
             elif isinstance(stmt, A.GivenCalls):
@@ -149,30 +190,55 @@ class _TestRun:
                 return other
         return m
 
+    def _memory(self, t: A.Ident) -> Memory:
+        if t.name not in self.memories:
+            raise _Setup(t.span, f"test has no memory `{t.name}`")
+        return self.memories[t.name]
+
     def request_for(self, e: A.Expect) -> Request:
-        missing = [t for t in e.targets if t.name not in self.memories]
-        if missing:
-            raise _Setup(missing[0].span, f"test has no memory `{missing[0].name}`")
-        memories = tuple(self.memories[t.name] for t in e.targets)
-        actor = e.actor or str(self.request.get("actor", "user:test"))
+        memories = tuple(self._memory(t) for t in e.targets)
+        args: tuple[Argument, ...] = ()
+        action = str(self.request.get("action", ""))
+        if e.call is not None:
+            action = e.call.action.name
+            args = tuple(
+                Argument(a.name, tuple(self._memory(t) for t in a.sources), a.value or "")
+                for a in e.call.args
+            )
+            # the memories an act relies on: those named, then every argument's sources
+            memories = tuple(
+                {m.id: m for m in (*memories, *(m for a in args for m in a.sources))}.values()
+            )
+            if not memories:
+                memories = (action_itself(action, Creator.parse(self.actor(e)), self.now()),)
         budget = self.request.get("budget", DEFAULT_BUDGET)
         return Request(
             op=e.op.name,
             memory=memories[0],
-            actor=Creator.parse(actor),
+            actor=Creator.parse(self.actor(e)),
             namespace=str(self.request.get("namespace", "default")),
             budget=_float(budget),
-            time=_float(self.request.get("time", TEST_NOW)),
-            action=str(self.request.get("action", "")),
+            time=self.now(),
+            action=action,
             historical=bool(self.request.get("historical", False)),
             target=self._target_for(e.op.name, memories[0]),
             memories=memories if e.op.name == "act" else (),
+            args=args,
+            grants=tuple(self.grants),
         )
+
+    def actor(self, e: A.Expect) -> str:
+        return e.actor or str(self.request.get("actor", "user:test"))
+
+    def now(self) -> float:
+        return _float(self.request.get("time", TEST_NOW))
 
     def check(self, e: A.Expect) -> str | None:
         """None when the expectation holds, else what went wrong."""
         snapshot = DictSnapshot(
-            [m for m in self.memories.values() if isinstance(m, MemoryFacts)], self.calls
+            [m for m in self.memories.values() if isinstance(m, MemoryFacts)],
+            self.calls,
+            self.acts,
         )
         d = decide(self.ps, self.request_for(e), snapshot)
         problems = []

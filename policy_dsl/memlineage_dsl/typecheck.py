@@ -192,6 +192,23 @@ class ExprChecker:
                     self.error(
                         "E201", arg.span, f"`{e.func}` needs a list or a string, got `{got}`"
                     )
+            elif want == S.PATTERN:  # `acts`: counted by pattern, so known when compiled
+                if not self._constant_pattern(arg):
+                    self.error(
+                        "E201",
+                        arg.span,
+                        f"the first argument of `{e.func}` must be a string constant or a "
+                        "named list",
+                        'e.g. `acts("send_money", 1h)` or `acts(money_out, 1h)` after '
+                        '`actions money_out = ["send_*"]`',
+                    )
+            elif want == S.ORIGIN_OF:
+                if got not in (S.ARGUMENT, S.MEMORY, S.ANY):
+                    self.error(
+                        "E201",
+                        arg.span,
+                        f"argument of `{e.func}` must be an argument or a memory, got `{got}`",
+                    )
             elif not assignable(got, want):
                 self.error(
                     "E201",
@@ -200,6 +217,17 @@ class ExprChecker:
                     _hint(want, got, arg),
                 )
         return spec.returns
+
+    def _constant_pattern(self, e: A.Expr) -> bool:
+        """A string literal, a named source/action list, or a const holding a string."""
+        if isinstance(e, A.Str):
+            return True
+        if isinstance(e, A.Name):
+            if e.id in self.names.sources:
+                return True
+            if e.id in self.names.consts:
+                return self.names.const_type(e.id) == S.STRING  # consts read no request
+        return False
 
     def _quant(self, e: A.Quant, vars: dict[str, str]) -> str:
         coll = self.infer(e.collection, vars)
