@@ -138,7 +138,9 @@ class Grant:
         if self.memory_id and origin.id == self.memory_id:
             return True
         return bool(
-            self.source and origin.known and fnmatch.fnmatchcase(origin.creator.id, self.source)
+            self.source
+            and isinstance(origin, MemoryFacts)
+            and fnmatch.fnmatchcase(origin.creator.id, self.source)
         )
 
 
@@ -166,7 +168,7 @@ def action_itself(action: str, actor: Creator, now: float) -> MemoryFacts:
 
 def user_made(origin: Memory) -> bool:
     """A memory with recorded lineage that a user created."""
-    return origin.known and origin.creator.kind == "user"
+    return isinstance(origin, MemoryFacts) and origin.creator.kind == "user"
 
 
 class LineageSnapshot(Protocol):

@@ -87,7 +87,9 @@ REQUEST_ATTRS: dict[str, AttrSpec] = {
     "memories": AttrSpec(
         LIST_MEMORY, "memories", "for act: every memory relied on (argument sources too)", False
     ),
-    "args": AttrSpec(LIST_ARGUMENT, "args", "for act: its arguments, bound to their sources", False),
+    "args": AttrSpec(
+        LIST_ARGUMENT, "args", "for act: its arguments, bound to their sources", False
+    ),
 }
 
 ARGUMENT_ATTRS: dict[str, AttrSpec] = {
