@@ -2,6 +2,10 @@
 # ensure_venv EXTRAS  -> .venv with the project installed editable (+ extras)
 # ensure_redis        -> redis-server and redis-cli on PATH (Debian package when root)
 # ensure_openssl      -> openssl on PATH (the TLS test makes a throwaway certificate)
+# ensure_protoc       -> .venv-protoc, the pinned generator of scripts/gen_proto.py
+# ensure_range_venv DIR [CONSTRAINTS]
+#                     -> a second venv DIR with the project (no extras) and pytest,
+#                        pinned by CONSTRAINTS (e.g. constraints-lowest.txt)
 
 ensure_venv() {
     local extras="${1:-}"
@@ -47,4 +51,24 @@ ensure_openssl() {
     fi
     echo "error: openssl is required by the TLS test; install it and re-run." >&2
     return 1
+}
+
+ensure_protoc() {
+    python3 scripts/gen_proto.py --tools-only
+}
+
+ensure_range_venv() {
+    local dir="$1" constraints="${2:-}"
+    local key
+    key="$(cat pyproject.toml ${constraints:+"$constraints"} | sha1sum | cut -c1-12)"
+    local stamp="$dir/.installed-$key"
+    [ -f "$stamp" ] && return 0
+    rm -rf "$dir"
+    python3 -m venv "$dir"
+    # pip's chatter goes to a log, shown only when the install fails.
+    { "$dir/bin/python" -m pip install -q --upgrade pip \
+        && "$dir/bin/python" -m pip install -q -e . pytest ${constraints:+-c "$constraints"} \
+        && "$dir/bin/python" -m pip check; } >"$dir/install.log" 2>&1 \
+        || { cat "$dir/install.log" >&2; return 1; }
+    touch "$stamp"
 }

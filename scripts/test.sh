@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
 # The one test command (README.md, .ci/run): set up the venv, make sure a real
 # redis-server is available, lint and format-check (ruff) and type-check (mypy)
-# the code, lint the bundled policies, run pytest.
+# the code, lint the bundled policies, run pytest. Without arguments it then runs
+# the client and a served sidecar's API contract again in two more venvs: on the
+# lowest supported dependencies (.venv-lowest, constraints-lowest.txt: protobuf
+# 5.26.1, grpcio 1.64.0, ...) and on the newest ones pip resolves (.venv-newest,
+# protobuf 7.x), the ends of the range pyproject.toml declares.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup_env.sh
 ensure_venv dev
 ensure_redis
 ensure_openssl
+ensure_protoc
+if [ "$#" -eq 0 ]; then
+    ensure_range_venv .venv-lowest constraints-lowest.txt
+    ensure_range_venv .venv-newest
+fi
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy
@@ -15,3 +24,11 @@ ensure_openssl
 .venv/bin/memlineage fmt --check policies
 .venv/bin/memlineage test policies
 .venv/bin/python -m pytest -q "$@"
+if [ "$#" -eq 0 ]; then
+    RANGE_TESTS=(tests/client tests/e2e/test_api_contract.py tests/test_dependency_bounds.py
+                 tests/test_proto_generated.py::test_committed_code_is_the_pinned_old_gencode)
+    for venv in .venv-lowest .venv-newest; do
+        echo "== $venv: $("$venv/bin/python" -c 'import google.protobuf as p, grpc; print("protobuf", p.__version__, "grpcio", grpc.__version__)')"
+        "$venv/bin/python" -m pytest -q -p no:cacheprovider "${RANGE_TESTS[@]}"
+    done
+fi
