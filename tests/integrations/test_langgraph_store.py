@@ -1,0 +1,575 @@
+"""GuardedLangGraphStore over real LangGraph stores (InMemoryStore, SqliteStore,
+AsyncSqliteStore) and a real sidecar on loopback with the bundled policies: every op
+kind through ``batch`` and ``abatch``, the id mapping, a StateGraph using the store,
+and the README's LangGraph example as written."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import itertools
+import re
+import sys
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    PutOp,
+    SearchOp,
+)
+from langgraph.store.memory import InMemoryStore
+from langgraph.store.sqlite import AsyncSqliteStore, SqliteStore
+from memlineage.client import MemLineageClient, NotFound, PolicyDenied
+from memlineage.integrations.langgraph_store import (
+    DECISION_KEY,
+    GuardedLangGraphStore,
+    memory_id,
+    split_memory_id,
+)
+from prometheus_client import generate_latest
+from support.sidecar import RunningSidecar
+from test_layering import Rule, tree_imports, violations
+
+REPO = Path(__file__).resolve().parents[2]
+README = (REPO / "README.md").read_text(encoding="utf-8")
+UNTRUSTED = "from a tool that is not on the trusted list"
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def sidecar() -> Iterator[RunningSidecar]:
+    with RunningSidecar() as s:
+        yield s
+
+
+@pytest.fixture
+def ml(sidecar: RunningSidecar) -> Iterator[MemLineageClient]:
+    with MemLineageClient(sidecar.address, timeout=10) as client:
+        yield client
+
+
+_users = itertools.count()
+
+
+@pytest.fixture
+def ns() -> tuple[str, str]:
+    """A LangGraph namespace of this test's own (the sidecar is shared by the module)."""
+    return (f"user-{next(_users)}", "trip")
+
+
+def _vector(text: str) -> list[float]:
+    """A toy bag-of-words embedding (hashed words): enough for similarity to differ."""
+    v = [0.0] * 32
+    for word in re.findall(r"\w+", text.lower()):
+        v[zlib.crc32(word.encode()) % 32] += 1.0
+    return v
+
+
+def embed(texts: Any) -> list[list[float]]:
+    return [_vector(t) for t in texts]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def inner(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseStore]:
+    """The wrapped store: LangGraph's InMemoryStore (with an index) or SqliteStore."""
+    if request.param == "memory":
+        yield InMemoryStore(index={"dims": 32, "embed": embed, "fields": ["text"]})
+        return
+    with SqliteStore.from_conn_string(str(tmp_path / "store.sqlite")) as store:
+        store.setup()
+        yield store
+
+
+def filter_ranks(sidecar: RunningSidecar) -> int:
+    """FilterRank RPCs the sidecar has served (its own latency histogram's count)."""
+    assert sidecar.sidecar is not None
+    text = generate_latest(sidecar.sidecar.metrics.registry).decode()
+    found = re.search(r'memlineage_rpc_latency_seconds_count\{method="FilterRank"\} (\S+)', text)
+    return int(float(found.group(1))) if found else 0
+
+
+def held(store: BaseStore, prefix: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """What the wrapped store holds under ``prefix``, asked of it directly."""
+    return {i.key: i.value for i in store.search(prefix, limit=100)}
+
+
+def lineage(creator: str, **fields: Any) -> dict[str, Any]:
+    return {"creator": creator, **fields}
+
+
+def trip(store: BaseStore, ns: tuple[str, str]) -> None:
+    """The user's city, a web tip (degraded: untrusted tool), a weak guess (denied)."""
+    user = f"user:{ns[0]}"
+    city = lineage(user, claim=[user, "destination_city", "Shanghai"])
+    store.put(ns, "city", {"text": "Shanghai is the city", "_lineage": city})
+    tip = lineage("tool:web_search")
+    store.put(ns, "tip", {"text": "walk the Shanghai Bund", "_lineage": tip})
+    guess = lineage("reasoning:planner", confidence=0.4)
+    store.put(ns, "guess", {"text": "Shanghai or Paris", "_lineage": guess})
+
+
+# ---------------------------------------------------------------- the id mapping
+
+
+def test_memory_id_joins_labels_with_slashes_and_ends_them_with_a_dot() -> None:
+    assert memory_id(("alice", "trip"), "city") == "alice/trip.city"
+    assert memory_id(["alice"], "v1.2/x") == "alice.v1.2/x"
+    assert memory_id(("t:1", "a_b-c"), "k") == "t:1/a_b-c.k"
+    # the two ways "a", "b", "c" could be split are kept apart
+    assert memory_id(("a",), "b/c") == "a.b/c"
+    assert memory_id(("a", "b"), "c") == "a/b.c"
+    assert split_memory_id("a.b/c") == (("a",), "b/c")
+    assert split_memory_id("alice/trip.v1.2") == (("alice", "trip"), "v1.2")
+
+
+_label = st.text(alphabet="abcXYZ019_:-", min_size=1, max_size=6)
+_key = st.text(alphabet="abZ09._:/-", min_size=1, max_size=8)
+_item = st.tuples(st.lists(_label, min_size=1, max_size=4).map(tuple), _key)
+
+
+@given(_item, _item)
+def test_memory_id_is_injective_and_inverted_by_split(
+    a: tuple[tuple[str, ...], str], b: tuple[tuple[str, ...], str]
+) -> None:
+    assert split_memory_id(memory_id(*a)) == a
+    assert (memory_id(*a) == memory_id(*b)) == (a == b)
+
+
+@pytest.mark.parametrize(
+    ("namespace", "key", "message"),
+    [
+        (("a/b",), "k", r"namespace\[0\]: 'a/b' cannot be mapped"),
+        (("ok", "a.b"), "k", r"namespace\[1\]: 'a.b' cannot be mapped"),
+        (("ok", ""), "k", r"namespace\[1\]: '' cannot be mapped"),
+        (("café",), "k", r"namespace\[0\]: 'café' cannot be mapped"),
+        (("ok", 3), "k", r"namespace\[1\]: 3 cannot be mapped"),
+        ((), "k", "namespace: an empty namespace holds no item"),
+        ("alice", "k", "namespace: 'alice' is not a tuple of labels"),
+        (("ok",), "a b", "key: 'a b' cannot be mapped"),
+        (("ok",), "", "key: '' cannot be mapped"),
+        (("ok",), "x@y", "key: 'x@y' cannot be mapped"),
+        (("ok",), "k" * 126, "is 129 characters long, the limit is 128"),
+    ],
+)
+def test_memory_id_refuses_what_it_cannot_map(namespace: Any, key: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        memory_id(namespace, key)
+
+
+def test_split_memory_id_refuses_an_id_that_is_no_mapping() -> None:
+    for bad in ("nodot", ".k", "a."):
+        with pytest.raises(ValueError, match="is not a mapped LangGraph item id"):
+            split_memory_id(bad)
+
+
+def test_an_unmappable_put_changes_nothing_anywhere(ml: MemLineageClient) -> None:
+    inner = InMemoryStore()
+    store = GuardedLangGraphStore(inner, ml, defaults={"creator": "agent:planner"})
+    with pytest.raises(ValueError, match="key: 'a b' cannot be mapped"):
+        store.batch([PutOp(("fine",), "ok", {"x": 1}), PutOp(("fine",), "a b", {"x": 2})])
+    with pytest.raises(ValueError, match=r"namespace\[0\]: 'x/y'"):
+        store.put(("x/y",), "k", {"x": 1})
+    assert inner.list_namespaces() == []
+    with pytest.raises(NotFound):
+        ml.explain("fine.ok")  # refused before the first Record, not half-way
+
+
+# ---------------------------------------------------------------- put and get
+
+
+def test_put_records_lineage_then_writes_the_value_without_it(
+    ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str]
+) -> None:
+    store = GuardedLangGraphStore(inner, ml)
+    user = f"user:{ns[0]}"
+    store.put(ns, "city", {"text": "Shanghai", "_lineage": {"creator": user}})
+    store.put((ns[0], "profile"), "home", {"text": "Lyon", "_lineage": {"creator": user}})
+    plan = {
+        "creator": "agent:planner",
+        "confidence": 0.9,
+        "type": "plan",
+        "tags": ["travel"],
+        "claim": [user, "next_trip", "Shanghai"],
+        "dependencies": ["city", [[ns[0], "profile"], "home"]],
+    }
+    store.put(ns, "plan", {"text": "fly to Shanghai", "_lineage": plan})
+
+    recorded = ml.explain(memory_id(ns, "plan")).memory
+    assert recorded.creator.id == "agent:planner"
+    assert (recorded.type, list(recorded.tags)) == ("plan", ["travel"])
+    assert recorded.creator_confidence == pytest.approx(0.9)
+    assert (recorded.claim.subject, recorded.claim.attribute) == (user, "next_trip")
+    assert list(recorded.dependencies) == [memory_id(ns, "city"), f"{ns[0]}/profile.home"]
+    # the wrapped store holds the value as given, less the lineage
+    assert inner.get(ns, "plan").value == {"text": "fly to Shanghai"}  # type: ignore[union-attr]
+    got = store.get(ns, "plan")
+    assert got is not None and got.value == {"text": "fly to Shanghai"}
+    assert store.get(ns, "missing") is None
+
+
+def test_a_denied_put_raises_and_leaves_the_wrapped_store_untouched(
+    ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str]
+) -> None:
+    store = GuardedLangGraphStore(inner, ml)
+    user = f"user:{ns[0]}"
+    claim = [user, "destination_city", "Shanghai"]
+    store.put(ns, "city", {"text": "Shanghai", "_lineage": lineage(user, claim=claim)})
+    before = held(inner, ns)
+    other = [user, "destination_city", "Paris"]
+    web = {"text": "Paris", "_lineage": lineage("tool:web_search", claim=other)}
+    with pytest.raises(PolicyDenied, match="a new claim cannot supersede what the user stated"):
+        store.put(ns, "web-city", web)
+    # in one batch with an allowed put: nothing of the batch is written
+    ok = {"text": "hotel", "_lineage": lineage("agent:planner")}
+    with pytest.raises(PolicyDenied) as denied:
+        store.batch([PutOp(ns, "hotel", ok), PutOp(ns, "web-city", web)])
+    assert denied.value.decision.memory_ids == [memory_id(ns, "web-city")]
+    assert held(inner, ns) == before
+    assert inner.get(ns, "hotel") is None
+
+
+def test_a_denied_read_is_hidden(
+    ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str]
+) -> None:
+    store = GuardedLangGraphStore(inner, ml)
+    trip(store, ns)
+    assert store.get(ns, "guess") is None
+    assert inner.get(ns, "guess") is not None  # hidden, not removed
+    assert store.batch([GetOp(ns, "guess"), GetOp(ns, "city")])[0] is None
+
+
+def test_a_degraded_read_carries_its_obligations(
+    ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str]
+) -> None:
+    store = GuardedLangGraphStore(inner, ml)
+    trip(store, ns)
+    tip = store.get(ns, "tip")
+    assert tip is not None and tip.value["text"] == "walk the Shanghai Bund"
+    seen = tip.value[DECISION_KEY]
+    assert seen["effect"] == "degrade" and seen["decision_id"]
+    assert seen["compliance_score"] < 1
+    kinds = {(o["kind"], o["text"] or o["factor"]) for o in seen["obligations"]}
+    assert kinds == {("annotate", UNTRUSTED), ("downrank", 0.5)}
+    assert all(o["policy"] == "unvetted_tool_output" for o in seen["obligations"])
+    # a copy: the wrapped store's value is as written
+    assert DECISION_KEY not in inner.get(ns, "tip").value  # type: ignore[union-attr]
+    # an allowed read is the wrapped store's item itself
+    city = store.get(ns, "city")
+    assert city is not None and DECISION_KEY not in city.value
+    # written around the wrapper: no lineage, so unknown provenance (degraded)
+    inner.put(ns, "legacy", {"text": "old"})
+    legacy = store.get(ns, "legacy")
+    assert legacy is not None
+    texts = [o["text"] for o in legacy.value[DECISION_KEY]["obligations"]]
+    assert "unknown provenance: no lineage recorded" in texts
+
+
+def test_a_second_put_is_an_update_checked_as_its_writer(
+    ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str]
+) -> None:
+    store = GuardedLangGraphStore(inner, ml)
+    quote = lineage("tool:hotel_api", type="tool_result")
+    store.put(ns, "quote", {"price": 120, "_lineage": quote})
+    store.put(ns, "quote", {"price": 110, "_lineage": quote})  # the same tool: allowed
+    assert inner.get(ns, "quote").value == {"price": 110}  # type: ignore[union-attr]
+    with pytest.raises(PolicyDenied, match="a tool result can only be replaced by the same tool"):
+        store.put(ns, "quote", {"price": 1, "_lineage": lineage("tool:web_search")})
+    assert inner.get(ns, "quote").value == {"price": 110}  # type: ignore[union-attr]
+    # the lineage stays as first recorded
+    assert ml.explain(memory_id(ns, "quote")).memory.creator.id == "tool:hotel_api"
+    # an explicit actor asks instead of the put's creator
+    as_hotel = GuardedLangGraphStore(inner, ml, actor="tool:hotel_api")
+    as_hotel.put(ns, "quote", {"price": 99, "_lineage": lineage("tool:web_search")})
+    assert inner.get(ns, "quote").value == {"price": 99}  # type: ignore[union-attr]
+
+
+def test_delete_is_checked_first_and_refused_when_denied(
+    ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str]
+) -> None:
+    user = f"user:{ns[0]}"
+    agent = GuardedLangGraphStore(inner, ml, actor="agent:planner")
+    agent.put(ns, "city", {"text": "Shanghai", "_lineage": lineage(user)})
+    with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
+        agent.delete(ns, "city")
+    with pytest.raises(PolicyDenied):
+        agent.batch([PutOp(ns, "city", None)])
+    assert inner.get(ns, "city") is not None
+    GuardedLangGraphStore(inner, ml, actor=user).delete(ns, "city")
+    assert inner.get(ns, "city") is None
+    assert ml.explain(memory_id(ns, "city")).memory.creator.id == user  # kept for audit
+
+
+def test_a_put_after_delete_with_other_lineage_is_an_update(
+    ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str]
+) -> None:
+    store = GuardedLangGraphStore(inner, ml, defaults={"creator": "agent:planner"})
+    store.put(ns, "note", {"text": "first"})
+    store.delete(ns, "note")
+    # the sidecar answers ALREADY_EXISTS to the Record; the adapter checks update instead
+    store.put(ns, "note", {"text": "again", "_lineage": {"type": "summary"}})
+    assert inner.get(ns, "note").value == {"text": "again"}  # type: ignore[union-attr]
+    assert ml.explain(memory_id(ns, "note")).memory.type == "fact"  # as first recorded
+    # the same lineage again is the first Record's retry: answered as it was
+    store.delete(ns, "note")
+    store.put(ns, "note", {"text": "third"})
+    assert inner.get(ns, "note").value == {"text": "third"}  # type: ignore[union-attr]
+
+
+def test_lineage_comes_from_the_value_over_the_hook_over_the_defaults(
+    ml: MemLineageClient, ns: tuple[str, str]
+) -> None:
+    calls: list[tuple[tuple[str, ...], str]] = []
+
+    def hook(namespace: tuple[str, ...], key: str, value: Any) -> dict[str, Any] | None:
+        calls.append((namespace, key))
+        return {"creator": "agent:hooked", "tags": ["hooked"]} if key != "plain" else None
+
+    defaults = {"creator": "agent:default", "type": "note"}
+    store = GuardedLangGraphStore(InMemoryStore(), ml, defaults=defaults, lineage_hook=hook)
+    store.put(ns, "plain", {"x": 1})
+    store.put(ns, "hooked", {"x": 1})
+    store.put(ns, "own", {"x": 1, "_lineage": {"creator": "agent:own"}})
+    got = {k: ml.explain(memory_id(ns, k)).memory for k in ("plain", "hooked", "own")}
+    assert {k: (m.creator.id, m.type, list(m.tags)) for k, m in got.items()} == {
+        "plain": ("agent:default", "note", []),
+        "hooked": ("agent:hooked", "note", ["hooked"]),
+        "own": ("agent:own", "note", ["hooked"]),
+    }
+    assert calls == [(ns, "plain"), (ns, "hooked"), (ns, "own")]
+
+
+def test_lineage_that_cannot_be_used_is_a_value_error(ml: MemLineageClient) -> None:
+    with pytest.raises(ValueError, match="defaults: unknown lineage field"):
+        GuardedLangGraphStore(InMemoryStore(), ml, defaults={"author": "x"})
+    with pytest.raises(ValueError, match="overfetch"):
+        GuardedLangGraphStore(InMemoryStore(), ml, overfetch=0)
+    inner = InMemoryStore()
+    store = GuardedLangGraphStore(inner, ml)
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"x": 1}, "creator: put 'k' names none"),
+        ({"_lineage": "user:alice"}, "must be a mapping"),
+        ({"_lineage": {"creator": "user:a", "confidance": 1}}, "unknown lineage field"),
+        ({"_lineage": {"creator": "user:a", "claim": ["s", "a"]}}, "is not \\[subject"),
+        ({"_lineage": {"creator": "user:a", "tags": "t"}}, "is not a list of tags"),
+        ({"_lineage": {"creator": "user:a", "dependencies": [3]}}, "neither a key nor"),
+    ]
+    for value, message in cases:
+        with pytest.raises(ValueError, match=message):
+            store.put(("lin",), "k", value)
+    assert inner.list_namespaces() == []
+
+
+# ---------------------------------------------------------------- search and namespaces
+
+
+def test_search_costs_one_filter_rank_and_returns_kept_items_best_first(
+    sidecar: RunningSidecar, ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str]
+) -> None:
+    store = GuardedLangGraphStore(inner, ml)
+    trip(store, ns)
+    before = filter_ranks(sidecar)
+    found = store.search(ns, query="Shanghai", limit=5)
+    assert filter_ranks(sidecar) == before + 1
+    assert [i.key for i in found] == ["city", "tip"]  # the guess is hidden
+    scores = [i.score for i in found]
+    assert all(s is not None and s > 0 for s in scores)
+    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    assert DECISION_KEY not in found[0].value
+    assert found[1].value[DECISION_KEY]["obligations"][0]["text"] == UNTRUSTED
+    # the window is taken from the guarded ranking; one FilterRank each
+    assert [i.key for i in store.search(ns, limit=1)] == ["city"]
+    assert [i.key for i in store.search(ns, limit=1, offset=1)] == ["tip"]
+    assert store.search(ns, limit=5, offset=2) == []
+    assert filter_ranks(sidecar) == before + 4
+    # nothing to rank: no call at all
+    assert store.search(("nobody",)) == [] and store.search(ns, limit=0) == []
+    assert filter_ranks(sidecar) == before + 4
+
+
+def test_search_overfetches_so_hidden_items_do_not_leave_it_short(
+    ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str]
+) -> None:
+    store = GuardedLangGraphStore(inner, ml, overfetch=3)
+    for k in ("guess-1", "guess-2"):
+        store.put(ns, k, {"text": "a guess", "_lineage": lineage("reasoning:p", confidence=0.1)})
+    store.put(ns, "fact", {"text": "a fact", "_lineage": lineage("agent:planner")})
+    assert [i.key for i in inner.search(ns, limit=1)] == ["guess-1"]  # the store's first
+    assert [i.key for i in store.search(ns, limit=1)] == ["fact"]
+
+
+def test_search_ranks_by_the_wrapped_store_similarity(ml: MemLineageClient) -> None:
+    inner = InMemoryStore(index={"dims": 32, "embed": embed, "fields": ["text"]})
+    store = GuardedLangGraphStore(inner, ml, defaults={"creator": "agent:planner"})
+    ns = ("ranked",)
+    store.put(ns, "hotel", {"text": "hotel near the Bund in Shanghai"})
+    store.put(ns, "flight", {"text": "flight to Lyon"})
+    raw = {i.key: i.score for i in inner.search(ns, query="Shanghai hotel")}
+    assert raw["hotel"] > raw["flight"]  # type: ignore[operator]
+    found = store.search(ns, query="Shanghai hotel")
+    assert [i.key for i in found] == ["hotel", "flight"]
+    # the score is the sidecar's rank of the store's similarity
+    direct = ml.filter_rank([(memory_id(ns, k), raw[k]) for k in ("hotel", "flight")])  # type: ignore[misc]
+    assert [i.score for i in found] == [c.rank_score for c in direct.candidates]
+
+
+def test_list_namespaces_passes_through(
+    ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str]
+) -> None:
+    store = GuardedLangGraphStore(inner, ml)
+    trip(store, ns)
+    store.put((ns[0], "profile"), "home", {"text": "Lyon", "_lineage": lineage("agent:p")})
+    assert store.list_namespaces(prefix=(ns[0],)) == inner.list_namespaces(prefix=(ns[0],))
+    assert store.list_namespaces(prefix=(ns[0],)) == [(ns[0], "profile"), ns]
+    assert store.list_namespaces(prefix=(ns[0],), max_depth=1) == [(ns[0],)]
+
+
+def test_one_batch_with_every_op_kind(
+    sidecar: RunningSidecar, ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str]
+) -> None:
+    store = GuardedLangGraphStore(inner, ml)
+    trip(store, ns)
+    before = filter_ranks(sidecar)
+    results = store.batch(
+        [
+            GetOp(ns, "guess"),
+            SearchOp(ns, limit=5),
+            ListNamespacesOp(match_conditions=(MatchCondition("prefix", (ns[0],)),)),
+            PutOp(ns, "hotel", {"text": "hotel", "_lineage": lineage("agent:planner")}),
+            GetOp(ns, "tip"),
+            PutOp(ns, "hotel-old", None),
+        ]
+    )
+    assert filter_ranks(sidecar) == before + 1
+    guess, found, spaces, put, tip, deleted = results
+    assert guess is None and put is None and deleted is None
+    assert [i.key for i in found] == ["city", "tip"]  # type: ignore[union-attr]
+    assert spaces == [ns]
+    assert isinstance(tip, Item) and DECISION_KEY in tip.value
+    assert inner.get(ns, "hotel") is not None
+
+
+# ---------------------------------------------------------------- abatch
+
+
+@contextlib.asynccontextmanager
+async def async_inner(kind: str, tmp_path: Path) -> Any:
+    if kind == "memory":
+        yield InMemoryStore(index={"dims": 32, "embed": embed, "fields": ["text"]})
+        return
+    async with AsyncSqliteStore.from_conn_string(str(tmp_path / "astore.sqlite")) as store:
+        await store.setup()
+        yield store
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_abatch_runs_every_op_kind(
+    kind: str, sidecar: RunningSidecar, ml: MemLineageClient, ns: tuple[str, str], tmp_path: Path
+) -> None:
+    user = f"user:{ns[0]}"
+
+    async def scenario() -> None:
+        async with async_inner(kind, tmp_path) as inner:
+            store = GuardedLangGraphStore(inner, ml, actor=None)
+            city = lineage(user, claim=[user, "destination_city", "Shanghai"])
+            await store.aput(ns, "city", {"text": "Shanghai", "_lineage": city})
+            await store.aput(ns, "tip", {"text": "the Bund", "_lineage": lineage("tool:web_x")})
+            weak = lineage("reasoning:p", confidence=0.2)
+            await store.aput(ns, "guess", {"text": "Paris?", "_lineage": weak})
+            bad = lineage("tool:web_search", claim=[user, "destination_city", "Paris"])
+            with pytest.raises(PolicyDenied):
+                await store.aput(ns, "web", {"text": "Paris", "_lineage": bad})
+            assert await inner.aget(ns, "web") is None
+
+            city_item = await store.aget(ns, "city")
+            assert city_item is not None and city_item.value == {"text": "Shanghai"}
+            assert await store.aget(ns, "guess") is None
+            tip = await store.aget(ns, "tip")
+            assert tip is not None and tip.value[DECISION_KEY]["obligations"][0]["text"]
+            before = filter_ranks(sidecar)
+            found = await store.asearch(ns, limit=5)
+            assert filter_ranks(sidecar) == before + 1
+            assert [i.key for i in found] == ["city", "tip"]
+            assert await store.alist_namespaces(prefix=(ns[0],)) == [ns]
+            agent = GuardedLangGraphStore(inner, ml, actor="agent:planner")
+            with pytest.raises(PolicyDenied):
+                await agent.adelete(ns, "city")
+            await store.adelete(ns, "tip")
+            assert await inner.aget(ns, "tip") is None
+            assert await inner.aget(ns, "city") is not None
+
+    asyncio.run(scenario())
+
+
+# ---------------------------------------------------------------- a graph, the README
+
+
+def _example() -> Any:
+    sys.path.insert(0, str(REPO / "docs" / "examples"))
+    try:
+        import langgraph_agent
+    finally:
+        sys.path.pop(0)
+    return langgraph_agent
+
+
+@pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
+def test_the_state_graph_example_uses_the_guarded_store(
+    mode: str, sidecar: RunningSidecar, ml: MemLineageClient
+) -> None:
+    example = _example()
+    user = f"graph-{mode}"
+    if mode == "invoke":
+        state = example.run(sidecar.address, user)
+    else:
+        state = asyncio.run(example.arun(sidecar.address, user))
+    assert state["notes"] == ["city", "tip"]  # the weak guess was hidden from the planner
+    assert state["answer"] == f"going to Shanghai; Shanghai: walk the Bund at night ({UNTRUSTED})"
+    assert state["refused"] == [
+        f"update {user}/trip.city denied: user_statements_protected: "
+        "only the user can change what the user stated"
+    ]
+    plan = ml.explain(f"{user}/trip.plan").memory
+    assert plan.creator.id == "agent:planner"  # from the run's context, by the lineage hook
+    assert list(plan.dependencies) == [f"{user}/trip.city", f"{user}/trip.tip"]
+
+
+def test_readme_langgraph_example_runs_as_documented() -> None:
+    section = README[README.index("### With LangGraph") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+    expected = re.search(r"```text\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+    assert len(code.strip().splitlines()) <= 12
+    with RunningSidecar() as fresh:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code.replace("127.0.0.1:50051", fresh.address), "README", "exec"), {})
+    assert out.getvalue() == expected
+
+
+# ---------------------------------------------------------------- layering
+
+
+def test_integrations_import_only_the_client_the_contract_and_their_framework() -> None:
+    rule = Rule(
+        "integrations-import-no-server-module",
+        layer=("memlineage.integrations",),
+        forbidden=("memlineage",),
+        allowed=("memlineage.integrations", "memlineage.client", "memlineage.v1"),
+    )
+    imports = tree_imports()
+    assert any(rule.applies_to(i.module) for i in imports)
+    assert violations(rule, imports) == []
+    client = Rule("client-knows-no-integration", ("memlineage.client",), ("langgraph",))
+    assert violations(client, imports) == []
