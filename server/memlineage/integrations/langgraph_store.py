@@ -378,7 +378,9 @@ class GuardedLangGraphStore(BaseStore):
         return _Call("check", ("read", mid), {"actor": self.actor, "historical": self.historical})
 
     def _rank_call(self, candidates: dict[str, SearchItem], op: SearchOp) -> _Call:
-        pairs = [(mid, _similarity(item.score)) for mid, item in candidates.items()]
+        pairs = [
+            (mid, _similarity(getattr(item, "score", None))) for mid, item in candidates.items()
+        ]
         kwargs = {"actor": self.actor, "historical": self.historical, "limit": op.offset + op.limit}
         return _Call("filter_rank", (pairs,), kwargs)
 
