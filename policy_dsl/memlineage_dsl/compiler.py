@@ -8,8 +8,9 @@ read nothing from the request. Compile once, evaluate many times.
 
 from __future__ import annotations
 
+import fnmatch
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -90,6 +91,17 @@ class CompiledPolicySet:
     waive_penalty: float
     policies: tuple[CompiledPolicy, ...]
     plans: dict[str, OpPlan]
+    # What `acts()` counts by, in the set: a server counts each allowed action under
+    # every pattern here that it matches (`counts_action`).
+    act_patterns: tuple[str | tuple[str, ...], ...] = ()
+
+    def counts_action(self, action: str) -> list[str | tuple[str, ...]]:
+        """The patterns of `acts()` in this set that `action` matches."""
+        return [
+            p
+            for p in self.act_patterns
+            if any(fnmatch.fnmatchcase(action, g) for g in ((p,) if isinstance(p, str) else p))
+        ]
 
     def policy(self, name: str) -> CompiledPolicy | None:
         return next((p for p in self.policies if p.name == name), None)
@@ -243,4 +255,28 @@ def compile_env(env: Env) -> CompiledPolicySet:
         plans[op] = _plan(gen, op, mine)
     if not 0.0 <= waive <= 1.0 or math.isnan(waive):
         raise ValueError("waive_penalty must be in [0, 1]")
-    return CompiledPolicySet(env.strategy, waive, compiled, plans)
+    patterns = tuple(
+        dict.fromkeys(
+            gen.pattern(call.args[0])
+            for loc in env.policies.values()
+            for call in _calls(loc.node, gen.consts)
+            if call.func == "acts" and call.args
+        )
+    )
+    return CompiledPolicySet(env.strategy, waive, compiled, plans, patterns)
+
+
+def _calls(
+    node: object, consts: dict[str, A.Expr], seen: frozenset[str] = frozenset()
+) -> Iterator[A.Call]:
+    """Every call in `node`, through the constants it names (each once per path)."""
+    if isinstance(node, A.Call):
+        yield node
+    if isinstance(node, A.Name) and node.id in consts and node.id not in seen:
+        yield from _calls(consts[node.id], consts, seen | {node.id})
+    if isinstance(node, tuple):
+        for item in node:
+            yield from _calls(item, consts, seen)
+    elif hasattr(node, "__dataclass_fields__"):
+        for name in node.__dataclass_fields__:
+            yield from _calls(getattr(node, name), consts, seen)

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from .codegen import rt_uncovered
 from .compiler import CompiledPolicy, CompiledPolicySet, OpPlan
 from .decision import (
     ALLOW,
@@ -36,7 +37,7 @@ from .decision import (
     Reason,
     stricter,
 )
-from .facts import LineageSnapshot, Memory, Request, UnknownProvenance
+from .facts import LineageSnapshot, Memory, MemoryFacts, Request, UnknownProvenance
 from .limits import MAX_COST
 
 _T = TypeVar("_T")
@@ -149,22 +150,63 @@ def _dynamic_values(
 
 
 def _decide_act(ps: CompiledPolicySet, plan: OpPlan, r: Request, s: LineageSnapshot) -> Decision:
-    """An action is decided on every memory it relies on; the strictest wins."""
+    """An action is decided on every memory it relies on; the strictest wins. A denial
+    by a rule that reads the arguments says which argument, origin and grant."""
     memories = r.memories or (r.memory,)
     parts = [_decide_one(ps, plan, m, m, r, s) for m in memories]
     if len(parts) == 1:
-        return parts[0]
-    effect = ALLOW
-    for d in parts:
-        effect = stricter(effect, d.effect)
-    return Decision(
-        effect,
-        min(d.compliance_score for d in parts),
-        sum(d.expected_cost for d in parts),
-        _dedupe_obligations(o for d in parts for o in d.obligations),
-        _dedupe(x for d in parts for x in d.reasons),
-        tuple(dict.fromkeys(e for d in parts for e in d.errors)),
+        d = parts[0]
+    else:
+        effect = ALLOW
+        for part in parts:
+            effect = stricter(effect, part.effect)
+        d = Decision(
+            effect,
+            min(part.compliance_score for part in parts),
+            sum(part.expected_cost for part in parts),
+            _dedupe_obligations(o for part in parts for o in part.obligations),
+            _dedupe(x for part in parts for x in part.reasons),
+            tuple(dict.fromkeys(e for part in parts for e in part.errors)),
+        )
+    if d.effect != DENY or not r.args:
+        return d
+    readers = {p.name for p in plan.policies if "args" in p.attributes}
+    if not any(x.policy in readers and x.effect == DENY and x.status == FIRED for x in d.reasons):
+        return d
+    found = argument_findings(r, s)
+    if not found:
+        return d
+    detail = " (" + "; ".join(found) + ")"
+    reasons = tuple(
+        replace(x, message=x.message + detail)
+        if x.policy in readers and x.effect == DENY and x.status == FIRED
+        else x
+        for x in d.reasons
     )
+    return replace(d, reasons=reasons)
+
+
+def argument_findings(r: Request, s: LineageSnapshot) -> list[str]:
+    """For each argument not covered: where it came from and which grant is missing."""
+    out = []
+    for a in r.args:
+        if not a.sources:
+            out.append(f"argument `{a.name}` has no source: the agent chose it")
+            continue
+        missing = rt_uncovered(s, r, a, r.time)
+        if not missing:
+            continue
+        origins = ", ".join(
+            f"{o.creator.id} via memory `{o.id}`"
+            if isinstance(o, MemoryFacts)
+            else f"memory `{o.id}` with no recorded lineage"
+            for o in missing
+        )
+        out.append(
+            f"argument `{a.name}` comes from {origins}: no live user grant lets it fill "
+            f"`{a.name}` of `{r.action}`"
+        )
+    return out
 
 
 def _dedupe(items: Iterable[_T]) -> tuple[_T, ...]:

@@ -24,6 +24,7 @@ grpc and protobuf.
 from __future__ import annotations
 
 from memlineage.client.convert import (
+    ActArg,
     from_timestamp,
     parse_actor,
     parse_creator,
@@ -48,6 +49,7 @@ from memlineage.client.retry import backoff_delay, should_retry
 from memlineage.client.sync import MemLineageClient, WatchStream
 
 __all__ = [
+    "ActArg",
     "DeadlineExceeded",
     "DictMemoryStore",
     "FailedPrecondition",

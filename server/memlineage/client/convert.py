@@ -4,6 +4,8 @@ names, and epoch seconds <-> Timestamp."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -78,3 +80,26 @@ def to_timestamp(t: float) -> Timestamp:
 def from_timestamp(ts: Timestamp) -> float:
     """Timestamp -> epoch seconds (an unset Timestamp is 0.0)."""
     return ts.seconds + ts.nanos / 1e9
+
+
+@dataclass(frozen=True)
+class ActArg:
+    """One argument of an act: the memories its value came from (none: the agent's
+    own choice), and the value or a digest of it for policies that compare."""
+
+    sources: Sequence[str] = ()
+    value: str = ""
+    digest: str = ""
+
+
+def act_arguments(args: Mapping[str, Sequence[str] | ActArg] | None) -> list[pb.ActArgument]:
+    """`{"recipient": ["mem-1"], "amount": ActArg(["prompt"], value="100")}` as sent."""
+    out = []
+    for name, arg in (args or {}).items():
+        if isinstance(arg, str):
+            raise TypeError(f"args[{name!r}]: a list of memory ids or an ActArg, not a string")
+        a = arg if isinstance(arg, ActArg) else ActArg(tuple(arg))
+        out.append(
+            pb.ActArgument(name=name, sources=list(a.sources), value=a.value, digest=a.digest)
+        )
+    return out

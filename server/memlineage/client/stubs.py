@@ -49,6 +49,7 @@ class MemLineageStub(Protocol):
     FilterRank: Unary[pb.FilterRankRequest, pb.FilterRankResponse]
     UpdateStatus: Unary[pb.UpdateStatusRequest, pb.UpdateStatusResponse]
     Feedback: Unary[pb.FeedbackRequest, pb.FeedbackResponse]
+    RecordGrant: Unary[pb.GrantRequest, pb.GrantResponse]
     Explain: Unary[pb.ExplainRequest, pb.ExplainResponse]
     Watch: ServerStream[pb.WatchRequest]
 

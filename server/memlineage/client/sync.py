@@ -16,7 +16,14 @@ from typing import Any, TypeVar
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from memlineage.client.convert import parse_actor, parse_creator, parse_operation, to_timestamp
+from memlineage.client.convert import (
+    ActArg,
+    act_arguments,
+    parse_actor,
+    parse_creator,
+    parse_operation,
+    to_timestamp,
+)
 from memlineage.client.errors import error_from_rpc, rpc_status
 from memlineage.client.retry import backoff_delay, should_retry
 from memlineage.client.stubs import Unary, WatchCall, new_stubs
@@ -276,6 +283,62 @@ class MemLineageClient:
             actor=actor,
             at=at,
         )
+
+    def act(
+        self,
+        action: str,
+        args: Mapping[str, Sequence[str] | ActArg] | None = None,
+        *,
+        relies_on: Sequence[str] = (),
+        actor: str | None = None,
+        budget: float | None = None,
+        at: float | None = None,
+    ) -> pb.Decision:
+        """Ask before taking `action`: each argument bound to the memories its value came
+        from (``{"recipient": ["mem-1"]}``, or ``ActArg(sources, value, digest)``; an
+        empty list: the agent chose it), plus other memories it `relies_on`. An allowed
+        act spends one use of each user grant it needed (``Decision.grants_used``), so
+        it is never re-sent."""
+        request = pb.CheckRequest(
+            namespace=self.namespace,
+            operation=pb.OPERATION_ACT,
+            action=action,
+            memory_ids=list(relies_on),
+            arguments=act_arguments(args),
+        )
+        self._decision_context(request, actor=actor, budget=budget, at=at)
+        return self._call(self._stub.Check, request, idempotent=False).decision
+
+    def grant(
+        self,
+        actions: Sequence[str],
+        *,
+        source: str = "",
+        memory_id: str = "",
+        arguments: Sequence[str] = (),
+        uses: int = 1,
+        expires_at: float | None = None,
+        grant_id: str = "",
+        actor: str | None = None,
+        at: float | None = None,
+    ) -> pb.Grant:
+        """Record the user's delegation: `source` (a creator id or glob) or the one memory
+        `memory_id` may fill `arguments` (all when empty) of `actions` (names or globs),
+        `uses` times, until `expires_at` (unset: one hour). `actor` is the issuer (unset:
+        the namespace's user); a grant issued by anyone but a user has no effect."""
+        grant = pb.Grant(
+            id=grant_id,
+            actions=list(actions),
+            arguments=list(arguments),
+            source=source,
+            memory_id=memory_id,
+            uses=uses,
+        )
+        if expires_at is not None:
+            grant.expires_at.CopyFrom(to_timestamp(expires_at))
+        request = pb.GrantRequest(namespace=self.namespace, grant=grant)
+        self._decision_context(request, actor=actor, budget=None, at=at)
+        return self._call(self._stub.RecordGrant, request, idempotent=False).grant
 
     def feedback(
         self,

@@ -151,9 +151,10 @@ class EngineBase:
         actor: Creator,
         now: float,
         version: str,
+        grants_used: tuple[str, ...] = (),
     ) -> DecisionRecord:
         decision_id, serial = issue_decision_id(now)
-        rec = DecisionRecord(decision_id, d, ns, op, ids, actor.id, now, version)
+        rec = DecisionRecord(decision_id, d, ns, op, ids, actor.id, now, version, grants_used)
         if self.log.sink is not None:
             self.log.write(rec)
         self.journal.put(serial, rec)

@@ -15,6 +15,9 @@ Semantics a caller relies on (README "Decisions"):
 
 from __future__ import annotations
 
+import fnmatch
+
+from memlineage.engine.acts import Acts
 from memlineage.engine.checks import Checks
 from memlineage.engine.decision_store import record_of
 from memlineage.engine.outcomes import (
@@ -32,7 +35,7 @@ from memlineage.lineage.model import Walk
 from memlineage.scoring.batch import credibilities, score, sources_of
 
 
-class Engine(Checks, Writes):
+class Engine(Checks, Writes, Acts):
     """The decision engine: Check and FilterRank (`checks`), Record, UpdateStatus and
     Feedback (`writes`), the governance sweep and Explain (here), over the parts
     and helpers of `context.EngineBase`."""
@@ -80,6 +83,13 @@ class Engine(Checks, Writes):
             up.truncated or down.truncated,
             score(self.scoring, nodes, credibilities(self.scoring, stats), now),
             stats,
+            tuple(
+                g
+                for g in self.store.grants(ns)
+                if g.memory_id == memory.id
+                or (g.source and fnmatch.fnmatchcase(memory.creator_id, g.source))
+            ),
+            now,
         )
 
     def _recent_decisions(self, ns: str, memory_id: str, limit: int) -> tuple[DecisionRecord, ...]:

@@ -157,7 +157,12 @@ class DecisionLog:
             },
             separators=(",", ":"),
         )
-        return f"{head[1:-1]},{self._body(rec.decision)}"
+        used = (
+            ',"grants_used":' + json.dumps(list(rec.grants_used), separators=(",", ":"))
+            if rec.grants_used
+            else ""
+        )
+        return f"{head[1:-1]}{used},{self._body(rec.decision)}"
 
     def write(self, rec: DecisionRecord) -> None:
         if self.sink is not None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from memlineage_dsl.decision import DEGRADE, DENY, ERROR, Decision, ObligationOut, Reason
 
 from memlineage.engine.records import DecisionRecord
+from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring.batch import Scores
 
@@ -73,3 +74,5 @@ class Explanation:
     truncated: bool
     scores: Scores
     source_stats: dict[str, tuple[float, float]]
+    grants: tuple[GrantRecord, ...] = ()  # naming the memory or matching its creator
+    at: float = 0.0  # when it was explained (whether each grant is effective then)

@@ -32,6 +32,7 @@ class DecisionRecord:
     actor: str
     decided_at: float
     policy_version: str
+    grants_used: tuple[str, ...] = ()  # act: grants one use of which it consumed
 
 
 @dataclass(frozen=True, slots=True)

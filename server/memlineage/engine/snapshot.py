@@ -6,6 +6,8 @@ request or batch; rate counters are read lazily, once per (source, window).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from typing import cast
 
@@ -68,6 +70,14 @@ def calls_counter(source: str) -> str:
     return f"calls:{source}"
 
 
+def acts_counter(pattern: str | tuple[str, ...]) -> str:
+    """The store counter of allowed actions matching `pattern` (a glob or a list of
+    them, as `acts()` names it): the engine counts an allowed action under every
+    pattern of the serving set it matches (`CompiledPolicySet.counts_action`)."""
+    text = json.dumps(pattern if isinstance(pattern, str) else list(pattern))
+    return "acts:" + hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
 class StoreSnapshot(DictSnapshot):
     """A DictSnapshot over records read from a store, with live rate counters."""
 
@@ -113,6 +123,20 @@ class StoreSnapshot(DictSnapshot):
                 self.store_failed = True  # the engine applies its fail mode, not fail-closed
                 raise
         self.until(hit[1])  # every decision that reads the count, not only the first
+        return hit[0]
+
+    def acts(self, pattern: str | tuple[str, ...], window_seconds: float, now: float) -> int:
+        key = (acts_counter(pattern), window_seconds)
+        hit = self._counts.get(key)
+        if hit is None:
+            try:
+                hit = self._counts[key] = self._store.count_until(
+                    self._namespace, key[0], window_seconds, now=now
+                )
+            except StoreUnavailableError:
+                self.store_failed = True
+                raise
+        self.until(hit[1])
         return hit[0]
 
 

@@ -13,11 +13,13 @@ from memlineage_dsl.decision import Decision
 from memlineage_dsl.diagnostics import Diagnostic
 from memlineage_dsl.facts import Creator
 
+from memlineage.engine.acts import ActArgument
 from memlineage.engine.outcomes import Explanation
 from memlineage.engine.policies import ServingPolicies
 from memlineage.engine.records import DecisionRecord
 from memlineage.lifecycle.sweep import SweepReport
 from memlineage.lineage.errors import ValidationError
+from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.model import LineageEvent, MemoryRecord
 from memlineage.lineage.validation import check_id
 from memlineage.store.arguments import MAX_BATCH_IDS
@@ -340,6 +342,53 @@ def decision_to_pb(rec: DecisionRecord, out: pb.Decision | None = None) -> pb.De
     msg.memory_ids.extend(rec.memory_ids)
     to_ts(rec.decided_at, msg.decided_at)
     msg.policy_version = rec.policy_version
+    msg.grants_used.extend(rec.grants_used)
+    return msg
+
+
+def arguments(values: Iterable[pb.ActArgument]) -> list[ActArgument]:
+    """An act's arguments as the engine takes them (it checks names and ids)."""
+    return [ActArgument(a.name, tuple(a.sources), a.value, a.digest) for a in values]
+
+
+def grant_from_pb(namespace: str, g: pb.Grant, now_field: str = "grant") -> GrantRecord:
+    """The grant a caller records (the store checks and completes it)."""
+    expires = from_ts(g, "expires_at", f"{now_field}.expires_at")
+    return GrantRecord(
+        id=g.id,
+        namespace=namespace,
+        issuer="",
+        actions=tuple(g.actions),
+        arguments=tuple(g.arguments),
+        source=g.source,
+        memory_id=g.memory_id,
+        uses=_grant_uses(g.uses),
+        expires_at=math.inf if expires is None else expires,
+    )
+
+
+def _grant_uses(uses: int) -> int:
+    if uses < 0:
+        raise ValidationError("must be >= 0 (0 means one use)", field="grant.uses")
+    return uses
+
+
+def grant_to_pb(g: GrantRecord, now: float, out: pb.Grant | None = None) -> pb.Grant:
+    msg = out if out is not None else pb.Grant()
+    msg.id = g.id
+    msg.actions.extend(g.actions)
+    msg.arguments.extend(g.arguments)
+    msg.source = g.source
+    msg.memory_id = g.memory_id
+    msg.uses = g.uses
+    msg.used = g.used
+    if math.isfinite(g.expires_at):
+        to_ts(g.expires_at, msg.expires_at)
+    kind, _, _ = g.issuer.partition(":")
+    msg.issuer.kind = KIND_TO_PB.get(kind, pb.CREATOR_KIND_UNSPECIFIED)
+    msg.issuer.id = g.issuer
+    to_ts(g.created_at, msg.created_at)
+    msg.effective = g.effective(now)
     return msg
 
 
@@ -382,6 +431,8 @@ def explain_to_pb(ex: Explanation) -> pb.ExplainResponse:
         out.edges.add(from_id=a, to_id=b)
     for d in ex.decisions:
         decision_to_pb(d, out.decisions.add())
+    for g in ex.grants:
+        grant_to_pb(g, ex.at, out.grants.add())
     return out
 
 

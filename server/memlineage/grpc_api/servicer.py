@@ -185,14 +185,21 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
     ) -> bytes:
         ns = self.auth.namespace(principal, request.namespace)
         op = serde.operation(request.operation)
-        if op == "act":
-            ids = serde.ids(request.memory_ids, "memory_ids")
-            if not ids:
-                raise ValidationError(
-                    "names no memory (act names them all in memory_ids)", field="memory_ids"
-                )
-        else:
-            ids = [check_id(request.memory_id, "memory_id")]
+        if op == "act":  # never reused: an act may spend grants and moves counters
+            rec = self.engine.act(
+                ns,
+                serde.text(request.action, "action", MAX_ACTION_LENGTH),
+                serde.ids(request.memory_ids, "memory_ids"),
+                serde.arguments(request.arguments),
+                serde.actor(request.actor, self.default_actor(ns)),
+                serde.budget(request),
+                serde.from_ts(request, "time"),
+            )
+            self.metrics.count(op, (rec.decision,))
+            return wire.check_response_bytes(rec)
+        if request.arguments:
+            raise ValidationError("only act takes arguments", field="arguments")
+        ids = [check_id(request.memory_id, "memory_id")]
         args = (
             ns,
             op,
@@ -330,6 +337,19 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             time=serde.from_ts(request, "time"),
         )
         return pb.FeedbackResponse(updated=updated)
+
+    @rpc(pb.GrantRequest)
+    def RecordGrant(
+        self, request: pb.GrantRequest, context: Ctx, principal: Principal
+    ) -> pb.GrantResponse:
+        # The issuer is the actor: a grant recorded by anyone but a user is kept, inert.
+        ns = self.auth.namespace(principal, request.namespace)
+        stored = self.engine.record_grant(
+            serde.grant_from_pb(ns, request.grant),
+            serde.actor(request.actor, self.default_actor(ns)),
+            serde.from_ts(request, "time"),
+        )
+        return pb.GrantResponse(grant=serde.grant_to_pb(stored, stored.created_at))
 
     @rpc(pb.ExplainRequest)
     def Explain(

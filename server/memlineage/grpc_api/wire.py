@@ -128,6 +128,7 @@ def check_response_bytes(rec: DecisionRecord) -> bytes:
             _VARINTS[len(ts)],
             ts,
             fixed[1],
+            *(_string(b"\x62", g) for g in rec.grants_used),  # field 12, grants_used
         )
     )
     return b"\x0a" + varint(len(body)) + body

@@ -21,6 +21,7 @@ its public surface comes from mixins, one module per concern:
 - ``store.reliability``: claim groups, source statistics, usage feedback
   (``ReliabilityMixin``) and the review schedule (``ReviewScheduleMixin``);
 - ``store.decisions``: the kept-decision API defaults (``KeptDecisionsMixin``).
+- ``store.grants``: delegations and their atomic use (``GrantsMixin``).
 
 The names backends import from here (``ANY_HOLDER``, ``MAX_BATCH_IDS``,
 ``ClaimMovedError``, ``RecordOutcome``, ``cascade_reason``, ``record_digest``) are
@@ -71,6 +72,7 @@ from memlineage.store.claim_record import (
     record_digest,
 )
 from memlineage.store.decisions import KeptDecisionsMixin
+from memlineage.store.grants import GrantsMixin
 from memlineage.store.reliability import ReliabilityMixin, ReviewScheduleMixin
 
 __all__ = [
@@ -89,6 +91,7 @@ class LineageStore(
     ReliabilityMixin,
     ReviewScheduleMixin,
     KeptDecisionsMixin,
+    GrantsMixin,
     ABC,
 ):
     """One interface for every backend; all methods are synchronous and thread-safe."""

@@ -23,6 +23,8 @@ Layout (prefix ``ml``)::
                                         the KeptDecision JSON), the newest
                                         decision_retention (trimmed exactly, with :dix)
     ml:{ns}:dix                 hash    decision id -> its entry id in ml:{ns}:dec
+    ml:{ns}:g                   hash    grant id -> the grant's JSON (written once)
+    ml:{ns}:gu                  hash    grant id -> uses spent
     ml:namespaces               set     every namespace holding a memory (outside the slots)
 """
 
@@ -54,6 +56,12 @@ class RedisKeys:
 
     def claim(self, namespace: str, subject: str, attribute: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:c:{subject}|{attribute}"
+
+    def grants(self, namespace: str) -> str:
+        return f"{self.prefix}:{{{namespace}}}:g"
+
+    def grant_uses(self, namespace: str) -> str:
+        return f"{self.prefix}:{{{namespace}}}:gu"
 
     def counter(self, namespace: str, name: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:w:{name}"

@@ -83,13 +83,16 @@ from memlineage.store.redis_base import _UNAVAILABLE
 from memlineage.store.redis_changes import RedisChanges
 from memlineage.store.redis_decisions import DECISION_SCRIPTS, RedisDecisions
 from memlineage.store.redis_events import RedisEvents, block_slice
+from memlineage.store.redis_grants import GRANT_SCRIPTS, RedisGrants
 from memlineage.store.redis_keys import RedisKeys
 from memlineage.store.redis_record import RedisRecord
 from memlineage.store.redis_reliability import RedisReliability
 from memlineage.store.window import next_change
 
 
-class RedisStore(RedisRecord, RedisChanges, RedisReliability, RedisEvents, RedisDecisions):
+class RedisStore(
+    RedisRecord, RedisChanges, RedisReliability, RedisEvents, RedisDecisions, RedisGrants
+):
     """Lineage store over an injected redis-py client (standalone or cluster)."""
 
     def __init__(
@@ -111,6 +114,9 @@ class RedisStore(RedisRecord, RedisChanges, RedisReliability, RedisEvents, Redis
         }
         self._decision_scripts = {
             name: client.register_script(src) for name, src in DECISION_SCRIPTS.items()
+        }
+        self._grant_scripts = {
+            name: client.register_script(src) for name, src in GRANT_SCRIPTS.items()
         }
         self._block_slice = block_slice(client)
 

@@ -195,7 +195,7 @@ class Reason(_message.Message):
     def __init__(self, policy: _Optional[str] = ..., effect: _Optional[_Union[Effect, str]] = ..., message: _Optional[str] = ..., priority: _Optional[int] = ..., status: _Optional[str] = ...) -> None: ...
 
 class Decision(_message.Message):
-    __slots__ = ("decision_id", "effect", "compliance_score", "expected_cost", "obligations", "reasons", "errors", "operation", "memory_ids", "decided_at", "policy_version")
+    __slots__ = ("decision_id", "effect", "compliance_score", "expected_cost", "obligations", "reasons", "errors", "operation", "memory_ids", "decided_at", "policy_version", "grants_used")
     DECISION_ID_FIELD_NUMBER: _ClassVar[int]
     EFFECT_FIELD_NUMBER: _ClassVar[int]
     COMPLIANCE_SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +207,7 @@ class Decision(_message.Message):
     MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
     DECIDED_AT_FIELD_NUMBER: _ClassVar[int]
     POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_USED_FIELD_NUMBER: _ClassVar[int]
     decision_id: str
     effect: Effect
     compliance_score: float
@@ -218,7 +219,8 @@ class Decision(_message.Message):
     memory_ids: _containers.RepeatedScalarFieldContainer[str]
     decided_at: _timestamp_pb2.Timestamp
     policy_version: str
-    def __init__(self, decision_id: _Optional[str] = ..., effect: _Optional[_Union[Effect, str]] = ..., compliance_score: _Optional[float] = ..., expected_cost: _Optional[float] = ..., obligations: _Optional[_Iterable[_Union[Obligation, _Mapping]]] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., operation: _Optional[_Union[Operation, str]] = ..., memory_ids: _Optional[_Iterable[str]] = ..., decided_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., policy_version: _Optional[str] = ...) -> None: ...
+    grants_used: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, decision_id: _Optional[str] = ..., effect: _Optional[_Union[Effect, str]] = ..., compliance_score: _Optional[float] = ..., expected_cost: _Optional[float] = ..., obligations: _Optional[_Iterable[_Union[Obligation, _Mapping]]] = ..., reasons: _Optional[_Iterable[_Union[Reason, _Mapping]]] = ..., errors: _Optional[_Iterable[str]] = ..., operation: _Optional[_Union[Operation, str]] = ..., memory_ids: _Optional[_Iterable[str]] = ..., decided_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., policy_version: _Optional[str] = ..., grants_used: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Actor(_message.Message):
     __slots__ = ("kind", "id")
@@ -256,8 +258,20 @@ class RecordResponse(_message.Message):
     affected_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, recorded: bool = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., superseded_id: _Optional[str] = ..., affected_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class ActArgument(_message.Message):
+    __slots__ = ("name", "sources", "value", "digest")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    sources: _containers.RepeatedScalarFieldContainer[str]
+    value: str
+    digest: str
+    def __init__(self, name: _Optional[str] = ..., sources: _Optional[_Iterable[str]] = ..., value: _Optional[str] = ..., digest: _Optional[str] = ...) -> None: ...
+
 class CheckRequest(_message.Message):
-    __slots__ = ("namespace", "operation", "memory_id", "memory_ids", "actor", "budget", "action", "historical", "time")
+    __slots__ = ("namespace", "operation", "memory_id", "memory_ids", "actor", "budget", "action", "historical", "time", "arguments")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
     OPERATION_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
@@ -267,6 +281,7 @@ class CheckRequest(_message.Message):
     ACTION_FIELD_NUMBER: _ClassVar[int]
     HISTORICAL_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     namespace: str
     operation: Operation
     memory_id: str
@@ -276,7 +291,8 @@ class CheckRequest(_message.Message):
     action: str
     historical: bool
     time: _timestamp_pb2.Timestamp
-    def __init__(self, namespace: _Optional[str] = ..., operation: _Optional[_Union[Operation, str]] = ..., memory_id: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., budget: _Optional[float] = ..., action: _Optional[str] = ..., historical: bool = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    arguments: _containers.RepeatedCompositeFieldContainer[ActArgument]
+    def __init__(self, namespace: _Optional[str] = ..., operation: _Optional[_Union[Operation, str]] = ..., memory_id: _Optional[str] = ..., memory_ids: _Optional[_Iterable[str]] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., budget: _Optional[float] = ..., action: _Optional[str] = ..., historical: bool = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., arguments: _Optional[_Iterable[_Union[ActArgument, _Mapping]]] = ...) -> None: ...
 
 class CheckResponse(_message.Message):
     __slots__ = ("decision",)
@@ -368,6 +384,50 @@ class UpdateStatusResponse(_message.Message):
     affected_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, applied: bool = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., affected_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class Grant(_message.Message):
+    __slots__ = ("id", "actions", "arguments", "source", "memory_id", "uses", "used", "expires_at", "issuer", "created_at", "effective")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    USES_FIELD_NUMBER: _ClassVar[int]
+    USED_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    ISSUER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EFFECTIVE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    actions: _containers.RepeatedScalarFieldContainer[str]
+    arguments: _containers.RepeatedScalarFieldContainer[str]
+    source: str
+    memory_id: str
+    uses: int
+    used: int
+    expires_at: _timestamp_pb2.Timestamp
+    issuer: Creator
+    created_at: _timestamp_pb2.Timestamp
+    effective: bool
+    def __init__(self, id: _Optional[str] = ..., actions: _Optional[_Iterable[str]] = ..., arguments: _Optional[_Iterable[str]] = ..., source: _Optional[str] = ..., memory_id: _Optional[str] = ..., uses: _Optional[int] = ..., used: _Optional[int] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., issuer: _Optional[_Union[Creator, _Mapping]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., effective: bool = ...) -> None: ...
+
+class GrantRequest(_message.Message):
+    __slots__ = ("namespace", "grant", "actor", "time")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    GRANT_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    grant: Grant
+    actor: Actor
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, namespace: _Optional[str] = ..., grant: _Optional[_Union[Grant, _Mapping]] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class GrantResponse(_message.Message):
+    __slots__ = ("grant",)
+    GRANT_FIELD_NUMBER: _ClassVar[int]
+    grant: Grant
+    def __init__(self, grant: _Optional[_Union[Grant, _Mapping]] = ...) -> None: ...
+
 class FeedbackRequest(_message.Message):
     __slots__ = ("namespace", "decision_id", "memory_ids", "success", "note", "time")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
@@ -425,7 +485,7 @@ class SourceCredibility(_message.Message):
     def __init__(self, source: _Optional[str] = ..., credibility: _Optional[float] = ..., ok: _Optional[float] = ..., bad: _Optional[float] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
-    __slots__ = ("memory", "ancestors", "descendants", "edges", "decisions", "truncated", "sources")
+    __slots__ = ("memory", "ancestors", "descendants", "edges", "decisions", "truncated", "sources", "grants")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     ANCESTORS_FIELD_NUMBER: _ClassVar[int]
     DESCENDANTS_FIELD_NUMBER: _ClassVar[int]
@@ -433,6 +493,7 @@ class ExplainResponse(_message.Message):
     DECISIONS_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
+    GRANTS_FIELD_NUMBER: _ClassVar[int]
     memory: Memory
     ancestors: _containers.RepeatedCompositeFieldContainer[Memory]
     descendants: _containers.RepeatedCompositeFieldContainer[Memory]
@@ -440,7 +501,8 @@ class ExplainResponse(_message.Message):
     decisions: _containers.RepeatedCompositeFieldContainer[Decision]
     truncated: bool
     sources: _containers.RepeatedCompositeFieldContainer[SourceCredibility]
-    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., ancestors: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., descendants: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[Edge, _Mapping]]] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., truncated: bool = ..., sources: _Optional[_Iterable[_Union[SourceCredibility, _Mapping]]] = ...) -> None: ...
+    grants: _containers.RepeatedCompositeFieldContainer[Grant]
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., ancestors: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., descendants: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[Edge, _Mapping]]] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., truncated: bool = ..., sources: _Optional[_Iterable[_Union[SourceCredibility, _Mapping]]] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ("namespace", "cursor", "from_oldest")

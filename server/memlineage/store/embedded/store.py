@@ -42,6 +42,7 @@ from memlineage.lineage.errors import (
     UnknownDependencyError,
     VersionConflictError,
 )
+from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.model import CascadeResult, MemoryRecord, Status
 from memlineage.lineage.validation import (
     StoreLimits,
@@ -53,6 +54,7 @@ from memlineage.store.base import MAX_BATCH_IDS, LineageStore
 from memlineage.store.embedded import persistence
 from memlineage.store.embedded.claim_record import ClaimRecordMixin
 from memlineage.store.embedded.event_log import EventLogMixin
+from memlineage.store.embedded.grant_table import GrantTable
 from memlineage.store.embedded.persistence import SqliteLog, Summary
 from memlineage.store.embedded.row import STAMPS, Row
 from memlineage.store.embedded.state import State
@@ -101,6 +103,7 @@ class EmbeddedStore(ClaimRecordMixin, EventLogMixin, LineageStore):
         if self._log is not None:
             with self._lock:
                 self._log.open(self._state)
+        self._grant_table = GrantTable(self._log.path if self._log is not None else None, fsync)
 
     # -- persistence (all of it in ``persistence.SqliteLog``) ----------------------
 
@@ -170,6 +173,16 @@ class EmbeddedStore(ClaimRecordMixin, EventLogMixin, LineageStore):
         self.compact()
         return True
 
+    # -- grants: in memory, written through to the database (``GrantTable``) --------
+    def _put_grant(self, grant: GrantRecord, now: float) -> None:
+        self._grant_table.put(grant, now)
+
+    def _grants(self, namespace: str) -> list[GrantRecord]:
+        return self._grant_table.grants(namespace)
+
+    def _use_grants(self, namespace: str, ids: list[str], now: float) -> bool:
+        return self._grant_table.use(namespace, ids, now)
+
     # -- kept decisions: with a data directory, in its database (``DecisionTable``) ----
 
     @property
@@ -192,6 +205,7 @@ class EmbeddedStore(ClaimRecordMixin, EventLogMixin, LineageStore):
 
     def close(self) -> None:
         with self._lock:
+            self._grant_table.close()
             if self._log is not None:
                 self._log.close()
 

@@ -1,0 +1,215 @@
+"""The act gate: an action decided on every memory it relies on and on each of its
+arguments, bound to the memories its value came from; the user's grants it covers
+are spent atomically when it is allowed, and allowed actions are counted.
+
+Acts are never reused: each may spend a grant use and moves the action counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from memlineage_dsl.codegen import origins_of
+from memlineage_dsl.compiler import CompiledPolicySet
+from memlineage_dsl.decision import DENY, Decision, Reason
+from memlineage_dsl.facts import (
+    Argument,
+    Creator,
+    Grant,
+    Memory,
+    Request,
+    UnknownMemory,
+    action_itself,
+    covering_grant,
+    user_made,
+)
+
+from memlineage.engine.context import EngineBase
+from memlineage.engine.outcomes import store_down
+from memlineage.engine.records import DecisionRecord
+from memlineage.engine.snapshot import StoreSnapshot, acts_counter, snapshot_of
+from memlineage.lineage.errors import StoreUnavailableError, ValidationError
+from memlineage.lineage.grants import GrantRecord
+from memlineage.lineage.validation import check_id
+
+MAX_ARGUMENTS = 64
+MAX_ARGUMENT_SOURCES = 256
+MAX_ARGUMENT_VALUE = 4096
+_SPEND_ATTEMPTS = 4  # a concurrent act spent a grant: decide again on fresh grants
+
+
+@dataclass(frozen=True, slots=True)
+class ActArgument:
+    """An argument as the caller binds it: memory ids, not yet loaded."""
+
+    name: str
+    sources: tuple[str, ...] = ()
+    value: str = ""
+    digest: str = ""
+
+
+def checked_arguments(args: Sequence[ActArgument]) -> tuple[ActArgument, ...]:
+    if len(args) > MAX_ARGUMENTS:
+        raise ValidationError(f"at most {MAX_ARGUMENTS} arguments", field="arguments")
+    seen: set[str] = set()
+    for i, a in enumerate(args):
+        check_id(a.name, f"arguments[{i}].name")
+        if a.name in seen:
+            raise ValidationError(f"argument {a.name!r} is given twice", field=f"arguments[{i}]")
+        seen.add(a.name)
+        if len(a.sources) > MAX_ARGUMENT_SOURCES:
+            raise ValidationError(
+                f"at most {MAX_ARGUMENT_SOURCES} sources", field=f"arguments[{i}].sources"
+            )
+        for j, s in enumerate(a.sources):
+            check_id(s, f"arguments[{i}].sources[{j}]")
+        for what, text in (("value", a.value), ("digest", a.digest)):
+            if len(text) > MAX_ARGUMENT_VALUE:
+                raise ValidationError(
+                    f"at most {MAX_ARGUMENT_VALUE} characters", field=f"arguments[{i}].{what}"
+                )
+    return tuple(args)
+
+
+def grant_facts(g: GrantRecord) -> Grant:
+    """What policies see of a stored grant."""
+    return Grant(
+        g.id,
+        Creator.parse(g.issuer),
+        g.actions,
+        g.arguments,
+        g.source,
+        g.memory_id,
+        g.uses,
+        g.used,
+        g.expires_at,
+        g.created_at,
+    )
+
+
+def grants_to_spend(req: Request, snap: StoreSnapshot) -> tuple[str, ...]:
+    """One use of each grant that covers a non-user origin of an argument."""
+    used: dict[str, None] = {}
+    for a in req.args:
+        for o in origins_of(snap, a):
+            if user_made(o):
+                continue
+            g = covering_grant(req.grants, req.action, a.name, o, req.time)
+            if g is not None:
+                used[g.id] = None
+    return tuple(used)
+
+
+_RACED = Decision(
+    DENY,
+    0.0,
+    0.0,
+    reasons=(
+        Reason(
+            "<grants>",
+            DENY,
+            "the grants this action needs were spent by concurrent actions meanwhile",
+            0,
+        ),
+    ),
+)
+
+
+class Acts(EngineBase):
+    """`act`: the gate in front of every action an agent takes."""
+
+    def act(
+        self,
+        ns: str,
+        action: str,
+        relied: Sequence[str],
+        args: Sequence[ActArgument],
+        actor: Creator,
+        budget: float | None = None,
+        time: float | None = None,
+    ) -> DecisionRecord:
+        arguments = checked_arguments(args)
+        if arguments and not action:
+            raise ValidationError("an act with arguments names its action", field="action")
+        if not relied and not arguments:
+            raise ValidationError(
+                "names no memory and no argument (act names them in memory_ids or arguments)",
+                field="memory_ids",
+            )
+        now = self._now(time)
+        spend = self._budget(budget)
+        serving = self.policies.current
+        ids = tuple(dict.fromkeys([*relied, *(s for a in arguments for s in a.sources)]))
+        decision: Decision = _RACED
+        used: tuple[str, ...] = ()
+        try:
+            for _ in range(_SPEND_ATTEMPTS):
+                decision, (req, snap) = self._decide_act(
+                    serving.compiled, ns, action, ids, arguments, actor, spend, now
+                )
+                used = () if decision.effect == DENY else grants_to_spend(req, snap)
+                if not used or self.store.use_grants(ns, used, now=now):
+                    break
+                decision, used = _RACED, ()
+            if decision.effect != DENY and action:
+                for pattern in serving.compiled.counts_action(action):
+                    self.store.incr_counter(ns, acts_counter(pattern), now=now)
+        except StoreUnavailableError:
+            if self.fail_mode != "degraded":
+                raise
+            decision, used = store_down("act"), ()
+        return self._issue(decision, ns, "act", ids, actor, now, serving.version, used)
+
+    def record_grant(
+        self, grant: GrantRecord, actor: Creator, time: float | None = None
+    ) -> GrantRecord:
+        """Store a delegation issued by `actor` (a non-user's is kept but inert)."""
+        return self.store.put_grant(replace(grant, issuer=actor.id), now=self._now(time))
+
+    def _decide_act(
+        self,
+        compiled: CompiledPolicySet,
+        ns: str,
+        action: str,
+        ids: tuple[str, ...],
+        arguments: tuple[ActArgument, ...],
+        actor: Creator,
+        spend: float,
+        now: float,
+    ) -> tuple[Decision, tuple[Request, StoreSnapshot]]:
+        records = self._view(ns, ids, "act", compiled) if ids else {}
+        reads = compiled.plans["act"].reads
+        snap, facts = snapshot_of(
+            records, self.store, ns, now, scores=self._scores(ns, records, now, reads), reads=reads
+        )
+        self._bound(snap)
+        memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
+        if not memories:
+            memories = (action_itself(action, actor, now),)
+        grants = tuple(grant_facts(g) for g in self.store.grants(ns)) if arguments else ()
+        req = Request(
+            "act",
+            memories[0],
+            actor,
+            ns,
+            spend,
+            now,
+            action,
+            False,
+            memories=memories,
+            args=tuple(
+                Argument(
+                    a.name,
+                    tuple(facts.get(s) or UnknownMemory(s, ns) for s in a.sources),
+                    a.value,
+                    a.digest,
+                )
+                for a in arguments
+            ),
+            grants=grants,
+        )
+        return self._decide_safely(compiled, req, snap, "act"), (req, snap)
+
+
+__all__ = ["ActArgument", "Acts", "checked_arguments", "grant_facts", "grants_to_spend"]

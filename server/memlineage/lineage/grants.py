@@ -1,0 +1,130 @@
+"""Delegations as a store keeps them: `GrantRecord`, a plain record.
+
+A user lets one source (a creator glob, or one memory the user pointed to) fill
+some arguments of some actions, a number of times, until a time. The store keeps
+grants per namespace and spends their uses atomically (`LineageStore.use_grants`);
+the engine hands live ones to the policies, which decide what a grant allows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from memlineage.lineage.errors import ValidationError
+from memlineage.lineage.validation import check_id
+
+MAX_GRANT_USES = 1_000_000
+MAX_GRANT_PATTERNS = 64
+DEFAULT_GRANT_SECONDS = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class GrantRecord:
+    id: str
+    namespace: str
+    issuer: str  # "kind:id"
+    actions: tuple[str, ...]
+    arguments: tuple[str, ...] = ()
+    source: str = ""
+    memory_id: str = ""
+    uses: int = 1
+    used: int = 0
+    expires_at: float = math.inf
+    created_at: float = 0.0
+
+    @property
+    def issuer_kind(self) -> str:
+        return self.issuer.split(":", 1)[0]
+
+    def effective(self, now: float) -> bool:
+        """Issued by a user, uses left, not expired: the only grants that cover."""
+        return (
+            self.issuer_kind == "user"
+            and self.used < self.uses
+            and self.created_at <= now < self.expires_at
+        )
+
+    def spent(self) -> GrantRecord:
+        return replace(self, used=self.used + 1)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            [
+                self.id,
+                self.namespace,
+                self.issuer,
+                list(self.actions),
+                list(self.arguments),
+                self.source,
+                self.memory_id,
+                self.uses,
+                self.used,
+                None if math.isinf(self.expires_at) else self.expires_at,
+                self.created_at,
+            ],
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> GrantRecord:
+        v: Any = json.loads(text)
+        return cls(
+            str(v[0]),
+            str(v[1]),
+            str(v[2]),
+            tuple(str(x) for x in v[3]),
+            tuple(str(x) for x in v[4]),
+            str(v[5]),
+            str(v[6]),
+            int(v[7]),
+            int(v[8]),
+            math.inf if v[9] is None else float(v[9]),
+            float(v[10]),
+        )
+
+
+def _patterns(values: tuple[str, ...], field: str, *, required: bool) -> tuple[str, ...]:
+    if required and not values:
+        raise ValidationError("names no action", field=field)
+    if len(values) > MAX_GRANT_PATTERNS:
+        raise ValidationError(f"at most {MAX_GRANT_PATTERNS} entries", field=field)
+    for i, v in enumerate(values):
+        if not v or len(v) > 256 or any(c.isspace() for c in v):
+            raise ValidationError(
+                "must be a name or glob of 1 to 256 characters without spaces",
+                field=f"{field}[{i}]",
+            )
+    return tuple(dict.fromkeys(values))
+
+
+def validated_grant(g: GrantRecord, now: float) -> GrantRecord:
+    """`g` as it is stored: checked fields, uses 0 -> 1, no expiry -> one hour."""
+    check_id(g.id, "grant.id")
+    actions = _patterns(g.actions, "grant.actions", required=True)
+    arguments = _patterns(g.arguments, "grant.arguments", required=False)
+    if not g.source and not g.memory_id:
+        raise ValidationError("a grant names a source or a memory_id", field="grant.source")
+    if g.source:
+        _patterns((g.source,), "grant.source", required=True)
+    if g.memory_id:
+        check_id(g.memory_id, "grant.memory_id")
+    uses = g.uses or 1
+    if not 1 <= uses <= MAX_GRANT_USES:
+        raise ValidationError(f"must be in [0, {MAX_GRANT_USES}]", field="grant.uses")
+    expires = g.expires_at
+    if math.isinf(expires):
+        expires = now + DEFAULT_GRANT_SECONDS
+    if not math.isfinite(expires) or expires <= now:
+        raise ValidationError("must be after the grant's time", field="grant.expires_at")
+    return replace(
+        g,
+        actions=actions,
+        arguments=arguments,
+        uses=uses,
+        used=0,
+        expires_at=expires,
+        created_at=now,
+    )

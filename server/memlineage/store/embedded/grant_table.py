@@ -1,0 +1,95 @@
+"""Grants of the embedded store: held in memory, and with a data directory written
+through to a table of their own in the store's SQLite file (on a connection of its
+own, like the kept decisions), so an acknowledged grant or spent use outlives a
+SIGKILL. Not part of the op log, the snapshot or `store check`."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from memlineage.lineage.errors import AlreadyExistsError, StoreUnavailableError
+from memlineage.lineage.grants import GrantRecord
+from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
+from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS grants (ns TEXT NOT NULL, id TEXT NOT NULL, "
+    "data TEXT NOT NULL, PRIMARY KEY (ns, id)) WITHOUT ROWID",
+)
+
+
+class GrantTable:
+    """Every namespace's grants; `use` spends uses under one lock, in one SQLite
+    transaction when there is a file: all of the named grants or none."""
+
+    def __init__(self, path: Path | None = None, fsync: bool = False) -> None:
+        self._lock = threading.Lock()
+        self._by_ns: dict[str, dict[str, GrantRecord]] = {}
+        self._db: sqlite3.Connection | None = None
+        if path is not None:
+            self._db = connect_rw(path, fsync)
+            with transaction(self._db):
+                for statement in _SCHEMA:
+                    self._db.execute(statement)
+            for (data,) in self._db.execute("SELECT data FROM grants ORDER BY rowid"):
+                g = GrantRecord.from_json(data)
+                self._by_ns.setdefault(g.namespace, {})[g.id] = g
+
+    def put(self, grant: GrantRecord, now: float) -> None:
+        with self._lock:
+            mine = self._by_ns.setdefault(grant.namespace, {})
+            if grant.id in mine:
+                raise AlreadyExistsError(f"grant {grant.id!r} exists in {grant.namespace!r}")
+            dropped = self._overflow(mine, now)
+            self._write([grant], dropped)
+            for gid in dropped:
+                del mine[gid]
+            mine[grant.id] = grant
+
+    def _overflow(self, mine: dict[str, GrantRecord], now: float) -> list[str]:
+        """Ids to drop so one more fits: spent and expired grants, oldest first."""
+        if len(mine) < MAX_GRANTS_PER_NAMESPACE:
+            return []
+        dead = [g.id for g in mine.values() if not g.effective(now)]
+        excess = len(mine) - MAX_GRANTS_PER_NAMESPACE + 1
+        return dead[:excess] if len(dead) >= excess else [*dead, *list(mine)[: excess - len(dead)]]
+
+    def grants(self, namespace: str) -> list[GrantRecord]:
+        with self._lock:
+            return list(self._by_ns.get(namespace, {}).values())
+
+    def use(self, namespace: str, ids: Sequence[str], now: float) -> bool:
+        with self._lock:
+            mine = self._by_ns.get(namespace, {})
+            found = [mine.get(i) for i in ids]
+            if any(g is None or not g.effective(now) for g in found):
+                return False
+            spent = [g.spent() for g in found if g is not None]
+            self._write(spent, [])
+            for g in spent:
+                mine[g.id] = g
+            return True
+
+    def _write(self, grants: Sequence[GrantRecord], dropped: Sequence[str]) -> None:
+        """Write through before memory changes: a failed write changes nothing."""
+        if self._db is None:
+            return
+        try:
+            with transaction(self._db):
+                for gid in dropped:
+                    self._db.execute("DELETE FROM grants WHERE id = ?", (gid,))
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO grants VALUES (?, ?, ?)",
+                    [(g.namespace, g.id, g.to_json()) for g in grants],
+                )
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(f"embedded store: writing grants failed ({exc})") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
