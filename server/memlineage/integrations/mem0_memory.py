@@ -1,0 +1,456 @@
+"""`GuardedMem0Memory` / `GuardedAsyncMem0Memory`: Mem0's `Memory` / `AsyncMemory`
+with MemLineage's checks in front, so an agent keeps calling Mem0's API.
+
+Mem0 assigns memory ids inside ``add``, so lineage cannot be recorded before the
+content is stored. The order is therefore: a provisional ``write`` check per
+creator (a denial raises `PolicyDenied` with Mem0 untouched), Mem0's ``add``,
+then one ``client.record`` per memory Mem0 created, under Mem0's id; when a
+record is refused (or fails) every memory of that ``add`` is deleted from Mem0
+again before `PolicyDenied` (or the error) is raised. Updates and deletes are
+checked first and refused with Mem0 untouched; reads hide denied memories and
+return degraded ones with their decision under `DECISION_KEY`; search is one
+``client.filter_rank``. docs/integrations.md has the reserved keys and each rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from memlineage.client.errors import PolicyDenied
+from memlineage.client.sync import MemLineageClient
+from memlineage.v1 import memlineage_pb2 as pb
+
+__all__ = [
+    "DECISION_KEY",
+    "LINEAGE_FIELDS",
+    "LINEAGE_KEY",
+    "PROVISIONAL_ID",
+    "GuardedAsyncMem0Memory",
+    "GuardedMem0Memory",
+]
+
+LINEAGE_KEY = "_lineage"
+"""The ``metadata`` key of an ``add`` holding the memories' lineage; never given to Mem0."""
+DECISION_KEY = "_memlineage"
+"""The key under which a degraded memory's decision is returned (and an update's)."""
+LINEAGE_FIELDS = (
+    "creator",
+    "confidence",
+    "type",
+    "tags",
+    "claim",
+    "dependencies",
+    "volatility",
+    "context_id",
+    "created_at",
+)
+"""What a lineage mapping (``metadata["_lineage"]`` or ``defaults``) may hold."""
+PROVISIONAL_ID = "mem0:provisional"
+"""The id the provisional ``write`` check of an ``add`` names (Mem0 has not chosen one yet)."""
+
+_T = TypeVar("_T")
+
+
+def _decision_view(decision: pb.Decision) -> dict[str, Any]:
+    """A decision as plain JSON-able values, for a returned memory's `DECISION_KEY`."""
+    return {
+        "effect": pb.Effect.Name(decision.effect).removeprefix("EFFECT_").lower(),
+        "decision_id": decision.decision_id,
+        "compliance_score": decision.compliance_score,
+        "obligations": [
+            {
+                "kind": o.kind,
+                "text": o.text,
+                "source": o.source,
+                "factor": o.factor,
+                "policy": o.policy,
+            }
+            for o in decision.obligations
+        ],
+        "reasons": [
+            {"policy": r.policy, "message": r.message, "effect": pb.Effect.Name(r.effect)}
+            for r in decision.reasons
+        ],
+    }
+
+
+def _shown(item: dict[str, Any], decision: pb.Decision) -> dict[str, Any] | None:
+    """A read's answer: None when denied, a copy with the decision when degraded."""
+    if decision.effect == pb.EFFECT_DENY:
+        return None
+    if decision.effect == pb.EFFECT_DEGRADE:
+        return {**item, DECISION_KEY: _decision_view(decision)}
+    return item
+
+
+def _lineage_fields(lineage: Any, where: str) -> dict[str, Any]:
+    if not isinstance(lineage, Mapping):
+        raise ValueError(f"{where}: lineage must be a mapping, got {type(lineage).__name__}")
+    unknown = sorted(set(lineage) - set(LINEAGE_FIELDS))
+    if unknown:
+        raise ValueError(f"{where}: unknown lineage field(s) {unknown}; allowed: {LINEAGE_FIELDS}")
+    return dict(lineage)
+
+
+def _record_args(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """`MemLineageClient.record` keyword arguments from lineage fields (creator aside)."""
+    args = {k: v for k, v in fields.items() if k != "creator" and v is not None}
+    if "claim" in args:
+        args["claim"] = tuple(args["claim"])
+    for many in ("tags", "dependencies"):
+        if many in args:
+            args[many] = [str(x) for x in args[many]]
+    return args
+
+
+@dataclass(frozen=True)
+class _AddPlan:
+    """What an ``add`` records, decided before Mem0 is called."""
+
+    metadata: dict[str, Any] | None  # what Mem0 gets (without LINEAGE_KEY)
+    fields: dict[str, Any]  # defaults < metadata["_lineage"]
+    user_id: str | None
+    agent_id: str | None
+
+    def creator(self, result: Mapping[str, Any]) -> str:
+        """The explicit creator, else by the message's role: the user's own messages
+        are ``user:<user_id>``, anything else (the assistant's, an inferred fact)
+        ``agent:<agent_id or "mem0">``."""
+        explicit = self.fields.get("creator")
+        if explicit:
+            return str(explicit)
+        if result.get("role") == "user" and self.user_id:
+            return f"user:{self.user_id}"
+        return f"agent:{self.agent_id or 'mem0'}"
+
+    def creators(self, messages: Any) -> list[str]:
+        """The distinct creators an add of ``messages`` will record, for the prechecks."""
+        if isinstance(messages, str):
+            roles = ["user"]
+        elif isinstance(messages, Mapping):
+            roles = [str(messages.get("role"))]
+        elif isinstance(messages, list):
+            roles = [str(m.get("role")) for m in messages if isinstance(m, Mapping)]
+        else:
+            roles = []
+        return sorted({self.creator({"role": r}) for r in roles if r != "system"})
+
+
+class _Mem0Guard:
+    """What the sync and async wrappers share: configuration and the pure steps."""
+
+    def __init__(
+        self,
+        memory: Any,
+        client: MemLineageClient,
+        *,
+        defaults: Mapping[str, Any] | None = None,
+        actor: str | None = None,
+        overfetch: int = 3,
+        historical: bool = False,
+        precheck: bool = True,
+    ) -> None:
+        if overfetch < 1:
+            raise ValueError(f"overfetch: {overfetch!r} must be at least 1")
+        self.memory = memory  # the wrapped Mem0 memory, for what the wrapper does not guard
+        self.client = client
+        self.defaults = _lineage_fields(defaults or {}, "defaults")
+        self.actor = actor  # who asks; None: the sidecar's default
+        self.overfetch = overfetch
+        self.historical = historical
+        self.precheck = precheck
+
+    def _plan(
+        self, metadata: Mapping[str, Any] | None, user_id: str | None, agent_id: str | None
+    ) -> _AddPlan:
+        given = dict(metadata or {})
+        fields = {**self.defaults, **_lineage_fields(given.pop(LINEAGE_KEY, {}), LINEAGE_KEY)}
+        return _AddPlan(given if metadata is not None else None, fields, user_id, agent_id)
+
+    def _prechecks(self, plan: _AddPlan, messages: Any) -> list[str]:
+        return plan.creators(messages) if self.precheck else []
+
+    def _check_write(self, decision: pb.Decision) -> None:
+        if decision.effect == pb.EFFECT_DENY:
+            raise PolicyDenied(decision)
+
+    @staticmethod
+    def _added(result: Any) -> list[dict[str, Any]]:
+        """The memories an ``add`` created: its ``{"results": [...]}`` entries with
+        event ADD (Mem0 2.x adds only; infer=False makes one per non-system message)."""
+        items = result.get("results", []) if isinstance(result, Mapping) else []
+        return [r for r in items if isinstance(r, dict) and r.get("event") == "ADD" and r.get("id")]
+
+    def _record(self, plan: _AddPlan, item: Mapping[str, Any]) -> pb.RecordResponse:
+        return self.client.record(
+            str(item["id"]),
+            creator=plan.creator(item),
+            actor=self.actor,
+            **_record_args(plan.fields),
+        )
+
+    def _candidates(self, items: Iterable[Mapping[str, Any]], scored: bool) -> list[Any]:
+        seen: dict[str, Any] = {}
+        for item in items:
+            key = str(item.get("id", ""))
+            if key and key not in seen:
+                seen[key] = item
+        score = (lambda i: float(i.get("score") or 0.0)) if scored else (lambda i: 1.0)
+        return [(k, score(i), i) for k, i in seen.items()]
+
+    def _filter_rank(self, candidates: Sequence[Any], limit: int, actor: str | None) -> Any:
+        return self.client.filter_rank(
+            [(k, s) for k, s, _ in candidates],
+            actor=actor or self.actor,
+            historical=self.historical,
+            limit=limit,
+        )
+
+    @staticmethod
+    def _ranked(candidates: Sequence[Any], response: pb.FilterRankResponse) -> list[Any]:
+        """Kept memories in the sidecar's order; ``score`` is its rank score, Mem0's own
+        score moves to ``mem0_score``."""
+        items = {k: i for k, _, i in candidates}
+        kept = {c.memory_id: c for c in response.candidates if c.kept}
+        out = []
+        for memory_id in response.ranked_ids:
+            c = kept.get(memory_id)
+            if c is None or memory_id not in items:
+                continue
+            item = {**items[memory_id], "mem0_score": items[memory_id].get("score")}
+            item["score"] = c.rank_score
+            shown = _shown(item, c.decision)
+            if shown is not None:
+                out.append(shown)
+        return out
+
+    @staticmethod
+    def _listed(candidates: Sequence[Any], response: pb.FilterRankResponse) -> list[Any]:
+        """Kept memories in Mem0's own order (get_all is a listing, not a ranking)."""
+        kept = {c.memory_id: c for c in response.candidates if c.kept}
+        out = []
+        for memory_id, _, item in candidates:
+            c = kept.get(memory_id)
+            shown = _shown(dict(item), c.decision) if c is not None else None
+            if shown is not None:
+                out.append(shown)
+        return out
+
+    @staticmethod
+    def _changed(result: Any, decision: pb.Decision) -> Any:
+        if decision.effect == pb.EFFECT_DEGRADE and isinstance(result, dict):
+            return {**result, DECISION_KEY: _decision_view(decision)}
+        return result
+
+    @staticmethod
+    def _no_lineage_change(metadata: Mapping[str, Any] | None) -> None:
+        if metadata and LINEAGE_KEY in metadata:
+            raise ValueError(f"{LINEAGE_KEY}: lineage is recorded once, by add; update keeps it")
+
+
+class GuardedMem0Memory(_Mem0Guard):
+    """A `mem0.Memory` with MemLineage's checks in front (see the module docstring).
+
+    Memory ids are Mem0's, recorded in the client's sidecar namespace. ``defaults``
+    are lineage fields for every add (e.g. ``{"creator": "agent:planner"}``),
+    overridden by ``metadata["_lineage"]``; ``actor`` is who asks (None: the
+    sidecar's default); each read/update/delete also takes ``actor=``.
+    ``delete_all``/``reset`` are not wrapped: use ``.memory`` knowingly.
+    """
+
+    def add(
+        self,
+        messages: Any,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """Mem0's ``add``, its memories' lineage recorded under Mem0's ids (rolled back
+        from Mem0 when a record is refused). Returns Mem0's ``{"results": [...]}``."""
+        plan = self._plan(metadata, user_id, agent_id)
+        for creator in self._prechecks(plan, messages):
+            decision = self.client.check("write", PROVISIONAL_ID, actor=self.actor or creator)
+            self._check_write(decision)
+        result = self.memory.add(
+            messages, user_id=user_id, agent_id=agent_id, metadata=plan.metadata, **kwargs
+        )
+        added = self._added(result)
+        try:
+            for item in added:
+                response = self._record(plan, item)
+                if not response.recorded:
+                    raise PolicyDenied(response.decision)
+        except BaseException:
+            for item in added:  # roll back: Mem0 keeps no memory without lineage
+                with contextlib.suppress(Exception):
+                    self.memory.delete(item["id"])
+            raise
+        return dict(result)
+
+    def get(self, memory_id: str, *, actor: str | None = None) -> dict[str, Any] | None:
+        """Mem0's memory if the read is allowed (degraded: with `DECISION_KEY`), else None."""
+        item = self.memory.get(memory_id)
+        if item is None:
+            return None
+        decision = self.client.check(
+            "read", memory_id, actor=actor or self.actor, historical=self.historical
+        )
+        return _shown(item, decision)
+
+    def get_all(self, *, actor: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        """Mem0's listing without denied memories, in Mem0's order: one FilterRank."""
+        result = self.memory.get_all(**kwargs)
+        candidates = self._candidates(result.get("results", []), scored=False)
+        if not candidates:
+            return dict(result)
+        response = self._filter_rank(candidates, 0, actor)
+        return {**result, "results": self._listed(candidates, response)}
+
+    def search(
+        self, query: str, *, top_k: int = 20, actor: str | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Mem0's search widened to ``overfetch x top_k``, then one FilterRank: at most
+        ``top_k`` kept memories, best first by the sidecar's rank score."""
+        result = self.memory.search(query, top_k=top_k * self.overfetch, **kwargs)
+        candidates = self._candidates(result.get("results", []), scored=True)
+        if not candidates or top_k == 0:
+            return {**result, "results": []}
+        response = self._filter_rank(candidates, top_k, actor)
+        return {**result, "results": self._ranked(candidates, response)[:top_k]}
+
+    def update(
+        self,
+        memory_id: str,
+        text: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        *,
+        actor: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """``check("update")`` first: DENY raises `PolicyDenied`, Mem0 untouched."""
+        self._no_lineage_change(metadata)
+        decision = self.client.check("update", memory_id, actor=actor or self.actor)
+        self._check_write(decision)
+        return self._changed(self.memory.update(memory_id, text, metadata, **kwargs), decision)
+
+    def delete(self, memory_id: str, *, actor: str | None = None) -> Any:
+        """``check("delete")`` first: DENY raises `PolicyDenied`, Mem0 untouched. The
+        lineage record stays in the sidecar for audit."""
+        decision = self.client.check("delete", memory_id, actor=actor or self.actor)
+        self._check_write(decision)
+        return self._changed(self.memory.delete(memory_id), decision)
+
+    def history(self, memory_id: str) -> Any:
+        """Mem0's change history, unfiltered: the audit trail of the store itself."""
+        return self.memory.history(memory_id)
+
+
+class GuardedAsyncMem0Memory(_Mem0Guard):
+    """`GuardedMem0Memory`'s twin over `mem0.AsyncMemory`: the same rules, Mem0's
+    coroutines awaited and the sync client run in a worker thread (`_acall`)."""
+
+    async def _acall(self, call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        """One sidecar call off the event loop (the one place an async client will go)."""
+        return await asyncio.to_thread(call, *args, **kwargs)
+
+    async def add(
+        self,
+        messages: Any,
+        *,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """`GuardedMem0Memory.add`, awaited."""
+        plan = self._plan(metadata, user_id, agent_id)
+        for creator in self._prechecks(plan, messages):
+            decision = await self._acall(
+                self.client.check, "write", PROVISIONAL_ID, actor=self.actor or creator
+            )
+            self._check_write(decision)
+        result = await self.memory.add(
+            messages, user_id=user_id, agent_id=agent_id, metadata=plan.metadata, **kwargs
+        )
+        added = self._added(result)
+        try:
+            for item in added:
+                response = await self._acall(self._record, plan, item)
+                if not response.recorded:
+                    raise PolicyDenied(response.decision)
+        except BaseException:
+            for item in added:  # roll back: Mem0 keeps no memory without lineage
+                with contextlib.suppress(Exception):
+                    await self.memory.delete(item["id"])
+            raise
+        return dict(result)
+
+    async def get(self, memory_id: str, *, actor: str | None = None) -> dict[str, Any] | None:
+        """`GuardedMem0Memory.get`, awaited."""
+        item = await self.memory.get(memory_id)
+        if item is None:
+            return None
+        decision = await self._acall(
+            self.client.check,
+            "read",
+            memory_id,
+            actor=actor or self.actor,
+            historical=self.historical,
+        )
+        return _shown(item, decision)
+
+    async def get_all(self, *, actor: str | None = None, **kwargs: Any) -> dict[str, Any]:
+        """`GuardedMem0Memory.get_all`, awaited."""
+        result = await self.memory.get_all(**kwargs)
+        candidates = self._candidates(result.get("results", []), scored=False)
+        if not candidates:
+            return dict(result)
+        response = await self._acall(self._filter_rank, candidates, 0, actor)
+        return {**result, "results": self._listed(candidates, response)}
+
+    async def search(
+        self, query: str, *, top_k: int = 20, actor: str | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """`GuardedMem0Memory.search`, awaited."""
+        result = await self.memory.search(query, top_k=top_k * self.overfetch, **kwargs)
+        candidates = self._candidates(result.get("results", []), scored=True)
+        if not candidates or top_k == 0:
+            return {**result, "results": []}
+        response = await self._acall(self._filter_rank, candidates, top_k, actor)
+        return {**result, "results": self._ranked(candidates, response)[:top_k]}
+
+    async def update(
+        self,
+        memory_id: str,
+        text: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        *,
+        actor: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """`GuardedMem0Memory.update`, awaited."""
+        self._no_lineage_change(metadata)
+        decision = await self._acall(
+            self.client.check, "update", memory_id, actor=actor or self.actor
+        )
+        self._check_write(decision)
+        result = await self.memory.update(memory_id, text, metadata, **kwargs)
+        return self._changed(result, decision)
+
+    async def delete(self, memory_id: str, *, actor: str | None = None) -> Any:
+        """`GuardedMem0Memory.delete`, awaited."""
+        decision = await self._acall(
+            self.client.check, "delete", memory_id, actor=actor or self.actor
+        )
+        self._check_write(decision)
+        return self._changed(await self.memory.delete(memory_id), decision)
+
+    async def history(self, memory_id: str) -> Any:
+        """Mem0's change history, unfiltered (as `GuardedMem0Memory.history`)."""
+        return await self.memory.history(memory_id)

@@ -1,0 +1,417 @@
+"""GuardedMem0Memory / GuardedAsyncMem0Memory over a real, offline mem0.Memory.
+
+Mem0 runs as configured by its own config: its local Qdrant in a temporary
+directory, its history SQLite file beside it, and its OpenAI embedder pointed at
+a deterministic bag-of-words embedding server on loopback (no model, no
+network); ``infer=False`` so no LLM is ever called. A real sidecar with the
+bundled policies decides. Nothing of Mem0 is mocked or patched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import os
+import re
+import tempfile
+import threading
+import zlib
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+# Mem0 reads these when imported: no telemetry, nothing under ~/.mem0.
+os.environ["MEM0_TELEMETRY"] = "False"
+os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="mem0-home-"))
+
+import pytest
+from mem0 import AsyncMemory, Memory
+from memlineage.client import MemLineageClient, NotFound, PolicyDenied
+from memlineage.integrations.mem0_memory import (
+    DECISION_KEY,
+    LINEAGE_KEY,
+    GuardedAsyncMem0Memory,
+    GuardedMem0Memory,
+)
+from memlineage.v1 import memlineage_pb2 as pb
+from prometheus_client import generate_latest
+from support.sidecar import RunningSidecar
+
+DIMS = 64
+
+
+def bag_of_words(text: str) -> list[float]:
+    """Hashed words, L2-normalised: same text, same vector; shared words, closer."""
+    v = [0.0] * DIMS
+    for word in re.findall(r"\w+", text.lower()):
+        v[zlib.crc32(word.encode()) % DIMS] += 1.0
+    norm = math.sqrt(sum(x * x for x in v)) or 1.0
+    return [x / norm for x in v] if any(v) else [1.0] + [0.0] * (DIMS - 1)
+
+
+class _Embeddings(BaseHTTPRequestHandler):
+    """POST /v1/embeddings as the OpenAI API answers it."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        answer = json.dumps(
+            {
+                "object": "list",
+                "model": body.get("model", "bow"),
+                "data": [
+                    {"object": "embedding", "index": i, "embedding": bag_of_words(t)}
+                    for i, t in enumerate(texts)
+                ],
+                "usage": {"prompt_tokens": 0, "total_tokens": 0},
+            }
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def embedder_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Embeddings)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def mem0_config(tmp_path: Path, url: str) -> dict[str, Any]:
+    """Mem0's own config: local Qdrant, local history db, the loopback embedder."""
+    return {
+        "vector_store": {
+            "provider": "qdrant",
+            "config": {
+                "collection_name": "memories",
+                "path": str(tmp_path / "qdrant"),
+                "embedding_model_dims": DIMS,
+                "on_disk": True,
+            },
+        },
+        "embedder": {
+            "provider": "openai",
+            "config": {
+                "model": "bow",
+                "api_key": "offline",
+                "openai_base_url": url,
+                "embedding_dims": DIMS,
+            },
+        },
+        # Built by Memory() but never called: every add here is infer=False.
+        "llm": {"provider": "openai", "config": {"api_key": "offline", "openai_base_url": url}},
+        "history_db_path": str(tmp_path / "history.db"),
+    }
+
+
+@pytest.fixture(scope="module")
+def sidecar() -> Iterator[RunningSidecar]:
+    with RunningSidecar() as s:
+        yield s
+
+
+@pytest.fixture
+def ml(sidecar: RunningSidecar) -> Iterator[MemLineageClient]:
+    with MemLineageClient(sidecar.address, timeout=10) as client:
+        yield client
+
+
+@pytest.fixture
+def memory(tmp_path: Path, embedder_url: str) -> Iterator[Memory]:
+    m = Memory.from_config(mem0_config(tmp_path, embedder_url))
+    yield m
+    m.close()
+
+
+_users = itertools.count()
+
+
+@pytest.fixture
+def user() -> str:
+    """A Mem0 user of this test's own (the sidecar is shared by the module)."""
+    return f"user{next(_users)}"
+
+
+def filter_ranks(sidecar: RunningSidecar) -> int:
+    """FilterRank RPCs the sidecar has served (its own latency histogram's count)."""
+    assert sidecar.sidecar is not None
+    text = generate_latest(sidecar.sidecar.metrics.registry).decode()
+    found = re.search(r'memlineage_rpc_latency_seconds_count\{method="FilterRank"\} (\S+)', text)
+    return int(float(found.group(1))) if found else 0
+
+
+def creator_of(ml: MemLineageClient, memory_id: str) -> str:
+    c = ml.explain(memory_id).memory.creator
+    assert c.id.startswith(pb.CreatorKind.Name(c.kind).removeprefix("CREATOR_KIND_").lower())
+    return c.id  # "kind:id", as recorded
+
+
+def stored_ids(memory: Memory, user: str) -> set[str]:
+    return {r["id"] for r in memory.get_all(filters={"user_id": user})["results"]}
+
+
+# ---------------------------------------------------------------- add
+
+
+def test_add_records_lineage_under_the_ids_mem0_assigns(
+    memory: Memory, ml: MemLineageClient, user: str
+) -> None:
+    guarded = GuardedMem0Memory(memory, ml)
+    messages = [
+        {"role": "system", "content": "you are a travel agent"},
+        {"role": "user", "content": "I am flying to Shanghai in May"},
+        {"role": "assistant", "content": "Noted: Shanghai in May"},
+    ]
+    meta = {"trip": "may", LINEAGE_KEY: {"tags": ["travel"], "confidence": 0.9}}
+    result = guarded.add(messages, user_id=user, metadata=meta, infer=False)
+
+    added = result["results"]
+    assert [r["event"] for r in added] == ["ADD", "ADD"]  # the system message is no memory
+    ids = [r["id"] for r in added]
+    assert stored_ids(memory, user) == set(ids)
+    assert creator_of(ml, ids[0]) == f"user:{user}"  # the user's own message
+    assert creator_of(ml, ids[1]) == "agent:mem0"  # the assistant's
+    record = ml.explain(ids[0]).memory
+    assert list(record.tags) == ["travel"] and record.creator_confidence == pytest.approx(0.9)
+    stored = memory.get(ids[0])
+    assert stored["metadata"] == {"trip": "may"}  # the lineage went to the sidecar only
+
+
+def test_lineage_keys_and_defaults_name_the_creator_and_dependencies(
+    memory: Memory, ml: MemLineageClient, user: str
+) -> None:
+    guarded = GuardedMem0Memory(memory, ml, defaults={"creator": "agent:planner"})
+    (city,) = guarded.add("Shanghai", user_id=user, infer=False)["results"]
+    assert creator_of(ml, city["id"]) == "agent:planner"
+    lineage = {"creator": "tool:hotel_api", "dependencies": [city["id"]]}
+    (hotel,) = guarded.add(
+        "Hotel Peace, Shanghai", user_id=user, metadata={LINEAGE_KEY: lineage}, infer=False
+    )["results"]
+    assert creator_of(ml, hotel["id"]) == "tool:hotel_api"
+    assert list(ml.explain(hotel["id"]).memory.dependencies) == [city["id"]]
+    with pytest.raises(ValueError, match="unknown lineage field"):
+        guarded.add("x", user_id=user, metadata={LINEAGE_KEY: {"owner": "me"}}, infer=False)
+
+
+def test_a_refused_record_leaves_mem0_empty(
+    memory: Memory, ml: MemLineageClient, user: str
+) -> None:
+    """claim_supersede_protected: an agent's claim may not replace the user's."""
+    claim = (f"user:{user}", "destination_city", "Shanghai")
+    ml.record(f"{user}-stated-city", creator=f"user:{user}", claim=claim)
+    guarded = GuardedMem0Memory(memory, ml)
+    meta = {LINEAGE_KEY: {"creator": "agent:planner", "claim": [*claim[:2], "Beijing"]}}
+    with pytest.raises(PolicyDenied, match="cannot supersede what the user stated"):
+        guarded.add(
+            [{"role": "assistant", "content": "destination: Beijing"}],
+            user_id=user,
+            metadata=meta,
+            infer=False,
+        )
+    assert stored_ids(memory, user) == set()  # rolled back
+
+
+def test_a_denied_derivation_leaves_mem0_empty(
+    memory: Memory, ml: MemLineageClient, user: str
+) -> None:
+    """low_confidence_reasoning: doubtful reasoning may not derive from anything."""
+    ml.record(f"{user}-fact", creator=f"user:{user}")
+    guarded = GuardedMem0Memory(memory, ml)
+    lineage = {"creator": "reasoning:planner", "confidence": 0.4, "dependencies": [f"{user}-fact"]}
+    with pytest.raises(PolicyDenied, match=r"below 0\.7 confidence"):
+        guarded.add(
+            "maybe a beach trip", user_id=user, metadata={LINEAGE_KEY: lineage}, infer=False
+        )
+    assert stored_ids(memory, user) == set()
+
+
+def test_one_refused_record_rolls_back_the_whole_add(
+    memory: Memory, ml: MemLineageClient, user: str
+) -> None:
+    """The user's message may restate the user's claim; the assistant's may not
+    (claim_supersede_protected): both memories leave Mem0 again."""
+    claim = (f"user:{user}", "home", "Paris")
+    ml.record(f"{user}-home", creator=f"user:{user}", claim=claim)
+    guarded = GuardedMem0Memory(memory, ml)
+    messages = [
+        {"role": "user", "content": "I live in Lyon now"},
+        {"role": "assistant", "content": "home: Lyon"},
+    ]
+    meta = {LINEAGE_KEY: {"claim": [*claim[:2], "Lyon"]}}
+    with pytest.raises(PolicyDenied, match="cannot supersede what the user stated"):
+        guarded.add(messages, user_id=user, metadata=meta, infer=False)
+    assert stored_ids(memory, user) == set()
+
+
+# ---------------------------------------------------------------- reads
+
+
+def _seed(guarded: GuardedMem0Memory, user: str) -> dict[str, str]:
+    """One memory per creator: kind -> Mem0 id."""
+    creators = {
+        "user": f"user:{user}",
+        "tool": "tool:some_tool",  # not on the trusted list: degraded
+        "blocked": "tool:scraper_y",  # blocked source: denied
+        "guess": "reasoning:planner",  # confidence 0.4: denied
+    }
+    ids = {}
+    for name, creator in creators.items():
+        lineage = {"creator": creator, "confidence": 0.4 if name == "guess" else 1.0}
+        (item,) = guarded.add(
+            f"hotel in Shanghai from {name}",
+            user_id=user,
+            metadata={LINEAGE_KEY: lineage},
+            infer=False,
+        )["results"]
+        ids[name] = item["id"]
+    return ids
+
+
+def test_search_is_one_filter_rank_that_hides_denied_memories(
+    memory: Memory, ml: MemLineageClient, user: str, sidecar: RunningSidecar
+) -> None:
+    guarded = GuardedMem0Memory(memory, ml)
+    ids = _seed(guarded, user)
+    raw = memory.search("hotel in Shanghai", filters={"user_id": user}, top_k=10)["results"]
+    assert {r["id"] for r in raw} == set(ids.values())  # Mem0 itself finds all four
+
+    before = filter_ranks(sidecar)
+    found = guarded.search("hotel in Shanghai", filters={"user_id": user}, top_k=10)
+    assert filter_ranks(sidecar) == before + 1
+
+    results = found["results"]
+    assert results[0]["id"] == ids["user"]  # the allowed one ranks first
+    assert {r["id"] for r in results} == {ids["user"], ids["tool"]}
+    by_id = {r["id"]: r for r in results}
+    assert DECISION_KEY not in by_id[ids["user"]]
+    degraded = by_id[ids["tool"]][DECISION_KEY]
+    assert degraded["effect"] == "degrade"
+    assert {o["kind"] for o in degraded["obligations"]} >= {"annotate", "downrank"}
+    assert all(r["mem0_score"] is not None and r["score"] >= 0 for r in results)
+    assert [r["score"] for r in results] == sorted((r["score"] for r in results), reverse=True)
+    # top_k=1: Mem0 is asked for overfetch x 1 (here all four), the sidecar keeps the best
+    wide = GuardedMem0Memory(memory, ml, overfetch=4)
+    (best,) = wide.search("hotel", filters={"user_id": user}, top_k=1)["results"]
+    assert best["id"] == ids["user"]
+
+
+def test_get_and_get_all_hide_denied_and_mark_degraded(
+    memory: Memory, ml: MemLineageClient, user: str, sidecar: RunningSidecar
+) -> None:
+    guarded = GuardedMem0Memory(memory, ml)
+    ids = _seed(guarded, user)
+    assert guarded.get(ids["blocked"]) is None and guarded.get(ids["guess"]) is None
+    assert memory.get(ids["blocked"]) is not None  # Mem0 still holds it
+    assert guarded.get(ids["user"]) == memory.get(ids["user"])
+    tool = guarded.get(ids["tool"])
+    assert tool is not None and tool[DECISION_KEY]["effect"] == "degrade"
+    assert guarded.get("00000000-0000-0000-0000-000000000000") is None  # absent: no check
+
+    before = filter_ranks(sidecar)
+    listed = guarded.get_all(filters={"user_id": user})["results"]
+    assert filter_ranks(sidecar) == before + 1
+    assert {r["id"] for r in listed} == {ids["user"], ids["tool"]}
+
+
+# ---------------------------------------------------------------- update / delete / history
+
+
+def test_what_the_user_stated_only_the_user_changes(
+    memory: Memory, ml: MemLineageClient, user: str
+) -> None:
+    """user_statements_protected, for update and delete: refused, Mem0 untouched."""
+    agent = GuardedMem0Memory(memory, ml, actor="agent:planner")
+    (item,) = agent.add(
+        [{"role": "user", "content": "I am vegetarian"}], user_id=user, infer=False
+    )["results"]
+    memory_id = item["id"]
+    assert creator_of(ml, memory_id) == f"user:{user}"
+
+    with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
+        agent.update(memory_id, "eats everything")
+    with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
+        agent.delete(memory_id)
+    assert memory.get(memory_id)["memory"] == "I am vegetarian"
+    assert [h["event"] for h in memory.history(memory_id)] == ["ADD"]
+
+    agent.update(memory_id, "vegan now", actor=f"user:{user}")
+    assert memory.get(memory_id)["memory"] == "vegan now"
+    history = agent.history(memory_id)
+    assert history == memory.history(memory_id)  # passes through
+    assert [(h["event"], h["new_memory"]) for h in history] == [
+        ("ADD", "I am vegetarian"),
+        ("UPDATE", "vegan now"),
+    ]
+    with pytest.raises(ValueError, match="lineage is recorded once"):
+        agent.update(memory_id, metadata={LINEAGE_KEY: {"creator": "agent:x"}})
+
+    agent.delete(memory_id, actor=f"user:{user}")
+    assert memory.get(memory_id) is None
+    assert creator_of(ml, memory_id) == f"user:{user}"  # the lineage stays for audit
+
+
+def test_an_unrecorded_id_is_not_found_in_the_sidecar(ml: MemLineageClient) -> None:
+    with pytest.raises(NotFound):
+        ml.explain("never-recorded")
+
+
+# ---------------------------------------------------------------- async twin
+
+
+def test_the_async_twin_over_mem0_async_memory(
+    tmp_path: Path, embedder_url: str, ml: MemLineageClient, user: str, sidecar: RunningSidecar
+) -> None:
+    async def scenario() -> None:
+        inner = AsyncMemory.from_config(mem0_config(tmp_path, embedder_url))
+        guarded = GuardedAsyncMem0Memory(inner, ml, actor="agent:planner")
+        try:
+            stated = await guarded.add(
+                [{"role": "user", "content": "my seat is by the window"}],
+                user_id=user,
+                infer=False,
+            )
+            (item,) = stated["results"]
+            assert creator_of(ml, item["id"]) == f"user:{user}"
+            blocked = {LINEAGE_KEY: {"creator": "tool:scraper_z"}}
+            (hidden,) = (
+                await guarded.add("seat by the aisle", user_id=user, metadata=blocked, infer=False)
+            )["results"]
+
+            before = filter_ranks(sidecar)
+            found = await guarded.search("seat window", filters={"user_id": user}, top_k=5)
+            assert filter_ranks(sidecar) == before + 1
+            assert [r["id"] for r in found["results"]] == [item["id"]]
+            assert await guarded.get(hidden["id"]) is None
+            listed = await guarded.get_all(filters={"user_id": user})
+            assert [r["id"] for r in listed["results"]] == [item["id"]]
+
+            with pytest.raises(PolicyDenied):
+                await guarded.update(item["id"], "seat by the aisle")
+            with pytest.raises(PolicyDenied):
+                await guarded.delete(item["id"])
+            assert (await inner.get(item["id"]))["memory"] == "my seat is by the window"
+            assert await guarded.history(item["id"]) == await inner.history(item["id"])
+
+            claim = (f"user:{user}", "seat", "window")
+            ml.record(f"{user}-seat", creator=f"user:{user}", claim=claim)
+            refused = {LINEAGE_KEY: {"creator": "agent:planner", "claim": [*claim[:2], "aisle"]}}
+            with pytest.raises(PolicyDenied):
+                await guarded.add("aisle it is", user_id=user, metadata=refused, infer=False)
+            listed = await inner.get_all(filters={"user_id": user})
+            assert {r["id"] for r in listed["results"]} == {item["id"], hidden["id"]}
+        finally:
+            inner.close()
+
+    asyncio.run(scenario())
