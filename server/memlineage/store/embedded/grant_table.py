@@ -34,9 +34,13 @@ class GrantTable:
             with transaction(self._db):
                 for statement in _SCHEMA:
                     self._db.execute(statement)
-            for (data,) in self._db.execute("SELECT data FROM grants ORDER BY rowid"):
+            for (data,) in self._db.execute("SELECT data FROM grants"):
                 g = GrantRecord.from_json(data)
                 self._by_ns.setdefault(g.namespace, {})[g.id] = g
+            for mine in self._by_ns.values():  # oldest first, as they were recorded
+                ordered = sorted(mine.values(), key=lambda g: (g.created_at, g.id))
+                mine.clear()
+                mine.update((g.id, g) for g in ordered)
 
     def put(self, grant: GrantRecord, now: float) -> None:
         with self._lock:

@@ -1,0 +1,279 @@
+"""The act gate through a real sidecar, on the embedded store, a real redis-server
+and a real Redis Cluster: an injected recipient is denied; a user-granted file fills
+the amount once and the second payment on that grant is denied; a grant recorded by
+a tool changes nothing; concurrent acts on one single-use grant allow exactly one;
+an expired grant is inert; allowed actions are counted by `acts()`."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from memlineage.client import ActArg, MemLineageClient
+from memlineage.config import Config, TokenGrant
+from memlineage.lineage.clock import ManualClock
+from memlineage.v1 import memlineage_pb2 as pb
+from support.memories import T0
+from support.sidecar import BUNDLED_POLICIES, RunningSidecar
+
+AUTH = (("authorization", "Bearer t"),)
+RATE_POLICY = """
+actions payments = ["send_money", "schedule_*"]
+
+policy payments_per_hour priority 90 {
+  on act
+  when request.action in payments and acts(payments, 1h) >= 2
+  deny "at most 2 payments an hour"
+}
+"""
+
+
+@pytest.fixture(params=["embedded", "redis", "cluster"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    if request.param == "redis":
+        return str(request.getfixturevalue("redis_server").emptied())
+    if request.param == "cluster":
+        return str(request.getfixturevalue("redis_cluster").url)
+    return "embedded"
+
+
+@pytest.fixture
+def policies(tmp_path: Path) -> str:
+    """The bundled policies plus a rate rule over allowed payments."""
+    out = tmp_path / "policies"
+    shutil.copytree(BUNDLED_POLICIES, out)
+    (out / "zz_rate.mlp").write_text(RATE_POLICY)
+    return str(out)
+
+
+@pytest.fixture
+def sidecar(store_url: str, policies: str) -> Iterator[tuple]:
+    clock = ManualClock(T0)
+    # A namespace of the test's own: the session's Redis Cluster is shared by the tests
+    # (and the rate counters all count at the same manual time).
+    ns = f"act-{uuid.uuid4().hex[:12]}"
+    config = Config(
+        policy_dir=policies,
+        store=store_url,
+        decision_log="off",
+        tokens=(TokenGrant("t", (ns,)),),
+    )
+    with (
+        RunningSidecar(config, clock) as s,
+        MemLineageClient(s.address, token="t", namespace=ns, timeout=10) as c,
+    ):
+        yield s, c, clock
+
+
+def _trace(c: MemLineageClient) -> tuple[str, str, str]:
+    """The user's prompt, a bill read from a file, an email carrying an injection (ids
+    unique: the session's cluster is shared by the tests)."""
+    suffix = uuid.uuid4().hex[:10]
+    prompt, bill, inbox = f"prompt{suffix}", f"bill{suffix}", f"inbox{suffix}"
+    c.record(prompt, creator="user:alice")
+    c.record(bill, creator="tool:read_file", type="tool_result")
+    c.record(inbox, creator="tool:read_inbox", type="tool_result")
+    return prompt, bill, inbox
+
+
+def test_an_injected_recipient_is_denied_and_says_which_argument(sidecar: tuple) -> None:
+    _, c, _ = sidecar
+    prompt, _, inbox = _trace(c)
+    d = c.act("send_money", {"recipient": [inbox], "amount": ActArg([prompt], value="100")})
+    assert d.effect == pb.EFFECT_DENY
+    why = " ".join(r.message for r in d.reasons)
+    assert "argument `recipient`" in why and "tool:read_inbox" in why and inbox in why
+    assert "send_money" in why  # the grant that is missing: recipient of send_money
+    assert not d.grants_used
+    ok = c.act("send_money", {"recipient": [prompt], "amount": [prompt]})
+    assert ok.effect == pb.EFFECT_ALLOW
+
+
+def test_a_granted_file_fills_the_amount_once(sidecar: tuple) -> None:
+    _, c, _ = sidecar
+    prompt, bill, _ = _trace(c)
+    g = c.grant(["send_money"], memory_id=bill, arguments=["amount"], uses=1, actor="user:alice")
+    assert g.effective and g.uses == 1 and g.used == 0
+    pay = {"recipient": [prompt], "amount": [bill]}
+    first = c.act("send_money", pay)
+    assert first.effect == pb.EFFECT_ALLOW and list(first.grants_used) == [g.id]
+    second = c.act("send_money", pay)
+    assert second.effect == pb.EFFECT_DENY and not second.grants_used
+    shown = {x.id: x for x in c.explain(bill).grants}
+    assert shown[g.id].used == 1 and not shown[g.id].effective
+
+
+def test_a_grant_recorded_by_a_tool_changes_nothing(sidecar: tuple) -> None:
+    _, c, _ = sidecar
+    prompt, bill, _ = _trace(c)
+    forged = c.grant(["send_*"], source="tool:*", actor="tool:read_file", uses=100)
+    assert not forged.effective and forged.issuer.id == "tool:read_file"
+    d = c.act("send_money", {"recipient": [prompt], "amount": [bill]})
+    assert d.effect == pb.EFFECT_DENY and not d.grants_used
+    assert [x.used for x in c.explain(bill).grants if x.id == forged.id] == [0]
+
+
+def test_concurrent_acts_on_one_single_use_grant_allow_exactly_one(sidecar: tuple) -> None:
+    s, c, _ = sidecar
+    prompt, bill, _ = _trace(c)
+    g = c.grant(["send_money"], memory_id=bill, arguments=["amount"], uses=1)
+    start = threading.Barrier(8)
+    effects: list[int] = []
+    why: list[str] = []
+    lock = threading.Lock()
+
+    def pay() -> None:
+        with MemLineageClient(s.address, token="t", namespace=c.namespace, timeout=20) as mine:
+            start.wait(10)
+            d = mine.act("send_money", {"recipient": [prompt], "amount": [bill]})
+            with lock:
+                effects.append(d.effect)
+                why.extend(r.message for r in d.reasons)
+
+    threads = [threading.Thread(target=pay) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(effects) == 8
+    assert effects.count(pb.EFFECT_ALLOW) == 1, why
+    assert effects.count(pb.EFFECT_DENY) == 7
+    assert [x.used for x in c.explain(bill).grants if x.id == g.id] == [1]
+
+
+def test_an_expired_grant_is_inert(sidecar: tuple) -> None:
+    _, c, clock = sidecar
+    prompt, bill, _ = _trace(c)
+    g = c.grant(["send_money"], memory_id=bill, expires_at=clock() + 60, uses=5)
+    pay = {"recipient": [prompt], "amount": [bill]}
+    assert c.act("send_money", pay).effect == pb.EFFECT_ALLOW
+    clock.advance(61)
+    late = c.act("send_money", pay)
+    assert late.effect == pb.EFFECT_DENY and not late.grants_used
+    shown = [x for x in c.explain(bill).grants if x.id == g.id][0]
+    assert shown.used == 1 and not shown.effective
+
+
+def test_a_granted_payee_needs_a_confirmation(sidecar: tuple) -> None:
+    _, c, _ = sidecar
+    prompt, bill, _ = _trace(c)
+    c.grant(["send_money"], memory_id=bill, arguments=["recipient", "amount"], uses=1)
+    d = c.act("send_money", {"recipient": [bill], "amount": [bill]}, relies_on=[prompt])
+    assert d.effect == pb.EFFECT_DEGRADE
+    assert [o.kind for o in d.obligations] == ["require_confirmation"]
+    assert len(d.grants_used) == 1  # a confirmed payment spends the use too
+
+
+def test_allowed_payments_are_counted_by_acts(sidecar: tuple) -> None:
+    _, c, clock = sidecar
+    prompt, _, inbox = _trace(c)
+    pay = {"recipient": [prompt], "amount": [prompt]}
+    assert c.act("send_money", pay).effect == pb.EFFECT_ALLOW
+    # a denied one is not counted
+    assert c.act("send_money", {"recipient": [inbox]}).effect == pb.EFFECT_DENY
+    assert c.act("schedule_transaction", pay).effect == pb.EFFECT_ALLOW
+    third = c.act("send_money", pay)
+    assert third.effect == pb.EFFECT_DENY
+    assert any(r.policy == "payments_per_hour" for r in third.reasons)
+    clock.advance(3601)
+    assert c.act("send_money", pay).effect == pb.EFFECT_ALLOW
+
+
+def test_bad_act_and_grant_input_is_a_precise_error(sidecar: tuple) -> None:
+    _, c, _ = sidecar
+    prompt, _, _ = _trace(c)
+    stub = c._stub  # the raw RPCs, to send what the typed client would not build
+    cases = [
+        (
+            stub.Check,
+            pb.CheckRequest(
+                namespace=c.namespace,
+                operation=pb.OPERATION_ACT,
+                action="send_money",
+                arguments=[pb.ActArgument(name="to", sources=[prompt])] * 2,
+            ),
+            "arguments[1]",
+        ),
+        (
+            stub.Check,
+            pb.CheckRequest(
+                namespace=c.namespace,
+                operation=pb.OPERATION_READ,
+                memory_id=prompt,
+                arguments=[pb.ActArgument(name="to")],
+            ),
+            "arguments",
+        ),
+        (
+            stub.Check,
+            pb.CheckRequest(
+                namespace=c.namespace,
+                operation=pb.OPERATION_ACT,
+                arguments=[pb.ActArgument(name="to", sources=[prompt])],
+            ),
+            "action",
+        ),
+        (
+            stub.Check,
+            pb.CheckRequest(
+                namespace=c.namespace,
+                operation=pb.OPERATION_ACT,
+                action="x",
+                arguments=[pb.ActArgument(name="to", sources=["bad id"])],
+            ),
+            "arguments[0].sources[0]",
+        ),
+        (
+            stub.RecordGrant,
+            pb.GrantRequest(namespace=c.namespace, grant=pb.Grant(memory_id=prompt)),
+            "grant.actions",
+        ),
+        (
+            stub.RecordGrant,
+            pb.GrantRequest(namespace=c.namespace, grant=pb.Grant(actions=["send_money"])),
+            "grant.source",
+        ),
+        (
+            stub.RecordGrant,
+            pb.GrantRequest(
+                namespace=c.namespace, grant=pb.Grant(actions=["a"], source="user:*", uses=-1)
+            ),
+            "grant.uses",
+        ),
+    ]
+    for rpc, request, field in cases:
+        with pytest.raises(grpc.RpcError) as err:
+            rpc(request, timeout=10, metadata=AUTH)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (field, err.value)
+        assert err.value.details().startswith(field), (field, err.value.details())
+    c.grant(["a"], source="user:*", grant_id="g1")
+    with pytest.raises(grpc.RpcError) as err:
+        stub.RecordGrant(
+            pb.GrantRequest(
+                namespace=c.namespace, grant=pb.Grant(id="g1", actions=["a"], source="user:*")
+            ),
+            timeout=10,
+            metadata=AUTH,
+        )
+    assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+
+
+def test_grants_and_their_uses_survive_a_restart(tmp_path: Path) -> None:
+    data = str(tmp_path / "data")
+    config = Config(policy_dir=BUNDLED_POLICIES, data_dir=data, decision_log="off")
+    with RunningSidecar(config) as s, MemLineageClient(s.address, timeout=10) as c:
+        prompt, bill, _ = _trace(c)
+        g = c.grant(["send_money"], memory_id=bill, arguments=["amount"], uses=2)
+        assert c.act("send_money", {"recipient": [prompt], "amount": [bill]}).grants_used
+    with RunningSidecar(config) as s, MemLineageClient(s.address, timeout=10) as c:
+        shown = [x for x in c.explain(bill).grants if x.id == g.id][0]
+        assert shown.used == 1 and shown.effective
+        assert c.act("send_money", {"recipient": [prompt], "amount": [bill]}).grants_used
+        assert c.act("send_money", {"recipient": [prompt], "amount": [bill]}).effect == (
+            pb.EFFECT_DENY
+        )
