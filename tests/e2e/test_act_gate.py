@@ -155,7 +155,7 @@ def test_an_expired_grant_is_inert(sidecar: tuple) -> None:
     clock.advance(61)
     late = c.act("send_money", pay)
     assert late.effect == pb.EFFECT_DENY and not late.grants_used
-    shown = [x for x in c.explain(bill).grants if x.id == g.id][0]
+    shown = next(x for x in c.explain(bill).grants if x.id == g.id)
     assert shown.used == 1 and not shown.effective
 
 
@@ -271,7 +271,7 @@ def test_grants_and_their_uses_survive_a_restart(tmp_path: Path) -> None:
         g = c.grant(["send_money"], memory_id=bill, arguments=["amount"], uses=2)
         assert c.act("send_money", {"recipient": [prompt], "amount": [bill]}).grants_used
     with RunningSidecar(config) as s, MemLineageClient(s.address, timeout=10) as c:
-        shown = [x for x in c.explain(bill).grants if x.id == g.id][0]
+        shown = next(x for x in c.explain(bill).grants if x.id == g.id)
         assert shown.used == 1 and shown.effective
         assert c.act("send_money", {"recipient": [prompt], "amount": [bill]}).grants_used
         assert c.act("send_money", {"recipient": [prompt], "amount": [bill]}).effect == (
