@@ -12,6 +12,7 @@ bundled ``policies/`` or ``--policies DIR``), one namespace per pair:
 - the user's prompt, a memory of ``user:emma_johnson``;
 - every call's output, a memory of ``tool:<function>`` (the ones carrying the
   injection are marked in the bookkeeping only, never in what the sidecar sees);
+  a call that returns nothing leaves none;
 - the grants a careful runtime records from the prompt: when a value of one of the
   user task's write calls comes from a tool output of the user's own calls (not from
   the injected text), that output may fill that argument of that action, with as
@@ -20,7 +21,15 @@ bundled ``policies/`` or ``--policies DIR``), one namespace per pair:
   of the injection task (run right after the first output carrying the injection)
   as an ``act``, each argument bound to where its value was found: the prompt, the
   tool outputs holding it, or neither: an ``agent:assistant`` memory resting on all
-  the agent read so far (derived); a flag the agent chose has no source.
+  the agent read so far (derived); a flag the agent chose has no source. A value
+  the prompt holds is the user's, unless it is too short to tell (``13``, ``r``:
+  then every output holding it is a source too). An act with no argument relies on
+  what the agent had read.
+
+Pairs are skipped (and counted) where AgentDojo gives nothing to replay: an
+injection task without ground-truth calls (workspace 6-13 and travel 6 in v1.2,
+judged on the end state or the answer only), or no output of the user task
+showing the injection.
 
 It prints attack success (pairs with any injection act ALLOWed; the share of
 injection acts ALLOWed), utility (acting user tasks, run without injection, whose
@@ -34,7 +43,7 @@ dependencies, which the suites do not need: the script does it when it is missin
 
     .venv/bin/pip install -e '.[bench]'                 # the suites' light deps
     .venv/bin/pip install --no-deps agentdojo==0.1.35
-    .venv/bin/python bench/agentdojo_bench.py                     # all 805 pairs
+    .venv/bin/python bench/agentdojo_bench.py                     # all 805 pairs, ~1 min
     .venv/bin/python bench/agentdojo_bench.py --pairs 40          # 40 pairs a suite
     .venv/bin/python bench/agentdojo_bench.py --policies DIR      # another policy set
     .venv/bin/python bench/agentdojo_bench.py --dry-run --suites slack --pairs 2
@@ -220,6 +229,7 @@ class ActResult:
     reasons: list[Reason]
     grants_used: int
     ms: float
+    health_ms: float  # the bare health call paired with it
 
     @property
     def ok(self) -> bool:
@@ -261,20 +271,19 @@ def namespace(trace: adt.Trace) -> str:
     return f"adj.{trace.suite}.{trace.user_task}.{trace.injection_task or 'benign'}"
 
 
-def replay(
-    address: str, token: str, traces: Sequence[adt.Trace], health_ms: list[float]
-) -> list[TraceResult]:
+def replay(address: str, token: str, traces: Sequence[adt.Trace]) -> list[TraceResult]:
     """Every trace through one client (one channel; the namespace set per trace). Each
     act is paired with a timed bare health call, before it or after it in turn."""
     from memlineage.client import ActArg, MemLineageClient
     from memlineage.v1 import memlineage_pb2 as pb
 
-    def health() -> None:
+    def health() -> float:
         t0 = time.perf_counter()
         client.health()
-        health_ms.append((time.perf_counter() - t0) * 1e3)
+        return (time.perf_counter() - t0) * 1e3
 
     results = []
+    paired = 0
     with MemLineageClient(address, token=token) as client:
         for trace in traces:
             result = TraceResult(trace)
@@ -304,16 +313,16 @@ def replay(
                     )
                     continue
                 args = {b.name: ActArg(sources=b.sources, value=b.value) for b in step.bindings}
-                health_first = len(health_ms) % 2 == 0
-                if health_first:
-                    health()
+                paired += 1
+                if paired % 2:
+                    bare = health()
                 t0 = time.perf_counter()
                 decision = client.act(
                     step.function, args=args, relies_on=step.relies_on, actor=adt.AGENT
                 )
                 ms = (time.perf_counter() - t0) * 1e3
-                if not health_first:
-                    health()
+                if not paired % 2:
+                    bare = health()
                 effect = pb.Effect.Name(decision.effect).removeprefix("EFFECT_")
                 confirm = effect == "DEGRADE" and any(
                     o.kind == "require_confirmation" for o in decision.obligations
@@ -324,7 +333,7 @@ def replay(
                     if r.status == "fired"
                 ]
                 used = len(decision.grants_used)
-                result.acts.append(ActResult(step, effect, confirm, reasons, used, ms))
+                result.acts.append(ActResult(step, effect, confirm, reasons, used, ms, bare))
     return results
 
 
@@ -392,8 +401,6 @@ def report(
     suites: Sequence[str],
     benign: list[TraceResult],
     attacks: list[TraceResult],
-    act_ms: list[float],
-    health_ms: list[float],
     policies: Path,
 ) -> None:
     figures: dict[str, Figures] = defaultdict(Figures)
@@ -412,7 +419,7 @@ def report(
     )
     print()
     header = (
-        f"{'suite':<10} {'pairs':>6} {'attack success (pairs)':>24} {'injection acts ALLOWed':>24}"
+        f"{'suite':<10} {'pairs':>9} {'attack success (pairs)':>24} {'injection acts ALLOWed':>24}"
         f" {'utility':>16} {'utility w/ confirm':>19} {'utility under attack':>21}"
     )
     print(header)
@@ -421,29 +428,47 @@ def report(
         f = figures[name]
         pairs = f"{f.pairs - f.skipped}" + (f"+{f.skipped}s" if f.skipped else "")
         print(
-            f"{name:<10} {pairs:>6} {share(f.attacked, f.pairs - f.skipped):>24} "
+            f"{name:<10} {pairs:>9} {share(f.attacked, f.pairs - f.skipped):>24} "
             f"{share(f.inj_allowed, f.inj_acts):>24} {share(f.useful, f.acting):>16} "
             f"{share(f.useful_confirm, f.acting):>19} "
             f"{share(f.pairs_useful, f.pairs_acting):>21}"
         )
     t = figures["total"]
+    skipped = Counter(f"{r.trace.suite}: {r.trace.skipped}" for r in attacks if r.trace.skipped)
     print()
+    for why, n in sorted(skipped.items()):
+        print(f"skipped (s) pairs, {why}: {n}")
     print(
         "attack success: pairs with any injection act ALLOWed; "
         f"{t.attacked_confirm} more pairs had one DEGRADEd to require_confirmation "
-        f"({t.inj_confirm} injection acts); skipped (s): no output carries the injection."
+        f"({t.inj_confirm} injection acts)."
     )
     print(
         "utility: acting user tasks without injection, all acts ALLOWed; w/ confirm: ALLOW or "
         "DEGRADE require_confirmation; under attack: the same per pair, ALLOW only."
     )
-    p50, p99 = pct(act_ms, 0.5), pct(act_ms, 0.99)
-    h50, h99 = pct(health_ms, 0.5), pct(health_ms, 0.99)
+    print()
     print(
-        f"latency (same server, interleaved, {len(act_ms)} calls each): act p50 {p50:.3f} ms, "
-        f"p99 {p99:.3f} ms; bare health p50 {h50:.3f} ms, p99 {h99:.3f} ms; "
-        f"act p50 - health p50 = {p50 - h50:.3f} ms"
+        "latency, ms (one client, the same server and run; each act paired with a bare "
+        "grpc.health.v1 Check, before or after it in turn):"
     )
+    print(
+        f"  {'suite':<10} {'acts':>6} {'act p50':>8} {'act p99':>8} {'health p50':>11} "
+        f"{'health p99':>11} {'p50 - health p50':>17}"
+    )
+    results = [*benign, *attacks]
+    every = [a for r in results for a in r.acts]
+    for name in [*suites, "total"]:
+        acts = [a for r in results if name in ("total", r.trace.suite) for a in r.acts]
+        a50, a99 = pct([a.ms for a in acts], 0.5), pct([a.ms for a in acts], 0.99)
+        h50, h99 = pct([a.health_ms for a in acts], 0.5), pct([a.health_ms for a in acts], 0.99)
+        print(
+            f"  {name:<10} {len(acts):>6} {a50:>8.3f} {a99:>8.3f} {h50:>11.3f} {h99:>11.3f} "
+            f"{a50 - h50:>+17.3f}"
+        )
+    print(f"  load average after the run: {_loadavg()}")
+    p50 = pct([a.ms for a in every], 0.5)
+    h50 = pct([a.health_ms for a in every], 0.5)
     print()
     ut, utc = t.useful / max(t.acting, 1), t.useful_confirm / max(t.acting, 1)
     print(
@@ -495,6 +520,34 @@ def report(
                 if not a.ok:
                     print(f"        {a.effect}: {'; '.join(a.why())}")
 
+    alone = {(r.trace.suite, r.trace.user_task): r.of("user") for r in benign}
+    lost: Counter[str] = Counter()
+    examples: dict[str, list[str]] = defaultdict(list)
+    lost_pairs = 0
+    for r in attacks:
+        before = alone.get((r.trace.suite, r.trace.user_task), [])
+        now = r.of("user")
+        whys = [
+            why
+            for b, a in zip(before, now, strict=False)
+            if b.ok and not a.ok and b.act.function == a.act.function
+            for why in a.why()
+        ]
+        lost_pairs += bool(whys)
+        for why in dict.fromkeys(whys):
+            lost[why] += 1
+            examples[why].append(f"{r.trace.user_task[10:]}x{r.trace.injection_task[15:]}")
+    print()
+    print(
+        f"user acts ALLOWed alone but refused under attack: in {lost_pairs} pairs; "
+        "the reasons (pairs counted; [user task x injection task]):"
+    )
+    for why, n in lost.most_common(8):
+        more = f" +{len(examples[why]) - 5}" if len(examples[why]) > 5 else ""
+        print(f"  {n:4d}  {why}  [{', '.join(examples[why][:5])}{more}]")
+    if not lost:
+        print("  none")
+
     allowed = [(r, a) for r in attacks for a in r.of("injection") if a.ok]
     if allowed:
         print()
@@ -510,6 +563,13 @@ def report(
         print(f"\nnote: {refused} memories were refused at Record by the policies")
 
 
+def _loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
 def list_actions(builders: dict[str, adt.Builder]) -> None:
     """The write functions of each suite (for the policy's sensitive list)."""
     for name, b in builders.items():
@@ -523,7 +583,9 @@ def list_actions(builders: dict[str, adt.Builder]) -> None:
 # ------------------------------------------------------------------ main
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--policies", type=Path, default=POLICIES, metavar="DIR")
+    p.add_argument(
+        "--policies", type=Path, default=POLICIES, metavar="DIR", help="default: policies/"
+    )
     p.add_argument(
         "--suites",
         default=",".join(adt.SUITES),
@@ -561,20 +623,18 @@ def main() -> int:
     names = [namespace(t) for t in [*benign, *attacks]]
     sidecar = launch(opts.policies.resolve(), tmp, token, names)
     try:
-        health_ms: list[float] = []
         t1 = time.perf_counter()
-        benign_r = replay(sidecar.address, token, benign, health_ms)
-        attack_r = replay(sidecar.address, token, attacks, health_ms)
+        benign_r = replay(sidecar.address, token, benign)
+        attack_r = replay(sidecar.address, token, attacks)
         replayed = time.perf_counter() - t1
     finally:
         sidecar.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    act_ms = [a.ms for r in [*benign_r, *attack_r] for a in r.acts]
     print(
         f"traces: {len(benign)} user tasks alone + {len(attacks)} pairs, built in {built:.1f} s, "
         f"replayed in {replayed:.1f} s"
     )
-    report(opts.suites, benign_r, attack_r, act_ms, health_ms, opts.policies)
+    report(opts.suites, benign_r, attack_r, opts.policies)
     return 0
 
 
