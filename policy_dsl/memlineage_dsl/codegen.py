@@ -112,7 +112,7 @@ def rt_uncovered(s: LineageSnapshot, r: Request, a: Argument, now: float) -> lis
     return [
         o
         for o in origins_of(s, a)
-        if not user_made(o) and covering_grant(r.grants, r.action, a.name, o, now) is None
+        if not user_made(o) and covering_grant(r.grants, r.action, a, o, now) is None
     ]
 
 
@@ -122,7 +122,7 @@ def rt_covered(s: LineageSnapshot, r: Request, a: Argument, now: float) -> bool:
 
 def rt_granted(s: LineageSnapshot, r: Request, a: Argument, now: float) -> bool:
     return any(
-        not user_made(o) and covering_grant(r.grants, r.action, a.name, o, now) is not None
+        not user_made(o) and covering_grant(r.grants, r.action, a, o, now) is not None
         for o in origins_of(s, a)
     )
 

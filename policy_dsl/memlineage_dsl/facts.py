@@ -118,6 +118,8 @@ class Grant:
     used: int = 0
     expires_at: float = math.inf
     created_at: float = 0.0
+    value: str = ""  # set: only an argument with exactly this value ...
+    digest: str = ""  # ... or this digest is covered
 
     def live(self, now: float) -> bool:
         """Issued by a user, not exhausted, not expired (and not issued in the future)."""
@@ -127,13 +129,17 @@ class Grant:
             and self.created_at <= now < self.expires_at
         )
 
-    def covers(self, action: str, argument: str, origin: Memory, now: float) -> bool:
+    def covers(self, action: str, argument: Argument, origin: Memory, now: float) -> bool:
         """Whether this grant lets `origin` fill `argument` of `action` at `now`."""
         if not self.live(now):
             return False
         if not any(fnmatch.fnmatchcase(action, p) for p in self.actions):
             return False
-        if self.arguments and argument not in self.arguments:
+        if self.arguments and argument.name not in self.arguments:
+            return False
+        if (self.value and argument.value != self.value) or (
+            self.digest and argument.digest != self.digest
+        ):
             return False
         if self.memory_id and origin.id == self.memory_id:
             return True
@@ -145,7 +151,7 @@ class Grant:
 
 
 def covering_grant(
-    grants: Sequence[Grant], action: str, argument: str, origin: Memory, now: float
+    grants: Sequence[Grant], action: str, argument: Argument, origin: Memory, now: float
 ) -> Grant | None:
     """The grant a use is taken from: of those covering, the one expiring first (then
     by id), so a short delegation is spent before a long one."""

@@ -182,5 +182,7 @@ TEST_GRANT_FIELDS: dict[str, str] = {
     "used": NUMBER,
     "expires": TIME,
     "created": TIME,
+    "value": STRING,  # only an argument with this value is covered
+    "digest": STRING,
     "by": STRING,  # the issuer, "kind:id"; default user:test
 }

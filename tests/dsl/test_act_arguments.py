@@ -63,6 +63,14 @@ test "gate" {
   expect act read_file(path: [bill]) -> allow
 }
 
+test "a grant bound to a value covers that value only" {
+  given memory files { creator: "tool:list_files" }
+  given grant g { actions: ["send_money"], memory: files, value: "11" }
+  expect act send_money(recipient: [files] "11") -> allow
+  expect act send_money(recipient: [files] "13") -> deny
+  expect act send_money(recipient: [files]) -> deny
+}
+
 test "two payments in the hour and an older one" {
   given memory prompt { creator: "user:alice" }
   given acts "schedule_transaction" = 2
@@ -112,19 +120,21 @@ def test_origins_are_the_roots_of_the_lineage_and_unknown_dependencies() -> None
 def test_a_grant_covers_only_when_live_and_issued_by_a_user() -> None:
     bill = MemoryFacts("bill", creator=Creator.parse("tool:read_file"))
     base = Grant("g", Creator.parse("user:a"), ("send_*",), ("amount",), memory_id="bill")
-    assert base.covers("send_money", "amount", bill, 10.0)
-    assert not base.covers("send_money", "recipient", bill, 10.0)
-    assert not base.covers("share_file", "amount", bill, 10.0)
+    amount, recipient = Argument("amount", (bill,)), Argument("recipient", (bill,))
+    assert base.covers("send_money", amount, bill, 10.0)
+    assert not base.covers("send_money", recipient, bill, 10.0)
+    assert not base.covers("share_file", amount, bill, 10.0)
     by_tool = Grant("t", Creator.parse("tool:x"), ("*",), source="tool:*")
-    assert not by_tool.covers("send_money", "amount", bill, 10.0)
+    assert not by_tool.covers("send_money", amount, bill, 10.0)
     spent = Grant("s", Creator.parse("user:a"), ("*",), source="tool:*", uses=1, used=1)
     expired = Grant("e", Creator.parse("user:a"), ("*",), source="tool:*", expires_at=5.0)
     future = Grant("f", Creator.parse("user:a"), ("*",), source="tool:*", created_at=20.0)
-    assert not any(g.covers("x", "y", bill, 10.0) for g in (spent, expired, future))
+    y = Argument("y", (bill,))
+    assert not any(g.covers("x", y, bill, 10.0) for g in (spent, expired, future))
     # of several that cover, a use is taken from the one that expires first
     late = Grant("late", Creator.parse("user:a"), ("*",), source="tool:*")
     soon = Grant("soon", Creator.parse("user:a"), ("*",), source="tool:*", expires_at=100.0)
-    assert covering_grant((late, soon), "x", "y", bill, 10.0) is soon
+    assert covering_grant((late, soon), "x", y, bill, 10.0) is soon
     assert math.isinf(late.expires_at)
 
 

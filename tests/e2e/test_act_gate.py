@@ -277,3 +277,15 @@ def test_grants_and_their_uses_survive_a_restart(tmp_path: Path) -> None:
         assert c.act("send_money", {"recipient": [prompt], "amount": [bill]}).effect == (
             pb.EFFECT_DENY
         )
+
+
+def test_a_grant_bound_to_a_value_covers_only_that_value(sidecar: tuple) -> None:
+    _, c, _ = sidecar
+    prompt, _, _ = _trace(c)
+    c.record("files", creator="tool:list_files")  # ids "11" and "13" in one output
+    g = c.grant(["delete_file"], memory_id="files", arguments=["file_id"], value="11", uses=2)
+    assert g.value == "11"
+    injected = c.act("delete_file", {"file_id": ActArg(["files"], value="13")})
+    assert injected.effect == pb.EFFECT_DENY and not injected.grants_used
+    mine = c.act("delete_file", {"file_id": ActArg(["files"], value="11")}, relies_on=[prompt])
+    assert mine.effect == pb.EFFECT_ALLOW and list(mine.grants_used) == [g.id]

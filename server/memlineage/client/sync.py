@@ -318,13 +318,16 @@ class MemLineageClient:
         arguments: Sequence[str] = (),
         uses: int = 1,
         expires_at: float | None = None,
+        value: str = "",
+        digest: str = "",
         grant_id: str = "",
         actor: str | None = None,
         at: float | None = None,
     ) -> pb.Grant:
         """Record the user's delegation: `source` (a creator id or glob) or the one memory
         `memory_id` may fill `arguments` (all when empty) of `actions` (names or globs),
-        `uses` times, until `expires_at` (unset: one hour). `actor` is the issuer (unset:
+        `uses` times, until `expires_at` (unset: one hour); with `value` (or `digest`)
+        only an argument with exactly that value (digest) is covered. `actor` is the issuer (unset:
         the namespace's user); a grant issued by anyone but a user has no effect."""
         grant = pb.Grant(
             id=grant_id,
@@ -333,6 +336,8 @@ class MemLineageClient:
             source=source,
             memory_id=memory_id,
             uses=uses,
+            value=value,
+            digest=digest,
         )
         if expires_at is not None:
             grant.expires_at.CopyFrom(to_timestamp(expires_at))

@@ -85,6 +85,8 @@ def grant_facts(g: GrantRecord) -> Grant:
         g.used,
         g.expires_at,
         g.created_at,
+        g.value,
+        g.digest,
     )
 
 
@@ -95,7 +97,7 @@ def grants_to_spend(req: Request, snap: StoreSnapshot) -> tuple[str, ...]:
         for o in origins_of(snap, a):
             if user_made(o):
                 continue
-            g = covering_grant(req.grants, req.action, a.name, o, req.time)
+            g = covering_grant(req.grants, req.action, a, o, req.time)
             if g is not None:
                 used[g.id] = None
     return tuple(used)

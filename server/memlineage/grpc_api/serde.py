@@ -364,6 +364,8 @@ def grant_from_pb(namespace: str, g: pb.Grant, now_field: str = "grant") -> Gran
         memory_id=g.memory_id,
         uses=_grant_uses(g.uses),
         expires_at=math.inf if expires is None else expires,
+        value=g.value,
+        digest=g.digest,
     )
 
 
@@ -389,6 +391,8 @@ def grant_to_pb(g: GrantRecord, now: float, out: pb.Grant | None = None) -> pb.G
     msg.issuer.id = g.issuer
     to_ts(g.created_at, msg.created_at)
     msg.effective = g.effective(now)
+    msg.value = g.value
+    msg.digest = g.digest
     return msg
 
 

@@ -19,6 +19,7 @@ from memlineage.lineage.validation import check_id
 MAX_GRANT_USES = 1_000_000
 MAX_GRANT_PATTERNS = 64
 DEFAULT_GRANT_SECONDS = 3600.0
+MAX_GRANT_VALUE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,8 @@ class GrantRecord:
     used: int = 0
     expires_at: float = math.inf
     created_at: float = 0.0
+    value: str = ""  # set: covers only an argument with exactly this value
+    digest: str = ""  # set: covers only an argument with exactly this digest
 
     @property
     def issuer_kind(self) -> str:
@@ -64,6 +67,8 @@ class GrantRecord:
                 self.used,
                 None if math.isinf(self.expires_at) else self.expires_at,
                 self.created_at,
+                self.value,
+                self.digest,
             ],
             separators=(",", ":"),
         )
@@ -83,6 +88,8 @@ class GrantRecord:
             int(v[8]),
             math.inf if v[9] is None else float(v[9]),
             float(v[10]),
+            str(v[11]) if len(v) > 11 else "",
+            str(v[12]) if len(v) > 12 else "",
         )
 
 
@@ -111,6 +118,9 @@ def validated_grant(g: GrantRecord, now: float) -> GrantRecord:
         _patterns((g.source,), "grant.source", required=True)
     if g.memory_id:
         check_id(g.memory_id, "grant.memory_id")
+    for what, text in (("value", g.value), ("digest", g.digest)):
+        if len(text) > MAX_GRANT_VALUE:
+            raise ValidationError(f"at most {MAX_GRANT_VALUE} characters", field=f"grant.{what}")
     uses = g.uses or 1
     if not 1 <= uses <= MAX_GRANT_USES:
         raise ValidationError(f"must be in [0, {MAX_GRANT_USES}]", field="grant.uses")

@@ -385,7 +385,7 @@ class UpdateStatusResponse(_message.Message):
     def __init__(self, applied: bool = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., affected_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Grant(_message.Message):
-    __slots__ = ("id", "actions", "arguments", "source", "memory_id", "uses", "used", "expires_at", "issuer", "created_at", "effective")
+    __slots__ = ("id", "actions", "arguments", "source", "memory_id", "uses", "used", "expires_at", "issuer", "created_at", "effective", "value", "digest")
     ID_FIELD_NUMBER: _ClassVar[int]
     ACTIONS_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
@@ -397,6 +397,8 @@ class Grant(_message.Message):
     ISSUER_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     EFFECTIVE_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
     id: str
     actions: _containers.RepeatedScalarFieldContainer[str]
     arguments: _containers.RepeatedScalarFieldContainer[str]
@@ -408,7 +410,9 @@ class Grant(_message.Message):
     issuer: Creator
     created_at: _timestamp_pb2.Timestamp
     effective: bool
-    def __init__(self, id: _Optional[str] = ..., actions: _Optional[_Iterable[str]] = ..., arguments: _Optional[_Iterable[str]] = ..., source: _Optional[str] = ..., memory_id: _Optional[str] = ..., uses: _Optional[int] = ..., used: _Optional[int] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., issuer: _Optional[_Union[Creator, _Mapping]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., effective: bool = ...) -> None: ...
+    value: str
+    digest: str
+    def __init__(self, id: _Optional[str] = ..., actions: _Optional[_Iterable[str]] = ..., arguments: _Optional[_Iterable[str]] = ..., source: _Optional[str] = ..., memory_id: _Optional[str] = ..., uses: _Optional[int] = ..., used: _Optional[int] = ..., expires_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., issuer: _Optional[_Union[Creator, _Mapping]] = ..., created_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., effective: bool = ..., value: _Optional[str] = ..., digest: _Optional[str] = ...) -> None: ...
 
 class GrantRequest(_message.Message):
     __slots__ = ("namespace", "grant", "actor", "time")
