@@ -309,6 +309,7 @@ def replay(address: str, token: str, traces: Sequence[adt.Trace]) -> list[TraceR
                         memory_id=step.memory_id,
                         arguments=[step.argument],
                         uses=step.uses,
+                        value=step.value,
                         actor=adt.USER,
                     )
                     continue

@@ -89,6 +89,11 @@ def origins_of(s: LineageSnapshot, x: Argument | Memory) -> list[Memory]:
     """The roots of the lineage of `x` (an argument: of each of its sources): every
     memory in it built on nothing, and every dependency with no recorded lineage (an
     unknown origin), each once. Never raises: an unknown memory is its own origin."""
+    cache: dict[int, tuple[object, list[Memory]]] | None = getattr(s, "origins_cache", None)
+    if cache is not None:
+        hit = cache.get(id(x))
+        if hit is not None and hit[0] is x:
+            return hit[1]
     starts = x.sources if isinstance(x, Argument) else (x,)
     out: dict[str, Memory] = {}
     for start in starts:
@@ -104,7 +109,10 @@ def origins_of(s: LineageSnapshot, x: Argument | Memory) -> list[Memory]:
             for d in deps:
                 if d not in ids:
                     out.setdefault(d, UnknownMemory(d, m.namespace))
-    return list(out.values())
+    found = list(out.values())
+    if cache is not None:
+        cache[id(x)] = (x, found)
+    return found
 
 
 def rt_uncovered(s: LineageSnapshot, r: Request, a: Argument, now: float) -> list[Memory]:

@@ -248,6 +248,8 @@ class DictSnapshot:
         # The snapshot never changes, so each walk is done once (like an entity
         # store computing its ancestor closure at load).
         self._walks: dict[tuple[str, int | None, bool], list[MemoryFacts]] = {}
+        # `origins()` of an argument or memory, computed once per snapshot (by object)
+        self.origins_cache: dict[int, tuple[object, list[Memory]]] = {}
 
     def ancestors(self, memory_id: str, depth: int | None = None) -> list[MemoryFacts]:
         key = (memory_id, depth, True)
