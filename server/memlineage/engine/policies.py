@@ -8,8 +8,10 @@ and the old set keeps serving.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from memlineage_dsl.compiler import CompiledPolicySet
 from memlineage_dsl.diagnostics import Diagnostic
@@ -41,12 +43,20 @@ class ReloadOutcome:
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
-def _version(build: Build) -> str:
+def _version(build: Build, base: str | None = None) -> str:
+    """A digest of the files' contents and their names relative to `base` (the policy
+    directory): the same set has the same version however the directory is spelled
+    (`policies`, `./policies/`, its absolute path) and wherever it is checked out."""
+    root = os.path.abspath(base) if base is not None else None
+    named = {
+        (Path(os.path.relpath(os.path.abspath(p), root)).as_posix() if root else p): src
+        for p, src in build.sources.items()
+    }
     digest = hashlib.sha256()
-    for path in sorted(build.sources):
+    for path in sorted(named):
         digest.update(path.encode())
         digest.update(b"\0")
-        digest.update(build.sources[path].text.encode())
+        digest.update(named[path].text.encode())
         digest.update(b"\0")
     return digest.hexdigest()[:12]
 
@@ -61,12 +71,12 @@ class PolicyHolder:
         if build.compiled is None or not collect_files([directory]):
             errors = [d for d in build.diagnostics if d.severity == "error"]
             raise PolicyLoadError(errors)
-        self._current = self._serving(build)
+        self._current = self._serving(build, directory)
 
     @staticmethod
-    def _serving(build: Build) -> ServingPolicies:
+    def _serving(build: Build, base: str | None = None) -> ServingPolicies:
         assert build.compiled is not None
-        return ServingPolicies(build.compiled, _version(build), tuple(sorted(build.sources)))
+        return ServingPolicies(build.compiled, _version(build, base), tuple(sorted(build.sources)))
 
     @property
     def current(self) -> ServingPolicies:
@@ -78,5 +88,5 @@ class PolicyHolder:
             build = build_texts(files) if files else build_paths([self.directory])
             if build.compiled is None:
                 return ReloadOutcome(False, self._current.version, build.diagnostics)
-            self._current = self._serving(build)
+            self._current = self._serving(build, None if files else self.directory)
             return ReloadOutcome(True, self._current.version, build.diagnostics)
