@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from memlineage import __version__
+from memlineage.config import add_setting_flags
 
 if TYPE_CHECKING:
     from memlineage.client import MemLineageClient
@@ -41,22 +42,27 @@ def _parser() -> argparse.ArgumentParser:
     test.add_argument("paths", nargs="+")
     test.add_argument("-v", "--verbose", action="store_true")
     test.add_argument("--each", action="store_true", help="treat every file as its own policy set")
-    serve = sub.add_parser("serve", help="run the sidecar (gRPC)")
-    serve.add_argument("--config", help="TOML configuration file")
-    serve.add_argument("--listen", help="HOST:PORT (default 127.0.0.1:50051)")
-    serve.add_argument(
-        "--store",
-        help="embedded | embedded:///dir | redis://host:port/db | redis+cluster://h1:p1,h2:p2",
+    serve = sub.add_parser(
+        "serve",
+        help="run the sidecar (gRPC)",
+        usage="%(prog)s [-h] [--config FILE] [--SETTING VALUE ...]",
+        description="Run the sidecar. Settings: defaults < --config FILE < MEMLINEAGE_* "
+        "environment < these flags (docs/configuration.md).",
     )
-    serve.add_argument("--data-dir", help="embedded store directory (persists across restarts)")
-    serve.add_argument("--policies", dest="policy_dir", help="policy directory")
-    serve.add_argument(
-        "--fail-mode",
-        choices=("closed", "degraded"),
-        help="when the store is unavailable: refuse (closed) or degrade reads",
+    add_setting_flags(serve)
+
+    config = sub.add_parser("config", help="the sidecar's settings")
+    config_sub = config.add_subparsers(dest="config_command", required=True, metavar="ACTION")
+    config_sub.add_parser(
+        "docs", help="print docs/configuration.md, generated from the settings' definition"
     )
-    serve.add_argument("--decision-log", help='"-" (stderr, default), "off", or a file')
-    serve.add_argument("--metrics-port", type=int, help="Prometheus metrics on 127.0.0.1:PORT")
+    show = config_sub.add_parser(
+        "show",
+        help="print every setting's value and where it came from (the same --config, "
+        "environment and flags as serve; secrets hidden)",
+        usage="%(prog)s [-h] [--config FILE] [--SETTING VALUE ...]",
+    )
+    add_setting_flags(show)
 
     def remote(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--target", default="127.0.0.1:50051", help="sidecar HOST:PORT")
@@ -275,30 +281,39 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _config(args: argparse.Namespace) -> int:
+    from memlineage.config import (
+        ConfigError,
+        flag_overrides,
+        render_docs,
+        render_show,
+        resolve_config,
+    )
+
+    if args.config_command == "docs":
+        sys.stdout.write(render_docs())
+        return 0
+    try:
+        cfg, origins = resolve_config(args.config, overrides=flag_overrides(args))
+    except ConfigError as exc:
+        print(f"error: configuration: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(render_show(cfg, origins))
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from memlineage.config import ConfigError, load_config
+    from memlineage.config import ConfigError, flag_overrides, load_config
     from memlineage.engine.policies import PolicyLoadError
     from memlineage.sidecar import run
     from memlineage.store.embedded.persistence import StoreCorruptError
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    overrides = {
-        k: getattr(args, k)
-        for k in (
-            "listen",
-            "store",
-            "data_dir",
-            "policy_dir",
-            "fail_mode",
-            "decision_log",
-            "metrics_port",
-        )
-    }
     try:
-        config = load_config(args.config, overrides=overrides)
+        config = load_config(args.config, overrides=flag_overrides(args))
         asyncio.run(run(config))
     except ConfigError as exc:
         print(f"error: configuration: {exc}", file=sys.stderr)
@@ -334,6 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return test_command(args.paths, out, verbose=args.verbose, each=args.each)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "config":
+        return _config(args)
     if args.command == "check":
         return _check(args)
     if args.command == "explain":
