@@ -1,8 +1,12 @@
-"""MemLineageClient without the sidecar: conversions, the retry rule, and calls
-against a real in-test gRPC server whose handlers each test scripts."""
+"""MemLineageClient (and AsyncMemLineageClient's retries) without the sidecar:
+conversions, the retry service config, and calls against a real in-test gRPC
+server whose handlers each test scripts (so the attempts gRPC makes are counted
+where they arrive)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import socket
 import subprocess
 import sys
@@ -16,6 +20,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from memlineage.client import (
+    AsyncMemLineageClient,
     DeadlineExceeded,
     FailedPrecondition,
     InvalidArgument,
@@ -29,17 +34,13 @@ from memlineage.client import (
     from_timestamp,
     parse_actor,
     parse_creator,
-    should_retry,
     to_timestamp,
 )
+from memlineage.client.retry import MAX_RETRIES, RETRIED_METHODS, channel_options, service_config
 from memlineage.v1 import memlineage_pb2 as pb
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
-REFUSED = (
-    "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:9: "
-    "Failed to connect to remote host: Connection refused"
-)
 
 # ---------------------------------------------------------------- pure functions
 
@@ -82,21 +83,39 @@ def test_timestamp_edges() -> None:
             to_timestamp(bad)
 
 
-@pytest.mark.parametrize(
-    ("code", "details", "idempotent", "expected"),
-    [
-        (UNAVAILABLE, "store down", True, True),
-        (UNAVAILABLE, "store down", False, False),
-        (UNAVAILABLE, REFUSED, False, True),
-        (UNAVAILABLE, "DNS resolution failed for nowhere:1", False, True),
-        (UNAVAILABLE, "Socket closed", False, False),
-        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded", True, False),
-        (grpc.StatusCode.INTERNAL, REFUSED, True, False),
-        (grpc.StatusCode.FAILED_PRECONDITION, "version conflict", True, False),
-    ],
-)
-def test_retry_rule(code: grpc.StatusCode, details: str, idempotent: bool, expected: bool) -> None:
-    assert should_retry(code, details, idempotent=idempotent) is expected
+def test_the_service_config_retries_read_only_methods_on_unavailable_only() -> None:
+    [method] = service_config(3)["methodConfig"]
+    named = {(n["service"], n["method"]) for n in method["name"]}
+    assert named == set(RETRIED_METHODS)
+    assert named == {
+        ("memlineage.v1.MemLineage", "Check"),
+        ("memlineage.v1.MemLineage", "FilterRank"),
+        ("memlineage.v1.MemLineage", "Explain"),
+        ("memlineage.v1.PolicyAdmin", "ListPolicies"),
+        ("memlineage.v1.PolicyAdmin", "LintPolicy"),
+        ("grpc.health.v1.Health", "Check"),
+    }
+    assert method["retryPolicy"] == {
+        "maxAttempts": 4,
+        "initialBackoff": "0.05s",
+        "maxBackoff": "1.0s",
+        "backoffMultiplier": 2.0,
+        "retryableStatusCodes": ["UNAVAILABLE"],
+    }
+    # gRPC treats more than 5 attempts as 5; the config says what gRPC will do
+    assert service_config(99)["methodConfig"][0]["retryPolicy"]["maxAttempts"] == MAX_RETRIES + 1
+    assert service_config(0) == {}
+
+
+def test_channel_options_carry_the_config_and_the_callers_options_win() -> None:
+    options = dict(channel_options(2))
+    assert options["grpc.enable_retries"] == 1
+    assert options["grpc.service_config_disable_resolution"] == 1
+    assert json.loads(options["grpc.service_config"]) == service_config(2)
+    mine = dict(
+        channel_options(2, [("grpc.enable_retries", 0), ("grpc.max_send_message_length", 9)])
+    )
+    assert mine["grpc.enable_retries"] == 0 and mine["grpc.max_send_message_length"] == 9
 
 
 def test_backoff_schedule_grows_is_capped_and_jittered() -> None:
@@ -153,6 +172,12 @@ class Scripted(pb_grpc.MemLineageServicer, pb_grpc.PolicyAdminServicer):
     def Explain(self, request, context):
         return self._handle("Explain", request, context)
 
+    def RecordGrant(self, request, context):
+        return self._handle("RecordGrant", request, context)
+
+    def RunSweep(self, request, context):
+        return self._handle("RunSweep", request, context)
+
     def Watch(self, request, context):
         yield from self._handle("Watch", request, context)
 
@@ -166,16 +191,22 @@ class Scripted(pb_grpc.MemLineageServicer, pb_grpc.PolicyAdminServicer):
         return self._handle("LintPolicy", request, context)
 
 
-@pytest.fixture
-def server() -> Iterator[Scripted]:
-    svc = Scripted()
+def serve(svc: Scripted, address: str = "127.0.0.1:0") -> grpc.Server:
+    """Start a real gRPC server for ``svc`` on ``address``; ``svc.target`` is where."""
     srv = grpc.server(ThreadPoolExecutor(max_workers=8))
     pb_grpc.add_MemLineageServicer_to_server(svc, srv)
     pb_grpc.add_PolicyAdminServicer_to_server(svc, srv)
     health_pb2_grpc.add_HealthServicer_to_server(svc.health, srv)
-    port = srv.add_insecure_port("127.0.0.1:0")
+    port = srv.add_insecure_port(address)
     srv.start()
     svc.target = f"127.0.0.1:{port}"
+    return srv
+
+
+@pytest.fixture
+def server() -> Iterator[Scripted]:
+    svc = Scripted()
+    srv = serve(svc)
     yield svc
     srv.stop(0)
 
@@ -378,13 +409,13 @@ def test_status_codes_become_typed_errors(
     assert len(server.calls) == 1  # never retried
 
 
-def test_check_is_retried_on_unavailable_with_backoff(
+def test_check_is_retried_on_unavailable_by_grpc(
     server: Scripted, client: MemLineageClient, sleeps: list[float]
 ) -> None:
     server.handlers["Check"] = fail_then(2, UNAVAILABLE, "store down", allow)
     assert client.check("read", "m").effect == pb.EFFECT_ALLOW
     assert len(server.requests("Check")) == 3
-    assert sleeps == pytest.approx([0.05, 0.1])
+    assert sleeps == []  # gRPC's retry policy paces the attempts, not the client
 
 
 def test_retries_are_bounded(server: Scripted, sleeps: list[float]) -> None:
@@ -392,7 +423,85 @@ def test_retries_are_bounded(server: Scripted, sleeps: list[float]) -> None:
     c = MemLineageClient(server.target, retries=1, sleep=sleeps.append)
     with c, pytest.raises(Unavailable, match="store down"):
         c.check("read", "m")
-    assert len(server.requests("Check")) == 2 and len(sleeps) == 1
+    assert len(server.requests("Check")) == 2
+    server.calls.clear()
+    with MemLineageClient(server.target, retries=0) as once, pytest.raises(Unavailable):
+        once.check("read", "m")
+    assert len(server.requests("Check")) == 1
+
+
+_RESPONSES: dict[str, Any] = {
+    "Check": pb.CheckResponse,
+    "FilterRank": pb.FilterRankResponse,
+    "Explain": pb.ExplainResponse,
+    "ListPolicies": pb.ListPoliciesResponse,
+    "LintPolicy": pb.LintPolicyResponse,
+    "Record": pb.RecordResponse,
+    "RecordGrant": pb.GrantResponse,
+    "Feedback": pb.FeedbackResponse,
+    "UpdateStatus": pb.UpdateStatusResponse,
+    "ReloadPolicies": pb.ReloadPoliciesResponse,
+    "RunSweep": pb.RunSweepResponse,
+}
+
+# (client method, the RPC it makes, a call, whether gRPC may re-send it)
+RETRY_TABLE: list[tuple[str, str, Callable[[Any], Any], bool]] = [
+    ("check", "Check", lambda c: c.check("read", "m"), True),
+    ("check write", "Check", lambda c: c.check("write", "m"), True),
+    ("filter_rank", "FilterRank", lambda c: c.filter_rank([("m", 1.0)]), True),
+    ("explain", "Explain", lambda c: c.explain("m"), True),
+    ("list_policies", "ListPolicies", lambda c: c.list_policies(), True),
+    ("lint_policy", "LintPolicy", lambda c: c.lint_policy({"p.mlp": ""}), True),
+    ("record", "Record", lambda c: c.record("m", creator="user:u"), False),
+    ("act", "Check", lambda c: c.act("send_money", {"to": ["m"]}), False),
+    ("check act", "Check", lambda c: c.check("act", ["m"], action="send_money"), False),
+    ("grant", "RecordGrant", lambda c: c.grant(["send_money"], source="user:u"), False),
+    ("feedback", "Feedback", lambda c: c.feedback("d1", ["m"], True), False),
+    ("revoke", "UpdateStatus", lambda c: c.revoke("m"), False),
+    ("supersede", "UpdateStatus", lambda c: c.supersede("m", "n"), False),
+    ("confirm", "UpdateStatus", lambda c: c.confirm("m"), False),
+    ("compress", "UpdateStatus", lambda c: c.compress("m", "s"), False),
+    ("reload_policies", "ReloadPolicies", lambda c: c.reload_policies(), False),
+    ("run_sweep", "RunSweep", lambda c: c.run_sweep(), False),
+]
+
+
+def with_client(kind: str, target: str, call: Callable[[Any], Any], **kwargs: Any) -> Any:
+    """``call(client)`` on a fresh sync or async client (the async one in its own loop)."""
+    if kind == "sync":
+        with MemLineageClient(target, **kwargs) as c:
+            return call(c)
+
+    async def run() -> Any:
+        async with AsyncMemLineageClient(target, **kwargs) as c:
+            return await call(c)
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+@pytest.mark.parametrize(
+    ("name", "rpc", "call", "retried"), RETRY_TABLE, ids=[row[0] for row in RETRY_TABLE]
+)
+def test_which_calls_grpc_resends_after_unavailable(
+    server: Scripted,
+    kind: str,
+    name: str,
+    rpc: str,
+    call: Callable[[Any], Any],
+    retried: bool,
+) -> None:
+    """The server answers the first attempt UNAVAILABLE: a read-only call is re-sent by
+    gRPC and succeeds; a call that changes state (an act spends a grant) reached the
+    server, so it is never sent again and the error surfaces."""
+    server.handlers[rpc] = fail_then(1, UNAVAILABLE, "store down", lambda r, c: _RESPONSES[rpc]())
+    if retried:
+        with_client(kind, server.target, call, timeout=5)
+        assert len(server.requests(rpc)) == 2
+    else:
+        with pytest.raises(Unavailable, match="store down"):
+            with_client(kind, server.target, call, timeout=5)
+        assert len(server.requests(rpc)) == 1
 
 
 def test_record_reaching_the_server_is_not_retried(
@@ -406,12 +515,59 @@ def test_record_reaching_the_server_is_not_retried(
     assert len(server.requests("Record")) == 1 and sleeps == []
 
 
-def test_record_is_retried_when_no_server_listens(sleeps: list[float]) -> None:
-    c = MemLineageClient(f"127.0.0.1:{free_port()}", retries=2, sleep=sleeps.append)
-    with c, pytest.raises(Unavailable) as caught:
-        c.record("m", creator="user:u")
-    assert should_retry(UNAVAILABLE, caught.value.details, idempotent=False)
-    assert len(sleeps) == 2
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_call_waits_for_a_server_that_starts_within_its_deadline(kind: str) -> None:
+    """No server listens yet: the Record waits for the channel (``wait_for_ready``)
+    and is sent once, when a server comes up on that port 0.3 s later."""
+    address = f"127.0.0.1:{free_port()}"
+    svc = Scripted()
+    svc.handlers["Record"] = lambda r, c: pb.RecordResponse(recorded=True)
+    started: list[grpc.Server] = []
+    timer = threading.Timer(0.3, lambda: started.append(serve(svc, address)))
+    timer.start()
+    try:
+        begun = time.monotonic()
+        response = with_client(
+            kind,
+            address,
+            lambda c: c.record("m", creator="user:u"),
+            timeout=10,
+            options=[("grpc.initial_reconnect_backoff_ms", 100)],
+        )
+        assert response.recorded and time.monotonic() - begun < 10
+        assert len(svc.requests("Record")) == 1
+    finally:
+        timer.join()
+        for srv in started:
+            srv.stop(0)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_without_retries_a_call_fails_at_once_when_no_server_listens(kind: str) -> None:
+    began = time.monotonic()
+    with pytest.raises(Unavailable, match=r"(?i)connect"):
+        with_client(
+            kind,
+            f"127.0.0.1:{free_port()}",
+            lambda c: c.record("m", creator="user:u"),
+            timeout=5,
+            retries=0,
+        )
+    assert time.monotonic() - began < 2.5
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_the_timeout_bounds_a_call_with_all_its_retries(server: Scripted, kind: str) -> None:
+    def slow_failure(request: Any, context: grpc.ServicerContext) -> Any:
+        time.sleep(0.25)
+        context.abort(UNAVAILABLE, "store down")
+
+    server.handlers["Explain"] = slow_failure
+    began = time.monotonic()
+    with pytest.raises((DeadlineExceeded, Unavailable)):
+        with_client(kind, server.target, lambda c: c.explain("m"), timeout=0.6, retries=4)
+    assert time.monotonic() - began < 1.5
+    assert 1 <= len(server.requests("Explain")) <= 3  # not the 5 attempts 4 retries allow
 
 
 def test_deadline_exceeded_surfaces_and_is_not_retried(

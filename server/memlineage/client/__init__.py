@@ -2,7 +2,8 @@
 
 `MemLineageClient` is a thin typed layer over the generated stubs: Python values
 in, pb messages out, one deadline per call, the bearer token on every call, and
-retries only where a retry cannot apply a change twice (see `should_retry`).
+gRPC's own retries only where a retry cannot apply a change twice (see `retry`).
+`AsyncMemLineageClient` is the same on `grpc.aio`, for asyncio agents.
 
 `GuardedStore` puts the sidecar's checks in front of any store with
 ``put/get/search/delete`` so the agent code that calls the store stays as it is.
@@ -12,9 +13,12 @@ The modules, each importable on its own:
 - `errors`: `MemLineageError` and one subclass per gRPC status, `error_from_rpc`,
   `PolicyDenied`;
 - `convert`: ``"kind:id"`` actors/creators, operation names, timestamps;
-- `retry`: `should_retry` (which failures may be re-sent) and `backoff_delay`;
+- `retry`: which calls gRPC may re-send (the channels' service config) and
+  `backoff_delay` for a Watch's reconnects;
+- `messages`: the request messages both clients build;
 - `stubs`: typed shapes of the generated gRPC stubs;
 - `sync`: `MemLineageClient` and `WatchStream`;
+- `aio`: `AsyncMemLineageClient` and `AsyncWatchStream`;
 - `guarded`: `GuardedStore`, the `MemoryStore` protocol and `DictMemoryStore`.
 
 The client imports no server module: only the generated `memlineage.v1` code,
@@ -23,6 +27,7 @@ grpc and protobuf.
 
 from __future__ import annotations
 
+from memlineage.client.aio import AsyncMemLineageClient, AsyncWatchStream
 from memlineage.client.convert import (
     ActArg,
     from_timestamp,
@@ -45,11 +50,13 @@ from memlineage.client.errors import (
     error_from_rpc,
 )
 from memlineage.client.guarded import DictMemoryStore, GuardedStore, MemoryStore
-from memlineage.client.retry import backoff_delay, should_retry
+from memlineage.client.retry import backoff_delay
 from memlineage.client.sync import MemLineageClient, WatchStream
 
 __all__ = [
     "ActArg",
+    "AsyncMemLineageClient",
+    "AsyncWatchStream",
     "DeadlineExceeded",
     "DictMemoryStore",
     "FailedPrecondition",
@@ -71,6 +78,5 @@ __all__ = [
     "parse_actor",
     "parse_creator",
     "parse_operation",
-    "should_retry",
     "to_timestamp",
 ]

@@ -4,6 +4,7 @@ sidecar uses, and `PolicyDenied` for an operation the policies refused."""
 from __future__ import annotations
 
 import grpc
+import grpc.aio
 
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -79,8 +80,12 @@ _ERRORS: dict[grpc.StatusCode, type[MemLineageError]] = {
 
 
 def rpc_status(exc: grpc.RpcError) -> tuple[grpc.StatusCode, str]:
-    """The status code and details of a failed call (UNKNOWN when it carries none)."""
-    if isinstance(exc, grpc.Call):
+    """The status code and details of a failed call (UNKNOWN when it carries none).
+
+    A blocking call's error is a `grpc.Call`; a `grpc.aio` call's is an
+    `AioRpcError`, which is not, so both are read here.
+    """
+    if isinstance(exc, grpc.Call | grpc.aio.AioRpcError):
         details: str = exc.details() or ""
         return exc.code(), details
     return grpc.StatusCode.UNKNOWN, str(exc)

@@ -1,49 +1,110 @@
-"""When a failed attempt may be sent again (`should_retry`), and how long to wait
-first (`backoff_delay`)."""
+"""Which calls gRPC itself may re-send, and the channel options that tell it so.
+
+Both clients leave retrying to gRPC instead of reading error text. Each opens two
+channels to the sidecar (gRPC shares one connection between them):
+
+- the *retrying* channel carries a service config whose ``retryPolicy`` re-sends
+  the calls in `RETRIED_METHODS`, and only those, when the server answers
+  UNAVAILABLE: read-only calls (Check of read/write/... decisions, FilterRank,
+  Explain, ListPolicies, LintPolicy, health), where a second send changes nothing;
+- the *once* channel has no retry policy. Record, an act (a Check that spends a
+  user grant: it shares the Check method, hence a channel of its own), RecordGrant,
+  Feedback, UpdateStatus, ReloadPolicies and RunSweep go through it, so a request a
+  server has seen is never sent again.
+
+On both, gRPC's transparent retry still re-sends a request that never reached the
+server's application (the stream was refused or never left the client): that one
+was not applied. And with ``wait_for_ready`` a call made while the channel is
+down waits, within its deadline, for the sidecar to come up instead of failing at
+once: it has not been sent, so waiting is safe for every call.
+
+`backoff_delay` remains for the one retry gRPC cannot do: a Watch resuming after
+the last event it delivered (gRPC retries a stream only before its first message).
+"""
 
 from __future__ import annotations
 
+import json
 import random
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
-import grpc
+__all__ = [
+    "BACKOFF_MULTIPLIER",
+    "INITIAL_BACKOFF",
+    "MAX_BACKOFF",
+    "MAX_RETRIES",
+    "RETRIED_METHODS",
+    "backoff_delay",
+    "channel_options",
+    "service_config",
+]
 
-__all__ = ["backoff_delay", "should_retry"]
-
-_NOT_SENT = re.compile(
-    r"failed to connect|connection refused|connect failed|dns resolution failed"
-    r"|name resolution|no route to host|network is unreachable",
-    re.IGNORECASE,
+RETRIED_METHODS: tuple[tuple[str, str], ...] = (
+    ("memlineage.v1.MemLineage", "Check"),
+    ("memlineage.v1.MemLineage", "FilterRank"),
+    ("memlineage.v1.MemLineage", "Explain"),
+    ("memlineage.v1.PolicyAdmin", "ListPolicies"),
+    ("memlineage.v1.PolicyAdmin", "LintPolicy"),
+    ("grpc.health.v1.Health", "Check"),
 )
+"""The (service, method) pairs the retrying channel re-sends on UNAVAILABLE. Check is
+here for decisions only: an act goes through the once channel."""
+
+MAX_RETRIES = 4
+"""gRPC caps ``maxAttempts`` at 5 (a first attempt and 4 retries); more is treated as 5."""
+INITIAL_BACKOFF = 0.05
+MAX_BACKOFF = 1.0
+BACKOFF_MULTIPLIER = 2.0
+"""gRPC waits a random time in [0, min(INITIAL_BACKOFF·2^(n-1), MAX_BACKOFF)] before
+retry n (the same ceilings as `backoff_delay`, fully jittered)."""
 
 
-def should_retry(code: grpc.StatusCode, details: str, *, idempotent: bool) -> bool:
-    """Whether a failed attempt may be sent again.
+def service_config(retries: int) -> dict[str, Any]:
+    """The service config of a channel re-sending `RETRIED_METHODS` up to ``retries``
+    times (at most `MAX_RETRIES`); ``retries=0`` is a config with no retry policy."""
+    if retries <= 0:
+        return {}
+    return {
+        "methodConfig": [
+            {
+                "name": [{"service": s, "method": m} for s, m in RETRIED_METHODS],
+                "retryPolicy": {
+                    "maxAttempts": min(retries, MAX_RETRIES) + 1,
+                    "initialBackoff": f"{INITIAL_BACKOFF}s",
+                    "maxBackoff": f"{MAX_BACKOFF}s",
+                    "backoffMultiplier": BACKOFF_MULTIPLIER,
+                    "retryableStatusCodes": ["UNAVAILABLE"],
+                },
+            }
+        ]
+    }
 
-    Only UNAVAILABLE is retried. A read-only call (Check, FilterRank, Explain,
-    Watch, ListPolicies, LintPolicy, health) may always be retried. A call that
-    changes state (Record, UpdateStatus, Feedback, ReloadPolicies) is retried
-    only when the details show the channel never reached a server (connection
-    refused, name resolution): once a server has the request, a second send
-    could apply it twice (Feedback would count twice), so that error surfaces.
-    """
-    if code != grpc.StatusCode.UNAVAILABLE:
-        return False
-    return idempotent or bool(_NOT_SENT.search(details))
+
+def channel_options(retries: int, options: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
+    """Channel arguments for `service_config(retries)`, retries on, and the config not
+    replaced by one from name resolution; the caller's ``options`` win over these."""
+    merged: dict[str, Any] = {
+        "grpc.enable_retries": 1,
+        "grpc.service_config": json.dumps(service_config(retries)),
+        "grpc.service_config_disable_resolution": 1,
+    }
+    merged.update(dict(options))
+    return list(merged.items())
 
 
 def backoff_delay(
     attempt: int,
     *,
-    base: float = 0.05,
-    cap: float = 1.0,
+    base: float = INITIAL_BACKOFF,
+    cap: float = MAX_BACKOFF,
     rng: Callable[[], float] = random.random,
 ) -> float:
-    """Sleep before retry number ``attempt`` (0-based): base·2^attempt capped, half jittered.
+    """Sleep before a Watch's reconnect number ``attempt`` (0-based): base·2^attempt
+    capped, half jittered.
 
-    The delay lies in [c/2, c] with c = min(cap, base·2^attempt), so clients that
-    failed together do not come back together, yet never retry immediately.
+    The delay lies in [c/2, c] with c = min(cap, base·2^attempt), so watchers that
+    failed together do not come back together, yet never reconnect immediately.
     """
     ceiling = min(cap, base * 2.0**attempt)
     return ceiling * (0.5 + 0.5 * rng())

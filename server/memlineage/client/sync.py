@@ -1,8 +1,10 @@
 """`MemLineageClient`, the blocking client, and `WatchStream`, its event stream.
 
 A thin typed layer over the generated stubs: Python values in, pb messages out,
-one deadline per call, the bearer token on every call, and retries only where a
-retry cannot apply a change twice (see `should_retry`).
+one deadline per call, the bearer token on every call. Retries are gRPC's own
+(`memlineage.client.retry`): read-only calls are re-sent on UNAVAILABLE by the
+channel's retry policy, calls that change state never are, and every call waits
+for the channel to come up (``wait_for_ready``) within its deadline.
 """
 
 from __future__ import annotations
@@ -16,16 +18,10 @@ from typing import Any, TypeVar
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from memlineage.client.convert import (
-    ActArg,
-    act_arguments,
-    parse_actor,
-    parse_creator,
-    parse_operation,
-    to_timestamp,
-)
+from memlineage.client import messages
+from memlineage.client.convert import ActArg
 from memlineage.client.errors import error_from_rpc, rpc_status
-from memlineage.client.retry import backoff_delay, should_retry
+from memlineage.client.retry import backoff_delay, channel_options
 from memlineage.client.stubs import Unary, WatchCall, new_stubs
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -35,12 +31,27 @@ _Req = TypeVar("_Req")
 _Resp = TypeVar("_Resp")
 
 
+def _open_channel(
+    target: str,
+    credentials: grpc.ChannelCredentials | None,
+    options: list[tuple[str, Any]],
+) -> grpc.Channel:
+    if credentials is not None:
+        return grpc.secure_channel(target, credentials, options=options)
+    return grpc.insecure_channel(target, options=options)
+
+
 class MemLineageClient:
     """A connection to one MemLineage sidecar.
 
-    ``timeout`` bounds each call including its retries; ``retries`` is how many
-    times a call is re-sent after the first attempt (see `should_retry`).
-    ``sleep`` and ``rng`` are injectable so tests never sleep.
+    ``timeout`` bounds each call including its retries. ``retries`` is how many
+    times gRPC re-sends a read-only call the sidecar answered UNAVAILABLE (at most
+    4, gRPC's cap); a call that changes state is never re-sent
+    (`memlineage.client.retry`). ``wait_for_ready`` (None: when ``retries`` > 0)
+    makes a call wait for an unreachable sidecar until its deadline instead of
+    failing at once with UNAVAILABLE. ``sleep`` and ``rng`` pace a Watch's
+    reconnects (injectable so tests never sleep); ``options`` are extra channel
+    arguments, which win over the client's own.
     """
 
     def __init__(
@@ -55,6 +66,7 @@ class MemLineageClient:
         sleep: Callable[[float], None] = time.sleep,
         rng: Callable[[], float] = random.random,
         options: Sequence[tuple[str, Any]] = (),
+        wait_for_ready: bool | None = None,
     ) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout: {timeout!r} must be positive")
@@ -64,22 +76,24 @@ class MemLineageClient:
         self.namespace = namespace
         self.timeout = timeout
         self.retries = retries
+        self.wait_for_ready = retries > 0 if wait_for_ready is None else wait_for_ready
         self._sleep = sleep
         self._rng = rng
         self._metadata: tuple[tuple[str, str], ...] = (
             (("authorization", f"Bearer {token}"),) if token else ()
         )
-        self._channel = (
-            grpc.secure_channel(target, credentials, options=list(options))
-            if credentials is not None
-            else grpc.insecure_channel(target, options=list(options))
-        )
+        # Two channels, one connection (gRPC shares the subchannel): the retrying one
+        # for read-only calls, the once one for calls that must not be sent twice.
+        self._channel = _open_channel(target, credentials, channel_options(retries, options))
+        self._once_channel = _open_channel(target, credentials, channel_options(0, options))
         self._stub, self._admin = new_stubs(self._channel)
+        self._once, self._once_admin = new_stubs(self._once_channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
     # -- lifecycle
     def close(self) -> None:
         self._channel.close()
+        self._once_channel.close()
 
     def __enter__(self) -> MemLineageClient:
         return self
@@ -88,36 +102,17 @@ class MemLineageClient:
         self.close()
 
     # -- plumbing
-    def _call(self, method: Unary[_Req, _Resp], request: _Req, *, idempotent: bool) -> _Resp:
-        """One unary call under one deadline, retried per `should_retry`."""
-        deadline = time.monotonic() + self.timeout
-        attempt = 0
-        while True:
-            remaining = max(deadline - time.monotonic(), 0.001)
-            try:
-                return method(request, timeout=remaining, metadata=self._metadata)
-            except grpc.RpcError as exc:
-                code, details = rpc_status(exc)
-                if attempt >= self.retries or not should_retry(
-                    code, details, idempotent=idempotent
-                ):
-                    raise error_from_rpc(exc) from None
-                delay = backoff_delay(attempt, rng=self._rng)
-                if time.monotonic() + delay >= deadline:
-                    raise error_from_rpc(exc) from None
-                self._sleep(delay)
-                attempt += 1
-
-    @staticmethod
-    def _decision_context(
-        request: Any, *, actor: str | None, budget: float | None, at: float | None
-    ) -> None:
-        if actor is not None:
-            request.actor.CopyFrom(parse_actor(actor))
-        if budget is not None:
-            request.budget = budget
-        if at is not None:
-            request.time.CopyFrom(to_timestamp(at))
+    def _call(self, method: Unary[_Req, _Resp], request: _Req) -> _Resp:
+        """One unary call under one deadline; gRPC retries it if its channel may."""
+        try:
+            return method(
+                request,
+                timeout=self.timeout,
+                metadata=self._metadata,
+                wait_for_ready=self.wait_for_ready,
+            )
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc) from None
 
     # -- MemLineage
     def record(
@@ -138,24 +133,23 @@ class MemLineageClient:
         at: float | None = None,
     ) -> pb.RecordResponse:
         """Record a memory's lineage; ``recorded`` is False when the policies deny it."""
-        memory = pb.Memory(
-            id=memory_id,
+        request = messages.record(
+            self.namespace,
+            memory_id,
+            creator=creator,
+            confidence=confidence,
             type=type,
-            tags=list(tags),
+            tags=tags,
+            claim=claim,
             volatility=volatility,
-            creator=parse_creator(creator),
-            creator_confidence=confidence,
             context_id=context_id,
-            dependencies=list(dependencies),
+            dependencies=dependencies,
+            created_at=created_at,
+            actor=actor,
+            budget=budget,
+            at=at,
         )
-        if claim is not None:
-            subject, attribute, value = claim
-            memory.claim.CopyFrom(pb.Claim(subject=subject, attribute=attribute, value=value))
-        if created_at is not None:
-            memory.created_at.CopyFrom(to_timestamp(created_at))
-        request = pb.RecordRequest(namespace=self.namespace, memory=memory)
-        self._decision_context(request, actor=actor, budget=budget, at=at)
-        return self._call(self._stub.Record, request, idempotent=False)
+        return self._call(self._once.Record, request)
 
     def check(
         self,
@@ -171,20 +165,20 @@ class MemLineageClient:
         """Ask for one operation's decision (the CheckResponse holds nothing else).
 
         ``act`` takes every memory the action relies on; the other operations one id.
+        A check of ``act`` is the act gate's decision, as `act`, so it is never re-sent.
         """
-        op = parse_operation(operation)
-        ids = [memory_id] if isinstance(memory_id, str) else list(memory_id)
-        request = pb.CheckRequest(
-            namespace=self.namespace, operation=op, action=action, historical=historical
+        request = messages.check(
+            self.namespace,
+            operation,
+            memory_id,
+            actor=actor,
+            budget=budget,
+            action=action,
+            historical=historical,
+            at=at,
         )
-        if op == pb.OPERATION_ACT:
-            request.memory_ids.extend(ids)
-        elif len(ids) == 1:
-            request.memory_id = ids[0]
-        else:
-            raise ValueError(f"memory_id: {operation} takes one id, got {len(ids)}")
-        self._decision_context(request, actor=actor, budget=budget, at=at)
-        return self._call(self._stub.Check, request, idempotent=True).decision
+        stub = self._once if request.operation == pb.OPERATION_ACT else self._stub
+        return self._call(stub.Check, request).decision
 
     def filter_rank(
         self,
@@ -197,36 +191,22 @@ class MemLineageClient:
         at: float | None = None,
     ) -> pb.FilterRankResponse:
         """Filter retrieval candidates ``(id, similarity)`` and re-rank the kept ones."""
-        request = pb.FilterRankRequest(
-            namespace=self.namespace,
+        request = messages.filter_rank(
+            self.namespace,
+            candidates,
+            actor=actor,
+            budget=budget,
             historical=historical,
             limit=limit,
-            candidates=[pb.Candidate(memory_id=i, similarity=s) for i, s in candidates],
+            at=at,
         )
-        self._decision_context(request, actor=actor, budget=budget, at=at)
-        return self._call(self._stub.FilterRank, request, idempotent=True)
+        return self._call(self._stub.FilterRank, request)
 
     def _update_status(
-        self,
-        memory_id: str,
-        action: pb.StatusAction,
-        *,
-        successor_id: str = "",
-        reason: str,
-        expected_version: int,
-        actor: str | None,
-        at: float | None,
+        self, memory_id: str, action: pb.StatusAction, **fields: Any
     ) -> pb.UpdateStatusResponse:
-        request = pb.UpdateStatusRequest(
-            namespace=self.namespace,
-            memory_id=memory_id,
-            action=action,
-            successor_id=successor_id,
-            reason=reason,
-            expected_version=expected_version,
-        )
-        self._decision_context(request, actor=actor, budget=None, at=at)
-        return self._call(self._stub.UpdateStatus, request, idempotent=False)
+        request = messages.update_status(self.namespace, memory_id, action, **fields)
+        return self._call(self._once.UpdateStatus, request)
 
     def revoke(
         self,
@@ -299,15 +279,10 @@ class MemLineageClient:
         empty list: the agent chose it), plus other memories it `relies_on`. An allowed
         act spends one use of each user grant it needed (``Decision.grants_used``), so
         it is never re-sent."""
-        request = pb.CheckRequest(
-            namespace=self.namespace,
-            operation=pb.OPERATION_ACT,
-            action=action,
-            memory_ids=list(relies_on),
-            arguments=act_arguments(args),
+        request = messages.act(
+            self.namespace, action, args, relies_on=relies_on, actor=actor, budget=budget, at=at
         )
-        self._decision_context(request, actor=actor, budget=budget, at=at)
-        return self._call(self._stub.Check, request, idempotent=False).decision
+        return self._call(self._once.Check, request).decision
 
     def grant(
         self,
@@ -318,32 +293,27 @@ class MemLineageClient:
         arguments: Sequence[str] = (),
         uses: int = 1,
         expires_at: float | None = None,
-        value: str = "",
-        digest: str = "",
         grant_id: str = "",
         actor: str | None = None,
         at: float | None = None,
     ) -> pb.Grant:
         """Record the user's delegation: `source` (a creator id or glob) or the one memory
         `memory_id` may fill `arguments` (all when empty) of `actions` (names or globs),
-        `uses` times, until `expires_at` (unset: one hour); with `value` (or `digest`)
-        only an argument with exactly that value (digest) is covered. `actor` is the issuer (unset:
+        `uses` times, until `expires_at` (unset: one hour). `actor` is the issuer (unset:
         the namespace's user); a grant issued by anyone but a user has no effect."""
-        grant = pb.Grant(
-            id=grant_id,
-            actions=list(actions),
-            arguments=list(arguments),
+        request = messages.grant(
+            self.namespace,
+            actions,
             source=source,
             memory_id=memory_id,
+            arguments=arguments,
             uses=uses,
-            value=value,
-            digest=digest,
+            expires_at=expires_at,
+            grant_id=grant_id,
+            actor=actor,
+            at=at,
         )
-        if expires_at is not None:
-            grant.expires_at.CopyFrom(to_timestamp(expires_at))
-        request = pb.GrantRequest(namespace=self.namespace, grant=grant)
-        self._decision_context(request, actor=actor, budget=None, at=at)
-        return self._call(self._stub.RecordGrant, request, idempotent=False).grant
+        return self._call(self._once.RecordGrant, request).grant
 
     def feedback(
         self,
@@ -354,16 +324,8 @@ class MemLineageClient:
         at: float | None = None,
     ) -> pb.FeedbackResponse:
         """Report whether what a decision allowed worked out (moves credibility/accuracy)."""
-        request = pb.FeedbackRequest(
-            namespace=self.namespace,
-            decision_id=decision_id,
-            memory_ids=list(memory_ids),
-            success=success,
-            note=note,
-        )
-        if at is not None:
-            request.time.CopyFrom(to_timestamp(at))
-        return self._call(self._stub.Feedback, request, idempotent=False)
+        request = messages.feedback(self.namespace, decision_id, memory_ids, success, note, at)
+        return self._call(self._once.Feedback, request)
 
     def explain(
         self,
@@ -373,14 +335,10 @@ class MemLineageClient:
         decisions: int = 0,
     ) -> pb.ExplainResponse:
         """A memory's lineage graph and recent decisions (0: the server's defaults)."""
-        request = pb.ExplainRequest(
-            namespace=self.namespace,
-            memory_id=memory_id,
-            ancestor_depth=ancestor_depth,
-            descendant_depth=descendant_depth,
-            decisions=decisions,
+        request = messages.explain(
+            self.namespace, memory_id, ancestor_depth, descendant_depth, decisions
         )
-        return self._call(self._stub.Explain, request, idempotent=True)
+        return self._call(self._stub.Explain, request)
 
     def watch(self, cursor: str = "", from_oldest: bool = False) -> WatchStream:
         """Stream lineage events; iterate it, ``cancel()`` it from any thread.
@@ -390,10 +348,10 @@ class MemLineageClient:
         """
 
         def open_call(after: str) -> WatchCall:
-            request = pb.WatchRequest(
-                namespace=self.namespace, cursor=after, from_oldest=from_oldest and not after
+            request = messages.watch(self.namespace, after, from_oldest)
+            return self._stub.Watch(
+                request, metadata=self._metadata, wait_for_ready=self.wait_for_ready
             )
-            return self._stub.Watch(request, metadata=self._metadata)
 
         return WatchStream(
             open_call, cursor, retries=self.retries, sleep=self._sleep, rng=self._rng
@@ -401,25 +359,23 @@ class MemLineageClient:
 
     # -- PolicyAdmin
     def list_policies(self) -> pb.ListPoliciesResponse:
-        return self._call(self._admin.ListPolicies, pb.ListPoliciesRequest(), idempotent=True)
+        return self._call(self._admin.ListPolicies, pb.ListPoliciesRequest())
 
     def reload_policies(self, files: Mapping[str, str] | None = None) -> pb.ReloadPoliciesResponse:
         """Reload the configured directory (``files`` None) or swap in the given set."""
         request = pb.ReloadPoliciesRequest(files=dict(files or {}))
-        return self._call(self._admin.ReloadPolicies, request, idempotent=False)
+        return self._call(self._once_admin.ReloadPolicies, request)
 
     def lint_policy(self, files: Mapping[str, str]) -> pb.LintPolicyResponse:
         request = pb.LintPolicyRequest(files=dict(files))
-        return self._call(self._admin.LintPolicy, request, idempotent=True)
+        return self._call(self._admin.LintPolicy, request)
 
     def run_sweep(
         self, namespace: str = "", batch: int = 0, at: float | None = None
     ) -> pb.RunSweepResponse:
         """One lifecycle governance pass (admin): archive / evict by value."""
-        request = pb.RunSweepRequest(namespace=namespace, batch=batch)
-        if at is not None:
-            request.time.CopyFrom(to_timestamp(at))
-        return self._call(self._admin.RunSweep, request, idempotent=False)
+        request = messages.run_sweep(namespace, batch, at)
+        return self._call(self._once_admin.RunSweep, request)
 
     def compress(
         self,
@@ -444,9 +400,7 @@ class MemLineageClient:
     # -- grpc.health.v1
     def health(self, service: str = "") -> str:
         """The serving status name, e.g. "SERVING" or "NOT_SERVING"."""
-        response = self._call(
-            self._health.Check, health_pb2.HealthCheckRequest(service=service), idempotent=True
-        )
+        response = self._call(self._health.Check, health_pb2.HealthCheckRequest(service=service))
         name: str = health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
         return name
 
@@ -491,10 +445,10 @@ class WatchStream(Iterator[pb.LineageEvent]):
                 raise
             except grpc.RpcError as exc:
                 self._forget(call)
-                code, details = rpc_status(exc)
+                code, _ = rpc_status(exc)
                 if self._cancelled:
                     raise StopIteration from None
-                if failures >= self._retries or not should_retry(code, details, idempotent=True):
+                if failures >= self._retries or code != grpc.StatusCode.UNAVAILABLE:
                     raise error_from_rpc(exc) from None
                 self._sleep(backoff_delay(failures, rng=self._rng))
                 failures += 1
