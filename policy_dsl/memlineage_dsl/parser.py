@@ -464,7 +464,87 @@ def _error_to_diag(
     token: Token = err.token
     span = _tok_span(token)
     expected = set(getattr(err, "expected", ()) or ())
+    joined = _spaced_duration(text, token)
+    if joined is not None:
+        return src.diag(
+            "E001",
+            span,
+            f"unexpected `{token}`",
+            f"a duration is one word: write `{joined[2]}`",
+        )
     return src.diag("E001", span, f"unexpected `{token}`", _expected_help(expected, token))
+
+
+# Unit words people write after a number, and the unit the language spells.
+_UNIT_WORDS = {
+    **dict.fromkeys(("ms", "msec", "msecs", "millisecond", "milliseconds"), "ms"),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), "s"),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), "m"),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), "h"),
+    **dict.fromkeys(("d", "day", "days"), "d"),
+    **dict.fromkeys(("w", "wk", "wks", "week", "weeks"), "w"),
+}
+
+
+def _spaced_duration(text: str, token: Token) -> tuple[int, int, str] | None:
+    """`5 mins` at `token`: (start, end) of the whole phrase in `text` and `5m`."""
+    unit = _UNIT_WORDS.get(str(token).lower()) if token.type == "NAME" else None
+    if unit is None or token.start_pos is None:
+        return None
+    m = re.search(r"(\d+(?:\.\d+)?)[ \t]+$", text[: token.start_pos])
+    if m is None:
+        return None
+    return m.start(), token.start_pos + len(str(token)), f"{m.group(1)}{unit}"
+
+
+_MAX_REPAIRS = 5
+"""Syntax errors reported per item: after each, the item is repaired and parsed on."""
+
+
+def _repaired(text: str, err: UnexpectedInput) -> str | None:
+    """`text` with the error at `err` mended so the rest of the item can be checked: a
+    spaced duration joined (same length, so every later position stays where it was).
+    None for any other error: blanking a token out would report errors of a rule
+    nobody wrote (`a = "x"` becoming `a "x"`)."""
+    token = getattr(err, "token", None)
+    if not isinstance(err, UnexpectedToken) or token is None or token.type == "$END":
+        return None
+    if token.start_pos is None or token.end_pos is None:
+        return None
+    joined = _spaced_duration(text, token)
+    if joined is None:
+        return None
+    start, end, word = joined
+    return text[:start] + word.ljust(end - start) + text[end:]
+
+
+def _recover(src: SourceFile, text: str, chunked: bool) -> tuple[list[Any], list[Diagnostic]]:
+    """Parse one item; on a syntax error, report it, mend it and parse on, so errors
+    after the first (a misspelt attribute behind a `5 mins`) are found in one pass.
+    A mended item is kept for the checker; the set holds an error, so it never runs."""
+    diags: list[Diagnostic] = []
+    for _ in range(_MAX_REPAIRS):
+        try:
+            tree: Tree[Token] = lark_parser().parse(text)
+            items: list[Any] = _ToAst().transform(tree)
+        except UnexpectedInput as err:
+            diags.append(_error_to_diag(src, err, text, chunked))
+            mended = _repaired(text, err)
+            if mended is None:
+                return [], diags
+            text = mended
+            continue
+        except VisitError as err:
+            inner = err.orig_exc
+            if isinstance(inner, _SyntaxIssue):
+                diags.append(src.diag(inner.code, inner.span, inner.message, inner.help))
+                return [], diags
+            raise
+        deep = _too_deep(src, items)
+        if deep is not None:
+            return [], [*diags, deep]
+        return items, diags
+    return [], diags
 
 
 def _item_chunks(text: str) -> list[tuple[int, str]]:
@@ -536,6 +616,8 @@ def parse_source(text: str, path: str = "<string>") -> tuple[A.Module, list[Diag
         # Pad with newlines so Lark's positions are those of the whole file.
         padded = "\n" * (first_line - 1) + chunk
         chunk_items, chunk_diags = _parse_items(src, padded, n < len(chunks) - 1)
+        if chunk_diags and not chunk_items:
+            chunk_items, chunk_diags = _recover(src, padded, n < len(chunks) - 1)
         items.extend(chunk_items)
         diags.extend(chunk_diags)
     return A.Module(tuple(items), path=path), sorted(diags, key=Diagnostic.sort_key)

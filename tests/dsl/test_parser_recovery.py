@@ -24,3 +24,22 @@ def test_missing_brace_costs_one_item_not_the_rest_of_the_file() -> None:
 def test_end_of_file_in_last_item_says_end_of_file() -> None:
     _, diags = parse_source("policy ok { on read deny }\npolicy a {\n  on read\n", "y.mlp")
     assert [(d.code, d.message) for d in diags] == [("E003", "unexpected end of file")]
+
+
+def test_a_spaced_duration_suggests_one_word_and_the_rule_is_checked_on() -> None:
+    from memlineage_dsl.pipeline import build_texts
+
+    text = (
+        "policy p {\n"
+        "  on read\n"
+        "  when age(memory) > 5 mins and since(memory.last_access) > 2 hours\n"
+        "    and memory.confidnce > 0.5\n"
+        "  deny\n"
+        "}\n"
+    )
+    build = build_texts({"t.mlp": text})
+    found = [(d.code, d.span.line, d.span.column, d.help) for d in build.diagnostics]
+    assert ("E001", 3, 24, "a duration is one word: write `5m`") in found
+    assert ("E001", 3, 63, "a duration is one word: write `2h`") in found
+    assert any(code == "E102" and line == 4 for code, line, _, _ in found)  # behind them
+    assert build.compiled is None  # a mended rule is checked, never served
