@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README.md, .ci/run): set up the venv, make sure a real
 # redis-server is available, lint and format-check (ruff) and type-check (mypy)
-# the code, lint the bundled policies, run pytest. Without arguments it then runs
+# the code, lint the bundled policies, run pytest (which also validates deploy/ and
+# the policy CI example offline: tests/test_deploy.py). Without arguments it then runs
 # the client and a served sidecar's API contract again in two more venvs: on the
 # lowest supported dependencies (.venv-lowest, constraints-lowest.txt: protobuf
 # 5.26.1, grpcio 1.64.0, ...) and on the newest ones pip resolves (.venv-newest,
