@@ -344,6 +344,8 @@ class AsyncMemLineageClient:
         arguments: Sequence[str] = (),
         uses: int = 1,
         expires_at: float | None = None,
+        value: str = "",
+        digest: str = "",
         grant_id: str = "",
         actor: str | None = None,
         at: float | None = None,
@@ -360,6 +362,8 @@ class AsyncMemLineageClient:
             grant_id=grant_id,
             actor=actor,
             at=at,
+            value=value,
+            digest=digest,
         )
         return (await self._call(self._opened().once.RecordGrant, request)).grant
 

@@ -185,6 +185,8 @@ def grant(
     grant_id: str,
     actor: str | None,
     at: float | None,
+    value: str = "",
+    digest: str = "",
 ) -> pb.GrantRequest:
     message = pb.Grant(
         id=grant_id,
@@ -193,6 +195,8 @@ def grant(
         source=source,
         memory_id=memory_id,
         uses=uses,
+        value=value,
+        digest=digest,
     )
     if expires_at is not None:
         message.expires_at.CopyFrom(to_timestamp(expires_at))

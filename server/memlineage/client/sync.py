@@ -293,14 +293,18 @@ class MemLineageClient:
         arguments: Sequence[str] = (),
         uses: int = 1,
         expires_at: float | None = None,
+        value: str = "",
+        digest: str = "",
         grant_id: str = "",
         actor: str | None = None,
         at: float | None = None,
     ) -> pb.Grant:
         """Record the user's delegation: `source` (a creator id or glob) or the one memory
         `memory_id` may fill `arguments` (all when empty) of `actions` (names or globs),
-        `uses` times, until `expires_at` (unset: one hour). `actor` is the issuer (unset:
-        the namespace's user); a grant issued by anyone but a user has no effect."""
+        `uses` times, until `expires_at` (unset: one hour); with `value` (or `digest`)
+        only an argument with exactly that value (digest) is covered. `actor` is the
+        issuer (unset: the namespace's user); a grant issued by anyone but a user has no
+        effect."""
         request = messages.grant(
             self.namespace,
             actions,
@@ -312,6 +316,8 @@ class MemLineageClient:
             grant_id=grant_id,
             actor=actor,
             at=at,
+            value=value,
+            digest=digest,
         )
         return self._call(self._once.RecordGrant, request).grant
 
