@@ -30,7 +30,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import AsyncSqliteStore, SqliteStore
-from memlineage.client import MemLineageClient, NotFound, PolicyDenied
+from memlineage.client import AsyncMemLineageClient, MemLineageClient, NotFound, PolicyDenied
 from memlineage.integrations.langgraph_store import (
     DECISION_KEY,
     GuardedLangGraphStore,
@@ -474,15 +474,31 @@ async def async_inner(kind: str, tmp_path: Path) -> Any:
         yield store
 
 
+@contextlib.asynccontextmanager
+async def client_of(kind: str, sidecar: RunningSidecar, ml: MemLineageClient) -> Any:
+    """The sync client (run in a worker thread by abatch) or an async one."""
+    if kind == "sync":
+        yield ml
+        return
+    async with AsyncMemLineageClient(sidecar.address, timeout=10) as client:
+        yield client
+
+
+@pytest.mark.parametrize("client_kind", ["sync", "async"])
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_abatch_runs_every_op_kind(
-    kind: str, sidecar: RunningSidecar, ml: MemLineageClient, ns: tuple[str, str], tmp_path: Path
+    kind: str,
+    client_kind: str,
+    sidecar: RunningSidecar,
+    ml: MemLineageClient,
+    ns: tuple[str, str],
+    tmp_path: Path,
 ) -> None:
     user = f"user:{ns[0]}"
 
     async def scenario() -> None:
-        async with async_inner(kind, tmp_path) as inner:
-            store = GuardedLangGraphStore(inner, ml, actor=None)
+        async with async_inner(kind, tmp_path) as inner, client_of(client_kind, sidecar, ml) as c:
+            store = GuardedLangGraphStore(inner, c, actor=None)
             city = lineage(user, claim=[user, "destination_city", "Shanghai"])
             await store.aput(ns, "city", {"text": "Shanghai", "_lineage": city})
             await store.aput(ns, "tip", {"text": "the Bund", "_lineage": lineage("tool:web_x")})
@@ -503,12 +519,46 @@ def test_abatch_runs_every_op_kind(
             assert filter_ranks(sidecar) == before + 1
             assert [i.key for i in found] == ["city", "tip"]
             assert await store.alist_namespaces(prefix=(ns[0],)) == [ns]
-            agent = GuardedLangGraphStore(inner, ml, actor="agent:planner")
+            agent = GuardedLangGraphStore(inner, c, actor="agent:planner")
             with pytest.raises(PolicyDenied):
                 await agent.adelete(ns, "city")
             await store.adelete(ns, "tip")
             assert await inner.aget(ns, "tip") is None
             assert await inner.aget(ns, "city") is not None
+
+    asyncio.run(scenario())
+
+
+def test_an_async_client_answers_a_batch_of_reads_at_once_and_refuses_the_sync_path(
+    sidecar: RunningSidecar, ml: MemLineageClient, ns: tuple[str, str]
+) -> None:
+    """One abatch with several gets and a search: the async client's checks and the
+    FilterRank of that step are gathered, each answer in its op's place; the sync
+    methods need the sync client (nothing is called or written)."""
+    inner = InMemoryStore()
+    trip(GuardedLangGraphStore(inner, ml), ns)
+
+    async def scenario() -> None:
+        async with AsyncMemLineageClient(sidecar.address, timeout=10) as c:
+            store = GuardedLangGraphStore(inner, c)
+            before = filter_ranks(sidecar)
+            city, guess, tip, missing, found = await store.abatch(
+                [
+                    GetOp(ns, "city"),
+                    GetOp(ns, "guess"),
+                    GetOp(ns, "tip"),
+                    GetOp(ns, "nothing"),
+                    SearchOp(ns, limit=5),
+                ]
+            )
+            assert filter_ranks(sidecar) == before + 1
+            assert city is not None and city.value["text"] == "Shanghai is the city"
+            assert guess is None and missing is None
+            assert tip is not None and DECISION_KEY in tip.value
+            assert [i.key for i in found] == ["city", "tip"]
+            with pytest.raises(TypeError, match="AsyncMemLineageClient"):
+                store.put(ns, "late", {"text": "x", "_lineage": lineage("user:u")})
+            assert inner.get(ns, "late") is None
 
     asyncio.run(scenario())
 

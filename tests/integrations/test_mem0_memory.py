@@ -29,7 +29,7 @@ os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="mem0-home-"))
 
 import pytest
 from mem0 import AsyncMemory, Memory
-from memlineage.client import MemLineageClient, NotFound, PolicyDenied
+from memlineage.client import AsyncMemLineageClient, MemLineageClient, NotFound, PolicyDenied
 from memlineage.integrations.mem0_memory import (
     DECISION_KEY,
     LINEAGE_KEY,
@@ -370,12 +370,23 @@ def test_an_unrecorded_id_is_not_found_in_the_sidecar(ml: MemLineageClient) -> N
 # ---------------------------------------------------------------- async twin
 
 
+@pytest.mark.parametrize("client_kind", ["sync", "async"])
 def test_the_async_twin_over_mem0_async_memory(
-    tmp_path: Path, embedder_url: str, ml: MemLineageClient, user: str, sidecar: RunningSidecar
+    tmp_path: Path,
+    embedder_url: str,
+    ml: MemLineageClient,
+    user: str,
+    sidecar: RunningSidecar,
+    client_kind: str,
 ) -> None:
+    """The same rules with the sync client (in a worker thread) and with an
+    AsyncMemLineageClient (awaited on the loop)."""
+
     async def scenario() -> None:
         inner = AsyncMemory.from_config(mem0_config(tmp_path, embedder_url))
-        guarded = GuardedAsyncMem0Memory(inner, ml, actor="agent:planner")
+        aml = AsyncMemLineageClient(sidecar.address, timeout=10)
+        client = ml if client_kind == "sync" else aml
+        guarded = GuardedAsyncMem0Memory(inner, client, actor="agent:planner")
         try:
             stated = await guarded.add(
                 [{"role": "user", "content": "my seat is by the window"}],
@@ -413,5 +424,6 @@ def test_the_async_twin_over_mem0_async_memory(
             assert {r["id"] for r in listed["results"]} == {item["id"], hidden["id"]}
         finally:
             inner.close()
+            await aml.close()
 
     asyncio.run(scenario())

@@ -10,9 +10,10 @@ docs/integrations.md has the id mapping, the reserved keys and each behaviour.
 
 Every batch runs as a *plan*, a generator that yields steps (a batch for the
 wrapped store, or calls for the sidecar) and is driven by `batch` with the sync
-store and client, or by `abatch` with the store's ``abatch`` and the sync client
-in a thread (`GuardedLangGraphStore._acall`, the one place an async client will
-go). The plan itself never blocks, so both drivers share every rule.
+store and client, or by `abatch` with the store's ``abatch`` and, in
+`GuardedLangGraphStore._acall`, an `AsyncMemLineageClient` awaited (a step's
+calls gathered) or a sync client in a worker thread. The plan itself never
+blocks, so both drivers share every rule.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
+from memlineage.client.aio import AsyncMemLineageClient
 from memlineage.client.errors import MemLineageError, PolicyDenied
 from memlineage.client.sync import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
@@ -198,18 +200,20 @@ class GuardedLangGraphStore(BaseStore):
     """A `BaseStore` that asks MemLineage before every write, change, delete and read.
 
     ``store`` is any LangGraph store (`InMemoryStore`, `SqliteStore`, ...); ``client``
-    talks to the sidecar, in its namespace (one tenant). A put's lineage comes from
-    ``value["_lineage"]``, over ``lineage_hook(namespace, key, value)``, over
-    ``defaults`` (e.g. ``{"creator": "agent:planner"}``). ``actor`` is who asks (None:
-    the sidecar's default; an update is asked as the put's creator). Search asks the
-    wrapped store for ``overfetch`` times what it returns, so hidden items do not
-    leave it short. ``historical`` is passed to every read decision.
+    talks to the sidecar, in its namespace (one tenant): a `MemLineageClient` serves
+    both ``batch`` and ``abatch`` (the latter from a worker thread), an
+    `AsyncMemLineageClient` serves ``abatch`` only (the async store methods). A
+    put's lineage comes from ``value["_lineage"]``, over ``lineage_hook(namespace,
+    key, value)``, over ``defaults`` (e.g. ``{"creator": "agent:planner"}``).
+    ``actor`` is who asks (None: the sidecar's default; an update is asked as the
+    put's creator). Search asks the wrapped store for ``overfetch`` times what it
+    returns, so hidden items do not leave it short. ``historical`` is passed to every read decision.
     """
 
     def __init__(
         self,
         store: BaseStore,
-        client: MemLineageClient,
+        client: MemLineageClient | AsyncMemLineageClient,
         *,
         defaults: Mapping[str, Any] | None = None,
         lineage_hook: LineageHook | None = None,
@@ -234,6 +238,11 @@ class GuardedLangGraphStore(BaseStore):
     # -- the drivers
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run a batch: sidecar calls and the wrapped store's ``batch``, in this thread."""
+        if isinstance(self.client, AsyncMemLineageClient):
+            raise TypeError(
+                "GuardedLangGraphStore: an AsyncMemLineageClient serves the async methods "
+                "(aput, aget, asearch, adelete, abatch); give a MemLineageClient for the sync ones"
+            )
         plan = self._plan(list(ops))
         reply: Any = None
         while True:
@@ -272,9 +281,18 @@ class GuardedLangGraphStore(BaseStore):
         return out
 
     async def _acall(self, calls: list[_Call]) -> list[Any]:
-        """The sync client in a worker thread, off the event loop; an async client
-        replaces only this method (awaiting each call, or gathering them)."""
+        """An async client's calls gathered (a step's calls are independent reads, or
+        one write decision); a sync client's in a worker thread, off the event loop."""
+        if isinstance(self.client, AsyncMemLineageClient):
+            return list(await asyncio.gather(*(self._aone(self.client, c) for c in calls)))
         return await asyncio.to_thread(self._call, calls)
+
+    @staticmethod
+    async def _aone(client: AsyncMemLineageClient, call: _Call) -> Any:
+        try:
+            return await getattr(client, call.method)(*call.args, **call.kwargs)
+        except MemLineageError as exc:  # as `_call`: the plan decides
+            return exc
 
     # -- the plan
     def _plan(self, ops: list[Op]) -> _Plan:

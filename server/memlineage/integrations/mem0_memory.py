@@ -10,6 +10,9 @@ again before `PolicyDenied` (or the error) is raised. Updates and deletes are
 checked first and refused with Mem0 untouched; reads hide denied memories and
 return degraded ones with their decision under `DECISION_KEY`; search is one
 ``client.filter_rank``. docs/integrations.md has the reserved keys and each rule.
+
+`GuardedAsyncMem0Memory` takes an `AsyncMemLineageClient` (awaited) or, as
+before, a `MemLineageClient` (run in a worker thread); both go through `_acall`.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
+from memlineage.client.aio import AsyncMemLineageClient
 from memlineage.client.errors import PolicyDenied
 from memlineage.client.sync import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
@@ -52,7 +56,7 @@ LINEAGE_FIELDS = (
 PROVISIONAL_ID = "mem0:provisional"
 """The id the provisional ``write`` check of an ``add`` names (Mem0 has not chosen one yet)."""
 
-_T = TypeVar("_T")
+_C = TypeVar("_C", bound=MemLineageClient | AsyncMemLineageClient)
 
 
 def _decision_view(decision: pb.Decision) -> dict[str, Any]:
@@ -140,13 +144,14 @@ class _AddPlan:
         return sorted({self.creator({"role": r}) for r in roles if r != "system"})
 
 
-class _Mem0Guard:
-    """What the sync and async wrappers share: configuration and the pure steps."""
+class _Mem0Guard(Generic[_C]):
+    """What the sync and async wrappers share: configuration and the pure steps
+    (the sidecar calls as arguments; each wrapper makes them its own way)."""
 
     def __init__(
         self,
         memory: Any,
-        client: MemLineageClient,
+        client: _C,
         *,
         defaults: Mapping[str, Any] | None = None,
         actor: str | None = None,
@@ -185,13 +190,12 @@ class _Mem0Guard:
         items = result.get("results", []) if isinstance(result, Mapping) else []
         return [r for r in items if isinstance(r, dict) and r.get("event") == "ADD" and r.get("id")]
 
-    def _record(self, plan: _AddPlan, item: Mapping[str, Any]) -> pb.RecordResponse:
-        return self.client.record(
-            str(item["id"]),
-            creator=plan.creator(item),
-            actor=self.actor,
-            **_record_args(plan.fields),
-        )
+    def _record_call(
+        self, plan: _AddPlan, item: Mapping[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``client.record``'s arguments for one memory an add created."""
+        kwargs = {"creator": plan.creator(item), "actor": self.actor}
+        return (str(item["id"]),), {**kwargs, **_record_args(plan.fields)}
 
     def _candidates(self, items: Iterable[Mapping[str, Any]], scored: bool) -> list[Any]:
         seen: dict[str, Any] = {}
@@ -202,13 +206,13 @@ class _Mem0Guard:
         score = (lambda i: float(i.get("score") or 0.0)) if scored else (lambda i: 1.0)
         return [(k, score(i), i) for k, i in seen.items()]
 
-    def _filter_rank(self, candidates: Sequence[Any], limit: int, actor: str | None) -> Any:
-        return self.client.filter_rank(
-            [(k, s) for k, s, _ in candidates],
-            actor=actor or self.actor,
-            historical=self.historical,
-            limit=limit,
-        )
+    def _rank_call(
+        self, candidates: Sequence[Any], limit: int, actor: str | None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``client.filter_rank``'s arguments for these candidates."""
+        pairs = [(k, s) for k, s, _ in candidates]
+        kwargs = {"actor": actor or self.actor, "historical": self.historical, "limit": limit}
+        return (pairs,), kwargs
 
     @staticmethod
     def _ranked(candidates: Sequence[Any], response: pb.FilterRankResponse) -> list[Any]:
@@ -252,7 +256,7 @@ class _Mem0Guard:
             raise ValueError(f"{LINEAGE_KEY}: lineage is recorded once, by add; update keeps it")
 
 
-class GuardedMem0Memory(_Mem0Guard):
+class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
     """A `mem0.Memory` with MemLineage's checks in front (see the module docstring).
 
     Memory ids are Mem0's, recorded in the client's sidecar namespace. ``defaults``
@@ -283,7 +287,8 @@ class GuardedMem0Memory(_Mem0Guard):
         added = self._added(result)
         try:
             for item in added:
-                response = self._record(plan, item)
+                args, record_kwargs = self._record_call(plan, item)
+                response = self.client.record(*args, **record_kwargs)
                 if not response.recorded:
                     raise PolicyDenied(response.decision)
         except BaseException:
@@ -309,7 +314,8 @@ class GuardedMem0Memory(_Mem0Guard):
         candidates = self._candidates(result.get("results", []), scored=False)
         if not candidates:
             return dict(result)
-        response = self._filter_rank(candidates, 0, actor)
+        args, rank_kwargs = self._rank_call(candidates, 0, actor)
+        response = self.client.filter_rank(*args, **rank_kwargs)
         return {**result, "results": self._listed(candidates, response)}
 
     def search(
@@ -321,7 +327,8 @@ class GuardedMem0Memory(_Mem0Guard):
         candidates = self._candidates(result.get("results", []), scored=True)
         if not candidates or top_k == 0:
             return {**result, "results": []}
-        response = self._filter_rank(candidates, top_k, actor)
+        args, rank_kwargs = self._rank_call(candidates, top_k, actor)
+        response = self.client.filter_rank(*args, **rank_kwargs)
         return {**result, "results": self._ranked(candidates, response)[:top_k]}
 
     def update(
@@ -351,12 +358,16 @@ class GuardedMem0Memory(_Mem0Guard):
         return self.memory.history(memory_id)
 
 
-class GuardedAsyncMem0Memory(_Mem0Guard):
+class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient]):
     """`GuardedMem0Memory`'s twin over `mem0.AsyncMemory`: the same rules, Mem0's
-    coroutines awaited and the sync client run in a worker thread (`_acall`)."""
+    coroutines awaited, the sidecar through `_acall` (an `AsyncMemLineageClient`
+    awaited, a `MemLineageClient` in a worker thread)."""
 
-    async def _acall(self, call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        """One sidecar call off the event loop (the one place an async client will go)."""
+    async def _acall(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """One sidecar call without blocking the event loop: ``client.<method>``."""
+        call: Callable[..., Any] = getattr(self.client, method)
+        if isinstance(self.client, AsyncMemLineageClient):
+            return await call(*args, **kwargs)
         return await asyncio.to_thread(call, *args, **kwargs)
 
     async def add(
@@ -372,7 +383,7 @@ class GuardedAsyncMem0Memory(_Mem0Guard):
         plan = self._plan(metadata, user_id, agent_id)
         for creator in self._prechecks(plan, messages):
             decision = await self._acall(
-                self.client.check, "write", PROVISIONAL_ID, actor=self.actor or creator
+                "check", "write", PROVISIONAL_ID, actor=self.actor or creator
             )
             self._check_write(decision)
         result = await self.memory.add(
@@ -381,7 +392,8 @@ class GuardedAsyncMem0Memory(_Mem0Guard):
         added = self._added(result)
         try:
             for item in added:
-                response = await self._acall(self._record, plan, item)
+                args, record_kwargs = self._record_call(plan, item)
+                response = await self._acall("record", *args, **record_kwargs)
                 if not response.recorded:
                     raise PolicyDenied(response.decision)
         except BaseException:
@@ -397,7 +409,7 @@ class GuardedAsyncMem0Memory(_Mem0Guard):
         if item is None:
             return None
         decision = await self._acall(
-            self.client.check,
+            "check",
             "read",
             memory_id,
             actor=actor or self.actor,
@@ -411,7 +423,8 @@ class GuardedAsyncMem0Memory(_Mem0Guard):
         candidates = self._candidates(result.get("results", []), scored=False)
         if not candidates:
             return dict(result)
-        response = await self._acall(self._filter_rank, candidates, 0, actor)
+        args, rank_kwargs = self._rank_call(candidates, 0, actor)
+        response = await self._acall("filter_rank", *args, **rank_kwargs)
         return {**result, "results": self._listed(candidates, response)}
 
     async def search(
@@ -422,7 +435,8 @@ class GuardedAsyncMem0Memory(_Mem0Guard):
         candidates = self._candidates(result.get("results", []), scored=True)
         if not candidates or top_k == 0:
             return {**result, "results": []}
-        response = await self._acall(self._filter_rank, candidates, top_k, actor)
+        args, rank_kwargs = self._rank_call(candidates, top_k, actor)
+        response = await self._acall("filter_rank", *args, **rank_kwargs)
         return {**result, "results": self._ranked(candidates, response)[:top_k]}
 
     async def update(
@@ -436,18 +450,14 @@ class GuardedAsyncMem0Memory(_Mem0Guard):
     ) -> Any:
         """`GuardedMem0Memory.update`, awaited."""
         self._no_lineage_change(metadata)
-        decision = await self._acall(
-            self.client.check, "update", memory_id, actor=actor or self.actor
-        )
+        decision = await self._acall("check", "update", memory_id, actor=actor or self.actor)
         self._check_write(decision)
         result = await self.memory.update(memory_id, text, metadata, **kwargs)
         return self._changed(result, decision)
 
     async def delete(self, memory_id: str, *, actor: str | None = None) -> Any:
         """`GuardedMem0Memory.delete`, awaited."""
-        decision = await self._acall(
-            self.client.check, "delete", memory_id, actor=actor or self.actor
-        )
+        decision = await self._acall("check", "delete", memory_id, actor=actor or self.actor)
         self._check_write(decision)
         return self._changed(await self.memory.delete(memory_id), decision)
 
