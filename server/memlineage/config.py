@@ -176,10 +176,6 @@ def _toml_float(x: float) -> str:
     return ("inf" if x > 0 else "-inf") if math.isinf(x) else repr(float(x))
 
 
-def _text_float(x: float) -> str:
-    return _toml_float(x)
-
-
 def _tokens_toml(grants: tuple[TokenGrant, ...]) -> str:
     tables = [
         f"{_toml_key(g.name)} = {{ token = {json.dumps(g.token)}, "
@@ -197,7 +193,7 @@ def _tokens_text(grants: tuple[TokenGrant, ...]) -> str:
 
 STR = Kind("string", "the text as is", _str, json.dumps, str)
 INT = Kind("integer", "digits", _int, str, str)
-FLOAT = Kind("number", "a number (`inf` for infinity)", _float, _toml_float, _text_float)
+FLOAT = Kind("number", "a number (`inf` for infinity)", _float, _toml_float, _toml_float)
 BOOL = Kind(
     "boolean",
     "`true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`; flags: `--NAME` / `--no-NAME`",
@@ -214,14 +210,14 @@ TABLE = Kind(
         if d
         else "{}"
     ),
-    lambda d: ",".join(f"{k}={_text_float(v)}" for k, v in d.items()),
+    lambda d: ",".join(f"{k}={_toml_float(v)}" for k, v in d.items()),
 )
 PRIORS = Kind(
     "list of [pattern, number]",
     "`PATTERN=NUMBER,PATTERN=NUMBER`, first match wins (replaces the whole list)",
     _priors,
     lambda ps: "[" + ", ".join(f"[{json.dumps(p)}, {_toml_float(c)}]" for p, c in ps) + "]",
-    lambda ps: ",".join(f"{p}={_text_float(c)}" for p, c in ps),
+    lambda ps: ",".join(f"{p}={_toml_float(c)}" for p, c in ps),
 )
 TOKENS = Kind(
     "token tables",
@@ -563,7 +559,6 @@ class Setting:
     aliases: tuple[str, ...] = ()
     choices: tuple[str, ...] = ()
     secret: bool = False
-    optional: bool = False  # unset (None) is a value of its own: the default
 
 
 def _default(f: Field[Any]) -> Any:
@@ -617,7 +612,6 @@ def _build_settings() -> tuple[Setting, ...]:
                 aliases=meta.aliases,
                 choices=meta.choices,
                 secret=meta.secret,
-                optional="None" in str(f.type),
             )
         )
     known = {s for s, _, _ in SECTIONS}
