@@ -180,3 +180,17 @@ def test_policy_ci_workflow_runs_real_commands_on_the_bundled_policies(
         if "sarif" in argv:
             sarif = json.loads(out.getvalue())
             assert sarif["version"] == "2.1.0" and sarif["runs"][0]["tool"]["driver"]["name"]
+
+
+def test_example_configuration_scoring_block_loads_when_uncommented(tmp_path: Path) -> None:
+    text = (DEPLOY / "memlineage.toml").read_text()
+    head, _, block = text.partition("# [scoring]\n")
+    assert block, "deploy/memlineage.toml has no commented [scoring] example"
+    lines = [
+        "[scoring]",
+        *(line.removeprefix("#").removeprefix(" ") for line in block.splitlines()),
+    ]
+    path = tmp_path / "m.toml"
+    path.write_text(head + "\n".join(lines) + "\n")
+    scoring = load_config(str(path), env={}).scoring
+    assert scoring.archive_below == 0.3 and scoring.half_lives["high"] == 600.0
