@@ -8,8 +8,11 @@ and which calls gRPC re-sends when a sidecar whose store is down answers UNAVAIL
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import io
 import os
+import re
 import signal
 import time
 import uuid
@@ -500,3 +503,23 @@ def test_a_sidecar_whose_store_is_down_gets_read_only_calls_again_and_the_rest_o
                 assert _unavailable(s, rpc) - before == (3 if retried else 1), name
     finally:
         redis.stop()
+
+
+# ---------------------------------------------------------------- the README
+
+
+def test_readme_async_example_runs_as_documented() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Using it from an agent") : readme.index("### With LangGraph")]
+    [code] = [
+        block
+        for block in re.findall(r"```python\n(.*?)```", section, re.S)
+        if "AsyncMemLineageClient" in block
+    ]
+    printed = re.search(r"```\n\nprints `([^`]+)`", section[section.index(code) :])
+    assert printed is not None
+    with RunningSidecar() as fresh:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code.replace("127.0.0.1:50051", fresh.address), "README", "exec"), {})
+    assert out.getvalue() == printed.group(1) + "\n"
