@@ -627,6 +627,32 @@ def test_watch_resumes_after_the_last_cursor(
     assert len(sleeps) == 1
 
 
+def test_async_watch_resumes_after_the_last_cursor_with_its_own_sleep(server: Scripted) -> None:
+    def stream(request: pb.WatchRequest, context: grpc.ServicerContext) -> Iterator[Any]:
+        if not request.cursor:
+            yield from events("1", "2")
+            context.abort(UNAVAILABLE, "restarting")
+        yield from events(str(int(request.cursor) + 1))
+
+    server.handlers["Watch"] = stream
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    async def run() -> list[str]:
+        async with AsyncMemLineageClient(
+            server.target, namespace="tenant-a", sleep=sleep, rng=lambda: 1.0
+        ) as c:
+            return [e.cursor async for e in c.watch(from_oldest=True)]
+
+    assert asyncio.run(run()) == ["1", "2", "3"]
+    first, second = server.requests("Watch")
+    assert (first.cursor, first.from_oldest, first.namespace) == ("", True, "tenant-a")
+    assert (second.cursor, second.from_oldest) == ("2", False)
+    assert slept == [0.05]
+
+
 def test_watch_cancel_from_another_thread_ends_iteration(
     server: Scripted, client: MemLineageClient
 ) -> None:
