@@ -20,6 +20,8 @@ its public surface comes from mixins, one module per concern:
   ``record_digest`` and ``ANY_HOLDER``;
 - ``store.reliability``: claim groups, source statistics, usage feedback
   (``ReliabilityMixin``) and the review schedule (``ReviewScheduleMixin``);
+- ``store.revisions``: versions of a memory, ``revise`` and ``versions``
+  (``RevisionsMixin``, over the backends' atomic ``_revise``);
 - ``store.decisions``: the kept-decision API defaults (``KeptDecisionsMixin``).
 - ``store.grants``: delegations and their atomic use (``GrantsMixin``).
 
@@ -74,6 +76,7 @@ from memlineage.store.claim_record import (
 from memlineage.store.decisions import KeptDecisionsMixin
 from memlineage.store.grants import GrantsMixin
 from memlineage.store.reliability import ReliabilityMixin, ReviewScheduleMixin
+from memlineage.store.revisions import RevisionOutcome, RevisionsMixin
 
 __all__ = [
     "MAX_BATCH_IDS",
@@ -88,6 +91,7 @@ __all__ = [
 class LineageStore(
     ClaimRecordMixin,
     LineageChangesMixin,
+    RevisionsMixin,
     ReliabilityMixin,
     ReviewScheduleMixin,
     KeptDecisionsMixin,
@@ -219,6 +223,15 @@ class LineageStore(
         now: float,
     ) -> MemoryRecord:
         """Atomically add (pre-validated) dependencies after the existence and cycle checks."""
+
+    @abstractmethod
+    def _revise(self, rec: MemoryRecord, expected_version: int, now: float) -> RevisionOutcome:
+        """Atomically check and apply one revision of ``rec.id`` (validated as new):
+        everything ``revise`` says, all of it or nothing."""
+
+    @abstractmethod
+    def _versions(self, namespace: str, memory_id: str) -> list[MemoryRecord]:
+        """The earlier versions of a memory, oldest first (none: empty)."""
 
     @abstractmethod
     def _load(

@@ -88,7 +88,11 @@ __all__ = [
 ]
 
 DB_NAME = "lineage.sqlite3"
-FORMAT = "1"
+FORMAT = "2"
+"""2: the revision op ("V") and the snapshot's kept versions. A format-1 database is
+a valid format-2 one (it only lacks them): read as is, marked 2 when opened for
+writing, so a version that would not know "V" refuses it instead of skipping it."""
+READABLE = frozenset({"1", FORMAT})
 CHUNK_ROWS = 5000
 """Rows per snapshot part."""
 _SCHEMA = (
@@ -242,6 +246,9 @@ def _load_snapshot(db: sqlite3.Connection, path: Path, state: State) -> int:
                 src: [float(ok), float(bad)] for src, (ok, bad) in sp_data["sources"].items()
             }
             sp.seq = int(sp_data["seq"])
+            sp.versions = {i: list(kept) for i, kept in sp_data.get("versions", {}).items()}
+            for revised in sp.versions:
+                sp.rows[revised]  # versions of a memory not stored: KeyError, corrupt
             sp.events.extend(event_from_json(ns, e) for e in sp_data["events"])
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise StoreCorruptError(path, f"{what} is malformed ({_problem(exc)})") from exc
@@ -295,7 +302,7 @@ def _read(path: Path, state: State) -> tuple[int, int, int, int]:
                         path, "SQLite integrity check: " + "; ".join(map(str, problems))
                     )
                 fmt = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-                if fmt is None or fmt[0] != FORMAT:
+                if fmt is None or fmt[0] not in READABLE:
                     raise StoreCorruptError(
                         path,
                         f"format {fmt[0] if fmt else 'missing'} is not this version's ({FORMAT})",
@@ -420,6 +427,7 @@ def _snapshot_parts(state: State, seq: int) -> Iterator[tuple[int, str]]:
             "sources": sp.sources,
             "seq": sp.seq,
             "events": [event_to_json(e) for e in sp.events],
+            "versions": sp.versions,
         }
     yield (
         0,
@@ -471,6 +479,11 @@ class SqliteLog:
         if self.path.exists():
             _, self._seq, _, self._bytes = _read(self.path, state)
             self._db = connect_rw(self.path, self._fsync)
+            with transaction(self._db):  # format 1 is read as 2: from now on it is 2
+                self._db.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'format' AND value != ?",
+                    (FORMAT, FORMAT),
+                )
             self._finish_import()
             self.decisions = DecisionTable(self.path, self._fsync)
             return

@@ -139,6 +139,14 @@ class Row:
         if cols is not None:
             cols.derivations[self._ix] += 1.0
 
+    def disown(self, child: str) -> None:
+        """Drop a derivation: ``child`` was revised onto other dependencies."""
+        self._kids.remove(child)
+        self.invalidate()
+        cols = self._cols
+        if cols is not None:
+            cols.derivations[self._ix] -= 1.0
+
     def record(self) -> MemoryRecord:
         """The frozen record (with history and derivations), cached until a change."""
         rec = self._rec

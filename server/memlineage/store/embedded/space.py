@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from memlineage.lineage.model import LineageEvent
 from memlineage.store.embedded.review import ReviewQueue
@@ -27,6 +28,9 @@ class Space:
     review: ReviewQueue = field(default_factory=ReviewQueue)
     cols: Columns = field(default_factory=Columns)
     """Score inputs of every row, as numpy columns (``score_columns``)."""
+    versions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Earlier versions of revised memories: id -> their row JSON (no status
+    history), oldest first."""
     events: deque[LineageEvent] = field(default_factory=deque)
     seq: int = 0
     """Sequence number (cursor) of the last event ever appended in this namespace."""

@@ -31,6 +31,7 @@ from memlineage.lineage.validation import StoreLimits
 from memlineage.store.base import cascade_reason
 from memlineage.store.embedded.row import Row
 from memlineage.store.embedded.space import Space
+from memlineage.store.revisions import revision_reason
 
 PENDING = Status.PENDING_VERIFICATION.value
 _MARKS = frozenset(s.value for s in CASCADE_MARKS)
@@ -82,6 +83,10 @@ class State:
             self.apply_schedule(op["n"], op["t"], op["a"])
         elif kind == "x":
             self.apply_unschedule(op["n"], op["i"])
+        elif kind == "V":  # one revision (EmbeddedStore._revise)
+            self.apply_revise(op["n"], op["i"], op["r"], op["a"], op["v"])
+        else:  # a log of a later version, or a hand-edited op: never skipped silently
+            raise ValueError(f"unknown op kind {kind!r}")
 
     def space(self, ns: str) -> Space:
         sp = self.spaces.get(ns)
@@ -323,6 +328,72 @@ class State:
                     reason=why,
                     affected=tuple(affected),
                 )
+
+    def apply_revise(
+        self, ns: str, memory_id: str, new: dict[str, Any], at: float, review_at: float
+    ) -> list[str]:
+        """One revision (``EmbeddedStore._revise`` checked it under the lock): the
+        version replaced is kept (``Space.versions``, its row JSON without history),
+        the derivation links follow the new dependencies, the new fields are set, the
+        status is worked out again (pending_verification on a tainted dependency, else
+        active), then one ``updated`` event and the cascade over every descendant.
+        Returns the ids the cascade marked."""
+        sp = self.spaces[ns]
+        rows = sp.rows
+        row = rows[memory_id]
+        kept = row.to_json()
+        kept["status_history"] = []
+        sp.versions.setdefault(memory_id, []).append(kept)
+        previous, was = row.version, row.status
+        old_deps = row.dependencies
+        deps = tuple(new["dependencies"])
+        for dep in old_deps:
+            if dep not in deps:
+                rows[dep].disown(memory_id)
+        for dep in deps:
+            if dep not in old_deps:
+                rows[dep].adopt(memory_id)
+        if new["value"] != row.value or new["creator_id"] != row.creator_id:
+            row.confirmed_by = ()  # another assertion: the old comparisons no longer hold
+            row.contradicted_by = ()
+        for name, value in new.items():
+            setattr(row, name, tuple(value) if name in ("tags", "dependencies") else value)
+        taint = next((d for d in deps if rows[d].status in TAINTED), None)
+        status = PENDING if taint is not None else Status.ACTIVE.value
+        if status != was:
+            why = f"dependency {rows[taint].status}" if taint is not None else "revised"
+            self.history(row, StatusChange(at, was, status, why, taint or memory_id))
+            row.status = status
+        row.version = previous + 1
+        sp.review.schedule(memory_id, review_at)
+        self.emit(
+            ns,
+            sp,
+            EventType.UPDATED,
+            memory_id,
+            at,
+            status=status,
+            previous_status=was,
+            version=row.version,
+            affected=deps,
+            root_id=taint,
+            reason=f"revised: version {previous} replaced",
+        )
+        why = revision_reason(previous)
+        affected, _ = self._mark_descendants(sp, memory_id, memory_id, why, at)
+        if affected:
+            self.emit(
+                ns,
+                sp,
+                EventType.CASCADED,
+                memory_id,
+                at,
+                root_id=memory_id,
+                status=status,
+                reason=why,
+                affected=tuple(affected),
+            )
+        return affected
 
     def apply_update(self, ns: str, memory_id: str, changes: dict[str, Any], now: float) -> None:
         sp = self.spaces[ns]

@@ -19,8 +19,9 @@ sequence, so a restart resumes every reader's cursor.
 A data directory that cannot be read back as written (a changed byte, a hand-edited
 op, a truncated file) refuses to open: ``StoreCorruptError``, the file untouched.
 
-Two of its parts live in mixins it inherits: the one-op ``record_claim``
-(``claim_record``) and the lineage-event reads (``event_log``).
+Three of its parts live in mixins it inherits: the one-op ``record_claim``
+(``claim_record``), the one-op revision (``revision``) and the lineage-event reads
+(``event_log``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from memlineage.store.embedded.claim_record import ClaimRecordMixin
 from memlineage.store.embedded.event_log import EventLogMixin
 from memlineage.store.embedded.grant_table import GrantTable
 from memlineage.store.embedded.persistence import SqliteLog, Summary
+from memlineage.store.embedded.revision import RevisionMixin
 from memlineage.store.embedded.row import STAMPS, Row
 from memlineage.store.embedded.state import State
 from memlineage.store.window import change_of, count_in
@@ -74,7 +76,7 @@ def _check_version(memory_id: str, actual: int, expected: int) -> None:
         )
 
 
-class EmbeddedStore(ClaimRecordMixin, EventLogMixin, LineageStore):
+class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore):
     """Thread-safe in-process backend; pass ``data_dir`` to survive restarts."""
 
     kind = "embedded"
