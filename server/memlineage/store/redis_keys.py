@@ -10,9 +10,11 @@ Layout (prefix ``ml``)::
     ml:{ns}:m:<id>              hash    the record (short field names, see redis_store)
     ml:{ns}:d:<id>              list    derivations: ids recorded with <id> as dependency
     ml:{ns}:h:<id>              list    status history entries (capped)
+    ml:{ns}:vs:<id>             list    earlier versions of a revised memory, oldest first
+                                        (each its record hash as a JSON array)
     ml:{ns}:c:<subject>|<attr>  string  id of the current holder of that claim
     ml:{ns}:w:<name>            zset    sliding-window counter events (score = time)
-    ml:{ns}:e                   string  graph epoch: bumped by every add_dependencies
+    ml:{ns}:e                   string  graph epoch: bumped by every add_dependencies and revision
     ml:{ns}:cw                  string  write counter: every writing script (random start)
     ml:{ns}:ca                  string  access counter: every access-statistics flush
     ml:{ns}:ev                  stream  lineage event log (Watch), capped with MAXLEN ~
@@ -53,6 +55,9 @@ class RedisKeys:
 
     def history(self, namespace: str, memory_id: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:h:{memory_id}"
+
+    def versions(self, namespace: str, memory_id: str) -> str:
+        return f"{self.prefix}:{{{namespace}}}:vs:{memory_id}"
 
     def claim(self, namespace: str, subject: str, attribute: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:c:{subject}|{attribute}"

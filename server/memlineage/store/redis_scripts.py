@@ -25,6 +25,7 @@ status, w reason, u successor, x affected ids (space-separated), v version.
 from __future__ import annotations
 
 from memlineage.store.redis_record_lua import HISTORY, RECORD
+from memlineage.store.redis_revise_lua import REVISE
 
 SET_STATUS = (
     HISTORY
@@ -334,6 +335,7 @@ COUNTERS = {
     "cascade_mark": "w",
     "update": "w",
     "add_dependencies": "w",
+    "revise": "w",
     "feedback": "w",
     "counter_add": "w",
     "access": "a",
@@ -347,6 +349,7 @@ _SOURCES = {
     "access": ACCESS,
     "counter_add": COUNTER_ADD,
     "add_dependencies": ADD_DEPENDENCIES,
+    "revise": REVISE,
     "events": EVENTS,
     "feedback": FEEDBACK,
     "schedule_review": SCHEDULE_REVIEW,

@@ -6,6 +6,8 @@ and diagnostics.  It inherits its other parts, each a mixin over ``RedisBase``:
 
 - ``redis_base``: the shared plumbing (``_guard``, ``_run``, the batch read ``_load``);
 - ``redis_record``: Record (``record``, ``record_claim``: the RECORD script);
+- ``redis_revise``: a new version of a memory (``revise``: the REVISE script) and the
+  versions kept;
 - ``redis_changes``: UpdateStatus with its cascade, AddDependencies with its cycle
   check, Update;
 - ``redis_reliability``: claim groups, source statistics, feedback, review schedule;
@@ -62,8 +64,13 @@ memory's recent ones one scan of the stream newest first, server-side
 (RECENT_DECISIONS, at most the retention). No counter moves: decisions are not lineage
 state.
 
-Cycle check (``redis_changes``): only ``add_dependencies`` changes the ancestors of an
-existing memory.  It checks reachability client-side (a pipeline per ancestor level)
+Revision atomicity (``redis_revise``): one REVISE script writes the new version, keeps
+the old one (``ml:{ns}:vs:<id>``), moves the derivation links and cascades over every
+descendant (passed in KEYS, as RECORD's), after checking the version, the graph epoch
+and the closure the caller read.
+
+Cycle check (``redis_changes``, ``redis_revise``): only ``add_dependencies`` and a
+revision change the ancestors of an existing memory.  It checks reachability client-side (a pipeline per ancestor level)
 against the namespace's graph epoch and its script refuses (and the call retries) if
 another edge was added in between, so racing additions can never close a cycle.
 """
@@ -87,11 +94,18 @@ from memlineage.store.redis_grants import GRANT_SCRIPTS, RedisGrants
 from memlineage.store.redis_keys import RedisKeys
 from memlineage.store.redis_record import RedisRecord
 from memlineage.store.redis_reliability import RedisReliability
+from memlineage.store.redis_revise import RedisRevise
 from memlineage.store.window import next_change
 
 
 class RedisStore(
-    RedisRecord, RedisChanges, RedisReliability, RedisEvents, RedisDecisions, RedisGrants
+    RedisRevise,
+    RedisRecord,
+    RedisChanges,
+    RedisReliability,
+    RedisEvents,
+    RedisDecisions,
+    RedisGrants,
 ):
     """Lineage store over an injected redis-py client (standalone or cluster)."""
 
