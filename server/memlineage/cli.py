@@ -135,6 +135,33 @@ def _parser() -> argparse.ArgumentParser:
         "--key",
         help="the HMAC key the log was written with (default: $MEMLINEAGE_DECISION_LOG_KEY)",
     )
+    shadow = sub.add_parser(
+        "shadow",
+        help="the candidate policy set deciding beside the serving one: status (the diff "
+        "table), load [DIR], promote, drop",
+    )
+    shadow.add_argument("action", choices=("status", "load", "promote", "drop"))
+    shadow.add_argument(
+        "dir",
+        nargs="?",
+        help="load: a policy directory sent to the sidecar (default: its shadow_policy_dir)",
+    )
+    remote(shadow)
+    replay = sub.add_parser(
+        "replay",
+        help="re-decide logged decisions against candidate policies and print what changes "
+        "(exit 1 when a --fail-on transition occurs, 2 when the input cannot be read)",
+    )
+    replay.add_argument("files", nargs="+", metavar="LOG", help="decision-log files")
+    replay.add_argument(
+        "--policies", required=True, metavar="DIR", help="the candidate policy directory"
+    )
+    replay.add_argument(
+        "--fail-on",
+        default="",
+        metavar="FROM->TO,...",
+        help="transitions that fail the run, e.g. allow->deny (or `any`)",
+    )
     return p
 
 
@@ -260,6 +287,37 @@ def _check(args: argparse.Namespace) -> int:
     return 3 if d.effect == pb.EFFECT_DENY else 0
 
 
+def _shadow(args: argparse.Namespace) -> int:
+    from memlineage.client import MemLineageError
+    from memlineage.v1 import memlineage_pb2 as pb
+
+    files = None
+    if args.action == "load" and args.dir:
+        from pathlib import Path
+
+        from memlineage_dsl.loader import collect_files
+
+        files = {p: Path(p).read_text(encoding="utf-8") for p in collect_files([args.dir])}
+    try:
+        with _client(args) as client:
+            out = client.shadow(args.action, files)
+    except MemLineageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for problem in out.diagnostics:
+        print(problem.rendered or f"{problem.file}:{problem.line}: {problem.message}")
+    print(f"serving {out.serving_version}")
+    if not out.active:
+        print("no shadow candidate" + (" (not loaded: errors above)" if out.diagnostics else ""))
+        return 1 if args.action == "load" else 0
+    print(f"shadow {out.version}: {out.compared} compared, {out.disagreed} disagreed")
+    name = pb.Effect.Name
+    for d in out.diffs:
+        a, b = name(d.serving).removeprefix("EFFECT_"), name(d.candidate).removeprefix("EFFECT_")
+        print(f"  {d.policy}: {a.lower()} -> {b.lower()}  {d.count}  e.g. {'; '.join(d.examples)}")
+    return 0
+
+
 def _explain(args: argparse.Namespace) -> int:
     from memlineage import graph_export
     from memlineage.client import MemLineageError
@@ -361,6 +419,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _store(args)
     if args.command == "log":
         return _log(args)
+    if args.command == "shadow":
+        return _shadow(args)
+    if args.command == "replay":
+        from memlineage.engine.replay import replay_command
+
+        return replay_command(args.files, args.policies, args.fail_on, out)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

@@ -348,6 +348,12 @@ class Config:
     lineage_depth: int = _setting(
         16, "ancestors and descendants loaded per decision, >= 1", "policies"
     )
+    shadow_policy_dir: str | None = _setting(
+        None,
+        "a candidate policy directory decided beside the serving one from the start (never "
+        "changing an answer); `memlineage shadow status|promote|drop`",
+        "policies",
+    )
     reuse_decisions: bool = _setting(
         True,
         "answer a repeated Check from the decision it got, until a write to its namespace "
@@ -358,6 +364,12 @@ class Config:
         "-",
         "where decisions are logged, one hash-chained JSON line each: `-` stderr, `off`, or a "
         "file (`memlineage log verify` checks the chain)",
+        "decisions",
+    )
+    decision_log_inputs: bool = _setting(
+        False,
+        "each decision-log line carries what its decision read (`input`: the request, the "
+        "lineage facts, the counts) so `memlineage replay` can re-decide it; larger lines",
         "decisions",
     )
     decision_log_key: str | None = _setting(

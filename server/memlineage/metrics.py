@@ -106,6 +106,33 @@ class Metrics:
 
         self.registry.register(_Reused())
 
+    def watch_shadow(
+        self, table: Callable[[], tuple[int, Iterable[tuple[str, str, str, int]]]]
+    ) -> None:
+        """Export the shadow candidate's comparisons and disagreements by (policy,
+        serving effect, candidate effect), read at scrape time. `table()`: (compared,
+        [(policy, serving, candidate, count)])."""
+
+        class _Shadow:
+            def collect(self) -> Iterator[CounterMetricFamily]:
+                compared, rows = table()
+                yield CounterMetricFamily(
+                    "memlineage_shadow_compared",
+                    "Fresh decisions the shadow candidate also took",
+                    value=compared,
+                )
+                diff = CounterMetricFamily(
+                    "memlineage_shadow_disagreements",
+                    "Decisions the shadow candidate took with another effect, by the "
+                    "policy whose firing differs",
+                    labels=("policy", "serving", "candidate"),
+                )
+                for policy, serving, candidate, count in rows:
+                    diff.add_metric((policy, serving, candidate), count)
+                yield diff
+
+        self.registry.register(_Shadow())
+
     def observe_latency(self, method: str, seconds: float) -> None:
         h = self._tallies.latency.get(method)
         if h is None:

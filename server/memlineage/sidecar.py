@@ -16,7 +16,7 @@ from typing import TextIO
 
 from memlineage.config import Config
 from memlineage.engine.core import Engine
-from memlineage.engine.policies import PolicyHolder
+from memlineage.engine.policies import PolicyHolder, PolicyLoadError
 from memlineage.engine.records import DecisionLog
 from memlineage.grpc_api.server import Served, serve
 from memlineage.grpc_api.servicer import MemLineageService
@@ -104,9 +104,22 @@ async def start_sidecar(
         record_access=config.record_access,
         scoring=config.scoring,
         reuse_decisions=config.reuse_decisions,
+        capture_inputs=config.decision_log_inputs,
+        shadow_dir=config.shadow_policy_dir,
     )
+    if config.shadow_policy_dir:
+        status, diagnostics = engine.shadow_load()
+        if not status.active:
+            store.close()
+            raise PolicyLoadError([d for d in diagnostics if d.severity == "error"])
     metrics = metrics or Metrics()
     metrics.watch_reuse(lambda: engine.reused)
+
+    def shadow_table() -> tuple[int, list[tuple[str, str, str, int]]]:
+        status = engine.shadow.status()
+        return status.compared, [(d.policy, d.serving, d.candidate, d.count) for d in status.diffs]
+
+    metrics.watch_shadow(shadow_table)
     try:
         served = serve(engine, config, metrics)
     except BaseException:

@@ -173,6 +173,20 @@ def act(
     return request
 
 
+SHADOW_ACTIONS = {
+    "status": pb.SHADOW_ACTION_UNSPECIFIED,
+    "load": pb.SHADOW_ACTION_LOAD,
+    "promote": pb.SHADOW_ACTION_PROMOTE,
+    "drop": pb.SHADOW_ACTION_DROP,
+}
+
+
+def shadow(action: str, files: Mapping[str, str] | None) -> pb.ShadowRequest:
+    if action not in SHADOW_ACTIONS:
+        raise ValueError(f"action: {action!r} is not one of {', '.join(SHADOW_ACTIONS)}")
+    return pb.ShadowRequest(action=SHADOW_ACTIONS[action], files=dict(files or {}))
+
+
 def grant(
     namespace: str,
     actions: Sequence[str],

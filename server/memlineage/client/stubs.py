@@ -86,6 +86,7 @@ class PolicyAdminStub(Protocol):
     ReloadPolicies: Unary[pb.ReloadPoliciesRequest, pb.ReloadPoliciesResponse]
     LintPolicy: Unary[pb.LintPolicyRequest, pb.LintPolicyResponse]
     RunSweep: Unary[pb.RunSweepRequest, pb.RunSweepResponse]
+    Shadow: Unary[pb.ShadowRequest, pb.ShadowResponse]
 
 
 class AsyncUnary(Protocol[_Req, _Resp]):
@@ -143,6 +144,7 @@ class AsyncPolicyAdminStub(Protocol):
     ReloadPolicies: AsyncUnary[pb.ReloadPoliciesRequest, pb.ReloadPoliciesResponse]
     LintPolicy: AsyncUnary[pb.LintPolicyRequest, pb.LintPolicyResponse]
     RunSweep: AsyncUnary[pb.RunSweepRequest, pb.RunSweepResponse]
+    Shadow: AsyncUnary[pb.ShadowRequest, pb.ShadowResponse]
 
 
 # The generated classes take a grpc.Channel and set one attribute per RPC; their

@@ -372,6 +372,15 @@ class MemLineageClient:
         request = pb.ReloadPoliciesRequest(files=dict(files or {}))
         return self._call(self._once_admin.ReloadPolicies, request)
 
+    def shadow(
+        self, action: str = "status", files: Mapping[str, str] | None = None
+    ) -> pb.ShadowResponse:
+        """The shadow candidate (admin): `status`, `load` (the given files, or the
+        server's shadow_policy_dir), `promote` (it serves from now on) or `drop`."""
+        request = messages.shadow(action, files)
+        method = self._admin.Shadow if action == "status" else self._once_admin.Shadow
+        return self._call(method, request)
+
     def lint_policy(self, files: Mapping[str, str]) -> pb.LintPolicyResponse:
         request = pb.LintPolicyRequest(files=dict(files))
         return self._call(self._admin.LintPolicy, request)

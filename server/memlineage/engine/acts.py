@@ -142,6 +142,7 @@ class Acts(EngineBase):
         now = self._now(time)
         spend = self._budget(budget)
         serving = self.policies.current
+        self._fresh_capture()
         ids = tuple(dict.fromkeys([*relied, *(s for a in arguments for s in a.sources)]))
         decision: Decision = _RACED
         used: tuple[str, ...] = ()
@@ -181,7 +182,7 @@ class Acts(EngineBase):
         now: float,
     ) -> tuple[Decision, tuple[Request, StoreSnapshot]]:
         records = self._view(ns, ids, "act", compiled) if ids else {}
-        reads = compiled.plans["act"].reads
+        reads = self._reads(compiled, "act")
         snap, facts = snapshot_of(
             records, self.store, ns, now, scores=self._scores(ns, records, now, reads), reads=reads
         )

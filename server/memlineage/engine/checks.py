@@ -81,6 +81,7 @@ class Checks(EngineBase):
         now = self._now(time)
         spend = self._budget(budget)
         serving = self.policies.current
+        self._fresh_capture()
         ids = (memory_ids[0],) if len(memory_ids) == 1 else tuple(dict.fromkeys(memory_ids))
         window = self.reuse.open(serving, op, ns)  # its counters: read before the store
         key: ReuseKey = (ns, op, ids, actor.kind, actor.id, spend, action, historical)
@@ -97,7 +98,7 @@ class Checks(EngineBase):
             if self.fail_mode != "degraded":
                 raise
             return self._issue(store_down(op), ns, op, ids, actor, now, serving.version), None
-        reads = serving.compiled.plans[op].reads
+        reads = self._reads(serving.compiled, op)
         snap, facts = snapshot_of(
             records,
             self.store,
@@ -203,7 +204,7 @@ class Checks(EngineBase):
             if self.fail_mode != "degraded":
                 raise
             records, down = {}, True
-        reads = serving.compiled.plans["read"].reads
+        reads = self._reads(serving.compiled, "read")
         scores = self._scores(ns, records, now, reads, rank=ids or ("",), epoch=window.epoch)
         assert scores is not None  # rank= always asks for values
         snap, facts = snapshot_of(records, self.store, ns, now, scores=scores, reads=reads)
@@ -275,7 +276,11 @@ class Checks(EngineBase):
         snap.horizon = math.inf
         d = decide(compiled, req, snap)
         if d.errors:
-            return self._checked(d, "read", snap)
+            d = self._checked(d, "read", snap)
+        if self.shadow.current is not None:
+            self.shadow.observe("read", req, snap, d)
+        if d.errors:
+            return d
         if mid in records:
             window.keep(
                 key,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from memlineage_dsl.facts import DEFAULT_BUDGET, Creator, Request
 
 from memlineage.engine.access import AccessBuffer
 from memlineage.engine.credibility import CredibilityCache
+from memlineage.engine.decision_input import encode_input
 from memlineage.engine.decision_store import DecisionKeeper
 from memlineage.engine.outcomes import (
     store_down,
@@ -32,6 +34,7 @@ from memlineage.engine.reuse import (
     NoReuse,
     Window,
 )
+from memlineage.engine.shadow import ShadowSet
 from memlineage.engine.snapshot import StoreSnapshot
 from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.errors import (
@@ -42,6 +45,9 @@ from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring.batch import Scores, score, sources_of
 from memlineage.scoring.config import ScoringConfig
 from memlineage.store.base import LineageStore
+
+# The input of the decision a thread is about to issue (`_decide_safely` -> `_issue`).
+_CAPTURED = threading.local()
 
 
 @dataclass
@@ -66,6 +72,12 @@ class EngineBase:
     # Reuse a Check decision for the same request until the store is written or its
     # horizon passes (stores that count their writes: `LineageStore.epochs`).
     reuse_decisions: bool = True
+    # Each decision's log line carries what it read (`decision_input`): replayable.
+    capture_inputs: bool = False
+    # A candidate set deciding beside the serving one (`engine/shadow.py`), loaded
+    # from `shadow_dir` when the admin asks for it without files.
+    shadow: ShadowSet = field(default_factory=ShadowSet)
+    shadow_dir: str | None = None
     access: AccessBuffer = None  # type: ignore[assignment]  # set in __post_init__
     reuse: DecisionReuse = field(init=False, repr=False)
     # The journal's decisions written to the store in batches (engine/decision_store.py)
@@ -154,11 +166,27 @@ class EngineBase:
         grants_used: tuple[str, ...] = (),
     ) -> DecisionRecord:
         decision_id, serial = issue_decision_id(now)
-        rec = DecisionRecord(decision_id, d, ns, op, ids, actor.id, now, version, grants_used)
+        pair = _CAPTURED.__dict__.pop("input", None)  # set by `_decide_safely`
+        captured = pair[1] if pair is not None and pair[0] is d else None
+        rec = DecisionRecord(
+            decision_id, d, ns, op, ids, actor.id, now, version, grants_used, captured
+        )
         if self.log.sink is not None:
             self.log.write(rec)
         self.journal.put(serial, rec)
         return rec
+
+    def _reads(self, compiled: CompiledPolicySet, op: str) -> frozenset[str]:
+        """The attributes the operation's policies read (and a shadow candidate's)."""
+        reads = compiled.plans[op].reads
+        candidate = self.shadow.current
+        return reads if candidate is None else reads | candidate.compiled.plans[op].reads
+
+    @staticmethod
+    def _fresh_capture() -> None:
+        """Drop an input captured for a decision that was never issued (an operation
+        that failed after deciding), so it cannot ride on the next one."""
+        _CAPTURED.__dict__.pop("input", None)
 
     def _view(
         self,
@@ -171,6 +199,9 @@ class EngineBase:
         """The records `ids` and the lineage the operation needs, in one store read;
         none when the caller already `loaded` them and no lineage is needed."""
         uses = compiled.plans[op].uses
+        candidate = self.shadow.current
+        if candidate is not None:  # what the candidate walks is loaded too
+            uses = uses | candidate.compiled.plans[op].uses
         # Reliability is capped by the chain a memory rests on: reads, actions and
         # derivations load the ancestors even when no rule walks them.
         chain = op in ("read", "act", "derive") or bool(uses & {"ancestors", "lineage"})
@@ -192,9 +223,17 @@ class EngineBase:
     def _decide_safely(
         self, compiled: CompiledPolicySet, req: Request, snap: StoreSnapshot, op: str
     ) -> Decision:
-        """Counters are read lazily from the store during evaluation: honour fail mode."""
+        """Counters are read lazily from the store during evaluation: honour fail mode.
+        With `capture_inputs`, what it read goes with the decision this thread issues
+        next (its log line's `input`, for `memlineage replay`)."""
         d = decide(compiled, req, snap)
-        return self._checked(d, op, snap) if d.errors else d
+        if d.errors:
+            d = self._checked(d, op, snap)
+        if self.shadow.current is not None:
+            self.shadow.observe(op, req, snap, d)
+        if self.capture_inputs:
+            _CAPTURED.input = (d, encode_input(req, snap))
+        return d
 
     def _checked(self, d: Decision, op: str, snap: StoreSnapshot) -> Decision:
         """`d` unless a rule failed because the store was unavailable."""

@@ -26,6 +26,7 @@ from memlineage.engine.outcomes import (
 from memlineage.engine.records import (
     DecisionRecord,
 )
+from memlineage.engine.shadow import ShadowControl
 from memlineage.engine.writes import Writes
 from memlineage.lifecycle.sweep import SweepReport, sweep
 from memlineage.lineage.errors import (
@@ -35,7 +36,7 @@ from memlineage.lineage.model import Walk
 from memlineage.scoring.batch import credibilities, score, sources_of
 
 
-class Engine(Checks, Writes, Acts):
+class Engine(Checks, Writes, Acts, ShadowControl):
     """The decision engine: Check and FilterRank (`checks`), Record, UpdateStatus and
     Feedback (`writes`), the governance sweep and Explain (here), over the parts
     and helpers of `context.EngineBase`."""

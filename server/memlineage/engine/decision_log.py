@@ -162,7 +162,9 @@ class DecisionLog:
             if rec.grants_used
             else ""
         )
-        return f"{head[1:-1]}{used},{self._body(rec.decision)}"
+        # `input` last: what the decision read, for `memlineage replay` (when captured)
+        tail = f',"input":{rec.input}' if rec.input is not None else ""
+        return f"{head[1:-1]}{used},{self._body(rec.decision)}{tail}"
 
     def write(self, rec: DecisionRecord) -> None:
         if self.sink is not None:

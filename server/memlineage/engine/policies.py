@@ -82,6 +82,21 @@ class PolicyHolder:
     def current(self) -> ServingPolicies:
         return self._current
 
+    def install(self, serving: ServingPolicies) -> None:
+        """Serve `serving` from now on (a promoted shadow candidate): atomic."""
+        with self._lock:
+            self._current = serving
+
+    @classmethod
+    def candidate(
+        cls, directory: str | None = None, files: dict[str, str] | None = None
+    ) -> tuple[ServingPolicies | None, list[Diagnostic]]:
+        """A compiled set that is not served (a shadow candidate), or its errors."""
+        build = build_texts(files) if files else build_paths([directory or "."])
+        if build.compiled is None:
+            return None, build.diagnostics
+        return cls._serving(build, None if files else directory), build.diagnostics
+
     def reload(self, files: dict[str, str] | None = None) -> ReloadOutcome:
         """Compile the new set (the directory, or the given texts) and swap it in."""
         with self._lock:

@@ -33,6 +33,7 @@ class DecisionRecord:
     decided_at: float
     policy_version: str
     grants_used: tuple[str, ...] = ()  # act: grants one use of which it consumed
+    input: str | None = None  # what it read, as JSON (`decision_input`), when captured
 
 
 @dataclass(frozen=True, slots=True)

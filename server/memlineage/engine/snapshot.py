@@ -104,6 +104,11 @@ class StoreSnapshot(DictSnapshot):
         if self.timed:
             super().note(kind, q, c, now)
 
+    def counts_read(self) -> dict[tuple[str, float], tuple[int, float]]:
+        """Every (counter, window) evaluation read, with (count, until): what a replay
+        of the decision needs (`decision_input`)."""
+        return dict(self._counts)
+
     @property
     def counted(self) -> bool:
         """Whether evaluation read a rate counter (a decision then depends on them)."""

@@ -45,6 +45,7 @@ class Writes(EngineBase):
         ns = proposed.namespace
         now = self._now(time)
         spend = self._budget(budget)
+        self._fresh_capture()
         # What the caller proposed, for an identical retry: created_at only if it set it.
         explicit_time = proposed.created_at is not None
         if not explicit_time:
@@ -98,7 +99,7 @@ class Writes(EngineBase):
             if current is not None:
                 records = {**records, current.id: current}
             mine = to_facts(proposed, now)
-            reads = serving.compiled.plans[op].reads
+            reads = self._reads(serving.compiled, op)
             scores = self._scores(ns, {**records, proposed.id: proposed}, now, reads)
             snap, facts = snapshot_of(
                 records, self.store, ns, now, extra=[mine], scores=scores, reads=reads
@@ -152,6 +153,7 @@ class Writes(EngineBase):
     ) -> StatusResult:
         """Check existence, version and transition first, then decide, then apply; the
         decision is logged once it is final (a DENY, or the change applied)."""
+        self._fresh_capture()
         target = {
             "revoke": Status.REVOKED,
             "supersede": Status.SUPERSEDED,
@@ -190,7 +192,7 @@ class Writes(EngineBase):
         now = self._now(time)
         serving = self.policies.current
         records = self._view(ns, [memory_id], "update", serving.compiled, loaded=found)
-        reads = serving.compiled.plans["update"].reads
+        reads = self._reads(serving.compiled, "update")
         snap, facts = snapshot_of(
             records, self.store, ns, now, scores=self._scores(ns, records, now, reads), reads=reads
         )

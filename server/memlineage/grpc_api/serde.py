@@ -17,6 +17,7 @@ from memlineage.engine.acts import ActArgument
 from memlineage.engine.outcomes import Explanation
 from memlineage.engine.policies import ServingPolicies
 from memlineage.engine.records import DecisionRecord
+from memlineage.engine.shadow import ShadowStatus
 from memlineage.lifecycle.sweep import SweepReport
 from memlineage.lineage.errors import ValidationError
 from memlineage.lineage.grants import GrantRecord
@@ -483,3 +484,22 @@ def diagnostics_to_pb(diags: Iterable[Diagnostic], out: Any) -> None:
             help=d.help or "",
             rendered=f"{d.location}: {d.severity}[{d.code}]: {d.message}",
         )
+
+
+def shadow_to_pb(status: ShadowStatus, serving_version: str) -> pb.ShadowResponse:
+    out = pb.ShadowResponse(
+        active=status.active,
+        version=status.version,
+        compared=status.compared,
+        disagreed=status.disagreed,
+        serving_version=serving_version,
+    )
+    for d in status.diffs:
+        out.diffs.add(
+            policy=d.policy,
+            serving=EFFECT_TO_PB[d.serving],
+            candidate=EFFECT_TO_PB[d.candidate],
+            count=d.count,
+            examples=list(d.examples),
+        )
+    return out

@@ -25,7 +25,7 @@ from typing import Any, TypeAlias, TypeVar
 
 import grpc
 from google.protobuf.message import Message
-from memlineage_dsl.diagnostics import has_errors
+from memlineage_dsl.diagnostics import Diagnostic, has_errors
 from memlineage_dsl.facts import Creator
 from memlineage_dsl.pipeline import lint_texts
 
@@ -426,6 +426,28 @@ class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
             )
         out = pb.ReloadPoliciesResponse(applied=outcome.applied, version=outcome.version)
         diagnostics_to_pb(outcome.diagnostics, out.diagnostics)
+        return out
+
+    @rpc(pb.ShadowRequest)
+    def Shadow(
+        self, request: pb.ShadowRequest, context: Ctx, principal: Principal
+    ) -> pb.ShadowResponse:
+        self.auth.require_admin(principal, context.peer() or "")
+        diagnostics: list[Diagnostic] = []
+        if request.action == pb.SHADOW_ACTION_LOAD:
+            status, diagnostics = self.engine.shadow_load(dict(request.files) or None)
+            log.info("shadow candidate: %s", status.version or "not loaded (errors)")
+        elif request.action == pb.SHADOW_ACTION_PROMOTE:
+            status = self.engine.shadow_promote()
+            log.info("shadow candidate promoted: %s", self.engine.policies.current.version)
+        elif request.action == pb.SHADOW_ACTION_DROP:
+            status = self.engine.shadow_drop()
+        elif request.action == pb.SHADOW_ACTION_UNSPECIFIED:
+            status = self.engine.shadow.status()
+        else:
+            raise ValidationError(f"unknown action {request.action}", field="action")
+        out = serde.shadow_to_pb(status, self.engine.policies.current.version)
+        diagnostics_to_pb(diagnostics, out.diagnostics)
         return out
 
     @rpc(pb.RunSweepRequest)

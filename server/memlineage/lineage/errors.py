@@ -91,6 +91,13 @@ class TransitionError(LineageError):
         self.requested = requested
 
 
+class NothingLoadedError(LineageError):
+    """An action on something that is not there (promote with no shadow candidate)."""
+
+    code = "NOTHING_LOADED"
+    grpc_status = "FAILED_PRECONDITION"
+
+
 class CursorExpiredError(LineageError):
     """The event cursor is older than the oldest retained event (or ahead of the log,
     after a reset): events were lost for this reader, who must re-sync."""

@@ -51,6 +51,13 @@ class StatusAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STATUS_ACTION_SUPERSEDE: _ClassVar[StatusAction]
     STATUS_ACTION_CONFIRM: _ClassVar[StatusAction]
     STATUS_ACTION_COMPRESS: _ClassVar[StatusAction]
+
+class ShadowAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SHADOW_ACTION_UNSPECIFIED: _ClassVar[ShadowAction]
+    SHADOW_ACTION_LOAD: _ClassVar[ShadowAction]
+    SHADOW_ACTION_PROMOTE: _ClassVar[ShadowAction]
+    SHADOW_ACTION_DROP: _ClassVar[ShadowAction]
 EFFECT_UNSPECIFIED: Effect
 EFFECT_ALLOW: Effect
 EFFECT_DENY: Effect
@@ -81,6 +88,10 @@ STATUS_ACTION_REVOKE: StatusAction
 STATUS_ACTION_SUPERSEDE: StatusAction
 STATUS_ACTION_CONFIRM: StatusAction
 STATUS_ACTION_COMPRESS: StatusAction
+SHADOW_ACTION_UNSPECIFIED: ShadowAction
+SHADOW_ACTION_LOAD: ShadowAction
+SHADOW_ACTION_PROMOTE: ShadowAction
+SHADOW_ACTION_DROP: ShadowAction
 
 class Creator(_message.Message):
     __slots__ = ("kind", "id")
@@ -675,3 +686,50 @@ class RunSweepResponse(_message.Message):
     transitions: _containers.RepeatedCompositeFieldContainer[SweepTransition]
     refused: _containers.RepeatedCompositeFieldContainer[SweepTransition]
     def __init__(self, examined: _Optional[int] = ..., transitions: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ..., refused: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ...) -> None: ...
+
+class ShadowRequest(_message.Message):
+    __slots__ = ("action", "files")
+    class FilesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    FILES_FIELD_NUMBER: _ClassVar[int]
+    action: ShadowAction
+    files: _containers.ScalarMap[str, str]
+    def __init__(self, action: _Optional[_Union[ShadowAction, str]] = ..., files: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ShadowDiff(_message.Message):
+    __slots__ = ("policy", "serving", "candidate", "count", "examples")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    SERVING_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    policy: str
+    serving: Effect
+    candidate: Effect
+    count: int
+    examples: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, policy: _Optional[str] = ..., serving: _Optional[_Union[Effect, str]] = ..., candidate: _Optional[_Union[Effect, str]] = ..., count: _Optional[int] = ..., examples: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ShadowResponse(_message.Message):
+    __slots__ = ("active", "version", "compared", "disagreed", "diffs", "serving_version", "diagnostics")
+    ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    COMPARED_FIELD_NUMBER: _ClassVar[int]
+    DISAGREED_FIELD_NUMBER: _ClassVar[int]
+    DIFFS_FIELD_NUMBER: _ClassVar[int]
+    SERVING_VERSION_FIELD_NUMBER: _ClassVar[int]
+    DIAGNOSTICS_FIELD_NUMBER: _ClassVar[int]
+    active: bool
+    version: str
+    compared: int
+    disagreed: int
+    diffs: _containers.RepeatedCompositeFieldContainer[ShadowDiff]
+    serving_version: str
+    diagnostics: _containers.RepeatedCompositeFieldContainer[Diagnostic]
+    def __init__(self, active: bool = ..., version: _Optional[str] = ..., compared: _Optional[int] = ..., disagreed: _Optional[int] = ..., diffs: _Optional[_Iterable[_Union[ShadowDiff, _Mapping]]] = ..., serving_version: _Optional[str] = ..., diagnostics: _Optional[_Iterable[_Union[Diagnostic, _Mapping]]] = ...) -> None: ...

@@ -438,6 +438,11 @@ class PolicyAdminStub(object):
                 request_serializer=memlineage_dot_v1_dot_memlineage__pb2.RunSweepRequest.SerializeToString,
                 response_deserializer=memlineage_dot_v1_dot_memlineage__pb2.RunSweepResponse.FromString,
                 _registered_method=True)
+        self.Shadow = channel.unary_unary(
+                '/memlineage.v1.PolicyAdmin/Shadow',
+                request_serializer=memlineage_dot_v1_dot_memlineage__pb2.ShadowRequest.SerializeToString,
+                response_deserializer=memlineage_dot_v1_dot_memlineage__pb2.ShadowResponse.FromString,
+                _registered_method=True)
 
 
 class PolicyAdminServicer(object):
@@ -467,6 +472,12 @@ class PolicyAdminServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Shadow(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PolicyAdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -489,6 +500,11 @@ def add_PolicyAdminServicer_to_server(servicer, server):
                     servicer.RunSweep,
                     request_deserializer=memlineage_dot_v1_dot_memlineage__pb2.RunSweepRequest.FromString,
                     response_serializer=memlineage_dot_v1_dot_memlineage__pb2.RunSweepResponse.SerializeToString,
+            ),
+            'Shadow': grpc.unary_unary_rpc_method_handler(
+                    servicer.Shadow,
+                    request_deserializer=memlineage_dot_v1_dot_memlineage__pb2.ShadowRequest.FromString,
+                    response_serializer=memlineage_dot_v1_dot_memlineage__pb2.ShadowResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -599,6 +615,33 @@ class PolicyAdmin(object):
             '/memlineage.v1.PolicyAdmin/RunSweep',
             memlineage_dot_v1_dot_memlineage__pb2.RunSweepRequest.SerializeToString,
             memlineage_dot_v1_dot_memlineage__pb2.RunSweepResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Shadow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memlineage.v1.PolicyAdmin/Shadow',
+            memlineage_dot_v1_dot_memlineage__pb2.ShadowRequest.SerializeToString,
+            memlineage_dot_v1_dot_memlineage__pb2.ShadowResponse.FromString,
             options,
             channel_credentials,
             insecure,

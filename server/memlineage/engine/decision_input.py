@@ -1,0 +1,177 @@
+"""What a decision read, as one JSON object (the decision log line's `input`), and
+back: the request and every fact and count the evaluator saw, so `memlineage replay`
+re-decides it against another policy set without the store, exactly.
+
+The lineage is recorded with the decision (not read from the store's history): a
+store keeps no past versions of a memory's scores or counters, and a replay must
+see what the serving set saw. The cost is a larger log line, so it is opt-in
+(`decision_log_inputs`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from memlineage_dsl.facts import (
+    Argument,
+    Creator,
+    DictSnapshot,
+    Grant,
+    Memory,
+    MemoryFacts,
+    Request,
+    UnknownMemory,
+)
+
+from memlineage.engine.snapshot import StoreSnapshot, acts_counter
+
+__all__ = ["ReplaySnapshot", "decode_input", "encode_input"]
+
+_FACT_FIELDS = MemoryFacts.__slots__  # every attribute a policy may read
+
+
+def _fact(m: Memory) -> dict[str, Any]:
+    if not isinstance(m, MemoryFacts):
+        return {"id": m.id, "namespace": m.namespace, "known": False}
+    out: dict[str, Any] = {}
+    for name in _FACT_FIELDS:
+        v = getattr(m, name)
+        if name == "creator":
+            v = v.id
+        elif isinstance(v, tuple):
+            v = list(v)
+        out[name] = v
+    return out
+
+
+def _unfact(d: dict[str, Any]) -> Memory:
+    if d.get("known") is False:
+        return UnknownMemory(str(d["id"]), str(d.get("namespace", "default")))
+    kw = dict(d)
+    kw["creator"] = Creator.parse(str(kw["creator"]))
+    for name in ("tags", "dependencies"):
+        kw[name] = tuple(kw.get(name) or ())
+    return MemoryFacts(**kw)
+
+
+def _grant(g: Grant) -> list[Any]:
+    return [
+        g.id,
+        g.issuer.id,
+        list(g.actions),
+        list(g.arguments),
+        g.source,
+        g.memory_id,
+        g.uses,
+        g.used,
+        None if math.isinf(g.expires_at) else g.expires_at,
+        g.created_at,
+        g.value,
+        g.digest,
+    ]
+
+
+def _ungrant(v: list[Any]) -> Grant:
+    return Grant(
+        str(v[0]),
+        Creator.parse(str(v[1])),
+        tuple(v[2]),
+        tuple(v[3]),
+        str(v[4]),
+        str(v[5]),
+        int(v[6]),
+        int(v[7]),
+        math.inf if v[8] is None else float(v[8]),
+        float(v[9]),
+        str(v[10]),
+        str(v[11]),
+    )
+
+
+def encode_input(req: Request, snap: StoreSnapshot) -> str:
+    """The request and what it read, as compact JSON (an object)."""
+    facts: dict[str, dict[str, Any]] = {i: _fact(m) for i, m in snap.memories.items()}
+    for m in (req.memory, req.target, *req.memories, *(s for a in req.args for s in a.sources)):
+        if m is not None and m.id not in facts:
+            facts[m.id] = _fact(m)
+    body = {
+        "op": req.op,
+        "memory": req.memory.id,
+        "target": req.target.id if req.target is not None else None,
+        "memories": [m.id for m in req.memories],
+        "actor": req.actor.id,
+        "namespace": req.namespace,
+        "budget": req.budget,
+        "time": req.time,
+        "action": req.action,
+        "historical": req.historical,
+        "args": [
+            {
+                "name": a.name,
+                "sources": [s.id for s in a.sources],
+                "value": a.value,
+                "digest": a.digest,
+            }
+            for a in req.args
+        ],
+        "grants": [_grant(g) for g in req.grants],
+        "counts": [[name, window, hit[0]] for (name, window), hit in snap.counts_read().items()],
+        "facts": facts,
+    }
+    return json.dumps(body, separators=(",", ":"))
+
+
+class ReplaySnapshot(DictSnapshot):
+    """The recorded facts, with the counts the decision read (a count it did not read
+    is a replay the candidate set cannot make faithfully: `missing` names it)."""
+
+    def __init__(self, facts: list[MemoryFacts], counts: dict[tuple[str, float], int]) -> None:
+        super().__init__(facts)
+        self.counts = counts
+        self.missing: list[str] = []
+
+    def _count(self, name: str, window: float) -> int:
+        hit = self.counts.get((name, window))
+        if hit is None:
+            self.missing.append(f"{name} over {window:g}s")
+            return 0
+        return hit
+
+    def calls(self, source: str, window_seconds: float, now: float) -> int:
+        return self._count(source, window_seconds)  # StoreSnapshot keys calls by source
+
+    def acts(self, pattern: str | tuple[str, ...], window_seconds: float, now: float) -> int:
+        return self._count(acts_counter(pattern), window_seconds)
+
+
+def decode_input(text: str | dict[str, Any]) -> tuple[Request, ReplaySnapshot]:
+    """The request and snapshot `encode_input` wrote. Raises ValueError/KeyError on a
+    malformed input."""
+    v: dict[str, Any] = json.loads(text) if isinstance(text, str) else text
+    memories = {i: _unfact(d) for i, d in v["facts"].items()}
+    known = [m for m in memories.values() if isinstance(m, MemoryFacts)]
+    snap = ReplaySnapshot(known, {(str(n), float(w)): int(c) for n, w, c in v.get("counts", [])})
+
+    def ref(i: str) -> Memory:
+        return memories.get(i) or UnknownMemory(i, str(v["namespace"]))
+
+    req = Request(
+        str(v["op"]),
+        ref(v["memory"]),
+        Creator.parse(str(v["actor"])),
+        str(v["namespace"]),
+        float(v["budget"]),
+        float(v["time"]),
+        str(v["action"]),
+        bool(v["historical"]),
+        ref(v["target"]) if v.get("target") is not None else None,
+        tuple(ref(i) for i in v["memories"]),
+        tuple(
+            Argument(a["name"], tuple(ref(s) for s in a["sources"]), a["value"], a["digest"])
+            for a in v["args"]
+        ),
+        tuple(_ungrant(g) for g in v["grants"]),
+    )
+    return req, snap

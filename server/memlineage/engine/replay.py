@@ -1,0 +1,172 @@
+"""`memlineage replay LOG... --policies CANDIDATE`: re-decide logged decisions
+against a candidate policy set, from what each decision read (its line's `input`,
+`decision_input`), and report what changes: effect transitions, the policies behind
+them, examples; guards for CI ("no allow may become deny")."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from memlineage_dsl.compiler import CompiledPolicySet
+from memlineage_dsl.decision import FIRED
+from memlineage_dsl.evaluator import decide
+
+from memlineage.engine.decision_input import decode_input
+
+__all__ = ["ReplayReport", "parse_guards", "replay_command", "replay_lines"]
+
+EXAMPLES = 3  # decision ids shown per transition
+
+
+@dataclass
+class ReplayReport:
+    lines: int = 0
+    replayed: int = 0
+    unchanged: int = 0
+    without_input: int = 0  # lines logged without `decision_log_inputs`
+    unreadable: list[str] = field(default_factory=list)  # "FILE:LINE: why"
+    unfaithful: int = 0  # the candidate read a count the logged decision did not
+    transitions: Counter[tuple[str, str]] = field(default_factory=Counter)
+    by_policy: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
+    examples: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    score_changes: int = 0  # same effect, another compliance score
+
+    def changed(self, before: str, after: str, decision_id: str, policies: Iterable[str]) -> None:
+        key = (before, after)
+        self.transitions[key] += 1
+        self.by_policy.setdefault(key, Counter()).update(policies)
+        shown = self.examples.setdefault(key, [])
+        if len(shown) < EXAMPLES:
+            shown.append(decision_id)
+
+
+def _lines(paths: Sequence[str]) -> Iterator[tuple[str, int, str]]:
+    for path in paths:
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, start=1):
+                if line.strip():
+                    yield path, n, line
+
+
+def _fired(reasons: Iterable[str]) -> set[str]:
+    """Policy names of the logged reasons that fired ("name[fired]: message")."""
+    out = set()
+    for r in reasons:
+        name, _, rest = r.partition("[")
+        if rest.startswith(f"{FIRED}]"):
+            out.add(name)
+    return out
+
+
+def replay_lines(
+    lines: Iterable[tuple[str, int, str]], candidate: CompiledPolicySet
+) -> ReplayReport:
+    """Re-decide every line that carries its input; count and attribute the changes."""
+    report = ReplayReport()
+    for path, n, text in lines:
+        report.lines += 1
+        try:
+            line: dict[str, Any] = json.loads(text)
+            given = line.get("input")
+            if given is None:
+                report.without_input += 1
+                continue
+            req, snap = decode_input(given)
+        except (ValueError, KeyError, TypeError, IndexError) as exc:
+            report.unreadable.append(f"{path}:{n}: {type(exc).__name__}: {exc}")
+            continue
+        d = decide(candidate, req, snap)
+        report.replayed += 1
+        if snap.missing:
+            report.unfaithful += 1
+        before = str(line.get("effect"))
+        if d.effect == before:
+            report.unchanged += 1
+            if abs(d.compliance_score - float(line.get("score", d.compliance_score))) > 1e-6:
+                report.score_changes += 1
+            continue
+        now_fired = {r.policy for r in d.reasons if r.status == FIRED}
+        was_fired = _fired(line.get("reasons", ()))
+        report.changed(
+            before,
+            d.effect,
+            str(line.get("decision_id", f"{path}:{n}")),
+            sorted(now_fired ^ was_fired) or ["<resolution>"],
+        )
+    return report
+
+
+def parse_guards(text: str) -> set[tuple[str, str]]:
+    """`allow->deny,degrade->deny` (or `any`) -> the transitions that fail a replay."""
+    effects = ("allow", "deny", "degrade")
+    if text.strip() == "any":
+        return {(a, b) for a in effects for b in effects if a != b}
+    out = set()
+    for part in text.split(","):
+        before, sep, after = part.strip().partition("->")
+        if not sep or before not in effects or after not in effects or before == after:
+            raise ValueError(f"--fail-on: {part.strip()!r} is not EFFECT->EFFECT (or `any`)")
+        out.add((before, after))
+    return out
+
+
+def render(report: ReplayReport, out: TextIO) -> None:
+    out.write(
+        f"{report.lines} decision(s) read, {report.replayed} replayed, "
+        f"{report.unchanged} unchanged, {sum(report.transitions.values())} changed"
+        f" ({report.score_changes} more with the same effect and another score)\n"
+    )
+    if report.without_input:
+        out.write(
+            f"{report.without_input} logged without their input (serve with "
+            "decision_log_inputs = true to make them replayable)\n"
+        )
+    if report.unfaithful:
+        out.write(
+            f"{report.unfaithful} read a rate counter the logged decision had not read "
+            "(counted as 0: the candidate's answer there is approximate)\n"
+        )
+    for where in report.unreadable[:10]:
+        out.write(f"unreadable: {where}\n")
+    for (before, after), count in report.transitions.most_common():
+        policies = ", ".join(
+            f"{p} ({c})" for p, c in report.by_policy[(before, after)].most_common(5)
+        )
+        examples = ", ".join(report.examples[(before, after)])
+        out.write(f"  {before} -> {after}: {count}  by {policies}; e.g. {examples}\n")
+
+
+def replay_command(
+    paths: Sequence[str], policy_dir: str, fail_on: str = "", out: TextIO = sys.stdout
+) -> int:
+    """Exit 0: no guarded transition; 1: a guarded transition occurred; 2: the logs or
+    the candidate could not be read."""
+    from memlineage_dsl.pipeline import build_paths
+    from memlineage_dsl.render import render_human
+
+    try:
+        guards = parse_guards(fail_on) if fail_on else set()
+    except ValueError as exc:
+        out.write(f"{exc}\n")
+        return 2
+    build = build_paths([policy_dir])
+    if build.compiled is None:
+        out.write(render_human(build.diagnostics, build.sources))
+        return 2
+    try:
+        report = replay_lines(_lines(paths), build.compiled)
+    except OSError as exc:
+        out.write(f"cannot read {exc.filename}: {exc.strerror}\n")
+        return 2
+    render(report, out)
+    crossed = [t for t in report.transitions if t in guards]
+    for before, after in crossed:
+        out.write(f"guard crossed: {before} -> {after}\n")
+    if report.unreadable:
+        return 2
+    return 1 if crossed else 0

@@ -1,0 +1,118 @@
+"""`memlineage replay`: decisions logged by a real sidecar (with their inputs) are
+re-decided against a candidate set. The unchanged set reproduces every decision;
+a candidate without a deny rule shows its transitions, attributed to that rule, and
+a guard on them fails the run."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from memlineage.client import MemLineageClient
+from memlineage.config import Config
+from memlineage.engine.replay import parse_guards
+from memlineage.lineage.clock import ManualClock
+from memlineage.v1 import memlineage_pb2 as pb
+from support.memories import T0
+from support.sidecar import BUNDLED_POLICIES, RunningSidecar
+
+CLI = [sys.executable, "-m", "memlineage"]
+
+
+def _decide_things(c: MemLineageClient, clock: ManualClock) -> None:
+    """Decisions of every kind the bundled policies take: writes, reads that allow,
+    degrade and deny, rate-counted price reads, update and delete checks, acts with
+    arguments and a grant."""
+    c.record("city", creator="user:alice", claim=("user:alice", "city", "Paris"))
+    c.record("guess", creator="reasoning:planner", confidence=0.3)
+    c.record("web", creator="tool:web_search")
+    c.record("bill", creator="tool:read_file")
+    for i in range(3):
+        c.record(f"price{i}", creator="tool:flight_api", tags=["flight_price"])
+    c.record("plan", creator="agent:planner", dependencies=["web", "city"])
+    c.record(
+        "tool-guess", creator="tool:web_search", claim=("user:alice", "city", "Rome")
+    )  # a write the user's claim protects: denied
+    clock.advance(7200)  # prices age past their hour
+    for mid in ("city", "guess", "web", "plan", "price0", "price1", "unknown-legacy"):
+        c.check("read", mid)
+    c.check("update", "city", actor="tool:flight_api")
+    c.check("delete", "plan", actor="agent:planner")
+    c.check("act", ["plan"], action="book")
+    c.grant(["send_money"], memory_id="bill", arguments=["amount"], uses=1)
+    c.act("send_money", {"recipient": ["city"], "amount": ["bill"]})
+    c.act("send_money", {"recipient": ["web"], "amount": ["bill"]})
+
+
+def _log(tmp_path: Path) -> tuple[Path, int, int]:
+    log = tmp_path / "decisions.log"
+    clock = ManualClock(T0)
+    config = Config(policy_dir=BUNDLED_POLICIES, decision_log=str(log), decision_log_inputs=True)
+    with RunningSidecar(config, clock) as s, MemLineageClient(s.address, timeout=10) as c:
+        _decide_things(c, clock)
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    with_input = sum(1 for x in lines if "input" in x)
+    denies = sum(1 for x in lines if x["effect"] == "deny")
+    return log, with_input, denies
+
+
+def _replay(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "replay", *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_the_unchanged_set_reproduces_every_decision(tmp_path: Path) -> None:
+    log, with_input, denies = _log(tmp_path)
+    assert with_input >= 20 and denies >= 4
+    done = _replay(str(log), "--policies", BUNDLED_POLICIES, "--fail-on", "any")
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = done.stdout.splitlines()[0]
+    assert f"{with_input} replayed, {with_input} unchanged, 0 changed (0 more" in first
+    assert "approximate" not in done.stdout
+
+
+def test_a_candidate_without_a_deny_rule_shows_and_guards_its_transitions(
+    tmp_path: Path,
+) -> None:
+    log, _, _ = _log(tmp_path)
+    candidate = tmp_path / "candidate"
+    shutil.copytree(BUNDLED_POLICIES, candidate)
+    src = (candidate / "sources.mlp").read_text()
+    start = src.index("policy low_confidence_reasoning")
+    end = src.index("}", start) + 1
+    (candidate / "sources.mlp").write_text(src[:start] + src[end:])
+    done = _replay(str(log), "--policies", str(candidate), "--fail-on", "deny->allow")
+    changed = [x for x in done.stdout.splitlines() if x.startswith("  deny -> ")]
+    assert changed, done.stdout
+    assert all("low_confidence_reasoning" in x for x in changed), done.stdout
+    allowed = [x for x in changed if x.startswith("  deny -> allow")]
+    assert (done.returncode == 1) == bool(allowed), done.stdout
+    # a guard on a transition that does not happen passes
+    quiet = _replay(str(log), "--policies", str(candidate), "--fail-on", "allow->deny")
+    assert quiet.returncode == 0, quiet.stdout
+
+
+def test_lines_without_input_and_bad_input_are_reported(tmp_path: Path) -> None:
+    log = tmp_path / "old.log"
+    log.write_text(
+        json.dumps({"decision_id": "d1", "effect": "allow"})
+        + "\n"
+        + json.dumps({"decision_id": "d2", "effect": "allow", "input": {"op": "read"}})
+        + "\n"
+    )
+    done = _replay(str(log), "--policies", BUNDLED_POLICIES)
+    assert done.returncode == 2
+    assert "1 logged without their input" in done.stdout
+    assert f"unreadable: {log}:2: KeyError" in done.stdout
+    bad = _replay(str(log), "--policies", BUNDLED_POLICIES, "--fail-on", "allow->maybe")
+    assert bad.returncode == 2 and "is not EFFECT->EFFECT" in bad.stdout
+
+
+def test_guards_parse() -> None:
+    assert parse_guards("allow->deny, degrade->deny") == {("allow", "deny"), ("degrade", "deny")}
+    assert len(parse_guards("any")) == 6
+    assert pb.EFFECT_DENY  # the generated code is importable beside the replay

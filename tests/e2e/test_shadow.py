@@ -1,0 +1,125 @@
+"""A shadow candidate beside the serving policies, through a real sidecar: it never
+changes an answer, its disagreements are counted by policy and effect pair (the
+admin RPC, `memlineage shadow status`, Prometheus), and it is promoted or dropped
+atomically."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from memlineage.client import InvalidArgument, MemLineageClient, PermissionDenied
+from memlineage.client.errors import FailedPrecondition
+from memlineage.config import Config, TokenGrant
+from memlineage.metrics import Metrics
+from memlineage.v1 import memlineage_pb2 as pb
+from prometheus_client import generate_latest
+from support.sidecar import BUNDLED_POLICIES, RunningSidecar
+
+NO_WEB = """
+policy no_web_at_all priority 99 {
+  on read
+  when memory.creator.id matches "tool:web_*"
+  deny "no web output at all"
+}
+"""
+
+
+@pytest.fixture
+def candidate(tmp_path: Path) -> Path:
+    out = tmp_path / "candidate"
+    shutil.copytree(BUNDLED_POLICIES, out)
+    (out / "zz_no_web.mlp").write_text(NO_WEB)
+    return out
+
+
+TOKENS = (TokenGrant("admin", ("default",), admin=True), TokenGrant("user", ("default",)))
+
+
+def _sidecar(candidate: Path | None) -> RunningSidecar:
+    return RunningSidecar(
+        Config(
+            policy_dir=BUNDLED_POLICIES,
+            shadow_policy_dir=str(candidate) if candidate else None,
+            tokens=TOKENS,
+            reuse_decisions=False,
+        )
+    )
+
+
+def test_the_candidate_is_compared_never_served_then_promoted(candidate: Path) -> None:
+    with (
+        _sidecar(candidate) as s,
+        MemLineageClient(s.address, token="admin", timeout=10) as admin,
+        MemLineageClient(s.address, token="user", timeout=10) as user,
+    ):
+        user.record("web", creator="tool:web_search")
+        user.record("city", creator="user:alice")
+        serving = admin.list_policies().version
+        for _ in range(3):
+            assert user.check("read", "web").effect == pb.EFFECT_DEGRADE  # unchanged
+        assert user.check("read", "city").effect == pb.EFFECT_ALLOW
+        status = admin.shadow("status")
+        assert status.active and status.version != serving and status.serving_version == serving
+        assert status.compared >= 5 and status.disagreed == 3
+        [diff] = list(status.diffs)
+        assert (diff.policy, diff.serving, diff.candidate, diff.count) == (
+            "no_web_at_all",
+            pb.EFFECT_DEGRADE,
+            pb.EFFECT_DENY,
+            3,
+        )
+        assert diff.examples[0] == "read web"
+        cli = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "memlineage",
+                "shadow",
+                "status",
+                "--target",
+                s.address,
+                "--token",
+                "admin",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert cli.returncode == 0, cli.stderr
+        assert "no_web_at_all: degrade -> deny  3  e.g. read web" in cli.stdout
+        with pytest.raises(PermissionDenied):
+            user.shadow("status")
+        promoted = admin.shadow("promote")
+        assert not promoted.active and promoted.serving_version == status.version
+        assert user.check("read", "web").effect == pb.EFFECT_DENY  # the candidate serves
+        with pytest.raises(FailedPrecondition):
+            admin.shadow("promote")  # nothing loaded any more
+
+
+def test_load_drop_and_a_candidate_that_does_not_compile() -> None:
+    with _sidecar(None) as s, MemLineageClient(s.address, token="admin", timeout=10) as admin:
+        assert not admin.shadow("status").active
+        with pytest.raises(InvalidArgument):
+            admin.shadow("load")  # no files and no shadow_policy_dir
+        bad = admin.shadow("load", {"x.mlp": "policy p { on read when memory.nope deny }"})
+        assert not bad.active and bad.diagnostics[0].code == "E102"
+        good = admin.shadow("load", {"x.mlp": NO_WEB})
+        assert good.active
+        dropped = admin.shadow("drop")
+        assert not dropped.active and dropped.serving_version == good.serving_version
+
+
+def test_disagreements_are_exported_to_prometheus() -> None:
+    metrics = Metrics()
+    metrics.watch_shadow(lambda: (7, [("no_web_at_all", "degrade", "deny", 3)]))
+    text = generate_latest(metrics.registry).decode()
+    assert "memlineage_shadow_compared_total 7.0" in text
+    assert (
+        'memlineage_shadow_disagreements_total{candidate="deny",policy="no_web_at_all",'
+        'serving="degrade"} 3.0'
+    ) in text
