@@ -70,9 +70,10 @@ descendant (passed in KEYS, as RECORD's), after checking the version, the graph 
 and the closure the caller read.
 
 Cycle check (``redis_changes``, ``redis_revise``): only ``add_dependencies`` and a
-revision change the ancestors of an existing memory.  It checks reachability client-side (a pipeline per ancestor level)
-against the namespace's graph epoch and its script refuses (and the call retries) if
-another edge was added in between, so racing additions can never close a cycle.
+revision change the ancestors of an existing memory.  Each checks reachability
+client-side (a pipeline per ancestor level) against the namespace's graph epoch, and
+its script refuses (and the call retries) if another edge was added or moved in
+between, so racing changes can never close a cycle.
 """
 
 from __future__ import annotations

@@ -119,10 +119,10 @@ def find_cycle(
     if memory_id not in parent:
         return None
     path = [memory_id]
-    node: str | None = parent[memory_id]
-    while node is not None:
-        path.append(node)
-        node = parent[node]
+    back = parent[memory_id]
+    while back is not None:
+        path.append(back)
+        back = parent[back]
     path.append(memory_id)
     # path is memory_id <- ... <- dep <- memory_id read backwards: reverse the middle
     return origin[memory_id], (memory_id, *reversed(path[1:-1]), memory_id)
