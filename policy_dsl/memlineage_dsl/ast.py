@@ -199,10 +199,26 @@ class Obligation:
 
 
 @dataclass(frozen=True, slots=True)
+class Message:
+    """A message with values: `"{memory.creator.id} is not trusted"`.
+
+    `parts` alternate text and expressions, with at least one expression (a message
+    without one stays a plain `str`); text parts are non-empty and never adjacent.
+    The expressions' spans point into the string, where the user wrote them."""
+
+    parts: tuple[str | Expr, ...]
+    span: Span = _span()
+
+    @property
+    def values(self) -> tuple[Expr, ...]:
+        return tuple(p for p in self.parts if not isinstance(p, str))
+
+
+@dataclass(frozen=True, slots=True)
 class Effect:
     kind: str  # allow | deny | degrade
     obligations: tuple[Obligation, ...]
-    message: str | None
+    message: str | Message | None  # str: plain text (`{{` already read as `{`)
     span: Span = _span()
 
 

@@ -9,7 +9,6 @@ that checked clean. The whole lint (load, env, check, compile) is
 from __future__ import annotations
 
 import math
-import re
 
 from . import ast as A
 from . import schema as S
@@ -18,10 +17,9 @@ from .diagnostics import Diagnostic, Severity, SourceFile, did_you_mean, sort_di
 from .env import Env, Located
 from .fold import Folder
 from .limits import INT32_MAX, INT32_MIN, MAX_COST, MAX_TEST_CALLS, MAX_WEIGHT, item_exprs, walk
-from .spans import head_span, sub_span
+from .messages import check_values
+from .spans import head_span, score_span, sub_span
 from .typecheck import ExprChecker, Names, assignable
-
-_SCORE = re.compile(r"\bscore\s+-?[\d.]+(\s*\.\.\s*-?[\d.]+)?")
 
 
 def check(env: Env) -> list[Diagnostic]:
@@ -204,6 +202,7 @@ class _Checker:
         else:
             for ob in p.effect.obligations:
                 self._check_obligation(src, ex, ob)
+            check_values(ex, p.effect.message)
         if p.score is not None:
             ex.expect(p.score, S.NUMBER, "`score`")
             self._check_range(src, p.score, "`score`", low=0.0, high=1.0)
@@ -553,7 +552,7 @@ class _Checker:
                     if t.name not in memories:
                         self._missing_memory(src, test, t.name, t.span, memories)
         low, high = stmt.score_low, stmt.score_high
-        span = _score_span(src, stmt.span)
+        span = score_span(src, stmt.span)
         for bound in (low, high):
             if bound is not None and not 0.0 <= bound <= 1.0:
                 self.diags.append(
@@ -570,12 +569,6 @@ class _Checker:
             )
         for ob in (*stmt.with_obligations, *stmt.without_obligations):
             self._check_obligation(src, ex, ob)
-
-
-def _score_span(src: SourceFile, span: A.Span) -> A.Span:
-    """The `score a .. b` part of an `expect` line (the expect has no finer spans)."""
-    m = _SCORE.search(src.line(span.line), max(span.column - 1, 0))
-    return A.Span(span.line, m.start() + 1, span.line, m.end() + 1) if m else span
 
 
 _INT_FIELDS = ("version", "contradictions", "confirmations", "access_count")

@@ -28,6 +28,7 @@ from .facts import (
     user_made,
 )
 from .horizon import LIN, MOVING, OPAQUE, REL, VAL
+from .messages import SHOW
 from .schema import SYMBOLS
 
 if TYPE_CHECKING:
@@ -190,6 +191,7 @@ RUNTIME: dict[str, object] = {
     "_covered": rt_covered,
     "_granted": rt_granted,
     "UnknownProvenance": UnknownProvenance,
+    **SHOW,  # how a message shows each type of value
 }
 
 

@@ -19,6 +19,7 @@ from .codegen import CodeGen
 from .decision import ALLOW, DEGRADE, DENY, Decision
 from .env import Env
 from .facts import LineageSnapshot, Memory, Request
+from .messages import message_exprs, policy_typer, show_helper
 from .schema import OPERATIONS
 
 DEFAULT_SCORE = {ALLOW: 1.0, DEGRADE: 0.5, DENY: 0.0}
@@ -60,12 +61,17 @@ class CompiledPolicy:
     # Every way its outcome depends on time is reported to the snapshot (`horizon`):
     # a decision it took in part stays valid until the snapshot's horizon.
     time_exact: bool = True
+    # A message with values computed per decision (`message` is then unused).
+    message_fn: Value | None = None
 
     @property
     def static(self) -> bool:
-        """Score, cost and obligations read nothing from the request."""
+        """Score, cost, obligations and message read nothing from the request."""
         return not (
-            callable(self.score) or callable(self.cost) or any(o.dynamic for o in self.obligations)
+            callable(self.score)
+            or callable(self.cost)
+            or any(o.dynamic for o in self.obligations)
+            or self.message_fn is not None
         )
 
 
@@ -136,9 +142,37 @@ def _number_value(gen: CodeGen, e: A.Expr, name: str) -> float | Value:
     return gen.function(e, name)
 
 
-def _compile_policy(gen: CodeGen, index: int, policy: A.Policy, path: str) -> CompiledPolicy:
+def _message(
+    gen: CodeGen, message: str | A.Message | None, name: str, typer: Callable[[A.Expr], str]
+) -> tuple[str, Value | None]:
+    """A plain message as is; one with values as a function that builds it, each
+    value shown as its type reads (or as text, when its values are all constant)."""
+    if not isinstance(message, A.Message):
+        return message or "", None
+    pieces = [
+        repr(p) if isinstance(p, str) else show_helper(typer(p))(gen.expr(p)) for p in message.parts
+    ]
+    fn = gen.define(
+        f"def {name}(m, t, r, s, now):\n    return ''.join(({', '.join(pieces)},))\n", name
+    )
+    if all(gen.is_static(v) for v in message.values):
+        try:
+            text = fn(None, None, None, None, 0.0)
+        except Exception:  # left to fail closed at run time, with its error
+            return "", fn
+        if isinstance(text, str):
+            return text, None
+    return "", fn
+
+
+def _compile_policy(
+    gen: CodeGen, index: int, policy: A.Policy, path: str, typer: Callable[[A.Expr], str]
+) -> CompiledPolicy:
     effect = policy.effect.kind if policy.effect else DENY
     tag = f"p{index}"
+    message, message_fn = _message(
+        gen, policy.effect.message if policy.effect else None, f"_{tag}_msg", typer
+    )
     obligations: list[CompiledObligation] = []
     for j, ob in enumerate(policy.effect.obligations if policy.effect else ()):
         args = tuple(_value(gen, a, f"_{tag}_o{j}_{k}") for k, a in enumerate(ob.args))
@@ -158,7 +192,8 @@ def _compile_policy(gen: CodeGen, index: int, policy: A.Policy, path: str) -> Co
         priority=int(_const_number(gen, policy.priority, 0.0)),
         weight=_const_number(gen, policy.weight, 1.0),
         effect=effect,
-        message=(policy.effect.message if policy.effect and policy.effect.message else ""),
+        message=message,
+        message_fn=message_fn,
         obligations=tuple(obligations),
         score=score,
         cost=cost,
@@ -176,6 +211,7 @@ def _compile_policy(gen: CodeGen, index: int, policy: A.Policy, path: str) -> Co
                     for ob in (policy.effect.obligations if policy.effect else ())
                     for a in ob.args
                 ),
+                *message_exprs(policy.effect.message if policy.effect else None),
             )
             if e is not None
         ),
@@ -245,8 +281,10 @@ def compile_env(env: Env) -> CompiledPolicySet:
         for opt in env.resolve.node.options:
             if opt.name == "waive_penalty":
                 waive = _const_number(gen, opt.value, DEFAULT_WAIVE_PENALTY)
+    typer = policy_typer(gen.consts, gen.sources)
     compiled = tuple(
-        _compile_policy(gen, i, loc.node, loc.path) for i, loc in enumerate(env.policies.values())
+        _compile_policy(gen, i, loc.node, loc.path, typer)
+        for i, loc in enumerate(env.policies.values())
     )
     plans: dict[str, OpPlan] = {}
     for op in OPERATIONS:

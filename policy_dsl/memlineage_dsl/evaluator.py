@@ -132,6 +132,8 @@ def _dynamic_values(
                 continue
             p = plan.policies[k]
             parts: list[object] = [p.score, p.cost]
+            if p.message_fn is not None:
+                parts.append(p.message_fn)
             for o in p.obligations:
                 if o.dynamic:
                     parts.extend(o.args)
@@ -248,6 +250,9 @@ def _outcome(p: CompiledPolicy, m: Memory, t: Memory, r: Request, s: LineageSnap
         )
         for o in p.obligations
     )
+    message = p.message if p.message_fn is None else p.message_fn(m, t, r, s, now)
+    if not isinstance(message, str):  # the generated code joins strings: never taken
+        raise TypeError(f"message must be a string, got {message!r}")
     return _Outcome(
         p,
         p.effect,
@@ -255,7 +260,7 @@ def _outcome(p: CompiledPolicy, m: Memory, t: Memory, r: Request, s: LineageSnap
         _number(cost, "cost", 0.0, MAX_COST),
         obligations,
         FIRED,
-        p.message or f"{p.effect} by policy `{p.name}`",
+        message or f"{p.effect} by policy `{p.name}`",
     )
 
 

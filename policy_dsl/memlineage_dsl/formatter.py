@@ -15,6 +15,7 @@ from decimal import Decimal
 from . import ast as A
 from .diagnostics import Diagnostic, has_errors
 from .limits import chain_operands, is_long_chain
+from .messages import message_text
 from .parser import duration_seconds, parse_source
 
 INDENT = "  "
@@ -188,7 +189,7 @@ def _policy(p: A.Policy) -> _Layout:
         if p.effect.obligations:
             words.append(_obligations(p.effect.obligations))
         if p.effect.message is not None:
-            words.append(quote(p.effect.message))
+            words.append(quote(message_text(p.effect.message, format_expr)))
         kids.append(_kid([p.effect.span], [" ".join(words)]))
     for word, value in (("score", p.score), ("cost", p.cost)):
         if value is not None:

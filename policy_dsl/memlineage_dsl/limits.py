@@ -201,6 +201,8 @@ def item_exprs(item: A.Item) -> Iterator[A.Expr]:
         if item.effect is not None:
             for ob in item.effect.obligations:
                 yield from ob.args
+            if isinstance(item.effect.message, A.Message):
+                yield from item.effect.message.values
         for e in (item.score, item.cost):
             if e is not None:
                 yield e

@@ -11,70 +11,31 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
-from functools import cache
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
-from lark import Lark, Token, Tree, v_args
-from lark.exceptions import (
-    UnexpectedCharacters,
-    UnexpectedEOF,
-    UnexpectedInput,
-    UnexpectedToken,
-    VisitError,
-)
+from lark import Token, Tree, v_args
+from lark.exceptions import UnexpectedInput, VisitError
 from lark.tree import Meta
 from lark.visitors import Transformer_NonRecursive
 
 from . import ast as A
-from .diagnostics import Diagnostic, SourceFile, did_you_mean
+from .diagnostics import Diagnostic, SourceFile
 from .limits import CHAIN_OPS, MAX_DEPTH, balance, item_exprs, too_deep
+from .messages import Hole, TemplateError, decode, relocate, split
+from .syntax import MAX_REPAIRS, error_to_diag, lark_parser, repaired, tok_span
+
+__all__ = ["duration_seconds", "lark_parser", "parse_expr", "parse_source", "unquote"]
 
 _T = TypeVar("_T")
 
 TOP_LEVEL_KEYWORDS = ("policy", "test", "const", "sources", "actions", "include", "resolve")
-
-# Human spelling of grammar terminals, for "expected ..." help lines.
-_TERMINAL_TEXT = {
-    "NAME": "a name",
-    "STRING": "a string",
-    "NUMBER": "a number",
-    "DURATION": "a duration",
-    "COMP_OP": "a comparison",
-    "$END": "end of file",
-}
-
-
-@cache
-def lark_parser() -> Lark:
-    return Lark.open_from_package(
-        "memlineage_dsl",
-        "grammar.lark",
-        parser="lalr",
-        propagate_positions=True,
-        maybe_placeholders=True,
-        strict=True,
-    )
-
-
-@cache
-def _terminal_text() -> dict[str, str]:
-    """Map terminal names (LBRACE, POLICY…) to what a user would type."""
-    out = dict(_TERMINAL_TEXT)
-    for term in lark_parser().terminals:
-        if term.name not in out and term.pattern.type == "str":
-            out[term.name] = f"`{term.pattern.value}`"
-    return out
 
 
 def _span_of(meta: Meta) -> A.Span:
     if getattr(meta, "empty", True):
         return A.NO_SPAN
     return A.Span(meta.line, meta.column, meta.end_line, meta.end_column)
-
-
-def _tok_span(tok: Token) -> A.Span:
-    return A.Span(tok.line or 0, tok.column or 0, tok.end_line or 0, tok.end_column or 0)
 
 
 def unquote(tok: str) -> str:
@@ -169,11 +130,11 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
         return A.Name(str(ch[0]), span=_span_of(meta))
 
     def attr(self, meta: Meta, ch: Mixed) -> A.Attr:  # [expr, NAME]
-        return A.Attr(ch[0], str(ch[1]), span=_span_of(meta), name_span=_tok_span(ch[1]))
+        return A.Attr(ch[0], str(ch[1]), span=_span_of(meta), name_span=tok_span(ch[1]))
 
     def call(self, meta: Meta, ch: Mixed) -> A.Call:  # [NAME, expr | None, ...]
         return A.Call(
-            str(ch[0]), _drop_none(ch[1:]), span=_span_of(meta), func_span=_tok_span(ch[0])
+            str(ch[0]), _drop_none(ch[1:]), span=_span_of(meta), func_span=tok_span(ch[0])
         )
 
     def quant_kind(self, meta: Meta, ch: Tokens) -> str:
@@ -240,7 +201,7 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
 
     def resolve(self, meta: Meta, ch: Mixed) -> A.Resolve:  # [NAME, option, ...]
         return A.Resolve(
-            str(ch[0]), tuple(ch[1:]), span=_span_of(meta), strategy_span=_tok_span(ch[0])
+            str(ch[0]), tuple(ch[1:]), span=_span_of(meta), strategy_span=tok_span(ch[0])
         )
 
     def const_def(self, meta: Meta, ch: Mixed) -> A.Const:  # [NAME, expr]
@@ -272,7 +233,7 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
         return ch[0]
 
     def on_clause(self, meta: Meta, ch: Tokens) -> Clause:
-        return ("on", tuple(A.Ident(str(t), span=_tok_span(t)) for t in ch), _span_of(meta))
+        return ("on", tuple(A.Ident(str(t), span=tok_span(t)) for t in ch), _span_of(meta))
 
     def when_clause(self, meta: Meta, ch: Exprs) -> Clause:
         return ("when", ch[0], _span_of(meta))
@@ -285,11 +246,11 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
 
     def effect_clause(self, meta: Meta, ch: Mixed) -> Clause:  # [effect, ob..., STRING]
         kind = ch[0]
-        message = None
+        message: str | A.Message | None = None
         obligations = []
         for c in ch[1:]:
             if isinstance(c, Token):
-                message = unquote(str(c))
+                message = _message(c)
             elif c is not None:
                 obligations.append(c)
         effect = A.Effect(kind, tuple(obligations), message, span=_span_of(meta))
@@ -326,7 +287,7 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
             score=slots.get("score"),
             cost=slots.get("cost"),
             span=_span_of(meta),
-            name_span=_tok_span(name_tok),
+            name_span=tok_span(name_tok),
         )
 
     # -- tests
@@ -354,7 +315,7 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
             names, value = [*names, value], None
         return A.ActArg(
             str(names[0]),
-            tuple(A.Ident(str(t), span=_tok_span(t)) for t in names[1:] if t is not None),
+            tuple(A.Ident(str(t), span=tok_span(t)) for t in names[1:] if t is not None),
             unquote(str(value)) if value is not None else None,
             span=_span_of(meta),
         )
@@ -362,14 +323,14 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
     def target_action(self, meta: Meta, ch: Mixed) -> tuple[A.ActCall, tuple[A.Ident, ...]]:
         action, *rest = ch
         args = tuple(x for x in rest if isinstance(x, A.ActArg))
-        relied = tuple(A.Ident(str(t), span=_tok_span(t)) for t in rest if isinstance(t, Token))
-        return (A.ActCall(A.Ident(str(action), span=_tok_span(action)), args), relied)
+        relied = tuple(A.Ident(str(t), span=tok_span(t)) for t in rest if isinstance(t, Token))
+        return (A.ActCall(A.Ident(str(action), span=tok_span(action)), args), relied)
 
     def target_one(self, meta: Meta, ch: Tokens) -> tuple[A.Ident, ...]:
-        return (A.Ident(str(ch[0]), span=_tok_span(ch[0])),)
+        return (A.Ident(str(ch[0]), span=tok_span(ch[0])),)
 
     def target_many(self, meta: Meta, ch: Tokens) -> tuple[A.Ident, ...]:
-        return tuple(A.Ident(str(t), span=_tok_span(t)) for t in ch)
+        return tuple(A.Ident(str(t), span=tok_span(t)) for t in ch)
 
     def expect_score(self, meta: Meta, ch: Mixed) -> ExpectOpt:  # [number, number | None]
         low = ch[0].value
@@ -395,7 +356,7 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
             else:
                 kw["without_obligations"] = kw.get("without_obligations", ()) + value
         return A.Expect(
-            A.Ident(str(op_tok), span=_tok_span(op_tok)),
+            A.Ident(str(op_tok), span=tok_span(op_tok)),
             targets,
             unquote(str(actor)) if actor is not None else None,
             effect,
@@ -410,112 +371,53 @@ class _ToAst(Transformer_NonRecursive[Token, Items]):
         return list(ch)
 
 
-def _expected_help(expected: set[str], token: Token | None) -> str | None:
-    names = _terminal_text()
-    words = sorted(names.get(e, e) for e in expected)
-    if token is not None and token.type == "NAME":
-        keywords = [w.strip("`") for w in words if w.startswith("`") and w[1:-1].isalpha()]
-        hint = did_you_mean(str(token), keywords)
-        if hint:
-            return hint
-    if token is not None and str(token) == "=" and "COMP_OP" in expected:
-        return "try `==` instead of `=`"
-    if not words:
-        return None
-    shown = ", ".join(words[:8]) + (", …" if len(words) > 8 else "")
-    return f"expected {shown}"
+def _message(tok: Token) -> str | A.Message:
+    """A message's STRING token -> its text, or its text and values (`{...}`), each
+    value parsed with its spans in the file. Raises `_SyntaxIssue` where it is wrong."""
+    decoded, offsets = decode(str(tok)[1:-1])
+    line, base = tok.line or 0, (tok.column or 0) + 1
+
+    def at(k: int) -> int:
+        return base + offsets[min(max(k, 0), len(offsets) - 1)]
+
+    try:
+        parts = split(decoded)
+    except TemplateError as err:
+        raise _SyntaxIssue(
+            "E001", A.Span(line, at(err.start), line, at(err.end)), err.message, err.help
+        ) from None
+    if not any(isinstance(p, Hole) for p in parts):
+        return "".join(p for p in parts if isinstance(p, str))
+    out = [p if isinstance(p, str) else _hole(p, line, at) for p in parts]
+    return A.Message(tuple(out), span=tok_span(tok))
 
 
-def _error_to_diag(
-    src: SourceFile, err: UnexpectedInput, text: str, chunked: bool = False
-) -> Diagnostic:
-    line, col = err.line or 1, err.column or 1
-    if isinstance(err, UnexpectedCharacters):
-        ch = src.line(line)[col - 1 : col] or "?"
-        span = A.Span(line, col, line, col + 1)
-        help_ = (
-            "strings use double quotes"
-            if ch == "'"
-            else _expected_help(set(err.allowed or ()), None)
+def _hole(hole: Hole, line: int, at: Callable[[int], int]) -> A.Expr:
+    """The expression of one `{...}`, its spans moved into the string."""
+    starts = [0, *(i + 1 for i, c in enumerate(hole.text) if c == "\n")]
+
+    def move(span: A.Span) -> A.Span:
+        first = hole.start + starts[span.line - 1] + span.column - 1
+        last = hole.start + starts[span.end_line - 1] + span.end_column - 1
+        return A.Span(line, at(first), line, at(last))
+
+    try:
+        tree: Tree[Token] = lark_parser().parse(hole.text, start="expr")
+    except UnexpectedInput as err:
+        d = error_to_diag(SourceFile("<value>", hole.text), err, hole.text)
+        span = move(d.span)
+        if d.code == "E003":  # at the closing brace
+            span = A.Span(line, span.column, line, span.column + 1)
+        what = "the value in braces ends too soon" if d.code == "E003" else d.message
+        raise _SyntaxIssue(d.code, span, what, d.help) from None
+    # parsed from `expr`, the transformer's result is an expression, not a list of items
+    expr = balance(cast(A.Expr, _ToAst().transform(tree)))
+    deep = too_deep(expr)
+    if deep is not None:
+        raise _SyntaxIssue(
+            "E007", move(deep.span), f"expression nested too deeply: more than {MAX_DEPTH} levels"
         )
-        if ch == '"':
-            return src.diag("E001", span, "unterminated string", 'close the string with `"`')
-        return src.diag("E002", span, f"unexpected character `{ch}`", help_)
-    token_type = getattr(getattr(err, "token", None), "type", None)
-    if isinstance(err, UnexpectedEOF) or token_type == "$END":
-        parsed = text.rstrip().splitlines() or [""]
-        last = len(parsed)
-        end_col = len(parsed[-1]) + 1
-        span = A.Span(last, end_col, last, end_col)
-        expected = set(getattr(err, "expected", ()) or ())
-        help_ = (
-            "is a closing `}` missing?" if "RBRACE" in expected else _expected_help(expected, None)
-        )
-        if chunked:
-            what = (
-                "missing `}` before the next item"
-                if "RBRACE" in expected
-                else ("unexpected end of item")
-            )
-            return src.diag("E003", span, what, help_)
-        return src.diag("E003", span, "unexpected end of file", help_)
-    if not isinstance(err, UnexpectedToken):  # never: no other kind is left
-        return src.diag("E001", A.Span(line, col, line, col + 1), "syntax error")
-    token: Token = err.token
-    span = _tok_span(token)
-    expected = set(getattr(err, "expected", ()) or ())
-    joined = _spaced_duration(text, token)
-    if joined is not None:
-        return src.diag(
-            "E001",
-            span,
-            f"unexpected `{token}`",
-            f"a duration is one word: write `{joined[2]}`",
-        )
-    return src.diag("E001", span, f"unexpected `{token}`", _expected_help(expected, token))
-
-
-# Unit words people write after a number, and the unit the language spells.
-_UNIT_WORDS = {
-    **dict.fromkeys(("ms", "msec", "msecs", "millisecond", "milliseconds"), "ms"),
-    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), "s"),
-    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), "m"),
-    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), "h"),
-    **dict.fromkeys(("d", "day", "days"), "d"),
-    **dict.fromkeys(("w", "wk", "wks", "week", "weeks"), "w"),
-}
-
-
-def _spaced_duration(text: str, token: Token) -> tuple[int, int, str] | None:
-    """`5 mins` at `token`: (start, end) of the whole phrase in `text` and `5m`."""
-    unit = _UNIT_WORDS.get(str(token).lower()) if token.type == "NAME" else None
-    if unit is None or token.start_pos is None:
-        return None
-    m = re.search(r"(\d+(?:\.\d+)?)[ \t]+$", text[: token.start_pos])
-    if m is None:
-        return None
-    return m.start(), token.start_pos + len(str(token)), f"{m.group(1)}{unit}"
-
-
-_MAX_REPAIRS = 5
-"""Syntax errors reported per item: after each, the item is repaired and parsed on."""
-
-
-def _repaired(text: str, err: UnexpectedInput) -> str | None:
-    """`text` with the error at `err` mended so the rest of the item can be checked: a
-    spaced duration joined (same length, so every later position stays where it was).
-    None for any other error: blanking a token out would report errors of a rule
-    nobody wrote (`a = "x"` becoming `a "x"`)."""
-    token = getattr(err, "token", None)
-    if not isinstance(err, UnexpectedToken) or token is None or token.type == "$END":
-        return None
-    if token.start_pos is None or token.end_pos is None:
-        return None
-    joined = _spaced_duration(text, token)
-    if joined is None:
-        return None
-    start, end, word = joined
-    return text[:start] + word.ljust(end - start) + text[end:]
+    return relocate(expr, move)
 
 
 def _recover(src: SourceFile, text: str, chunked: bool) -> tuple[list[Any], list[Diagnostic]]:
@@ -523,13 +425,13 @@ def _recover(src: SourceFile, text: str, chunked: bool) -> tuple[list[Any], list
     after the first (a misspelt attribute behind a `5 mins`) are found in one pass.
     A mended item is kept for the checker; the set holds an error, so it never runs."""
     diags: list[Diagnostic] = []
-    for _ in range(_MAX_REPAIRS):
+    for _ in range(MAX_REPAIRS):
         try:
-            tree: Tree[Token] = lark_parser().parse(text)
+            tree: Tree[Token] = lark_parser().parse(text, start="start")
             items: list[Any] = _ToAst().transform(tree)
         except UnexpectedInput as err:
-            diags.append(_error_to_diag(src, err, text, chunked))
-            mended = _repaired(text, err)
+            diags.append(error_to_diag(src, err, text, chunked))
+            mended = repaired(text, err)
             if mended is None:
                 return [], diags
             text = mended
@@ -573,12 +475,12 @@ def _parse_items(
     src: SourceFile, text: str, chunked: bool = False
 ) -> tuple[list[Any], list[Diagnostic]]:
     try:
-        tree: Tree[Token] = lark_parser().parse(text)
+        tree: Tree[Token] = lark_parser().parse(text, start="start")
         items: list[Any] = _ToAst().transform(tree)
         deep = _too_deep(src, items)
         return ([], [deep]) if deep is not None else (items, [])
     except UnexpectedInput as err:
-        return [], [_error_to_diag(src, err, text, chunked)]
+        return [], [error_to_diag(src, err, text, chunked)]
     except VisitError as err:
         inner = err.orig_exc
         if isinstance(inner, _SyntaxIssue):

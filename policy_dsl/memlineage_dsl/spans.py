@@ -24,3 +24,12 @@ def sub_span(src: SourceFile, span: Span, prefix: str, name: str) -> Span:
 def head_span(span: Span, name: str) -> Span:
     """The first `len(name)` characters of a node that starts with its name."""
     return Span(span.line, span.column, span.line, span.column + len(name))
+
+
+_SCORE = re.compile(r"\bscore\s+-?[\d.]+(\s*\.\.\s*-?[\d.]+)?")
+
+
+def score_span(src: SourceFile, span: Span) -> Span:
+    """The `score a .. b` part of an `expect` line (the expect has no finer spans)."""
+    m = _SCORE.search(src.line(span.line), max(span.column - 1, 0))
+    return Span(span.line, m.start() + 1, span.line, m.end() + 1) if m else span

@@ -1,0 +1,164 @@
+"""Syntax errors as diagnostics: the LALR parser, and "expected ..." help lines.
+
+Split from the parser so that the transformer (parser.py) and what reports its
+failures stay short: `lark_parser()` is built once and shared; `error_to_diag`
+turns a Lark error into a positioned diagnostic with a hint (a misspelt keyword,
+`=` for `==`, a spaced duration `5 mins`); `repaired` mends a spaced duration so
+the rest of an item is still checked.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+from lark import Lark, Token
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from . import ast as A
+from .diagnostics import Diagnostic, SourceFile, did_you_mean
+
+# Human spelling of grammar terminals, for "expected ..." help lines.
+_TERMINAL_TEXT = {
+    "NAME": "a name",
+    "STRING": "a string",
+    "NUMBER": "a number",
+    "DURATION": "a duration",
+    "COMP_OP": "a comparison",
+    "$END": "end of file",
+}
+
+
+@cache
+def lark_parser() -> Lark:
+    return Lark.open_from_package(
+        "memlineage_dsl",
+        "grammar.lark",
+        parser="lalr",
+        propagate_positions=True,
+        maybe_placeholders=True,
+        strict=True,
+        start=["start", "expr"],  # `expr`: the values inside a message's braces
+    )
+
+
+@cache
+def _terminal_text() -> dict[str, str]:
+    """Map terminal names (LBRACE, POLICY…) to what a user would type."""
+    out = dict(_TERMINAL_TEXT)
+    for term in lark_parser().terminals:
+        if term.name not in out and term.pattern.type == "str":
+            out[term.name] = f"`{term.pattern.value}`"
+    return out
+
+
+def tok_span(tok: Token) -> A.Span:
+    return A.Span(tok.line or 0, tok.column or 0, tok.end_line or 0, tok.end_column or 0)
+
+
+def _expected_help(expected: set[str], token: Token | None) -> str | None:
+    names = _terminal_text()
+    words = sorted(names.get(e, e) for e in expected)
+    if token is not None and token.type == "NAME":
+        keywords = [w.strip("`") for w in words if w.startswith("`") and w[1:-1].isalpha()]
+        hint = did_you_mean(str(token), keywords)
+        if hint:
+            return hint
+    if token is not None and str(token) == "=" and "COMP_OP" in expected:
+        return "try `==` instead of `=`"
+    if not words:
+        return None
+    shown = ", ".join(words[:8]) + (", …" if len(words) > 8 else "")
+    return f"expected {shown}"
+
+
+def error_to_diag(
+    src: SourceFile, err: UnexpectedInput, text: str, chunked: bool = False
+) -> Diagnostic:
+    line, col = err.line or 1, err.column or 1
+    if isinstance(err, UnexpectedCharacters):
+        ch = src.line(line)[col - 1 : col] or "?"
+        span = A.Span(line, col, line, col + 1)
+        help_ = (
+            "strings use double quotes"
+            if ch == "'"
+            else _expected_help(set(err.allowed or ()), None)
+        )
+        if ch == '"':
+            return src.diag("E001", span, "unterminated string", 'close the string with `"`')
+        return src.diag("E002", span, f"unexpected character `{ch}`", help_)
+    token_type = getattr(getattr(err, "token", None), "type", None)
+    if isinstance(err, UnexpectedEOF) or token_type == "$END":
+        parsed = text.rstrip().splitlines() or [""]
+        last = len(parsed)
+        end_col = len(parsed[-1]) + 1
+        span = A.Span(last, end_col, last, end_col)
+        expected = set(getattr(err, "expected", ()) or ())
+        help_ = (
+            "is a closing `}` missing?" if "RBRACE" in expected else _expected_help(expected, None)
+        )
+        if chunked:
+            what = (
+                "missing `}` before the next item"
+                if "RBRACE" in expected
+                else ("unexpected end of item")
+            )
+            return src.diag("E003", span, what, help_)
+        return src.diag("E003", span, "unexpected end of file", help_)
+    if not isinstance(err, UnexpectedToken):  # never: no other kind is left
+        return src.diag("E001", A.Span(line, col, line, col + 1), "syntax error")
+    token: Token = err.token
+    span = tok_span(token)
+    expected = set(getattr(err, "expected", ()) or ())
+    joined = _spaced_duration(text, token)
+    if joined is not None:
+        return src.diag(
+            "E001",
+            span,
+            f"unexpected `{token}`",
+            f"a duration is one word: write `{joined[2]}`",
+        )
+    return src.diag("E001", span, f"unexpected `{token}`", _expected_help(expected, token))
+
+
+# Unit words people write after a number, and the unit the language spells.
+_UNIT_WORDS = {
+    **dict.fromkeys(("ms", "msec", "msecs", "millisecond", "milliseconds"), "ms"),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), "s"),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), "m"),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), "h"),
+    **dict.fromkeys(("d", "day", "days"), "d"),
+    **dict.fromkeys(("w", "wk", "wks", "week", "weeks"), "w"),
+}
+
+
+def _spaced_duration(text: str, token: Token) -> tuple[int, int, str] | None:
+    """`5 mins` at `token`: (start, end) of the whole phrase in `text` and `5m`."""
+    unit = _UNIT_WORDS.get(str(token).lower()) if token.type == "NAME" else None
+    if unit is None or token.start_pos is None:
+        return None
+    m = re.search(r"(\d+(?:\.\d+)?)[ \t]+$", text[: token.start_pos])
+    if m is None:
+        return None
+    return m.start(), token.start_pos + len(str(token)), f"{m.group(1)}{unit}"
+
+
+MAX_REPAIRS = 5
+"""Syntax errors reported per item: after each, the item is repaired and parsed on."""
+
+
+def repaired(text: str, err: UnexpectedInput) -> str | None:
+    """`text` with the error at `err` mended so the rest of the item can be checked: a
+    spaced duration joined (same length, so every later position stays where it was).
+    None for any other error: blanking a token out would report errors of a rule
+    nobody wrote (`a = "x"` becoming `a "x"`)."""
+    token = getattr(err, "token", None)
+    if not isinstance(err, UnexpectedToken) or token is None or token.type == "$END":
+        return None
+    if token.start_pos is None or token.end_pos is None:
+        return None
+    joined = _spaced_duration(text, token)
+    if joined is None:
+        return None
+    start, end, word = joined
+    return text[:start] + word.ljust(end - start) + text[end:]
