@@ -395,6 +395,36 @@ class UpdateStatusResponse(_message.Message):
     affected_ids: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, applied: bool = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., affected_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class ReviseRequest(_message.Message):
+    __slots__ = ("namespace", "memory", "expected_version", "actor", "budget", "time")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    EXPECTED_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    memory: Memory
+    expected_version: int
+    actor: Actor
+    budget: float
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, namespace: _Optional[str] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., expected_version: _Optional[int] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., budget: _Optional[float] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ReviseResponse(_message.Message):
+    __slots__ = ("applied", "decision", "memory", "previous_version", "affected_ids")
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_VERSION_FIELD_NUMBER: _ClassVar[int]
+    AFFECTED_IDS_FIELD_NUMBER: _ClassVar[int]
+    applied: bool
+    decision: Decision
+    memory: Memory
+    previous_version: int
+    affected_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, applied: bool = ..., decision: _Optional[_Union[Decision, _Mapping]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., previous_version: _Optional[int] = ..., affected_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class Grant(_message.Message):
     __slots__ = ("id", "actions", "arguments", "source", "memory_id", "uses", "used", "expires_at", "issuer", "created_at", "effective", "value", "digest")
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -500,7 +530,7 @@ class SourceCredibility(_message.Message):
     def __init__(self, source: _Optional[str] = ..., credibility: _Optional[float] = ..., ok: _Optional[float] = ..., bad: _Optional[float] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
-    __slots__ = ("memory", "ancestors", "descendants", "edges", "decisions", "truncated", "sources", "grants")
+    __slots__ = ("memory", "ancestors", "descendants", "edges", "decisions", "truncated", "sources", "grants", "versions")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     ANCESTORS_FIELD_NUMBER: _ClassVar[int]
     DESCENDANTS_FIELD_NUMBER: _ClassVar[int]
@@ -509,6 +539,7 @@ class ExplainResponse(_message.Message):
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     GRANTS_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
     memory: Memory
     ancestors: _containers.RepeatedCompositeFieldContainer[Memory]
     descendants: _containers.RepeatedCompositeFieldContainer[Memory]
@@ -517,7 +548,8 @@ class ExplainResponse(_message.Message):
     truncated: bool
     sources: _containers.RepeatedCompositeFieldContainer[SourceCredibility]
     grants: _containers.RepeatedCompositeFieldContainer[Grant]
-    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., ancestors: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., descendants: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[Edge, _Mapping]]] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., truncated: bool = ..., sources: _Optional[_Iterable[_Union[SourceCredibility, _Mapping]]] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ...) -> None: ...
+    versions: _containers.RepeatedCompositeFieldContainer[Memory]
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., ancestors: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., descendants: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[Edge, _Mapping]]] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., truncated: bool = ..., sources: _Optional[_Iterable[_Union[SourceCredibility, _Mapping]]] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., versions: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ("namespace", "cursor", "from_oldest")

@@ -61,6 +61,11 @@ class MemLineageStub(object):
                 request_serializer=memlineage_dot_v1_dot_memlineage__pb2.UpdateStatusRequest.SerializeToString,
                 response_deserializer=memlineage_dot_v1_dot_memlineage__pb2.UpdateStatusResponse.FromString,
                 _registered_method=True)
+        self.Revise = channel.unary_unary(
+                '/memlineage.v1.MemLineage/Revise',
+                request_serializer=memlineage_dot_v1_dot_memlineage__pb2.ReviseRequest.SerializeToString,
+                response_deserializer=memlineage_dot_v1_dot_memlineage__pb2.ReviseResponse.FromString,
+                _registered_method=True)
         self.Feedback = channel.unary_unary(
                 '/memlineage.v1.MemLineage/Feedback',
                 request_serializer=memlineage_dot_v1_dot_memlineage__pb2.FeedbackRequest.SerializeToString,
@@ -112,6 +117,12 @@ class MemLineageServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Revise(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Feedback(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -158,6 +169,11 @@ def add_MemLineageServicer_to_server(servicer, server):
                     servicer.UpdateStatus,
                     request_deserializer=memlineage_dot_v1_dot_memlineage__pb2.UpdateStatusRequest.FromString,
                     response_serializer=memlineage_dot_v1_dot_memlineage__pb2.UpdateStatusResponse.SerializeToString,
+            ),
+            'Revise': grpc.unary_unary_rpc_method_handler(
+                    servicer.Revise,
+                    request_deserializer=memlineage_dot_v1_dot_memlineage__pb2.ReviseRequest.FromString,
+                    response_serializer=memlineage_dot_v1_dot_memlineage__pb2.ReviseResponse.SerializeToString,
             ),
             'Feedback': grpc.unary_unary_rpc_method_handler(
                     servicer.Feedback,
@@ -290,6 +306,33 @@ class MemLineage(object):
             '/memlineage.v1.MemLineage/UpdateStatus',
             memlineage_dot_v1_dot_memlineage__pb2.UpdateStatusRequest.SerializeToString,
             memlineage_dot_v1_dot_memlineage__pb2.UpdateStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Revise(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memlineage.v1.MemLineage/Revise',
+            memlineage_dot_v1_dot_memlineage__pb2.ReviseRequest.SerializeToString,
+            memlineage_dot_v1_dot_memlineage__pb2.ReviseResponse.FromString,
             options,
             channel_credentials,
             insecure,
