@@ -415,6 +415,11 @@ class CodeGen:
             return None if over is None and body is None else OPAQUE
         return OPAQUE
 
+    def rule_probes(self, index: int) -> tuple[str, str] | None:
+        """Statements the test of rule `index` runs before its condition and when it
+        fires. None: the set that serves has none; `coverage.CoverageGen` counts."""
+        return None
+
     def function(self, e: A.Expr, name: str) -> Callable[..., object]:
         """Compile `e` into `f(m, t, r, s, now)`."""
         src = f"def {name}(m, t, r, s, now):\n    return {self.expr(e)}\n"

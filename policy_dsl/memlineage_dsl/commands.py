@@ -1,17 +1,22 @@
 """`lint` and `test` as small adapters over the library (OPA's `check`/`test`).
 
+`test --coverage` runs the tests on a separately instrumented compile
+(coverage.py) and reports which rules and conditions they exercised.
+
 Exit codes: 0 all good; 1 errors found / tests failed; 2 usage problem.
 `fmt` lives in fmt_command.py. The `memlineage` CLI only dispatches here.
 """
 
 from __future__ import annotations
 
-from typing import TextIO
+import json
+from typing import Any, TextIO
 
+from .coverage import Report, instrumented
 from .diagnostics import Diagnostic, has_errors, sort_diagnostics
 from .loader import collect_files, read_file
 from .pipeline import Build, build_paths, lint_set
-from .render import render_human, render_json, render_sarif
+from .render import render_human, render_json, render_sarif, to_dict
 from .testing import run_tests
 
 
@@ -53,28 +58,67 @@ def lint_command(paths: list[str], fmt: str, out: TextIO, each: bool = False) ->
     return 1 if has_errors(diags) else 0
 
 
-def test_command(paths: list[str], out: TextIO, verbose: bool = False, each: bool = False) -> int:
+def test_command(
+    paths: list[str],
+    out: TextIO,
+    verbose: bool = False,
+    each: bool = False,
+    coverage: bool = False,
+    coverage_min: float | None = None,
+    fmt: str = "human",
+) -> int:
+    """Run the test blocks; with `coverage` (or a `coverage_min`, in percent) against a
+    separately instrumented compile, then report what they exercised. The exit code
+    is that of the tests, or 1 as well when coverage falls short of `coverage_min`."""
     files = collect_files(paths)
     if not files:
         out.write(f"error: no .mlp files in {' '.join(paths)}\n")
         return 2
+    coverage = coverage or coverage_min is not None
+    human = fmt == "human"
     passed = failed = 0
-    broken = False
+    broken: list[Diagnostic] = []
+    failures: list[Diagnostic] = []
+    report = Report()
     for build in _builds(paths, each):
         if build.compiled is None or build.env is None:
-            broken = True
-            out.write(
-                render_human([d for d in build.diagnostics if d.severity == "error"], build.sources)
-            )
+            errors = [d for d in build.diagnostics if d.severity == "error"]
+            broken += errors
+            if human:
+                out.write(render_human(errors, build.sources))
             continue
-        for result in run_tests(build.compiled, build.env):
+        compiled = build.compiled
+        if coverage:
+            compiled, probes = instrumented(build.env)
+            report.add(probes)
+        for result in run_tests(compiled, build.env):
             if result.passed:
                 passed += 1
-                if verbose:
+                if verbose and human:
                     out.write(f"PASS {result.path}:{result.span.line}: {result.name}\n")
                 continue
             failed += 1
-            for d in result.failures:
-                out.write(f"{d.location}: FAIL {d.message}\n")
-    out.write(f"{passed} passed, {failed} failed\n")
-    return 1 if failed or broken else 0
+            failures += result.failures
+            if human:
+                for d in result.failures:
+                    out.write(f"{d.location}: FAIL {d.message}\n")
+    short = coverage_min is not None and report.percent() < coverage_min
+    if human:
+        if coverage:
+            out.write(report.render_text())
+        if short:
+            out.write(f"coverage {report.percent():.1f}% is below the minimum {coverage_min:g}%\n")
+        out.write(f"{passed} passed, {failed} failed\n")
+    else:
+        doc: dict[str, Any] = {
+            "passed": passed,
+            "failed": failed,
+            "failures": [to_dict(d) for d in failures],
+            "errors": [to_dict(d) for d in broken],
+        }
+        if coverage:
+            doc["coverage"] = report.as_dict()
+            if coverage_min is not None:
+                doc["coverage"]["minimum"] = coverage_min
+        out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    return 1 if failed or broken or short else 0

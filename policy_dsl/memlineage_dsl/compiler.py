@@ -247,10 +247,13 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
     """Generate `_test_<op>`: every policy's condition, each in its own try."""
     lines = [f"def _test_{op}(m, t, r, s, now):", "    fired = []", "    bad = None"]
     for k, p in enumerate(policies):
+        probe = gen.rule_probes(p.index)
         lines += [
             "    try:",
+            *([f"        {probe[0]}"] if probe else []),
             f"        if {p.when_source}:",
             f"            fired.append({k})",
+            *([f"            {probe[1]}"] if probe else []),
             "    except Exception as exc:",
             f"        bad = (bad or []) + [({k}, exc)]",
         ]
@@ -270,12 +273,15 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
     )
 
 
-def compile_env(env: Env) -> CompiledPolicySet:
-    """Compile a checked environment. Raises ValueError on what the checker rejects."""
-    gen = CodeGen(
-        consts={n: loc.node.value for n, loc in env.consts.items()},
-        sources={n: loc.node.patterns for n, loc in env.sources.items()},
-    )
+def compile_env(env: Env, gen: CodeGen | None = None) -> CompiledPolicySet:
+    """Compile a checked environment. Raises ValueError on what the checker rejects.
+    `gen`: a code generator of the same consts and sources that instruments what it
+    generates (coverage); never given for a set that serves."""
+    if gen is None:
+        gen = CodeGen(
+            consts={n: loc.node.value for n, loc in env.consts.items()},
+            sources={n: loc.node.patterns for n, loc in env.sources.items()},
+        )
     waive = DEFAULT_WAIVE_PENALTY
     if env.resolve is not None:
         for opt in env.resolve.node.options:

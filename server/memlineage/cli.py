@@ -42,6 +42,18 @@ def _parser() -> argparse.ArgumentParser:
     test.add_argument("paths", nargs="+")
     test.add_argument("-v", "--verbose", action="store_true")
     test.add_argument("--each", action="store_true", help="treat every file as its own policy set")
+    test.add_argument(
+        "--coverage",
+        action="store_true",
+        help="report the rules and conditions the tests exercised, per file",
+    )
+    test.add_argument(
+        "--coverage-min",
+        type=float,
+        metavar="PERCENT",
+        help="exit 1 when coverage is below PERCENT (implies --coverage)",
+    )
+    test.add_argument("--format", choices=("human", "json"), default="human")
     serve = sub.add_parser(
         "serve",
         help="run the sidecar (gRPC)",
@@ -404,7 +416,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "test":
         from memlineage_dsl.commands import test_command
 
-        return test_command(args.paths, out, verbose=args.verbose, each=args.each)
+        return test_command(
+            args.paths,
+            out,
+            verbose=args.verbose,
+            each=args.each,
+            coverage=args.coverage,
+            coverage_min=args.coverage_min,
+            fmt=args.format,
+        )
     if args.command == "serve":
         return _serve(args)
     if args.command == "config":
