@@ -421,11 +421,9 @@ class AsyncMemLineageClient:
     async def shadow(
         self, action: str = "status", files: Mapping[str, str] | None = None
     ) -> pb.ShadowResponse:
-        """`MemLineageClient.shadow`, awaited (only `status` is re-sent)."""
+        """`MemLineageClient.shadow`, awaited (never re-sent)."""
         request = messages.shadow(action, files)
-        opened = self._opened()
-        method = opened.admin.Shadow if action == "status" else opened.once_admin.Shadow
-        return await self._call(method, request)
+        return await self._call(self._opened().once_admin.Shadow, request)
 
     async def lint_policy(self, files: Mapping[str, str]) -> pb.LintPolicyResponse:
         request = pb.LintPolicyRequest(files=dict(files))

@@ -376,10 +376,9 @@ class MemLineageClient:
         self, action: str = "status", files: Mapping[str, str] | None = None
     ) -> pb.ShadowResponse:
         """The shadow candidate (admin): `status`, `load` (the given files, or the
-        server's shadow_policy_dir), `promote` (it serves from now on) or `drop`."""
-        request = messages.shadow(action, files)
-        method = self._admin.Shadow if action == "status" else self._once_admin.Shadow
-        return self._call(method, request)
+        server's shadow_policy_dir), `promote` (it serves from now on) or `drop`. Never
+        re-sent: load, promote and drop share the method."""
+        return self._call(self._once_admin.Shadow, messages.shadow(action, files))
 
     def lint_policy(self, files: Mapping[str, str]) -> pb.LintPolicyResponse:
         request = pb.LintPolicyRequest(files=dict(files))
