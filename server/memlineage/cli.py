@@ -174,6 +174,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FROM->TO,...",
         help="transitions that fail the run, e.g. allow->deny (or `any`)",
     )
+    replay.add_argument(
+        "--jobs", type=int, default=0, help="processes replaying in parallel (0: one per core)"
+    )
     return p
 
 
@@ -444,7 +447,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "replay":
         from memlineage.engine.replay import replay_command
 
-        return replay_command(args.files, args.policies, args.fail_on, out)
+        return replay_command(args.files, args.policies, args.fail_on, out, args.jobs)
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

@@ -116,3 +116,28 @@ def test_guards_parse() -> None:
     assert parse_guards("allow->deny, degrade->deny") == {("allow", "deny"), ("degrade", "deny")}
     assert len(parse_guards("any")) == 6
     assert pb.EFFECT_DENY  # the generated code is importable beside the replay
+
+
+def test_a_parallel_replay_of_small_chunks_reports_what_one_process_does(tmp_path: Path) -> None:
+    from memlineage.engine import replay
+
+    log, with_input, _ = _log(tmp_path)
+    candidate = tmp_path / "candidate"
+    shutil.copytree(BUNDLED_POLICIES, candidate)
+    (candidate / "zz.mlp").write_text(
+        "policy no_agents priority 99 {\n  on read\n  when memory.creator.kind == agent\n"
+        '  deny "no agents"\n}\n'
+    )
+    tasks = replay.chunks([str(log)], size=2048)
+    assert len(tasks) > 3 and tasks[0][3] == 1
+    assert sum(end - start for _, start, end, _ in tasks) == log.stat().st_size
+    serial = replay.replay_parallel([str(log)], str(candidate), 1)
+    old = replay.CHUNK_BYTES
+    replay.CHUNK_BYTES = 2048
+    try:
+        parallel = replay.replay_parallel([str(log)], str(candidate), 2)
+    finally:
+        replay.CHUNK_BYTES = old
+    assert parallel.replayed == serial.replayed == with_input
+    assert parallel.transitions == serial.transitions and sum(serial.transitions.values()) >= 1
+    assert parallel.by_policy == serial.by_policy

@@ -29,31 +29,33 @@ from memlineage.engine.snapshot import StoreSnapshot, acts_counter
 
 __all__ = ["ReplaySnapshot", "decode_input", "encode_input"]
 
-_FACT_FIELDS = MemoryFacts.__slots__  # every attribute a policy may read
+_FACT_FIELDS: tuple[str, ...] = tuple(MemoryFacts.__slots__)  # what a policy may read
+_CREATOR = _FACT_FIELDS.index("creator")
+_TUPLES = tuple(_FACT_FIELDS.index(n) for n in ("tags", "dependencies"))
 
 
-def _fact(m: Memory) -> dict[str, Any]:
+def _fact(m: Memory) -> list[Any] | dict[str, Any]:
+    """A known memory as its attribute values in `MemoryFacts` order (compact, and
+    rebuilt positionally); one with no lineage as ``{"id", "namespace"}``."""
     if not isinstance(m, MemoryFacts):
-        return {"id": m.id, "namespace": m.namespace, "known": False}
-    out: dict[str, Any] = {}
-    for name in _FACT_FIELDS:
-        v = getattr(m, name)
-        if name == "creator":
-            v = v.id
-        elif isinstance(v, tuple):
-            v = list(v)
-        out[name] = v
+        return {"id": m.id, "namespace": m.namespace}
+    out: list[Any] = [getattr(m, n) for n in _FACT_FIELDS]
+    creator = out[_CREATOR]
+    out[_CREATOR] = [creator.kind, creator.id]  # the kind as the store holds it
     return out
 
 
-def _unfact(d: dict[str, Any]) -> Memory:
-    if d.get("known") is False:
-        return UnknownMemory(str(d["id"]), str(d.get("namespace", "default")))
-    kw = dict(d)
-    kw["creator"] = Creator.parse(str(kw["creator"]))
-    for name in ("tags", "dependencies"):
-        kw[name] = tuple(kw.get(name) or ())
-    return MemoryFacts(**kw)
+def _unfact(v: list[Any] | dict[str, Any]) -> Memory:
+    if isinstance(v, dict):
+        return UnknownMemory(str(v["id"]), str(v.get("namespace", "default")))
+    if len(v) != len(_FACT_FIELDS):
+        raise ValueError(f"a memory has {len(_FACT_FIELDS)} attributes, got {len(v)}")
+    values = list(v)
+    kind, ident = values[_CREATOR]
+    values[_CREATOR] = Creator(str(kind), str(ident))
+    for i in _TUPLES:
+        values[i] = tuple(values[i] or ())
+    return MemoryFacts(*values)
 
 
 def _grant(g: Grant) -> list[Any]:
@@ -92,7 +94,7 @@ def _ungrant(v: list[Any]) -> Grant:
 
 def encode_input(req: Request, snap: StoreSnapshot) -> str:
     """The request and what it read, as compact JSON (an object)."""
-    facts: dict[str, dict[str, Any]] = {i: _fact(m) for i, m in snap.memories.items()}
+    facts: dict[str, list[Any] | dict[str, Any]] = {i: _fact(m) for i, m in snap.memories.items()}
     for m in (req.memory, req.target, *req.memories, *(s for a in req.args for s in a.sources)):
         if m is not None and m.id not in facts:
             facts[m.id] = _fact(m)

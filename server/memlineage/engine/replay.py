@@ -6,6 +6,7 @@ them, examples; guards for CI ("no allow may become deny")."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -101,6 +102,80 @@ def replay_lines(
     return report
 
 
+def merge(reports: Iterable[ReplayReport]) -> ReplayReport:
+    """One report of several (the chunks of a parallel replay), in order."""
+    out = ReplayReport()
+    for r in reports:
+        out.lines += r.lines
+        out.replayed += r.replayed
+        out.unchanged += r.unchanged
+        out.without_input += r.without_input
+        out.unreadable.extend(r.unreadable)
+        out.unfaithful += r.unfaithful
+        out.score_changes += r.score_changes
+        out.transitions.update(r.transitions)
+        for key, policies in r.by_policy.items():
+            out.by_policy.setdefault(key, Counter()).update(policies)
+        for key, shown in r.examples.items():
+            mine = out.examples.setdefault(key, [])
+            mine.extend(shown[: EXAMPLES - len(mine)])
+    return out
+
+
+CHUNK_BYTES = 4 << 20  # a parallel replay's unit of work: a byte range of one file
+
+
+def chunks(paths: Sequence[str], size: int = CHUNK_BYTES) -> list[tuple[str, int, int, int]]:
+    """(path, start, end, first line number) ranges of whole lines, about `size` long."""
+    out = []
+    for path in paths:
+        total = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            start, line = 0, 1
+            while start < total:
+                fh.seek(min(start + size, total))
+                fh.readline()  # to the end of the line the boundary falls in
+                end = min(fh.tell(), total)
+                fh.seek(start)
+                lines = fh.read(end - start).count(b"\n")
+                out.append((path, start, end, line))
+                start, line = end, line + lines
+    return out
+
+
+_CANDIDATE: CompiledPolicySet | None = None  # a worker's compiled candidate
+
+
+def _worker_init(policy_dir: str) -> None:
+    from memlineage_dsl.pipeline import build_paths
+
+    global _CANDIDATE
+    _CANDIDATE = build_paths([policy_dir]).compiled
+
+
+def _replay_chunk(task: tuple[str, int, int, int]) -> ReplayReport:
+    path, start, end, first = task
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(end - start).decode("utf-8")
+    assert _CANDIDATE is not None
+    lines = ((path, first + i, text) for i, text in enumerate(data.splitlines()) if text.strip())
+    return replay_lines(lines, _CANDIDATE)
+
+
+def replay_parallel(paths: Sequence[str], policy_dir: str, jobs: int) -> ReplayReport:
+    """`replay_lines` over every file, in `jobs` processes (each compiles the candidate
+    once and replays byte ranges of whole lines); the reports merged in order."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    tasks = chunks(paths, CHUNK_BYTES)
+    if jobs <= 1 or len(tasks) <= 1:
+        _worker_init(policy_dir)
+        return merge(_replay_chunk(t) for t in tasks)
+    with ProcessPoolExecutor(jobs, initializer=_worker_init, initargs=(policy_dir,)) as pool:
+        return merge(pool.map(_replay_chunk, tasks))
+
+
 def parse_guards(text: str) -> set[tuple[str, str]]:
     """`allow->deny,degrade->deny` (or `any`) -> the transitions that fail a replay."""
     effects = ("allow", "deny", "degrade")
@@ -142,7 +217,11 @@ def render(report: ReplayReport, out: TextIO) -> None:
 
 
 def replay_command(
-    paths: Sequence[str], policy_dir: str, fail_on: str = "", out: TextIO = sys.stdout
+    paths: Sequence[str],
+    policy_dir: str,
+    fail_on: str = "",
+    out: TextIO = sys.stdout,
+    jobs: int = 0,
 ) -> int:
     """Exit 0: no guarded transition; 1: a guarded transition occurred; 2: the logs or
     the candidate could not be read."""
@@ -159,7 +238,7 @@ def replay_command(
         out.write(render_human(build.diagnostics, build.sources))
         return 2
     try:
-        report = replay_lines(_lines(paths), build.compiled)
+        report = replay_parallel(paths, policy_dir, jobs or os.cpu_count() or 1)
     except OSError as exc:
         out.write(f"cannot read {exc.filename}: {exc.strerror}\n")
         return 2
