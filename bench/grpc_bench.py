@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import os
 import random
 import re
@@ -78,6 +79,12 @@ TARGET_P50_FACTOR = 1.2  # fresh Check p50 at one call in flight / bare sync p50
 TARGET_FR_DECISIONS = 50_000  # FilterRank decisions/s (fresh; best case too)
 WRITE_EVERY = 20  # the mix: one Record of a new memory per 19 Checks (5% of calls)
 REUSE_OFF_TOML = "# grpc_bench: every decision fresh\nreuse_decisions = false\n"
+TARGET_SHADOW_SLOWDOWN = 0.15  # fresh Check with a shadow candidate loaded, at most
+# The shadow row's candidate: the bundled set plus one rule (it disagrees on web reads).
+SHADOW_RULE = (
+    "policy no_web_at_all priority 99 {\n  on read\n  when memory.creator.id matches "
+    '"tool:web_*"\n  deny "no web output"\n}\n'
+)
 
 # Row labels (the table's first column; target lines find rows by them).
 AIO = "ceiling (bare aio)"
@@ -85,10 +92,11 @@ SYNC = "ceiling (bare sync)"
 BEST = "sidecar, best case: repeated requests, no writes"
 BEST_LOG = "sidecar + decision log, best case"
 FRESH = "sidecar, every decision fresh (reuse off)"
+SHADOW = "sidecar, every decision fresh, a shadow candidate loaded"
 MIX = "sidecar, 5% Record mix (reuse on)"
 
 # --rows: names and groups.
-ROWS = ("fresh-check", "fresh-fr", "latency", "mix", "best-check", "best-fr", "log")
+ROWS = ("fresh-check", "fresh-fr", "latency", "mix", "best-check", "best-fr", "log", "shadow")
 ROW_GROUPS = {
     "all": ROWS,
     "headline": ("fresh-check", "fresh-fr", "latency", "mix"),
@@ -875,6 +883,11 @@ async def run(opts: argparse.Namespace) -> int:
     calibrated = False
     reuse_off = tmp / "reuse-off.toml"
     reuse_off.write_text(REUSE_OFF_TOML)
+    candidate = tmp / "shadow-candidate"
+    shutil.copytree(POLICIES, candidate)
+    (candidate / "zz_shadow.mlp").write_text(SHADOW_RULE)
+    with_shadow = tmp / "shadow.toml"
+    with_shadow.write_text(f"{REUSE_OFF_TOML}shadow_policy_dir = {json.dumps(str(candidate))}\n")
     print(
         f"gRPC bench on loopback, a SHARED {os.cpu_count()}-core box (other jobs run beside "
         f"it: figures are indicative, compare rows of one run), load average {_loadavg()}"
@@ -1017,7 +1030,7 @@ async def run(opts: argparse.Namespace) -> int:
 
             # Reuse off: every decision fresh.
             latency = backend == "embedded" and "latency" in rows
-            if rows & {"fresh-check", "fresh-fr"} or latency:
+            if rows & {"fresh-check", "fresh-fr", "shadow"} or latency:
                 sidecar = launch_sidecar(tmp, fresh_url, "off", f"fresh-{backend}", reuse_off)
                 try:
                     t0 = time.perf_counter()
@@ -1074,6 +1087,33 @@ async def run(opts: argparse.Namespace) -> int:
                                 concurrency=1,
                             )
                         )
+                    if backend == "embedded" and "shadow" in rows:
+                        shadow = launch_sidecar(
+                            tmp, "embedded", "off", "fresh-shadow-embedded", with_shadow
+                        )
+                        try:
+                            twin = await load(shadow.address, opts.memories, opts.seed, "f")
+                            same = [r.SerializeToString() for r in twin.check] == [
+                                r.SerializeToString() for r in workload.check
+                            ]
+                            notes.append(
+                                f"shadow row: a second reuse-off sidecar with the candidate "
+                                f"{candidate.name} (+1 rule), the same {len(twin.ids)} memories"
+                                f" and Check requests ({'identical' if same else 'DIFFERENT'})"
+                            )
+                            interleaved["shadow/fresh"] = await paired(
+                                sidecar, shadow, "Check", workload.check, opts, FRESH, SHADOW
+                            )
+                            async with grpc.aio.insecure_channel(shadow.address) as ch:
+                                st = await pb_grpc.PolicyAdminStub(ch).Shadow(
+                                    pb.ShadowRequest(), timeout=10
+                                )
+                            notes.append(
+                                f"shadow candidate {st.version}: {st.compared:,} decisions "
+                                f"compared, {st.disagreed:,} with another effect"
+                            )
+                        finally:
+                            shadow.stop()
                     if not calibrated:
                         await calibration(workload)
                         calibrated = True
@@ -1170,6 +1210,16 @@ def report_targets(
         )
     else:
         print("target: fresh Check: not measured in this run (--rows fresh-check)")
+    if "shadow/fresh" in interleaved:
+        fresh_r, shadow_r, ratios = interleaved["shadow/fresh"]
+        slower = 1 - shadow_r.rps / fresh_r.rps
+        print(
+            f"target: Check with a shadow candidate loaded <= {TARGET_SHADOW_SLOWDOWN:.0%} "
+            f"slower than without -> {shadow_r.rps:,.0f}/s vs {fresh_r.rps:,.0f}/s: "
+            f"{slower:.0%} slower: {_met(slower <= TARGET_SHADOW_SLOWDOWN)} (interleaved, "
+            f"{opts.rounds} alternating windows; median round "
+            f"{1 - statistics.median(ratios):.0%} slower)"
+        )
     r = row(MIX, "Check", n, mix=True)
     if r and sync and aio:
         ratio = r.rps / sync.rps
