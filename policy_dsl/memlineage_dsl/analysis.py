@@ -463,6 +463,8 @@ def _exprs_of(node: object) -> Iterator[A.Expr]:
         if node.effect is not None:
             for ob in node.effect.obligations:
                 yield from ob.args
+            if isinstance(node.effect.message, A.Message):  # a const only shown is used
+                yield from node.effect.message.values
     elif isinstance(node, A.Test):
         for stmt in node.stmts:
             if isinstance(stmt, A.GivenMemory | A.GivenRequest | A.GivenGrant):

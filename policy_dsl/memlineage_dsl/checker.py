@@ -1,10 +1,8 @@
 """Static checks of a policy set: names, types, policy structure and tests.
 
-`check(env)` walks every declaration and collects every problem (never stops
-at the first), then runs the rule analysis (`analysis.py`) on the policies
-that checked clean. The whole lint (load, env, check, compile) is
-`pipeline.lint_texts`.
-"""
+`check(env)` walks every declaration (a message's values too) and collects every
+problem, then runs the rule analysis (`analysis.py`) on the policies that checked
+clean. The whole lint (load, env, check, compile) is `pipeline.lint_texts`."""
 
 from __future__ import annotations
 

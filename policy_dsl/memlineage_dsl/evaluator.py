@@ -18,7 +18,7 @@ Semantics (docs/language.md, "Decisions"):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -250,9 +250,7 @@ def _outcome(p: CompiledPolicy, m: Memory, t: Memory, r: Request, s: LineageSnap
         )
         for o in p.obligations
     )
-    message = p.message if p.message_fn is None else p.message_fn(m, t, r, s, now)
-    if not isinstance(message, str):  # the generated code joins strings: never taken
-        raise TypeError(f"message must be a string, got {message!r}")
+    message = p.message if p.message_fn is None else _computed_message(p.message_fn, m, t, r, s)
     return _Outcome(
         p,
         p.effect,
@@ -262,6 +260,21 @@ def _outcome(p: CompiledPolicy, m: Memory, t: Memory, r: Request, s: LineageSnap
         FIRED,
         message or f"{p.effect} by policy `{p.name}`",
     )
+
+
+def _computed_message(
+    fn: Callable[..., object], m: Memory, t: Memory, r: Request, s: LineageSnapshot
+) -> str:
+    """A message with values. Its rule has fired: a message that reads the lineage of
+    a memory without one is a run-time error (fail closed), not a rule that does not
+    apply, which would let a deny go by for its message."""
+    try:
+        message = fn(m, t, r, s, r.time)
+    except UnknownProvenance as exc:
+        raise LookupError(f"message: {exc}") from None
+    if not isinstance(message, str):  # the generated code joins strings: never taken
+        raise TypeError(f"message must be a string, got {message!r}")
+    return message
 
 
 def _failed(p: CompiledPolicy, exc: BaseException) -> _Outcome:

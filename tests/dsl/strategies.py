@@ -102,13 +102,33 @@ def _extend(sub: st.SearchStrategy[A.Expr]) -> st.SearchStrategy[A.Expr]:
 
 exprs: st.SearchStrategy[A.Expr] = st.recursive(_LEAVES, _extend, max_leaves=10)
 
+
 # ---------------------------------------------------------------- items
+def _message(parts: list[str | A.Expr]) -> str | A.Message:
+    """Text and values as the parser reads them: text merged, never empty; no value
+    at all is a plain string."""
+    merged: list[str | A.Expr] = []
+    for part in parts:
+        if isinstance(part, str):
+            if not part:
+                continue
+            if merged and isinstance(merged[-1], str):
+                merged[-1] += part
+                continue
+        merged.append(part)
+    if all(isinstance(p, str) for p in merged):
+        return "".join(p for p in merged if isinstance(p, str))
+    return A.Message(tuple(merged))
+
+
+_MESSAGE_TEXT = st.text(_STRING_CHARS | st.sampled_from(["{", "}", " "]), max_size=8)
+messages = st.lists(_MESSAGE_TEXT | exprs, min_size=1, max_size=4).map(_message)
 obligations = st.builds(A.Obligation, names, st.lists(exprs, max_size=2).map(tuple))
 effects = st.builds(
     A.Effect,
     st.sampled_from(["allow", "deny", "degrade"]),
     st.lists(obligations, max_size=2).map(tuple),
-    st.none() | strings,
+    st.none() | strings | messages,
 )
 _opt = st.none() | exprs
 policies = st.builds(
@@ -253,6 +273,21 @@ typed_scores = st.one_of(
 )
 
 
+# Messages with values of every type a message shows (the memory may be unknown:
+# showing its lineage then fails the rule closed, which the properties allow).
+typed_messages = st.sampled_from(
+    [
+        A.Message(("confidence ", _attr("memory", "confidence"), " is {low}")),
+        A.Message(
+            (_attr("memory", "creator", "id"), " made it ", A.Call("age", (A.Name("memory"),)))
+        ),
+        A.Message(("tags: ", _attr("memory", "tags"), ", created ", _attr("memory", "created_at"))),
+        A.Message(("id ", _attr("memory", "id"), " by ", _attr("request", "actor"))),
+        A.Message(("known: ", _attr("memory", "known"))),
+    ]
+)
+
+
 @st.composite
 def typed_policies(draw: st.DrawFn, name: str) -> A.Policy:
     kind = draw(st.sampled_from(["allow", "deny", "degrade"]))
@@ -269,7 +304,9 @@ def typed_policies(draw: st.DrawFn, name: str) -> A.Policy:
         name=name,
         ops=tuple(A.Ident(o) for o in ops),
         when=draw(st.none() | typed_conditions),
-        effect=A.Effect(kind, tuple(obligations), draw(st.none() | st.just(f"{name} applies"))),
+        effect=A.Effect(
+            kind, tuple(obligations), draw(st.none() | st.just(f"{name} applies") | typed_messages)
+        ),
         priority=draw(st.none() | st.integers(0, 100).map(lambda n: A.Number(float(n)))),
         weight=draw(st.none() | st.integers(1, 100).map(lambda n: A.Number(n / 100))),
         score=draw(st.none() | typed_scores) if kind == "degrade" else None,
