@@ -87,11 +87,11 @@ def test_command(
             if human:
                 out.write(render_human(errors, build.sources))
             continue
-        compiled = build.compiled
-        if coverage:
-            compiled, probes = instrumented(build.env)
-            report.add(probes)
-        for result in run_tests(compiled, build.env):
+        compiled, probes = instrumented(build.env) if coverage else (build.compiled, None)
+        results = run_tests(compiled, build.env)
+        if probes is not None:
+            report.add(probes)  # counted: add() merges the counts a file has so far
+        for result in results:
             if result.passed:
                 passed += 1
                 if verbose and human:
