@@ -35,6 +35,7 @@ SAMPLES: dict[str, tuple[Any, Any, Any]] = {
     "grace_seconds": (1.5, 2.5, 3.5),
     "tls_cert": ("a.pem", "b.pem", "c.pem"),
     "tls_key": ("a.key", "b.key", "c.key"),
+    "sidecar_id": ("sc-a", "sc-b", "sc-c"),
     "tokens": (
         (TokenGrant("t-a", ("ns1",), False, "a"),),
         (TokenGrant("t-b", ("ns1", "ns2"), False), TokenGrant("t-c", (), True)),
@@ -59,8 +60,11 @@ SAMPLES: dict[str, tuple[Any, Any, Any]] = {
     "record_access": (False, True, False),
     "access_flush_seconds": (0.5, 1.5, 2.5),
     "metrics_port": (9001, 9002, 9003),
+    "tracing": ("console", "file:/tmp/spans.jsonl", "http://127.0.0.1:4318/v1/traces"),
     "sweep_interval": (0.0, 10.0, 20.5),
     "sweep_batch": (1, 2, 3),
+    "max_future_seconds": (60.0, 7200.0, 0.0),
+    "simulation": (True, False, True),
     "scoring.half_lives": ({"high": 1.0}, {"medium": 2.0, "low": INF}, {"static": 3.0}),
     "scoring.default_volatility": ("high", "medium", "static"),
     "scoring.credibility_priors": (

@@ -411,6 +411,19 @@ class Config:
         60.0, "seconds between background governance sweep passes; 0: off", "lifecycle"
     )
     sweep_batch: int = _setting(1000, "memories examined per namespace per pass, >= 1", "lifecycle")
+    max_future_seconds: float = _setting(
+        300.0,
+        "how far ahead of the server's clock a request's `time` may be, 0 to 86400 s (a later "
+        "one is INVALID_ARGUMENT `time`); earlier times are allowed",
+        "time",
+    )
+    simulation: bool = _setting(
+        False,
+        "run on a simulated clock the callers advance: a request's `time` moves it forward "
+        "(never back: an earlier one is INVALID_ARGUMENT), max_future_seconds does not apply, "
+        "the background sweep is off; embedded store only (docs/simulation.md)",
+        "time",
+    )
     scoring: ScoringConfig = field(
         default_factory=ScoringConfig, metadata={_TABLE_META: ScoringConfig}
     )
@@ -444,6 +457,12 @@ class Config:
             raise ConfigError("decision_retention must be between 1 and 10000000")
         if self.decision_log_max_bytes < 0 or self.decision_log_keep < 1:
             raise ConfigError("decision_log_max_bytes must be >= 0 and decision_log_keep >= 1")
+        if not 0 <= self.max_future_seconds <= 86_400:
+            raise ConfigError("max_future_seconds must be between 0 and 86400")
+        if self.simulation and not self.store_url().startswith("embedded"):
+            raise ConfigError(
+                "simulation needs the embedded store: sidecars sharing a Redis run on wall time"
+            )
         return self
 
 
@@ -534,6 +553,11 @@ SECTIONS: tuple[tuple[str, str, str], ...] = (
     ("access", "Access statistics", "How reads are counted."),
     ("metrics", "Metrics", "Prometheus."),
     ("lifecycle", "Governance sweep", "The background pass that archives and evicts by value."),
+    (
+        "time",
+        "Time and simulation",
+        "What time a request may state, and a clock the callers advance.",
+    ),
     (
         "scoring-reliability",
         "Reliability and credibility",

@@ -8,6 +8,7 @@ import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from memlineage_dsl.compiler import CompiledPolicySet
@@ -36,7 +37,7 @@ from memlineage.engine.reuse import (
 )
 from memlineage.engine.shadow import ShadowSet
 from memlineage.engine.snapshot import StoreSnapshot
-from memlineage.lineage.clock import Clock, system_clock
+from memlineage.lineage.clock import Clock, ManualClock, system_clock
 from memlineage.lineage.errors import (
     StoreUnavailableError,
     ValidationError,
@@ -48,6 +49,15 @@ from memlineage.store.base import LineageStore
 
 # The input of the decision a thread is about to issue (`_decide_safely` -> `_issue`).
 _CAPTURED = threading.local()
+
+
+def _iso(t: float) -> str:
+    """A time as messages show it: UTC, ISO 8601, `Z` (seconds beyond datetime's range)."""
+    try:
+        whole = datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
+    except (OverflowError, OSError, ValueError):
+        return f"{t:g} s"
+    return whole.replace(".000+00:00", "Z").replace("+00:00", "Z")
 
 
 @dataclass
@@ -65,7 +75,11 @@ class EngineBase:
     fail_mode: str = "closed"  # closed | degraded
     lineage_depth: int = 16
     record_access: bool = True
+    # How far ahead of the clock a request may state its time (`max_future_seconds`).
     max_future_seconds: float = 300.0
+    # The clock is a ManualClock the callers advance: a stated time moves it forward
+    # (`_now`); set by the `simulation` setting, never during serving.
+    simulation: bool = False
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
     # None: built from the store and scoring in __post_init__
     credibility: CredibilityCache = None  # type: ignore[assignment]  # set in __post_init__
@@ -87,6 +101,8 @@ class EngineBase:
     _memo_for: ScoringConfig | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.simulation and not isinstance(self.clock, ManualClock):
+            raise TypeError("a simulation runs on a ManualClock the callers advance")
         if self.credibility is None:
             self.credibility = CredibilityCache(self.store, self.scoring)
         if self.access is None:
@@ -139,12 +155,39 @@ class EngineBase:
 
     # ------------------------------------------------------------ helpers
     def _now(self, at: float | None) -> float:
+        """The time a request is decided at: its stated `at`, at most
+        `max_future_seconds` ahead of the clock (earlier times replay the past), or now.
+        In a simulation a stated time moves the clock forward to it instead."""
+        if self.simulation:
+            return self._advance(at)
         now = self.clock()
         if at is None:
             return now
         if not math.isfinite(at) or at > now + self.max_future_seconds:
-            raise ValidationError("is too far in the future or not a number", field="time")
+            raise ValidationError(
+                f"is more than {self.max_future_seconds:g} s ahead of the server's clock "
+                f"({_iso(now)}; setting max_future_seconds) or not a number",
+                field="time",
+            )
         return at
+
+    def _advance(self, at: float | None) -> float:
+        """Simulation: no stated time is the clock's now; a later one moves the clock
+        to it; an earlier one is refused (the clock never goes back)."""
+        clock = self.clock
+        assert isinstance(clock, ManualClock)
+        if at is None:
+            return clock()
+        if not math.isfinite(at):
+            raise ValidationError("is not a number", field="time")
+        try:
+            return clock.advance_to(at)
+        except ValueError:
+            raise ValidationError(
+                f"{_iso(at)} is before the simulation clock ({_iso(clock())}): "
+                "simulated time only moves forward",
+                field="time",
+            ) from None
 
     @staticmethod
     def _budget(budget: float | None) -> float:

@@ -38,3 +38,13 @@ class ManualClock:
     def set(self, now: float) -> None:
         with self._lock:
             self._now = float(now)
+
+    def advance_to(self, at: float) -> float:
+        """Move forward to `at` and return it; a time before the clock raises
+        ValueError (the clock never goes back), so concurrent callers of a simulation
+        can only push it forward, atomically."""
+        with self._lock:
+            if at < self._now:
+                raise ValueError(f"{at!r} is before the clock ({self._now!r})")
+            self._now = float(at)
+            return self._now
