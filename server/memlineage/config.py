@@ -299,6 +299,12 @@ class Config:
         None, "PEM certificate chain file; with tls_key, the server speaks TLS", "serving"
     )
     tls_key: str | None = _setting(None, "PEM private key file of tls_cert", "serving")
+    sidecar_id: str = _setting(
+        "",
+        "this sidecar's name in decision-log `labels.id` and the trace resource's "
+        "`service.instance.id`; empty: the host name",
+        "serving",
+    )
     tokens: tuple[TokenGrant, ...] = _setting_factory(
         tuple,
         "bearer tokens and the namespaces each may use (see Tokens below); none: one "
@@ -407,6 +413,14 @@ class Config:
     metrics_port: int | None = _setting(
         None, "serve Prometheus metrics on 127.0.0.1:PORT (unset: no metrics endpoint)", "metrics"
     )
+    tracing: str = _setting(
+        "off",
+        "OpenTelemetry spans, one per unary RPC (`pip install 'memlineage[tracing]'`): `off`, "
+        "`console` (JSON lines to stderr), `file:PATH` (JSON lines appended), or an OTLP/HTTP "
+        "endpoint `http(s)://HOST:4318/v1/traces`; OTEL_* variables (sampler, service name, "
+        "headers) apply",
+        "tracing",
+    )
     sweep_interval: float = _setting(
         60.0, "seconds between background governance sweep passes; 0: off", "lifecycle"
     )
@@ -457,6 +471,15 @@ class Config:
             raise ConfigError("decision_retention must be between 1 and 10000000")
         if self.decision_log_max_bytes < 0 or self.decision_log_keep < 1:
             raise ConfigError("decision_log_max_bytes must be >= 0 and decision_log_keep >= 1")
+        if not (
+            self.tracing in ("off", "console")
+            or (self.tracing.startswith("file:") and len(self.tracing) > 5)
+            or re.match(r"https?://[^/\s]+", self.tracing)
+        ):
+            raise ConfigError(
+                "tracing must be off, console, file:PATH or an http(s):// OTLP endpoint, "
+                f"got {self.tracing!r}"
+            )
         if not 0 <= self.max_future_seconds <= 86_400:
             raise ConfigError("max_future_seconds must be between 0 and 86400")
         if self.simulation and not self.store_url().startswith("embedded"):
@@ -552,6 +575,7 @@ SECTIONS: tuple[tuple[str, str, str], ...] = (
     ("decisions", "Decision log and retention", "What is kept of each decision."),
     ("access", "Access statistics", "How reads are counted."),
     ("metrics", "Metrics", "Prometheus."),
+    ("tracing", "Tracing", "OpenTelemetry spans of the RPCs; off unless set (docs/operating.md)."),
     ("lifecycle", "Governance sweep", "The background pass that archives and evicts by value."),
     (
         "time",

@@ -9,12 +9,14 @@ import asyncio
 import gc
 import logging
 import signal
+import socket
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from memlineage.config import Config
+from memlineage import __version__
+from memlineage.config import Config, ConfigError
 from memlineage.engine.core import Engine
 from memlineage.engine.policies import PolicyHolder, PolicyLoadError
 from memlineage.engine.records import DecisionLog
@@ -24,6 +26,9 @@ from memlineage.lineage.clock import Clock, ManualClock, system_clock
 from memlineage.metrics import Metrics
 from memlineage.store import open_store
 from memlineage.store.base import LineageStore
+
+if TYPE_CHECKING:
+    from memlineage.grpc_api.tracing import Tracing
 
 log = logging.getLogger("memlineage.server")
 STORE_PING_SECONDS = 0.5
@@ -38,6 +43,7 @@ class Sidecar:
     metrics: Metrics
     served: Served
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    tracing: Tracing | None = None  # `tracing` on: flushed and ended by stop()
 
     @property
     def port(self) -> int:
@@ -63,19 +69,46 @@ class Sidecar:
         self.served.close()
         self.store.close()
         self.engine.log.close()
+        if self.tracing is not None:
+            self.tracing.shutdown()  # the last spans exported
+
+
+def sidecar_id(config: Config) -> str:
+    """`sidecar_id`, or the host name: how logs and traces name this sidecar."""
+    return config.sidecar_id or socket.gethostname()
 
 
 def _decision_log(config: Config) -> DecisionLog:
     """`decision_log`: "-" stderr, "off" nothing, else a file appended to (its chain
-    continued, rotated past `decision_log_max_bytes`, reopened on SIGHUP)."""
+    continued, rotated past `decision_log_max_bytes`, reopened on SIGHUP). Lines are
+    labelled with the sidecar's id and version (docs/decision-log.schema.json)."""
     target, key = config.decision_log, config.decision_log_key
+    labels = {"id": sidecar_id(config), "version": __version__}
     if target == "off":
         return DecisionLog(None)
     if target == "-":
-        return DecisionLog(sys.stderr, key=key)
+        return DecisionLog(sys.stderr, key=key, labels=labels)
     return DecisionLog.open(
-        target, key=key, max_bytes=config.decision_log_max_bytes, keep=config.decision_log_keep
+        target,
+        key=key,
+        max_bytes=config.decision_log_max_bytes,
+        keep=config.decision_log_keep,
+        labels=labels,
     )
+
+
+def _tracing(config: Config) -> Tracing | None:
+    """`tracing`: None when off, and then nothing of OpenTelemetry is imported."""
+    if config.tracing == "off":
+        return None
+    try:
+        from memlineage.grpc_api.tracing import Tracing
+    except ImportError as exc:
+        raise ConfigError(
+            f"tracing = {config.tracing!r} needs OpenTelemetry: pip install 'memlineage[tracing]' "
+            f"({exc})"
+        ) from exc
+    return Tracing.start(config.tracing, sidecar_id(config))
 
 
 async def start_sidecar(
@@ -124,13 +157,19 @@ async def start_sidecar(
         return status.compared, [(d.policy, d.serving, d.candidate, d.count) for d in status.diffs]
 
     metrics.watch_shadow(shadow_table)
+    tracing = None
     try:
-        served = serve(engine, config, metrics)
+        tracing = _tracing(config)
+        if tracing is not None:
+            decision_log.trace_ids = tracing.current_ids
+        served = serve(engine, config, metrics, tracing.interceptors if tracing else ())
     except BaseException:
         store.close()
         decision_log.close()
+        if tracing is not None:
+            tracing.shutdown()
         raise
-    sidecar = Sidecar(engine, store, metrics, served)
+    sidecar = Sidecar(engine, store, metrics, served, tracing=tracing)
     # In a simulation the callers own time: a sweep runs when one asks (RunSweep).
     if config.sweep_interval > 0 and not config.simulation:
         sidecar.tasks.append(

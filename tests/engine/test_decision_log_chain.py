@@ -76,6 +76,7 @@ def test_lines_keep_their_fields_and_chain(tmp_path: Path) -> None:
     assert list(first) == [
         "seq",
         "ts",
+        "time",  # `ts` in RFC 3339 (docs/decision-log.schema.json)
         "decision_id",
         "namespace",
         "op",

@@ -12,6 +12,11 @@ links to the last of the file before it). A chain starts with a genesis line, `s
 0 and `prev` 64 zeros: a new log, or a log whose last line could not be read back.
 A log reopened by a restart (or SIGHUP, or rotation) continues its chain.
 
+Every field a line may carry is described by docs/decision-log.schema.json (JSON
+Schema 2020-12; tests/e2e/test_decision_log_schema.py checks real logs against it):
+`time` is `ts` in RFC 3339, `labels` name the sidecar, `trace_id`/`span_id` the
+OpenTelemetry span the decision was made in (when tracing is on).
+
 `verify` walks files in order and names the first line that does not fit: altered
 (its hash), removed, inserted or moved (its `seq` and `prev`), or unreadable.
 Writing is thread-safe: the chain is computed under the lock that orders writes.
@@ -27,7 +32,8 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
@@ -89,8 +95,17 @@ class DecisionLog:
         key: str | bytes | None = None,
         seq: int = -1,
         prev: str = GENESIS,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         self.sink = sink
+        # Constant per log: rendered once (`,"labels":{...}`, or nothing).
+        self._labels = (
+            ',"labels":' + json.dumps(dict(labels), separators=(",", ":")) if labels else ""
+        )
+        # Set by the composition root when tracing is on: the current span's (trace_id,
+        # span_id) in hex, or None outside a span; called on the deciding thread.
+        self.trace_ids: Callable[[], tuple[str, str] | None] | None = None
+        self._second: tuple[int, str] = (-1, "")  # the last whole second, formatted
         self._bodies: dict[int, tuple[Decision, str]] = {}
         self._lock = threading.Lock()
         self._hash = _digester(_key_bytes(key))
@@ -103,7 +118,13 @@ class DecisionLog:
 
     @classmethod
     def open(
-        cls, path: str, *, key: str | bytes | None = None, max_bytes: int = 0, keep: int = 5
+        cls,
+        path: str,
+        *,
+        key: str | bytes | None = None,
+        max_bytes: int = 0,
+        keep: int = 5,
+        labels: Mapping[str, str] | None = None,
     ) -> DecisionLog:
         """A log appending to the file `path` (created if absent)."""
         seq, prev, torn = _resume(path)
@@ -111,7 +132,7 @@ class DecisionLog:
         try:
             if torn:  # end the torn line so the genesis line after it stands alone
                 fh.write("\n")
-            out = cls(fh, key=key, seq=seq, prev=prev)
+            out = cls(fh, key=key, seq=seq, prev=prev, labels=labels)
             out.path = path
             out._max_bytes = max_bytes
             out._keep = max(keep, 1)
@@ -143,11 +164,22 @@ class DecisionLog:
         self._bodies[id(d)] = (d, body)
         return body
 
+    def _rfc3339(self, ts: float) -> str:
+        """`ts` as RFC 3339 UTC with microseconds; the whole second's text is cached
+        (consecutive lines mostly share it)."""
+        second, micros = divmod(round(ts * 1_000_000), 1_000_000)
+        cached = self._second
+        if cached[0] != second:
+            text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            cached = self._second = (second, text)
+        return f"{cached[1]}.{micros:06d}Z"
+
     def _fields(self, rec: DecisionRecord) -> str:
         """The line's decision fields, without braces, seq, prev or hash."""
         head = json.dumps(
             {
                 "ts": rec.decided_at,
+                "time": self._rfc3339(rec.decided_at),
                 "decision_id": rec.decision_id,
                 "namespace": rec.namespace,
                 "op": rec.operation,
@@ -162,9 +194,11 @@ class DecisionLog:
             if rec.grants_used
             else ""
         )
+        ids = self.trace_ids() if self.trace_ids is not None else None
+        traced = f',"trace_id":"{ids[0]}","span_id":"{ids[1]}"' if ids is not None else ""
         # `input` last: what the decision read, for `memlineage replay` (when captured)
         tail = f',"input":{rec.input}' if rec.input is not None else ""
-        return f"{head[1:-1]}{used},{self._body(rec.decision)}{tail}"
+        return f"{head[1:-1]}{self._labels}{traced}{used},{self._body(rec.decision)}{tail}"
 
     def write(self, rec: DecisionRecord) -> None:
         if self.sink is not None:

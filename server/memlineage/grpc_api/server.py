@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import ssl
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -135,9 +136,12 @@ class Served:
         self.service.close()
 
 
-def serve(engine: Engine, config: Config, metrics: Metrics) -> Served:
+def serve(
+    engine: Engine, config: Config, metrics: Metrics, interceptors: Sequence[Any] = ()
+) -> Served:
     """Register the services for `engine` and start listening on `config.listen`
-    (raises OSError naming the address when it cannot)."""
+    (raises OSError naming the address when it cannot). `interceptors`: tracing's,
+    when on (`grpc_api/tracing.py`); none otherwise, so a call pays for nothing more."""
     auth = Authenticator(config.tokens)
     workers = config.grpc_workers or (
         NETWORK_STORE_WORKERS if engine.store.waits_on_network else EMBEDDED_WORKERS
@@ -149,6 +153,7 @@ def serve(engine: Engine, config: Config, metrics: Metrics) -> Served:
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ],
+        interceptors=list(interceptors) or None,
     )
     service = MemLineageService(engine, auth, metrics)
     register(service, server)
