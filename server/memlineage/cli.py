@@ -177,7 +177,25 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--jobs", type=int, default=0, help="processes replaying in parallel (0: one per core)"
     )
+    simulate = sub.add_parser(
+        "simulate",
+        help="run a JSON-lines script of steps in simulated time, in process (no server): "
+        "print each decision and status change (exit 2: SCRIPT:LINE of a bad step)",
+        description="Days of an agent's life in seconds (docs/simulation.md).",
+    )
+    simulate.add_argument("script", metavar="SCRIPT", help="JSON lines, one step each")
+    simulate.add_argument(
+        "--policies", default=None, metavar="DIR", help="policy directory (default: the bundled)"
+    )
+    simulate.add_argument("--format", choices=("text", "json"), default="text")
     return p
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from memlineage.simulate import bundled_policies, simulate_command
+
+    policies = args.policies or bundled_policies()
+    return simulate_command(args.script, policies, args.format, sys.stdout, sys.stderr)
 
 
 def _log(args: argparse.Namespace) -> int:
@@ -444,6 +462,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _log(args)
     if args.command == "shadow":
         return _shadow(args)
+    if args.command == "simulate":
+        return _simulate(args)
     if args.command == "replay":
         from memlineage.engine.replay import replay_command
 
