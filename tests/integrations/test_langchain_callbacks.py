@@ -289,8 +289,8 @@ def test_an_injected_email_is_denied_even_when_the_user_asked_for_an_email(
         )
     assert world.sent == []
     args = caught.value.arguments
-    # one recipient was found nowhere but... the attacker's is the inbox's: the list is
-    # bound to the inbox; the body is the inbox's words
+    # a list is bound to the sources of all its parts: bob is the user's, the attacker
+    # the inbox's, so it rests on the inbox too; the body is the inbox's words
     assert args["recipients"].sources == (h.user_memories[0], h.tool_memory("c1"))
     assert args["body"].sources == (h.tool_memory("c1"),)
 
