@@ -98,7 +98,12 @@ def _parser() -> argparse.ArgumentParser:
 
     explain = sub.add_parser("explain", help="a memory's lineage graph and recent decisions")
     explain.add_argument("memory_id")
-    explain.add_argument("--format", choices=("text", "dot", "mermaid"), default="text")
+    explain.add_argument(
+        "--format",
+        choices=("text", "dot", "mermaid", "prov"),
+        default="text",
+        help="prov: W3C PROV-JSON (memlineage/prov_export.py)",
+    )
     explain.add_argument("--depth", type=int, default=0, help="ancestor/descendant depth")
     remote(explain)
     sweep = sub.add_parser(
@@ -352,7 +357,7 @@ def _shadow(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from memlineage import graph_export
+    from memlineage import graph_export, prov_export
     from memlineage.client import MemLineageError
 
     try:
@@ -367,6 +372,7 @@ def _explain(args: argparse.Namespace) -> int:
         "text": graph_export.to_text,
         "dot": graph_export.to_dot,
         "mermaid": graph_export.to_mermaid,
+        "prov": prov_export.to_prov_json,
     }[args.format]
     sys.stdout.write(render(ex).rstrip("\n") + "\n")
     return 0
