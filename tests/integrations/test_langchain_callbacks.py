@@ -505,6 +505,10 @@ def test_the_id_scheme_and_the_handlers_arguments_are_checked(ml: MemLineageClie
     assert re.fullmatch(r"[0-9a-f]{32}", h.session)
     with pytest.raises(ValueError, match="memory_id"):
         h.derived("bad id", depends_on=[])
+    with pytest.raises(ValueError, match="non-empty"):
+        h.user_input("  ")
+    first = h.user_input("Pay bob")
+    assert h.user_input("pay  BOB") == first  # the same words: the same memory
     assert h.raise_error is True and isinstance(h, BaseCallbackHandler)
 
 

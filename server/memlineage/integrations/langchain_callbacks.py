@@ -678,10 +678,17 @@ class _Shared:
                 raise LineageRefused(response.decision)
             self._core.recorded(r)
 
+    def _user_records(self, text: str) -> list[_Record]:
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("text: the user's input must be a non-empty string")
+        return self._core.user_records(uuid.uuid4(), None, text, root_only=False)
+
     def _existing_user(self, text: str) -> str:
+        """The user memory already recorded for this text."""
         norm = _norm(text)
         with self._core.lock:
-            return next(s.memory_id for s in self._core.sources if norm in s.texts)
+            users = [s for s in self._core.sources if s.origin == "user"]
+        return next(s.memory_id for s in users if norm in s.texts)
 
     def _confirm(self, decision: pb.Decision) -> bool:
         raise NotImplementedError
@@ -783,7 +790,7 @@ class LineageCallbackHandler(_Shared, BaseCallbackHandler):
     # -- the runtime's API
     def user_input(self, text: str) -> str:
         """Record ``text`` as the user's (e.g. when capture is off); its memory id."""
-        records = self._core.user_records(uuid.uuid4(), None, text, root_only=False)
+        records = self._user_records(text)
         self._record_now(records)
         return records[0].memory_id if records else self._existing_user(text)
 
@@ -926,6 +933,7 @@ class AsyncLineageCallbackHandler(_Shared, AsyncCallbackHandler):  # type: ignor
         return await asyncio.to_thread(call, *args, **kwargs)
 
     async def _record(self, records: list[_Record]) -> None:
+        self._loop = asyncio.get_running_loop()  # where a coroutine on_confirm will run
         if records:
             await self._acall(self._record_now, records)
 
@@ -947,7 +955,7 @@ class AsyncLineageCallbackHandler(_Shared, AsyncCallbackHandler):  # type: ignor
 
     async def user_input(self, text: str) -> str:
         """Record ``text`` as the user's; its memory id."""
-        records = self._core.user_records(uuid.uuid4(), None, text, root_only=False)
+        records = self._user_records(text)
         await self._record(records)
         return records[0].memory_id if records else self._existing_user(text)
 
