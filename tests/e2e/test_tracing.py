@@ -193,3 +193,15 @@ def test_otlp_http_export_to_a_loopback_collector() -> None:
     resource = {a.key: a.value.string_value for a in exported[0][0].resource.attributes}
     assert resource["service.name"] == "memlineage"
     assert resource["service.instance.id"] == "sc-otlp"
+
+
+def test_only_the_tracing_module_imports_opentelemetry() -> None:
+    """Everything else runs without the extra: the import stays behind the setting."""
+    from test_layering import tree_imports
+
+    importers = {
+        i.module
+        for i in tree_imports()
+        if i.target == "opentelemetry" or i.target.startswith("opentelemetry.")
+    }
+    assert importers == {"memlineage.grpc_api.tracing"}
