@@ -188,6 +188,44 @@ class AsyncMemLineageClient:
         )
         return await self._call(self._opened().once.Record, request)
 
+    async def revise(
+        self,
+        memory_id: str,
+        *,
+        expected_version: int,
+        creator: str,
+        confidence: float = 1.0,
+        type: str = "fact",
+        tags: Sequence[str] = (),
+        claim: tuple[str, str, str] | None = None,
+        volatility: str = "",
+        context_id: str = "",
+        dependencies: Sequence[str] = (),
+        created_at: float | None = None,
+        actor: str | None = None,
+        budget: float | None = None,
+        at: float | None = None,
+    ) -> pb.ReviseResponse:
+        """`MemLineageClient.revise`, awaited (never re-sent)."""
+        request = messages.revise(
+            self.namespace,
+            memory_id,
+            expected_version=expected_version,
+            creator=creator,
+            confidence=confidence,
+            type=type,
+            tags=tags,
+            claim=claim,
+            volatility=volatility,
+            context_id=context_id,
+            dependencies=dependencies,
+            created_at=created_at,
+            actor=actor,
+            budget=budget,
+            at=at,
+        )
+        return await self._call(self._opened().once.Revise, request)
+
     async def check(
         self,
         operation: str,

@@ -28,6 +28,7 @@ __all__ = [
     "filter_rank",
     "grant",
     "record",
+    "revise",
     "run_sweep",
     "update_status",
     "watch",
@@ -80,6 +81,24 @@ def record(
         memory.created_at.CopyFrom(to_timestamp(created_at))
     request = pb.RecordRequest(namespace=namespace, memory=memory)
     decision_context(request, actor=actor, budget=budget, at=at)
+    return request
+
+
+def revise(
+    namespace: str, memory_id: str, *, expected_version: int, **memory: Any
+) -> pb.ReviseRequest:
+    """A new version of ``memory_id`` over ``expected_version``: the memory (and who
+    asks, the budget, the time) built as `record` builds them."""
+    like = record(namespace, memory_id, **memory)
+    request = pb.ReviseRequest(
+        namespace=namespace, memory=like.memory, expected_version=expected_version
+    )
+    if like.HasField("actor"):
+        request.actor.CopyFrom(like.actor)
+    if like.HasField("budget"):
+        request.budget = like.budget
+    if like.HasField("time"):
+        request.time.CopyFrom(like.time)
     return request
 
 

@@ -151,6 +151,48 @@ class MemLineageClient:
         )
         return self._call(self._once.Record, request)
 
+    def revise(
+        self,
+        memory_id: str,
+        *,
+        expected_version: int,
+        creator: str,
+        confidence: float = 1.0,
+        type: str = "fact",
+        tags: Sequence[str] = (),
+        claim: tuple[str, str, str] | None = None,
+        volatility: str = "",
+        context_id: str = "",
+        dependencies: Sequence[str] = (),
+        created_at: float | None = None,
+        actor: str | None = None,
+        budget: float | None = None,
+        at: float | None = None,
+    ) -> pb.ReviseResponse:
+        """Record a new version of an existing memory (its dependencies, creator,
+        confidence, tags, claim value...) over ``expected_version``, decided as an
+        update: ``applied`` is False when the policies deny it (nothing written). A
+        stale version is FailedPrecondition, a dependency on its own descendant
+        InvalidArgument naming the cycle. Never re-sent."""
+        request = messages.revise(
+            self.namespace,
+            memory_id,
+            expected_version=expected_version,
+            creator=creator,
+            confidence=confidence,
+            type=type,
+            tags=tags,
+            claim=claim,
+            volatility=volatility,
+            context_id=context_id,
+            dependencies=dependencies,
+            created_at=created_at,
+            actor=actor,
+            budget=budget,
+            at=at,
+        )
+        return self._call(self._once.Revise, request)
+
     def check(
         self,
         operation: str,

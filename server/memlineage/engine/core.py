@@ -26,6 +26,7 @@ from memlineage.engine.outcomes import (
 from memlineage.engine.records import (
     DecisionRecord,
 )
+from memlineage.engine.revisions import Revisions
 from memlineage.engine.shadow import ShadowControl
 from memlineage.engine.writes import Writes
 from memlineage.lifecycle.sweep import SweepReport, sweep
@@ -36,10 +37,10 @@ from memlineage.lineage.model import Walk
 from memlineage.scoring.batch import credibilities, score, sources_of
 
 
-class Engine(Checks, Writes, Acts, ShadowControl):
+class Engine(Checks, Writes, Revisions, Acts, ShadowControl):
     """The decision engine: Check and FilterRank (`checks`), Record, UpdateStatus and
-    Feedback (`writes`), the governance sweep and Explain (here), over the parts
-    and helpers of `context.EngineBase`."""
+    Feedback (`writes`), Revise (`revisions`), the governance sweep and Explain (here),
+    over the parts and helpers of `context.EngineBase`."""
 
     # ------------------------------------------------------------ lifecycle
     def sweep(
@@ -91,6 +92,7 @@ class Engine(Checks, Writes, Acts, ShadowControl):
                 or (g.source and fnmatch.fnmatchcase(memory.creator_id, g.source))
             ),
             now,
+            self.store.versions(ns, memory_id),
         )
 
     def _recent_decisions(self, ns: str, memory_id: str, limit: int) -> tuple[DecisionRecord, ...]:

@@ -76,3 +76,4 @@ class Explanation:
     source_stats: dict[str, tuple[float, float]]
     grants: tuple[GrantRecord, ...] = ()  # naming the memory or matching its creator
     at: float = 0.0  # when it was explained (whether each grant is effective then)
+    versions: tuple[MemoryRecord, ...] = ()  # earlier versions, newest first (revisions)

@@ -226,7 +226,9 @@ def actor(msg: pb.Actor, default: Creator, field: str = "actor") -> Creator:
     return Creator(kind, msg.id)
 
 
-def budget(msg: pb.CheckRequest | pb.FilterRankRequest | pb.RecordRequest) -> float | None:
+def budget(
+    msg: pb.CheckRequest | pb.FilterRankRequest | pb.RecordRequest | pb.ReviseRequest,
+) -> float | None:
     return msg.budget if msg.HasField("budget") else None
 
 
@@ -438,6 +440,8 @@ def explain_to_pb(ex: Explanation) -> pb.ExplainResponse:
         decision_to_pb(d, out.decisions.add())
     for g in ex.grants:
         grant_to_pb(g, ex.at, out.grants.add())
+    for rec in ex.versions:
+        memory_to_pb(rec, out.versions.add())
     return out
 
 

@@ -313,6 +313,48 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         )
         return self._write_response(result, pb.UpdateStatusResponse(applied=result.applied))
 
+    @rpc(pb.ReviseRequest)
+    def Revise(
+        self, request: pb.ReviseRequest, context: Ctx, principal: Principal
+    ) -> pb.ReviseResponse:
+        # A new version of a memory: checked as Record checks its memory, decided as an
+        # update (engine/revisions.py), written in one store step.
+        ns = self.auth.namespace(principal, request.namespace)
+        if not request.HasField("memory"):
+            raise ValidationError("is required", field="memory")
+        serde.ids([request.memory.id], "memory.id", indexed=False)
+        serde.count(
+            request.memory.dependencies,
+            "memory.dependencies",
+            "dependencies",
+            self.engine.store.limits.max_dependencies,
+        )
+        serde.ids(request.memory.dependencies, "memory.dependencies")
+        if request.expected_version < 1:
+            raise ValidationError(
+                f"is required: the version this revision replaces, got {request.expected_version}",
+                field="expected_version",
+            )
+        proposed = serde.record_from_pb(ns, request.memory)
+        try:
+            result = self.engine.revise(
+                proposed,
+                request.expected_version,
+                serde.actor(request.actor, Creator(proposed.creator_kind, proposed.creator_id)),
+                budget=serde.budget(request),
+                time=serde.from_ts(request, "time"),
+            )
+        except LineageError as err:
+            err.field = serde.memory_field(err.field) or err.field  # as Record names them
+            raise
+        self.metrics.count(result.decision.operation, (result.decision.decision,))
+        out = pb.ReviseResponse(applied=result.applied, previous_version=result.previous_version)
+        out.affected_ids.extend(result.affected_ids)
+        serde.decision_to_pb(result.decision, out.decision)
+        if result.memory is not None:
+            serde.memory_to_pb(result.memory, out.memory)
+        return out
+
     def _write_response(self, result: RecordResult | StatusResult, out: _Written) -> _Written:
         """Record and UpdateStatus answer alike: the decision, the memory as stored
         (when written) and the descendants a cascade marked."""

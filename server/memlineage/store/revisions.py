@@ -16,9 +16,10 @@ pending_verification (one ``cascaded`` event), or nothing at all.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from memlineage.lineage.errors import (
     CycleError,
@@ -152,6 +153,14 @@ class RevisionsMixin:
 
         def _versions(self, namespace: str, memory_id: str) -> list[MemoryRecord]: ...
 
+        _snapshot: contextlib.AbstractContextManager[Any]
+
+        def _ids(self, ids: Iterable[str]) -> list[str]: ...
+
+        def _load(
+            self, namespace: str, ids: list[str], with_history: bool = True
+        ) -> dict[str, MemoryRecord]: ...
+
     def revise(
         self, rec: MemoryRecord, *, expected_version: int, now: float | None = None
     ) -> RevisionOutcome:
@@ -182,6 +191,18 @@ class RevisionsMixin:
                 code="READ_ONLY_FIELD",
             )
         return self._revise(checked, expected_version, at)
+
+    def cycle_of(
+        self, namespace: str, memory_id: str, dependencies: Iterable[str]
+    ) -> tuple[int, tuple[str, ...]] | None:
+        """The cycle ``memory_id`` would close by depending on ``dependencies`` (see
+        ``find_cycle``), for a caller that refuses before it decides; ``revise``
+        checks again in its atomic step."""
+        ns = self._ns(namespace)
+        memory_id = self._id(memory_id)
+        deps = self._ids(dependencies)
+        with self._snapshot:
+            return find_cycle(self._load, ns, memory_id, deps)
 
     def versions(self, namespace: str, memory_id: str) -> tuple[MemoryRecord, ...]:
         """The earlier versions of a memory, newest first, each as it was when it was
