@@ -212,7 +212,10 @@ class LineageEvent:
       (as written in their history).  One event per cascade on the embedded
       store, one per atomic chunk on Redis: concatenate consecutive ones.
     * ``updated``: ``memory_id``, ``version`` (new) after a compare-and-set update
-      or an ``add_dependencies``.
+      or an ``add_dependencies``; after a revision (``revise``) also ``status`` and
+      ``previous_status``, ``affected`` = the new version's dependencies, ``reason``
+      naming the version replaced and ``root_id`` the tainted dependency that made
+      it pending, if any (its descendants follow in a ``cascaded`` event).
     """
 
     cursor: str
