@@ -175,6 +175,9 @@ class Scripted(pb_grpc.MemLineageServicer, pb_grpc.PolicyAdminServicer):
     def RecordGrant(self, request, context):
         return self._handle("RecordGrant", request, context)
 
+    def Revise(self, request, context):
+        return self._handle("Revise", request, context)
+
     def RunSweep(self, request, context):
         return self._handle("RunSweep", request, context)
 
@@ -335,6 +338,37 @@ def test_record_builds_the_memory(server: Scripted, client: MemLineageClient) ->
     assert not request.HasField("actor")
 
 
+def test_revise_builds_the_new_version_as_record_does(
+    server: Scripted, client: MemLineageClient
+) -> None:
+    server.handlers["Revise"] = lambda r, c: pb.ReviseResponse(applied=True, memory=r.memory)
+    response = client.revise(
+        "price-1",
+        expected_version=3,
+        creator="tool:flight_api",
+        confidence=0.5,
+        tags=("fresh",),
+        claim=("user:42", "destination_city", "Beijing"),
+        dependencies=["query-2"],
+        actor="user:42",
+        budget=0.5,
+        at=1_700_000_001.0,
+    )
+    assert response.applied
+    [request] = server.requests("Revise")
+    assert request.expected_version == 3
+    m = request.memory
+    assert (m.id, list(m.tags), list(m.dependencies), m.creator_confidence) == (
+        "price-1",
+        ["fresh"],
+        ["query-2"],
+        0.5,
+    )
+    assert m.claim.value == "Beijing" and m.creator.id == "tool:flight_api"
+    assert request.actor == pb.Actor(kind=pb.CREATOR_KIND_USER, id="user:42")
+    assert request.budget == 0.5 and request.time.seconds == 1_700_000_001
+
+
 def test_status_updates_feedback_and_admin_requests(
     server: Scripted, client: MemLineageClient
 ) -> None:
@@ -438,6 +472,7 @@ _RESPONSES: dict[str, Any] = {
     "LintPolicy": pb.LintPolicyResponse,
     "Record": pb.RecordResponse,
     "RecordGrant": pb.GrantResponse,
+    "Revise": pb.ReviseResponse,
     "Feedback": pb.FeedbackResponse,
     "UpdateStatus": pb.UpdateStatusResponse,
     "ReloadPolicies": pb.ReloadPoliciesResponse,
@@ -453,6 +488,7 @@ RETRY_TABLE: list[tuple[str, str, Callable[[Any], Any], bool]] = [
     ("list_policies", "ListPolicies", lambda c: c.list_policies(), True),
     ("lint_policy", "LintPolicy", lambda c: c.lint_policy({"p.mlp": ""}), True),
     ("record", "Record", lambda c: c.record("m", creator="user:u"), False),
+    ("revise", "Revise", lambda c: c.revise("m", expected_version=1, creator="user:u"), False),
     ("act", "Check", lambda c: c.act("send_money", {"to": ["m"]}), False),
     ("check act", "Check", lambda c: c.check("act", ["m"], action="send_money"), False),
     ("grant", "RecordGrant", lambda c: c.grant(["send_money"], source="user:u"), False),
