@@ -73,6 +73,7 @@ SAMPLES: dict[str, tuple[Any, Any, Any]] = {
         (("*", 0.1),),
     ),
     "scoring.type_costs": ({"plan": 0.3}, {"a": 1.0, "b": 2.0}, {"c": 3.0}),
+    "scoring.max_objections": (1, 2, 5),
 }
 for _s in SETTINGS:  # the scalar [scoring] numbers: any three distinct values will do
     if _s.key.startswith("scoring.") and _s.key not in SAMPLES:

@@ -556,6 +556,20 @@ _SCORING_HELP: dict[str, tuple[str, str]] = {
         "scoring-lifecycle",
     ),
     "near_interval": ("seconds between reviews of a memory near a threshold", "scoring-lifecycle"),
+    "objection_window": (
+        "seconds the owners of an agent-owned memory have to object (Object RPC) before the "
+        "sweep archives or evicts it; they hear a `proposed` event on Watch; 0: no proposals",
+        "scoring-lifecycle",
+    ),
+    "objection_postpone": (
+        "seconds one objection postpones the transition (then it is proposed again)",
+        "scoring-lifecycle",
+    ),
+    "max_objections": (
+        "objections a memory may get while its value stays low; past them the next "
+        "proposal is final",
+        "scoring-lifecycle",
+    ),
     "rank_reliability_weight": (
         "w_r: FilterRank multiplies by (1 - w_r + w_r * reliability)",
         "scoring-ranking",

@@ -405,6 +405,13 @@ class AsyncMemLineageClient:
         )
         return (await self._call(self._opened().once.RecordGrant, request)).grant
 
+    async def object_to(
+        self, memory_id: str, reason: str, *, actor: str | None = None, at: float | None = None
+    ) -> pb.ObjectResponse:
+        """`MemLineageClient.object_to`, awaited (never re-sent)."""
+        request = messages.objection(self.namespace, memory_id, reason, actor, at)
+        return await self._call(self._opened().once.Object, request)
+
     async def feedback(
         self,
         decision_id: str,

@@ -200,6 +200,14 @@ SHADOW_ACTIONS = {
 }
 
 
+def objection(
+    namespace: str, memory_id: str, reason: str, actor: str | None, at: float | None
+) -> pb.ObjectRequest:
+    request = pb.ObjectRequest(namespace=namespace, memory_id=memory_id, reason=reason)
+    decision_context(request, actor=actor, budget=None, at=at)
+    return request
+
+
 def shadow(action: str, files: Mapping[str, str] | None) -> pb.ShadowRequest:
     if action not in SHADOW_ACTIONS:
         raise ValueError(f"action: {action!r} is not one of {', '.join(SHADOW_ACTIONS)}")

@@ -78,6 +78,7 @@ class MemLineageStub(Protocol):
     Revise: Unary[pb.ReviseRequest, pb.ReviseResponse]
     Feedback: Unary[pb.FeedbackRequest, pb.FeedbackResponse]
     RecordGrant: Unary[pb.GrantRequest, pb.GrantResponse]
+    Object: Unary[pb.ObjectRequest, pb.ObjectResponse]
     Explain: Unary[pb.ExplainRequest, pb.ExplainResponse]
     Watch: ServerStream[pb.WatchRequest]
 
@@ -137,6 +138,7 @@ class AsyncMemLineageStub(Protocol):
     Revise: AsyncUnary[pb.ReviseRequest, pb.ReviseResponse]
     Feedback: AsyncUnary[pb.FeedbackRequest, pb.FeedbackResponse]
     RecordGrant: AsyncUnary[pb.GrantRequest, pb.GrantResponse]
+    Object: AsyncUnary[pb.ObjectRequest, pb.ObjectResponse]
     Explain: AsyncUnary[pb.ExplainRequest, pb.ExplainResponse]
     Watch: AsyncServerStream[pb.WatchRequest]
 

@@ -363,6 +363,14 @@ class MemLineageClient:
         )
         return self._call(self._once.RecordGrant, request).grant
 
+    def object_to(
+        self, memory_id: str, reason: str, *, actor: str | None = None, at: float | None = None
+    ) -> pb.ObjectResponse:
+        """As an owner of `memory_id`, object to the transition the sweep proposed for
+        it (a `proposed` Watch event): it is postponed. Never re-sent."""
+        request = messages.objection(self.namespace, memory_id, reason, actor, at)
+        return self._call(self._once.Object, request)
+
     def feedback(
         self,
         decision_id: str,

@@ -28,6 +28,7 @@ from memlineage.engine.records import (
 )
 from memlineage.engine.revisions import Revisions
 from memlineage.engine.shadow import ShadowControl
+from memlineage.engine.voice import Voice
 from memlineage.engine.writes import Writes
 from memlineage.lifecycle.sweep import SweepReport, sweep
 from memlineage.lineage.errors import (
@@ -37,7 +38,7 @@ from memlineage.lineage.model import Walk
 from memlineage.scoring.batch import credibilities, score, sources_of
 
 
-class Engine(Checks, Writes, Revisions, Acts, ShadowControl):
+class Engine(Checks, Writes, Revisions, Acts, ShadowControl, Voice):
     """The decision engine: Check and FilterRank (`checks`), Record, UpdateStatus and
     Feedback (`writes`), Revise (`revisions`), the governance sweep and Explain (here),
     over the parts and helpers of `context.EngineBase`."""
@@ -76,6 +77,7 @@ class Engine(Checks, Writes, Revisions, Acts, ShadowControl):
         )
         now = self.clock()
         stats = self.credibility.stats(ns, sources_of(nodes))
+        proposal = self.store.proposal(ns, memory_id)
         return Explanation(
             memory,
             up.records,
@@ -93,6 +95,8 @@ class Engine(Checks, Writes, Revisions, Acts, ShadowControl):
             ),
             now,
             self.store.versions(ns, memory_id),
+            proposal,
+            self.objections_left(proposal) if proposal is not None else 0,
         )
 
     def _recent_decisions(self, ns: str, memory_id: str, limit: int) -> tuple[DecisionRecord, ...]:

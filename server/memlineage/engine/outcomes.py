@@ -10,6 +10,7 @@ from memlineage_dsl.decision import DEGRADE, DENY, ERROR, Decision, ObligationOu
 from memlineage.engine.records import DecisionRecord
 from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.model import MemoryRecord
+from memlineage.lineage.proposals import Proposal
 from memlineage.scoring.batch import Scores
 
 UNAVAILABLE = "<store-unavailable>"
@@ -77,3 +78,5 @@ class Explanation:
     grants: tuple[GrantRecord, ...] = ()  # naming the memory or matching its creator
     at: float = 0.0  # when it was explained (whether each grant is effective then)
     versions: tuple[MemoryRecord, ...] = ()  # earlier versions, newest first (revisions)
+    proposal: Proposal | None = None  # a transition the sweep proposed to its owners
+    objections_left: int = 0

@@ -22,6 +22,7 @@ from memlineage.lifecycle.sweep import SweepReport
 from memlineage.lineage.errors import ValidationError
 from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.model import LineageEvent, MemoryRecord
+from memlineage.lineage.proposals import Proposal
 from memlineage.lineage.validation import check_id
 from memlineage.store.arguments import MAX_BATCH_IDS
 from memlineage.v1 import memlineage_pb2 as pb
@@ -413,6 +414,23 @@ def event_to_pb(e: LineageEvent) -> pb.LineageEvent:
         version=e.version or 0,
     )
     to_ts(e.at, msg.at)
+    if e.deadline is not None:
+        to_ts(e.deadline, msg.deadline)
+    return msg
+
+
+def proposal_to_pb(p: Proposal, left: int, out: pb.Proposal | None = None) -> pb.Proposal:
+    msg = out if out is not None else pb.Proposal()
+    msg.from_status = STATUS_TO_PB.get(p.from_status, pb.STATUS_UNSPECIFIED)
+    msg.to_status = STATUS_TO_PB.get(p.to_status, pb.STATUS_UNSPECIFIED)
+    msg.reason = p.reason
+    msg.owners.extend(p.owners)
+    to_ts(p.proposed_at, msg.proposed_at)
+    to_ts(p.deadline, msg.deadline)
+    msg.state = p.state
+    for o in p.objections:
+        to_ts(o.at, msg.objections.add(by=o.by, reason=o.reason).at)
+    msg.objections_left = left
     return msg
 
 
@@ -442,6 +460,15 @@ def explain_to_pb(ex: Explanation) -> pb.ExplainResponse:
         grant_to_pb(g, ex.at, out.grants.add())
     for rec in ex.versions:
         memory_to_pb(rec, out.versions.add())
+    if ex.proposal is not None:
+        proposal_to_pb(ex.proposal, ex.objections_left, out.proposal)
+        # the objections are the memory's history too (kept with its proposal)
+        for o in ex.proposal.objections:
+            status = STATUS_TO_PB.get(ex.memory.status, pb.STATUS_UNSPECIFIED)
+            entry = out.memory.history.add(
+                from_status=status, to_status=status, reason=f"objection by {o.by}: {o.reason}"
+            )
+            to_ts(o.at, entry.at)
     return out
 
 
@@ -461,7 +488,11 @@ def policies_to_pb(serving: ServingPolicies) -> pb.ListPoliciesResponse:
 
 def sweep_to_pb(report: SweepReport) -> pb.RunSweepResponse:
     out = pb.RunSweepResponse(examined=report.examined)
-    for items, target in ((report.transitions, out.transitions), (report.refused, out.refused)):
+    for items, target in (
+        (report.transitions, out.transitions),
+        (report.refused, out.refused),
+        (report.proposed, out.proposed),
+    ):
         for t in items:
             target.add(
                 memory_id=t.memory_id,

@@ -393,6 +393,23 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         )
         return pb.GrantResponse(grant=serde.grant_to_pb(stored, stored.created_at))
 
+    @rpc(pb.ObjectRequest)
+    def Object(
+        self, request: pb.ObjectRequest, context: Ctx, principal: Principal
+    ) -> pb.ObjectResponse:
+        # The owner speaks for its memory: the actor is who objects (unset: the user).
+        ns = self.auth.namespace(principal, request.namespace)
+        postponed = self.engine.object_to(
+            ns,
+            check_id(request.memory_id, "memory_id"),
+            serde.actor(request.actor, self.default_actor(ns)),
+            request.reason,
+            serde.from_ts(request, "time"),
+        )
+        out = pb.ObjectResponse()
+        serde.proposal_to_pb(postponed, self.engine.objections_left(postponed), out.proposal)
+        return out
+
     @rpc(pb.ExplainRequest)
     def Explain(
         self, request: pb.ExplainRequest, context: Ctx, principal: Principal

@@ -9,7 +9,9 @@ near a threshold soon, recently used often, cold rarely. Transitions:
   refused while it has an active (or pending) derivation or is still the current
   value of its claim;
 every transition goes through the store's status change, so it is recorded in
-the memory's history with its reason.
+the memory's history with its reason. With ``objection_window`` set, a memory an
+agent owns is first *proposed* for its transition (a ``proposed`` Watch event with a
+deadline) and moves only once the deadline passes with no objection (`_heard`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 
 from memlineage.lineage.errors import LineageError
 from memlineage.lineage.model import MemoryRecord, Status
+from memlineage.lineage.proposals import PENDING, Proposal, owners_of
 from memlineage.scoring.batch import score_columns
 from memlineage.scoring.config import ScoringConfig
 from memlineage.store.base import LineageStore
@@ -38,11 +41,53 @@ class SweepReport:
     examined: int = 0
     transitions: list[Transition] = field(default_factory=list)
     refused: list[Transition] = field(default_factory=list)
+    # transitions proposed to an agent owner (it may object before the deadline)
+    proposed: list[Transition] = field(default_factory=list)
 
     def merge(self, other: SweepReport) -> None:
         self.examined += other.examined
         self.transitions += other.transitions
         self.refused += other.refused
+        self.proposed += other.proposed
+
+
+def _heard(
+    store: LineageStore,
+    cfg: ScoringConfig,
+    rec: MemoryRecord,
+    to: Status,
+    reason: str,
+    now: float,
+    report: SweepReport,
+) -> float | None:
+    """The agent's voice: None when the move may happen now, else when to look again.
+    An agent-owned memory's move is proposed first (its owners hear it on Watch) and
+    happens only once the deadline passes with no objection; an objection postpones
+    it (then it is proposed again), at most `max_objections` times."""
+    owners = owners_of(rec.creator_id, rec.tags)
+    if cfg.objection_window <= 0 or not owners:
+        return None
+    p = store.proposal(rec.namespace, rec.id)
+    if p is not None and p.to_status == to.value and p.from_status == rec.status:
+        if now < p.deadline:
+            return p.deadline  # pending: its owners may still object; postponed: waiting
+        if p.state == PENDING:
+            return None  # the deadline passed with no objection: it happens
+    proposal = Proposal(
+        rec.id,
+        rec.namespace,
+        rec.status,
+        to.value,
+        reason,
+        owners,
+        now,
+        now + cfg.objection_window,
+        PENDING,
+        p.objections if p is not None else (),
+    )
+    store.save_proposal(proposal, "proposed", now=now)
+    report.proposed.append(Transition(rec.id, rec.status, to.value, reason))
+    return proposal.deadline
 
 
 def _archived_since(rec: MemoryRecord) -> float | None:
@@ -83,6 +128,11 @@ def sweep_namespace(
     values = dict(zip(scored.ids, scored.value.tolist(), strict=True))
     next_review: dict[str, float] = {}
     gone: list[str] = []
+    proposed_for = (
+        {rid for rid in records if store.proposal(namespace, rid) is not None}
+        if cfg.objection_window > 0
+        else set()
+    )
     for rid, rec in records.items():
         v = values[rid]
         status = rec.status
@@ -100,7 +150,13 @@ def sweep_namespace(
                     report.refused.append(
                         Transition(rid, status, Status.EVICTED.value, f"not evicted: {blocker}")
                     )
+        if move is None and rid in proposed_for:
+            store.drop_proposal(namespace, rid)  # its value recovered: nothing to hear
         if move is not None:
+            later = _heard(store, cfg, rec, move[0], move[1], now, report)
+            if later is not None:
+                next_review[rid] = later
+                continue
             try:
                 store.set_status(namespace, rid, move[0], reason=f"sweep: {move[1]}", now=now)
             except LineageError as exc:  # changed meanwhile: review again soon
@@ -108,6 +164,8 @@ def sweep_namespace(
                 next_review[rid] = now + cfg.near_interval
                 continue
             report.transitions.append(Transition(rid, status, move[0].value, move[1]))
+            if rid in proposed_for:
+                store.drop_proposal(namespace, rid)
             if move[0] is Status.EVICTED:
                 gone.append(rid)
                 continue

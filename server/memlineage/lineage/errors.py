@@ -91,6 +91,13 @@ class TransitionError(LineageError):
         self.requested = requested
 
 
+class NotOwnerError(LineageError):
+    """The caller does not own the memory it speaks for (an objection)."""
+
+    code = "NOT_OWNER"
+    grpc_status = "PERMISSION_DENIED"
+
+
 class NothingLoadedError(LineageError):
     """An action on something that is not there (promote with no shadow candidate)."""
 

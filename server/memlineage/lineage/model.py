@@ -189,6 +189,8 @@ class EventType(StrEnum):
     STATUS_CHANGED = "status_changed"
     CASCADED = "cascaded"
     UPDATED = "updated"
+    PROPOSED = "proposed"  # the sweep will archive/evict/compress it at `deadline`
+    OBJECTED = "objected"  # its owner objected: postponed until `deadline`
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +218,11 @@ class LineageEvent:
       ``previous_status``, ``affected`` = the new version's dependencies, ``reason``
       naming the version replaced and ``root_id`` the tainted dependency that made
       it pending, if any (its descendants follow in a ``cascaded`` event).
+    * ``proposed``: the sweep proposes moving ``memory_id`` (owned by an agent) from
+      ``previous_status`` to ``status`` at ``deadline``; ``reason`` says why and
+      ``affected`` names the owners, who may object before it.
+    * ``objected``: an owner (``root_id``) objected with ``reason``: the transition
+      waits until ``deadline``.
     """
 
     cursor: str
@@ -230,3 +237,4 @@ class LineageEvent:
     successor: str | None = None
     affected: tuple[str, ...] = ()
     version: int | None = None
+    deadline: float | None = None

@@ -54,6 +54,10 @@ class ScoringConfig:
     cold_interval: float = 7 * DAY
     near_margin: float = 0.05  # within this of a threshold: reviewed every near_interval
     near_interval: float = 600.0
+    # -- the agent's voice: the sweep proposes before it moves an agent-owned memory
+    objection_window: float = 0.0  # seconds its owners have to object; 0: no proposals
+    objection_postpone: float = DAY  # how long one objection postpones the transition
+    max_objections: int = 3  # objections a memory may get while its value stays low
     # -- ranking: similarity x compliance x (1-w_r + w_r*reliability) x (1-w_v + w_v*value)
     rank_reliability_weight: float = 0.5
     rank_value_weight: float = 0.25

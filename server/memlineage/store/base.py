@@ -24,6 +24,7 @@ its public surface comes from mixins, one module per concern:
   (``RevisionsMixin``, over the backends' atomic ``_revise``);
 - ``store.decisions``: the kept-decision API defaults (``KeptDecisionsMixin``).
 - ``store.grants``: delegations and their atomic use (``GrantsMixin``).
+- ``store.proposals``: the sweep's proposed transitions and objections (``ProposalsMixin``).
 
 The names backends import from here (``ANY_HOLDER``, ``MAX_BATCH_IDS``,
 ``ClaimMovedError``, ``RecordOutcome``, ``cascade_reason``, ``record_digest``) are
@@ -75,6 +76,7 @@ from memlineage.store.claim_record import (
 )
 from memlineage.store.decisions import KeptDecisionsMixin
 from memlineage.store.grants import GrantsMixin
+from memlineage.store.proposals import ProposalsMixin
 from memlineage.store.reliability import ReliabilityMixin, ReviewScheduleMixin
 from memlineage.store.revisions import RevisionOutcome, RevisionsMixin
 
@@ -96,6 +98,7 @@ class LineageStore(
     ReviewScheduleMixin,
     KeptDecisionsMixin,
     GrantsMixin,
+    ProposalsMixin,
     ABC,
 ):
     """One interface for every backend; all methods are synchronous and thread-safe."""

@@ -149,4 +149,5 @@ def decode_event(namespace: str, entry_id: str, flat: list[str]) -> LineageEvent
         successor=g("u") or None,
         affected=tuple(f["x"].split(" ")) if g("x") else (),
         version=int(version) if version else None,
+        deadline=float(g("d") or 0) or None,
     )

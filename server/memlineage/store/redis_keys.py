@@ -27,6 +27,7 @@ Layout (prefix ``ml``)::
     ml:{ns}:dix                 hash    decision id -> its entry id in ml:{ns}:dec
     ml:{ns}:g                   hash    grant id -> the grant's JSON (written once)
     ml:{ns}:gu                  hash    grant id -> uses spent
+    ml:{ns}:pp                  hash    memory id -> the sweep's proposal for it (JSON)
     ml:namespaces               set     every namespace holding a memory (outside the slots)
 """
 
@@ -61,6 +62,9 @@ class RedisKeys:
 
     def claim(self, namespace: str, subject: str, attribute: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:c:{subject}|{attribute}"
+
+    def proposals(self, namespace: str) -> str:
+        return f"{self.prefix}:{{{namespace}}}:pp"
 
     def grants(self, namespace: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:g"

@@ -93,6 +93,7 @@ from memlineage.store.redis_decisions import DECISION_SCRIPTS, RedisDecisions
 from memlineage.store.redis_events import RedisEvents, block_slice
 from memlineage.store.redis_grants import GRANT_SCRIPTS, RedisGrants
 from memlineage.store.redis_keys import RedisKeys
+from memlineage.store.redis_proposals import PROPOSAL_SCRIPTS, RedisProposals
 from memlineage.store.redis_record import RedisRecord
 from memlineage.store.redis_reliability import RedisReliability
 from memlineage.store.redis_revise import RedisRevise
@@ -107,6 +108,7 @@ class RedisStore(
     RedisEvents,
     RedisDecisions,
     RedisGrants,
+    RedisProposals,
 ):
     """Lineage store over an injected redis-py client (standalone or cluster)."""
 
@@ -132,6 +134,9 @@ class RedisStore(
         }
         self._grant_scripts = {
             name: client.register_script(src) for name, src in GRANT_SCRIPTS.items()
+        }
+        self._proposal_scripts = {
+            name: client.register_script(src) for name, src in PROPOSAL_SCRIPTS.items()
         }
         self._block_slice = block_slice(client)
 

@@ -473,6 +473,58 @@ class GrantResponse(_message.Message):
     grant: Grant
     def __init__(self, grant: _Optional[_Union[Grant, _Mapping]] = ...) -> None: ...
 
+class ObjectRequest(_message.Message):
+    __slots__ = ("namespace", "memory_id", "reason", "actor", "time")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    memory_id: str
+    reason: str
+    actor: Actor
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, namespace: _Optional[str] = ..., memory_id: _Optional[str] = ..., reason: _Optional[str] = ..., actor: _Optional[_Union[Actor, _Mapping]] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Objection(_message.Message):
+    __slots__ = ("at", "by", "reason")
+    AT_FIELD_NUMBER: _ClassVar[int]
+    BY_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    at: _timestamp_pb2.Timestamp
+    by: str
+    reason: str
+    def __init__(self, at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., by: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Proposal(_message.Message):
+    __slots__ = ("from_status", "to_status", "reason", "owners", "proposed_at", "deadline", "state", "objections", "objections_left")
+    FROM_STATUS_FIELD_NUMBER: _ClassVar[int]
+    TO_STATUS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    PROPOSED_AT_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIONS_FIELD_NUMBER: _ClassVar[int]
+    OBJECTIONS_LEFT_FIELD_NUMBER: _ClassVar[int]
+    from_status: Status
+    to_status: Status
+    reason: str
+    owners: _containers.RepeatedScalarFieldContainer[str]
+    proposed_at: _timestamp_pb2.Timestamp
+    deadline: _timestamp_pb2.Timestamp
+    state: str
+    objections: _containers.RepeatedCompositeFieldContainer[Objection]
+    objections_left: int
+    def __init__(self, from_status: _Optional[_Union[Status, str]] = ..., to_status: _Optional[_Union[Status, str]] = ..., reason: _Optional[str] = ..., owners: _Optional[_Iterable[str]] = ..., proposed_at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[str] = ..., objections: _Optional[_Iterable[_Union[Objection, _Mapping]]] = ..., objections_left: _Optional[int] = ...) -> None: ...
+
+class ObjectResponse(_message.Message):
+    __slots__ = ("proposal",)
+    PROPOSAL_FIELD_NUMBER: _ClassVar[int]
+    proposal: Proposal
+    def __init__(self, proposal: _Optional[_Union[Proposal, _Mapping]] = ...) -> None: ...
+
 class FeedbackRequest(_message.Message):
     __slots__ = ("namespace", "decision_id", "memory_ids", "success", "note", "time")
     NAMESPACE_FIELD_NUMBER: _ClassVar[int]
@@ -530,7 +582,7 @@ class SourceCredibility(_message.Message):
     def __init__(self, source: _Optional[str] = ..., credibility: _Optional[float] = ..., ok: _Optional[float] = ..., bad: _Optional[float] = ...) -> None: ...
 
 class ExplainResponse(_message.Message):
-    __slots__ = ("memory", "ancestors", "descendants", "edges", "decisions", "truncated", "sources", "grants", "versions")
+    __slots__ = ("memory", "ancestors", "descendants", "edges", "decisions", "truncated", "sources", "grants", "versions", "proposal")
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     ANCESTORS_FIELD_NUMBER: _ClassVar[int]
     DESCENDANTS_FIELD_NUMBER: _ClassVar[int]
@@ -540,6 +592,7 @@ class ExplainResponse(_message.Message):
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     GRANTS_FIELD_NUMBER: _ClassVar[int]
     VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    PROPOSAL_FIELD_NUMBER: _ClassVar[int]
     memory: Memory
     ancestors: _containers.RepeatedCompositeFieldContainer[Memory]
     descendants: _containers.RepeatedCompositeFieldContainer[Memory]
@@ -549,7 +602,8 @@ class ExplainResponse(_message.Message):
     sources: _containers.RepeatedCompositeFieldContainer[SourceCredibility]
     grants: _containers.RepeatedCompositeFieldContainer[Grant]
     versions: _containers.RepeatedCompositeFieldContainer[Memory]
-    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., ancestors: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., descendants: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[Edge, _Mapping]]] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., truncated: bool = ..., sources: _Optional[_Iterable[_Union[SourceCredibility, _Mapping]]] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., versions: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ...) -> None: ...
+    proposal: Proposal
+    def __init__(self, memory: _Optional[_Union[Memory, _Mapping]] = ..., ancestors: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., descendants: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., edges: _Optional[_Iterable[_Union[Edge, _Mapping]]] = ..., decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ..., truncated: bool = ..., sources: _Optional[_Iterable[_Union[SourceCredibility, _Mapping]]] = ..., grants: _Optional[_Iterable[_Union[Grant, _Mapping]]] = ..., versions: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., proposal: _Optional[_Union[Proposal, _Mapping]] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ("namespace", "cursor", "from_oldest")
@@ -562,7 +616,7 @@ class WatchRequest(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., cursor: _Optional[str] = ..., from_oldest: bool = ...) -> None: ...
 
 class LineageEvent(_message.Message):
-    __slots__ = ("cursor", "type", "memory_id", "at", "root_id", "status", "previous_status", "reason", "successor", "affected_ids", "version")
+    __slots__ = ("cursor", "type", "memory_id", "at", "root_id", "status", "previous_status", "reason", "successor", "affected_ids", "version", "deadline")
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
@@ -574,6 +628,7 @@ class LineageEvent(_message.Message):
     SUCCESSOR_FIELD_NUMBER: _ClassVar[int]
     AFFECTED_IDS_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
     cursor: str
     type: str
     memory_id: str
@@ -585,7 +640,8 @@ class LineageEvent(_message.Message):
     successor: str
     affected_ids: _containers.RepeatedScalarFieldContainer[str]
     version: int
-    def __init__(self, cursor: _Optional[str] = ..., type: _Optional[str] = ..., memory_id: _Optional[str] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., root_id: _Optional[str] = ..., status: _Optional[_Union[Status, str]] = ..., previous_status: _Optional[_Union[Status, str]] = ..., reason: _Optional[str] = ..., successor: _Optional[str] = ..., affected_ids: _Optional[_Iterable[str]] = ..., version: _Optional[int] = ...) -> None: ...
+    deadline: _timestamp_pb2.Timestamp
+    def __init__(self, cursor: _Optional[str] = ..., type: _Optional[str] = ..., memory_id: _Optional[str] = ..., at: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., root_id: _Optional[str] = ..., status: _Optional[_Union[Status, str]] = ..., previous_status: _Optional[_Union[Status, str]] = ..., reason: _Optional[str] = ..., successor: _Optional[str] = ..., affected_ids: _Optional[_Iterable[str]] = ..., version: _Optional[int] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListPoliciesRequest(_message.Message):
     __slots__ = ()
@@ -710,14 +766,16 @@ class SweepTransition(_message.Message):
     def __init__(self, memory_id: _Optional[str] = ..., from_status: _Optional[_Union[Status, str]] = ..., to_status: _Optional[_Union[Status, str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RunSweepResponse(_message.Message):
-    __slots__ = ("examined", "transitions", "refused")
+    __slots__ = ("examined", "transitions", "refused", "proposed")
     EXAMINED_FIELD_NUMBER: _ClassVar[int]
     TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
+    PROPOSED_FIELD_NUMBER: _ClassVar[int]
     examined: int
     transitions: _containers.RepeatedCompositeFieldContainer[SweepTransition]
     refused: _containers.RepeatedCompositeFieldContainer[SweepTransition]
-    def __init__(self, examined: _Optional[int] = ..., transitions: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ..., refused: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ...) -> None: ...
+    proposed: _containers.RepeatedCompositeFieldContainer[SweepTransition]
+    def __init__(self, examined: _Optional[int] = ..., transitions: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ..., refused: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ..., proposed: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ...) -> None: ...
 
 class ShadowRequest(_message.Message):
     __slots__ = ("action", "files")

@@ -76,6 +76,11 @@ class MemLineageStub(object):
                 request_serializer=memlineage_dot_v1_dot_memlineage__pb2.GrantRequest.SerializeToString,
                 response_deserializer=memlineage_dot_v1_dot_memlineage__pb2.GrantResponse.FromString,
                 _registered_method=True)
+        self.Object = channel.unary_unary(
+                '/memlineage.v1.MemLineage/Object',
+                request_serializer=memlineage_dot_v1_dot_memlineage__pb2.ObjectRequest.SerializeToString,
+                response_deserializer=memlineage_dot_v1_dot_memlineage__pb2.ObjectResponse.FromString,
+                _registered_method=True)
         self.Explain = channel.unary_unary(
                 '/memlineage.v1.MemLineage/Explain',
                 request_serializer=memlineage_dot_v1_dot_memlineage__pb2.ExplainRequest.SerializeToString,
@@ -135,6 +140,12 @@ class MemLineageServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Object(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Explain(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -184,6 +195,11 @@ def add_MemLineageServicer_to_server(servicer, server):
                     servicer.RecordGrant,
                     request_deserializer=memlineage_dot_v1_dot_memlineage__pb2.GrantRequest.FromString,
                     response_serializer=memlineage_dot_v1_dot_memlineage__pb2.GrantResponse.SerializeToString,
+            ),
+            'Object': grpc.unary_unary_rpc_method_handler(
+                    servicer.Object,
+                    request_deserializer=memlineage_dot_v1_dot_memlineage__pb2.ObjectRequest.FromString,
+                    response_serializer=memlineage_dot_v1_dot_memlineage__pb2.ObjectResponse.SerializeToString,
             ),
             'Explain': grpc.unary_unary_rpc_method_handler(
                     servicer.Explain,
@@ -387,6 +403,33 @@ class MemLineage(object):
             '/memlineage.v1.MemLineage/RecordGrant',
             memlineage_dot_v1_dot_memlineage__pb2.GrantRequest.SerializeToString,
             memlineage_dot_v1_dot_memlineage__pb2.GrantResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Object(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memlineage.v1.MemLineage/Object',
+            memlineage_dot_v1_dot_memlineage__pb2.ObjectRequest.SerializeToString,
+            memlineage_dot_v1_dot_memlineage__pb2.ObjectResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,6 +42,7 @@ def event_to_json(e: LineageEvent) -> list[Any]:
         e.successor,
         list(e.affected),
         e.version,
+        e.deadline,
     ]
 
 
@@ -59,4 +60,5 @@ def event_from_json(ns: str, d: list[Any]) -> LineageEvent:
         successor=d[8],
         affected=tuple(d[9]),
         version=d[10],
+        deadline=d[11] if len(d) > 11 else None,
     )

@@ -44,7 +44,8 @@ from memlineage.lineage.errors import (
     VersionConflictError,
 )
 from memlineage.lineage.grants import GrantRecord
-from memlineage.lineage.model import CascadeResult, MemoryRecord, Status
+from memlineage.lineage.model import CascadeResult, EventType, MemoryRecord, Status
+from memlineage.lineage.proposals import Proposal
 from memlineage.lineage.validation import (
     StoreLimits,
     check_dependencies,
@@ -57,6 +58,7 @@ from memlineage.store.embedded.claim_record import ClaimRecordMixin
 from memlineage.store.embedded.event_log import EventLogMixin
 from memlineage.store.embedded.grant_table import GrantTable
 from memlineage.store.embedded.persistence import SqliteLog, Summary
+from memlineage.store.embedded.proposal_table import ProposalTable
 from memlineage.store.embedded.revision import RevisionMixin
 from memlineage.store.embedded.row import STAMPS, Row
 from memlineage.store.embedded.state import State
@@ -106,6 +108,9 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
             with self._lock:
                 self._log.open(self._state)
         self._grant_table = GrantTable(self._log.path if self._log is not None else None, fsync)
+        self._proposal_table = ProposalTable(
+            self._log.path if self._log is not None else None, fsync
+        )
 
     # -- persistence (all of it in ``persistence.SqliteLog``) ----------------------
 
@@ -185,6 +190,31 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
     def _use_grants(self, namespace: str, ids: list[str], now: float) -> bool:
         return self._grant_table.use(namespace, ids, now)
 
+    # -- proposals: in memory, written through (``ProposalTable``); events under the lock
+    def _save_proposal(self, ns: str, p: Proposal, event: str | None, now: float) -> None:
+        with self._lock:
+            self._proposal_table.save(p)
+            if event is None:
+                return
+            fields: dict[str, Any] = {
+                "status": p.to_status,
+                "previous_status": p.from_status,
+                "deadline": p.deadline,
+            }
+            if event == "proposed":
+                fields.update(reason=p.reason, affected=p.owners)
+            elif p.objections:
+                fields.update(root_id=p.objections[-1].by, reason=p.objections[-1].reason)
+            self._state.emit(
+                ns, self._state.space(ns), EventType(event), p.memory_id, now, **fields
+            )
+
+    def _proposal(self, ns: str, memory_id: str) -> Proposal | None:
+        return self._proposal_table.get(ns, memory_id)
+
+    def _drop_proposal(self, ns: str, memory_id: str) -> None:
+        self._proposal_table.drop(ns, memory_id)
+
     # -- kept decisions: with a data directory, in its database (``DecisionTable``) ----
 
     @property
@@ -208,6 +238,7 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
     def close(self) -> None:
         with self._lock:
             self._grant_table.close()
+            self._proposal_table.close()
             if self._log is not None:
                 self._log.close()
 

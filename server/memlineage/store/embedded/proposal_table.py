@@ -1,0 +1,70 @@
+"""Proposals of the embedded store: in memory, and with a data directory written
+through to a table of their own in the store's SQLite file (on a connection of its
+own, like grants), so a pending or postponed proposal outlives a restart. Its Watch
+event is emitted under the store's lock; like every event it is kept in the next
+snapshot (a crash before one loses the event, never the proposal)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+from memlineage.lineage.errors import StoreUnavailableError
+from memlineage.lineage.proposals import Proposal
+from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS proposals (ns TEXT NOT NULL, memory TEXT NOT NULL, "
+    "data TEXT NOT NULL, PRIMARY KEY (ns, memory)) WITHOUT ROWID",
+)
+
+
+class ProposalTable:
+    def __init__(self, path: Path | None = None, fsync: bool = False) -> None:
+        self._lock = threading.Lock()
+        self._rows: dict[tuple[str, str], Proposal] = {}
+        self._db: sqlite3.Connection | None = None
+        if path is not None:
+            self._db = connect_rw(path, fsync)
+            with transaction(self._db):
+                for statement in _SCHEMA:
+                    self._db.execute(statement)
+            for (data,) in self._db.execute("SELECT data FROM proposals"):
+                p = Proposal.from_json(data)
+                self._rows[(p.namespace, p.memory_id)] = p
+
+    def save(self, p: Proposal) -> None:
+        with self._lock:
+            self._write(
+                "INSERT OR REPLACE INTO proposals VALUES (?, ?, ?)",
+                (p.namespace, p.memory_id, p.to_json()),
+            )
+            self._rows[(p.namespace, p.memory_id)] = p
+
+    def get(self, ns: str, memory_id: str) -> Proposal | None:
+        with self._lock:
+            return self._rows.get((ns, memory_id))
+
+    def drop(self, ns: str, memory_id: str) -> None:
+        with self._lock:
+            if (ns, memory_id) in self._rows:
+                self._write("DELETE FROM proposals WHERE ns = ? AND memory = ?", (ns, memory_id))
+                del self._rows[(ns, memory_id)]
+
+    def _write(self, sql: str, args: tuple[str, ...]) -> None:
+        if self._db is None:
+            return
+        try:
+            with transaction(self._db):
+                self._db.execute(sql, args)
+        except sqlite3.Error as exc:
+            raise StoreUnavailableError(
+                f"embedded store: writing proposals failed ({exc})"
+            ) from exc
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
