@@ -35,6 +35,7 @@ UNARY = {
     ML + "Check": "CheckRequest",
     ML + "FilterRank": "FilterRankRequest",
     ML + "UpdateStatus": "UpdateStatusRequest",
+    ML + "Revise": "ReviseRequest",
     ML + "Feedback": "FeedbackRequest",
     ML + "Explain": "ExplainRequest",
     ADMIN + "ListPolicies": "ListPoliciesRequest",
