@@ -23,6 +23,7 @@ from memlineage.client import (
 from memlineage.config import Config
 from memlineage.grpc_api.auth import TokenGrant
 from memlineage.lineage.clock import ManualClock
+from memlineage.prov_export import to_prov
 from memlineage.store import LineageStore
 from memlineage.v1 import memlineage_pb2 as pb
 from redis.cluster import RedisCluster
@@ -110,6 +111,13 @@ def test_revisions_chain_cascade_and_watch(sidecar: RunningSidecar) -> None:
             (1, ["city"]),
         ]
         assert list(ex.versions[0].tags) == ["booked"]
+        # the W3C PROV export chains them: hotel wasRevisionOf hotel@v2 wasRevisionOf hotel@v1
+        revisions = [
+            (r["prov:generatedEntity"], r["prov:usedEntity"])
+            for r in to_prov(ex).get("wasDerivedFrom", {}).values()
+            if r.get("prov:type", {}).get("$") == "prov:Revision"
+        ]
+        assert revisions == [("mem:hotel", "mem:hotel@v2"), ("mem:hotel@v2", "mem:hotel@v1")]
         assert list(c.explain("city").memory.derivations) == []
         assert list(c.explain("quote").memory.derivations) == ["hotel"]
 
