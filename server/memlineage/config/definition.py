@@ -1,0 +1,258 @@
+"""`Config`: the one definition of every setting (each field's type, default and
+metadata: section, help, environment variable, flag)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memlineage.config.kinds import FAIL_MODES, ConfigError, T, TokenGrant
+from memlineage.scoring.config import ScoringConfig
+
+# ------------------------------------------------------------------ the definition
+
+
+@dataclass(frozen=True, slots=True)
+class _Meta:
+    help: str
+    section: str
+    flag: str = ""  # default: --NAME-WITH-DASHES
+    aliases: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()
+    secret: bool = False  # never shown by `config show`; flag help warns about ps
+
+
+_META = "memlineage.setting"
+_TABLE_META = "memlineage.settings-table"
+
+
+def _setting(
+    default: T,
+    help: str,
+    section: str,
+    *,
+    flag: str = "",
+    aliases: tuple[str, ...] = (),
+    choices: tuple[str, ...] = (),
+    secret: bool = False,
+) -> T:
+    """A Config field that is a setting (its metadata is everything but type and default)."""
+    meta = _Meta(help, section, flag, aliases, choices, secret)
+    return field(default=default, repr=not secret, metadata={_META: meta})
+
+
+def _setting_factory(
+    factory: Callable[[], T], help: str, section: str, *, secret: bool = False
+) -> T:
+    meta = _Meta(help, section, secret=secret)
+    return field(default_factory=factory, repr=not secret, metadata={_META: meta})
+
+
+@dataclass(frozen=True)
+class Config:
+    listen: str = _setting(
+        "127.0.0.1:50051", "HOST:PORT the gRPC server listens on (port 0: any free one)", "serving"
+    )
+    grpc_workers: int = _setting(
+        0,
+        "gRPC worker threads for unary calls, 0 to 1024; 0: automatic, 4 on embedded (CPU-bound), "
+        "32 on Redis (waits on the network). Watch streams have a pool of their own",
+        "serving",
+    )
+    grace_seconds: float = _setting(
+        5.0, "on SIGTERM, seconds in-flight calls get before the server stops", "serving"
+    )
+    tls_cert: str | None = _setting(
+        None, "PEM certificate chain file; with tls_key, the server speaks TLS", "serving"
+    )
+    tls_key: str | None = _setting(None, "PEM private key file of tls_cert", "serving")
+    sidecar_id: str = _setting(
+        "",
+        "this sidecar's name in decision-log `labels.id` and the trace resource's "
+        "`service.instance.id`; empty: the host name",
+        "serving",
+    )
+    tokens: tuple[TokenGrant, ...] = _setting_factory(
+        tuple,
+        "bearer tokens and the namespaces each may use (see Tokens below); none: one "
+        "namespace `default`, admin RPCs from loopback only",
+        "auth",
+        secret=True,
+    )
+    store: str = _setting(
+        "embedded",
+        "the lineage store: `embedded` (in memory), `embedded:///DIR`, `redis://HOST:PORT/DB`, "
+        "`redis+cluster://H1:P1,H2:P2`",
+        "store",
+    )
+    data_dir: str | None = _setting(
+        None,
+        "with store `embedded`: persist in this directory (shorthand for `embedded:///DIR`)",
+        "store",
+    )
+    redis_socket_timeout: float = _setting(
+        1.0,
+        "Redis: seconds to wait for a reply, in (0, 60]; a store that does not answer in time "
+        "is UNAVAILABLE (keep it well under the clients' deadlines, 5 s)",
+        "store",
+    )
+    redis_connect_timeout: float = _setting(
+        1.0, "Redis: seconds to wait for a connection, in (0, 60]", "store"
+    )
+    compact_log_bytes: int = _setting(
+        16 * 1024 * 1024,
+        "embedded data dir: fold the op log into a snapshot once this many bytes of ops were "
+        "written since the last one (bounds the replay at start)",
+        "store",
+    )
+    policy_dir: str = _setting(
+        "policies",
+        "directory of `.mlp` policies, loaded at start and on SIGHUP / ReloadPolicies",
+        "policies",
+        flag="--policies",
+        aliases=("--policy-dir",),
+    )
+    fail_mode: str = _setting(
+        "closed",
+        "when the store is unavailable: `closed` answers UNAVAILABLE, `degraded` degrades reads",
+        "policies",
+        choices=FAIL_MODES,
+    )
+    lineage_depth: int = _setting(
+        16, "ancestors and descendants loaded per decision, >= 1", "policies"
+    )
+    shadow_policy_dir: str | None = _setting(
+        None,
+        "a candidate policy directory decided beside the serving one from the start (never "
+        "changing an answer); `memlineage shadow status|promote|drop`",
+        "policies",
+    )
+    reuse_decisions: bool = _setting(
+        True,
+        "answer a repeated Check from the decision it got, until a write to its namespace "
+        "(by any sidecar) or a time threshold its policies test",
+        "policies",
+    )
+    decision_log: str = _setting(
+        "-",
+        "where decisions are logged, one hash-chained JSON line each: `-` stderr, `off`, or a "
+        "file (`memlineage log verify` checks the chain)",
+        "decisions",
+    )
+    decision_log_inputs: bool = _setting(
+        False,
+        "each decision-log line carries what its decision read (`input`: the request, the "
+        "lineage facts, the counts) so `memlineage replay` can re-decide it; larger lines",
+        "decisions",
+    )
+    decision_log_key: str | None = _setting(
+        None,
+        "HMAC-SHA-256 key of the log's hash chain (unset: plain SHA-256, which anyone can "
+        "recompute); best given in the environment",
+        "decisions",
+        secret=True,
+    )
+    decision_log_max_bytes: int = _setting(
+        0,
+        "a file log rotates to FILE.1 (older ones shift) past this size; 0: never "
+        "(logrotate: rename, then SIGHUP)",
+        "decisions",
+    )
+    decision_log_keep: int = _setting(
+        5, "rotated log files kept, FILE.1 (newest) to FILE.N; >= 1", "decisions"
+    )
+    decision_retention: int = _setting(
+        10_000,
+        "decisions the store keeps per namespace for Explain and Feedback by any sidecar, also "
+        "after a restart (Redis, an embedded data dir); 1 to 10000000",
+        "decisions",
+    )
+    record_access: bool = _setting(
+        True, "count reads (last access, access count), which the value score uses", "access"
+    )
+    access_flush_seconds: float = _setting(
+        2.0,
+        "reads are summed in memory and written this often, 0.01 to 3600: each flush changes "
+        "the rows read since, so less often is cheaper; statistics are at most this late "
+        "(Explain and the sweep flush first)",
+        "access",
+    )
+    metrics_port: int | None = _setting(
+        None, "serve Prometheus metrics on 127.0.0.1:PORT (unset: no metrics endpoint)", "metrics"
+    )
+    tracing: str = _setting(
+        "off",
+        "OpenTelemetry spans, one per unary RPC (`pip install 'memlineage[tracing]'`): `off`, "
+        "`console` (JSON lines to stderr), `file:PATH` (JSON lines appended), or an OTLP/HTTP "
+        "endpoint `http(s)://HOST:4318/v1/traces`; OTEL_* variables (sampler, service name, "
+        "headers) apply",
+        "tracing",
+    )
+    sweep_interval: float = _setting(
+        60.0, "seconds between background governance sweep passes; 0: off", "lifecycle"
+    )
+    sweep_batch: int = _setting(1000, "memories examined per namespace per pass, >= 1", "lifecycle")
+    max_future_seconds: float = _setting(
+        300.0,
+        "how far ahead of the server's clock a request's `time` may be, 0 to 86400 s (a later "
+        "one is INVALID_ARGUMENT `time`); earlier times are allowed",
+        "time",
+    )
+    simulation: bool = _setting(
+        False,
+        "run on a simulated clock the callers advance: a request's `time` moves it forward "
+        "(never back: an earlier one is INVALID_ARGUMENT), max_future_seconds does not apply, "
+        "the background sweep is off; embedded store only (docs/simulation.md)",
+        "time",
+    )
+    scoring: ScoringConfig = field(
+        default_factory=ScoringConfig, metadata={_TABLE_META: ScoringConfig}
+    )
+
+    def store_url(self) -> str:
+        if self.data_dir and self.store == "embedded":
+            return f"embedded://{Path(self.data_dir).resolve()}"
+        return self.store
+
+    def validated(self) -> Config:
+        if self.fail_mode not in FAIL_MODES:
+            raise ConfigError(f"fail_mode must be one of {FAIL_MODES}, got {self.fail_mode!r}")
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ConfigError(f"listen must be HOST:PORT, got {self.listen!r}")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ConfigError("tls_cert and tls_key go together")
+        if self.lineage_depth < 1:
+            raise ConfigError("lineage_depth must be >= 1")
+        if self.sweep_interval < 0 or self.sweep_batch < 1:
+            raise ConfigError("sweep_interval must be >= 0 and sweep_batch >= 1")
+        if not 0.01 <= self.access_flush_seconds <= 3600:
+            raise ConfigError("access_flush_seconds must be between 0.01 and 3600")
+        if not 0 <= self.grpc_workers <= 1024:
+            raise ConfigError("grpc_workers must be 0 (automatic) to 1024")
+        if not (0 < self.redis_socket_timeout <= 60 and 0 < self.redis_connect_timeout <= 60):
+            raise ConfigError(
+                "redis_socket_timeout and redis_connect_timeout must be in (0, 60] seconds"
+            )
+        if not 1 <= self.decision_retention <= 10_000_000:
+            raise ConfigError("decision_retention must be between 1 and 10000000")
+        if self.decision_log_max_bytes < 0 or self.decision_log_keep < 1:
+            raise ConfigError("decision_log_max_bytes must be >= 0 and decision_log_keep >= 1")
+        if not (
+            self.tracing in ("off", "console")
+            or (self.tracing.startswith("file:") and len(self.tracing) > 5)
+            or re.match(r"https?://[^/\s]+", self.tracing)
+        ):
+            raise ConfigError(
+                "tracing must be off, console, file:PATH or an http(s):// OTLP endpoint, "
+                f"got {self.tracing!r}"
+            )
+        if not 0 <= self.max_future_seconds <= 86_400:
+            raise ConfigError("max_future_seconds must be between 0 and 86400")
+        if self.simulation and not self.store_url().startswith("embedded"):
+            raise ConfigError(
+                "simulation needs the embedded store: sidecars sharing a Redis run on wall time"
+            )
+        return self

@@ -1,0 +1,227 @@
+"""Value kinds of settings (how a file value, an environment variable or a flag is
+read and written back), and the types settings hold: `TokenGrant`, `ConfigError`."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+FAIL_MODES = ("closed", "degraded")
+CONFIG_ENV = "MEMLINEAGE_CONFIG"  # the file's path, when --config is not given
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message names the setting."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenGrant:
+    """One configured bearer token: the namespaces it may use, and admin rights."""
+
+    token: str
+    namespaces: tuple[str, ...]
+    admin: bool = False
+    name: str = ""  # how logs name the caller (the `[tokens.NAME]` table, or envN/flagN)
+
+
+# ------------------------------------------------------------------ value kinds
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """How one type of value is read (a TOML value or env/flag text) and written back."""
+
+    name: str  # how docs name the type
+    text_form: str  # how docs spell the env/flag text
+    convert: Callable[[object, str], Any]  # (TOML value or text, route) -> value
+    toml: Callable[[Any], str]  # value -> TOML literal
+    text: Callable[[Any], str]  # value -> env/flag text
+
+
+def _str(value: object, _route: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError("must be a string")
+    return value
+
+
+def _int(value: object, _route: str) -> int:
+    if isinstance(value, str):
+        return int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("must be an integer")
+    return value
+
+
+def _float(value: object, _route: str = "") -> float:
+    if isinstance(value, str):
+        return float(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError("must be a number")
+    return float(value)
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _bool(value: object, _route: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"must be true or false (or 1/0, yes/no, on/off), got {value!r}")
+
+
+def _pairs(text: str, what: str) -> list[tuple[str, str]]:
+    """`a=1,b=2` as [(a, 1), (b, 2)]; the value is after the last `=`."""
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, number = part.rpartition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"entries are {what}, got {part!r}")
+        out.append((name.strip(), number))
+    return out
+
+
+def _table(value: object, _route: str) -> dict[str, float]:
+    if isinstance(value, str):
+        return {k: _float(v) for k, v in _pairs(value, "NAME=NUMBER")}
+    if not isinstance(value, Mapping):
+        raise TypeError("must be a table")
+    return {str(k): _float(v) for k, v in value.items()}
+
+
+def _priors(value: object, _route: str) -> tuple[tuple[str, float], ...]:
+    if isinstance(value, str):
+        return tuple((p, _float(c)) for p, c in _pairs(value, "PATTERN=CREDIBILITY"))
+    if not isinstance(value, list | tuple):
+        raise TypeError("must be a list of [pattern, credibility] pairs")
+    return tuple((str(p), _float(c)) for p, c in value)
+
+
+_TOKEN_KEYS = {"token", "namespaces", "admin"}
+
+
+def _tokens(value: object, route: str) -> tuple[TokenGrant, ...]:
+    """The file's `[tokens.NAME]` tables, or the text `tok=ns1,ns2;tok2=admin`."""
+    if isinstance(value, str):
+        grants = []
+        for i, part in enumerate(p for p in value.split(";") if p.strip()):
+            token, sep, spaces = part.partition("=")
+            if not sep or not token.strip():
+                raise ValueError("entries are token=namespace[,namespace...][,admin]")
+            names = [n.strip() for n in spaces.split(",") if n.strip()]
+            grants.append(
+                TokenGrant(
+                    token.strip(),
+                    tuple(n for n in names if n != "admin"),
+                    "admin" in names,
+                    f"{route}{i}",
+                )
+            )
+        return tuple(grants)
+    if not isinstance(value, Mapping):
+        raise TypeError("must be [tokens.NAME] tables")
+    grants = []
+    for name, spec in value.items():
+        if not isinstance(spec, Mapping) or "token" not in spec:
+            raise ValueError(f"tokens.{name} needs a `token` (and `namespaces`, `admin`)")
+        unknown = sorted(set(spec) - _TOKEN_KEYS)
+        if unknown:
+            raise ValueError(f"tokens.{name}: unknown key(s) {unknown}")
+        spaces = spec.get("namespaces", [])
+        if not isinstance(spaces, list) or not all(isinstance(n, str) for n in spaces):
+            raise ValueError(f"tokens.{name}.namespaces must be a list of strings")
+        grants.append(
+            TokenGrant(
+                _str(spec["token"], route),
+                tuple(spaces),
+                _bool(spec.get("admin", False), route),
+                str(name),
+            )
+        )
+    return tuple(grants)
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.fullmatch(key) else json.dumps(key)
+
+
+def _toml_float(x: float) -> str:
+    return ("inf" if x > 0 else "-inf") if math.isinf(x) else repr(float(x))
+
+
+def _tokens_toml(grants: tuple[TokenGrant, ...]) -> str:
+    tables = [
+        f"{_toml_key(g.name)} = {{ token = {json.dumps(g.token)}, "
+        f"namespaces = {json.dumps(list(g.namespaces))}, admin = {str(g.admin).lower()} }}"
+        for g in grants
+    ]
+    return "{ " + ", ".join(tables) + " }" if tables else "{}"
+
+
+def _tokens_text(grants: tuple[TokenGrant, ...]) -> str:
+    return ";".join(
+        f"{g.token}=" + ",".join([*g.namespaces, *(["admin"] if g.admin else [])]) for g in grants
+    )
+
+
+STR = Kind("string", "the text as is", _str, json.dumps, str)
+INT = Kind("integer", "digits", _int, str, str)
+FLOAT = Kind("number", "a number (`inf` for infinity)", _float, _toml_float, _toml_float)
+BOOL = Kind(
+    "boolean",
+    "`true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`; flags: `--NAME` / `--no-NAME`",
+    _bool,
+    lambda b: str(b).lower(),
+    lambda b: str(b).lower(),
+)
+TABLE = Kind(
+    "table of numbers",
+    "`NAME=NUMBER,NAME=NUMBER` (replaces the whole table)",
+    _table,
+    lambda d: (
+        "{ " + ", ".join(f"{_toml_key(k)} = {_toml_float(v)}" for k, v in d.items()) + " }"
+        if d
+        else "{}"
+    ),
+    lambda d: ",".join(f"{k}={_toml_float(v)}" for k, v in d.items()),
+)
+PRIORS = Kind(
+    "list of [pattern, number]",
+    "`PATTERN=NUMBER,PATTERN=NUMBER`, first match wins (replaces the whole list)",
+    _priors,
+    lambda ps: "[" + ", ".join(f"[{json.dumps(p)}, {_toml_float(c)}]" for p, c in ps) + "]",
+    lambda ps: ",".join(f"{p}={_toml_float(c)}" for p, c in ps),
+)
+TOKENS = Kind(
+    "token tables",
+    "`TOKEN=NAMESPACE[,NAMESPACE...][,admin]` entries joined by `;` (replaces every token)",
+    _tokens,
+    _tokens_toml,
+    _tokens_text,
+)
+
+# A field's annotation (a string: `from __future__ import annotations`) -> its kind;
+# a Config or ScoringConfig field of any other type fails at import.
+_KINDS = {
+    "str": STR,
+    "str | None": STR,
+    "int": INT,
+    "int | None": INT,
+    "float": FLOAT,
+    "bool": BOOL,
+    "dict[str, float]": TABLE,
+    "tuple[tuple[str, float], ...]": PRIORS,
+    "tuple[TokenGrant, ...]": TOKENS,
+}
