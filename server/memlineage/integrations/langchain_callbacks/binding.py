@@ -1,0 +1,224 @@
+"""What the handlers keep of a run (sources, runs, records, acts) and how they read
+values out of LangChain's inputs and outputs, to bind arguments to memories."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.outputs import LLMResult
+
+from memlineage.client import ActArg
+from memlineage.integrations.langchain_callbacks.errors import _ID_CHARS
+from memlineage.v1 import memlineage_pb2 as pb
+
+# ---------------------------------------------------------------- state
+
+
+@dataclass(frozen=True)
+class ActRecord:
+    """One gated tool call: what was asked and the sidecar's answer."""
+
+    run_id: UUID
+    tool_call_id: str | None
+    action: str
+    arguments: dict[str, ActArg]
+    relies_on: tuple[str, ...]
+    decision: pb.Decision
+    confirmed: bool | None = None  # DEGRADE: the hook's answer
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A recorded memory whose text arguments may have been taken from."""
+
+    memory_id: str
+    origin: str  # "user" | "tool" | "derived"
+    texts: tuple[str, ...]  # normalised (casefolded, whitespace collapsed)
+
+
+@dataclass(frozen=True)
+class _Run:
+    parent: UUID | None
+    metadata: Mapping[str, Any]
+    name: str = ""  # tools: the tool's name and its call's id, from on_tool_start
+    tool_call_id: Any = None
+
+
+@dataclass
+class _Record:
+    """A Record to send, and what to remember once it is recorded."""
+
+    memory_id: str
+    kwargs: dict[str, Any]
+    source: _Source | None
+    key: str = ""  # tool results: the tool call id (or run id) to find it by
+
+
+@dataclass
+class _Act:
+    action: str
+    arguments: dict[str, ActArg]
+    relies_on: tuple[str, ...]
+    run_id: UUID
+    tool_call_id: str | None
+
+
+@dataclass
+class _Pending:
+    args: dict[str, list[str]] = field(default_factory=dict)
+    relies_on: tuple[str, ...] = ()
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _safe(name: str) -> str:
+    """A name as the sidecar's ids allow it (other characters become ``_``)."""
+    return _ID_CHARS.sub("_", name)[:100] or "unnamed"
+
+
+def _pattern(needle: str) -> re.Pattern[str]:
+    """``needle`` as a whole token: not inside a longer word or number."""
+    before = r"(?<!\w)" + (r"(?<!\d[.,])" if needle[0].isdigit() else "")
+    after = r"(?!\w)" + (r"(?![.,]\d)" if needle[-1].isdigit() else "")
+    return re.compile(before + re.escape(needle) + after)
+
+
+def _leaves(value: Any) -> Iterator[tuple[str, ...] | None]:
+    """The traceable parts of an argument value, each as its spellings; None for a part
+    that carries no text to trace (a boolean). Empty strings and None carry nothing."""
+    if value is None:
+        return
+    if isinstance(value, bool):
+        yield None
+    elif isinstance(value, int):
+        yield (str(value),)
+    elif isinstance(value, float):
+        if value.is_integer():
+            yield (repr(value), str(int(value)), f"{value:.2f}")
+        else:
+            cents = f"{value:.2f}"
+            yield (repr(value), cents) if float(cents) == value else (repr(value),)
+    elif isinstance(value, str):
+        if value.strip():
+            yield (_norm(value),)
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield from _leaves(str(value))
+
+
+def _texts(value: Any) -> list[str]:
+    """Every text a tool output (or a derived value) shows the agent, for matching."""
+    out: list[str] = []
+
+    def walk(v: Any) -> None:
+        if v is None or isinstance(v, bool):
+            return
+        if isinstance(v, ToolMessage):
+            walk(v.content)
+            walk(v.artifact)
+        elif isinstance(v, BaseMessage):
+            walk(v.content)
+        elif isinstance(v, str):
+            out.append(v)
+            stripped = v.strip()
+            if stripped[:1] in ("{", "["):
+                try:
+                    parsed = json.loads(stripped)
+                except ValueError:
+                    return
+                walk_parsed(parsed)
+        elif isinstance(v, int | float):
+            out.append(str(v))
+        elif isinstance(v, Mapping):
+            if v.get("type") == "text" and isinstance(v.get("text"), str):
+                walk(v["text"])
+                return
+            out.append(json.dumps(v, ensure_ascii=False, default=str))
+            walk_parsed(v)
+        elif isinstance(v, list | tuple):
+            for item in v:
+                walk(item)
+        else:
+            out.append(str(v))
+
+    def walk_parsed(v: Any) -> None:
+        if isinstance(v, Mapping):
+            for item in v.values():
+                walk_parsed(item)
+        elif isinstance(v, list):
+            for item in v:
+                walk_parsed(item)
+        elif isinstance(v, str):
+            out.append(v)
+        elif v is not None and not isinstance(v, bool):
+            out.append(str(v))
+
+    walk(value)
+    return [t for t in out if t.strip()]
+
+
+def _message_role(m: Any) -> str | None:
+    """The role of a message in any of LangChain's spellings (None: not a message)."""
+    if isinstance(m, BaseMessage):
+        return m.type
+    if isinstance(m, tuple) and len(m) == 2 and isinstance(m[0], str):
+        return m[0]
+    if isinstance(m, Mapping) and "content" in m and ("role" in m or "type" in m):
+        return str(m.get("role", m.get("type")))
+    return None
+
+
+def _user_texts(value: Any) -> list[str]:
+    """The user's words in a root input: strings, and human messages' contents; other
+    messages (AI, tool, system) are not the user's."""
+    out: list[str] = []
+
+    def walk(v: Any) -> None:
+        role = _message_role(v)
+        if role is not None:
+            if role in ("human", "user"):
+                content = (
+                    v.content
+                    if isinstance(v, BaseMessage)
+                    else v[1]
+                    if isinstance(v, tuple)
+                    else v["content"]
+                )
+                out.extend(_texts(content))
+            return
+        if isinstance(v, str):
+            if v.strip():
+                out.append(v)
+        elif isinstance(v, Mapping):
+            for item in v.values():
+                walk(item)
+        elif isinstance(v, list | tuple):
+            for item in v:
+                walk(item)
+
+    walk(value)
+    return out
+
+
+def _output_text(output: Any) -> str:
+    """A chain's or model's output as the text a derived memory stands for."""
+    if isinstance(output, LLMResult):
+        return "\n".join(
+            str(g.message.content) if hasattr(g, "message") else g.text
+            for gens in output.generations
+            for g in gens
+        )
+    return "\n".join(_texts(output))

@@ -1,0 +1,341 @@
+"""The handlers' shared core: it records lineage and builds each act, and never
+calls the sidecar itself (the sync and async handlers do, each its own way)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+from uuid import UUID
+
+from langchain_core.messages import ToolMessage
+
+from memlineage.client import ActArg
+from memlineage.integrations.langchain_callbacks.binding import (
+    ActRecord,
+    _Act,
+    _leaves,
+    _norm,
+    _output_text,
+    _pattern,
+    _Pending,
+    _Record,
+    _Run,
+    _safe,
+    _Source,
+    _texts,
+    _user_texts,
+)
+from memlineage.integrations.langchain_callbacks.errors import (
+    _ID_RE,
+    _MAX_SOURCES,
+    _MAX_TAGS_RUNS,
+    _MAX_VALUE,
+    _SESSION_RE,
+    ARGS_KEY,
+    DERIVED_KEY,
+    DERIVED_TYPE,
+    RELIES_ON_KEY,
+    TOOL_RESULT_TYPE,
+    USER_INPUT_TYPE,
+    ActDenied,
+    ActNotConfirmed,
+)
+from memlineage.v1 import memlineage_pb2 as pb
+
+
+class _Core:
+    """What both handlers share: the run tree, the recorded sources, the binding rule.
+
+    It never calls the sidecar: it says what to record or ask (`_Record`, `_Act`) and
+    remembers what was recorded, so the sync and async handlers differ only in how
+    they call the client."""
+
+    def __init__(
+        self,
+        user: str,
+        session: str | None,
+        user_input_keys: Sequence[str] | None,
+        capture_user_input: bool,
+        send_values: bool,
+    ) -> None:
+        if not user.startswith("user:") or not _ID_RE.fullmatch(user) or user == "user:":
+            raise ValueError(f'user: {user!r} is not "user:<id>" (letters, digits, ._:/-)')
+        self.user = user
+        self.session = session if session is not None else uuid.uuid4().hex
+        if not _SESSION_RE.fullmatch(self.session):
+            raise ValueError(
+                f"session: {self.session!r} must be 1 to 48 letters, digits or ._:- (no /)"
+            )
+        self.user_input_keys = None if user_input_keys is None else tuple(user_input_keys)
+        self.capture_user_input = capture_user_input
+        self.send_values = send_values
+        self.lock = threading.RLock()
+        self.runs: dict[UUID, _Run] = {}
+        self.sources: list[_Source] = []
+        self.user_seen: set[str] = set()
+        self.tool_memories: dict[str, str] = {}
+        self.pending: dict[str, _Pending] = {}
+        self.acts: list[ActRecord] = []
+
+    # -- the run tree
+    def start(
+        self,
+        run_id: UUID,
+        parent: UUID | None,
+        metadata: Mapping[str, Any] | None,
+        name: str = "",
+        tool_call_id: Any = None,
+    ) -> None:
+        with self.lock:
+            self.runs[run_id] = _Run(parent, dict(metadata or {}), name, tool_call_id)
+
+    def end(self, run_id: UUID) -> _Run | None:
+        with self.lock:
+            return self.runs.pop(run_id, None)
+
+    def ancestors(self, parent: UUID | None) -> list[UUID]:
+        """The parent chain, nearest first, up to the root (or the first unknown run)."""
+        out: list[UUID] = []
+        with self.lock:
+            while parent is not None and parent not in out:
+                out.append(parent)
+                run = self.runs.get(parent)
+                parent = run.parent if run is not None else None
+        return out
+
+    def _context(self, run_id: UUID, parent: UUID | None) -> dict[str, Any]:
+        chain = self.ancestors(parent)
+        root = chain[-1] if chain else run_id
+        tags = ["langchain", f"session:{self.session}"]
+        tags += [f"run:{r}" for r in chain[:_MAX_TAGS_RUNS]]
+        return {"context_id": str(root), "tags": tags}
+
+    # -- what to record
+    def user_records(
+        self, run_id: UUID, parent: UUID | None, value: Any, *, root_only: bool = True
+    ) -> list[_Record]:
+        """User memories for the texts of a root run's input not recorded before."""
+        if root_only and (parent is not None or not self.capture_user_input):
+            return []
+        if self.user_input_keys is not None and isinstance(value, Mapping):
+            value = {k: v for k, v in value.items() if k in self.user_input_keys}
+        out: list[_Record] = []
+        with self.lock:
+            for text in _user_texts(value):
+                norm = _norm(text)
+                if not norm or norm in self.user_seen:
+                    continue
+                self.user_seen.add(norm)
+                memory_id = f"lc/{self.session}/user/{run_id}/{len(out)}"
+                kwargs = {"creator": self.user, "type": USER_INPUT_TYPE}
+                kwargs |= self._context(run_id, parent)
+                out.append(_Record(memory_id, kwargs, _Source(memory_id, "user", (norm,))))
+        return out
+
+    def unseen_user(self, records: list[_Record]) -> None:
+        """Forget user texts whose record failed, so a retry records them."""
+        with self.lock:
+            for r in records:
+                if r.source is not None:
+                    self.user_seen.difference_update(r.source.texts)
+
+    def tool_record(
+        self, run_id: UUID, parent: UUID | None, output: Any, event: Mapping[str, Any]
+    ) -> _Record:
+        """The tool memory of a finished tool run (``event``: on_tool_end's kwargs)."""
+        run = self.end(run_id)
+        name = (run.name if run else "") or str(event.get("name") or "tool")
+        parent = run.parent if run else parent
+        tool_call_id = run.tool_call_id if run else event.get("tool_call_id")
+        memory_id = f"lc/{self.session}/tool/{run_id}"
+        kwargs: dict[str, Any] = {"creator": f"tool:{_safe(name)}", "type": TOOL_RESULT_TYPE}
+        kwargs |= self._context(run_id, parent)
+        if isinstance(output, ToolMessage) and tool_call_id is None:
+            tool_call_id = output.tool_call_id
+        tag = f"tool_call:{tool_call_id}"
+        if isinstance(tool_call_id, str) and len(tag) <= 64 and _ID_RE.fullmatch(tag):
+            kwargs["tags"].append(tag)
+        texts = tuple(_norm(t) for t in _texts(output))
+        key = tool_call_id if isinstance(tool_call_id, str) and tool_call_id else str(run_id)
+        return _Record(memory_id, kwargs, _Source(memory_id, "tool", texts), key)
+
+    def derived_record(
+        self,
+        memory_id: str | None,
+        depends_on: Sequence[str],
+        creator: str,
+        value: Any,
+        confidence: float,
+        type: str,
+        tags: Sequence[str],
+        context_id: str,
+    ) -> _Record:
+        memory_id = memory_id or f"lc/{self.session}/derived/{uuid.uuid4()}"
+        if not _ID_RE.fullmatch(memory_id):
+            raise ValueError(f"memory_id: {memory_id!r} is not 1..128 of letters, digits, ._:/-")
+        kwargs: dict[str, Any] = {
+            "creator": creator,
+            "dependencies": list(dict.fromkeys(depends_on)),
+            "confidence": confidence,
+            "type": type,
+            "tags": ["langchain", f"session:{self.session}", *tags],
+            "context_id": context_id,
+        }
+        texts = tuple(_norm(t) for t in _texts(value)) if value is not None else ()
+        return _Record(memory_id, kwargs, _Source(memory_id, "derived", texts) if texts else None)
+
+    def run_derived(self, run_id: UUID, run: _Run | None, output: Any) -> _Record | None:
+        """A run whose metadata names ``memlineage_derived``: its output, once, at the end
+        of the outermost run carrying that metadata (children inherit it)."""
+        spec = run.metadata.get(DERIVED_KEY) if run is not None else None
+        if run is None or not isinstance(spec, Mapping):
+            return None
+        with self.lock:
+            parent = self.runs.get(run.parent) if run.parent is not None else None
+        if parent is not None and parent.metadata.get(DERIVED_KEY) == spec:
+            return None
+        chain = self.ancestors(run.parent)
+        return self.derived_record(
+            spec.get("id"),
+            list(spec.get("depends_on", ())),
+            str(spec.get("creator", "agent:langchain")),
+            _output_text(output),
+            float(spec.get("confidence", 1.0)),
+            str(spec.get("type", DERIVED_TYPE)),
+            [],
+            str(chain[-1] if chain else run_id),
+        )
+
+    def recorded(self, record: _Record) -> None:
+        with self.lock:
+            if record.source is not None:
+                self.sources.append(record.source)
+            if record.key:
+                self.tool_memories[record.key] = record.memory_id
+
+    # -- binding
+    def sources_of(self, value: Any) -> list[str] | None:
+        """The memories an argument value came from (see docs/integrations.md).
+
+        None: the value carries nothing (None, empty), the argument is left out of the
+        act. ``[]``: some part of it was found nowhere (or is a flag): no source."""
+        with self.lock:
+            sources = list(self.sources)
+        out: list[str] = []
+        any_leaf = False
+        for spellings in _leaves(value):
+            any_leaf = True
+            if spellings is None:
+                return []
+            patterns = [_pattern(s) for s in spellings]
+
+            def found(src: _Source, patterns: list[re.Pattern[str]] = patterns) -> bool:
+                return any(p.search(t) for t in src.texts for p in patterns)
+
+            ids = [s.memory_id for s in sources if s.origin == "user" and found(s)]
+            ids = ids or [s.memory_id for s in sources if s.origin != "user" and found(s)]
+            if not ids:
+                return []
+            out.extend(i for i in ids if i not in out)
+        return out[:_MAX_SOURCES] if any_leaf else None
+
+    def act(
+        self,
+        serialized: Mapping[str, Any] | None,
+        input_str: str,
+        inputs: Mapping[str, Any] | None,
+        run_id: UUID,
+        metadata: Mapping[str, Any] | None,
+        tool_call_id: Any,
+        name: Any,
+    ) -> _Act:
+        action = _safe(str((serialized or {}).get("name") or name or "tool"))
+        values: Mapping[str, Any] = inputs if inputs is not None else {"input": input_str}
+        metadata = metadata or {}
+        call_id = tool_call_id if isinstance(tool_call_id, str) and tool_call_id else None
+        with self.lock:
+            pending = self.pending.pop(call_id, _Pending()) if call_id else _Pending()
+        explicit: dict[str, list[str]] = {}
+        raw = metadata.get(ARGS_KEY)
+        if isinstance(raw, Mapping):
+            explicit |= {str(k): list(v) for k, v in raw.items()}
+        explicit |= pending.args
+        arguments: dict[str, ActArg] = {}
+        for arg, value in values.items():
+            if not _ID_RE.fullmatch(arg):
+                continue
+            sources = explicit[arg] if arg in explicit else self.sources_of(value)
+            if sources is None:
+                continue
+            arguments[arg] = ActArg(tuple(sources), **self._value(value))
+        for arg, sources in explicit.items():
+            if arg not in arguments and _ID_RE.fullmatch(arg):
+                arguments[arg] = ActArg(tuple(sources))
+        relies = list(metadata.get(RELIES_ON_KEY, ()) or ()) + list(pending.relies_on)
+        if not arguments and not relies:
+            # an act must name something: a call with nothing to bind rests on the
+            # user's latest request (none seen: it cannot be asked, see `unaskable`)
+            with self.lock:
+                users = [s.memory_id for s in self.sources if s.origin == "user"]
+            relies = users[-1:]
+        return _Act(action, arguments, tuple(dict.fromkeys(relies)), run_id, call_id)
+
+    @staticmethod
+    def unaskable(act: _Act) -> pb.Decision | None:
+        """A call that names no memory at all cannot be asked (the sidecar refuses an
+        act naming nothing): refused here, fail-closed, with a decision saying why."""
+        if act.arguments or act.relies_on:
+            return None
+        why = (
+            "nothing to ask the act gate with: no argument to bind, no memory relied on"
+            " and no user input recorded (record the user's input first)"
+        )
+        reason = pb.Reason(policy="langchain_callbacks", effect=pb.EFFECT_DENY, message=why)
+        return pb.Decision(effect=pb.EFFECT_DENY, operation=pb.OPERATION_ACT, reasons=[reason])
+
+    def _value(self, value: Any) -> dict[str, str]:
+        if not self.send_values:
+            return {}
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        if len(text) <= _MAX_VALUE:
+            return {"value": text}
+        return {"digest": "sha256:" + hashlib.sha256(text.encode()).hexdigest()}
+
+    def judged(self, act: _Act, decision: pb.Decision, confirmed: bool | None) -> None:
+        """Log the act; raise unless it may run."""
+        record = ActRecord(
+            act.run_id,
+            act.tool_call_id,
+            act.action,
+            act.arguments,
+            act.relies_on,
+            decision,
+            confirmed,
+        )
+        with self.lock:
+            self.acts.append(record)
+        if decision.effect == pb.EFFECT_ALLOW:
+            return
+        if decision.effect == pb.EFFECT_DEGRADE:
+            if confirmed:
+                return
+            raise ActNotConfirmed(decision, act.action, act.arguments)
+        raise ActDenied(decision, act.action, act.arguments)
+
+    def bind(
+        self, tool_call_id: str, args: Mapping[str, Sequence[str]], relies_on: Sequence[str]
+    ) -> None:
+        if not tool_call_id:
+            raise ValueError("tool_call_id: must not be empty")
+        for name, ids in args.items():
+            if isinstance(ids, str):
+                raise TypeError(f"args[{name!r}]: a list of memory ids, not a string")
+        with self.lock:
+            self.pending[tool_call_id] = _Pending(
+                {k: list(v) for k, v in args.items()}, tuple(relies_on)
+            )
