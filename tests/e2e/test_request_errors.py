@@ -38,10 +38,13 @@ UNARY = {
     ML + "Revise": "ReviseRequest",
     ML + "Feedback": "FeedbackRequest",
     ML + "Explain": "ExplainRequest",
+    ML + "RecordGrant": "GrantRequest",
+    ML + "Object": "ObjectRequest",
     ADMIN + "ListPolicies": "ListPoliciesRequest",
     ADMIN + "ReloadPolicies": "ReloadPoliciesRequest",
     ADMIN + "LintPolicy": "LintPolicyRequest",
     ADMIN + "RunSweep": "RunSweepRequest",
+    ADMIN + "Shadow": "ShadowRequest",
 }
 # The issue's Record: `memory.id` is "\xff\xfeid:" (not UTF-8), creator user:a.
 BAD_UTF8_RECORD = bytes.fromhex("12120a04fffe69643a0a08011206757365723a61")
@@ -108,6 +111,17 @@ def test_the_issues_record_bytes_are_invalid_argument(sidecar: Sidecar) -> None:
     # protobuf's own words follow in the parentheses; they differ between its
     # versions (the supported range is 5.26 to 7.x), so only the shape is pinned.
     assert details.endswith(")"), details
+
+
+def test_the_table_names_every_unary_rpc() -> None:
+    """A new RPC joins this table (and so the undecodable-bytes tests) or this fails."""
+    names = {
+        f"/memlineage.v1.{svc.name}/{m.name}"
+        for svc in pb.DESCRIPTOR.services_by_name.values()
+        for m in svc.methods
+        if not m.server_streaming
+    }
+    assert names == set(UNARY)
 
 
 @pytest.mark.parametrize("method", sorted(UNARY))
