@@ -83,6 +83,15 @@ def _seeds(decision_id: str) -> dict[str, tuple[type[Message], type[Message], li
                 pb.CheckRequest(operation=pb.OPERATION_READ, memory_id="m1"),
                 pb.CheckRequest(
                     operation=pb.OPERATION_ACT,
+                    action="send_money",
+                    arguments=[
+                        pb.ActArgument(name="recipient", sources=["m1"], value="IBAN1"),
+                        pb.ActArgument(name="amount", sources=["m2", "ghost"], digest="d"),
+                        pb.ActArgument(name="memo"),
+                    ],
+                ),
+                pb.CheckRequest(
+                    operation=pb.OPERATION_ACT,
                     memory_ids=["m1", "m2"],
                     action="book",
                     budget=0.2,
@@ -157,6 +166,46 @@ def _seeds(decision_id: str) -> dict[str, tuple[type[Message], type[Message], li
             pb.RunSweepRequest,
             pb.RunSweepResponse,
             [pb.RunSweepRequest(batch=10, time=ts(seconds=int(T0)))],
+        ),
+        ML + "RecordGrant": (
+            pb.GrantRequest,
+            pb.GrantResponse,
+            [
+                pb.GrantRequest(
+                    grant=pb.Grant(
+                        actions=["send_*"],
+                        arguments=["amount"],
+                        memory_id="m1",
+                        uses=2,
+                        value="100",
+                        expires_at=ts(seconds=int(T0) + 600),
+                    )
+                ),
+                pb.GrantRequest(
+                    grant=pb.Grant(id="g1", actions=["a"], source="tool:*"),
+                    actor=pb.Actor(kind=pb.CREATOR_KIND_TOOL, id="tool:x"),
+                ),
+            ],
+        ),
+        ML + "Object": (
+            pb.ObjectRequest,
+            pb.ObjectResponse,
+            [
+                pb.ObjectRequest(
+                    memory_id="m1",
+                    reason="still needed",
+                    actor=pb.Actor(kind=pb.CREATOR_KIND_AGENT, id="agent:p"),
+                )
+            ],
+        ),
+        ADMIN + "Shadow": (
+            pb.ShadowRequest,
+            pb.ShadowResponse,
+            [
+                pb.ShadowRequest(),
+                pb.ShadowRequest(action=pb.SHADOW_ACTION_LOAD, files={"p.mlp": POLICY}),
+                pb.ShadowRequest(action=pb.SHADOW_ACTION_DROP),
+            ],
         ),
     }
 
