@@ -11,17 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
-import math
 import os
 import re
 import tempfile
-import threading
-import zlib
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 # Mem0 reads these when imported: no telemetry, nothing under ~/.mem0.
 os.environ["MEM0_TELEMETRY"] = "False"
@@ -38,82 +32,14 @@ from memlineage.integrations.mem0_memory import (
 )
 from memlineage.v1 import memlineage_pb2 as pb
 from prometheus_client import generate_latest
+from support.mem0_offline import embedder, mem0_config
 from support.sidecar import RunningSidecar
-
-DIMS = 64
-
-
-def bag_of_words(text: str) -> list[float]:
-    """Hashed words, L2-normalised: same text, same vector; shared words, closer."""
-    v = [0.0] * DIMS
-    for word in re.findall(r"\w+", text.lower()):
-        v[zlib.crc32(word.encode()) % DIMS] += 1.0
-    norm = math.sqrt(sum(x * x for x in v)) or 1.0
-    return [x / norm for x in v] if any(v) else [1.0] + [0.0] * (DIMS - 1)
-
-
-class _Embeddings(BaseHTTPRequestHandler):
-    """POST /v1/embeddings as the OpenAI API answers it."""
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        answer = json.dumps(
-            {
-                "object": "list",
-                "model": body.get("model", "bow"),
-                "data": [
-                    {"object": "embedding", "index": i, "embedding": bag_of_words(t)}
-                    for i, t in enumerate(texts)
-                ],
-                "usage": {"prompt_tokens": 0, "total_tokens": 0},
-            }
-        ).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 @pytest.fixture(scope="module")
 def embedder_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Embeddings)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
-
-
-def mem0_config(tmp_path: Path, url: str) -> dict[str, Any]:
-    """Mem0's own config: local Qdrant, local history db, the loopback embedder."""
-    return {
-        "vector_store": {
-            "provider": "qdrant",
-            "config": {
-                "collection_name": "memories",
-                "path": str(tmp_path / "qdrant"),
-                "embedding_model_dims": DIMS,
-                "on_disk": True,
-            },
-        },
-        "embedder": {
-            "provider": "openai",
-            "config": {
-                "model": "bow",
-                "api_key": "offline",
-                "openai_base_url": url,
-                "embedding_dims": DIMS,
-            },
-        },
-        # Built by Memory() but never called: every add here is infer=False.
-        "llm": {"provider": "openai", "config": {"api_key": "offline", "openai_base_url": url}},
-        "history_db_path": str(tmp_path / "history.db"),
-    }
+    with embedder() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

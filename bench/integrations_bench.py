@@ -1,0 +1,167 @@
+"""Integrations benchmark: prints figures, asserts nothing (not a timed test).
+
+The adapters in front of the stores agents use, against the same store bare, in the
+same run, interleaved op by op (what else runs on the machine weighs on both alike),
+with a real `memlineage serve` (embedded store, bundled policies) on loopback:
+
+- LangGraph: `InMemoryStore` bare vs `GuardedLangGraphStore(InMemoryStore(), client)`:
+  put, get and search (limit 10) latency p50/p99 and ops/s;
+- Mem0: `Memory` running offline (infer=False, local Qdrant in a temporary directory,
+  a deterministic embedder on loopback: tests/support/mem0_offline.py) bare vs
+  `GuardedMem0Memory`: add and search (top_k 10).
+
+Each search through an adapter is counted in FilterRank calls (a counting client).
+The issue's targets: the wrapper adds <= 1 ms p50 per op on loopback, and a search
+of k=10 costs one FilterRank call.
+
+    .venv/bin/python bench/integrations_bench.py
+    .venv/bin/python bench/integrations_bench.py --items 200 --mem0-items 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from memlineage.client import MemLineageClient  # noqa: E402
+from support.mem0_offline import embedder, mem0_config  # noqa: E402
+from support.serve_process import ServeProcess  # noqa: E402
+
+
+class CountingClient(MemLineageClient):
+    """The real client, counting FilterRank calls."""
+
+    filter_ranks = 0
+
+    def filter_rank(self, *args: Any, **kwargs: Any) -> Any:
+        self.filter_ranks += 1
+        return super().filter_rank(*args, **kwargs)
+
+
+def timed(into: list[float], fn: Callable[..., object], *args: Any, **kwargs: Any) -> None:
+    t = time.perf_counter()
+    fn(*args, **kwargs)
+    into.append((time.perf_counter() - t) * 1e3)
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def row(system: str, op: str, bare: list[float], wrapped: list[float], note: str = "") -> None:
+    added = statistics.median(wrapped) - statistics.median(bare)
+    print(
+        f"{system:9} {op:7} {len(bare):>6} {pct(bare, 0.5):>9.3f} {pct(bare, 0.99):>9.3f} "
+        f"{1e3 / statistics.mean(bare):>9,.0f} {pct(wrapped, 0.5):>9.3f} "
+        f"{pct(wrapped, 0.99):>9.3f} {1e3 / statistics.mean(wrapped):>9,.0f} "
+        f"{added:>+8.3f}  {note}"
+    )
+
+
+def langgraph(client: CountingClient, items: int) -> list[float]:
+    from langgraph.store.memory import InMemoryStore
+    from memlineage.integrations.langgraph_store import GuardedLangGraphStore
+
+    bare = InMemoryStore()
+    wrapped = GuardedLangGraphStore(InMemoryStore(), client, defaults={"creator": "user:alice"})
+    lat: dict[tuple[str, str], list[float]] = {}
+    added: list[float] = []
+    for i in range(items):
+        ns, key, value = ("alice", "trip"), f"k{i}", {"text": f"hotel {i} in Shanghai"}
+        timed(lat.setdefault(("put", "bare"), []), bare.put, ns, key, value)
+        timed(lat.setdefault(("put", "wrapped"), []), wrapped.put, ns, key, value)
+    for i in range(items):
+        ns, key = ("alice", "trip"), f"k{i}"
+        timed(lat.setdefault(("get", "bare"), []), bare.get, ns, key)
+        timed(lat.setdefault(("get", "wrapped"), []), wrapped.get, ns, key)
+    before = client.filter_ranks
+    searches = max(1, items // 5)
+    for _ in range(searches):
+        timed(lat.setdefault(("search", "bare"), []), bare.search, ("alice",), limit=10)
+        timed(lat.setdefault(("search", "wrapped"), []), wrapped.search, ("alice",), limit=10)
+    per_search = (client.filter_ranks - before) / searches
+    for op in ("put", "get", "search"):
+        note = f"FilterRank calls per search: {per_search:g}" if op == "search" else ""
+        row("langgraph", op, lat[(op, "bare")], lat[(op, "wrapped")], note)
+        added.append(statistics.median(lat[(op, "wrapped")]) - statistics.median(lat[(op, "bare")]))
+    return added
+
+
+def _mem0_run(memory: Any, items: int, into: dict[str, list[float]]) -> None:
+    for i in range(items):
+        text = f"the user prefers hotel {i} near the station"
+        timed(into.setdefault("add", []), memory.add, text, user_id="alice", infer=False)
+    for i in range(max(1, items // 2)):
+        query = f"hotel {i} station"
+        timed(
+            into.setdefault("search", []),
+            memory.search,
+            query,
+            filters={"user_id": "alice"},
+            top_k=10,
+        )
+
+
+def mem0(client: CountingClient, items: int, tmp: Path) -> list[float]:
+    """Bare first, then wrapped (Mem0 allows one local Qdrant client per process at
+    a time, so the two cannot be interleaved op by op here)."""
+    from mem0 import Memory
+    from memlineage.integrations.mem0_memory import GuardedMem0Memory
+
+    added: list[float] = []
+    lat: dict[str, dict[str, list[float]]] = {"bare": {}, "wrapped": {}}
+    with embedder() as url:
+        for which in ("bare", "wrapped"):
+            (tmp / which).mkdir()
+            inner = Memory.from_config(mem0_config(tmp / which, url))
+            try:
+                target = inner if which == "bare" else GuardedMem0Memory(inner, client)
+                before = client.filter_ranks
+                _mem0_run(target, items, lat[which])
+                searches = client.filter_ranks - before
+            finally:
+                inner.close()
+    per_search = searches / len(lat["wrapped"]["search"])
+    for op in ("add", "search"):
+        note = f"FilterRank calls per search: {per_search:g}" if op == "search" else ""
+        row("mem0", op, lat["bare"][op], lat["wrapped"][op], note + " (not interleaved)")
+        added.append(statistics.median(lat["wrapped"][op]) - statistics.median(lat["bare"][op]))
+    return added
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--items", type=int, default=1000, help="LangGraph items")
+    ap.add_argument("--mem0-items", type=int, default=100, help="Mem0 memories")
+    args = ap.parse_args()
+    server = ServeProcess(["--policies", str(REPO / "policies")])
+    try:
+        with (
+            CountingClient(server.address, timeout=30) as client,
+            tempfile.TemporaryDirectory(prefix="integrations-bench-") as tmp,
+        ):
+            print(
+                f"{'system':9} {'op':7} {'ops':>6} {'bare p50':>9} {'bare p99':>9} "
+                f"{'bare/s':>9} {'wrap p50':>9} {'wrap p99':>9} {'wrap/s':>9} {'+p50 ms':>8}"
+            )
+            worst = max([*langgraph(client, args.items), *mem0(client, args.mem0_items, Path(tmp))])
+            print(
+                f"target: the wrapper adds <= 1 ms p50 per op -> worst +{worst:.3f} ms: "
+                f"{'met' if worst <= 1.0 else 'NOT met'}"
+            )
+    finally:
+        server.kill()
+
+
+if __name__ == "__main__":
+    main()
