@@ -47,7 +47,7 @@ def render_docs() -> str:
     out = [
         "# Configuration",
         "",
-        "<!-- Generated from server/memlineage/config/ (its `Config` and ScoringConfig) by `memlineage config docs >",
+        "<!-- Generated from server/memlineage/config/ by `memlineage config docs >",
         "docs/configuration.md`; tests/test_config_docs.py fails when this file is stale. -->",
         "",
         "Every setting can be given in three ways, and a later one wins, key by key:",
