@@ -12,7 +12,7 @@ from pathlib import Path
 
 from memlineage.lineage.errors import AlreadyExistsError, StoreUnavailableError
 from memlineage.lineage.grants import GrantRecord
-from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
+from memlineage.store.embedded.sqlite_conn import open_table, transaction
 from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE
 
 _SCHEMA = (
@@ -28,12 +28,8 @@ class GrantTable:
     def __init__(self, path: Path | None = None, fsync: bool = False) -> None:
         self._lock = threading.Lock()
         self._by_ns: dict[str, dict[str, GrantRecord]] = {}
-        self._db: sqlite3.Connection | None = None
-        if path is not None:
-            self._db = connect_rw(path, fsync)
-            with transaction(self._db):
-                for statement in _SCHEMA:
-                    self._db.execute(statement)
+        self._db = open_table(path, fsync, _SCHEMA)
+        if self._db is not None:
             for (data,) in self._db.execute("SELECT data FROM grants"):
                 g = GrantRecord.from_json(data)
                 self._by_ns.setdefault(g.namespace, {})[g.id] = g

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.proposals import Proposal
-from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
+from memlineage.store.embedded.sqlite_conn import open_table, transaction
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS proposals (ns TEXT NOT NULL, memory TEXT NOT NULL, "
@@ -24,12 +24,8 @@ class ProposalTable:
     def __init__(self, path: Path | None = None, fsync: bool = False) -> None:
         self._lock = threading.Lock()
         self._rows: dict[tuple[str, str], Proposal] = {}
-        self._db: sqlite3.Connection | None = None
-        if path is not None:
-            self._db = connect_rw(path, fsync)
-            with transaction(self._db):
-                for statement in _SCHEMA:
-                    self._db.execute(statement)
+        self._db = open_table(path, fsync, _SCHEMA)
+        if self._db is not None:
             for (data,) in self._db.execute("SELECT data FROM proposals"):
                 p = Proposal.from_json(data)
                 self._rows[(p.namespace, p.memory_id)] = p

@@ -1,6 +1,7 @@
 """The embedded store's read-write SQLite connection (WAL settings) and its
 transaction: shared by the op log (`persistence`) and the kept decisions
-(`decision_table`), which write the same file on connections of their own."""
+(`decision_table`), grants and proposals, which write the same file on connections
+of their own (`open_table`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,20 @@ def connect_rw(path: Path, fsync: bool) -> sqlite3.Connection:
     # file is cut back to 64 MiB after a checkpoint.
     db.execute("PRAGMA wal_autocheckpoint = 10000")
     db.execute("PRAGMA journal_size_limit = 67108864")
+    return db
+
+
+def open_table(
+    path: Path | None, fsync: bool, schema: tuple[str, ...]
+) -> sqlite3.Connection | None:
+    """A connection of its own to the store's file with `schema` created (the side
+    tables: grants, proposals); None without a file (a store in memory)."""
+    if path is None:
+        return None
+    db = connect_rw(path, fsync)
+    with transaction(db):
+        for statement in schema:
+            db.execute(statement)
     return db
 
 
