@@ -148,17 +148,22 @@ MAX_REPAIRS = 5
 
 
 def repaired(text: str, err: UnexpectedInput) -> str | None:
-    """`text` with the error at `err` mended so the rest of the item can be checked: a
-    spaced duration joined (same length, so every later position stays where it was).
-    None for any other error: blanking a token out would report errors of a rule
-    nobody wrote (`a = "x"` becoming `a "x"`)."""
+    """`text` with the error at `err` mended as its hint says, so the rest of the item
+    can be checked: a spaced duration joined (`5 mins` -> `5m`), a comparison's `= `
+    written `==` (`a = "x"`: where `==` was expected). Each mend keeps the text's
+    length, so every later position stays where it was. None for any other error:
+    blanking a token out would report errors of a rule nobody wrote."""
     token = getattr(err, "token", None)
     if not isinstance(err, UnexpectedToken) or token is None or token.type == "$END":
         return None
     if token.start_pos is None or token.end_pos is None:
         return None
     joined = _spaced_duration(text, token)
-    if joined is None:
-        return None
-    start, end, word = joined
-    return text[:start] + word.ljust(end - start) + text[end:]
+    if joined is not None:
+        start, end, word = joined
+        return text[:start] + word.ljust(end - start) + text[end:]
+    at = token.start_pos
+    expected = set(getattr(err, "expected", ()) or ())
+    if str(token) == "=" and "COMP_OP" in expected and text[at + 1 : at + 2] in (" ", "\t"):
+        return text[:at] + "==" + text[at + 2 :]
+    return None

@@ -43,3 +43,19 @@ def test_a_spaced_duration_suggests_one_word_and_the_rule_is_checked_on() -> Non
     assert ("E001", 3, 63, "a duration is one word: write `2h`") in found
     assert any(code == "E102" and line == 4 for code, line, _, _ in found)  # behind them
     assert build.compiled is None  # a mended rule is checked, never served
+
+
+def test_a_single_equals_is_mended_to_a_comparison_and_the_rule_checked_on() -> None:
+    from memlineage_dsl.pipeline import build_texts
+
+    text = (
+        'policy p {\n  on read\n  when memory.type = "fact" and memory.confidnce > 0.5\n  deny\n}\n'
+    )
+    build = build_texts({"t.mlp": text})
+    found = [(d.code, d.span.line, d.span.column, d.help) for d in build.diagnostics]
+    assert found[0] == ("E001", 3, 20, "try `==` instead of `=`")
+    assert ("E102", 3, 40, "did you mean `confidence`?") in found
+    assert build.compiled is None
+    # `=` with no space after it cannot be mended in place: only the syntax error
+    tight = build_texts({"t.mlp": text.replace('= "fact"', '="fact"')})
+    assert [d.code for d in tight.diagnostics] == ["E001"]
