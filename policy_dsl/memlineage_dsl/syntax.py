@@ -56,14 +56,22 @@ def tok_span(tok: Token) -> A.Span:
     return A.Span(tok.line or 0, tok.column or 0, tok.end_line or 0, tok.end_column or 0)
 
 
+def _keyword_for(expected: set[str], token: Token | None) -> str | None:
+    """The keyword a misspelt word stands for (`whne` -> `when`), when one is close."""
+    if token is None or token.type != "NAME":
+        return None
+    words = sorted(_terminal_text().get(e, e) for e in expected)
+    keywords = [w.strip("`") for w in words if w.startswith("`") and w[1:-1].isalpha()]
+    hint = did_you_mean(str(token), keywords)
+    return hint.split("`")[1] if hint else None
+
+
 def _expected_help(expected: set[str], token: Token | None) -> str | None:
     names = _terminal_text()
     words = sorted(names.get(e, e) for e in expected)
-    if token is not None and token.type == "NAME":
-        keywords = [w.strip("`") for w in words if w.startswith("`") and w[1:-1].isalpha()]
-        hint = did_you_mean(str(token), keywords)
-        if hint:
-            return hint
+    keyword = _keyword_for(expected, token)
+    if keyword is not None:
+        return f"did you mean `{keyword}`?"
     if token is not None and str(token) == "=" and "COMP_OP" in expected:
         return "try `==` instead of `=`"
     if not words:
@@ -150,7 +158,8 @@ MAX_REPAIRS = 5
 def repaired(text: str, err: UnexpectedInput) -> str | None:
     """`text` with the error at `err` mended as its hint says, so the rest of the item
     can be checked: a spaced duration joined (`5 mins` -> `5m`), a comparison's `= `
-    written `==` (`a = "x"`: where `==` was expected). Each mend keeps the text's
+    written `==` (`a = "x"`: where `==` was expected), a misspelt keyword of the same
+    length written as the keyword it is closest to (`whne` -> `when`). Each mend keeps the text's
     length, so every later position stays where it was. None for any other error:
     blanking a token out would report errors of a rule nobody wrote."""
     token = getattr(err, "token", None)
@@ -166,4 +175,7 @@ def repaired(text: str, err: UnexpectedInput) -> str | None:
     expected = set(getattr(err, "expected", ()) or ())
     if str(token) == "=" and "COMP_OP" in expected and text[at + 1 : at + 2] in (" ", "\t"):
         return text[:at] + "==" + text[at + 2 :]
+    keyword = _keyword_for(expected, token)
+    if keyword is not None and len(keyword) == len(str(token)):  # `whne` -> `when`
+        return text[:at] + keyword + text[at + len(keyword) :]
     return None

@@ -258,9 +258,10 @@ def test_every_syntax_error_is_reported_with_position_and_hint() -> None:
     ]
     assert diags[0].location == "broken.mlp:3:3"
     assert diags[0].snippet == "whne"
-    # the good policy between the broken ones still reaches the checker, and so does
-    # `b`, mended as its hint says (`=` -> `==`) so errors behind it are found too
-    assert [i.name for i in module.items if isinstance(i, A.Policy)] == ["ok", "b"]
+    # the good policy between the broken ones still reaches the checker, and so do `a`
+    # and `b`, mended as their hints say (`whne` -> `when`, `=` -> `==`) so errors
+    # behind them are found too
+    assert [i.name for i in module.items if isinstance(i, A.Policy)] == ["a", "ok", "b"]
 
 
 def test_unterminated_string() -> None:

@@ -59,3 +59,12 @@ def test_a_single_equals_is_mended_to_a_comparison_and_the_rule_checked_on() -> 
     # `=` with no space after it cannot be mended in place: only the syntax error
     tight = build_texts({"t.mlp": text.replace('= "fact"', '="fact"')})
     assert [d.code for d in tight.diagnostics] == ["E001"]
+
+
+def test_a_misspelt_keyword_is_mended_and_the_rule_checked_on() -> None:
+    from memlineage_dsl.pipeline import build_texts
+
+    text = "policy p {\n  on read\n  whne memory.confidnce < 0.5\n  deny\n}\n"
+    found = [(d.code, d.span.line, d.help) for d in build_texts({"t.mlp": text}).diagnostics]
+    assert found[0] == ("E001", 3, "did you mean `when`?")
+    assert ("E102", 3, "did you mean `confidence`?") in found
