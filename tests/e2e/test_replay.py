@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from memlineage.client import MemLineageClient
 from memlineage.config import Config
 from memlineage.engine.replay import parse_guards
@@ -47,10 +48,15 @@ def _decide_things(c: MemLineageClient, clock: ManualClock) -> None:
     c.act("send_money", {"recipient": ["web"], "amount": ["bill"]})
 
 
-def _log(tmp_path: Path) -> tuple[Path, int, int]:
+def _log(tmp_path: Path, store: str = "embedded") -> tuple[Path, int, int]:
     log = tmp_path / "decisions.log"
     clock = ManualClock(T0)
-    config = Config(policy_dir=BUNDLED_POLICIES, decision_log=str(log), decision_log_inputs=True)
+    config = Config(
+        policy_dir=BUNDLED_POLICIES,
+        decision_log=str(log),
+        decision_log_inputs=True,
+        store=store,
+    )
     with RunningSidecar(config, clock) as s, MemLineageClient(s.address, timeout=10) as c:
         _decide_things(c, clock)
     lines = [json.loads(x) for x in log.read_text().splitlines()]
@@ -65,8 +71,15 @@ def _replay(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_unchanged_set_reproduces_every_decision(tmp_path: Path) -> None:
-    log, with_input, denies = _log(tmp_path)
+@pytest.fixture(params=["embedded", "redis"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    if request.param == "redis":
+        return str(request.getfixturevalue("redis_server").emptied())
+    return "embedded"
+
+
+def test_the_unchanged_set_reproduces_every_decision(tmp_path: Path, store_url: str) -> None:
+    log, with_input, denies = _log(tmp_path, store_url)
     assert with_input >= 20 and denies >= 4
     done = _replay(str(log), "--policies", BUNDLED_POLICIES, "--fail-on", "any")
     assert done.returncode == 0, done.stdout + done.stderr

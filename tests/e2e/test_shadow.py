@@ -39,20 +39,30 @@ def candidate(tmp_path: Path) -> Path:
 TOKENS = (TokenGrant("admin", ("default",), admin=True), TokenGrant("user", ("default",)))
 
 
-def _sidecar(candidate: Path | None) -> RunningSidecar:
+def _sidecar(candidate: Path | None, store: str = "embedded") -> RunningSidecar:
     return RunningSidecar(
         Config(
             policy_dir=BUNDLED_POLICIES,
             shadow_policy_dir=str(candidate) if candidate else None,
             tokens=TOKENS,
             reuse_decisions=False,
+            store=store,
         )
     )
 
 
-def test_the_candidate_is_compared_never_served_then_promoted(candidate: Path) -> None:
+@pytest.fixture(params=["embedded", "redis"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    if request.param == "redis":
+        return str(request.getfixturevalue("redis_server").emptied())
+    return "embedded"
+
+
+def test_the_candidate_is_compared_never_served_then_promoted(
+    candidate: Path, store_url: str
+) -> None:
     with (
-        _sidecar(candidate) as s,
+        _sidecar(candidate, store_url) as s,
         MemLineageClient(s.address, token="admin", timeout=10) as admin,
         MemLineageClient(s.address, token="user", timeout=10) as user,
     ):
