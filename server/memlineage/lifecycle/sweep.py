@@ -59,6 +59,7 @@ def _heard(
     reason: str,
     now: float,
     report: SweepReport,
+    p: Proposal | None,
 ) -> float | None:
     """The agent's voice: None when the move may happen now, else when to look again.
     An agent-owned memory's move is proposed first (its owners hear it on Watch) and
@@ -67,7 +68,6 @@ def _heard(
     owners = owners_of(rec.creator_id, rec.tags)
     if cfg.objection_window <= 0 or not owners:
         return None
-    p = store.proposal(rec.namespace, rec.id)
     if p is not None and p.to_status == to.value and p.from_status == rec.status:
         if now < p.deadline:
             return p.deadline  # pending: its owners may still object; postponed: waiting
@@ -128,11 +128,13 @@ def sweep_namespace(
     values = dict(zip(scored.ids, scored.value.tolist(), strict=True))
     next_review: dict[str, float] = {}
     gone: list[str] = []
-    proposed_for = (
-        {rid for rid in records if store.proposal(namespace, rid) is not None}
-        if cfg.objection_window > 0
-        else set()
-    )
+    # one read per memory: which have a proposal, and what it says (`_heard`)
+    proposals: dict[str, Proposal] = {}
+    if cfg.objection_window > 0:
+        for rid in records:
+            found = store.proposal(namespace, rid)
+            if found is not None:
+                proposals[rid] = found
     for rid, rec in records.items():
         v = values[rid]
         status = rec.status
@@ -150,10 +152,10 @@ def sweep_namespace(
                     report.refused.append(
                         Transition(rid, status, Status.EVICTED.value, f"not evicted: {blocker}")
                     )
-        if move is None and rid in proposed_for:
+        if move is None and rid in proposals:
             store.drop_proposal(namespace, rid)  # its value recovered: nothing to hear
         if move is not None:
-            later = _heard(store, cfg, rec, move[0], move[1], now, report)
+            later = _heard(store, cfg, rec, move[0], move[1], now, report, proposals.get(rid))
             if later is not None:
                 next_review[rid] = later
                 continue
@@ -164,7 +166,7 @@ def sweep_namespace(
                 next_review[rid] = now + cfg.near_interval
                 continue
             report.transitions.append(Transition(rid, status, move[0].value, move[1]))
-            if rid in proposed_for:
+            if rid in proposals:
                 store.drop_proposal(namespace, rid)
             if move[0] is Status.EVICTED:
                 gone.append(rid)
