@@ -2,7 +2,9 @@
 through to a table of their own in the store's SQLite file (on a connection of its
 own, like grants), so a pending or postponed proposal outlives a restart. Its Watch
 event is emitted under the store's lock; like every event it is kept in the next
-snapshot (a crash before one loses the event, never the proposal)."""
+snapshot (a crash before one loses the event, never the proposal). A row that does
+not decode as the store wrote it refuses the open (``StoreCorruptError``, naming the
+row)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,15 @@ import threading
 from pathlib import Path
 
 from memlineage.lineage.errors import StoreUnavailableError
-from memlineage.lineage.proposals import Proposal
+from memlineage.lineage.proposals import PENDING, POSTPONED, Objection, Proposal
+from memlineage.store.embedded.codec import (
+    RowProblem,
+    StoreCorruptError,
+    row_fields,
+    row_number,
+    row_text,
+    row_texts,
+)
 from memlineage.store.embedded.sqlite_conn import open_table, transaction
 
 _SCHEMA = (
@@ -25,10 +35,23 @@ class ProposalTable:
         self._lock = threading.Lock()
         self._rows: dict[tuple[str, str], Proposal] = {}
         self._db = open_table(path, fsync, _SCHEMA)
-        if self._db is not None:
-            for (data,) in self._db.execute("SELECT data FROM proposals"):
-                p = Proposal.from_json(data)
-                self._rows[(p.namespace, p.memory_id)] = p
+        if self._db is not None and path is not None:
+            try:
+                self._load(self._db, path)
+            except BaseException:
+                self.close()
+                raise
+
+    def _load(self, db: sqlite3.Connection, path: Path) -> None:
+        """Every row, strictly decoded: a damaged one is ``StoreCorruptError`` naming
+        the table and the row (the store refuses to open, nothing written)."""
+        try:
+            rows = db.execute("SELECT ns, memory, data FROM proposals").fetchall()
+        except sqlite3.Error as exc:
+            raise StoreCorruptError(path, f"the proposals table cannot be read ({exc})") from exc
+        for ns, memory, data in rows:
+            p = decoded_proposal(path, ns, memory, data)
+            self._rows[(p.namespace, p.memory_id)] = p
 
     def save(self, p: Proposal) -> None:
         with self._lock:
@@ -64,3 +87,44 @@ class ProposalTable:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+
+
+def decoded_proposal(path: Path, ns: object, memory: object, data: object) -> Proposal:
+    """A proposals row as `Proposal.to_json` wrote it (field by field, of its type),
+    under its own key; else ``StoreCorruptError``."""
+    try:
+        v = row_fields(data, 10, 10)
+        if not isinstance(v[9], list):
+            raise RowProblem(f"field 9 (objections) is not a list: {v[9]!r}")
+        objections = []
+        for i, o in enumerate(v[9]):
+            if not isinstance(o, list) or len(o) != 3:
+                raise RowProblem(f"objection {i} is not [at, by, reason]: {o!r}")
+            objections.append(
+                Objection(
+                    row_number(o, 0, f"objection {i} at"),
+                    row_text(o, 1, f"objection {i} by"),
+                    row_text(o, 2, f"objection {i} reason"),
+                )
+            )
+        p = Proposal(
+            memory_id=row_text(v, 0, "memory_id"),
+            namespace=row_text(v, 1, "namespace"),
+            from_status=row_text(v, 2, "from_status"),
+            to_status=row_text(v, 3, "to_status"),
+            reason=row_text(v, 4, "reason"),
+            owners=row_texts(v, 5, "owners"),
+            proposed_at=row_number(v, 6, "proposed_at"),
+            deadline=row_number(v, 7, "deadline"),
+            state=row_text(v, 8, "state"),
+            objections=tuple(objections),
+        )
+        if p.state not in (PENDING, POSTPONED):
+            raise RowProblem(f"field 8 (state) {p.state!r} is not {PENDING} or {POSTPONED}")
+        if p.memory_id != memory or p.namespace != ns:
+            raise RowProblem(f"holds the memory {p.memory_id!r} of namespace {p.namespace!r}")
+    except RowProblem as exc:
+        raise StoreCorruptError(
+            path, f"proposals row (ns {ns!r}, memory {memory!r}) {exc}"
+        ) from None
+    return p

@@ -107,10 +107,18 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
         if self._log is not None:
             with self._lock:
                 self._log.open(self._state)
-        self._grant_table = GrantTable(self._log.path if self._log is not None else None, fsync)
-        self._proposal_table = ProposalTable(
-            self._log.path if self._log is not None else None, fsync
-        )
+        path = self._log.path if self._log is not None else None
+        try:  # a damaged row refuses the open (StoreCorruptError): nothing is left open
+            self._grant_table = GrantTable(path, fsync)
+            try:
+                self._proposal_table = ProposalTable(path, fsync)
+            except BaseException:
+                self._grant_table.close()
+                raise
+        except BaseException:
+            if self._log is not None:
+                self._log.close()
+            raise
 
     # -- persistence (all of it in ``persistence.SqliteLog``) ----------------------
 

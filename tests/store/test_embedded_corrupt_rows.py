@@ -1,0 +1,239 @@
+"""A damaged row in the embedded store's side tables (grants, proposals), written with
+the sqlite3 module into a closed store's data directory: opening the store raises
+``StoreCorruptError`` naming the file, the table and the row (never the raw
+``JSONDecodeError`` / ``TypeError`` / ``KeyError`` of the decoding), the file is left
+byte-for-byte as it was, and `memlineage serve --data-dir` refuses to start with that
+one line on stderr and exit code 1, no traceback."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from memlineage.lineage import ManualClock, MemoryRecord
+from memlineage.lineage.grants import GrantRecord
+from memlineage.lineage.proposals import Objection, Proposal
+from memlineage.store.embedded import EmbeddedStore
+from memlineage.store.embedded.persistence import DB_NAME, StoreCorruptError
+from support.memories import NOW
+from support.serve_process import REASONING_POLICY
+
+NS = "tenant:rows"
+GRANT_ID = "g-pay"
+MEMORY = "bill"
+
+
+def populated(data: Path) -> Path:
+    """A closed store holding a memory, one grant (one use spent) and one proposal
+    (with an objection): the rows the damage is done to."""
+    store = EmbeddedStore(data, clock=ManualClock(NOW))
+    try:
+        store.record(MemoryRecord(id=MEMORY, namespace=NS, creator_id="agent:planner"))
+        store.put_grant(
+            GrantRecord(
+                id=GRANT_ID,
+                namespace=NS,
+                issuer="user:alice",
+                actions=("send_money",),
+                memory_id=MEMORY,
+                uses=3,
+            )
+        )
+        assert store.use_grants(NS, [GRANT_ID])
+        store.save_proposal(
+            Proposal(
+                memory_id=MEMORY,
+                namespace=NS,
+                from_status="active",
+                to_status="archived",
+                reason="stale",
+                owners=("agent:planner",),
+                proposed_at=NOW,
+                deadline=NOW + 60,
+                state="postponed",
+                objections=(Objection(NOW + 1, "agent:planner", "still needed"),),
+            ),
+            "objected",
+        )
+    finally:
+        store.close()
+    assert sorted(p.name for p in data.iterdir()) == [DB_NAME]  # closed: no WAL left
+    return data
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _set(data: Path, table: str, value: object) -> None:
+    con = sqlite3.connect(data / DB_NAME, isolation_level=None)
+    try:
+        n = con.execute(f"UPDATE {table} SET data = ?", (value,)).rowcount
+        assert n == 1
+    finally:
+        con.close()
+
+
+def _edited(data: Path, table: str, edit: Callable[[list[object]], object]) -> None:
+    con = sqlite3.connect(data / DB_NAME)
+    try:
+        (text,) = con.execute(f"SELECT data FROM {table}").fetchone()
+    finally:
+        con.close()
+    _set(data, table, json.dumps(edit(json.loads(text))))
+
+
+def _replace(index: int, value: object) -> Callable[[list[object]], object]:
+    def edit(v: list[object]) -> object:
+        v[index] = value
+        return v
+
+    return edit
+
+
+def _truncated_blob(data: Path, table: str) -> None:
+    con = sqlite3.connect(data / DB_NAME)
+    try:
+        (text,) = con.execute(f"SELECT data FROM {table}").fetchone()
+    finally:
+        con.close()
+    _set(data, table, text.encode()[: len(text) // 2])
+
+
+def _not_utf8_blob(data: Path, table: str) -> None:
+    _set(data, table, b"\xff\xfe[\x00\x81")
+
+
+# (damage, a piece of the problem): each for the grants table and the proposals table
+Damage = Callable[[Path, str], None]
+
+COMMON: dict[str, tuple[Damage, str]] = {
+    "not-json": (lambda d, t: _set(d, t, '["g-pay","tenant'), "is not valid JSON"),
+    "truncated-blob": (_truncated_blob, "is not valid JSON"),
+    "not-utf8-blob": (_not_utf8_blob, "is not valid JSON"),
+    "a-number": (lambda d, t: _set(d, t, 42), "not a list"),
+    "an-object": (lambda d, t: _set(d, t, '{"id": "g-pay"}'), "not a list"),
+    "a-string": (lambda d, t: _set(d, t, json.dumps("g-pay tenant:rows user:alice")), "not a list"),
+    "too-short": (lambda d, t: _edited(d, t, lambda v: v[:5]), "fields"),
+}
+
+GRANTS: dict[str, tuple[Damage, str]] = {
+    **COMMON,
+    "uses-a-string": (lambda d, t: _edited(d, t, _replace(7, "many")), "uses"),
+    "uses-a-bool": (lambda d, t: _edited(d, t, _replace(7, True)), "uses"),
+    "used-null": (lambda d, t: _edited(d, t, _replace(8, None)), "used"),
+    "used-over-uses": (lambda d, t: _edited(d, t, _replace(8, 4)), "used"),
+    "actions-a-number": (lambda d, t: _edited(d, t, _replace(3, 7)), "actions"),
+    "actions-of-lists": (lambda d, t: _edited(d, t, _replace(3, [["x"]])), "actions"),
+    "expiry-a-string": (lambda d, t: _edited(d, t, _replace(9, "soon")), "expires_at"),
+    "issuer-an-object": (lambda d, t: _edited(d, t, _replace(2, {"k": 1})), "issuer"),
+    "another-id": (
+        lambda d, t: _edited(d, t, _replace(0, "g-other")),
+        "holds the grant id 'g-other'",
+    ),
+    "another-namespace": (
+        lambda d, t: _edited(d, t, _replace(1, "tenant:x")),
+        "of namespace 'tenant:x'",
+    ),
+}
+
+PROPOSALS: dict[str, tuple[Damage, str]] = {
+    **COMMON,
+    "deadline-a-string": (lambda d, t: _edited(d, t, _replace(7, "soon")), "deadline"),
+    "owners-a-string": (lambda d, t: _edited(d, t, _replace(5, "agent:planner")), "owners"),
+    "objection-short": (lambda d, t: _edited(d, t, _replace(9, [[1.0, "agent:x"]])), "objection"),
+    "objections-null": (lambda d, t: _edited(d, t, _replace(9, None)), "objections"),
+    "state-a-number": (lambda d, t: _edited(d, t, _replace(8, 3)), "state"),
+    "another-memory": (
+        lambda d, t: _edited(d, t, _replace(0, "other")),
+        "holds the memory 'other'",
+    ),
+}
+
+CASES = [("grants", name, *case) for name, case in GRANTS.items()] + [
+    ("proposals", name, *case) for name, case in PROPOSALS.items()
+]
+ROW = {
+    "grants": f"grants row (ns {NS!r}, id {GRANT_ID!r})",
+    "proposals": f"proposals row (ns {NS!r}, memory {MEMORY!r})",
+}
+
+
+@pytest.mark.parametrize(
+    ("table", "name", "damage", "problem"), CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES]
+)
+def test_a_corrupt_row_is_refused_naming_its_table_and_row(
+    tmp_path: Path, table: str, name: str, damage: Damage, problem: str
+) -> None:
+    data = populated(tmp_path / "d")
+    damage(data, table)
+    db = data / DB_NAME
+    before = sha(db)
+    with pytest.raises(StoreCorruptError) as err:
+        EmbeddedStore(data)
+    assert err.value.path == str(db)
+    assert err.value.problem.startswith(ROW[table] + " "), err.value.problem
+    assert problem in err.value.problem, err.value.problem
+    assert "\n" not in str(err.value)
+    assert sha(db) == before
+    # the refusal closed what it opened: the directory is as it was, and opens again
+    # (refused again) rather than finding a writer left behind
+    assert sorted(p.name for p in data.iterdir()) == [DB_NAME]
+    with pytest.raises(StoreCorruptError):
+        EmbeddedStore(data)
+
+
+def test_the_undamaged_rows_load_as_they_were_written(tmp_path: Path) -> None:
+    data = populated(tmp_path / "d")
+    store = EmbeddedStore(data, clock=ManualClock(NOW))
+    try:
+        (g,) = store.grants(NS)
+        assert (g.id, g.uses, g.used, g.memory_id) == (GRANT_ID, 3, 1, MEMORY)
+        p = store.proposal(NS, MEMORY)
+        assert p is not None and p.state == "postponed"
+        assert p.objections == (Objection(NOW + 1, "agent:planner", "still needed"),)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("table", ["grants", "proposals"])
+def test_serve_refuses_a_corrupt_row_with_one_line(tmp_path: Path, table: str) -> None:
+    data = populated(tmp_path / "d")
+    _set(data, table, '["g-pay",')
+    db = data / DB_NAME
+    before = sha(db)
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "main.mlp").write_text(REASONING_POLICY)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memlineage",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--decision-log",
+            "off",
+            "--policies",
+            str(policies),
+            "--data-dir",
+            str(data),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1, out
+    assert "Traceback" not in out.stderr, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    assert lines[0].startswith(f"error: embedded store {db} cannot be read: {ROW[table]} "), lines
+    assert "is not valid JSON" in lines[0] and "nothing on disk was changed" in lines[0]
+    assert sha(db) == before
