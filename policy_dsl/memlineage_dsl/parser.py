@@ -23,7 +23,8 @@ from . import ast as A
 from .diagnostics import Diagnostic, SourceFile
 from .limits import CHAIN_OPS, MAX_DEPTH, balance, item_exprs, too_deep
 from .messages import Hole, TemplateError, decode, relocate, split
-from .syntax import MAX_REPAIRS, error_to_diag, lark_parser, repaired, tok_span
+from .recovery import mend
+from .syntax import MAX_REPAIRS, error_to_diag, lark_parser, tok_span
 
 __all__ = ["duration_seconds", "lark_parser", "parse_expr", "parse_source", "unquote"]
 
@@ -431,7 +432,7 @@ def _recover(src: SourceFile, text: str, chunked: bool) -> tuple[list[Any], list
             items: list[Any] = _ToAst().transform(tree)
         except UnexpectedInput as err:
             diags.append(error_to_diag(src, err, text, chunked))
-            mended = repaired(text, err)
+            mended = mend(text, err)
             if mended is None:
                 return [], diags
             text = mended

@@ -10,6 +10,7 @@ the rest of an item is still checked.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import cache
 
 from lark import Lark, Token
@@ -29,6 +30,20 @@ _TERMINAL_TEXT = {
 }
 
 
+class _WholeWords:
+    """Lets every lexer state see a name, so a keyword is only ever a whole word.
+
+    Lark's contextual lexer matches only what the parser's state accepts; where no
+    name is accepted, `whenn` lexed as `when` + `n` (an "unknown name `n`" for a
+    misspelt keyword). With NAME always accepted, `whenn` is one name and the error
+    is at it ("did you mean `when`?")."""
+
+    always_accept = ("NAME",)
+
+    def process(self, stream: Iterator[Token]) -> Iterator[Token]:
+        return stream
+
+
 @cache
 def lark_parser() -> Lark:
     return Lark.open_from_package(
@@ -38,6 +53,7 @@ def lark_parser() -> Lark:
         propagate_positions=True,
         maybe_placeholders=True,
         strict=True,
+        postlex=_WholeWords(),
         start=["start", "expr"],  # `expr`: the values inside a message's braces
     )
 
@@ -158,10 +174,10 @@ MAX_REPAIRS = 5
 def repaired(text: str, err: UnexpectedInput) -> str | None:
     """`text` with the error at `err` mended as its hint says, so the rest of the item
     can be checked: a spaced duration joined (`5 mins` -> `5m`), a comparison's `= `
-    written `==` (`a = "x"`: where `==` was expected), a misspelt keyword of the same
-    length written as the keyword it is closest to (`whne` -> `when`). Each mend keeps the text's
-    length, so every later position stays where it was. None for any other error:
-    blanking a token out would report errors of a rule nobody wrote."""
+    written `==` (`a = "x"`: where `==` was expected), a misspelt keyword written as the
+    keyword it is closest to (`whne` -> `when`; a longer keyword only where spaces follow
+    the word). Each mend keeps the text's length, so every later position stays where it
+    was. None for any other error (recovery.py searches for a mend then)."""
     token = getattr(err, "token", None)
     if not isinstance(err, UnexpectedToken) or token is None or token.type == "$END":
         return None
@@ -176,6 +192,12 @@ def repaired(text: str, err: UnexpectedInput) -> str | None:
     if str(token) == "=" and "COMP_OP" in expected and text[at + 1 : at + 2] in (" ", "\t"):
         return text[:at] + "==" + text[at + 2 :]
     keyword = _keyword_for(expected, token)
-    if keyword is not None and len(keyword) == len(str(token)):  # `whne` -> `when`
-        return text[:at] + keyword + text[at + len(keyword) :]
+    if keyword is None:
+        return None
+    end = at + len(str(token))
+    if len(keyword) <= len(str(token)):  # `whne` -> `when`, `whenn` -> `when `
+        return text[:at] + keyword.ljust(end - at) + text[end:]
+    grow = len(keyword) - len(str(token))  # `wen  x` -> `when x`: into the space after it
+    if text[end : end + grow + 1].strip(" \t") == "" and len(text) > end + grow:
+        return text[:at] + keyword + text[end + grow :]
     return None
