@@ -10,9 +10,12 @@ with a real `memlineage serve` (embedded store, bundled policies) on loopback:
   a deterministic embedder on loopback: tests/support/mem0_offline.py) bare vs
   `GuardedMem0Memory`: add and search (top_k 10).
 
-Each search through an adapter is counted in FilterRank calls (a counting client).
-The issue's targets: the wrapper adds <= 1 ms p50 per op on loopback, and a search
-of k=10 costs one FilterRank call.
+Every sidecar call an adapter makes is counted (a counting client) and printed per
+op. The issue's targets: the wrapper adds <= 1 ms p50 per op on loopback, and a search
+of k=10 costs one FilterRank call. The last rows are the floor under the first: one
+gRPC round trip that does no policy work (the Health check), back to back as the
+LangGraph rows make their calls, and after 10 ms idle as the Mem0 rows do (each of
+their calls follows ~10 ms of Mem0's own work).
 
     .venv/bin/python bench/integrations_bench.py
     .venv/bin/python bench/integrations_bench.py --items 200 --mem0-items 50
@@ -25,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,13 +42,33 @@ from support.serve_process import ServeProcess  # noqa: E402
 
 
 class CountingClient(MemLineageClient):
-    """The real client, counting FilterRank calls."""
+    """The real client, counting the sidecar calls the adapters make."""
 
-    filter_ranks = 0
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: Counter[str] = Counter()
+
+    @property
+    def filter_ranks(self) -> int:
+        return self.calls["FilterRank"]
+
+    def record(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls["Record"] += 1
+        return super().record(*args, **kwargs)
+
+    def check(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls["Check"] += 1
+        return super().check(*args, **kwargs)
 
     def filter_rank(self, *args: Any, **kwargs: Any) -> Any:
-        self.filter_ranks += 1
+        self.calls["FilterRank"] += 1
         return super().filter_rank(*args, **kwargs)
+
+
+def per_op(client: CountingClient, before: Counter[str], ops: int) -> str:
+    """The sidecar calls made since ``before``, per op: ``Check 1 + Record 1``."""
+    made = client.calls - before
+    return " + ".join(f"{m} {n / ops:g}" for m, n in sorted(made.items())) or "none"
 
 
 def timed(into: list[float], fn: Callable[..., object], *args: Any, **kwargs: Any) -> None:
@@ -75,33 +99,44 @@ def langgraph(client: CountingClient, items: int) -> list[float]:
     bare = InMemoryStore()
     wrapped = GuardedLangGraphStore(InMemoryStore(), client, defaults={"creator": "user:alice"})
     lat: dict[tuple[str, str], list[float]] = {}
+    calls: dict[str, str] = {}
     added: list[float] = []
+    before = client.calls.copy()
     for i in range(items):
         ns, key, value = ("alice", "trip"), f"k{i}", {"text": f"hotel {i} in Shanghai"}
         timed(lat.setdefault(("put", "bare"), []), bare.put, ns, key, value)
         timed(lat.setdefault(("put", "wrapped"), []), wrapped.put, ns, key, value)
+    calls["put"], before = per_op(client, before, items), client.calls.copy()
     for i in range(items):
         ns, key = ("alice", "trip"), f"k{i}"
         timed(lat.setdefault(("get", "bare"), []), bare.get, ns, key)
         timed(lat.setdefault(("get", "wrapped"), []), wrapped.get, ns, key)
-    before = client.filter_ranks
+    calls["get"], before = per_op(client, before, items), client.calls.copy()
     searches = max(1, items // 5)
     for _ in range(searches):
         timed(lat.setdefault(("search", "bare"), []), bare.search, ("alice",), limit=10)
         timed(lat.setdefault(("search", "wrapped"), []), wrapped.search, ("alice",), limit=10)
-    per_search = (client.filter_ranks - before) / searches
+    calls["search"] = per_op(client, before, searches)
     for op in ("put", "get", "search"):
-        note = f"FilterRank calls per search: {per_search:g}" if op == "search" else ""
-        row("langgraph", op, lat[(op, "bare")], lat[(op, "wrapped")], note)
+        row("langgraph", op, lat[(op, "bare")], lat[(op, "wrapped")], f"calls/op: {calls[op]}")
         added.append(statistics.median(lat[(op, "wrapped")]) - statistics.median(lat[(op, "bare")]))
     return added
 
 
-def _mem0_run(memory: Any, items: int, into: dict[str, list[float]]) -> None:
+def _mem0_run(
+    memory: Any,
+    items: int,
+    into: dict[str, list[float]],
+    client: CountingClient,
+    calls: dict[str, str],
+) -> None:
+    before = client.calls.copy()
     for i in range(items):
         text = f"the user prefers hotel {i} near the station"
         timed(into.setdefault("add", []), memory.add, text, user_id="alice", infer=False)
-    for i in range(max(1, items // 2)):
+    calls["add"], before = per_op(client, before, items), client.calls.copy()
+    searches = max(1, items // 2)
+    for i in range(searches):
         query = f"hotel {i} station"
         timed(
             into.setdefault("search", []),
@@ -109,6 +144,24 @@ def _mem0_run(memory: Any, items: int, into: dict[str, list[float]]) -> None:
             query,
             filters={"user_id": "alice"},
             top_k=10,
+        )
+    calls["search"] = per_op(client, before, searches)
+
+
+def floor(client: CountingClient, items: int) -> None:
+    """One gRPC round trip with no policy work (Health), back to back and after 10 ms idle."""
+    hot: list[float] = []
+    idle: list[float] = []
+    for _ in range(items):
+        timed(hot, client.health)
+    for _ in range(max(1, items // 10)):
+        time.sleep(0.01)
+        timed(idle, client.health)
+    for label, xs in (("hot", hot), ("idle10ms", idle)):
+        print(
+            f"{'grpc':9} {label:8}{len(xs):>6} {'':>9} {'':>9} {'':>9} {pct(xs, 0.5):>9.3f} "
+            f"{pct(xs, 0.99):>9.3f} {1e3 / statistics.mean(xs):>9,.0f} {'':>8}  "
+            "floor: one Health round trip, no policy work"
         )
 
 
@@ -120,21 +173,19 @@ def mem0(client: CountingClient, items: int, tmp: Path) -> list[float]:
 
     added: list[float] = []
     lat: dict[str, dict[str, list[float]]] = {"bare": {}, "wrapped": {}}
+    calls: dict[str, str] = {}
     with embedder() as url:
         for which in ("bare", "wrapped"):
             (tmp / which).mkdir()
             inner = Memory.from_config(mem0_config(tmp / which, url))
             try:
                 target = inner if which == "bare" else GuardedMem0Memory(inner, client)
-                before = client.filter_ranks
-                _mem0_run(target, items, lat[which])
-                searches = client.filter_ranks - before
+                _mem0_run(target, items, lat[which], client, calls)
             finally:
                 inner.close()
-    per_search = searches / len(lat["wrapped"]["search"])
     for op in ("add", "search"):
-        note = f"FilterRank calls per search: {per_search:g}" if op == "search" else ""
-        row("mem0", op, lat["bare"][op], lat["wrapped"][op], note + " (not interleaved)")
+        note = f"calls/op: {calls[op]} (not interleaved)"
+        row("mem0", op, lat["bare"][op], lat["wrapped"][op], note)
         added.append(statistics.median(lat["wrapped"][op]) - statistics.median(lat["bare"][op]))
     return added
 
@@ -146,15 +197,14 @@ def main() -> None:
     args = ap.parse_args()
     server = ServeProcess(["--policies", str(REPO / "policies")])
     try:
-        with (
-            CountingClient(server.address, timeout=30) as client,
-            tempfile.TemporaryDirectory(prefix="integrations-bench-") as tmp,
-        ):
+        client = CountingClient(server.address, timeout=30)
+        with client, tempfile.TemporaryDirectory(prefix="integrations-bench-") as tmp:
             print(
                 f"{'system':9} {'op':7} {'ops':>6} {'bare p50':>9} {'bare p99':>9} "
                 f"{'bare/s':>9} {'wrap p50':>9} {'wrap p99':>9} {'wrap/s':>9} {'+p50 ms':>8}"
             )
             worst = max([*langgraph(client, args.items), *mem0(client, args.mem0_items, Path(tmp))])
+            floor(client, args.items)
             print(
                 f"target: the wrapper adds <= 1 ms p50 per op -> worst +{worst:.3f} ms: "
                 f"{'met' if worst <= 1.0 else 'NOT met'}"

@@ -94,6 +94,11 @@ def memory_id(namespace: Sequence[str], key: str, *, max_length: int = MAX_ID_LE
     sidecar allows in an id (letters, digits, ``._:/-``). What does not fit, or
     would be longer than ``max_length``, is a ValueError naming the part.
     """
+    return _joined(_prefix(namespace), key, max_length)
+
+
+def _prefix(namespace: Sequence[str]) -> str:
+    """The id's namespace part, ``alice/trip.``, or a ValueError naming the label."""
     if isinstance(namespace, str) or not isinstance(namespace, tuple | list):
         raise ValueError(f"namespace: {namespace!r} is not a tuple of labels")
     if not namespace:
@@ -104,12 +109,34 @@ def memory_id(namespace: Sequence[str], key: str, *, max_length: int = MAX_ID_LE
                 f"namespace[{i}]: {label!r} cannot be mapped to a memory id; a label is "
                 "1 or more letters, digits, '_', ':' or '-' ('/' joins labels, '.' ends them)"
             )
+    return "/".join(namespace) + "."
+
+
+def _cached_prefix(seen: dict[tuple[str, ...], str | None], namespace: Any) -> str:
+    """`_prefix`, each tuple checked once per ``seen`` (one search's hits); a
+    namespace that cannot be mapped is a ValueError every time."""
+    if not isinstance(namespace, tuple):
+        return _prefix(namespace)
+    if namespace not in seen:
+        try:
+            seen[namespace] = _prefix(namespace)
+        except ValueError:
+            seen[namespace] = None
+            raise
+    prefix = seen[namespace]
+    if prefix is None:
+        raise ValueError(f"namespace: {namespace!r} cannot be mapped to a memory id")
+    return prefix
+
+
+def _joined(prefix: str, key: str, max_length: int = MAX_ID_LENGTH) -> str:
+    """`memory_id` from its checked namespace part: the key checked, then the length."""
     if not isinstance(key, str) or not _KEY.fullmatch(key):
         raise ValueError(
             f"key: {key!r} cannot be mapped to a memory id; a key is 1 or more letters, "
             "digits, '.', '_', ':', '/' or '-'"
         )
-    out = "/".join(namespace) + "." + key
+    out = prefix + key
     if len(out) > max_length:
         raise ValueError(
             f"namespace, key: the memory id {out[:40]!r}... is {len(out)} characters long, "
@@ -407,9 +434,10 @@ class GuardedLangGraphStore(BaseStore):
         """The wrapped store's hits by memory id; an item whose namespace or key cannot
         be mapped (written around this wrapper) has no lineage and is left out."""
         out: dict[str, SearchItem] = {}
+        prefixes: dict[tuple[str, ...], str | None] = {}  # hits share a few namespaces
         for item in found or ():
             try:
-                mid = memory_id(item.namespace, item.key)
+                mid = _joined(_cached_prefix(prefixes, item.namespace), item.key)
             except ValueError:
                 continue
             out.setdefault(mid, item)
@@ -439,10 +467,16 @@ class GuardedLangGraphStore(BaseStore):
             return []
         kept = {c.memory_id: c for c in ranked.candidates if c.kept}
         out: list[SearchItem] = []
+        skip = op.offset  # kept items before the window: counted, not built
         for mid in ranked.ranked_ids:
             c, item = kept.get(mid), candidates.get(mid)
             if c is None or item is None:
                 continue
+            if skip:
+                skip -= 1
+                continue
+            if len(out) == op.limit:
+                break
             out.append(
                 SearchItem(
                     namespace=item.namespace,
@@ -453,7 +487,7 @@ class GuardedLangGraphStore(BaseStore):
                     score=c.rank_score,
                 )
             )
-        return out[op.offset : op.offset + op.limit]
+        return out
 
     # -- lineage
     @staticmethod

@@ -1,0 +1,288 @@
+"""What each adapter op costs in sidecar calls (and, for Mem0, in Mem0 calls), pinned
+together with what the op decides: bench/integrations_bench.py's figures rest on these
+counts, so a change that adds a round trip fails here, and so does one that saves a
+round trip by dropping a decision (a denied put must still be refused, a degraded get
+must still carry its obligations).
+
+A real sidecar with the bundled policies plus one (a scraper may not write at all,
+so the provisional write check of a Mem0 add is denied for it); real LangGraph and
+Mem0 stores (Mem0 offline, as in test_mem0_memory.py). The clients only count.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+# Mem0 reads these when imported: no telemetry, nothing under ~/.mem0.
+os.environ["MEM0_TELEMETRY"] = "False"
+os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="mem0-home-"))
+
+import pytest
+from langgraph.store.memory import InMemoryStore
+from mem0 import Memory
+from memlineage.client import MemLineageClient, PolicyDenied
+from memlineage.config import Config
+from memlineage.integrations.langgraph_store import DECISION_KEY, GuardedLangGraphStore
+from memlineage.integrations.mem0_memory import LINEAGE_KEY, GuardedMem0Memory
+from support.mem0_offline import embedder, mem0_config
+from support.sidecar import BUNDLED_POLICIES, RunningSidecar
+
+NO_SCRAPER_WRITES = """policy no_scraper_writes priority 100 {
+  on write
+  when request.actor.id == "tool:scraper_y"
+  deny "the scraper may not write"
+}
+"""
+UNTRUSTED = "from a tool that is not on the trusted list"
+
+
+class CountingClient(MemLineageClient):
+    """The real client; ``calls`` counts its sidecar calls, a Check by operation."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls: Counter[str] = Counter()
+
+    def taken(self) -> dict[str, int]:
+        """The calls counted since the last `taken`."""
+        out = dict(self.calls)
+        self.calls.clear()
+        return out
+
+    def record(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls["record"] += 1
+        return super().record(*args, **kwargs)
+
+    def check(self, operation: str, *args: Any, **kwargs: Any) -> Any:
+        self.calls[f"check:{operation}"] += 1
+        return super().check(operation, *args, **kwargs)
+
+    def filter_rank(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls["filter_rank"] += 1
+        return super().filter_rank(*args, **kwargs)
+
+
+class CountingMemory:
+    """A real `mem0.Memory`, each method called through it counted (and its kwargs kept)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self.calls: Counter[str] = Counter()
+        self.kwargs: dict[str, dict[str, Any]] = {}
+
+    def taken(self) -> dict[str, int]:
+        out = dict(self.calls)
+        self.calls.clear()
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.memory, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            self.kwargs[name] = kwargs
+            return method(*args, **kwargs)
+
+        return counted
+
+
+@pytest.fixture(scope="module")
+def sidecar(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSidecar]:
+    policies = tmp_path_factory.mktemp("policies")
+    for f in Path(BUNDLED_POLICIES).glob("*.mlp"):
+        shutil.copy(f, policies / f.name)
+    (policies / "no_scraper_writes.mlp").write_text(NO_SCRAPER_WRITES, encoding="utf-8")
+    with RunningSidecar(Config(policy_dir=str(policies))) as s:
+        yield s
+
+
+@pytest.fixture
+def ml(sidecar: RunningSidecar) -> Iterator[CountingClient]:
+    client = CountingClient(sidecar.address, timeout=10)
+    with client:
+        yield client
+
+
+_users = itertools.count()
+
+
+@pytest.fixture
+def user() -> str:
+    """A user of this test's own (the sidecar is shared by the module)."""
+    return f"rt-user-{next(_users)}"
+
+
+# ---------------------------------------------------------------- LangGraph
+
+
+def test_each_langgraph_op_makes_one_sidecar_call_and_decides_as_documented(
+    ml: CountingClient, user: str
+) -> None:
+    inner = InMemoryStore()
+    store = GuardedLangGraphStore(inner, ml)
+    ns = (user, "trip")
+    me = f"user:{user}"
+    claim = [me, "destination_city", "Shanghai"]
+
+    # a new item: its Record is its write decision, nothing else is asked
+    store.put(ns, "city", {"text": "Shanghai", "_lineage": {"creator": me, "claim": claim}})
+    assert ml.taken() == {"record": 1}
+    # a refused Record still refuses the put, the wrapped store untouched
+    other = {"creator": "tool:web_search", "claim": [me, "destination_city", "Paris"]}
+    with pytest.raises(PolicyDenied, match="cannot supersede what the user stated"):
+        store.put(ns, "web-city", {"text": "Paris", "_lineage": other})
+    assert ml.taken() == {"record": 1}
+    assert inner.get(ns, "web-city") is None
+
+    # an item the wrapped store holds: one update check, no Record; denied, unchanged
+    with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
+        store.put(ns, "city", {"text": "Lyon", "_lineage": {"creator": "agent:planner"}})
+    assert ml.taken() == {"check:update": 1}
+    assert inner.get(ns, "city").value == {"text": "Shanghai"}  # type: ignore[union-attr]
+    store.put(ns, "city", {"text": "Shanghai!", "_lineage": {"creator": me}})
+    assert ml.taken() == {"check:update": 1}
+    assert inner.get(ns, "city").value == {"text": "Shanghai!"}  # type: ignore[union-attr]
+
+    # get: one read check; degraded, the copy carries the decision's obligations
+    store.put(ns, "tip", {"text": "the Bund", "_lineage": {"creator": "tool:web_search"}})
+    ml.taken()
+    tip = store.get(ns, "tip")
+    assert ml.taken() == {"check:read": 1}
+    assert tip is not None and tip.value["text"] == "the Bund"
+    seen = tip.value[DECISION_KEY]
+    assert seen["effect"] == "degrade" and seen["decision_id"]
+    assert {(o["kind"], o["text"] or o["factor"]) for o in seen["obligations"]} == {
+        ("annotate", UNTRUSTED),
+        ("downrank", 0.5),
+    }
+    city = store.get(ns, "city")
+    assert ml.taken() == {"check:read": 1}
+    assert city is not None and DECISION_KEY not in city.value
+    assert store.get(ns, "absent") is None
+    assert ml.taken() == {}  # a missing item costs no check
+
+    # search: one FilterRank for every hit; delete: one delete check, denied here
+    assert [i.key for i in store.search(ns, limit=10)] == ["city", "tip"]
+    assert ml.taken() == {"filter_rank": 1}
+    with pytest.raises(PolicyDenied):
+        GuardedLangGraphStore(inner, ml, actor="agent:planner").delete(ns, "city")
+    assert ml.taken() == {"check:delete": 1}
+    assert inner.get(ns, "city") is not None
+    assert store.list_namespaces(prefix=(user,)) == [ns]
+    assert ml.taken() == {}
+
+
+def test_search_windows_are_slices_of_one_ranking_without_unmappable_hits(
+    ml: CountingClient, user: str
+) -> None:
+    """Only the window's items are built; each window is the slice of the same ranking
+    (overfetch wide enough that every hit is a candidate), and hits written around
+    the wrapper that cannot be mapped (a key, a whole namespace) are never among them,
+    while their mappable neighbours are."""
+    inner = InMemoryStore()
+    store = GuardedLangGraphStore(inner, ml, overfetch=50)
+    trip, bad_ns = (user, "trip"), (user, "bad label")
+    confidences = [1.0, 0.9, 0.8, 0.75, 0.95, 0.85]
+    for i, c in enumerate(confidences):
+        lineage = {"creator": "agent:planner", "confidence": c}
+        store.put(trip, f"k{i}", {"text": f"hotel {i}", "_lineage": lineage})
+    inner.put(trip, "bad key", {"text": "around the wrapper"})
+    inner.put(bad_ns, "k0", {"text": "around the wrapper"})
+    ml.taken()
+
+    ranking = store.search((user,), limit=100)
+    keys = [(i.namespace, i.key) for i in ranking]
+    assert sorted(keys) == sorted((trip, f"k{i}") for i in range(len(confidences)))
+    scores = [i.score for i in ranking]
+    assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    for offset in range(len(keys) + 1):
+        window = store.search((user,), limit=2, offset=offset)
+        assert [(i.namespace, i.key) for i in window] == keys[offset : offset + 2]
+        assert [i.score for i in window] == scores[offset : offset + 2]
+    assert ml.taken() == {"filter_rank": len(keys) + 2}
+
+
+# ---------------------------------------------------------------- Mem0
+
+
+@pytest.fixture(scope="module")
+def embedder_url() -> Iterator[str]:
+    with embedder() as url:
+        yield url
+
+
+@pytest.fixture
+def memory(tmp_path: Path, embedder_url: str) -> Iterator[CountingMemory]:
+    m = Memory.from_config(mem0_config(tmp_path, embedder_url))
+    yield CountingMemory(m)
+    m.close()
+
+
+def test_a_mem0_add_is_one_mem0_add_a_write_check_per_creator_and_a_record_per_memory(
+    memory: CountingMemory, ml: CountingClient, user: str
+) -> None:
+    guarded = GuardedMem0Memory(memory, ml)
+    (one,) = guarded.add("I am vegetarian", user_id=user, infer=False)["results"]
+    assert memory.taken() == {"add": 1}  # no get, history or search of what was added
+    assert ml.taken() == {"check:write": 1, "record": 1}
+    assert ml.explain(one["id"]).memory.creator.id == f"user:{user}"
+
+    messages = [
+        {"role": "system", "content": "you are a travel agent"},
+        {"role": "user", "content": "I fly to Shanghai"},
+        {"role": "assistant", "content": "Noted: Shanghai"},
+    ]
+    added = guarded.add(messages, user_id=user, infer=False)["results"]
+    assert len(added) == 2
+    assert memory.taken() == {"add": 1}
+    assert ml.taken() == {"check:write": 2, "record": 2}  # user:<id> and agent:mem0
+
+
+def test_a_denied_provisional_write_leaves_mem0_uncalled(
+    memory: CountingMemory, ml: CountingClient, user: str
+) -> None:
+    guarded = GuardedMem0Memory(memory, ml)
+    meta = {LINEAGE_KEY: {"creator": "tool:scraper_y"}}
+    with pytest.raises(PolicyDenied, match="the scraper may not write"):
+        guarded.add("scraped text", user_id=user, metadata=meta, infer=False)
+    assert memory.taken() == {}
+    assert ml.taken() == {"check:write": 1}
+    # with the precheck off, the Record is still the write decision: refused, rolled back
+    unchecked = GuardedMem0Memory(memory, ml, precheck=False)
+    with pytest.raises(PolicyDenied, match="the scraper may not write"):
+        unchecked.add("scraped text", user_id=user, metadata=meta, infer=False)
+    assert memory.taken() == {"add": 1, "delete": 1}
+    assert ml.taken() == {"record": 1}
+    assert memory.memory.get_all(filters={"user_id": user})["results"] == []
+
+
+def test_mem0_reads_are_one_mem0_call_and_one_sidecar_call(
+    memory: CountingMemory, ml: CountingClient, user: str
+) -> None:
+    guarded = GuardedMem0Memory(memory, ml)
+    ids = {}
+    for name, creator in (("user", f"user:{user}"), ("tool", "tool:some_tool")):
+        meta = {LINEAGE_KEY: {"creator": creator}}
+        text = f"hotel in Shanghai from {name}"
+        (item,) = guarded.add(text, user_id=user, metadata=meta, infer=False)["results"]
+        ids[name] = item["id"]
+    memory.taken(), ml.taken()
+
+    tool = guarded.get(ids["tool"])
+    assert memory.taken() == {"get": 1} and ml.taken() == {"check:read": 1}
+    assert tool is not None and tool[DECISION_KEY]["effect"] == "degrade"
+    texts = {o["text"] for o in tool[DECISION_KEY]["obligations"]}
+    assert UNTRUSTED in texts
+
+    found = guarded.search("hotel in Shanghai", filters={"user_id": user}, top_k=5)["results"]
+    assert memory.taken() == {"search": 1} and ml.taken() == {"filter_rank": 1}
+    assert memory.kwargs["search"]["top_k"] == 5 * guarded.overfetch
+    assert [r["id"] for r in found] == [ids["user"], ids["tool"]]
+    assert DECISION_KEY in found[1] and DECISION_KEY not in found[0]
