@@ -69,7 +69,7 @@ class GrantTable:
             if grant.id in mine:
                 raise AlreadyExistsError(f"grant {grant.id!r} exists in {grant.namespace!r}")
             dropped = self._overflow(mine, now)
-            self._write([grant], dropped)
+            self._write([grant], [(grant.namespace, gid) for gid in dropped])
             for gid in dropped:
                 del mine[gid]
             mine[grant.id] = grant
@@ -98,14 +98,16 @@ class GrantTable:
                 mine[g.id] = g
             return True
 
-    def _write(self, grants: Sequence[GrantRecord], dropped: Sequence[str]) -> None:
-        """Write through before memory changes: a failed write changes nothing."""
+    def _write(self, grants: Sequence[GrantRecord], dropped: Sequence[tuple[str, str]]) -> None:
+        """Write through before memory changes: a failed write changes nothing.
+        `dropped`: (namespace, id) of each grant to delete (an id is unique only
+        within its namespace)."""
         if self._db is None:
             return
         try:
             with transaction(self._db):
-                for gid in dropped:
-                    self._db.execute("DELETE FROM grants WHERE id = ?", (gid,))
+                for ns, gid in dropped:
+                    self._db.execute("DELETE FROM grants WHERE ns = ? AND id = ?", (ns, gid))
                 self._db.executemany(
                     "INSERT OR REPLACE INTO grants VALUES (?, ?, ?)",
                     [(g.namespace, g.id, g.to_json()) for g in grants],

@@ -1,0 +1,79 @@
+"""Grants of two namespaces under the same id are two grants, on disk too: when one
+namespace is full and drops its oldest grants to make room for a new one, the
+embedded store deletes that namespace's rows only. Checked after a restart from the
+data directory (what is in memory is not what is on disk), with the real cap
+(``MAX_GRANTS_PER_NAMESPACE``)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from memlineage.lineage import ManualClock
+from memlineage.lineage.grants import GrantRecord
+from memlineage.store.embedded import EmbeddedStore
+from memlineage.store.embedded.persistence import DB_NAME
+from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE
+from support.memories import NOW
+
+KEPT = "tenant:kept"  # holds the shared id and is never full
+FULL = "tenant:full"  # holds the shared id first, then fills up and drops its oldest
+SHARED = "g-shared"
+
+
+def _grant(ns: str, gid: str, uses: int = 1) -> GrantRecord:
+    return GrantRecord(
+        id=gid,
+        namespace=ns,
+        issuer="user:alice",
+        actions=("send_money",),
+        source="agent:*",
+        uses=uses,
+    )
+
+
+def _rows(data: Path, gid: str) -> list[tuple[str, str]]:
+    con = sqlite3.connect(data / DB_NAME)
+    try:
+        return con.execute("SELECT ns, id FROM grants WHERE id = ? ORDER BY ns", (gid,)).fetchall()
+    finally:
+        con.close()
+
+
+def _by_id(store: EmbeddedStore, ns: str) -> dict[str, GrantRecord]:
+    return {g.id: g for g in store.grants(ns)}
+
+
+def test_a_full_namespace_dropping_its_oldest_keeps_another_namespaces_same_id(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(NOW)
+    store = EmbeddedStore(tmp_path, clock=clock)
+    try:
+        store.put_grant(_grant(KEPT, SHARED, uses=3))
+        assert store.use_grants(KEPT, [SHARED])
+        store.put_grant(_grant(FULL, SHARED, uses=3))  # FULL's oldest: dropped first
+        clock.advance(1)
+        for i in range(1, MAX_GRANTS_PER_NAMESPACE):
+            store.put_grant(_grant(FULL, f"g-{i}"))
+        assert len(store.grants(FULL)) == MAX_GRANTS_PER_NAMESPACE
+        assert _rows(tmp_path, SHARED) == [(FULL, SHARED), (KEPT, SHARED)]
+        store.put_grant(_grant(FULL, "g-one-more"))  # full: FULL drops its SHARED
+        assert SHARED not in _by_id(store, FULL)
+        assert _by_id(store, KEPT)[SHARED].used == 1
+    finally:
+        store.close()
+
+    assert _rows(tmp_path, SHARED) == [(KEPT, SHARED)]
+    store = EmbeddedStore(tmp_path, clock=clock)
+    try:
+        kept = _by_id(store, KEPT)
+        assert list(kept) == [SHARED]
+        assert (kept[SHARED].uses, kept[SHARED].used) == (3, 1)
+        full = _by_id(store, FULL)
+        assert len(full) == MAX_GRANTS_PER_NAMESPACE
+        assert SHARED not in full and "g-one-more" in full
+        assert store.use_grants(KEPT, [SHARED])  # still spendable, with its uses
+        assert _by_id(store, KEPT)[SHARED].used == 2
+    finally:
+        store.close()
