@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import ast as A
 from .facts import (
     Argument,
+    Grant,
     LineageSnapshot,
     Memory,
     MemoryFacts,
@@ -116,13 +117,28 @@ def origins_of(s: LineageSnapshot, x: Argument | Memory) -> list[Memory]:
     return found
 
 
+def cover(s: LineageSnapshot, r: Request, a: Argument, o: Memory, now: float) -> Grant | None:
+    """`covering_grant` for one act, found once per (argument, origin): `uncovered`,
+    `covered`, `granted`, a denial's reasons and the spend all ask the same."""
+    if not r.grants:
+        return None
+    cache: dict[tuple[int, str, float], tuple[object, Grant | None]] | None = getattr(
+        s, "cover_cache", None
+    )
+    key = (id(a), o.id, now)
+    if cache is not None:
+        hit = cache.get(key)
+        if hit is not None and hit[0] is a:
+            return hit[1]
+    found = covering_grant(r.grants, r.action, a, o, now)
+    if cache is not None:
+        cache[key] = (a, found)
+    return found
+
+
 def rt_uncovered(s: LineageSnapshot, r: Request, a: Argument, now: float) -> list[Memory]:
     """Origins of `a` that a user did not make and no live grant covers."""
-    return [
-        o
-        for o in origins_of(s, a)
-        if not user_made(o) and covering_grant(r.grants, r.action, a, o, now) is None
-    ]
+    return [o for o in origins_of(s, a) if not user_made(o) and cover(s, r, a, o, now) is None]
 
 
 def rt_covered(s: LineageSnapshot, r: Request, a: Argument, now: float) -> bool:
@@ -130,10 +146,7 @@ def rt_covered(s: LineageSnapshot, r: Request, a: Argument, now: float) -> bool:
 
 
 def rt_granted(s: LineageSnapshot, r: Request, a: Argument, now: float) -> bool:
-    return any(
-        not user_made(o) and covering_grant(r.grants, r.action, a, o, now) is not None
-        for o in origins_of(s, a)
-    )
+    return any(not user_made(o) and cover(s, r, a, o, now) is not None for o in origins_of(s, a))
 
 
 def rt_min(values: Iterable[SupportsRichComparisonT]) -> SupportsRichComparisonT:

@@ -250,6 +250,9 @@ class DictSnapshot:
         self._walks: dict[tuple[str, int | None, bool], list[MemoryFacts]] = {}
         # `origins()` of an argument or memory, computed once per snapshot (by object)
         self.origins_cache: dict[int, tuple[object, list[Memory]]] = {}
+        # The grant covering (argument, origin), asked by several rules and the
+        # reasons of one act: found once per snapshot (argument by object)
+        self.cover_cache: dict[tuple[int, str, float], tuple[object, Grant | None]] = {}
 
     def ancestors(self, memory_id: str, depth: int | None = None) -> list[MemoryFacts]:
         key = (memory_id, depth, True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from memlineage_dsl.codegen import origins_of
+from memlineage_dsl.codegen import cover, origins_of
 from memlineage_dsl.compiler import CompiledPolicySet
 from memlineage_dsl.decision import DENY, Decision, Reason
 from memlineage_dsl.facts import (
@@ -21,7 +21,6 @@ from memlineage_dsl.facts import (
     Request,
     UnknownMemory,
     action_itself,
-    covering_grant,
     user_made,
 )
 
@@ -97,7 +96,7 @@ def grants_to_spend(req: Request, snap: StoreSnapshot) -> tuple[str, ...]:
         for o in origins_of(snap, a):
             if user_made(o):
                 continue
-            g = covering_grant(req.grants, req.action, a, o, req.time)
+            g = cover(snap, req, a, o, req.time)
             if g is not None:
                 used[g.id] = None
     return tuple(used)
