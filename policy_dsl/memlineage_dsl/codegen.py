@@ -13,7 +13,7 @@ import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import ast as A
 from .facts import (
@@ -122,14 +122,12 @@ def cover(s: LineageSnapshot, r: Request, a: Argument, o: Memory, now: float) ->
     `covered`, `granted`, a denial's reasons and the spend all ask the same."""
     if not r.grants:
         return None
-    cache: dict[tuple[int, str, float], tuple[object, Grant | None]] | None = getattr(
-        s, "cover_cache", None
-    )
+    cache: dict[tuple[int, str, float], tuple[object, Any]] | None = getattr(s, "cover_cache", None)
     key = (id(a), o.id, now)
     if cache is not None:
         hit = cache.get(key)
         if hit is not None and hit[0] is a:
-            return hit[1]
+            return cast("Grant | None", hit[1])
     found = covering_grant(r.grants, r.action, a, o, now)
     if cache is not None:
         cache[key] = (a, found)
@@ -137,8 +135,18 @@ def cover(s: LineageSnapshot, r: Request, a: Argument, o: Memory, now: float) ->
 
 
 def rt_uncovered(s: LineageSnapshot, r: Request, a: Argument, now: float) -> list[Memory]:
-    """Origins of `a` that a user did not make and no live grant covers."""
-    return [o for o in origins_of(s, a) if not user_made(o) and cover(s, r, a, o, now) is None]
+    """Origins of `a` that a user did not make and no live grant covers (once per
+    argument and snapshot: every act rule of the set asks it of every argument)."""
+    cache: dict[tuple[int, str, float], tuple[object, Any]] | None = getattr(s, "cover_cache", None)
+    key = (id(a), "", now)  # "" is no memory id: the argument's own entry
+    if cache is not None:
+        hit = cache.get(key)
+        if hit is not None and hit[0] is a:
+            return list(hit[1])
+    found = [o for o in origins_of(s, a) if not user_made(o) and cover(s, r, a, o, now) is None]
+    if cache is not None:
+        cache[key] = (a, tuple(found))
+    return found
 
 
 def rt_covered(s: LineageSnapshot, r: Request, a: Argument, now: float) -> bool:

@@ -10,7 +10,7 @@ import fnmatch
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from .horizon import crossing, window_change
 
@@ -250,9 +250,10 @@ class DictSnapshot:
         self._walks: dict[tuple[str, int | None, bool], list[MemoryFacts]] = {}
         # `origins()` of an argument or memory, computed once per snapshot (by object)
         self.origins_cache: dict[int, tuple[object, list[Memory]]] = {}
-        # The grant covering (argument, origin), asked by several rules and the
-        # reasons of one act: found once per snapshot (argument by object)
-        self.cover_cache: dict[tuple[int, str, float], tuple[object, Grant | None]] = {}
+        # The grant covering (argument, origin), and an argument's uncovered origins
+        # (origin id ""), asked by several rules and the reasons of one act: found
+        # once per snapshot (argument by object)
+        self.cover_cache: dict[tuple[int, str, float], tuple[object, Any]] = {}
 
     def ancestors(self, memory_id: str, depth: int | None = None) -> list[MemoryFacts]:
         key = (memory_id, depth, True)

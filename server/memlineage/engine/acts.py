@@ -7,6 +7,7 @@ Acts are never reused: each may spend a grant use and moves the action counters.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -87,6 +88,13 @@ def grant_facts(g: GrantRecord) -> Grant:
         g.value,
         g.digest,
     )
+
+
+def _may_cover(g: GrantRecord, action: str, now: float) -> bool:
+    """Only an effective grant naming the action can cover one of its arguments: the
+    others are left out of the request (a namespace's spent and unrelated grants are
+    never converted nor tried per argument, and a logged input stays small)."""
+    return g.effective(now) and any(fnmatch.fnmatchcase(action, p) for p in g.actions)
 
 
 def grants_to_spend(req: Request, snap: StoreSnapshot) -> tuple[str, ...]:
@@ -189,7 +197,11 @@ class Acts(EngineBase):
         memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
         if not memories:
             memories = (action_itself(action, actor, now),)
-        grants = tuple(grant_facts(g) for g in self.store.grants(ns)) if arguments else ()
+        grants = (
+            tuple(grant_facts(g) for g in self.store.grants(ns) if _may_cover(g, action, now))
+            if arguments
+            else ()
+        )
         req = Request(
             "act",
             memories[0],
