@@ -1,8 +1,9 @@
-"""Grants of two namespaces under the same id are two grants, on disk too: when one
-namespace is full and drops its oldest grants to make room for a new one, the
-embedded store deletes that namespace's rows only. Checked after a restart from the
-data directory (what is in memory is not what is on disk), with the real cap
-(``MAX_GRANTS_PER_NAMESPACE``)."""
+"""Grants (and proposals) of two namespaces under the same id are two, on every
+backend: spending, reading back (strictly decoded) and dropping one leaves the
+other as it was. On disk too: when one namespace is full and drops its oldest grants
+to make room for a new one, the embedded store deletes that namespace's rows only.
+Checked after a restart from the data directory (what is in memory is not what is
+on disk), with the real cap (``MAX_GRANTS_PER_NAMESPACE``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from pathlib import Path
 
 from memlineage.lineage import ManualClock
 from memlineage.lineage.grants import GrantRecord
+from memlineage.lineage.proposals import POSTPONED, Objection, Proposal
+from memlineage.store import LineageStore
 from memlineage.store.embedded import EmbeddedStore
 from memlineage.store.embedded.persistence import DB_NAME
 from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE
@@ -30,6 +33,52 @@ def _grant(ns: str, gid: str, uses: int = 1) -> GrantRecord:
         source="agent:*",
         uses=uses,
     )
+
+
+def _proposal(ns: str, memory_id: str, *, objected: bool = False) -> Proposal:
+    return Proposal(
+        memory_id=memory_id,
+        namespace=ns,
+        from_status="active",
+        to_status="archived",
+        reason="stale",
+        owners=("agent:planner",),
+        proposed_at=NOW,
+        deadline=NOW + 60,
+        state=POSTPONED if objected else "pending",
+        objections=(Objection(NOW + 1, "agent:planner", "still needed"),) if objected else (),
+    )
+
+
+def test_the_same_ids_in_two_namespaces_are_two_grants_and_two_proposals(
+    store: LineageStore,
+) -> None:
+    """On embedded, redis and cluster (the ``store`` fixture): what is stored reads
+    back exactly (the strict decoding accepts every field the store writes)."""
+    for ns in (KEPT, FULL):
+        store.put_grant(_grant(ns, SHARED, uses=3))
+    assert store.use_grants(FULL, [SHARED])
+    assert store.use_grants(FULL, [SHARED])
+    assert store.use_grants(KEPT, [SHARED])
+    kept, full = _by_id_of(store, KEPT)[SHARED], _by_id_of(store, FULL)[SHARED]
+    assert (kept.namespace, kept.used, full.namespace, full.used) == (KEPT, 1, FULL, 2)
+    assert kept == GrantRecord(**{**_fields(full), "namespace": KEPT, "used": 1})
+
+    store.save_proposal(_proposal(KEPT, "memo"))
+    store.save_proposal(_proposal(FULL, "memo", objected=True), "objected")
+    assert store.proposal(KEPT, "memo") == _proposal(KEPT, "memo")
+    assert store.proposal(FULL, "memo") == _proposal(FULL, "memo", objected=True)
+    store.drop_proposal(FULL, "memo")
+    assert store.proposal(FULL, "memo") is None
+    assert store.proposal(KEPT, "memo") == _proposal(KEPT, "memo")
+
+
+def _fields(g: GrantRecord) -> dict[str, object]:
+    return {name: getattr(g, name) for name in GrantRecord.__dataclass_fields__}
+
+
+def _by_id_of(store: LineageStore, ns: str) -> dict[str, GrantRecord]:
+    return {g.id: g for g in store.grants(ns)}
 
 
 def _rows(data: Path, gid: str) -> list[tuple[str, str]]:

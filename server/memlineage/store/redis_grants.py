@@ -1,7 +1,8 @@
 """Grants on Redis: ``ml:{ns}:g`` (id -> the grant's JSON, written once) and
 ``ml:{ns}:gu`` (id -> uses spent). Spending is one script over both keys of one
 namespace (one slot, so cluster-legal): every named grant effective, then all
-spent, or nothing."""
+spent, or nothing. Reads decode strictly (``store.grants.decoded_grant``): a damaged
+value is ``StoreCorruptError`` (DATA_LOSS) naming its key and field."""
 
 from __future__ import annotations
 
@@ -9,8 +10,16 @@ from typing import Any
 
 from memlineage.lineage.errors import AlreadyExistsError
 from memlineage.lineage.grants import GrantRecord
-from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE
+from memlineage.store.grants import (
+    MAX_GRANTS_PER_NAMESPACE,
+    DecodeProblem,
+    StoreCorruptError,
+    decoded_grant,
+)
 from memlineage.store.redis_base import RedisBase
+
+REDIS_REMEDY = "nothing was changed (write the value again, or HDEL the field to drop it)"
+"""The end of a ``StoreCorruptError`` for a value the Redis store cannot read."""
 
 # KEYS: grants, uses; ARGV: grant id, JSON, the cap. 1 written, 0 the id exists, -1 full.
 _PUT = """
@@ -64,16 +73,23 @@ class RedisGrants(RedisBase):
             )
 
     def _grants(self, namespace: str) -> list[GrantRecord]:
+        """Every grant, strictly decoded (read as bytes, so a value that is not UTF-8
+        is named too): a damaged value is ``StoreCorruptError`` naming its key and
+        field, and nothing is read of the namespace's grants."""
         keys = self._grant_keys(namespace)
         with self._guard():
             pipe = self.client.pipeline(transaction=False)
-            pipe.hgetall(keys[0])
-            pipe.hgetall(keys[1])
+            pipe.execute_command("HGETALL", keys[0], NEVER_DECODE=True)
+            pipe.execute_command("HGETALL", keys[1], NEVER_DECODE=True)
             texts, uses = pipe.execute()
         out = []
-        for gid, text in texts.items():
-            g = GrantRecord.from_json(text)
-            used = int(uses.get(gid, 0))
+        for raw_id, text in texts.items():
+            gid = _field_name(keys[0], raw_id)
+            try:
+                g = decoded_grant(text, namespace, gid)
+            except DecodeProblem as exc:
+                raise corrupt_value(keys[0], f"the value of field {gid!r} {exc}") from None
+            used = _used(keys[1], gid, uses.get(raw_id), g.uses)
             out.append(GrantRecord(**{**_fields(g), "used": used}))
         return sorted(out, key=lambda g: (g.created_at, g.id))
 
@@ -85,3 +101,28 @@ class RedisGrants(RedisBase):
 
 def _fields(g: GrantRecord) -> dict[str, Any]:
     return {name: getattr(g, name) for name in GrantRecord.__dataclass_fields__}
+
+
+def corrupt_value(key: str, problem: str) -> StoreCorruptError:
+    return StoreCorruptError(key, problem, store="redis", remedy=REDIS_REMEDY)
+
+
+def _field_name(key: str, raw: bytes) -> str:
+    """A hash field's name as the store wrote it (an id: UTF-8)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise corrupt_value(key, f"the field name {raw!r} is not UTF-8 ({exc})") from None
+
+
+def _used(key: str, gid: str, raw: bytes | None, uses: int) -> int:
+    """The uses spent (``HINCRBY``'s decimal integer, absent: none), within `uses`."""
+    if raw is None:
+        return 0
+    if not raw.isdigit() or len(raw) > 20:
+        raise corrupt_value(key, f"the value of field {gid!r} is not a count of uses: {raw!r}")
+    used = int(raw)
+    if used > uses:
+        problem = f"the value of field {gid!r} is {used}, over the grant's uses {uses}"
+        raise corrupt_value(key, problem)
+    return used

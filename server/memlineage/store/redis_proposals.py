@@ -1,13 +1,16 @@
 """Proposals on Redis: ``ml:{ns}:pp`` (memory id -> the proposal's JSON); saving one
 and appending its Watch event are one script over the namespace's keys (one slot:
-cluster-legal)."""
+cluster-legal). A read decodes strictly (``store.proposals.decoded_proposal``): a
+damaged value is ``StoreCorruptError`` (DATA_LOSS) naming its key and field."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from memlineage.lineage.proposals import Proposal
+from memlineage.store.proposals import DecodeProblem, decoded_proposal
 from memlineage.store.redis_base import RedisBase
+from memlineage.store.redis_grants import corrupt_value
 from memlineage.store.redis_record_lua import HISTORY
 
 # KEYS: proposals hash, event stream; ARGV: memory id, JSON, event kind ('' none), cap,
@@ -59,9 +62,17 @@ class RedisProposals(RedisBase):
             )
 
     def _proposal(self, ns: str, memory_id: str) -> Proposal | None:
+        """The memory's proposal, strictly decoded (read as bytes): a damaged value is
+        ``StoreCorruptError`` naming its key and field."""
+        key = self.keys.proposals(ns)
         with self._guard():
-            text = self.client.hget(self.keys.proposals(ns), memory_id)
-        return Proposal.from_json(text) if text else None
+            text = self.client.execute_command("HGET", key, memory_id, NEVER_DECODE=True)
+        if text is None:
+            return None
+        try:
+            return decoded_proposal(text, ns, memory_id)
+        except DecodeProblem as exc:
+            raise corrupt_value(key, f"the value of field {memory_id!r} {exc}") from None
 
     def _drop_proposal(self, ns: str, memory_id: str) -> None:
         with self._guard():

@@ -7,25 +7,16 @@ row)."""
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from memlineage.lineage.errors import AlreadyExistsError, StoreUnavailableError
-from memlineage.lineage.grants import MAX_GRANT_USES, GrantRecord
-from memlineage.store.embedded.codec import (
-    RowProblem,
-    StoreCorruptError,
-    row_fields,
-    row_int,
-    row_number,
-    row_text,
-    row_texts,
-)
+from memlineage.lineage.grants import GrantRecord
+from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.sqlite_conn import open_table, transaction
-from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE
+from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE, DecodeProblem, decoded_grant
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS grants (ns TEXT NOT NULL, id TEXT NOT NULL, "
@@ -56,7 +47,7 @@ class GrantTable:
         except sqlite3.Error as exc:
             raise StoreCorruptError(path, f"the grants table cannot be read ({exc})") from exc
         for ns, gid, data in rows:
-            g = decoded_grant(path, ns, gid, data)
+            g = _decoded(path, ns, gid, data)
             self._by_ns.setdefault(g.namespace, {})[g.id] = g
         for mine in self._by_ns.values():  # oldest first, as they were recorded
             ordered = sorted(mine.values(), key=lambda g: (g.created_at, g.id))
@@ -122,33 +113,10 @@ class GrantTable:
                 self._db = None
 
 
-def decoded_grant(path: Path, ns: object, gid: object, data: object) -> GrantRecord:
-    """A grants row as `GrantRecord.to_json` wrote it (field by field, of its type),
-    under its own key, its uses within its limit; else ``StoreCorruptError``."""
+def _decoded(path: Path, ns: object, gid: object, data: object) -> GrantRecord:
+    """A grants row as `GrantRecord.to_json` wrote it (``store.grants.decoded_grant``),
+    else ``StoreCorruptError`` naming the file and the row."""
     try:
-        v = row_fields(data, 11, 13)
-        expires = v[9]
-        g = GrantRecord(
-            id=row_text(v, 0, "id"),
-            namespace=row_text(v, 1, "namespace"),
-            issuer=row_text(v, 2, "issuer"),
-            actions=row_texts(v, 3, "actions"),
-            arguments=row_texts(v, 4, "arguments"),
-            source=row_text(v, 5, "source"),
-            memory_id=row_text(v, 6, "memory_id"),
-            uses=row_int(v, 7, "uses"),
-            used=row_int(v, 8, "used"),
-            expires_at=math.inf if expires is None else row_number(v, 9, "expires_at"),
-            created_at=row_number(v, 10, "created_at"),
-            value=row_text(v, 11, "value") if len(v) > 11 else "",
-            digest=row_text(v, 12, "digest") if len(v) > 12 else "",
-        )
-        if g.id != gid or g.namespace != ns:
-            raise RowProblem(f"holds the grant id {g.id!r} of namespace {g.namespace!r}")
-        if not 1 <= g.uses <= MAX_GRANT_USES:
-            raise RowProblem(f"field 7 (uses) {g.uses} is not in [1, {MAX_GRANT_USES}]")
-        if not 0 <= g.used <= g.uses:
-            raise RowProblem(f"field 8 (used) {g.used} is not in [0, its uses {g.uses}]")
-    except RowProblem as exc:
+        return decoded_grant(data, ns, gid)
+    except DecodeProblem as exc:
         raise StoreCorruptError(path, f"grants row (ns {ns!r}, id {gid!r}) {exc}") from None
-    return g

@@ -13,16 +13,10 @@ import threading
 from pathlib import Path
 
 from memlineage.lineage.errors import StoreUnavailableError
-from memlineage.lineage.proposals import PENDING, POSTPONED, Objection, Proposal
-from memlineage.store.embedded.codec import (
-    RowProblem,
-    StoreCorruptError,
-    row_fields,
-    row_number,
-    row_text,
-    row_texts,
-)
+from memlineage.lineage.proposals import Proposal
+from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.sqlite_conn import open_table, transaction
+from memlineage.store.proposals import DecodeProblem, decoded_proposal
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS proposals (ns TEXT NOT NULL, memory TEXT NOT NULL, "
@@ -50,7 +44,7 @@ class ProposalTable:
         except sqlite3.Error as exc:
             raise StoreCorruptError(path, f"the proposals table cannot be read ({exc})") from exc
         for ns, memory, data in rows:
-            p = decoded_proposal(path, ns, memory, data)
+            p = _decoded(path, ns, memory, data)
             self._rows[(p.namespace, p.memory_id)] = p
 
     def save(self, p: Proposal) -> None:
@@ -89,42 +83,12 @@ class ProposalTable:
                 self._db = None
 
 
-def decoded_proposal(path: Path, ns: object, memory: object, data: object) -> Proposal:
-    """A proposals row as `Proposal.to_json` wrote it (field by field, of its type),
-    under its own key; else ``StoreCorruptError``."""
+def _decoded(path: Path, ns: object, memory: object, data: object) -> Proposal:
+    """A proposals row as `Proposal.to_json` wrote it (``store.proposals.
+    decoded_proposal``), else ``StoreCorruptError`` naming the file and the row."""
     try:
-        v = row_fields(data, 10, 10)
-        if not isinstance(v[9], list):
-            raise RowProblem(f"field 9 (objections) is not a list: {v[9]!r}")
-        objections = []
-        for i, o in enumerate(v[9]):
-            if not isinstance(o, list) or len(o) != 3:
-                raise RowProblem(f"objection {i} is not [at, by, reason]: {o!r}")
-            objections.append(
-                Objection(
-                    row_number(o, 0, f"objection {i} at"),
-                    row_text(o, 1, f"objection {i} by"),
-                    row_text(o, 2, f"objection {i} reason"),
-                )
-            )
-        p = Proposal(
-            memory_id=row_text(v, 0, "memory_id"),
-            namespace=row_text(v, 1, "namespace"),
-            from_status=row_text(v, 2, "from_status"),
-            to_status=row_text(v, 3, "to_status"),
-            reason=row_text(v, 4, "reason"),
-            owners=row_texts(v, 5, "owners"),
-            proposed_at=row_number(v, 6, "proposed_at"),
-            deadline=row_number(v, 7, "deadline"),
-            state=row_text(v, 8, "state"),
-            objections=tuple(objections),
-        )
-        if p.state not in (PENDING, POSTPONED):
-            raise RowProblem(f"field 8 (state) {p.state!r} is not {PENDING} or {POSTPONED}")
-        if p.memory_id != memory or p.namespace != ns:
-            raise RowProblem(f"holds the memory {p.memory_id!r} of namespace {p.namespace!r}")
-    except RowProblem as exc:
+        return decoded_proposal(data, ns, memory)
+    except DecodeProblem as exc:
         raise StoreCorruptError(
             path, f"proposals row (ns {ns!r}, memory {memory!r}) {exc}"
         ) from None
-    return p
