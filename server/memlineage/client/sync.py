@@ -320,7 +320,10 @@ class MemLineageClient:
         from (``{"recipient": ["mem-1"]}``, or ``ActArg(sources, value, digest)``; an
         empty list: the agent chose it), plus other memories it `relies_on`. An allowed
         act spends one use of each user grant it needed (``Decision.grants_used``), so
-        it is never re-sent."""
+        it is never re-sent. An act that raised ``Unavailable`` (or
+        ``DeadlineExceeded``) may still have spent them (the spend can run after the
+        sidecar or the deadline gave up): before asking again, read the grant's
+        ``used`` with ``explain`` on the memory the grant covers."""
         request = messages.act(
             self.namespace, action, args, relies_on=relies_on, actor=actor, budget=budget, at=at
         )
