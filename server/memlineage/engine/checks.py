@@ -281,16 +281,13 @@ class Checks(EngineBase):
             self.shadow.observe("read", req, snap, d)
         if d.errors:
             return d
-        if mid in records:
-            window.keep(
-                key,
-                d,
-                now,
-                snap.horizon,
-                d.effect != DENY,
-                lineage_ids(records, mid, "descendants" in compiled.plans["read"].uses),
-                snap.counted,
+        if mid in records and window.table is not None and snap.horizon > now:
+            read = (
+                lineage_ids(records, mid, "descendants" in compiled.plans["read"].uses)
+                if window.keeps_reads
+                else ()
             )
+            window.keep(key, d, now, snap.horizon, d.effect != DENY, read, snap.counted)
         return d
 
 

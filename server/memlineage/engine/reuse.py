@@ -104,6 +104,12 @@ class Window:
             return hit
         return None
 
+    @property
+    def keeps_reads(self) -> bool:
+        """Whether `keep` uses the ids a decision read (only a change mark does): when
+        not, a caller need not compute them (reuse off, or the store's counters)."""
+        return self.table is not None and self.mark is not None
+
     def keep(
         self,
         key: ReuseKey,
