@@ -8,6 +8,8 @@ lookup rather than a chain of ``isinstance`` checks.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class LineageError(Exception):
     """Base class: a precise, machine-readable refusal."""
@@ -121,3 +123,31 @@ class StoreUnavailableError(LineageError):
 
     code = "STORE_UNAVAILABLE"
     grpc_status = "UNAVAILABLE"
+
+
+EMBEDDED_REMEDY = (
+    "nothing on disk was changed (restore the file from a backup, or move it away to start empty)"
+)
+"""The end of a ``StoreCorruptError`` for a file of the embedded store."""
+
+
+class StoreCorruptError(LineageError):
+    """What a store holds cannot be read back as it was written (nothing is changed):
+    the embedded store refuses to open; on Redis the read that met the value is
+    refused (DATA_LOSS) and the others go on. ``path``: the file or the key;
+    ``problem``: what is wrong there, on one line."""
+
+    code = "STORE_CORRUPT"
+    grpc_status = "DATA_LOSS"
+
+    def __init__(
+        self,
+        path: str | Path,
+        problem: str,
+        *,
+        store: str = "embedded store",
+        remedy: str = EMBEDDED_REMEDY,
+    ) -> None:
+        self.path = str(path)
+        self.problem = " ".join(problem.split())  # one line, whatever the cause said
+        super().__init__(f"{store} {self.path} cannot be read: {self.problem}; {remedy}")

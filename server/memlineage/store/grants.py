@@ -5,10 +5,11 @@ A grant is written once (its id unique in its namespace) and then changes only b
 ``use_grants``, which spends one use of each named grant in one atomic step: all of
 them, or none when one is no longer effective (concurrent acts cannot overspend).
 
-What every backend shares to read a stored grant back strictly: ``StoreCorruptError``
-(what a store holds cannot be read as it was written: DATA_LOSS to a caller, naming
-where), the JSON field readers (``json_fields`` and the typed ``*_at``, raising
-``DecodeProblem``; ``store.proposals`` uses them too) and ``decoded_grant``.
+What every backend shares to read a stored grant back strictly: the JSON field
+readers (``json_fields`` and the typed ``*_at``, raising ``DecodeProblem``;
+``store.proposals`` uses them too) and ``decoded_grant``. The backend turns a
+``DecodeProblem`` into ``lineage.errors.StoreCorruptError`` (DATA_LOSS to a caller)
+naming where the value is stored.
 """
 
 from __future__ import annotations
@@ -19,10 +20,8 @@ import secrets
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memlineage.lineage.errors import LineageError
 from memlineage.lineage.grants import MAX_GRANT_USES, GrantRecord, validated_grant
 from memlineage.lineage.validation import check_id
 
@@ -30,7 +29,6 @@ __all__ = [
     "MAX_GRANTS_PER_NAMESPACE",
     "DecodeProblem",
     "GrantsMixin",
-    "StoreCorruptError",
     "decoded_grant",
     "int_at",
     "json_fields",
@@ -82,33 +80,6 @@ class GrantsMixin:
 
     @abstractmethod
     def _use_grants(self, namespace: str, ids: list[str], now: float) -> bool: ...
-
-
-EMBEDDED_REMEDY = (
-    "nothing on disk was changed (restore the file from a backup, or move it away to start empty)"
-)
-
-
-class StoreCorruptError(LineageError):
-    """What a store holds cannot be read back as it was written (nothing is changed):
-    the embedded store refuses to open; on Redis the read that met the value is
-    refused (DATA_LOSS) and the others go on. ``path``: the file or the key;
-    ``problem``: what is wrong there, on one line."""
-
-    code = "STORE_CORRUPT"
-    grpc_status = "DATA_LOSS"
-
-    def __init__(
-        self,
-        path: str | Path,
-        problem: str,
-        *,
-        store: str = "embedded store",
-        remedy: str = EMBEDDED_REMEDY,
-    ) -> None:
-        self.path = str(path)
-        self.problem = " ".join(problem.split())  # one line, whatever the cause said
-        super().__init__(f"{store} {self.path} cannot be read: {self.problem}; {remedy}")
 
 
 class DecodeProblem(ValueError):

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from memlineage.lineage.errors import AlreadyExistsError
+from memlineage.lineage.errors import AlreadyExistsError, StoreCorruptError
 from memlineage.lineage.grants import GrantRecord
 from memlineage.store.grants import (
     MAX_GRANTS_PER_NAMESPACE,
     DecodeProblem,
-    StoreCorruptError,
     decoded_grant,
 )
 from memlineage.store.redis_base import RedisBase

@@ -1,7 +1,7 @@
 """What the embedded store's two on-disk forms share (the SQLite database of
 ``persistence`` and the old JSON-lines files of ``legacy``): the refusal to open
-(``StoreCorruptError``, the store-level error of ``store.grants``, here with the
-file as its path) and the JSON form of a lineage event. The side tables' rows
+(``StoreCorruptError``, the store error of ``lineage.errors``, here with the file
+as its path) and the JSON form of a lineage event. The side tables' rows
 (grants, proposals) are decoded by the store-level ``decoded_grant`` /
 ``decoded_proposal``, which the Redis store uses too.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from memlineage.lineage.errors import StoreCorruptError as StoreCorruptError
 from memlineage.lineage.model import LineageEvent
-from memlineage.store.grants import StoreCorruptError as StoreCorruptError
 
 
 def event_to_json(e: LineageEvent) -> list[Any]:
