@@ -277,14 +277,18 @@ class State:
         seen = {start}
         queue = deque(rows[start]._kids)
         affected: list[str] = []
+        # One history entry per previous status, shared (entries are immutable): the
+        # cascade's cost is then the walk and three fields a row
+        entries = {status: StatusChange(now, status, PENDING, why, root) for status in _MARKS}
         while queue:
             child = queue.popleft()
             if child in seen:
                 continue
             seen.add(child)
             r = rows[child]
-            if r.status in _MARKS:
-                r.mark(PENDING, StatusChange(now, r.status, PENDING, why, root), limit)
+            entry = entries.get(r.status)
+            if entry is not None:
+                r.mark(PENDING, entry, limit)
                 affected.append(child)
             queue.extend(r._kids)
         return affected, len(seen) - 1
