@@ -71,6 +71,7 @@ from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.model import MemoryRecord
 from memlineage.lineage.validation import StoreLimits
 from memlineage.store.embedded import legacy
+from memlineage.store.embedded.checkpointer import Checkpointer
 from memlineage.store.embedded.codec import StoreCorruptError, event_from_json, event_to_json
 from memlineage.store.embedded.decision_table import DecisionTable
 from memlineage.store.embedded.row import ROW_FIELDS, Row
@@ -111,8 +112,12 @@ def crc(position: int, text: str) -> int:
     return zlib.crc32(text.encode("utf-8"), position & 0xFFFFFFFF)
 
 
+# One encoder: `json.dumps` with options builds a new one at every call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 @dataclass(frozen=True)
@@ -470,6 +475,7 @@ class SqliteLog:
         self._seq = 0  # the last op written
         self._bytes = 0  # op text written since the snapshot
         self.decisions: DecisionTable | None = None  # opened by `open`
+        self._checkpointer: Checkpointer | None = None  # started by `open`
 
     def open(self, state: State) -> None:
         """Check and load the database into ``state`` (empty), read-only, then open it
@@ -479,6 +485,7 @@ class SqliteLog:
         if self.path.exists():
             _, self._seq, _, self._bytes = _read(self.path, state)
             self._db = connect_rw(self.path, self._fsync)
+            self._checkpointer = Checkpointer(self.path, self._fsync)
             with transaction(self._db):  # format 1 is read as 2: from now on it is 2
                 self._db.execute(
                     "UPDATE meta SET value = ? WHERE key = 'format' AND value != ?",
@@ -507,6 +514,7 @@ class SqliteLog:
         for p in old:  # kept, renamed: the database is the store from now on
             os.replace(p, p.with_name(p.name + ".imported"))
         self._db = connect_rw(self.path, self._fsync)
+        self._checkpointer = Checkpointer(self.path, self._fsync)
         self.decisions = DecisionTable(self.path, self._fsync)
 
     def _finish_import(self) -> None:
@@ -542,6 +550,8 @@ class SqliteLog:
             ) from exc
         self._seq = seq
         self._bytes += len(text)
+        if self._checkpointer is not None:
+            self._checkpointer.wrote()
 
     def size(self) -> int | None:
         """Bytes of op text written since the snapshot; None once closed."""
@@ -561,6 +571,9 @@ class SqliteLog:
     def close(self) -> None:
         if self.decisions is not None:
             self.decisions.close()
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
         if self._db is not None:
             self._db.close()
             self._db = None

@@ -32,6 +32,7 @@ ACCESS_FIELDS = frozenset({"last_access", "access_count"})
 """Access statistics, stamped apart (policies that never read them ignore them)."""
 UNSTAMPED = frozenset({"reviewed_at"})
 """The review schedule: no decision reads it."""
+_ROW_VALUES: Callable[[MemoryRecord], tuple[Any, ...]] = attrgetter(*ROW_FIELDS)
 _ORDER = tuple(MemoryRecord.__dataclass_fields__)
 _BEFORE: Callable[[Row], tuple[Any, ...]] = attrgetter(*_ORDER[: _ORDER.index("derivations")])
 _AFTER: Callable[[Row], tuple[Any, ...]] = attrgetter(*_ORDER[_ORDER.index("derivations") + 1 :])
@@ -193,10 +194,15 @@ class Row:
 
     @classmethod
     def from_record(cls, rec: MemoryRecord) -> Row:
+        """A fresh row (no cached copy, no columns yet: nothing for ``__setattr__`` to
+        drop or mirror), its slots set directly, stamped once as changed now."""
         row = cls()
-        for f in ROW_FIELDS:
-            setattr(row, f, getattr(rec, f))
-        row.status_history = tuple(rec.status_history)
+        for name, value in zip(ROW_FIELDS, _ROW_VALUES(rec), strict=True):
+            _set(row, name, value)
+        _set(row, "status_history", tuple(rec.status_history))
+        stamp = _stamp()
+        _set(row, "written", stamp)
+        _set(row, "accessed", stamp)
         return row
 
     def to_json(self) -> dict[str, Any]:

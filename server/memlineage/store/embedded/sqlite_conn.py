@@ -14,10 +14,10 @@ from pathlib import Path
 def connect_rw(path: Path, fsync: bool) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30)
     db.execute(f"PRAGMA synchronous = {'FULL' if fsync else 'NORMAL'}")
-    # Checkpoint (copy the WAL into the database, with NORMAL: two fsyncs) every
-    # 10,000 pages (~40 MiB) instead of 1,000: a third off the cost of a write; the WAL
-    # file is cut back to 64 MiB after a checkpoint.
-    db.execute("PRAGMA wal_autocheckpoint = 10000")
+    # No writer checkpoints (copies the WAL into the database, with NORMAL: two
+    # fsyncs) inside its commit: `checkpointer.Checkpointer` does, on a thread of its
+    # own. The WAL file is cut back to 64 MiB after a checkpoint.
+    db.execute("PRAGMA wal_autocheckpoint = 0")
     db.execute("PRAGMA journal_size_limit = 67108864")
     return db
 
