@@ -197,8 +197,21 @@ class Columns:
         _set(row, "_cols", self)
         _set(row, "_ix", ix)
         self.derivations[ix] = len(row._kids)
-        for name in SCORED:
-            self.write(row, name, getattr(row, name), fresh=True)
+        # `write(..., fresh=True)` of every scored field, spelt out (a Record's step;
+        # tests/store/test_score_columns.py checks every SCORED field is copied)
+        self.confidence[ix] = row.creator_confidence
+        created, accessed = row.created_at, row.last_access
+        self.created_at[ix] = np.nan if created is None else created
+        self.last_access[ix] = np.nan if accessed is None else accessed
+        self.access_count[ix] = row.access_count
+        self.uses_ok[ix] = row.uses_ok
+        self.uses_failed[ix] = row.uses_failed
+        self.volatility[ix] = self._intern_volatility(row.volatility)
+        self.type[ix] = self._intern_type(row.type)
+        self.creator[ix] = self.source(row.creator_id)
+        for name in ("confirmed_by", "contradicted_by"):
+            if getattr(row, name):
+                self.write(row, name, getattr(row, name), fresh=True)
 
     def attach_many(self, rows: list[Row]) -> None:
         """``attach`` of many rows at once (a restart's hot step): the arrays grow once
