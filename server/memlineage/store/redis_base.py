@@ -18,11 +18,11 @@ from typing import Any
 import redis
 import redis.exceptions as rex
 
-from memlineage.lineage.errors import StoreUnavailableError
+from memlineage.lineage.errors import StoreCorruptError, StoreUnavailableError
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store import redis_scripts
 from memlineage.store.base import LineageStore
-from memlineage.store.redis_codec import decode_flat
+from memlineage.store.redis_codec import RECORD_REMEDY, decode_flat, not_utf8
 from memlineage.store.redis_keys import RedisKeys
 
 _UNAVAILABLE = (
@@ -91,7 +91,10 @@ class RedisBase(LineageStore):
             keys += [f"{base}:d:{i}" for i in part]
             if with_history:
                 keys += [f"{base}:h:{i}" for i in part]
-            replies = self._run("load", keys, [per])
+            try:
+                replies = self._run("load", keys, [per])
+            except UnicodeDecodeError:  # the client decodes the reply as a whole
+                raise self._not_utf8(keys, len(part)) from None
             for j, memory_id in enumerate(part):
                 flat = replies[per * j]
                 if flat:
@@ -101,5 +104,30 @@ class RedisBase(LineageStore):
                         flat,
                         replies[per * j + 2] if with_history else (),
                         replies[per * j + 1],
+                        base,
                     )
         return out
+
+    def _not_utf8(self, keys: list[str], hashes: int) -> StoreCorruptError:
+        """Which of a LOAD call's keys (`hashes` record hashes, then their lists) holds
+        bytes that are not UTF-8, read again as bytes (only after a reply failed to
+        decode): ``StoreCorruptError`` naming it."""
+        n = len(keys)
+        with self._guard():
+            pipe = self.client.pipeline(transaction=False)
+            for i, key in enumerate(keys):
+                if i < hashes:
+                    pipe.execute_command("HGETALL", key, NEVER_DECODE=True)
+                else:
+                    pipe.execute_command("LRANGE", key, 0, -1, NEVER_DECODE=True)
+            raw = pipe.execute()
+        for key, reply in zip(keys, raw, strict=True):
+            found = not_utf8(key, reply)
+            if found is not None:
+                return found
+        return StoreCorruptError(  # mended since: the caller may try again
+            keys[0],
+            f"a reply over {n} keys was not UTF-8, and none is now",
+            store="redis",
+            remedy=RECORD_REMEDY,
+        )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import redis.exceptions as rex
+
 from memlineage.lineage.errors import AlreadyExistsError, StoreCorruptError
 from memlineage.lineage.grants import GrantRecord
 from memlineage.store.grants import (
@@ -93,9 +95,31 @@ class RedisGrants(RedisBase):
         return sorted(out, key=lambda g: (g.created_at, g.id))
 
     def _use_grants(self, namespace: str, ids: list[str], now: float) -> bool:
-        with self._guard():
-            done = self._grant_scripts["use"](keys=self._grant_keys(namespace), args=[now, *ids])
+        """The spend script; a Lua error it meets on a damaged value (a grant that is
+        not JSON or not of its types, a count that is not a number: damaged since the
+        act read the grants) is ``StoreCorruptError`` naming the key and field, and
+        nothing was spent (the script errs before its first write)."""
+        keys = self._grant_keys(namespace)
+        try:
+            with self._guard():
+                done = self._grant_scripts["use"](keys=keys, args=[now, *ids])
+        except rex.ResponseError as exc:
+            if "user_script" not in str(exc):  # not the script's own error
+                raise
+            raise self._unspendable(namespace, keys, ids, exc) from None
         return int(done) == 1
+
+    def _unspendable(
+        self, namespace: str, keys: list[str], ids: list[str], exc: Exception
+    ) -> StoreCorruptError:
+        """The value the spend script could not read: the strict read of the grants
+        names it; when it reads them all (mended since), the script's error."""
+        try:
+            self._grants(namespace)
+        except StoreCorruptError as found:
+            return found
+        problem = f"spending {', '.join(map(repr, ids))} met a value the script cannot read ({exc})"
+        return corrupt_value(keys[0], problem)
 
 
 def _fields(g: GrantRecord) -> dict[str, Any]:
