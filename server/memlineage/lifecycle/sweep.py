@@ -16,9 +16,10 @@ deadline) and moves only once the deadline passes with no objection (`_heard`).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
-from memlineage.lineage.errors import LineageError
+from memlineage.lineage.errors import LineageError, StoreCorruptError
 from memlineage.lineage.model import MemoryRecord, Status
 from memlineage.lineage.proposals import PENDING, Proposal, owners_of
 from memlineage.scoring.batch import score_columns
@@ -26,6 +27,7 @@ from memlineage.scoring.config import ScoringConfig
 from memlineage.store.base import LineageStore
 
 _LIVE = {Status.ACTIVE.value, Status.PENDING_VERIFICATION.value}
+log = logging.getLogger("memlineage.sweep")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,12 +45,21 @@ class SweepReport:
     refused: list[Transition] = field(default_factory=list)
     # transitions proposed to an agent owner (it may object before the deadline)
     proposed: list[Transition] = field(default_factory=list)
+    # what could not be read (a StoreCorruptError's message, naming the key), each
+    # skipped for this pass
+    unreadable: list[str] = field(default_factory=list)
 
     def merge(self, other: SweepReport) -> None:
         self.examined += other.examined
         self.transitions += other.transitions
         self.refused += other.refused
         self.proposed += other.proposed
+        self.unreadable += other.unreadable
+
+    def skip(self, namespace: str, what: str, exc: StoreCorruptError) -> None:
+        """Log a value the store cannot read (once: here) and count it."""
+        log.error("sweep of namespace %r: %s skipped: %s", namespace, what, exc.message)
+        self.unreadable.append(exc.message)
 
 
 def _heard(
@@ -113,69 +124,130 @@ def _eviction_blocker(store: LineageStore, rec: MemoryRecord) -> str | None:
 def sweep_namespace(
     store: LineageStore, cfg: ScoringConfig, namespace: str, now: float, batch: int = 1000
 ) -> SweepReport:
-    """Review at most `batch` due memories of one namespace."""
+    """Review at most `batch` due memories of one namespace. A value the store cannot
+    read skips what needs it (the memory; the batch when its score inputs cannot be
+    read), logged and in ``unreadable``; the rest goes on."""
     report = SweepReport()
+    try:
+        _sweep_batch(store, cfg, namespace, now, batch, report)
+    except StoreCorruptError as exc:
+        report.skip(namespace, "its batch", exc)
+    return report
+
+
+def _readable(
+    store: LineageStore, namespace: str, ids: list[str], report: SweepReport
+) -> tuple[dict[str, MemoryRecord], list[str]]:
+    """The records of `ids` in one read; when one cannot be read, one read per id
+    (only then), the unreadable ones skipped (and returned)."""
+    try:
+        return store.get_many(namespace, ids), []
+    except StoreCorruptError:
+        pass
+    records: dict[str, MemoryRecord] = {}
+    skipped: list[str] = []
+    for rid in ids:
+        try:
+            records.update(store.get_many(namespace, [rid]))
+        except StoreCorruptError as exc:
+            report.skip(namespace, f"memory {rid!r}", exc)
+            skipped.append(rid)
+    return records, skipped
+
+
+def _sweep_batch(
+    store: LineageStore,
+    cfg: ScoringConfig,
+    namespace: str,
+    now: float,
+    batch: int,
+    report: SweepReport,
+) -> None:
     ids = store.due_for_review(namespace, now=now, limit=batch)
     if not ids:
-        return report
-    records = store.get_many(namespace, ids)
+        return
+    records, skipped = _readable(store, namespace, ids, report)
     report.examined = len(records)
+    # an unreadable memory is looked at again soon (not due for ever, filling batches)
+    next_review: dict[str, float] = dict.fromkeys(skipped, now + cfg.near_interval)
     # Values only (no credibility needed): from the store's score columns, numpy over
     # the batch (the embedded store keeps them columnar; others build them from records).
     scored = score_columns(
         cfg, store.score_columns(namespace, list(records)), {}, now, reliability=False
     )
     values = dict(zip(scored.ids, scored.value.tolist(), strict=True))
-    next_review: dict[str, float] = {}
     gone: list[str] = []
     # one read per memory: which have a proposal, and what it says (`_heard`)
     proposals: dict[str, Proposal] = {}
     if cfg.objection_window > 0:
-        for rid in records:
-            found = store.proposal(namespace, rid)
+        for rid in list(records):
+            try:
+                found = store.proposal(namespace, rid)
+            except StoreCorruptError as exc:  # its owners' objections are not known
+                report.skip(namespace, f"memory {rid!r}", exc)
+                del records[rid]
+                next_review[rid] = now + cfg.near_interval
+                continue
             if found is not None:
                 proposals[rid] = found
     for rid, rec in records.items():
-        v = values[rid]
-        status = rec.status
-        move: tuple[Status, str] | None = None
-        if status in _LIVE and v < cfg.archive_below:
-            move = (Status.ARCHIVED, f"value {v:.3f} below {cfg.archive_below:g}")
-        elif status == Status.ARCHIVED.value and v < cfg.evict_below:
-            since = _archived_since(store.get(namespace, rid))  # with its status history
-            if since is not None and now - since >= cfg.evict_after_archived:
-                blocker = _eviction_blocker(store, rec)
-                reason = f"value {v:.3f} below {cfg.evict_below:g}, archived since {since:.0f}"
-                if blocker is None:
-                    move = (Status.EVICTED, reason)
-                else:
-                    report.refused.append(
-                        Transition(rid, status, Status.EVICTED.value, f"not evicted: {blocker}")
-                    )
-        if move is None and rid in proposals:
-            store.drop_proposal(namespace, rid)  # its value recovered: nothing to hear
-        if move is not None:
-            later = _heard(store, cfg, rec, move[0], move[1], now, report, proposals.get(rid))
-            if later is not None:
-                next_review[rid] = later
-                continue
-            try:
-                store.set_status(namespace, rid, move[0], reason=f"sweep: {move[1]}", now=now)
-            except LineageError as exc:  # changed meanwhile: review again soon
-                report.refused.append(Transition(rid, status, move[0].value, str(exc)))
-                next_review[rid] = now + cfg.near_interval
-                continue
-            report.transitions.append(Transition(rid, status, move[0].value, move[1]))
-            if rid in proposals:
-                store.drop_proposal(namespace, rid)
-            if move[0] is Status.EVICTED:
-                gone.append(rid)
-                continue
-        next_review[rid] = now + _interval(cfg, rec, v, now)
+        try:
+            later = _review(store, cfg, rec, values[rid], now, report, proposals.get(rid))
+        except StoreCorruptError as exc:  # its history or its descendants
+            report.skip(namespace, f"memory {rid!r}", exc)
+            later = now + cfg.near_interval
+        if later is None:
+            gone.append(rid)
+        else:
+            next_review[rid] = later
     if gone:
         store.unschedule_review(namespace, gone)
     store.schedule_review(namespace, next_review, now=now)
-    return report
+
+
+def _review(
+    store: LineageStore,
+    cfg: ScoringConfig,
+    rec: MemoryRecord,
+    v: float,
+    now: float,
+    report: SweepReport,
+    p: Proposal | None,
+) -> float | None:
+    """One memory's review (its move, heard or done): when to look at it again, None
+    once evicted."""
+    namespace, rid, status = rec.namespace, rec.id, rec.status
+    move: tuple[Status, str] | None = None
+    if status in _LIVE and v < cfg.archive_below:
+        move = (Status.ARCHIVED, f"value {v:.3f} below {cfg.archive_below:g}")
+    elif status == Status.ARCHIVED.value and v < cfg.evict_below:
+        since = _archived_since(store.get(namespace, rid))  # with its status history
+        if since is not None and now - since >= cfg.evict_after_archived:
+            blocker = _eviction_blocker(store, rec)
+            reason = f"value {v:.3f} below {cfg.evict_below:g}, archived since {since:.0f}"
+            if blocker is None:
+                move = (Status.EVICTED, reason)
+            else:
+                report.refused.append(
+                    Transition(rid, status, Status.EVICTED.value, f"not evicted: {blocker}")
+                )
+    if move is None and p is not None:
+        store.drop_proposal(namespace, rid)  # its value recovered: nothing to hear
+    if move is not None:
+        later = _heard(store, cfg, rec, move[0], move[1], now, report, p)
+        if later is not None:
+            return later
+        try:
+            store.set_status(namespace, rid, move[0], reason=f"sweep: {move[1]}", now=now)
+        except LineageError as exc:  # changed meanwhile: review again soon
+            report.refused.append(Transition(rid, status, move[0].value, str(exc)))
+            return now + cfg.near_interval
+        report.transitions.append(Transition(rid, status, move[0].value, move[1]))
+        if p is not None:
+            store.drop_proposal(namespace, rid)
+        if move[0] is Status.EVICTED:
+            return None
+    return now + _interval(cfg, rec, v, now)
 
 
 def _interval(cfg: ScoringConfig, rec: MemoryRecord, value: float, now: float) -> float:
