@@ -8,9 +8,10 @@ read nothing from the request. Compile once, evaluate many times.
 
 from __future__ import annotations
 
+import ast as pyast
 import fnmatch
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -89,6 +90,12 @@ class OpPlan:
     cache: dict[tuple[object, ...], Decision] = field(default_factory=dict)
     # Every policy time-exact: a decision may be reused until its snapshot's horizon.
     reusable: bool = True
+    # `act` only: an action relying on several memories is decided on each, but the
+    # rules whose condition reads neither `memory` nor `target` (the argument rules)
+    # come out the same for all of them: `test_request` tests those once, and
+    # `test_memory` the others for each memory (None: one `test` of every rule).
+    test_request: Test | None = None
+    test_memory: Test | None = None
 
 
 @dataclass(frozen=True)
@@ -243,10 +250,14 @@ def _names_used(
     return frozenset(found)
 
 
-def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan:
-    """Generate `_test_<op>`: every policy's condition, each in its own try."""
-    lines = [f"def _test_{op}(m, t, r, s, now):", "    fired = []", "    bad = None"]
-    for k, p in enumerate(policies):
+def _test_function(
+    gen: CodeGen, name: str, policies: tuple[CompiledPolicy, ...], ks: Sequence[int]
+) -> Test:
+    """Generate `name`: the conditions of the policies at plan positions `ks`, each in
+    its own try; it returns the positions that fired and those that raised, in order."""
+    lines = [f"def {name}(m, t, r, s, now):", "    fired = []", "    bad = None"]
+    for k in ks:
+        p = policies[k]
         probe = gen.rule_probes(p.index)
         lines += [
             "    try:",
@@ -259,7 +270,30 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
         ]
     lines.append("    return fired, bad")
     # what the source above returns; exec'd code has no static type
-    test = cast(Test, gen.define("\n".join(lines) + "\n", f"_test_{op}"))
+    return cast(Test, gen.define("\n".join(lines) + "\n", name))
+
+
+def _reads_memory(source: str) -> bool:
+    """Whether generated condition code reads `memory` or `target` (the names `m`,
+    `t`: quantified variables are spelt `v_<name>`)."""
+    return any(
+        isinstance(node, pyast.Name) and node.id in ("m", "t")
+        for node in pyast.walk(pyast.parse(source, mode="eval"))
+    )
+
+
+def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan:
+    """Generate `_test_<op>`: every policy's condition, each in its own try (for `act`,
+    also the request-only and the memory halves)."""
+    every = range(len(policies))
+    test = _test_function(gen, f"_test_{op}", policies, every)
+    test_request = test_memory = None
+    if op == "act":
+        by_memory = [k for k in every if _reads_memory(policies[k].when_source)]
+        if len(by_memory) < len(policies):
+            alone = [k for k in every if k not in by_memory]
+            test_request = _test_function(gen, "_test_act_request", policies, alone)
+            test_memory = _test_function(gen, "_test_act_memory", policies, by_memory)
     uses = frozenset(f for p in policies for f in p.functions)
     reads = frozenset(a for p in policies for a in p.attributes)
     return OpPlan(
@@ -270,6 +304,8 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
         uses,
         reads,
         reusable=all(p.time_exact for p in policies),
+        test_request=test_request,
+        test_memory=test_memory,
     )
 
 

@@ -82,6 +82,20 @@ def _decide_one(
     ps: CompiledPolicySet, plan: OpPlan, m: Memory, t: Memory, r: Request, s: LineageSnapshot
 ) -> Decision:
     fired, bad = plan.test(m, t, r, s, r.time)
+    return _fired_decision(ps, plan, fired, bad, m, t, r, s)
+
+
+def _fired_decision(
+    ps: CompiledPolicySet,
+    plan: OpPlan,
+    fired: list[int],
+    bad: list[tuple[int, Exception]] | None,
+    m: Memory,
+    t: Memory,
+    r: Request,
+    s: LineageSnapshot,
+) -> Decision:
+    """The decision once the rules that `fired` (and those that raised: `bad`) are known."""
     if not bad:
         if not fired:
             return plan.allow_all
@@ -155,7 +169,17 @@ def _decide_act(ps: CompiledPolicySet, plan: OpPlan, r: Request, s: LineageSnaps
     """An action is decided on every memory it relies on; the strictest wins. A denial
     by a rule that reads the arguments says which argument, origin and grant."""
     memories = r.memories or (r.memory,)
-    parts = [_decide_one(ps, plan, m, m, r, s) for m in memories]
+    if len(memories) > 1 and plan.test_request is not None and plan.test_memory is not None:
+        # the rules that read no memory (the argument rules) are tested once
+        fired_r, bad_r = plan.test_request(r.memory, r.memory, r, s, r.time)
+        parts = []
+        for m in memories:
+            fired_m, bad_m = plan.test_memory(m, m, r, s, r.time)
+            fired = sorted(fired_r + fired_m) if fired_r else fired_m
+            bad = sorted((bad_r or []) + (bad_m or []), key=_first) if bad_r or bad_m else None
+            parts.append(_fired_decision(ps, plan, fired, bad, m, m, r, s))
+    else:
+        parts = [_decide_one(ps, plan, m, m, r, s) for m in memories]
     if len(parts) == 1:
         d = parts[0]
     else:
@@ -209,6 +233,10 @@ def argument_findings(r: Request, s: LineageSnapshot) -> list[str]:
             f"`{a.name}` of `{r.action}`"
         )
     return out
+
+
+def _first(pair: tuple[int, Exception]) -> int:
+    return pair[0]
 
 
 def _dedupe(items: Iterable[_T]) -> tuple[_T, ...]:

@@ -1,0 +1,126 @@
+"""An act relying on several memories tests its argument rules (those reading no
+`memory`) once, and decides exactly as testing every rule on every memory does."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from memlineage_dsl.compiler import CompiledPolicySet
+from memlineage_dsl.evaluator import decide
+from memlineage_dsl.facts import (
+    Argument,
+    Creator,
+    DictSnapshot,
+    Grant,
+    Memory,
+    MemoryFacts,
+    Request,
+    UnknownMemory,
+)
+from memlineage_dsl.pipeline import build_texts
+
+SET = """\
+actions money_out = ["send_money"]
+
+policy undelegated priority 95 {
+  on act
+  when request.action in money_out and any(a in request.args : not covered(a))
+  deny "an argument comes from a source the user did not delegate"
+}
+
+policy payee priority 75 {
+  on act
+  when any(a in request.args : a.name == "recipient" and granted(a))
+  degrade require_confirmation("confirm the payee") score 0.7
+}
+
+policy tainted priority 90 {
+  on act
+  when any(a in lineage(memory) : a.creator.id == "tool:web")
+  deny "relies on web output"
+}
+
+policy weak priority 40 {
+  on act
+  when memory.confidence < 0.5
+  degrade annotate("weak") score 0.6
+}
+"""
+
+CREATORS = ["user:alice", "tool:web", "tool:files", "agent:planner"]
+
+
+def _compiled() -> CompiledPolicySet:
+    build = build_texts({"set.mlp": SET})
+    assert build.compiled is not None, [d.render() for d in build.diagnostics]
+    return build.compiled
+
+
+COMPILED = _compiled()
+PLAN = COMPILED.plans["act"]
+UNSPLIT = replace(COMPILED, plans={**COMPILED.plans, "act": replace(PLAN, test_request=None)})
+
+
+def test_the_argument_rules_are_split_from_the_memory_rules() -> None:
+    assert PLAN.test_request is not None and PLAN.test_memory is not None
+    memory_rules = SET[SET.index("policy tainted") :]  # every act rule reads `memory`
+    build = build_texts({"s.mlp": memory_rules})
+    assert build.compiled is not None
+    assert build.compiled.plans["act"].test_request is None  # nothing to split
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    creators=st.lists(st.sampled_from(CREATORS), min_size=2, max_size=5),
+    confidences=st.lists(st.sampled_from([0.3, 0.9]), min_size=5, max_size=5),
+    unknown=st.sets(st.integers(0, 4), max_size=2),
+    recipient=st.lists(st.integers(0, 4), max_size=2),
+    amount=st.lists(st.integers(0, 4), max_size=2),
+    granted=st.booleans(),
+)
+def test_an_act_decides_as_every_rule_tested_on_every_memory(
+    creators: list[str],
+    confidences: list[float],
+    unknown: set[int],
+    recipient: list[int],
+    amount: list[int],
+    granted: bool,
+) -> None:
+    facts = [
+        MemoryFacts(
+            id=f"m{i}",
+            creator=Creator.parse(c),
+            confidence=confidences[i],
+            dependencies=(f"m{i - 1}",) if i else (),
+        )
+        for i, c in enumerate(creators)
+    ]
+    memories: list[Memory] = [
+        UnknownMemory(f.id) if i in unknown else f for i, f in enumerate(facts)
+    ]
+    known = [f for i, f in enumerate(facts) if i not in unknown]
+    n = len(memories)
+
+    def sources(ix: list[int]) -> tuple[Memory, ...]:
+        return tuple(memories[i % n] for i in ix)
+
+    grants = (
+        (Grant("g", Creator.parse("user:alice"), ("send_money",), source="tool:*", uses=5),)
+        if granted
+        else ()
+    )
+    req = Request(
+        "act",
+        memories[0],
+        Creator.parse("agent:planner"),
+        action="send_money",
+        time=100.0,
+        memories=tuple(memories),
+        args=(Argument("recipient", sources(recipient)), Argument("amount", sources(amount))),
+        grants=grants,
+    )
+    split = decide(COMPILED, req, DictSnapshot(known))
+    every = decide(UNSPLIT, req, DictSnapshot(known))
+    assert split == every
