@@ -54,7 +54,7 @@ CREATORS = ["user:alice", "tool:web", "tool:files", "agent:planner"]
 
 def _compiled() -> CompiledPolicySet:
     build = build_texts({"set.mlp": SET})
-    assert build.compiled is not None, [d.render() for d in build.diagnostics]
+    assert build.compiled is not None, [d.message for d in build.diagnostics]
     return build.compiled
 
 
