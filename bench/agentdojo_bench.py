@@ -58,10 +58,12 @@ import random
 import re
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -158,6 +160,18 @@ def print_trace(trace: adt.Trace, out: Any = sys.stdout) -> None:
 class Sidecar:
     proc: subprocess.Popen[bytes]
     address: str
+    metrics_port: int
+
+    def check_handler_ms(self) -> tuple[int, float]:
+        """(calls, mean ms) of the sidecar's Check handler, from its own latency
+        histogram: an act's time inside the server, without the transport."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics") as r:
+            text = r.read().decode()
+        found = dict(
+            re.findall(r'memlineage_rpc_latency_seconds_(sum|count)\{method="Check"\} (\S+)', text)
+        )
+        n = int(float(found.get("count", 0)))
+        return n, float(found.get("sum", 0.0)) / max(n, 1) * 1e3
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -177,6 +191,9 @@ def launch(policies: Path, tmp: Path, token: str, namespaces: Sequence[str]) -> 
     names = ", ".join(f'"{n}"' for n in namespaces)
     config.write_text(f'[tokens.bench]\ntoken = "{token}"\nnamespaces = [{names}]\n')
     log = tmp / "serve.log"
+    with socket.socket() as probe:  # a free port for the metrics endpoint
+        probe.bind(("127.0.0.1", 0))
+        metrics_port = probe.getsockname()[1]
     args = [
         sys.executable,
         "-m",
@@ -192,6 +209,8 @@ def launch(policies: Path, tmp: Path, token: str, namespaces: Sequence[str]) -> 
         str(policies),
         "--decision-log",
         "off",
+        "--metrics-port",
+        str(metrics_port),
     ]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=fh, cwd=REPO)
@@ -199,7 +218,7 @@ def launch(policies: Path, tmp: Path, token: str, namespaces: Sequence[str]) -> 
     while time.monotonic() < deadline:
         m = READY.search(log.read_text(errors="replace"))
         if m:
-            return Sidecar(proc, f"127.0.0.1:{m.group(1)}")
+            return Sidecar(proc, f"127.0.0.1:{m.group(1)}", metrics_port)
         if proc.poll() is not None:
             break
         time.sleep(0.05)
@@ -403,6 +422,7 @@ def report(
     benign: list[TraceResult],
     attacks: list[TraceResult],
     policies: Path,
+    handler: tuple[int, float] = (0, 0.0),
 ) -> None:
     figures: dict[str, Figures] = defaultdict(Figures)
     for r in benign:
@@ -468,6 +488,11 @@ def report(
             f"{a50 - h50:>+17.3f}"
         )
     print(f"  load average after the run: {_loadavg()}")
+    if handler[0]:
+        print(
+            f"  inside the sidecar (its Check latency histogram, {handler[0]} acts): "
+            f"mean {handler[1]:.3f} ms per act"
+        )
     p50 = pct([a.ms for a in every], 0.5)
     h50 = pct([a.health_ms for a in every], 0.5)
     print()
@@ -628,6 +653,7 @@ def main() -> int:
         benign_r = replay(sidecar.address, token, benign)
         attack_r = replay(sidecar.address, token, attacks)
         replayed = time.perf_counter() - t1
+        handler = sidecar.check_handler_ms()
     finally:
         sidecar.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -635,7 +661,7 @@ def main() -> int:
         f"traces: {len(benign)} user tasks alone + {len(attacks)} pairs, built in {built:.1f} s, "
         f"replayed in {replayed:.1f} s"
     )
-    report(opts.suites, benign_r, attack_r, opts.policies)
+    report(opts.suites, benign_r, attack_r, opts.policies, handler)
     return 0
 
 
