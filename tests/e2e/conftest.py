@@ -4,6 +4,7 @@ with two tenants and an admin token; tests talk to it through the client."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from memlineage.client import MemLineageClient
@@ -11,6 +12,7 @@ from memlineage.config import Config
 from memlineage.grpc_api.auth import TokenGrant
 from memlineage.lineage.clock import ManualClock
 from support.memories import T0
+from support.redis_servers import RedisServer, start_redis_server
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar, World
 
 TOKENS = (
@@ -37,3 +39,14 @@ def world(request: pytest.FixtureRequest) -> Iterator[World]:
         finally:
             for c in clients:
                 c.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of the test's own (AOF, appendfsync always), for the tests that
+    SIGKILL or SIGSTOP it; stopped (continued first, if paused) at the end."""
+    server = start_redis_server(tmp_path / "redis")
+    try:
+        yield server
+    finally:
+        server.stop()

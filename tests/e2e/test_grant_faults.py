@@ -27,9 +27,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import pytest
 import redis
@@ -44,7 +43,7 @@ from memlineage.lineage.proposals import POSTPONED, Objection, Proposal
 from memlineage.store import open_store
 from memlineage.store.base import LineageStore
 from memlineage.v1 import memlineage_pb2 as pb
-from support.redis_servers import RedisServer, start_redis_server
+from support.redis_servers import RedisServer
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
 NS = "grantfaults"
@@ -54,17 +53,6 @@ DEADLINE = 5.0  # the client's deadline
 BOUND = 2.5  # socket timeout (1 s) plus one reconnect and the RPC itself
 PROMPT, BILL, OWNER = "prompt", "bill", "agent:planner"
 PAY = {"recipient": [PROMPT], "amount": [BILL]}  # the amount needs the grant on `bill`
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RedisServer]:
-    s = start_redis_server(tmp_path / "redis")  # AOF, appendfsync always
-    try:
-        yield s
-    finally:
-        if s.proc is not None and s.proc.poll() is None:
-            os.kill(s.proc.pid, signal.SIGCONT)
-        s.stop()
 
 
 def sidecar(server: RedisServer) -> RunningSidecar:

@@ -10,9 +10,7 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import grpc
 import pytest
@@ -22,7 +20,7 @@ from memlineage.config import Config
 from memlineage.grpc_api.auth import TokenGrant
 from memlineage.lineage.clock import system_clock
 from memlineage.v1 import memlineage_pb2 as pb
-from support.redis_servers import RedisServer, start_redis_server
+from support.redis_servers import RedisServer
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
 NS = "faults"
@@ -32,17 +30,6 @@ BOUND = 2.5  # socket timeout (1 s) plus one reconnect and the RPC itself
 KEY_LAYOUT = re.compile(
     r"ml:namespaces|ml:\{(?P<ns>[^{}]+)\}:(?:(?:m|d|h|c|w|cg):.+|e|cw|ca|ev|src|rv|dec|dix)"
 )
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RedisServer]:
-    s = start_redis_server(tmp_path / "redis")  # AOF, appendfsync always
-    try:
-        yield s
-    finally:
-        if s.proc is not None and s.proc.poll() is None:
-            os.kill(s.proc.pid, signal.SIGCONT)
-        s.stop()
 
 
 def sidecar(server: RedisServer) -> RunningSidecar:

@@ -8,20 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 import redis
 from memlineage.client import FailedPrecondition, MemLineageClient, Unavailable
 from memlineage.config import Config
 from memlineage.grpc_api.auth import TokenGrant
 from memlineage.lineage.clock import system_clock
-from support.redis_servers import RedisServer, start_redis_server
+from support.redis_servers import RedisServer
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
 NS = "revfaults"
@@ -31,17 +26,6 @@ WRITERS = 4
 PARENTS = [f"p{i}" for i in range(4)]
 MEMORIES = [f"m{t}" for t in range(WRITERS)] + ["shared"]
 TAG = f"ml:{{{NS}}}"
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[RedisServer]:
-    s = start_redis_server(tmp_path / "redis")
-    try:
-        yield s
-    finally:
-        if s.proc is not None and s.proc.poll() is None:
-            os.kill(s.proc.pid, signal.SIGCONT)
-        s.stop()
 
 
 def client(address: str) -> MemLineageClient:

@@ -129,10 +129,12 @@ class RedisServer:
         return self
 
     def stop(self, *, hard: bool = False) -> None:
-        """SIGTERM (graceful shutdown) or SIGKILL (crash); waits for the exit."""
+        """SIGTERM (graceful shutdown) or SIGKILL (crash); waits for the exit. A server
+        a fault test left paused (SIGSTOP) is continued first, or SIGTERM would wait."""
         if self.proc is None:
             return
         if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
             self.proc.send_signal(signal.SIGKILL if hard else signal.SIGTERM)
             try:
                 self.proc.wait(timeout=STARTUP_TIMEOUT)
