@@ -15,7 +15,7 @@ from pathlib import Path
 from memlineage.lineage.errors import AlreadyExistsError, StoreUnavailableError
 from memlineage.lineage.grants import GrantRecord
 from memlineage.store.embedded.codec import StoreCorruptError
-from memlineage.store.embedded.sqlite_conn import open_table, transaction
+from memlineage.store.embedded.sqlite_conn import open_loaded, transaction
 from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE, DecodeProblem, decoded_grant
 
 _SCHEMA = (
@@ -31,28 +31,16 @@ class GrantTable:
     def __init__(self, path: Path | None = None, fsync: bool = False) -> None:
         self._lock = threading.Lock()
         self._by_ns: dict[str, dict[str, GrantRecord]] = {}
-        self._db = open_table(path, fsync, _SCHEMA)
-        if self._db is not None and path is not None:
-            try:
-                self._load(self._db, path)
-            except BaseException:
-                self.close()
-                raise
-
-    def _load(self, db: sqlite3.Connection, path: Path) -> None:
-        """Every row, strictly decoded: a damaged one is ``StoreCorruptError`` naming
-        the table and the row (the store refuses to open, nothing written)."""
-        try:
-            rows = db.execute("SELECT ns, id, data FROM grants").fetchall()
-        except sqlite3.Error as exc:
-            raise StoreCorruptError(path, f"the grants table cannot be read ({exc})") from exc
-        for ns, gid, data in rows:
-            g = _decoded(path, ns, gid, data)
+        self._db, loaded = open_loaded(
+            path,
+            fsync,
+            _SCHEMA,
+            "grants",
+            "SELECT ns, id, data FROM grants",
+            _decoded,
+        )
+        for g in sorted(loaded, key=lambda g: (g.created_at, g.id)):  # oldest first
             self._by_ns.setdefault(g.namespace, {})[g.id] = g
-        for mine in self._by_ns.values():  # oldest first, as they were recorded
-            ordered = sorted(mine.values(), key=lambda g: (g.created_at, g.id))
-            mine.clear()
-            mine.update((g.id, g) for g in ordered)
 
     def put(self, grant: GrantRecord, now: float) -> None:
         with self._lock:

@@ -15,7 +15,7 @@ from pathlib import Path
 from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.proposals import Proposal
 from memlineage.store.embedded.codec import StoreCorruptError
-from memlineage.store.embedded.sqlite_conn import open_table, transaction
+from memlineage.store.embedded.sqlite_conn import open_loaded, transaction
 from memlineage.store.proposals import DecodeProblem, decoded_proposal
 
 _SCHEMA = (
@@ -28,23 +28,15 @@ class ProposalTable:
     def __init__(self, path: Path | None = None, fsync: bool = False) -> None:
         self._lock = threading.Lock()
         self._rows: dict[tuple[str, str], Proposal] = {}
-        self._db = open_table(path, fsync, _SCHEMA)
-        if self._db is not None and path is not None:
-            try:
-                self._load(self._db, path)
-            except BaseException:
-                self.close()
-                raise
-
-    def _load(self, db: sqlite3.Connection, path: Path) -> None:
-        """Every row, strictly decoded: a damaged one is ``StoreCorruptError`` naming
-        the table and the row (the store refuses to open, nothing written)."""
-        try:
-            rows = db.execute("SELECT ns, memory, data FROM proposals").fetchall()
-        except sqlite3.Error as exc:
-            raise StoreCorruptError(path, f"the proposals table cannot be read ({exc})") from exc
-        for ns, memory, data in rows:
-            p = _decoded(path, ns, memory, data)
+        self._db, loaded = open_loaded(
+            path,
+            fsync,
+            _SCHEMA,
+            "proposals",
+            "SELECT ns, memory, data FROM proposals",
+            _decoded,
+        )
+        for p in loaded:
             self._rows[(p.namespace, p.memory_id)] = p
 
     def save(self, p: Proposal) -> None:

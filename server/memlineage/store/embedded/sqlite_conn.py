@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
+
+from memlineage.lineage.errors import StoreCorruptError
+
+_T = TypeVar("_T")
 
 
 def connect_rw(path: Path, fsync: bool) -> sqlite3.Connection:
@@ -34,6 +39,31 @@ def open_table(
         for statement in schema:
             db.execute(statement)
     return db
+
+
+def open_loaded(
+    path: Path | None,
+    fsync: bool,
+    schema: tuple[str, ...],
+    table: str,
+    query: str,
+    decode: Callable[..., _T],
+) -> tuple[sqlite3.Connection | None, list[_T]]:
+    """`open_table`, then every row of `query` through `decode` (called with the file
+    and the row's columns; it raises ``StoreCorruptError`` for a damaged row): the
+    side table opened and loaded, or nothing left open."""
+    db = open_table(path, fsync, schema)
+    if db is None or path is None:
+        return db, []
+    try:
+        try:
+            rows: list[Any] = db.execute(query).fetchall()
+        except sqlite3.Error as exc:
+            raise StoreCorruptError(path, f"the {table} table cannot be read ({exc})") from exc
+        return db, [decode(path, *row) for row in rows]
+    except BaseException:
+        db.close()
+        raise
 
 
 @contextlib.contextmanager
