@@ -1,6 +1,7 @@
 """The plumbing every part of the Redis store shares: the client, the key layout,
 the registered scripts, failure mapping (``_guard``), script calls (``_run``, which
-adds the namespace's write counter to writing scripts) and the batch read (``_load``).
+adds the namespace's write counter to writing scripts and turns a script's error on
+damaged data into ``StoreCorruptError``) and the batch read (``_load``).
 
 ``RedisBase`` only declares the attributes ``RedisStore.__init__``
 (``memlineage.store.redis_store``) sets; the store's parts (``redis_record``,
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,6 +36,25 @@ _UNAVAILABLE = (
     rex.TryAgainError,
     rex.OutOfMemoryError,
 )
+
+# What a script's error says when it comes from the data it met, not from the script:
+# its own check (ML_CORRUPT, redis_scripts), a command refusing a stored value (HINCRBY,
+# INCR, HINCRBYFLOAT, a key of another type), Lua arithmetic, comparison or
+# concatenation on a value that is not a number or absent, cjson on text that is not
+# JSON. Redis 7 words them so (a real redis-server: tests/store/test_redis_script_data.py).
+_DATA_ERROR = re.compile(
+    r"ML_CORRUPT|WRONGTYPE|hash value is not (an integer|a float)"
+    r"|value is not (an integer or out of range|a valid float)"
+    r"|increment or decrement would overflow|increment would produce NaN or Infinity"
+    r"|attempt to (perform arithmetic on|compare|concatenate)"
+    r"|Expected .* but found|cjson"
+)
+PARTIAL_REMEDY = (
+    "what the script wrote before it met the value is kept (write the value again as "
+    "the store wrote it, or restore the memory from a backup)"
+)
+_NAMED = re.compile(r"ML_CORRUPT (\S+) ?(\S*)")
+_SCRIPT_TAIL = re.compile(r"\s*script: [0-9a-f]{40}, on @user_script:\d+\.?$")
 
 # The client always decodes (decode_responses=True), so its replies are str where
 # redis-py's types say bytes | str: the casts in the store's modules state that,
@@ -68,8 +89,42 @@ class RedisBase(LineageStore):
             assert namespace, f"script {name} counts its writes: pass the namespace"
             keys = [*keys, self.keys.counter_of(namespace, counter)]
             args = [*args, random.getrandbits(52)]
-        with self._guard():
-            return self._scripts[name](keys=keys, args=args)
+        try:
+            with self._guard():
+                return self._scripts[name](keys=keys, args=args)
+        except rex.ResponseError as exc:
+            if isinstance(exc, rex.NoScriptError) or not _DATA_ERROR.search(str(exc)):
+                raise  # the script's own bug: INTERNAL, with its traceback
+            raise self._unreadable(name, keys, namespace, str(exc)) from None
+
+    def _unreadable(
+        self, name: str, keys: list[str], namespace: str, error: str
+    ) -> StoreCorruptError:
+        """The value script `name` failed on (before its first write: the scripts check
+        what they use first): the strict read of the memories among its keys names the
+        key and field as a read would; else the key and field the script named; else
+        the script's keys and Redis's words."""
+        named = _NAMED.search(error)
+        # ML_CORRUPT is raised before the script's first write; any other error may
+        # come after some (a script not yet checking what it uses first).
+        remedy = RECORD_REMEDY if named else PARTIAL_REMEDY
+        prefix = self.keys.record(namespace, "") if namespace else None
+        if prefix is not None:
+            records = [named.group(1)] if named else keys
+            ids = [k[len(prefix) :] for k in records if k.startswith(prefix)]
+            try:
+                self._load(namespace, list(dict.fromkeys(ids)), with_history=False)
+            except StoreCorruptError as found:
+                return StoreCorruptError(found.path, found.problem, store="redis", remedy=remedy)
+        if named:
+            key, field = named.groups()
+            what = f"the value of field {field!r}" if field else "its value"
+            problem = f"{what} is not a number script {name!r} can add to"
+        else:
+            key = keys[0] if len(keys) == 1 else f"{keys[0]} (or another of {len(keys)} keys)"
+            said = _SCRIPT_TAIL.sub("", error)
+            problem = f"script {name!r} met a value it cannot use ({said})"
+        return StoreCorruptError(key, problem, store="redis", remedy=remedy)
 
     @property
     def _retention(self) -> int:

@@ -4,6 +4,7 @@ client-side cycle check, and field updates."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any, cast
 
 from memlineage.lineage.errors import (
@@ -35,6 +36,8 @@ from memlineage.store.redis_codec import (
     pairs,
     spaced,
 )
+
+log = logging.getLogger("memlineage.store")
 
 
 class RedisChanges(RedisBase):
@@ -103,7 +106,7 @@ class RedisChanges(RedisBase):
                 requested=target.value,
             )
         children = out[3]
-        root = decode(namespace, memory_id, pairs(out[1]), out[2], children)
+        root = decode(namespace, memory_id, pairs(out[1]), out[2], children, k.tag(namespace))
         affected: list[str] = []
         visited = 0
         if cascades:
@@ -132,7 +135,11 @@ class RedisChanges(RedisBase):
     ) -> tuple[list[str], int]:
         """BFS over derivation lists from ``start``, one atomic script per chunk of nodes
         (each appending one ``cascaded`` event); history on the marked descendants names
-        ``root``.  Returns the ids marked (BFS order) and how many were visited."""
+        ``root``.  Returns the ids marked (BFS order) and how many were visited.
+
+        A descendant whose version is damaged is marked all the same, its version left
+        as it is (CASCADE_MARK), and logged at ERROR naming its key: every read of it
+        answers DATA_LOSS until the version is mended, and then it is pending."""
         seen = {start}
         frontier: list[str] = []
         for c in children:
@@ -159,8 +166,16 @@ class RedisChanges(RedisBase):
                 part = frontier[i : i + chunk]
                 keys = self.keys.triples(namespace, part)
                 keys.append(events_key)
-                marked, kids = self._run("cascade_mark", keys, args, namespace)
+                marked, kids, damaged = self._run("cascade_mark", keys, args, namespace)
                 affected.extend(marked)
+                for d in damaged:
+                    log.error(
+                        "redis %s: the value of field 'V' (version) is missing or not an "
+                        "integer; the cascade from %r marked it pending_verification and "
+                        "left the version as it is (write it again as the store wrote it)",
+                        self.keys.record(namespace, d),
+                        root,
+                    )
                 for c in kids:
                     if c not in seen:
                         seen.add(c)
@@ -301,4 +316,4 @@ class RedisChanges(RedisBase):
                 expected=expected_version,
                 actual=int(out[2]),
             )
-        return decode(namespace, memory_id, pairs(out[1]), out[2], out[3])
+        return decode(namespace, memory_id, pairs(out[1]), out[2], out[3], k.tag(namespace))

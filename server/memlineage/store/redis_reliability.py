@@ -4,10 +4,13 @@ source statistics (``ml:{ns}:src``), feedback and the review schedule
 
 from __future__ import annotations
 
+import math
 from typing import cast
 
+from memlineage.lineage.errors import StoreCorruptError
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store.redis_base import RedisBase
+from memlineage.store.redis_codec import RECORD_REMEDY
 
 
 class RedisReliability(RedisBase):
@@ -25,12 +28,17 @@ class RedisReliability(RedisBase):
 
     def _source_stats(self, namespace: str, sources: list[str]) -> dict[str, tuple[float, float]]:
         names = [f"{s}|{kind}" for s in sources for kind in ("ok", "bad")]
+        key = self.keys.sources(namespace)
         with self._guard():
-            values = self.client.hmget(self.keys.sources(namespace), names)
-        return {
-            s: (float(values[2 * i] or 0.0), float(values[2 * i + 1] or 0.0))
-            for i, s in enumerate(sources)
-        }
+            values = cast("list[str | None]", self.client.hmget(key, names))
+        try:
+            counts = [float(v or 0.0) for v in values]
+            sound = all(0.0 <= c < math.inf for c in counts)  # NaN fails too
+        except ValueError:
+            sound = False
+        if not sound:
+            raise _damaged_stats(key, names, values)
+        return {s: (counts[2 * i], counts[2 * i + 1]) for i, s in enumerate(sources)}
 
     def _feedback(self, namespace: str, ids: list[str], success: bool, now: float) -> int:
         keys = [self.keys.record(namespace, i) for i in ids]
@@ -59,3 +67,21 @@ class RedisReliability(RedisBase):
     def _unschedule_review(self, namespace: str, ids: list[str]) -> int:
         with self._guard():
             return int(self.client.zrem(self.keys.review(namespace), *ids))
+
+
+def _damaged_stats(key: str, names: list[str], values: list[str | None]) -> StoreCorruptError:
+    """The first source statistic of `names` that is not a count (HINCRBYFLOAT's
+    finite, non-negative number)."""
+    for name, value in zip(names, values, strict=True):
+        try:
+            ok = value is None or 0.0 <= float(value) < math.inf
+        except ValueError:
+            ok = False
+        if not ok:
+            return StoreCorruptError(
+                key,
+                f"the value of field {name!r} is not a count of uses: {value!r}",
+                store="redis",
+                remedy=RECORD_REMEDY,
+            )
+    return StoreCorruptError(key, "a source statistic is not a count", store="redis")

@@ -16,12 +16,20 @@ from typing import cast
 
 from memlineage.lineage.errors import (
     NotFoundError,
+    StoreCorruptError,
     StoreUnavailableError,
     UnknownDependencyError,
     VersionConflictError,
 )
 from memlineage.lineage.model import CASCADE_MARKS, TAINTED, MemoryRecord
-from memlineage.store.redis_codec import FIELDS, JOINED, decode_flat, encode_field, spaced
+from memlineage.store.redis_codec import (
+    FIELDS,
+    JOINED,
+    RECORD_REMEDY,
+    decode_flat,
+    encode_field,
+    spaced,
+)
 from memlineage.store.redis_record import RedisRecord
 from memlineage.store.revisions import (
     REVISED_FIELDS,
@@ -132,8 +140,28 @@ class RedisRevise(RedisRecord):
         raise StoreUnavailableError("the namespace graph kept changing; retry later")
 
     def _versions(self, namespace: str, memory_id: str) -> list[MemoryRecord]:
+        """The earlier versions, each entry of ``ml:{ns}:vs:<id>`` a record hash as JSON
+        (REVISE's cjson.encode of HGETALL); an entry that is not is
+        ``StoreCorruptError`` naming that key, the entry and the field."""
+        key = self.keys.versions(namespace, memory_id)
         with self._guard():
-            kept = cast(
-                "list[str]", self.client.lrange(self.keys.versions(namespace, memory_id), 0, -1)
-            )
-        return [decode_flat(namespace, memory_id, json.loads(text), (), []) for text in kept]
+            kept = cast("list[str]", self.client.lrange(key, 0, -1))
+        out: list[MemoryRecord] = []
+        for i, text in enumerate(kept):
+            try:
+                flat = json.loads(text)
+                if not isinstance(flat, list) or not all(isinstance(x, str) for x in flat):
+                    raise ValueError("not a JSON list of strings")
+                out.append(decode_flat(namespace, memory_id, flat, (), []))
+            except StoreCorruptError as exc:  # named the memory: name the entry
+                raise StoreCorruptError(
+                    key, f"entry {i}: {exc.problem}", store="redis", remedy=RECORD_REMEDY
+                ) from None
+            except ValueError as exc:
+                raise StoreCorruptError(
+                    key,
+                    f"entry {i} is not a record hash as JSON ({exc})",
+                    store="redis",
+                    remedy=RECORD_REMEDY,
+                ) from None
+        return out

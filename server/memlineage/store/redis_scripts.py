@@ -5,6 +5,11 @@ built inside Lua, so the scripts are legal on Redis Cluster (all keys of one
 namespace share a hash tag).  Scripts report domain failures as a table
 ``{0, code, detail}`` rather than a Redis error, and success as ``{1, ...}``;
 they check everything before writing anything, so a failure writes nothing.
+A stored number a writing script would use and cannot (a version, count or counter
+that INCR/HINCRBY refuses, a time or source statistic that is not a number) raises
+``ML_CORRUPT <key> <field>`` before its first write; ``RedisBase._run`` turns that,
+and every other error of a script's that comes from the data it met, into
+``StoreCorruptError`` naming the key.
 
 History entries are ``at \\x1f from \\x1f to \\x1f reason \\x1f root`` in a
 capped list.  Record hash fields: S status, V version, l last_access,
@@ -42,7 +47,7 @@ SET_STATUS = (
 --       | {0, "VERSION", actual} | {0, "TRANSITION", current} | {0, "NOSUCCESSOR", ""}
 local cur = redis.call('HGET', KEYS[1], 'S')
 if not cur then return {0, 'NOTFOUND', ''} end
-local version = redis.call('HGET', KEYS[1], 'V')
+local version = ml_int(KEYS[1], 'V')
 if ARGV[3] ~= '' and ARGV[3] ~= version then return {0, 'VERSION', version} end
 if not string.find(ARGV[2], ' ' .. cur .. ' ', 1, true) then return {0, 'TRANSITION', cur} end
 if ARGV[7] ~= '' and redis.call('EXISTS', KEYS[5]) == 0 then
@@ -75,9 +80,14 @@ CASCADE_MARK = (
 -- ARGV[5] history cap   ARGV[6] event retention   ARGV[7] root status
 -- ARGV[8] id the walk started from
 -- ARGV[9] length of the record key prefix (a record key is that prefix then the id)
--- Returns {{ids marked, in order}, {child ids ...}}; one "cascaded" event when any marked
+-- A node whose version is damaged (missing, or not an integer HINCRBY takes) is marked
+-- all the same (status and history: a descendant of a tainted memory must not stay
+-- active once its version is mended), its version left as it is, and returned.
+-- Returns {{ids marked, in order}, {child ids ...}, {ids marked whose version is damaged}};
+-- one "cascaded" event when any marked
 local marked = {}
 local kids_out = {}
+local damaged = {}
 local cap = tonumber(ARGV[5])
 local skip = tonumber(ARGV[9]) + 1
 local tail = US .. 'pending_verification' .. US .. ARGV[3] .. US .. ARGV[4]
@@ -85,9 +95,15 @@ for i = 1, #KEYS - 1, 3 do
   local sv = redis.call('HMGET', KEYS[i], 'S', 'V')
   local st = sv[1]
   if st and string.find(ARGV[1], ' ' .. st .. ' ', 1, true) then
-    redis.call('HSET', KEYS[i], 'S', 'pending_verification', 'V', tonumber(sv[2]) + 1)
+    local id = string.sub(KEYS[i], skip)
+    if sv[2] and ml_is_int(sv[2]) then
+      redis.call('HSET', KEYS[i], 'S', 'pending_verification', 'V', tonumber(sv[2]) + 1)
+    else
+      redis.call('HSET', KEYS[i], 'S', 'pending_verification')
+      damaged[#damaged + 1] = id
+    end
     push_history(KEYS[i + 2], ARGV[2] .. US .. st .. tail, cap)
-    marked[#marked + 1] = string.sub(KEYS[i], skip)
+    marked[#marked + 1] = id
   end
   local kids = redis.call('LRANGE', KEYS[i + 1], 0, -1)
   for j = 1, #kids do kids_out[#kids_out + 1] = kids[j] end
@@ -96,7 +112,7 @@ if #marked > 0 then
   emit(KEYS[#KEYS], ARGV[6], 't', 'cascaded', 'm', ARGV[8], 'a', ARGV[2], 'r', ARGV[4],
     's', ARGV[7], 'w', ARGV[3], 'x', table.concat(marked, ' '))
 end
-return {marked, kids_out}
+return {marked, kids_out, damaged}
 """
 )
 
@@ -110,7 +126,7 @@ UPDATE = (
 -- ARGV[3] now   ARGV[4] event retention   ARGV[5] id
 -- ARGV[6 ..] field, value pairs to set
 -- Returns {1, HGETALL, history, derivations} | {0, "NOTFOUND", ""} | {0, "VERSION", actual}
-local version = redis.call('HGET', KEYS[1], 'V')
+local version = ml_int(KEYS[1], 'V')
 if not version then return {0, 'NOTFOUND', ''} end
 if version ~= ARGV[1] then return {0, 'VERSION', version} end
 if #ARGV > 5 then redis.call('HSET', KEYS[1], unpack(ARGV, 6)) end
@@ -126,17 +142,25 @@ ACCESS = """
 -- Add buffered reads to the access statistics of existing records (never creates a key).
 -- KEYS[i] record hash   ARGV[2i-1] reads to add to n   ARGV[2i] their latest time
 -- l (last_access) only moves forward.  Returns the number of records that existed.
-local hit = 0
+-- Every record's n and l are checked before the first write.
+local live = {}
+local lasts = {}
 for i = 1, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then
-    redis.call('HINCRBY', KEYS[i], 'n', ARGV[2 * i - 1])
-    local at = ARGV[2 * i]
+    ml_int(KEYS[i], 'n')
     local last = redis.call('HGET', KEYS[i], 'l')
-    if not last or tonumber(last) < tonumber(at) then redis.call('HSET', KEYS[i], 'l', at) end
-    hit = hit + 1
+    if last and not tonumber(last) then ml_corrupt(KEYS[i], 'l') end
+    live[#live + 1] = i
+    lasts[i] = last
   end
 end
-return hit
+for _, i in ipairs(live) do
+  redis.call('HINCRBY', KEYS[i], 'n', ARGV[2 * i - 1])
+  local at = ARGV[2 * i]
+  local last = lasts[i]
+  if not last or tonumber(last) < tonumber(at) then redis.call('HSET', KEYS[i], 'l', at) end
+end
+return #live
 """
 
 LOAD = """
@@ -190,7 +214,7 @@ ADD_DEPENDENCIES = (
 -- Returns {1, taint root or "", reason, children when marked, taint root status}
 --       | {0, "NOTFOUND", ""} | {0, "VERSION", actual} | {0, "RETRY", ""} | {0, "NODEP", i-1}
 local n = tonumber(ARGV[2])
-local version = redis.call('HGET', KEYS[1], 'V')
+local version = ml_int(KEYS[1], 'V')
 if not version then return {0, 'NOTFOUND', ''} end
 if version ~= ARGV[3] then return {0, 'VERSION', version} end
 if (redis.call('GET', KEYS[3]) or '') ~= ARGV[4] then return {0, 'RETRY', ''} end
@@ -262,26 +286,32 @@ FEEDBACK = """
 -- Count one use (successful or failed) of existing records and of their creators.
 -- KEYS[1 .. #KEYS-1] record hashes   KEYS[#KEYS] source statistics hash of the namespace
 -- ARGV[1] record field to increment (j uses_ok, q uses_failed)   ARGV[2] "|ok" or "|bad"
--- Returns the number of records that existed.
+-- Returns the number of records that existed.  Every count it adds to (the records'
+-- field, the creators' statistics) is checked before the first write.
 local src = KEYS[#KEYS]
-local hit = 0
+local live = {}
 local incr = {}
 local order = {}
 for i = 1, #KEYS - 1 do
   local c = redis.call('HGET', KEYS[i], 'c')
   if c then
-    redis.call('HINCRBY', KEYS[i], ARGV[1], 1)
+    ml_int(KEYS[i], ARGV[1])
+    live[#live + 1] = KEYS[i]
     local f = c .. ARGV[2]
     if not incr[f] then
       incr[f] = 0
       order[#order + 1] = f
     end
     incr[f] = incr[f] + 1
-    hit = hit + 1
   end
 end
+for _, f in ipairs(order) do
+  local v = redis.call('HGET', src, f)
+  if v and not ml_is_float(v) then ml_corrupt(src, f) end
+end
+for _, key in ipairs(live) do redis.call('HINCRBY', key, ARGV[1], 1) end
 for _, f in ipairs(order) do redis.call('HINCRBYFLOAT', src, f, incr[f]) end
-return hit
+return #live
 """
 
 SCHEDULE_REVIEW = """
@@ -315,6 +345,28 @@ local ml_counter = KEYS[#KEYS]
 KEYS[#KEYS] = nil
 local ml_counter_start = ARGV[#ARGV]
 ARGV[#ARGV] = nil
+local function ml_corrupt(key, field)
+  error('ML_CORRUPT ' .. key .. ' ' .. field)
+end
+-- A decimal integer INCR/HINCRBY takes (no '+', no leading zero) of 18 digits at most,
+-- so that no increment of the store's overflows.
+local function ml_is_int(v)
+  return v == '0' or string.find(v, '^%-?[1-9]' .. string.rep('%d?', 17) .. '$') ~= nil
+end
+-- A number HINCRBYFLOAT takes and keeps finite.
+local function ml_is_float(v)
+  local x = tonumber(v)
+  return x ~= nil and x == x and x ~= math.huge and x ~= -math.huge
+    and not string.find(v, '^%s') and not string.find(v, '%s$')
+end
+-- A hash field's value (false when absent), raising ML_CORRUPT unless ml_is_int.
+local function ml_int(key, field)
+  local v = redis.call('HGET', key, field)
+  if v and not ml_is_int(v) then ml_corrupt(key, field) end
+  return v
+end
+local ml_counter_now = redis.call('GET', ml_counter)
+if ml_counter_now and not ml_is_int(ml_counter_now) then ml_corrupt(ml_counter, '') end
 local function ml_script()
 """
 _COUNTED_TAIL = """

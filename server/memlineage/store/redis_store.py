@@ -85,6 +85,7 @@ import redis
 import redis.exceptions as rex
 
 from memlineage.lineage.clock import Clock, system_clock
+from memlineage.lineage.errors import StoreCorruptError
 from memlineage.lineage.validation import StoreLimits
 from memlineage.store import redis_scripts
 from memlineage.store.redis_base import _UNAVAILABLE
@@ -144,9 +145,18 @@ class RedisStore(
         """The namespace's write and access counters, in one round trip: every writer
         (any sidecar on this Redis) moves them atomically with its writes."""
         k = self.keys
+        keys = [k.counter_of(namespace, "w"), k.counter_of(namespace, "a")]
         with self._guard():
-            w, a = self.client.mget(k.counter_of(namespace, "w"), k.counter_of(namespace, "a"))
-        return int(w or 0), int(a or 0)
+            values = self.client.mget(keys)
+        counts = []
+        for key, value in zip(keys, values, strict=True):
+            try:
+                counts.append(int(value or 0))
+            except ValueError:
+                raise StoreCorruptError(
+                    key, f"its value is not an integer: {value!r}", store="redis"
+                ) from None
+        return counts[0], counts[1]
 
     def close(self) -> None:
         self.client.close()
