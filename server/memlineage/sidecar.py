@@ -244,12 +244,13 @@ async def _sweep_forever(engine: Engine, interval: float, batch: int) -> None:
         except Exception:  # a failed pass is logged and retried next interval
             log.exception("governance sweep failed")
             continue
-        if report.transitions or report.refused:
+        if report.transitions or report.refused or report.unreadable:
             log.info(
-                "sweep: examined %d, %d transitions, %d refused",
+                "sweep: examined %d, %d transitions, %d refused, %d unreadable",
                 report.examined,
                 len(report.transitions),
                 len(report.refused),
+                len(report.unreadable),
             )
 
 

@@ -487,7 +487,7 @@ def policies_to_pb(serving: ServingPolicies) -> pb.ListPoliciesResponse:
 
 
 def sweep_to_pb(report: SweepReport) -> pb.RunSweepResponse:
-    out = pb.RunSweepResponse(examined=report.examined)
+    out = pb.RunSweepResponse(examined=report.examined, unreadable=report.unreadable)
     for items, target in (
         (report.transitions, out.transitions),
         (report.refused, out.refused),

@@ -766,16 +766,18 @@ class SweepTransition(_message.Message):
     def __init__(self, memory_id: _Optional[str] = ..., from_status: _Optional[_Union[Status, str]] = ..., to_status: _Optional[_Union[Status, str]] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RunSweepResponse(_message.Message):
-    __slots__ = ("examined", "transitions", "refused", "proposed")
+    __slots__ = ("examined", "transitions", "refused", "proposed", "unreadable")
     EXAMINED_FIELD_NUMBER: _ClassVar[int]
     TRANSITIONS_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
     PROPOSED_FIELD_NUMBER: _ClassVar[int]
+    UNREADABLE_FIELD_NUMBER: _ClassVar[int]
     examined: int
     transitions: _containers.RepeatedCompositeFieldContainer[SweepTransition]
     refused: _containers.RepeatedCompositeFieldContainer[SweepTransition]
     proposed: _containers.RepeatedCompositeFieldContainer[SweepTransition]
-    def __init__(self, examined: _Optional[int] = ..., transitions: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ..., refused: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ..., proposed: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ...) -> None: ...
+    unreadable: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, examined: _Optional[int] = ..., transitions: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ..., refused: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ..., proposed: _Optional[_Iterable[_Union[SweepTransition, _Mapping]]] = ..., unreadable: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ShadowRequest(_message.Message):
     __slots__ = ("action", "files")
