@@ -25,7 +25,7 @@ from memlineage.lineage.model import MemoryRecord
 from memlineage.store.embedded import EmbeddedStore
 from memlineage.store.embedded.persistence import DB_NAME
 from memlineage.v1 import memlineage_pb2 as pb
-from support.serve_process import REASONING_POLICY, ServeProcess
+from support.serve_process import REASONING_POLICY, ServeProcess, serve_refusal
 
 POLICY = REASONING_POLICY
 NS = "default"
@@ -180,36 +180,14 @@ def test_a_damaged_database_refuses_to_start_and_is_left_untouched(
     damage(db)
     before = sha(db)
 
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memlineage",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--decision-log",
-            "off",
-            "--policies",
-            str(policies),
-            "--data-dir",
-            str(data),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 1, out
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1, out.stderr
-    assert "Traceback" not in out.stderr
-    assert lines[0].startswith(f"error: embedded store {db} cannot be read: ")
-    assert "nothing on disk was changed" in lines[0]
+    line = serve_refusal(["--policies", str(policies), "--data-dir", str(data)])
+    assert line.startswith(f"error: embedded store {db} cannot be read: ")
+    assert "nothing on disk was changed" in line
     assert sha(db) == before
 
     checked = cli("store", "check", str(data))
     assert checked.returncode == 1
-    assert checked.stderr.strip() == lines[0]
+    assert checked.stderr.strip() == line
     assert sha(db) == before
 
 

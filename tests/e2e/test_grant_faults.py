@@ -43,6 +43,7 @@ from memlineage.lineage.proposals import POSTPONED, Objection, Proposal
 from memlineage.store import open_store
 from memlineage.store.base import LineageStore
 from memlineage.v1 import memlineage_pb2 as pb
+from support.proposals import OWNER, pending_for_an_hour
 from support.redis_servers import RedisServer
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
@@ -51,7 +52,7 @@ TAG = f"ml:{{{NS}}}"
 TOKENS = (TokenGrant("tok", (NS,), name="t"),)
 DEADLINE = 5.0  # the client's deadline
 BOUND = 2.5  # socket timeout (1 s) plus one reconnect and the RPC itself
-PROMPT, BILL, OWNER = "prompt", "bill", "agent:planner"
+PROMPT, BILL = "prompt", "bill"
 PAY = {"recipient": [PROMPT], "amount": [BILL]}  # the amount needs the grant on `bill`
 
 
@@ -199,19 +200,6 @@ def test_sigkill_during_concurrent_spends_of_one_grant(server: RedisServer) -> N
     assert time.monotonic() - began < 90
 
 
-def pending(memory_id: str, now: float) -> Proposal:
-    return Proposal(
-        memory_id=memory_id,
-        namespace=NS,
-        from_status="active",
-        to_status="archived",
-        reason="its value stayed low",
-        owners=(OWNER,),
-        proposed_at=now,
-        deadline=now + 3600,
-    )
-
-
 def objected_events(r: redis.Redis) -> dict[str, int]:
     out: dict[str, int] = {}
     for _, fields in r.xrange(f"{TAG}:ev"):
@@ -278,7 +266,7 @@ def test_sigstop_during_spends_and_objections_is_unavailable_within_the_bound(
         now = time.time()
         for m in memories:
             store.record(MemoryRecord(id=m, namespace=NS, creator_id=OWNER))
-            store.save_proposal(pending(m, now), "proposed")
+            store.save_proposal(pending_for_an_hour(NS, m, now), "proposed")
     finally:
         store.close()
     stop = threading.Event()
@@ -372,7 +360,7 @@ def test_sigstop_on_the_spend_and_the_save_themselves(server: RedisServer) -> No
         assert uses_in_redis(r, g.id)[1] == 3
 
         store.record(MemoryRecord(id="owned", namespace=NS, creator_id=OWNER), now=now)
-        first = pending("owned", now)
+        first = pending_for_an_hour(NS, "owned", now)
         store.save_proposal(first, "proposed", now=now)
         postponed = replace(
             first,

@@ -17,18 +17,23 @@ flush refuses its whole batch, logged, and writes nothing."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import grpc
 import pytest
 import redis
-from memlineage.client import MemLineageClient, MemLineageError
+from memlineage.client import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
-from support.redis_servers import RedisServer, start_redis_server
+from support.corrupt_redis import (
+    TOKEN,
+    Served,
+    client,
+    corrupt_redis_fixtures,
+    refused_reading,
+)
+from support.redis_servers import start_redis_server
 from support.serve_process import ServeProcess
 from support.sidecar import BUNDLED_POLICIES
 
-TOKEN = "tok"
 CREATOR = "user:alice"
 MEMO, OTHER, CHILD = "memo", "other", "child"
 
@@ -55,45 +60,7 @@ def rkey(ns: str, memory_id: str) -> str:
     return f"ml:{{{ns}}}:m:{memory_id}"
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RedisServer, ServeProcess]]:
-    """One redis-server of the module's own and `memlineage serve` over it."""
-    server = start_redis_server(tmp_path_factory.mktemp("redis-corrupt-numbers"))
-    try:
-        sidecar = ServeProcess(
-            ["--store", server.url, "--policies", BUNDLED_POLICIES],
-            env={"MEMLINEAGE_TOKENS": f"{TOKEN}={','.join(NAMESPACES)}"},
-        )
-        try:
-            yield server, sidecar
-        finally:
-            assert sidecar.proc.poll() is None, "the sidecar died"
-            sidecar.stop()
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def raw(served: tuple[RedisServer, ServeProcess]) -> Iterator[redis.Redis]:
-    r = served[0].client(socket_timeout=5)  # bytes: the damage is written as it is
-    try:
-        yield r
-    finally:
-        r.close()
-
-
-def client(address: str, ns: str) -> MemLineageClient:
-    return MemLineageClient(address, token=TOKEN, namespace=ns, timeout=10, retries=0)
-
-
-def refused(call: Callable[[], object]) -> str:
-    """The call's DATA_LOSS details (any other answer fails the test)."""
-    with pytest.raises(MemLineageError) as err:
-        call()
-    assert err.value.code == grpc.StatusCode.DATA_LOSS, (err.value.code, err.value.details)
-    details = str(err.value.details)
-    assert "Traceback" not in details and "\n" not in details, details
-    return details
+served, raw = corrupt_redis_fixtures("redis-corrupt-numbers", lambda: NAMESPACES)
 
 
 def setup(c: MemLineageClient) -> None:
@@ -133,9 +100,9 @@ def call_of(c: MemLineageClient, what: str) -> Callable[[], object]:
 
 @pytest.mark.parametrize("name", list(SCRIPT_DAMAGE))
 def test_a_number_a_script_cannot_add_to_is_data_loss_and_nothing_is_written(
-    served: tuple[RedisServer, ServeProcess], raw: redis.Redis, name: str
+    served: Served, raw: redis.Redis, name: str
 ) -> None:
-    address = served[1].address
+    address = served.address
     ns, healthy = f"corrupt-n-{name}", f"healthy-n-{name}"
     field, value, what = SCRIPT_DAMAGE[name]
     key = rkey(ns, MEMO)
@@ -146,8 +113,7 @@ def test_a_number_a_script_cannot_add_to_is_data_loss_and_nothing_is_written(
         raw.hset(key, field, value)
         before = dump(raw, ns)
 
-        details = refused(call_of(c, what))
-        assert details.startswith(f"redis {key} cannot be read: "), details
+        details = refused_reading(key, call_of(c, what))
         assert f"field {field!r}" in details, details
         assert dump(raw, ns) == before  # nothing written, not even the counters
 
@@ -162,10 +128,8 @@ def test_a_number_a_script_cannot_add_to_is_data_loss_and_nothing_is_written(
         call_of(c, what)()
 
 
-def test_a_damaged_write_counter_is_data_loss_naming_it(
-    served: tuple[RedisServer, ServeProcess], raw: redis.Redis
-) -> None:
-    address = served[1].address
+def test_a_damaged_write_counter_is_data_loss_naming_it(served: Served, raw: redis.Redis) -> None:
+    address = served.address
     with client(address, "counter") as c, client(address, "counter-healthy") as h:
         setup(c)
         setup(h)
@@ -180,8 +144,7 @@ def test_a_damaged_write_counter_is_data_loss_naming_it(
             lambda: c.feedback("", [MEMO], success=True),
             lambda: c.record("new", creator=CREATOR),
         ):
-            details = refused(call)
-            assert details.startswith(f"redis {key} cannot be read: "), details
+            refused_reading(key, call)
         assert dump(raw, "counter") == before
         assert h.revoke(MEMO).applied
         raw.set(key, old)
@@ -189,19 +152,17 @@ def test_a_damaged_write_counter_is_data_loss_naming_it(
 
 
 def test_a_damaged_source_statistic_is_data_loss_naming_it(
-    served: tuple[RedisServer, ServeProcess], raw: redis.Redis
+    served: Served, raw: redis.Redis
 ) -> None:
-    address = served[1].address
+    address = served.address
     with client(address, "sources") as c:
         setup(c)
         key = "ml:{sources}:src"
         raw.hset(key, f"{CREATOR}|ok", b"many")
         before = dump(raw, "sources")
-        details = refused(lambda: c.feedback("", [MEMO, OTHER], success=True))
-        assert details.startswith(f"redis {key} cannot be read: "), details
+        details = refused_reading(key, lambda: c.feedback("", [MEMO, OTHER], success=True))
         assert f"{CREATOR}|ok" in details, details
-        details = refused(lambda: c.check("read", MEMO))  # scoring reads the statistics
-        assert details.startswith(f"redis {key} cannot be read: "), details
+        refused_reading(key, lambda: c.check("read", MEMO))  # scoring reads the statistics
         assert dump(raw, "sources") == before
         raw.hset(key, f"{CREATOR}|ok", b"1")
         assert c.feedback("", [MEMO, OTHER], success=True).updated == 2
@@ -209,7 +170,7 @@ def test_a_damaged_source_statistic_is_data_loss_naming_it(
 
 @pytest.mark.parametrize("damage", [b"abc", None])
 def test_a_cascade_marks_a_descendant_whose_version_is_damaged(
-    served: tuple[RedisServer, ServeProcess], raw: redis.Redis, damage: bytes | None
+    served: Served, raw: redis.Redis, damage: bytes | None
 ) -> None:
     """The revoke's view does not read the descendants: the cascade script meets the
     damaged version. The revoke is applied and every descendant marked, the damaged one
@@ -218,7 +179,7 @@ def test_a_cascade_marks_a_descendant_whose_version_is_damaged(
     lineage it is) answer DATA_LOSS meanwhile. Before, the script raised a raw
     ResponseError (INTERNAL) after the root was revoked and the grandchild was left
     active."""
-    _, sidecar = served
+    sidecar = served.sidecar
     ns = "cascade"
     tail = "missing" if damage is None else damage.decode()
     root, child, grandchild = f"root-{tail}", f"child-{tail}", f"grand-{tail}"
@@ -239,8 +200,7 @@ def test_a_cascade_marks_a_descendant_whose_version_is_damaged(
         assert raw.hget(key, "S") == b"pending_verification"
         assert raw.hget(key, "V") == damage
         assert raw.hget(rkey(ns, grandchild), "S") == b"pending_verification"
-        details = refused(lambda: c.explain(child))
-        assert details.startswith(f"redis {key} cannot be read: "), details
+        refused_reading(key, lambda: c.explain(child))
 
         raw.hset(key, "V", b"2")  # mended
         assert c.explain(child).memory.status == pb.STATUS_PENDING_VERIFICATION

@@ -10,18 +10,12 @@ namespace's other memories and the other namespaces."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-
-import grpc
 import pytest
 import redis
-from memlineage.client import MemLineageClient, MemLineageError
+from memlineage.client import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
-from support.redis_servers import RedisServer, start_redis_server
-from support.serve_process import ServeProcess
-from support.sidecar import BUNDLED_POLICIES
+from support.corrupt_redis import Served, client, corrupt_redis_fixtures, refused_reading
 
-TOKEN = "tok"
 CREATOR = "user:alice"
 MEMO, OTHER = "memo", "other"
 
@@ -62,45 +56,7 @@ def namespaces() -> list[str]:
     return [f"{s}-r-{n}" for n in [*RECORD_DAMAGE, *HISTORY_DAMAGE] for s in ("corrupt", "healthy")]
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RedisServer, str]]:
-    """One redis-server of the module's own and `memlineage serve` over it."""
-    server = start_redis_server(tmp_path_factory.mktemp("redis-corrupt-records"))
-    try:
-        sidecar = ServeProcess(
-            ["--store", server.url, "--policies", BUNDLED_POLICIES],
-            env={"MEMLINEAGE_TOKENS": f"{TOKEN}={','.join(namespaces())}"},
-        )
-        try:
-            yield server, sidecar.address
-        finally:
-            assert sidecar.proc.poll() is None, "the sidecar died"
-            sidecar.stop()
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def raw(served: tuple[RedisServer, str]) -> Iterator[redis.Redis]:
-    r = served[0].client(socket_timeout=5)  # bytes: the damage is written as it is
-    try:
-        yield r
-    finally:
-        r.close()
-
-
-def client(address: str, ns: str) -> MemLineageClient:
-    return MemLineageClient(address, token=TOKEN, namespace=ns, timeout=10, retries=0)
-
-
-def refused(call: Callable[[], object]) -> str:
-    """The call's DATA_LOSS details (any other answer fails the test)."""
-    with pytest.raises(MemLineageError) as err:
-        call()
-    assert err.value.code == grpc.StatusCode.DATA_LOSS, (err.value.code, err.value.details)
-    details = str(err.value.details)
-    assert "Traceback" not in details and "\n" not in details, details
-    return details
+served, raw = corrupt_redis_fixtures("redis-corrupt-records", namespaces)
 
 
 def setup(c: MemLineageClient) -> None:
@@ -134,16 +90,15 @@ def expect_data_loss(c: MemLineageClient, key: str, problem: str) -> None:
         lambda: c.filter_rank([(OTHER, 0.9), (MEMO, 0.8)]),
         lambda: c.record(MEMO, creator=CREATOR, tags=["a", "b"]),  # a replay reads it
     ):
-        details = refused(call)
-        assert details.startswith(f"redis {key} cannot be read: "), details
+        details = refused_reading(key, call)
         assert problem in details, details
 
 
 @pytest.mark.parametrize("name", list(RECORD_DAMAGE))
 def test_a_corrupt_record_hash_is_data_loss_naming_its_key_and_field(
-    served: tuple[RedisServer, str], raw: redis.Redis, name: str
+    served: Served, raw: redis.Redis, name: str
 ) -> None:
-    _, address = served
+    address = served.address
     ns, healthy = f"corrupt-r-{name}", f"healthy-r-{name}"
     field, value, problem = RECORD_DAMAGE[name]
     key = f"ml:{{{ns}}}:m:{MEMO}"
@@ -174,9 +129,9 @@ def test_a_corrupt_record_hash_is_data_loss_naming_its_key_and_field(
 
 @pytest.mark.parametrize("name", list(HISTORY_DAMAGE))
 def test_a_corrupt_status_history_entry_is_data_loss_naming_its_key(
-    served: tuple[RedisServer, str], raw: redis.Redis, name: str
+    served: Served, raw: redis.Redis, name: str
 ) -> None:
-    _, address = served
+    address = served.address
     ns, healthy = f"corrupt-r-{name}", f"healthy-r-{name}"
     entry, problem = HISTORY_DAMAGE[name]
     key = f"ml:{{{ns}}}:h:{MEMO}"
@@ -186,8 +141,7 @@ def test_a_corrupt_status_history_entry_is_data_loss_naming_its_key(
         raw.rpush(key, entry)
         before = dump(raw, ns)
 
-        details = refused(lambda: c.explain(MEMO))  # Explain reads the history
-        assert details.startswith(f"redis {key} cannot be read: "), details
+        details = refused_reading(key, lambda: c.explain(MEMO))  # Explain reads the history
         assert problem in details, details
         assert dump(raw, ns) == before
 

@@ -20,7 +20,7 @@ from memlineage.lineage.model import MemoryRecord
 from memlineage.store import open_store
 from memlineage.v1 import memlineage_pb2 as pb
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
-from support.serve_process import REASONING_POLICY
+from support.serve_process import REASONING_POLICY, run_serve
 from support.serve_process import ServeProcess as Served
 
 POLICY = REASONING_POLICY
@@ -123,21 +123,7 @@ def test_check_and_explain_commands(served) -> None:
 
 def test_serve_refuses_a_broken_policy_directory(tmp_path: Path) -> None:
     (tmp_path / "bad.mlp").write_text("policy p { on read when memory.confidnce < 1 deny }\n")
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memlineage",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--policies",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = run_serve(["--policies", str(tmp_path)])
     assert out.returncode == 1
     assert "bad.mlp:1:32: error[E102]" in out.stderr
 
@@ -154,21 +140,7 @@ def test_serve_refuses_a_hostile_policy_with_its_position(
 ) -> None:
     """600 nested terms, a priority past int32: one positioned line, no traceback."""
     (tmp_path / "bad.mlp").write_text(text)
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memlineage",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--policies",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = run_serve(["--policies", str(tmp_path)])
     assert out.returncode == 1
     assert where in out.stderr and "error[E" in out.stderr, out.stderr
     assert "Traceback" not in out.stderr

@@ -10,19 +10,18 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from memlineage.lineage import ManualClock, MemoryRecord
 from memlineage.lineage.grants import GrantRecord
-from memlineage.lineage.proposals import Objection, Proposal
+from memlineage.lineage.proposals import Objection
 from memlineage.store.embedded import EmbeddedStore
 from memlineage.store.embedded.persistence import DB_NAME, StoreCorruptError
 from support.memories import NOW
-from support.serve_process import REASONING_POLICY
+from support.proposals import stale_at_now
+from support.serve_process import REASONING_POLICY, serve_refusal
 
 NS = "tenant:rows"
 GRANT_ID = "g-pay"
@@ -47,18 +46,7 @@ def populated(data: Path) -> Path:
         )
         assert store.use_grants(NS, [GRANT_ID])
         store.save_proposal(
-            Proposal(
-                memory_id=MEMORY,
-                namespace=NS,
-                from_status="active",
-                to_status="archived",
-                reason="stale",
-                owners=("agent:planner",),
-                proposed_at=NOW,
-                deadline=NOW + 60,
-                state="postponed",
-                objections=(Objection(NOW + 1, "agent:planner", "still needed"),),
-            ),
+            stale_at_now(NS, MEMORY, objected=True),
             "objected",
         )
     finally:
@@ -211,29 +199,7 @@ def test_serve_refuses_a_corrupt_row_with_one_line(tmp_path: Path, table: str) -
     policies = tmp_path / "policies"
     policies.mkdir()
     (policies / "main.mlp").write_text(REASONING_POLICY)
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "memlineage",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--decision-log",
-            "off",
-            "--policies",
-            str(policies),
-            "--data-dir",
-            str(data),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert out.returncode == 1, out
-    assert "Traceback" not in out.stderr, out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1, out.stderr
-    assert lines[0].startswith(f"error: embedded store {db} cannot be read: {ROW[table]} "), lines
-    assert "is not valid JSON" in lines[0] and "nothing on disk was changed" in lines[0]
+    line = serve_refusal(["--policies", str(policies), "--data-dir", str(data)])
+    assert line.startswith(f"error: embedded store {db} cannot be read: {ROW[table]} "), line
+    assert "is not valid JSON" in line and "nothing on disk was changed" in line
     assert sha(db) == before

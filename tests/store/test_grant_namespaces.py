@@ -12,12 +12,12 @@ from pathlib import Path
 
 from memlineage.lineage import ManualClock
 from memlineage.lineage.grants import GrantRecord
-from memlineage.lineage.proposals import POSTPONED, Objection, Proposal
 from memlineage.store import LineageStore
 from memlineage.store.embedded import EmbeddedStore
 from memlineage.store.embedded.persistence import DB_NAME
 from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE
 from support.memories import NOW
+from support.proposals import stale_at_now
 
 KEPT = "tenant:kept"  # holds the shared id and is never full
 FULL = "tenant:full"  # holds the shared id first, then fills up and drops its oldest
@@ -35,21 +35,6 @@ def _grant(ns: str, gid: str, uses: int = 1) -> GrantRecord:
     )
 
 
-def _proposal(ns: str, memory_id: str, *, objected: bool = False) -> Proposal:
-    return Proposal(
-        memory_id=memory_id,
-        namespace=ns,
-        from_status="active",
-        to_status="archived",
-        reason="stale",
-        owners=("agent:planner",),
-        proposed_at=NOW,
-        deadline=NOW + 60,
-        state=POSTPONED if objected else "pending",
-        objections=(Objection(NOW + 1, "agent:planner", "still needed"),) if objected else (),
-    )
-
-
 def test_the_same_ids_in_two_namespaces_are_two_grants_and_two_proposals(
     store: LineageStore,
 ) -> None:
@@ -64,13 +49,13 @@ def test_the_same_ids_in_two_namespaces_are_two_grants_and_two_proposals(
     assert (kept.namespace, kept.used, full.namespace, full.used) == (KEPT, 1, FULL, 2)
     assert kept == GrantRecord(**{**_fields(full), "namespace": KEPT, "used": 1})
 
-    store.save_proposal(_proposal(KEPT, "memo"))
-    store.save_proposal(_proposal(FULL, "memo", objected=True), "objected")
-    assert store.proposal(KEPT, "memo") == _proposal(KEPT, "memo")
-    assert store.proposal(FULL, "memo") == _proposal(FULL, "memo", objected=True)
+    store.save_proposal(stale_at_now(KEPT, "memo"))
+    store.save_proposal(stale_at_now(FULL, "memo", objected=True), "objected")
+    assert store.proposal(KEPT, "memo") == stale_at_now(KEPT, "memo")
+    assert store.proposal(FULL, "memo") == stale_at_now(FULL, "memo", objected=True)
     store.drop_proposal(FULL, "memo")
     assert store.proposal(FULL, "memo") is None
-    assert store.proposal(KEPT, "memo") == _proposal(KEPT, "memo")
+    assert store.proposal(KEPT, "memo") == stale_at_now(KEPT, "memo")
 
 
 def _fields(g: GrantRecord) -> dict[str, object]:

@@ -7,13 +7,13 @@ other grants and the other namespaces spend as before."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import pytest
 from memlineage.lineage.errors import StoreCorruptError
 from memlineage.lineage.grants import GrantRecord
 from memlineage.store import LineageStore
+from support.corrupt_redis import const, json_edit
 
 NS, OTHER_NS = "spend", "spend-healthy"
 
@@ -31,24 +31,15 @@ def grant(ns: str, gid: str) -> GrantRecord:
     )
 
 
-def _edit(index: int, value: object) -> Callable[[bytes], bytes]:
-    def edit(text: bytes) -> bytes:
-        v = json.loads(text)
-        v[index] = value
-        return json.dumps(v).encode()
-
-    return edit
-
-
 # name: (the hash, the new value from the old, a piece of the problem); each one makes
 # the Lua script fail (cjson.decode, a comparison with nil or with a string). An issuer
 # that is a number does not: Lua makes it a string, not a user's, and the spend is
 # refused (False, nothing spent).
 DAMAGE: dict[str, tuple[str, Callable[[bytes], bytes], str]] = {
-    "not-json": ("g", lambda _t: b'["g-1",', "is not valid JSON"),
-    "uses-a-string": ("g", _edit(7, "many"), "field 7 (uses)"),
-    "created-a-string": ("g", _edit(10, "now"), "field 10 (created_at)"),
-    "used-a-word": ("gu", lambda _t: b"lots", "is not a count of uses"),
+    "not-json": ("g", const(b'["g-1",'), "is not valid JSON"),
+    "uses-a-string": ("g", json_edit(7, "many"), "field 7 (uses)"),
+    "created-a-string": ("g", json_edit(10, "now"), "field 10 (created_at)"),
+    "used-a-word": ("gu", const(b"lots"), "is not a count of uses"),
 }
 
 

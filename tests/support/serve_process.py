@@ -1,6 +1,7 @@
 """`memlineage serve` as an operator runs it: a real process on a free loopback
 port, its output read on a thread, for the suites that signal, kill or restart
-the sidecar (`expect` waits for a line of its output)."""
+the sidecar (`expect` waits for a line of its output); or run to its end when it
+must refuse to start (`run_serve`, `serve_refusal`)."""
 
 from __future__ import annotations
 
@@ -22,25 +23,47 @@ REASONING_POLICY = """policy low_confidence_reasoning priority 50 {
 _SERVING = r"memlineage serving on 127\.0\.0\.1:(\d+)"
 
 
+def serve_command(args: list[str]) -> list[str]:
+    """`memlineage serve --listen 127.0.0.1:0 --decision-log off ARGS...` (later flags
+    win, so `args` may name another decision log)."""
+    return [
+        sys.executable,
+        "-m",
+        "memlineage",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--decision-log",
+        "off",
+        *args,
+    ]
+
+
+def run_serve(args: list[str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """`serve_command(args)` run to its end (for a sidecar that must refuse to start),
+    its output captured."""
+    return subprocess.run(serve_command(args), capture_output=True, text=True, timeout=timeout)
+
+
+def serve_refusal(args: list[str], timeout: float = 60.0) -> str:
+    """The one line on stderr of `run_serve(args)`, which must exit with code 1 and no
+    traceback (any other end fails the test)."""
+    out = run_serve(args, timeout)
+    assert out.returncode == 1, out
+    assert "Traceback" not in out.stderr, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1, out.stderr
+    return lines[0]
+
+
 class ServeProcess:
-    """`memlineage serve --listen 127.0.0.1:0 --decision-log off ARGS...` (later
-    flags win, so `args` may name another decision log); `address` once serving."""
+    """`serve_command(args)` running; `address` once serving."""
 
     def __init__(
         self, args: list[str], env: dict[str, str] | None = None, timeout: float = 30.0
     ) -> None:
         self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "memlineage",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--decision-log",
-                "off",
-                *args,
-            ],
+            serve_command(args),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
