@@ -27,6 +27,10 @@ RECORD = (
 -- descendant passed in KEYS: the script refuses when the caller's closure is short); one
 -- event of the rate counter; the digest of the proposal and the outcome, kept with the
 -- record so that an identical retry answers the same outcome and writes nothing.
+-- Every stored number it adds to is checked before its first write (ML_CORRUPT <key>
+-- <field>, redis_scripts): the source statistics of the claim group's comparison, the
+-- holder's version, the version of every descendant the cascade marks (the write
+-- counter: the counted head).
 -- KEYS[1]            record hash of the new memory
 -- KEYS[2]            history list of the new memory
 -- KEYS[3]            claim key (KEYS[1] again when the memory asserts no claim)
@@ -101,8 +105,13 @@ end
 local old = ARGV[17]
 local old_st = nil
 local node = {}
+-- The descendants' S and V as the walk below read them, by KEYS index: the cascade
+-- marks from these (nothing before it writes S or V of a descendant).
+local held = {}
 if old ~= '' then
-  old_st = redis.call('HGET', KEYS[9], 'S')
+  local hv = redis.call('HMGET', KEYS[9], 'S', 'V')
+  old_st = hv[1]
+  if hv[2] and not ml_is_int(hv[2]) then ml_corrupt(KEYS[9], 'V') end
   if not old_st or not string.find(ARGV[18], ' ' .. old_st .. ' ', 1, true) then
     return {0, 'TRANSITION', old_st or ''}
   end
@@ -119,6 +128,12 @@ if old ~= '' then
       seen[id] = true
       local at = node[id]
       if at then
+        local sv = redis.call('HMGET', KEYS[at], 'S', 'V')
+        if sv[1] and string.find(ARGV[19], ' ' .. sv[1] .. ' ', 1, true)
+            and not (sv[2] and ml_is_int(sv[2])) then
+          ml_corrupt(KEYS[at], 'V')
+        end
+        held[at] = sv
         local kids = redis.call('LRANGE', KEYS[at + 1], 0, -1)
         for j = 1, #kids do queue[#queue + 1] = kids[j] end
       else
@@ -141,6 +156,7 @@ local mine = {y = {}, z = {}}
 local seen_src = {y = {}, z = {}}
 local incr = {}
 local incr_order = {}
+local marks = {}  -- {key, field, value}: the members' y/z, written once the counts are checked
 local function count(field)
   if not incr[field] then
     incr[field] = 0
@@ -158,9 +174,9 @@ for j = 1, g do
     if same then f, idx, suffix = 'y', 4, '|ok' end
     local theirs = y[idx]
     if not theirs then
-      redis.call('HSET', key, f, cx)
+      marks[#marks + 1] = {key, f, cx}
     elseif not string.find(' ' .. theirs .. ' ', ' ' .. cx .. ' ', 1, true) then
-      redis.call('HSET', key, f, theirs .. ' ' .. cx)
+      marks[#marks + 1] = {key, f, theirs .. ' ' .. cx}
     end
     if not seen_src[f][y[2]] then
       seen_src[f][y[2]] = true
@@ -170,6 +186,14 @@ for j = 1, g do
     count(y[2] .. suffix)
   end
 end
+if #incr_order > 0 then
+  local stats = redis.call('HMGET', KEYS[6], unpack(incr_order))
+  for i, f in ipairs(incr_order) do
+    if stats[i] and not ml_is_float(stats[i]) then ml_corrupt(KEYS[6], f) end
+  end
+end
+-- Everything checked: write.
+for _, w in ipairs(marks) do redis.call('HSET', w[1], w[2], w[3]) end
 for _, f in ipairs(incr_order) do redis.call('HINCRBYFLOAT', KEYS[6], f, incr[f]) end
 table.sort(mine.y)
 table.sort(mine.z)
@@ -243,7 +267,7 @@ if old ~= '' then
       seen[id] = true
       local mkey, hkey = KEYS[1], KEYS[2]
       if at ~= 0 then mkey, hkey = KEYS[at], KEYS[at + 2] end
-      local sv = redis.call('HMGET', mkey, 'S', 'V')
+      local sv = held[at] or redis.call('HMGET', mkey, 'S', 'V')
       if sv[1] and string.find(ARGV[19], ' ' .. sv[1] .. ' ', 1, true) then
         redis.call('HSET', mkey, 'S', 'pending_verification', 'V', tonumber(sv[2]) + 1)
         push_history(hkey, ARGV[5] .. US .. sv[1] .. tail, cap)

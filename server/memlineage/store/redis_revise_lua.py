@@ -16,6 +16,9 @@ REVISE = (
 -- (the memory's ancestors changed); the review rescheduled; an "updated" event; and the
 -- cascade over every descendant (all passed in KEYS: the script names any missing and
 -- the caller retries with them) with one "cascaded" event.
+-- Every stored number it adds to is checked before its first write (ML_CORRUPT <key>
+-- <field>, redis_scripts): the memory's version, the graph epoch, the version of every
+-- descendant the cascade marks (the write counter: the counted head).
 -- KEYS[1] record hash   KEYS[2] history list   KEYS[3] derivation list of the memory
 -- KEYS[4] graph epoch   KEYS[5] event stream   KEYS[6] review schedule zset
 -- KEYS[7] versions list of the memory
@@ -42,10 +45,12 @@ local F = 17
 local D0 = 7 + n + a + r
 local id = ARGV[1]
 local cap = tonumber(ARGV[9])
-local version = redis.call('HGET', KEYS[1], 'V')
+local version = ml_int(KEYS[1], 'V')
 if not version then return {0, 'NOTFOUND', ''} end
 if version ~= ARGV[2] then return {0, 'VERSION', version} end
-if (redis.call('GET', KEYS[4]) or '') ~= ARGV[3] then return {0, 'RETRY', ''} end
+local epoch = redis.call('GET', KEYS[4])
+if (epoch or '') ~= ARGV[3] then return {0, 'RETRY', ''} end
+if epoch and not ml_is_int(epoch) then ml_corrupt(KEYS[4], '') end
 local taint_i = nil
 local taint_st = nil
 for i = 1, n do
@@ -57,6 +62,9 @@ for i = 1, n do
   end
 end
 local node = {}
+-- The descendants' S and V as the walk below read them, by KEYS index: the cascade
+-- marks from these (nothing before it writes S or V of a descendant).
+local held = {}
 for k = 1, c do node[ARGV[F + m + n + k]] = D0 + 3 * k - 2 end
 local missing = {}
 local seen = {[id] = true}
@@ -69,6 +77,12 @@ while head <= #queue do
     seen[kid] = true
     local at = node[kid]
     if at then
+      local sv = redis.call('HMGET', KEYS[at], 'S', 'V')
+      if sv[1] and string.find(ARGV[12], ' ' .. sv[1] .. ' ', 1, true)
+          and not (sv[2] and ml_is_int(sv[2])) then
+        ml_corrupt(KEYS[at], 'V')
+      end
+      held[at] = sv
       local kids = redis.call('LRANGE', KEYS[at + 1], 0, -1)
       for j = 1, #kids do queue[#queue + 1] = kids[j] end
     else
@@ -119,7 +133,7 @@ while head <= #queue do
   local at = node[kid]
   if not seen[kid] and at then
     seen[kid] = true
-    local sv = redis.call('HMGET', KEYS[at], 'S', 'V')
+    local sv = held[at] or redis.call('HMGET', KEYS[at], 'S', 'V')
     if sv[1] and string.find(ARGV[12], ' ' .. sv[1] .. ' ', 1, true) then
       redis.call('HSET', KEYS[at], 'S', 'pending_verification', 'V', tonumber(sv[2]) + 1)
       push_history(KEYS[at + 2], ARGV[8] .. US .. sv[1] .. tail, cap)
