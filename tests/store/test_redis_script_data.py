@@ -38,6 +38,8 @@ def state(raw: redis.Redis) -> dict[str, object]:
     out["cw"] = raw.get(f"ml:{{{NS}}}:cw")
     out["ca"] = raw.get(f"ml:{{{NS}}}:ca")
     out["ev"] = raw.xlen(f"ml:{{{NS}}}:ev")
+    out["e"] = raw.get(f"ml:{{{NS}}}:e")
+    out["d:a"] = raw.lrange(f"ml:{{{NS}}}:d:a", 0, -1)
     return out
 
 
@@ -56,6 +58,9 @@ CALLS = {
     "update": lambda s: s.update(NS, "c", 1, {"context_id": "x"}, now=NOW + 1),
     "feedback": lambda s: s.feedback(NS, ["a", "b", "c"], True, now=NOW + 1),
     "access": lambda s: s.record_accesses(NS, {"a": (1, NOW + 1), "c": (2, NOW + 1)}),
+    "add_dependencies": lambda s: s.add_dependencies(
+        NS, "c", ["a"], expected_version=1, now=NOW + 1
+    ),
 }
 DAMAGE = {
     "version-revoke": ("a", "V", "07", "revoke"),
@@ -67,6 +72,7 @@ DAMAGE = {
     "write-counter": ("cw", "", "lots", "revoke"),
     "access-counter": ("ca", "", "lots", "access"),
     "source-statistic": ("src", "user:alice|ok", "many", "feedback"),
+    "graph-epoch": ("e", "", "07", "add_dependencies"),
 }
 
 
@@ -76,7 +82,7 @@ def test_a_damaged_number_is_store_corrupt_and_nothing_is_written(
 ) -> None:
     raw = stored(store)
     where, field, value, call = DAMAGE[name]
-    k = key(where) if len(where) == 1 else f"ml:{{{NS}}}:{where}"
+    k = key(where) if where in ("a", "b", "c") else f"ml:{{{NS}}}:{where}"
     if field:
         raw.hset(k, field, value)
     else:

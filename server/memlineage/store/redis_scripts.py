@@ -217,7 +217,9 @@ local n = tonumber(ARGV[2])
 local version = ml_int(KEYS[1], 'V')
 if not version then return {0, 'NOTFOUND', ''} end
 if version ~= ARGV[3] then return {0, 'VERSION', version} end
-if (redis.call('GET', KEYS[3]) or '') ~= ARGV[4] then return {0, 'RETRY', ''} end
+local epoch = redis.call('GET', KEYS[3])
+if epoch and not ml_is_int(epoch) then ml_corrupt(KEYS[3], '') end  -- INCR'd below
+if (epoch or '') ~= ARGV[4] then return {0, 'RETRY', ''} end
 local taint_i = nil
 local taint_st = nil
 for i = 1, n do
