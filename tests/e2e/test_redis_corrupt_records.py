@@ -30,6 +30,11 @@ RECORD_DAMAGE: dict[str, tuple[str, bytes | None, str]] = {
     "created-negative": ("w", b"-5", "field 'w' (created_at)"),
     "version-a-float": ("V", b"1.5", "field 'V' (version)"),
     "version-zero": ("V", b"0", "field 'V' (version)"),
+    # what Python's int() takes but Redis's HINCRBY refuses: refused at the read
+    "version-leading-zero": ("V", b"07", "field 'V' (version)"),
+    "version-plus-sign": ("V", b"+3", "field 'V' (version)"),
+    "access-count-underscore": ("n", b"1_0", "field 'n' (access_count)"),
+    "uses-ok-spaced": ("j", b" 2", "field 'j' (uses_ok)"),
     "access-count-a-word": ("n", b"many", "field 'n' (access_count)"),
     "last-access-a-word": ("l", b"noon", "field 'l' (last_access)"),
     "uses-ok-a-float": ("j", b"2.5", "field 'j' (uses_ok)"),

@@ -8,6 +8,7 @@ The Lua scripts (``redis_scripts``) read and write the same layout.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -85,7 +86,20 @@ def split(joined: str) -> tuple[str, ...]:
 NAMES = {short: name for name, short in FIELDS.items()}
 CONVERT: dict[str, Any] = {FIELDS[f]: split for f in JOINED}
 CONVERT.update({FIELDS[f]: float for f in FLOATS})
-CONVERT.update({FIELDS[f]: int for f in ("version", "access_count", "uses_ok", "uses_failed")})
+_REDIS_INT = re.compile(r"-?(?:0|[1-9][0-9]{0,17})")
+
+
+def redis_int(value: str) -> int:
+    """An integer as Redis writes it (and HINCRBY takes): no sign `+`, leading zero,
+    space or `_` that Python's int() would also accept."""
+    if _REDIS_INT.fullmatch(value) is None:
+        raise ValueError(f"{value[:40]!r} is not an integer as the store writes it")
+    return int(value)
+
+
+CONVERT.update(
+    {FIELDS[f]: redis_int for f in ("version", "access_count", "uses_ok", "uses_failed")}
+)
 REQUIRED = frozenset(
     ("type", "creator_kind", "creator_id", "creator_confidence", "created_at", "status", "version")
 )
