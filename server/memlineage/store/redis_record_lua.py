@@ -117,30 +117,8 @@ if old ~= '' then
   end
   -- Every descendant of the holder must be in KEYS: walk the derivation lists.
   for k = 1, c do node[ARGV[F + m + n + k]] = D0 + 3 * k - 2 end
-  local missing = {}
-  local seen = {[old] = true}
-  local queue = redis.call('LRANGE', KEYS[10], 0, -1)
-  local head = 1
-  while head <= #queue do
-    local id = queue[head]
-    head = head + 1
-    if not seen[id] then
-      seen[id] = true
-      local at = node[id]
-      if at then
-        local sv = redis.call('HMGET', KEYS[at], 'S', 'V')
-        if sv[1] and string.find(ARGV[19], ' ' .. sv[1] .. ' ', 1, true)
-            and not (sv[2] and ml_is_int(sv[2])) then
-          ml_corrupt(KEYS[at], 'V')
-        end
-        held[at] = sv
-        local kids = redis.call('LRANGE', KEYS[at + 1], 0, -1)
-        for j = 1, #kids do queue[#queue + 1] = kids[j] end
-      else
-        missing[#missing + 1] = id
-      end
-    end
-  end
+  local missing
+  held, missing = ml_closure(node, old, KEYS[10], ARGV[19])
   if #missing > 0 then return {0, 'CLOSURE', missing} end
 end
 local fields = {}

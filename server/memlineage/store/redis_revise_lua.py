@@ -64,32 +64,8 @@ end
 local node = {}
 -- The descendants' S and V as the walk below read them, by KEYS index: the cascade
 -- marks from these (nothing before it writes S or V of a descendant).
-local held = {}
 for k = 1, c do node[ARGV[F + m + n + k]] = D0 + 3 * k - 2 end
-local missing = {}
-local seen = {[id] = true}
-local queue = redis.call('LRANGE', KEYS[3], 0, -1)
-local head = 1
-while head <= #queue do
-  local kid = queue[head]
-  head = head + 1
-  if not seen[kid] then
-    seen[kid] = true
-    local at = node[kid]
-    if at then
-      local sv = redis.call('HMGET', KEYS[at], 'S', 'V')
-      if sv[1] and string.find(ARGV[12], ' ' .. sv[1] .. ' ', 1, true)
-          and not (sv[2] and ml_is_int(sv[2])) then
-        ml_corrupt(KEYS[at], 'V')
-      end
-      held[at] = sv
-      local kids = redis.call('LRANGE', KEYS[at + 1], 0, -1)
-      for j = 1, #kids do queue[#queue + 1] = kids[j] end
-    else
-      missing[#missing + 1] = kid
-    end
-  end
-end
+local held, missing = ml_closure(node, id, KEYS[3], ARGV[12])
 if #missing > 0 then return {0, 'CLOSURE', missing} end
 -- Everything checked: write.
 redis.call('RPUSH', KEYS[7], cjson.encode(redis.call('HGETALL', KEYS[1])))
@@ -124,9 +100,9 @@ emit(KEYS[5], ARGV[10], 't', 'updated', 'm', id, 'a', ARGV[8], 's', status, 'f',
 -- The cascade, as CASCADE_MARK does it, over every descendant at once.
 local marked = {}
 local tail = US .. 'pending_verification' .. US .. ARGV[13] .. US .. id
-seen = {[id] = true}
-queue = redis.call('LRANGE', KEYS[3], 0, -1)
-head = 1
+local seen = {[id] = true}
+local queue = redis.call('LRANGE', KEYS[3], 0, -1)
+local head = 1
 while head <= #queue do
   local kid = queue[head]
   head = head + 1

@@ -369,6 +369,38 @@ local function ml_int(key, field)
 end
 local ml_counter_now = redis.call('GET', ml_counter)
 if ml_counter_now and not ml_is_int(ml_counter_now) then ml_corrupt(ml_counter, '') end
+-- The descendants of `start` by the derivation lists (`first`: its own list's key),
+-- each of which must be in KEYS (`node`: id -> the KEYS index of its record hash, its
+-- derivation list at the next index). Returns the S and V read of each by KEYS index
+-- (V checked where S is one the cascade marks, `marks`: " status ... "), and the ids
+-- of the descendants KEYS lack.
+local function ml_closure(node, start, first, marks)
+  local held, missing = {}, {}
+  local seen = {[start] = true}
+  local queue = redis.call('LRANGE', first, 0, -1)
+  local head = 1
+  while head <= #queue do
+    local id = queue[head]
+    head = head + 1
+    if not seen[id] then
+      seen[id] = true
+      local at = node[id]
+      if at then
+        local sv = redis.call('HMGET', KEYS[at], 'S', 'V')
+        if sv[1] and string.find(marks, ' ' .. sv[1] .. ' ', 1, true)
+            and not (sv[2] and ml_is_int(sv[2])) then
+          ml_corrupt(KEYS[at], 'V')
+        end
+        held[at] = sv
+        local kids = redis.call('LRANGE', KEYS[at + 1], 0, -1)
+        for j = 1, #kids do queue[#queue + 1] = kids[j] end
+      else
+        missing[#missing + 1] = id
+      end
+    end
+  end
+  return held, missing
+end
 local function ml_script()
 """
 _COUNTED_TAIL = """
