@@ -256,16 +256,7 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         self, request: pb.RecordRequest, context: Ctx, principal: Principal
     ) -> pb.RecordResponse:
         ns = self.auth.namespace(principal, request.namespace)
-        if not request.HasField("memory"):
-            raise ValidationError("is required", field="memory")
-        serde.ids([request.memory.id], "memory.id", indexed=False)
-        serde.count(
-            request.memory.dependencies,
-            "memory.dependencies",
-            "dependencies",
-            self.engine.store.limits.max_dependencies,
-        )
-        serde.ids(request.memory.dependencies, "memory.dependencies")
+        self._check_memory(request)
         proposed = serde.record_from_pb(ns, request.memory)
         creator = Creator(proposed.creator_kind, proposed.creator_id)
         try:
@@ -320,16 +311,7 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         # A new version of a memory: checked as Record checks its memory, decided as an
         # update (engine/revisions.py), written in one store step.
         ns = self.auth.namespace(principal, request.namespace)
-        if not request.HasField("memory"):
-            raise ValidationError("is required", field="memory")
-        serde.ids([request.memory.id], "memory.id", indexed=False)
-        serde.count(
-            request.memory.dependencies,
-            "memory.dependencies",
-            "dependencies",
-            self.engine.store.limits.max_dependencies,
-        )
-        serde.ids(request.memory.dependencies, "memory.dependencies")
+        self._check_memory(request)
         if request.expected_version < 1:
             raise ValidationError(
                 f"is required: the version this revision replaces, got {request.expected_version}",
@@ -354,6 +336,20 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         if result.memory is not None:
             serde.memory_to_pb(result.memory, out.memory)
         return out
+
+    def _check_memory(self, request: pb.RecordRequest | pb.ReviseRequest) -> None:
+        """The `memory` of a Record or a Revise: present, its id and dependencies well
+        formed and within the store's limit, before it is converted."""
+        if not request.HasField("memory"):
+            raise ValidationError("is required", field="memory")
+        serde.ids([request.memory.id], "memory.id", indexed=False)
+        serde.count(
+            request.memory.dependencies,
+            "memory.dependencies",
+            "dependencies",
+            self.engine.store.limits.max_dependencies,
+        )
+        serde.ids(request.memory.dependencies, "memory.dependencies")
 
     def _write_response(self, result: RecordResult | StatusResult, out: _Written) -> _Written:
         """Record and UpdateStatus answer alike: the decision, the memory as stored
