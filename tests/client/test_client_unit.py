@@ -299,6 +299,38 @@ def test_bad_arguments_fail_before_any_call(server: Scripted, client: MemLineage
     assert server.calls == []
 
 
+def test_a_misspelt_or_missing_keyword_is_a_type_error_before_any_call(
+    server: Scripted, client: MemLineageClient
+) -> None:
+    """The calls with many keywords read them from a TypedDict (`messages`): a name
+    that is not one of them fails as it would against a spelt-out signature, instead
+    of being dropped (a misspelt ``confidence`` must not record 1.0)."""
+    calls: list[tuple[Any, str]] = [
+        (lambda: client.record("m", creator="user:a", confidance=0.2), "'confidance'"),
+        (lambda: client.record("m"), "missing required keyword argument 'creator'"),
+        (lambda: client.revise("m", expected_version=1, creator="user:a", tag=()), "'tag'"),
+        (lambda: client.check("read", "m", histórical=True), "'histórical'"),
+        (lambda: client.filter_rank([("m", 0.5)], limt=3), "'limt'"),
+        (lambda: client.grant(["pay"], sorce="tool:x"), "'sorce'"),
+    ]
+    for call, named in calls:
+        with pytest.raises(TypeError, match=named):
+            call()
+    assert server.calls == []
+
+
+def test_left_out_keywords_take_their_documented_defaults(
+    server: Scripted, client: MemLineageClient
+) -> None:
+    server.handlers["Record"] = lambda r, c: pb.RecordResponse(recorded=True, memory=r.memory)
+    client.record("m", creator="user:alice")
+    [request] = server.requests("Record")
+    m = request.memory
+    assert (m.type, m.creator_confidence, list(m.tags), m.volatility) == ("fact", 1.0, [], "")
+    assert not m.HasField("claim") and not m.HasField("created_at")
+    assert not request.HasField("actor") and not request.HasField("time")
+
+
 def test_no_token_sends_no_authorization(server: Scripted) -> None:
     server.handlers["Check"] = allow
     with MemLineageClient(server.target) as anonymous:

@@ -15,7 +15,9 @@ The modules, each importable on its own:
 - `convert`: ``"kind:id"`` actors/creators, operation names, timestamps;
 - `retry`: which calls gRPC may re-send (the channels' service config) and
   `backoff_delay` for a Watch's reconnects;
-- `messages`: the request messages both clients build;
+- `messages`: the request messages both clients build, and the keyword sets of
+  the calls that take many (`MemoryFields`, `CheckOptions`, `RankOptions`,
+  `GrantFields`);
 - `stubs`: typed shapes of the generated gRPC stubs;
 - `sync`: `MemLineageClient` and `WatchStream`;
 - `aio`: `AsyncMemLineageClient` and `AsyncWatchStream`;
@@ -50,6 +52,7 @@ from memlineage.client.errors import (
     error_from_rpc,
 )
 from memlineage.client.guarded import DictMemoryStore, GuardedStore, MemoryStore
+from memlineage.client.messages import CheckOptions, GrantFields, MemoryFields, RankOptions
 from memlineage.client.retry import backoff_delay
 from memlineage.client.sync import MemLineageClient, WatchStream
 
@@ -57,18 +60,22 @@ __all__ = [
     "ActArg",
     "AsyncMemLineageClient",
     "AsyncWatchStream",
+    "CheckOptions",
     "DeadlineExceeded",
     "DictMemoryStore",
     "FailedPrecondition",
+    "GrantFields",
     "GuardedStore",
     "InvalidArgument",
     "MemLineageClient",
     "MemLineageError",
+    "MemoryFields",
     "MemoryStore",
     "NotFound",
     "OutOfRange",
     "PermissionDenied",
     "PolicyDenied",
+    "RankOptions",
     "Unauthenticated",
     "Unavailable",
     "WatchStream",

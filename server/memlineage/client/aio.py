@@ -17,7 +17,7 @@ import asyncio
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import grpc
 import grpc.aio
@@ -26,6 +26,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from memlineage.client import messages
 from memlineage.client.convert import ActArg
 from memlineage.client.errors import error_from_rpc, rpc_status
+from memlineage.client.messages import CheckOptions, GrantFields, MemoryFields, RankOptions
 from memlineage.client.retry import backoff_delay, channel_options
 from memlineage.client.stubs import (
     AsyncMemLineageStub,
@@ -152,126 +153,32 @@ class AsyncMemLineageClient:
             raise error_from_rpc(exc) from None
 
     # -- MemLineage
-    async def record(
-        self,
-        memory_id: str,
-        *,
-        creator: str,
-        confidence: float = 1.0,
-        type: str = "fact",
-        tags: Sequence[str] = (),
-        claim: tuple[str, str, str] | None = None,
-        volatility: str = "",
-        context_id: str = "",
-        dependencies: Sequence[str] = (),
-        created_at: float | None = None,
-        actor: str | None = None,
-        budget: float | None = None,
-        at: float | None = None,
-    ) -> pb.RecordResponse:
+    async def record(self, memory_id: str, **fields: Unpack[MemoryFields]) -> pb.RecordResponse:
         """`MemLineageClient.record`, awaited (never re-sent)."""
-        request = messages.record(
-            self.namespace,
-            memory_id,
-            creator=creator,
-            confidence=confidence,
-            type=type,
-            tags=tags,
-            claim=claim,
-            volatility=volatility,
-            context_id=context_id,
-            dependencies=dependencies,
-            created_at=created_at,
-            actor=actor,
-            budget=budget,
-            at=at,
-        )
+        request = messages.record(self.namespace, memory_id, **fields)
         return await self._call(self._opened().once.Record, request)
 
     async def revise(
-        self,
-        memory_id: str,
-        *,
-        expected_version: int,
-        creator: str,
-        confidence: float = 1.0,
-        type: str = "fact",
-        tags: Sequence[str] = (),
-        claim: tuple[str, str, str] | None = None,
-        volatility: str = "",
-        context_id: str = "",
-        dependencies: Sequence[str] = (),
-        created_at: float | None = None,
-        actor: str | None = None,
-        budget: float | None = None,
-        at: float | None = None,
+        self, memory_id: str, *, expected_version: int, **fields: Unpack[MemoryFields]
     ) -> pb.ReviseResponse:
         """`MemLineageClient.revise`, awaited (never re-sent)."""
-        request = messages.revise(
-            self.namespace,
-            memory_id,
-            expected_version=expected_version,
-            creator=creator,
-            confidence=confidence,
-            type=type,
-            tags=tags,
-            claim=claim,
-            volatility=volatility,
-            context_id=context_id,
-            dependencies=dependencies,
-            created_at=created_at,
-            actor=actor,
-            budget=budget,
-            at=at,
-        )
+        request = messages.revise(self.namespace, memory_id, expected_version, **fields)
         return await self._call(self._opened().once.Revise, request)
 
     async def check(
-        self,
-        operation: str,
-        memory_id: str | Sequence[str],
-        *,
-        actor: str | None = None,
-        budget: float | None = None,
-        action: str = "",
-        historical: bool = False,
-        at: float | None = None,
+        self, operation: str, memory_id: str | Sequence[str], **options: Unpack[CheckOptions]
     ) -> pb.Decision:
         """`MemLineageClient.check`, awaited (retried unless the operation is ``act``)."""
-        request = messages.check(
-            self.namespace,
-            operation,
-            memory_id,
-            actor=actor,
-            budget=budget,
-            action=action,
-            historical=historical,
-            at=at,
-        )
+        request = messages.check(self.namespace, operation, memory_id, **options)
         opened = self._opened()
         stub = opened.once if request.operation == pb.OPERATION_ACT else opened.stub
         return (await self._call(stub.Check, request)).decision
 
     async def filter_rank(
-        self,
-        candidates: Sequence[tuple[str, float]],
-        *,
-        actor: str | None = None,
-        budget: float | None = None,
-        historical: bool = False,
-        limit: int = 0,
-        at: float | None = None,
+        self, candidates: Sequence[tuple[str, float]], **options: Unpack[RankOptions]
     ) -> pb.FilterRankResponse:
         """`MemLineageClient.filter_rank`, awaited."""
-        request = messages.filter_rank(
-            self.namespace,
-            candidates,
-            actor=actor,
-            budget=budget,
-            historical=historical,
-            limit=limit,
-            at=at,
-        )
+        request = messages.filter_rank(self.namespace, candidates, **options)
         return await self._call(self._opened().stub.FilterRank, request)
 
     async def _update_status(
@@ -373,36 +280,9 @@ class AsyncMemLineageClient:
         )
         return (await self._call(self._opened().once.Check, request)).decision
 
-    async def grant(
-        self,
-        actions: Sequence[str],
-        *,
-        source: str = "",
-        memory_id: str = "",
-        arguments: Sequence[str] = (),
-        uses: int = 1,
-        expires_at: float | None = None,
-        value: str = "",
-        digest: str = "",
-        grant_id: str = "",
-        actor: str | None = None,
-        at: float | None = None,
-    ) -> pb.Grant:
+    async def grant(self, actions: Sequence[str], **fields: Unpack[GrantFields]) -> pb.Grant:
         """`MemLineageClient.grant`, awaited (never re-sent)."""
-        request = messages.grant(
-            self.namespace,
-            actions,
-            source=source,
-            memory_id=memory_id,
-            arguments=arguments,
-            uses=uses,
-            expires_at=expires_at,
-            grant_id=grant_id,
-            actor=actor,
-            at=at,
-            value=value,
-            digest=digest,
-        )
+        request = messages.grant(self.namespace, actions, **fields)
         return (await self._call(self._opened().once.RecordGrant, request)).grant
 
     async def object_to(

@@ -8,7 +8,7 @@ drift apart.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from memlineage.client.convert import (
     ActArg,
@@ -21,6 +21,10 @@ from memlineage.client.convert import (
 from memlineage.v1 import memlineage_pb2 as pb
 
 __all__ = [
+    "CheckOptions",
+    "GrantFields",
+    "MemoryFields",
+    "RankOptions",
     "act",
     "check",
     "explain",
@@ -47,48 +51,120 @@ def decision_context(
         request.time.CopyFrom(to_timestamp(at))
 
 
-def record(
-    namespace: str,
-    memory_id: str,
-    *,
-    creator: str,
-    confidence: float,
-    type: str,
-    tags: Sequence[str],
-    claim: tuple[str, str, str] | None,
-    volatility: str,
-    context_id: str,
-    dependencies: Sequence[str],
-    created_at: float | None,
-    actor: str | None,
-    budget: float | None,
-    at: float | None,
-) -> pb.RecordRequest:
+class _Creator(TypedDict):
+    creator: str  # required (a base of its own: `Required[]` is not seen under
+    # postponed annotations, so `__required_keys__` would miss it)
+
+
+class MemoryFields(_Creator, total=False):
+    """What ``record`` and ``revise`` take besides the memory's id (keyword only);
+    the defaults apply to a key left out.
+
+    ``creator`` (required) ``"kind:id"``; ``confidence`` the creator's, 1.0;
+    ``type`` "fact"; ``tags`` (); ``claim`` ``(subject, attribute, value)`` or None;
+    ``volatility`` a class name or ""; ``context_id`` ""; ``dependencies`` the ids it
+    was derived from, (); ``created_at`` epoch seconds (None: now); ``actor`` who
+    asks (None: the creator); ``budget`` what the step may spend; ``at`` the
+    decision time (None: the sidecar's clock)."""
+
+    confidence: float
+    type: str
+    tags: Sequence[str]
+    claim: tuple[str, str, str] | None
+    volatility: str
+    context_id: str
+    dependencies: Sequence[str]
+    created_at: float | None
+    actor: str | None
+    budget: float | None
+    at: float | None
+
+
+class CheckOptions(TypedDict, total=False):
+    """``check``'s keywords: ``actor`` who asks (None: the namespace's default
+    agent), ``budget``, ``action`` (the act's name), ``historical`` (archived
+    memories answer as history), ``at`` the decision time."""
+
+    actor: str | None
+    budget: float | None
+    action: str
+    historical: bool
+    at: float | None
+
+
+class RankOptions(TypedDict, total=False):
+    """``filter_rank``'s keywords: ``actor``, ``budget``, ``historical`` as for
+    ``check``; ``limit`` keeps at most that many (0: all kept); ``at``."""
+
+    actor: str | None
+    budget: float | None
+    historical: bool
+    limit: int
+    at: float | None
+
+
+class GrantFields(TypedDict, total=False):
+    """``grant``'s keywords: ``source`` (a creator id or glob) or ``memory_id`` (one
+    memory) that may fill ``arguments`` (all when empty) of the actions, ``uses``
+    (1) times until ``expires_at`` (None: one hour); with ``value`` (or ``digest``)
+    only an argument of exactly that value is covered; ``grant_id`` ("" : assigned);
+    ``actor`` the issuer (None: the namespace's user); ``at``."""
+
+    source: str
+    memory_id: str
+    arguments: Sequence[str]
+    uses: int
+    expires_at: float | None
+    value: str
+    digest: str
+    grant_id: str
+    actor: str | None
+    at: float | None
+
+
+def keywords(call: str, given: Mapping[str, Any], accepted: Any) -> None:
+    """A misspelt or missing keyword is a TypeError, as for a spelt-out signature
+    (`accepted`: the TypedDict the call's keywords are read by)."""
+    unknown = sorted(set(given) - accepted.__required_keys__ - accepted.__optional_keys__)
+    if unknown:
+        raise TypeError(f"{call}() got an unexpected keyword argument {unknown[0]!r}")
+    missing = sorted(accepted.__required_keys__ - set(given))
+    if missing:
+        raise TypeError(f"{call}() missing required keyword argument {missing[0]!r}")
+
+
+def record(namespace: str, memory_id: str, **fields: Unpack[MemoryFields]) -> pb.RecordRequest:
+    keywords("record", fields, MemoryFields)
     memory = pb.Memory(
         id=memory_id,
-        type=type,
-        tags=list(tags),
-        volatility=volatility,
-        creator=parse_creator(creator),
-        creator_confidence=confidence,
-        context_id=context_id,
-        dependencies=list(dependencies),
+        type=fields.get("type", "fact"),
+        tags=list(fields.get("tags", ())),
+        volatility=fields.get("volatility", ""),
+        creator=parse_creator(fields["creator"]),
+        creator_confidence=fields.get("confidence", 1.0),
+        context_id=fields.get("context_id", ""),
+        dependencies=list(fields.get("dependencies", ())),
     )
+    claim = fields.get("claim")
     if claim is not None:
         subject, attribute, value = claim
         memory.claim.CopyFrom(pb.Claim(subject=subject, attribute=attribute, value=value))
+    created_at = fields.get("created_at")
     if created_at is not None:
         memory.created_at.CopyFrom(to_timestamp(created_at))
     request = pb.RecordRequest(namespace=namespace, memory=memory)
-    decision_context(request, actor=actor, budget=budget, at=at)
+    decision_context(
+        request, actor=fields.get("actor"), budget=fields.get("budget"), at=fields.get("at")
+    )
     return request
 
 
 def revise(
-    namespace: str, memory_id: str, *, expected_version: int, **memory: Any
+    namespace: str, memory_id: str, expected_version: int, **memory: Unpack[MemoryFields]
 ) -> pb.ReviseRequest:
     """A new version of ``memory_id`` over ``expected_version``: the memory (and who
     asks, the budget, the time) built as `record` builds them."""
+    keywords("revise", memory, MemoryFields)
     like = record(namespace, memory_id, **memory)
     request = pb.ReviseRequest(
         namespace=namespace, memory=like.memory, expected_version=expected_version
@@ -103,20 +179,16 @@ def revise(
 
 
 def check(
-    namespace: str,
-    operation: str,
-    memory_id: str | Sequence[str],
-    *,
-    actor: str | None,
-    budget: float | None,
-    action: str,
-    historical: bool,
-    at: float | None,
+    namespace: str, operation: str, memory_id: str | Sequence[str], **options: Unpack[CheckOptions]
 ) -> pb.CheckRequest:
+    keywords("check", options, CheckOptions)
     op = parse_operation(operation)
     ids = [memory_id] if isinstance(memory_id, str) else list(memory_id)
     request = pb.CheckRequest(
-        namespace=namespace, operation=op, action=action, historical=historical
+        namespace=namespace,
+        operation=op,
+        action=options.get("action", ""),
+        historical=options.get("historical", False),
     )
     if op == pb.OPERATION_ACT:
         request.memory_ids.extend(ids)
@@ -124,27 +196,25 @@ def check(
         request.memory_id = ids[0]
     else:
         raise ValueError(f"memory_id: {operation} takes one id, got {len(ids)}")
-    decision_context(request, actor=actor, budget=budget, at=at)
+    decision_context(
+        request, actor=options.get("actor"), budget=options.get("budget"), at=options.get("at")
+    )
     return request
 
 
 def filter_rank(
-    namespace: str,
-    candidates: Sequence[tuple[str, float]],
-    *,
-    actor: str | None,
-    budget: float | None,
-    historical: bool,
-    limit: int,
-    at: float | None,
+    namespace: str, candidates: Sequence[tuple[str, float]], **options: Unpack[RankOptions]
 ) -> pb.FilterRankRequest:
+    keywords("filter_rank", options, RankOptions)
     request = pb.FilterRankRequest(
         namespace=namespace,
-        historical=historical,
-        limit=limit,
+        historical=options.get("historical", False),
+        limit=options.get("limit", 0),
         candidates=[pb.Candidate(memory_id=i, similarity=s) for i, s in candidates],
     )
-    decision_context(request, actor=actor, budget=budget, at=at)
+    decision_context(
+        request, actor=options.get("actor"), budget=options.get("budget"), at=options.get("at")
+    )
     return request
 
 
@@ -214,35 +284,23 @@ def shadow(action: str, files: Mapping[str, str] | None) -> pb.ShadowRequest:
     return pb.ShadowRequest(action=SHADOW_ACTIONS[action], files=dict(files or {}))
 
 
-def grant(
-    namespace: str,
-    actions: Sequence[str],
-    *,
-    source: str,
-    memory_id: str,
-    arguments: Sequence[str],
-    uses: int,
-    expires_at: float | None,
-    grant_id: str,
-    actor: str | None,
-    at: float | None,
-    value: str = "",
-    digest: str = "",
-) -> pb.GrantRequest:
+def grant(namespace: str, actions: Sequence[str], **fields: Unpack[GrantFields]) -> pb.GrantRequest:
+    keywords("grant", fields, GrantFields)
     message = pb.Grant(
-        id=grant_id,
+        id=fields.get("grant_id", ""),
         actions=list(actions),
-        arguments=list(arguments),
-        source=source,
-        memory_id=memory_id,
-        uses=uses,
-        value=value,
-        digest=digest,
+        arguments=list(fields.get("arguments", ())),
+        source=fields.get("source", ""),
+        memory_id=fields.get("memory_id", ""),
+        uses=fields.get("uses", 1),
+        value=fields.get("value", ""),
+        digest=fields.get("digest", ""),
     )
+    expires_at = fields.get("expires_at")
     if expires_at is not None:
         message.expires_at.CopyFrom(to_timestamp(expires_at))
     request = pb.GrantRequest(namespace=namespace, grant=message)
-    decision_context(request, actor=actor, budget=None, at=at)
+    decision_context(request, actor=fields.get("actor"), budget=None, at=fields.get("at"))
     return request
 
 

@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -21,6 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from memlineage.client import messages
 from memlineage.client.convert import ActArg
 from memlineage.client.errors import error_from_rpc, rpc_status
+from memlineage.client.messages import CheckOptions, GrantFields, MemoryFields, RankOptions
 from memlineage.client.retry import backoff_delay, channel_options
 from memlineage.client.stubs import Unary, WatchCall, new_stubs
 from memlineage.v1 import memlineage_pb2 as pb
@@ -115,133 +116,41 @@ class MemLineageClient:
             raise error_from_rpc(exc) from None
 
     # -- MemLineage
-    def record(
-        self,
-        memory_id: str,
-        *,
-        creator: str,
-        confidence: float = 1.0,
-        type: str = "fact",
-        tags: Sequence[str] = (),
-        claim: tuple[str, str, str] | None = None,
-        volatility: str = "",
-        context_id: str = "",
-        dependencies: Sequence[str] = (),
-        created_at: float | None = None,
-        actor: str | None = None,
-        budget: float | None = None,
-        at: float | None = None,
-    ) -> pb.RecordResponse:
-        """Record a memory's lineage; ``recorded`` is False when the policies deny it."""
-        request = messages.record(
-            self.namespace,
-            memory_id,
-            creator=creator,
-            confidence=confidence,
-            type=type,
-            tags=tags,
-            claim=claim,
-            volatility=volatility,
-            context_id=context_id,
-            dependencies=dependencies,
-            created_at=created_at,
-            actor=actor,
-            budget=budget,
-            at=at,
-        )
-        return self._call(self._once.Record, request)
+    def record(self, memory_id: str, **fields: Unpack[MemoryFields]) -> pb.RecordResponse:
+        """Record a memory's lineage (the fields: ``messages.MemoryFields``; ``creator``
+        required); ``recorded`` is False when the policies deny it. Never re-sent."""
+        return self._call(self._once.Record, messages.record(self.namespace, memory_id, **fields))
 
     def revise(
-        self,
-        memory_id: str,
-        *,
-        expected_version: int,
-        creator: str,
-        confidence: float = 1.0,
-        type: str = "fact",
-        tags: Sequence[str] = (),
-        claim: tuple[str, str, str] | None = None,
-        volatility: str = "",
-        context_id: str = "",
-        dependencies: Sequence[str] = (),
-        created_at: float | None = None,
-        actor: str | None = None,
-        budget: float | None = None,
-        at: float | None = None,
+        self, memory_id: str, *, expected_version: int, **fields: Unpack[MemoryFields]
     ) -> pb.ReviseResponse:
         """Record a new version of an existing memory (its dependencies, creator,
-        confidence, tags, claim value...) over ``expected_version``, decided as an
-        update: ``applied`` is False when the policies deny it (nothing written). A
-        stale version is FailedPrecondition, a dependency on its own descendant
-        InvalidArgument naming the cycle. Never re-sent."""
-        request = messages.revise(
-            self.namespace,
-            memory_id,
-            expected_version=expected_version,
-            creator=creator,
-            confidence=confidence,
-            type=type,
-            tags=tags,
-            claim=claim,
-            volatility=volatility,
-            context_id=context_id,
-            dependencies=dependencies,
-            created_at=created_at,
-            actor=actor,
-            budget=budget,
-            at=at,
-        )
+        confidence, tags, claim value...: ``messages.MemoryFields``) over
+        ``expected_version``, decided as an update: ``applied`` is False when the
+        policies deny it (nothing written). A stale version is FailedPrecondition, a
+        dependency on its own descendant InvalidArgument naming the cycle. Never re-sent."""
+        request = messages.revise(self.namespace, memory_id, expected_version, **fields)
         return self._call(self._once.Revise, request)
 
     def check(
-        self,
-        operation: str,
-        memory_id: str | Sequence[str],
-        *,
-        actor: str | None = None,
-        budget: float | None = None,
-        action: str = "",
-        historical: bool = False,
-        at: float | None = None,
+        self, operation: str, memory_id: str | Sequence[str], **options: Unpack[CheckOptions]
     ) -> pb.Decision:
-        """Ask for one operation's decision (the CheckResponse holds nothing else).
+        """Ask for one operation's decision (the CheckResponse holds nothing else;
+        the keywords: ``messages.CheckOptions``).
 
         ``act`` takes every memory the action relies on; the other operations one id.
         A check of ``act`` is the act gate's decision, as `act`, so it is never re-sent.
         """
-        request = messages.check(
-            self.namespace,
-            operation,
-            memory_id,
-            actor=actor,
-            budget=budget,
-            action=action,
-            historical=historical,
-            at=at,
-        )
+        request = messages.check(self.namespace, operation, memory_id, **options)
         stub = self._once if request.operation == pb.OPERATION_ACT else self._stub
         return self._call(stub.Check, request).decision
 
     def filter_rank(
-        self,
-        candidates: Sequence[tuple[str, float]],
-        *,
-        actor: str | None = None,
-        budget: float | None = None,
-        historical: bool = False,
-        limit: int = 0,
-        at: float | None = None,
+        self, candidates: Sequence[tuple[str, float]], **options: Unpack[RankOptions]
     ) -> pb.FilterRankResponse:
-        """Filter retrieval candidates ``(id, similarity)`` and re-rank the kept ones."""
-        request = messages.filter_rank(
-            self.namespace,
-            candidates,
-            actor=actor,
-            budget=budget,
-            historical=historical,
-            limit=limit,
-            at=at,
-        )
+        """Filter retrieval candidates ``(id, similarity)`` and re-rank the kept ones
+        (the keywords: ``messages.RankOptions``)."""
+        request = messages.filter_rank(self.namespace, candidates, **options)
         return self._call(self._stub.FilterRank, request)
 
     def _update_status(
@@ -329,41 +238,14 @@ class MemLineageClient:
         )
         return self._call(self._once.Check, request).decision
 
-    def grant(
-        self,
-        actions: Sequence[str],
-        *,
-        source: str = "",
-        memory_id: str = "",
-        arguments: Sequence[str] = (),
-        uses: int = 1,
-        expires_at: float | None = None,
-        value: str = "",
-        digest: str = "",
-        grant_id: str = "",
-        actor: str | None = None,
-        at: float | None = None,
-    ) -> pb.Grant:
-        """Record the user's delegation: `source` (a creator id or glob) or the one memory
-        `memory_id` may fill `arguments` (all when empty) of `actions` (names or globs),
-        `uses` times, until `expires_at` (unset: one hour); with `value` (or `digest`)
-        only an argument with exactly that value (digest) is covered. `actor` is the
-        issuer (unset: the namespace's user); a grant issued by anyone but a user has no
-        effect."""
-        request = messages.grant(
-            self.namespace,
-            actions,
-            source=source,
-            memory_id=memory_id,
-            arguments=arguments,
-            uses=uses,
-            expires_at=expires_at,
-            grant_id=grant_id,
-            actor=actor,
-            at=at,
-            value=value,
-            digest=digest,
-        )
+    def grant(self, actions: Sequence[str], **fields: Unpack[GrantFields]) -> pb.Grant:
+        """Record the user's delegation (``messages.GrantFields``): a source (a creator
+        id or glob) or one memory may fill some arguments of `actions` (names or
+        globs), a number of uses, until it expires (unset: one hour); with a value (or
+        digest) only an argument of exactly that value is covered. The issuer is
+        ``actor`` (unset: the namespace's user); a grant issued by anyone but a user
+        has no effect. Never re-sent."""
+        request = messages.grant(self.namespace, actions, **fields)
         return self._call(self._once.RecordGrant, request).grant
 
     def object_to(
