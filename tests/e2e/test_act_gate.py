@@ -2,7 +2,8 @@
 and a real Redis Cluster: an injected recipient is denied; a user-granted file fills
 the amount once and the second payment on that grant is denied; a grant recorded by
 a tool changes nothing; concurrent acts on one single-use grant allow exactly one;
-an expired grant is inert; allowed actions are counted by `acts()`."""
+an expired grant is inert; allowed actions are counted by `acts()`; a namespace full
+of live grants answers RESOURCE_EXHAUSTED."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from pathlib import Path
 
 import grpc
 import pytest
-from memlineage.client import ActArg, MemLineageClient
+from memlineage.client import ActArg, MemLineageClient, MemLineageError
 from memlineage.config import Config, TokenGrant
 from memlineage.lineage.clock import ManualClock
+from memlineage.lineage.grants import GrantRecord
+from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE
 from memlineage.v1 import memlineage_pb2 as pb
 from support.memories import T0
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
@@ -261,6 +264,32 @@ def test_bad_act_and_grant_input_is_a_precise_error(sidecar: tuple) -> None:
             metadata=AUTH,
         )
     assert err.value.code() == grpc.StatusCode.ALREADY_EXISTS
+
+
+@pytest.mark.slow
+def test_a_namespace_full_of_live_grants_answers_resource_exhausted(sidecar: tuple) -> None:
+    """The served store with its real cap: filled with live grants (written through the
+    store itself, the quick way), a RecordGrant is RESOURCE_EXHAUSTED saying so, and
+    nothing is dropped; once they expired, the next one makes room and is recorded."""
+    s, c, clock = sidecar
+    store = s.sidecar.store
+    for i in range(MAX_GRANTS_PER_NAMESPACE):
+        store.put_grant(
+            GrantRecord(f"g{i}", c.namespace, "user:alice", ("send_money",), source="tool:*"),
+            now=clock(),
+        )
+    with pytest.raises(MemLineageError) as err:
+        c.grant(["send_money"], source="tool:read_file", grant_id="one-more")
+    assert err.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED, err.value
+    details = err.value.details
+    assert f"namespace {c.namespace!r} holds {MAX_GRANTS_PER_NAMESPACE} grants" in details
+    assert "let grants expire or spend their uses" in details, details
+    assert len(store.grants(c.namespace)) == MAX_GRANTS_PER_NAMESPACE
+
+    clock.advance(3601)  # every grant expired: inert, the oldest makes room
+    assert c.grant(["send_money"], source="tool:read_file", grant_id="one-more").id == "one-more"
+    held = {g.id for g in store.grants(c.namespace)}
+    assert len(held) == MAX_GRANTS_PER_NAMESPACE and "g0" not in held and "one-more" in held
 
 
 def test_grants_and_their_uses_survive_a_restart(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Grants (and proposals) of two namespaces under the same id are two, on every
 backend: spending, reading back (strictly decoded) and dropping one leaves the
-other as it was. On disk too: when one namespace is full and drops its oldest grants
-to make room for a new one, the embedded store deletes that namespace's rows only.
+other as it was. On disk too: when one namespace is full and drops its oldest inert
+grant to make room for a new one, the embedded store deletes that namespace's row only.
 Checked after a restart from the data directory (what is in memory is not what is
 on disk), with the real cap (``MAX_GRANTS_PER_NAMESPACE``)."""
 
@@ -86,13 +86,14 @@ def test_a_full_namespace_dropping_its_oldest_keeps_another_namespaces_same_id(
     try:
         store.put_grant(_grant(KEPT, SHARED, uses=3))
         assert store.use_grants(KEPT, [SHARED])
-        store.put_grant(_grant(FULL, SHARED, uses=3))  # FULL's oldest: dropped first
+        store.put_grant(_grant(FULL, SHARED))  # FULL's oldest, spent: the one dropped
+        assert store.use_grants(FULL, [SHARED])
         clock.advance(1)
         for i in range(1, MAX_GRANTS_PER_NAMESPACE):
             store.put_grant(_grant(FULL, f"g-{i}"))
         assert len(store.grants(FULL)) == MAX_GRANTS_PER_NAMESPACE
         assert _rows(tmp_path, SHARED) == [(FULL, SHARED), (KEPT, SHARED)]
-        store.put_grant(_grant(FULL, "g-one-more"))  # full: FULL drops its SHARED
+        store.put_grant(_grant(FULL, "g-one-more"))  # full: FULL drops its spent SHARED
         assert SHARED not in _by_id(store, FULL)
         assert _by_id(store, KEPT)[SHARED].used == 1
     finally:

@@ -69,6 +69,24 @@ class AlreadyExistsError(LineageError):
     grpc_status = "ALREADY_EXISTS"
 
 
+class GrantLimitError(LineageError):
+    """A grant refused because its namespace holds its cap of grants and too few of them
+    are inert (spent, expired, not yet valid, or not a user's) to make room: nothing is
+    dropped or written. A caller's limit, so RESOURCE_EXHAUSTED, with what to do."""
+
+    code = "GRANT_LIMIT"
+    grpc_status = "RESOURCE_EXHAUSTED"
+
+    def __init__(self, namespace: str, cap: int):
+        super().__init__(
+            f"namespace {namespace!r} holds {cap} grants, the most it may, and too few of "
+            "them are spent or expired to make room; nothing was recorded: let grants "
+            "expire or spend their uses, then record the grant again"
+        )
+        self.namespace = namespace
+        self.cap = cap
+
+
 class VersionConflictError(LineageError):
     """Compare-and-set refused: the caller's version is stale."""
 

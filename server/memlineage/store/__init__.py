@@ -50,7 +50,8 @@ def open_store(
         return EmbeddedStore(unquote(path), clock=clock, limits=limits, **options)
     from memlineage.store.redis_store import RedisStore
 
-    store_opts = {k: options.pop(k) for k in ("prefix", "cascade_chunk") if k in options}
+    store_keys = ("prefix", "cascade_chunk", "max_grants")
+    store_opts = {k: options.pop(k) for k in store_keys if k in options}
     import redis.exceptions as rex
     from redis.backoff import NoBackoff
     from redis.retry import Retry

@@ -38,7 +38,9 @@ __all__ = [
 ]
 
 MAX_GRANTS_PER_NAMESPACE = 10_000
-"""Grants a namespace holds at most; spent and expired ones are dropped first."""
+"""Grants a namespace holds at most (a store's ``max_grants`` by default): a grant put
+into a full namespace makes room by dropping the oldest inert ones (not ``effective``),
+never a live one; with too few inert it is refused (``GrantLimitError``)."""
 
 
 class GrantsMixin:
@@ -52,7 +54,9 @@ class GrantsMixin:
 
     def put_grant(self, grant: GrantRecord, *, now: float | None = None) -> GrantRecord:
         """Store `grant` (checked, `uses` 0 -> 1, no expiry -> one hour, id assigned
-        when empty); ``AlreadyExistsError`` for an id its namespace holds."""
+        when empty); ``AlreadyExistsError`` for an id its namespace holds. At the cap,
+        the namespace's oldest grants inert at `now` are dropped in the same step to
+        make room; ``GrantLimitError`` (nothing changed) when too few are inert."""
         at = self._now(now)
         ns = self._ns(grant.namespace)
         gid = grant.id or f"g-{secrets.token_hex(8)}"

@@ -2,7 +2,9 @@
 ``ml:{ns}:gu`` (id -> uses spent). Spending is one script over both keys of one
 namespace (one slot, so cluster-legal): every named grant effective, then all
 spent, or nothing. Reads decode strictly (``store.grants.decoded_grant``): a damaged
-value is ``StoreCorruptError`` (DATA_LOSS) naming its key and field."""
+value is ``StoreCorruptError`` (DATA_LOSS) naming its key and field. A namespace
+holds at most ``max_grants``: the put script drops inert ones to make room, in the
+same step, or refuses."""
 
 from __future__ import annotations
 
@@ -10,22 +12,57 @@ from typing import Any
 
 import redis.exceptions as rex
 
-from memlineage.lineage.errors import AlreadyExistsError, StoreCorruptError
+from memlineage.lineage.errors import AlreadyExistsError, GrantLimitError, StoreCorruptError
 from memlineage.lineage.grants import GrantRecord
-from memlineage.store.grants import (
-    MAX_GRANTS_PER_NAMESPACE,
-    DecodeProblem,
-    decoded_grant,
-)
+from memlineage.store.grants import DecodeProblem, decoded_grant
 from memlineage.store.redis_base import RedisBase
 
 REDIS_REMEDY = "nothing was changed (write the value again, or HDEL the field to drop it)"
 """The end of a ``StoreCorruptError`` for a value the Redis store cannot read."""
 
-# KEYS: grants, uses; ARGV: grant id, JSON, the cap. 1 written, 0 the id exists, -1 full.
+# KEYS: grants, uses; ARGV: grant id, JSON, the cap, now. 1 written, 0 the id exists,
+# -1 full and too few grants inert to make room (nothing changed). When the namespace
+# holds the cap, the grants not effective at `now` (as _USE decides it) are dropped,
+# oldest first (created_at, id), as many as one more needs, both hashes' fields, in
+# the same step as the write; every grant and count read is checked before the first
+# write (ML_CORRUPT <key> <field>: the caller names it).
 _PUT = """
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
-if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then return -1 end
+local held = redis.call('HLEN', KEYS[1])
+local excess = held - tonumber(ARGV[3]) + 1
+if excess > 0 then
+  local now = tonumber(ARGV[4])
+  local texts = redis.call('HGETALL', KEYS[1])
+  local counts = redis.call('HGETALL', KEYS[2])
+  local spent = {}
+  for i = 1, #counts, 2 do spent[counts[i]] = counts[i + 1] end
+  local inert = {}
+  for i = 1, #texts, 2 do
+    local id = texts[i]
+    local ok, g = pcall(cjson.decode, texts[i + 1])
+    if not ok or type(g) ~= 'table' or type(g[3]) ~= 'string' or type(g[8]) ~= 'number'
+        or type(g[11]) ~= 'number' or (g[10] ~= cjson.null and type(g[10]) ~= 'number') then
+      error('ML_CORRUPT ' .. KEYS[1] .. ' ' .. id)
+    end
+    local u = spent[id] or '0'
+    if not string.find(u, '^%d+$') or #u > 20 then error('ML_CORRUPT ' .. KEYS[2] .. ' ' .. id) end
+    local used = tonumber(u)
+    if used > g[8] then error('ML_CORRUPT ' .. KEYS[2] .. ' ' .. id) end
+    if string.match(g[3], '^([^:]*)') ~= 'user' or used >= g[8] or g[11] > now
+        or (g[10] ~= cjson.null and now >= g[10]) then
+      inert[#inert + 1] = {g[11], id}
+    end
+  end
+  if #inert < excess then return -1 end
+  table.sort(inert, function(a, b)
+    if a[1] ~= b[1] then return a[1] < b[1] end
+    return a[2] < b[2]
+  end)
+  for j = 1, excess do
+    redis.call('HDEL', KEYS[1], inert[j][2])
+    redis.call('HDEL', KEYS[2], inert[j][2])
+  end
+end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1
 """
@@ -56,22 +93,32 @@ class RedisGrants(RedisBase):
     """Grants: write one, read a namespace's, spend uses atomically."""
 
     _grant_scripts: dict[str, Any]
+    max_grants: int
+    """The grants a namespace holds at most (``RedisStore``'s ``max_grants``)."""
 
     def _grant_keys(self, namespace: str) -> list[str]:
         return [self.keys.grants(namespace), self.keys.grant_uses(namespace)]
 
     def _put_grant(self, grant: GrantRecord, now: float) -> None:
-        with self._guard():
-            done = self._grant_scripts["put"](
-                keys=self._grant_keys(grant.namespace),
-                args=[grant.id, grant.to_json(), MAX_GRANTS_PER_NAMESPACE],
-            )
+        """The put script: at the cap it makes room by dropping inert grants, oldest
+        first, or refuses (``GrantLimitError``) when too few are; a damaged grant or
+        count it reads is ``StoreCorruptError`` naming it, and nothing was changed."""
+        keys = self._grant_keys(grant.namespace)
+        try:
+            with self._guard():
+                done = self._grant_scripts["put"](
+                    keys=keys, args=[grant.id, grant.to_json(), self.max_grants, now]
+                )
+        except rex.ResponseError as exc:
+            if "user_script" not in str(exc):  # not the script's own error
+                raise
+            raise self._unreadable_grants(
+                grant.namespace, keys, f"making room for {grant.id!r}", exc
+            ) from None
         if int(done) == 0:
             raise AlreadyExistsError(f"grant {grant.id!r} exists in {grant.namespace!r}")
         if int(done) < 0:
-            raise AlreadyExistsError(
-                f"namespace {grant.namespace!r} holds {MAX_GRANTS_PER_NAMESPACE} grants"
-            )
+            raise GrantLimitError(grant.namespace, self.max_grants)
 
     def _grants(self, namespace: str) -> list[GrantRecord]:
         """Every grant, strictly decoded (read as bytes, so a value that is not UTF-8
@@ -106,20 +153,20 @@ class RedisGrants(RedisBase):
         except rex.ResponseError as exc:
             if "user_script" not in str(exc):  # not the script's own error
                 raise
-            raise self._unspendable(namespace, keys, ids, exc) from None
+            spending = f"spending {', '.join(map(repr, ids))}"
+            raise self._unreadable_grants(namespace, keys, spending, exc) from None
         return int(done) == 1
 
-    def _unspendable(
-        self, namespace: str, keys: list[str], ids: list[str], exc: Exception
+    def _unreadable_grants(
+        self, namespace: str, keys: list[str], doing: str, exc: Exception
     ) -> StoreCorruptError:
-        """The value the spend script could not read: the strict read of the grants
+        """The value a grant script could not read: the strict read of the grants
         names it; when it reads them all (mended since), the script's error."""
         try:
             self._grants(namespace)
         except StoreCorruptError as found:
             return found
-        problem = f"spending {', '.join(map(repr, ids))} met a value the script cannot read ({exc})"
-        return corrupt_value(keys[0], problem)
+        return corrupt_value(keys[0], f"{doing} met a value the script cannot read ({exc})")
 
 
 def _fields(g: GrantRecord) -> dict[str, Any]:

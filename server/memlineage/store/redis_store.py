@@ -88,6 +88,7 @@ from memlineage.lineage.clock import Clock, system_clock
 from memlineage.lineage.errors import StoreCorruptError
 from memlineage.lineage.validation import StoreLimits
 from memlineage.store import redis_scripts
+from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE
 from memlineage.store.redis_base import _UNAVAILABLE
 from memlineage.store.redis_changes import RedisChanges
 from memlineage.store.redis_decisions import DECISION_SCRIPTS, RedisDecisions
@@ -111,7 +112,8 @@ class RedisStore(
     RedisGrants,
     RedisProposals,
 ):
-    """Lineage store over an injected redis-py client (standalone or cluster)."""
+    """Lineage store over an injected redis-py client (standalone or cluster);
+    ``max_grants``: the grants a namespace holds at most (a smaller one for tests)."""
 
     def __init__(
         self,
@@ -121,9 +123,11 @@ class RedisStore(
         limits: StoreLimits | None = None,
         prefix: str = "ml",
         cascade_chunk: int = 2000,
+        max_grants: int = MAX_GRANTS_PER_NAMESPACE,
     ):
         super().__init__(clock=clock, limits=limits)
         self.client = client
+        self.max_grants = max_grants
         self.kind = "cluster" if isinstance(client, redis.cluster.RedisCluster) else "redis"
         self.keys = RedisKeys(prefix)
         self.cascade_chunk = cascade_chunk

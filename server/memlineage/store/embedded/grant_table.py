@@ -12,7 +12,11 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from memlineage.lineage.errors import AlreadyExistsError, StoreUnavailableError
+from memlineage.lineage.errors import (
+    AlreadyExistsError,
+    GrantLimitError,
+    StoreUnavailableError,
+)
 from memlineage.lineage.grants import GrantRecord
 from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.sqlite_conn import open_loaded, transaction
@@ -26,9 +30,13 @@ _SCHEMA = (
 
 class GrantTable:
     """Every namespace's grants; `use` spends uses under one lock, in one SQLite
-    transaction when there is a file: all of the named grants or none."""
+    transaction when there is a file: all of the named grants or none. `cap`: the
+    grants a namespace holds at most (``put`` makes room by dropping inert ones)."""
 
-    def __init__(self, path: Path | None = None, fsync: bool = False) -> None:
+    def __init__(
+        self, path: Path | None = None, fsync: bool = False, cap: int = MAX_GRANTS_PER_NAMESPACE
+    ) -> None:
+        self._cap = cap
         self._lock = threading.Lock()
         self._by_ns: dict[str, dict[str, GrantRecord]] = {}
         self._db, loaded = open_loaded(
@@ -47,19 +55,26 @@ class GrantTable:
             mine = self._by_ns.setdefault(grant.namespace, {})
             if grant.id in mine:
                 raise AlreadyExistsError(f"grant {grant.id!r} exists in {grant.namespace!r}")
-            dropped = self._overflow(mine, now)
+            dropped = self._overflow(grant.namespace, mine, now)
             self._write([grant], [(grant.namespace, gid) for gid in dropped])
             for gid in dropped:
                 del mine[gid]
             mine[grant.id] = grant
 
-    def _overflow(self, mine: dict[str, GrantRecord], now: float) -> list[str]:
-        """Ids to drop so one more fits: spent and expired grants, oldest first."""
-        if len(mine) < MAX_GRANTS_PER_NAMESPACE:
+    def _overflow(self, namespace: str, mine: dict[str, GrantRecord], now: float) -> list[str]:
+        """Ids to drop so one more fits under the cap: only grants inert at `now` (not
+        ``effective``: spent, expired, not yet valid, not a user's), oldest first
+        (created_at, id); a live grant is never dropped: ``GrantLimitError`` when too
+        few are inert (nothing dropped)."""
+        excess = len(mine) - self._cap + 1
+        if excess <= 0:
             return []
-        dead = [g.id for g in mine.values() if not g.effective(now)]
-        excess = len(mine) - MAX_GRANTS_PER_NAMESPACE + 1
-        return dead[:excess] if len(dead) >= excess else [*dead, *list(mine)[: excess - len(dead)]]
+        inert = sorted(
+            (g for g in mine.values() if not g.effective(now)), key=lambda g: (g.created_at, g.id)
+        )
+        if len(inert) < excess:
+            raise GrantLimitError(namespace, self._cap)
+        return [g.id for g in inert[:excess]]
 
     def grants(self, namespace: str) -> list[GrantRecord]:
         with self._lock:

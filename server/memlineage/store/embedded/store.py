@@ -62,6 +62,7 @@ from memlineage.store.embedded.proposal_table import ProposalTable
 from memlineage.store.embedded.revision import RevisionMixin
 from memlineage.store.embedded.row import STAMPS, Row
 from memlineage.store.embedded.state import State
+from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE
 from memlineage.store.window import change_of, count_in
 
 # Ops that change neither what a memory is nor how it is counted: the review schedule.
@@ -79,7 +80,8 @@ def _check_version(memory_id: str, actual: int, expected: int) -> None:
 
 
 class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore):
-    """Thread-safe in-process backend; pass ``data_dir`` to survive restarts."""
+    """Thread-safe in-process backend; pass ``data_dir`` to survive restarts;
+    ``max_grants``: the grants a namespace holds at most (a smaller one for tests)."""
 
     kind = "embedded"
     shares_records = True
@@ -93,6 +95,7 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
         clock: Clock = system_clock,
         limits: StoreLimits | None = None,
         fsync: bool = False,
+        max_grants: int = MAX_GRANTS_PER_NAMESPACE,
     ):
         super().__init__(clock=clock, limits=limits)
         self._lock = threading.RLock()
@@ -109,7 +112,7 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
                 self._log.open(self._state)
         path = self._log.path if self._log is not None else None
         try:  # a damaged row refuses the open (StoreCorruptError): nothing is left open
-            self._grant_table = GrantTable(path, fsync)
+            self._grant_table = GrantTable(path, fsync, max_grants)
             try:
                 self._proposal_table = ProposalTable(path, fsync)
             except BaseException:
