@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -236,8 +237,24 @@ _RECORD_VALUES = attrgetter(*_RECORD_FIELDS)
 _RECORD_POSITION = {name: i for i, name in enumerate(_RECORD_FIELDS)}
 
 
+_last_checked = threading.local()
+"""Per thread: (record, limits, now) of the last `validate_new` result. The engine
+checks a proposed record and its store checks it again (the store's contract holds
+for every caller): the second check of that same immutable record under the same
+limits and time is the first one's answer, so it is not done twice per write."""
+
+
 def validate_new(rec: Any, *, now: float, limits: StoreLimits) -> MemoryRecord:
     """Check a record to be created and return its normalised form (version 1, no links)."""
+    last = getattr(_last_checked, "v", None)
+    if last is not None and last[0] is rec and last[1] is limits and last[2] == now:
+        return rec  # that check's MemoryRecord (`last[0] is rec`)
+    out = _validated_new(rec, now, limits)
+    _last_checked.v = (out, limits, now)
+    return out
+
+
+def _validated_new(rec: Any, now: float, limits: StoreLimits) -> MemoryRecord:
     if not isinstance(rec, MemoryRecord):
         raise ValidationError("must be a MemoryRecord", field="record", code="INVALID_RECORD")
     check_id(rec.id, "id", max_length=limits.max_id_length)
