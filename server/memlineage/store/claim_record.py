@@ -58,6 +58,10 @@ class RecordOutcome:
     replayed: bool = False
 
 
+_DIGEST_TEXT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
+"""`json.dumps` with these options, without building an encoder per call."""
+
+
 def record_digest(rec: MemoryRecord, *, with_created_at: bool = True) -> str:
     """A stable digest of what a caller proposes to record (the validated record's own
     fields; ``created_at`` only when the caller set it): an identical retry of a Record
@@ -78,8 +82,7 @@ def record_digest(rec: MemoryRecord, *, with_created_at: bool = True) -> str:
         [str(getattr(d, "id", d)) for d in rec.dependencies],
         repr(float(rec.created_at)) if with_created_at and rec.created_at is not None else None,
     ]
-    text = json.dumps(fields, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return hashlib.sha256(_DIGEST_TEXT(fields).encode()).hexdigest()[:32]
 
 
 class ClaimRecordMixin:
