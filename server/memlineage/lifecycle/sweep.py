@@ -177,19 +177,22 @@ def _sweep_batch(
     )
     values = dict(zip(scored.ids, scored.value.tolist(), strict=True))
     gone: list[str] = []
-    # one read per memory: which have a proposal, and what it says (`_heard`)
+    # which of the batch have a proposal, and what it says (`_heard`): one read
     proposals: dict[str, Proposal] = {}
     if cfg.objection_window > 0:
-        for rid in list(records):
-            try:
-                found = store.proposal(namespace, rid)
-            except StoreCorruptError as exc:  # its owners' objections are not known
-                report.skip(namespace, f"memory {rid!r}", exc)
-                del records[rid]
-                next_review[rid] = now + cfg.near_interval
-                continue
-            if found is not None:
-                proposals[rid] = found
+        try:
+            proposals = store.proposals(namespace, list(records))
+        except StoreCorruptError:  # one by one: only the damaged ones are skipped
+            for rid in list(records):
+                try:
+                    found = store.proposal(namespace, rid)
+                except StoreCorruptError as exc:  # its owners' objections are not known
+                    report.skip(namespace, f"memory {rid!r}", exc)
+                    del records[rid]
+                    next_review[rid] = now + cfg.near_interval
+                    continue
+                if found is not None:
+                    proposals[rid] = found
     for rid, rec in records.items():
         try:
             later = _review(store, cfg, rec, values[rid], now, report, proposals.get(rid))

@@ -8,6 +8,7 @@ reads a stored one back strictly, for every backend (with the field readers of
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from memlineage.lineage.proposals import PENDING, POSTPONED, Objection, Proposal
@@ -17,7 +18,7 @@ __all__ = ["ProposalsMixin", "decoded_proposal"]
 
 
 class ProposalsMixin:
-    """``save_proposal`` / ``proposal`` / ``drop_proposal`` of ``LineageStore``."""
+    """``save_proposal`` / ``proposal`` / ``proposals`` / ``drop_proposal`` of ``LineageStore``."""
 
     if TYPE_CHECKING:
 
@@ -36,6 +37,17 @@ class ProposalsMixin:
 
     def proposal(self, namespace: str, memory_id: str) -> Proposal | None:
         return self._proposal(self._ns(namespace), memory_id)
+
+    def proposals(self, namespace: str, memory_ids: Sequence[str]) -> dict[str, Proposal]:
+        """The proposals of those of `memory_ids` that have one, in one read (a sweep
+        batch asks for all of its memories at once). A damaged one is
+        ``StoreCorruptError`` as `proposal` raises it (`proposal` then tells which)."""
+        return self._proposals(self._ns(namespace), list(dict.fromkeys(memory_ids)))
+
+    def _proposals(self, ns: str, memory_ids: list[str]) -> dict[str, Proposal]:
+        """One `_proposal` each: a backend whose read is a round trip overrides it."""
+        found = ((i, self._proposal(ns, i)) for i in memory_ids)
+        return {i: p for i, p in found if p is not None}
 
     def drop_proposal(self, namespace: str, memory_id: str) -> None:
         self._drop_proposal(self._ns(namespace), memory_id)

@@ -74,6 +74,23 @@ class RedisProposals(RedisBase):
         except DecodeProblem as exc:
             raise corrupt_value(key, f"the value of field {memory_id!r} {exc}") from None
 
+    def _proposals(self, ns: str, memory_ids: list[str]) -> dict[str, Proposal]:
+        """One HMGET for the batch (a sweep's), each value decoded as `_proposal` does."""
+        if not memory_ids:
+            return {}
+        key = self.keys.proposals(ns)
+        with self._guard():
+            texts = self.client.execute_command("HMGET", key, *memory_ids, NEVER_DECODE=True)
+        out: dict[str, Proposal] = {}
+        for memory_id, text in zip(memory_ids, texts, strict=True):
+            if text is None:
+                continue
+            try:
+                out[memory_id] = decoded_proposal(text, ns, memory_id)
+            except DecodeProblem as exc:
+                raise corrupt_value(key, f"the value of field {memory_id!r} {exc}") from None
+        return out
+
     def _drop_proposal(self, ns: str, memory_id: str) -> None:
         with self._guard():
             self.client.hdel(self.keys.proposals(ns), memory_id)
