@@ -172,3 +172,110 @@ def test_a_damaged_number_fails_the_whole_record_or_revision(
     if setup == "revises":
         assert store.get(NS, "r").version == 2
         assert store.get(NS, "k2").status == Status.PENDING_VERIFICATION
+
+
+# A key of the wrong Redis type: each key Record and Revise write (or read first), as a
+# value of another type. Before, a key first written after the scripts' first write (the
+# event stream, the new memory's history, the review schedule, a rate counter, a
+# dependency's derivations, a descendant's history, the versions list) failed its command
+# with WRONGTYPE halfway: a half-applied Record or Revise; one read first (the claim group,
+# the holder's derivations, the graph epoch) failed the store's own read with a raw
+# ResponseError (INTERNAL to a caller).
+
+
+def derives(store: LineageStore) -> Callable[[LineageStore], object]:
+    """q derives from p, counted in the rate counter "calls"."""
+    store.record(mem("p"), now=NOW)
+    return lambda s: s.record_claim(mem("q", "p"), now=NOW + 1, count="calls")
+
+
+def moves(store: LineageStore) -> Callable[[LineageStore], object]:
+    """r depends on a, k1 on r, k2 on k1; the revision depends on b instead (a's
+    derivations lose r, b's gain it; k1 and k2 are marked)."""
+    for memory_id, deps in (("a", ()), ("b", ()), ("r", ("a",)), ("k1", ("r",))):
+        store.record(mem(memory_id, *deps), now=NOW)
+    store.record(mem("k2", "k1"), now=NOW)
+    return lambda s: s.revise(mem("r", "b", tags=("new",)), expected_version=1, now=NOW + 1)
+
+
+SETUPS["derives"] = derives
+SETUPS["moves"] = moves
+
+# name: (setup, the key after "ml:{ns}:", the Redis type written there instead)
+WRONG_TYPE: dict[str, tuple[str, str, str]] = {
+    "record-hash": ("claims", "m:m2", "string"),
+    "record-history": ("claims", "h:m2", "string"),
+    "record-claim": ("claims", "c:user:1|city", "hash"),
+    "record-events": ("claims", "ev", "string"),
+    "record-events-list": ("derives", "ev", "list"),
+    "record-claim-group": ("claims", "cg:user:1|city", "string"),
+    "record-statistics": ("claims", "src", "string"),
+    "record-member": ("claims", "m:m1", "string"),
+    "record-review": ("claims", "rv", "set"),
+    "record-rate-counter": ("derives", "w:calls", "string"),
+    "record-dependency": ("derives", "m:p", "list"),
+    "record-dependency-derivations": ("derives", "d:p", "string"),
+    "record-holder": ("supersedes", "m:h", "string"),
+    "record-holder-derivations": ("supersedes", "d:h", "set"),
+    "record-holder-history": ("supersedes", "h:h", "string"),
+    "record-descendant": ("supersedes", "m:d1", "string"),
+    "record-descendant-derivations": ("supersedes", "d:d1", "hash"),
+    "record-descendant-history": ("supersedes", "h:d2", "string"),
+    "record-write-counter": ("supersedes", "cw", "hash"),
+    "revise-hash": ("moves", "m:r", "string"),
+    "revise-history": ("moves", "h:r", "string"),
+    "revise-derivations": ("moves", "d:r", "string"),
+    "revise-epoch": ("moves", "e", "hash"),
+    "revise-events": ("moves", "ev", "string"),
+    "revise-review": ("moves", "rv", "string"),
+    "revise-versions": ("moves", "vs:r", "string"),
+    "revise-dependency": ("moves", "m:b", "string"),
+    "revise-added-derivations": ("moves", "d:b", "string"),
+    "revise-removed-derivations": ("moves", "d:a", "zset"),
+    "revise-descendant": ("moves", "m:k1", "string"),
+    "revise-descendant-derivations": ("moves", "d:k1", "string"),
+    "revise-descendant-history": ("moves", "h:k2", "string"),
+    "revise-write-counter": ("moves", "cw", "list"),
+}
+
+
+def retype(raw: Raw, k: str, kind: str) -> None:
+    """`k` holding a value of Redis type `kind` instead of what it held."""
+    raw.delete(k)
+    {
+        "string": lambda: raw.set(k, b"x"),
+        "hash": lambda: raw.hset(k, "x", b"1"),
+        "list": lambda: raw.rpush(k, b"x"),
+        "set": lambda: raw.sadd(k, b"x"),
+        "zset": lambda: raw.zadd(k, {b"x": 1.0}),
+    }[kind]()
+
+
+@pytest.mark.parametrize("name", list(WRONG_TYPE))
+def test_a_key_of_another_type_fails_the_whole_record_or_revision(
+    store: LineageStore, raw: Raw, name: str
+) -> None:
+    setup, suffix, kind = WRONG_TYPE[name]
+    call = SETUPS[setup](store)
+    k = f"ml:{{{NS}}}:{suffix}"
+    old = raw.dump(k)
+    retype(raw, k, kind)
+    before = dump(raw)
+
+    with pytest.raises(StoreCorruptError) as err:
+        call(store)
+    message = str(err.value)
+    assert err.value.grpc_status == "DATA_LOSS"
+    assert message.startswith(f"redis {k} cannot be read: it holds a Redis {kind}, "), message
+    assert "nothing was changed" in message, message
+    assert dump(raw) == before
+
+    raw.delete(k)  # mended: the same call goes through
+    if old is not None:
+        raw.restore(k, 0, old)
+    call(store)
+    if setup == "supersedes":
+        assert store.get(NS, "d2").status == Status.PENDING_VERIFICATION
+    if setup == "moves":
+        assert store.get(NS, "r").dependencies == ("b",)
+        assert store.get(NS, "k2").status == Status.PENDING_VERIFICATION

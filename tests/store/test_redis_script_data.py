@@ -7,7 +7,11 @@ their first write: before, a status change had written the status, a feedback th
 first records' counts, every writing script its change before the write counter
 refused); a cascade marks a descendant whose version is damaged and leaves the version.
 The Lua error texts matched in ``redis_base._DATA_ERROR`` are Redis's own (the last
-test)."""
+test). A key of another Redis type than the store keeps there (a string where a list,
+stream, zset or hash is) is ``StoreCorruptError`` naming it, and every key of the
+namespace is byte for byte as it was: before, a status change, an update or an
+add_dependencies wrote the change before its command on the key met WRONGTYPE, and a
+review scheduled the earlier records before a later one's hash refused it."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from memlineage.lineage.errors import StoreCorruptError
 from memlineage.lineage.model import Status
 from memlineage.store import LineageStore
 from memlineage.store.redis_base import _DATA_ERROR
+from redis.cluster import RedisCluster
 from support.memories import NOW, memory
 
 NS = "nums"
@@ -132,3 +137,76 @@ def test_redis_words_its_data_errors_as_matched(store: LineageStore) -> None:
     with pytest.raises(redis.ResponseError) as err:  # a script's own bug is not data
         raw.eval("return nosuch()", 1, key("a"))
     assert not _DATA_ERROR.search(str(err.value))
+
+
+CALLS["archive"] = lambda s: s.set_status(NS, "c", Status.ARCHIVED, now=NOW + 1)
+CALLS["count"] = lambda s: s.incr_counter(NS, "calls", now=NOW + 1)
+CALLS["schedule"] = lambda s: s.schedule_review(NS, {"a": NOW + 9, "c": NOW + 9}, now=NOW + 1)
+
+# name: (the key after "ml:{ns}:", the Redis type written there instead, the call)
+WRONG_TYPE = {
+    "status-derivations": ("d:a", "string", "revoke"),
+    "status-history": ("h:c", "string", "archive"),
+    "status-events": ("ev", "list", "archive"),
+    "status-record": ("m:c", "string", "archive"),
+    "update-derivations": ("d:c", "set", "update"),
+    "update-history": ("h:c", "string", "update"),
+    "update-events": ("ev", "string", "update"),
+    "dependencies-history": ("h:c", "string", "add_dependencies"),
+    "dependencies-derivations": ("d:c", "string", "add_dependencies"),
+    "dependencies-new-derivations": ("d:a", "hash", "add_dependencies"),
+    "dependencies-events": ("ev", "zset", "add_dependencies"),
+    "dependencies-epoch": ("e", "hash", "add_dependencies"),
+    "access-record": ("m:c", "string", "access"),
+    "access-counter": ("ca", "hash", "access"),
+    "feedback-record": ("m:c", "list", "feedback"),
+    "feedback-statistics": ("src", "string", "feedback"),
+    "rate-counter": ("w:calls", "string", "count"),
+    "schedule-record": ("m:c", "string", "schedule"),
+    "schedule-review": ("rv", "string", "schedule"),
+}
+
+
+def dump(raw: redis.Redis) -> dict[bytes, bytes | None]:
+    """Every key of the namespace (one slot: its hash tag) as DUMP serialises it."""
+    pattern = f"ml:{{{NS}}}:*"
+    if isinstance(raw, RedisCluster):
+        names = raw.scan_iter(match=pattern, target_nodes=raw.get_node_from_key(pattern))
+    else:
+        names = raw.scan_iter(match=pattern)
+    return {k.encode() if isinstance(k, str) else k: raw.dump(k) for k in sorted(names)}
+
+
+def retype(raw: redis.Redis, k: str, kind: str) -> None:
+    raw.delete(k)
+    {
+        "string": lambda: raw.set(k, "x"),
+        "hash": lambda: raw.hset(k, "x", "1"),
+        "list": lambda: raw.rpush(k, "x"),
+        "set": lambda: raw.sadd(k, "x"),
+        "zset": lambda: raw.zadd(k, {"x": 1.0}),
+    }[kind]()
+
+
+@pytest.mark.parametrize("name", list(WRONG_TYPE))
+def test_a_key_of_another_type_is_store_corrupt_and_nothing_is_written(
+    store: LineageStore, name: str
+) -> None:
+    raw = stored(store)
+    suffix, kind, call = WRONG_TYPE[name]
+    k = f"ml:{{{NS}}}:{suffix}"
+    old = raw.dump(k)
+    retype(raw, k, kind)
+    before = dump(raw)
+    with pytest.raises(StoreCorruptError) as err:
+        CALLS[call](store)
+    message = str(err.value)
+    assert err.value.grpc_status == "DATA_LOSS"
+    assert message.startswith(f"redis {k} cannot be read: it holds a Redis {kind}, "), message
+    assert "nothing was changed" in message, message
+    assert dump(raw) == before
+
+    raw.delete(k)  # mended: the same call goes through
+    if old is not None:
+        raw.restore(k, 0, old)
+    CALLS[call](store)

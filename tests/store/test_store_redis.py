@@ -9,12 +9,14 @@ import pytest
 import redis
 from memlineage.lineage import ManualClock, MemoryRecord, UnknownDependencyError
 from memlineage.lineage.decisions import KeptDecision
+from memlineage.lineage.grants import GrantRecord
 from memlineage.store import open_store, redis_scripts
 from memlineage.store.redis_keys import RedisKeys
 from memlineage.store.redis_store import RedisStore
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from support.memories import NOW
+from support.proposals import stale_at_now
 from support.redis_servers import RedisClusterHandle, RedisServer
 
 NS = "tenant:r/user:9"
@@ -364,3 +366,41 @@ def test_only_the_network_store_waits_on_the_network(rstore: RedisStore) -> None
 
     assert rstore.waits_on_network
     assert not EmbeddedStore().waits_on_network
+
+
+def test_every_key_the_store_writes_has_the_type_its_layout_names(rstore: RedisStore) -> None:
+    """``RedisKeys.type_of`` (how a key of another type is named in DATA_LOSS) says
+    what TYPE answers for every key kind the store writes."""
+    ns = "typed"
+
+    def rec(memory_id: str, *deps: str, **fields: object) -> MemoryRecord:
+        return MemoryRecord(id=memory_id, namespace=ns, dependencies=deps, **fields)  # type: ignore[arg-type]
+
+    claim = {"subject": "user:1", "attribute": "city"}
+    rstore.record_claim(rec("a", creator_id="user:u", value="Paris", **claim), now=NOW)
+    rstore.record_claim(rec("b", creator_id="user:v", value="Paris", **claim), now=NOW, count="c")
+    rstore.record(rec("c", "a", creator_id="user:u"), now=NOW)
+    rstore.revise(rec("c", "b", creator_id="user:u"), expected_version=1, now=NOW + 1)
+    rstore.add_dependencies(ns, "c", ["a"], expected_version=2, now=NOW + 2)
+    rstore.revoke(ns, "c", now=NOW + 3)  # its history list
+    rstore.record_accesses(ns, {"a": (1, NOW)})
+    rstore.keep_decisions(
+        ns, [KeptDecision("d-1", ns, "read", ("a",), "user:u", NOW, "v", "allow", "{}")]
+    )
+    rstore.put_grant(GrantRecord("g-1", ns, "user:u", ("send",), source="tool:*"), now=NOW)
+    assert rstore.use_grants(ns, ["g-1"], now=NOW)
+    rstore.save_proposal(stale_at_now(ns, "a"))
+    kinds = {}
+    for key in rstore.client.scan_iter(f"ml:{{{ns}}}:*"):
+        kinds[key] = rstore.client.type(key)
+        assert rstore.keys.type_of(key) == kinds[key], key
+    kinds[rstore.keys.namespaces()] = rstore.client.type(rstore.keys.namespaces())
+    assert rstore.keys.type_of(rstore.keys.namespaces()) == "set"
+    assert set(kinds.values()) == {"hash", "list", "string", "stream", "set", "zset"}
+    suffixes = {k.split("}:", 1)[1].split(":", 1)[0] for k in kinds if "}:" in k}
+    assert suffixes == {
+        "m", "d", "h", "vs", "c", "w", "e", "cw", "ca", "ev", "cg", "src", "rv",
+        "dec", "dix", "g", "gu", "pp",
+    }  # fmt: skip
+    assert rstore.keys.type_of("ml:other") is None
+    assert rstore.keys.type_of("elsewhere:{typed}:m:a") is None

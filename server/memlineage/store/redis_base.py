@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import redis
@@ -54,6 +54,13 @@ PARTIAL_REMEDY = (
     "the store wrote it, or restore the memory from a backup)"
 )
 _NAMED = re.compile(r"ML_CORRUPT (\S+) ?(\S*)")
+_TYPED = re.compile(r"ML_CORRUPT (\S+) holds a (\w+), not a (\w+)")  # ml_expect_type
+_TYPES_FIRST = frozenset(
+    {"load", "events", "record", "revise", "set_status", "update", "add_dependencies"}
+    | {"access", "feedback", "counter_add", "schedule_review"}
+)
+"""Scripts a WRONGTYPE fails before their first write: they write nothing, or check
+the type of every key they first touch after it (``redis_scripts._EXPECT_TYPE``)."""
 _SCRIPT_TAIL = re.compile(r"\s*script: [0-9a-f]{40}, on @user_script:\d+\.?$")
 
 # The client always decodes (decode_responses=True), so its replies are str where
@@ -76,12 +83,35 @@ class RedisBase(LineageStore):
     _block_slice: float
 
     @contextlib.contextmanager
-    def _guard(self) -> Iterator[None]:
-        """Turn connection-level failures into StoreUnavailableError."""
+    def _guard(self, *keys: str) -> Iterator[None]:
+        """Turn connection-level failures into StoreUnavailableError; with `keys` (what
+        the block reads), a key of another type among them (WRONGTYPE) into
+        ``StoreCorruptError`` naming it."""
         try:
             yield
         except _UNAVAILABLE as exc:
             raise StoreUnavailableError(f"redis unavailable: {exc}") from exc
+        except rex.ResponseError as exc:
+            found = self._wrong_type(keys, RECORD_REMEDY) if "WRONGTYPE" in str(exc) else None
+            if found is None:
+                raise
+            raise found from None
+
+    def _wrong_type(self, keys: Sequence[str], remedy: str) -> StoreCorruptError | None:
+        """After a WRONGTYPE: the first of `keys` holding another type than the store
+        keeps there (``RedisKeys.type_of``), by one TYPE each; None when none does."""
+        if not keys:
+            return None
+        with self._guard():
+            pipe = self.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.type(key)
+            types = pipe.execute()
+        for key, got in zip(keys, types, strict=True):
+            want = self.keys.type_of(key)
+            if want is not None and got not in ("none", want):
+                return _held_another_type(key, got, want, remedy)
+        return None
 
     def _run(self, name: str, keys: list[str], args: list[Any], namespace: str = "") -> Any:
         counter = redis_scripts.COUNTERS.get(name)
@@ -104,10 +134,19 @@ class RedisBase(LineageStore):
         what they use first): the strict read of the memories among its keys names the
         key and field as a read would; else the key and field the script named; else
         the script's keys and Redis's words."""
+        typed = _TYPED.search(error)
+        if typed:  # ml_expect_type, before the script's first write
+            key, got, want = typed.groups()
+            return _held_another_type(key, got, want, RECORD_REMEDY)
         named = _NAMED.search(error)
         # ML_CORRUPT is raised before the script's first write; any other error may
         # come after some (a script not yet checking what it uses first).
         remedy = RECORD_REMEDY if named else PARTIAL_REMEDY
+        if not named and "WRONGTYPE" in error:  # a key read before any check
+            typed_first = RECORD_REMEDY if name in _TYPES_FIRST else PARTIAL_REMEDY
+            found = self._wrong_type(keys, typed_first)
+            if found is not None:
+                return found
         prefix = self.keys.record(namespace, "") if namespace else None
         if prefix is not None:
             records = [named.group(1)] if named else keys
@@ -186,3 +225,12 @@ class RedisBase(LineageStore):
             store="redis",
             remedy=RECORD_REMEDY,
         )
+
+
+def _held_another_type(key: str, got: str, want: str, remedy: str) -> StoreCorruptError:
+    return StoreCorruptError(
+        key,
+        f"it holds a Redis {got}, not the {want} the store keeps there",
+        store="redis",
+        remedy=remedy,
+    )

@@ -59,7 +59,7 @@ class RedisChanges(RedisBase):
         rkey = k.record(namespace, memory_id)
         claim_key = rkey
         if target in CLAIM_RELEASE:
-            with self._guard():
+            with self._guard(rkey):
                 subject, attribute = cast("list[str | None]", self.client.hmget(rkey, ["s", "a"]))
             if subject is not None and attribute is not None:
                 claim_key = k.claim(namespace, subject, attribute)
@@ -193,7 +193,7 @@ class RedisChanges(RedisBase):
     ) -> MemoryRecord:
         k = self.keys
         for _ in range(32):  # optimistic: retried only if another edge was added meanwhile
-            with self._guard():
+            with self._guard(k.epoch(namespace)):
                 epoch = self.client.get(k.epoch(namespace)) or ""
             current = self.get(namespace, memory_id)
             if current.version != expected_version:
@@ -261,10 +261,11 @@ class RedisChanges(RedisBase):
                 raise CycleError(
                     f"{memory_id!r} is an ancestor of {deps[i]!r}", field=f"dependencies[{i}]"
                 )
-            with self._guard():
+            records = [self.keys.record(namespace, node) for node in frontier]
+            with self._guard(*records):
                 pipe = self.client.pipeline(transaction=False)
-                for node in frontier:
-                    pipe.hmget(self.keys.record(namespace, node), ["S", "d"])
+                for key in records:
+                    pipe.hmget(key, ["S", "d"])
                 replies = pipe.execute()
             nxt: list[str] = []
             for node, (status, joined) in zip(frontier, replies, strict=True):

@@ -33,6 +33,31 @@ Layout (prefix ``ml``)::
 
 from __future__ import annotations
 
+_TYPED_BY_KIND = {
+    "m": "hash",
+    "d": "list",
+    "h": "list",
+    "vs": "list",
+    "c": "string",
+    "w": "zset",
+    "cg": "set",
+}
+"""The Redis type of each ``<kind>:<name>`` key of a namespace, as the layout says."""
+_TYPED_BY_NAME = {
+    "e": "string",
+    "cw": "string",
+    "ca": "string",
+    "ev": "stream",
+    "src": "hash",
+    "rv": "zset",
+    "dec": "stream",
+    "dix": "hash",
+    "g": "hash",
+    "gu": "hash",
+    "pp": "hash",
+}
+"""The Redis type of each single key of a namespace, as the layout says."""
+
 
 class RedisKeys:
     """Key builder; the prefix lets several deployments share one Redis."""
@@ -106,6 +131,18 @@ class RedisKeys:
 
     def events(self, namespace: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:ev"
+
+    def type_of(self, key: str) -> str | None:
+        """The Redis type the store keeps at `key` (the layout above; what TYPE answers),
+        None for a key not of the layout: how a key of another type is named."""
+        if key == self.namespaces():
+            return "set"
+        head = f"{self.prefix}:{{"
+        end = key.find("}:", len(head)) if key.startswith(head) else -1
+        if end < 0:
+            return None
+        kind, sep, _ = key[end + 2 :].partition(":")
+        return _TYPED_BY_KIND.get(kind) if sep else _TYPED_BY_NAME.get(kind)
 
     def triples(self, namespace: str, ids: list[str]) -> list[str]:
         """record, derivations, history keys of each id, interleaved (script KEYS)."""

@@ -145,7 +145,7 @@ class RedisRecord(RedisBase):
         # ones it found missing.
         members: list[str] = []
         if claim:
-            with self._guard():
+            with self._guard(gkey):
                 members = list(cast("set[str]", self.client.smembers(gkey)))
         closure = self._closure(ns, [supersede], {supersede}) if supersede else []
         for _ in range(_GROUP_RETRIES):
@@ -219,10 +219,11 @@ class RedisRecord(RedisBase):
             known.update(frontier)
             found += frontier
         while frontier:
-            with self._guard():
+            lists = [self.keys.derivations(namespace, node) for node in frontier]
+            with self._guard(*lists):
                 pipe = self.client.pipeline(transaction=False)
-                for node in frontier:
-                    pipe.lrange(self.keys.derivations(namespace, node), 0, -1)
+                for key in lists:
+                    pipe.lrange(key, 0, -1)
                 replies = pipe.execute()
             nxt: list[str] = []
             for kids in replies:

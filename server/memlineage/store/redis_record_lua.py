@@ -30,7 +30,7 @@ RECORD = (
 -- Every stored number it adds to is checked before its first write (ML_CORRUPT <key>
 -- <field>, redis_scripts): the source statistics of the claim group's comparison, the
 -- holder's version, the version of every descendant the cascade marks (the write
--- counter: the counted head).
+-- counter: the counted head); so is the type of every key it writes (ml_expect_type).
 -- KEYS[1]            record hash of the new memory
 -- KEYS[2]            history list of the new memory
 -- KEYS[3]            claim key (KEYS[1] again when the memory asserts no claim)
@@ -76,13 +76,22 @@ local c = tonumber(ARGV[26])
 local F = 26
 local D0 = 11 + 2 * n + g
 local new_id = ARGV[1]
-if redis.call('EXISTS', KEYS[1]) == 1 then
+if ml_expect_type(KEYS[1], 'hash') then
   local kept = redis.call('HMGET', KEYS[1], 'D', 'R', 'A')
   if kept[1] and kept[1] == ARGV[14] then
     return {2, 'REPLAY', kept[2] or '', kept[3] or ''}
   end
   return {0, 'EXISTS', ''}
 end
+-- The keys first touched after the first write hold their type or nothing (the others
+-- are read before it: a key of another type fails that read, before any write).
+ml_expect_type(KEYS[2], 'list')
+ml_expect_type(KEYS[4], 'stream')
+ml_expect_type(KEYS[7], 'zset')
+if ARGV[22] == '1' then ml_expect_type(KEYS[8], 'zset') end
+if ARGV[17] ~= '' then ml_expect_type(KEYS[11], 'list') end
+for i = 1, n do ml_expect_type(KEYS[11 + n + i], 'list') end
+for k = 1, c do ml_expect_type(KEYS[D0 + 3 * k], 'list') end
 local taint_i = nil
 local taint_st = nil
 for i = 1, n do

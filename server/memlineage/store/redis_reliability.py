@@ -17,19 +17,15 @@ class RedisReliability(RedisBase):
     """Claim groups, source statistics, feedback and the review schedule."""
 
     def _claim_group(self, namespace: str, subject: str, attribute: str) -> list[MemoryRecord]:
-        with self._guard():
-            members = list(
-                cast(
-                    "set[str]",
-                    self.client.smembers(self.keys.claim_group(namespace, subject, attribute)),
-                )
-            )
+        key = self.keys.claim_group(namespace, subject, attribute)
+        with self._guard(key):
+            members = list(cast("set[str]", self.client.smembers(key)))
         return list(self._load(namespace, members).values())
 
     def _source_stats(self, namespace: str, sources: list[str]) -> dict[str, tuple[float, float]]:
         names = [f"{s}|{kind}" for s in sources for kind in ("ok", "bad")]
         key = self.keys.sources(namespace)
-        with self._guard():
+        with self._guard(key):
             values = cast("list[str | None]", self.client.hmget(key, names))
         try:
             counts = [float(v or 0.0) for v in values]
@@ -48,12 +44,10 @@ class RedisReliability(RedisBase):
         )
 
     def _due_for_review(self, namespace: str, now: float, limit: int) -> list[str]:
-        with self._guard():
+        key = self.keys.review(namespace)
+        with self._guard(key):
             return cast(
-                "list[str]",
-                self.client.zrangebyscore(
-                    self.keys.review(namespace), "-inf", repr(now), start=0, num=limit
-                ),
+                "list[str]", self.client.zrangebyscore(key, "-inf", repr(now), start=0, num=limit)
             )
 
     def _schedule_review(self, namespace: str, times: dict[str, float], now: float) -> int:
@@ -65,8 +59,9 @@ class RedisReliability(RedisBase):
         return int(self._run("schedule_review", keys, args))
 
     def _unschedule_review(self, namespace: str, ids: list[str]) -> int:
-        with self._guard():
-            return int(self.client.zrem(self.keys.review(namespace), *ids))
+        key = self.keys.review(namespace)
+        with self._guard(key):
+            return int(self.client.zrem(key, *ids))
 
 
 def _damaged_stats(key: str, names: list[str], values: list[str | None]) -> StoreCorruptError:

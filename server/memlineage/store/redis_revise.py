@@ -51,7 +51,7 @@ class RedisRevise(RedisRecord):
         ns, memory_id, k = rec.namespace, rec.id, self.keys
         deps = list(cast("tuple[str, ...]", rec.dependencies))  # validate_new: plain ids
         for _ in range(_RETRIES):
-            with self._guard():
+            with self._guard(k.epoch(ns)):
                 epoch = cast("str | None", self.client.get(k.epoch(ns))) or ""
             stored = self._load(ns, [memory_id], False).get(memory_id)
             if stored is None:
@@ -144,7 +144,7 @@ class RedisRevise(RedisRecord):
         (REVISE's cjson.encode of HGETALL); an entry that is not is
         ``StoreCorruptError`` naming that key, the entry and the field."""
         key = self.keys.versions(namespace, memory_id)
-        with self._guard():
+        with self._guard(key):
             kept = cast("list[str]", self.client.lrange(key, 0, -1))
         out: list[MemoryRecord] = []
         for i, text in enumerate(kept):

@@ -18,7 +18,8 @@ REVISE = (
 -- the caller retries with them) with one "cascaded" event.
 -- Every stored number it adds to is checked before its first write (ML_CORRUPT <key>
 -- <field>, redis_scripts): the memory's version, the graph epoch, the version of every
--- descendant the cascade marks (the write counter: the counted head).
+-- descendant the cascade marks (the write counter: the counted head); so is the type of
+-- every key it writes (ml_expect_type).
 -- KEYS[1] record hash   KEYS[2] history list   KEYS[3] derivation list of the memory
 -- KEYS[4] graph epoch   KEYS[5] event stream   KEYS[6] review schedule zset
 -- KEYS[7] versions list of the memory
@@ -67,6 +68,14 @@ local node = {}
 for k = 1, c do node[ARGV[F + m + n + k]] = D0 + 3 * k - 2 end
 local held, missing = ml_closure(node, id, KEYS[3], ARGV[12])
 if #missing > 0 then return {0, 'CLOSURE', missing} end
+-- The keys first touched after the first write hold their type or nothing (the others
+-- are read before it: a key of another type fails that read, before any write).
+ml_expect_type(KEYS[2], 'list')
+ml_expect_type(KEYS[5], 'stream')
+ml_expect_type(KEYS[6], 'zset')
+ml_expect_type(KEYS[7], 'list')
+for j = 8 + n, D0 do ml_expect_type(KEYS[j], 'list') end
+for k = 1, c do ml_expect_type(KEYS[D0 + 3 * k], 'list') end
 -- Everything checked: write.
 redis.call('RPUSH', KEYS[7], cjson.encode(redis.call('HGETALL', KEYS[1])))
 local was = redis.call('HGET', KEYS[1], 'S')

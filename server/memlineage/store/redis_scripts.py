@@ -7,8 +7,10 @@ namespace share a hash tag).  Scripts report domain failures as a table
 they check everything before writing anything, so a failure writes nothing.
 A stored number a writing script would use and cannot (a version, count or counter
 that INCR/HINCRBY refuses, a time or source statistic that is not a number) raises
-``ML_CORRUPT <key> <field>`` before its first write; ``RedisBase._run`` turns that,
-and every other error of a script's that comes from the data it met, into
+``ML_CORRUPT <key> <field>`` before its first write, and so does a key it touches
+first after that write holding another Redis type than the store keeps there
+(``ML_CORRUPT <key> holds a <type>, not a <type>``: ``_EXPECT_TYPE``); ``RedisBase._run``
+turns that, and every other error of a script's that comes from the data it met, into
 ``StoreCorruptError`` naming the key.
 
 History entries are ``at \\x1f from \\x1f to \\x1f reason \\x1f root`` in a
@@ -32,6 +34,23 @@ from __future__ import annotations
 from memlineage.store.redis_record_lua import HISTORY, RECORD
 from memlineage.store.redis_revise_lua import REVISE
 
+# A key a script writes after its first write must hold the type the store keeps
+# there, or nothing: a command on a key of another type fails with WRONGTYPE, and what
+# the script wrote before would stay. So each writing script passes every key it first
+# touches after its first write through `ml_expect_type` before that write (or in
+# place of its EXISTS); a key it reads before its first write needs no check (the read
+# fails first, and `RedisBase` names the key by TYPE on that error path).
+_EXPECT_TYPE = """
+-- Whether `key` holds a `t` (a type as TYPE names it; false: absent); ML_CORRUPT when
+-- it holds another.
+local function ml_expect_type(key, t)
+  local got = redis.call('TYPE', key)['ok']
+  if got == t then return true end
+  if got ~= 'none' then error('ML_CORRUPT ' .. key .. ' holds a ' .. got .. ', not a ' .. t) end
+  return false
+end
+"""
+
 SET_STATUS = (
     HISTORY
     + """
@@ -53,6 +72,10 @@ if not string.find(ARGV[2], ' ' .. cur .. ' ', 1, true) then return {0, 'TRANSIT
 if ARGV[7] ~= '' and redis.call('EXISTS', KEYS[5]) == 0 then
   return {0, 'NOSUCCESSOR', ''}
 end
+ml_expect_type(KEYS[2], 'list')
+ml_expect_type(KEYS[3], 'list')
+if ARGV[9] == '1' and KEYS[4] ~= KEYS[1] then ml_expect_type(KEYS[4], 'string') end
+ml_expect_type(KEYS[6], 'stream')
 redis.call('HSET', KEYS[1], 'S', ARGV[1])
 local new_version = redis.call('HINCRBY', KEYS[1], 'V', 1)
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'u', ARGV[7]) end
@@ -129,6 +152,9 @@ UPDATE = (
 local version = ml_int(KEYS[1], 'V')
 if not version then return {0, 'NOTFOUND', ''} end
 if version ~= ARGV[1] then return {0, 'VERSION', version} end
+ml_expect_type(KEYS[2], 'list')
+ml_expect_type(KEYS[3], 'list')
+ml_expect_type(KEYS[4], 'stream')
 if #ARGV > 5 then redis.call('HSET', KEYS[1], unpack(ARGV, 6)) end
 for f in string.gmatch(ARGV[2], '%S+') do redis.call('HDEL', KEYS[1], f) end
 local new_version = redis.call('HINCRBY', KEYS[1], 'V', 1)
@@ -146,7 +172,7 @@ ACCESS = """
 local live = {}
 local lasts = {}
 for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
+  if ml_expect_type(KEYS[i], 'hash') then
     ml_int(KEYS[i], 'n')
     local last = redis.call('HGET', KEYS[i], 'l')
     if last and not tonumber(last) then ml_corrupt(KEYS[i], 'l') end
@@ -230,6 +256,10 @@ for i = 1, n do
     taint_st = st
   end
 end
+ml_expect_type(KEYS[2], 'list')
+ml_expect_type(KEYS[4], 'list')
+ml_expect_type(KEYS[5], 'stream')
+for i = 1, n do ml_expect_type(KEYS[5 + n + i], 'list') end
 redis.call('HSET', KEYS[1], 'd', ARGV[5])
 local new_version = tostring(redis.call('HINCRBY', KEYS[1], 'V', 1))
 redis.call('INCR', KEYS[3])
@@ -316,22 +346,26 @@ for _, f in ipairs(order) do redis.call('HINCRBYFLOAT', src, f, incr[f]) end
 return #live
 """
 
-SCHEDULE_REVIEW = """
+SCHEDULE_REVIEW = (
+    _EXPECT_TYPE
+    + """
 -- Set the next review time of existing records and stamp their reviewed_at.
 -- KEYS[1 .. #KEYS-1] record hash of id i   KEYS[#KEYS] review schedule zset
 -- ARGV[1] now   ARGV[2i] id i   ARGV[2i+1] its next review time
 -- Returns the number of records scheduled.
+-- Every record's type is checked before the first write.
 local z = #KEYS
-local hit = 0
+local live = {}
 for i = 1, z - 1 do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    redis.call('ZADD', KEYS[z], ARGV[2 * i + 1], ARGV[2 * i])
-    redis.call('HSET', KEYS[i], 'r', ARGV[1])
-    hit = hit + 1
-  end
+  if ml_expect_type(KEYS[i], 'hash') then live[#live + 1] = i end
 end
-return hit
+for _, i in ipairs(live) do
+  redis.call('ZADD', KEYS[z], ARGV[2 * i + 1], ARGV[2 * i])
+  redis.call('HSET', KEYS[i], 'r', ARGV[1])
+end
+return #live
 """
+)
 
 # Each writing script counts itself in the namespace's write counter (reads of
 # access statistics: the access counter), in the same atomic step as its writes: a
@@ -342,7 +376,9 @@ return hit
 # values it had); both are taken off before the script proper sees KEYS and ARGV. A
 # refusal ({0, ...}) or a write of nothing (0, or a replay {2, ...}) leaves the counter
 # alone, as it leaves every other key.
-_COUNTED_HEAD = """
+_COUNTED_HEAD = (
+    _EXPECT_TYPE
+    + """
 local ml_counter = KEYS[#KEYS]
 KEYS[#KEYS] = nil
 local ml_counter_start = ARGV[#ARGV]
@@ -403,6 +439,7 @@ local function ml_closure(node, start, first, marks)
 end
 local function ml_script()
 """
+)
 _COUNTED_TAIL = """
 end
 local ml_result = ml_script()

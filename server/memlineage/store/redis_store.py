@@ -180,10 +180,9 @@ class RedisStore(
     # -- reads ---------------------------------------------------------------------
 
     def _current_claim_id(self, namespace: str, subject: str, attribute: str) -> str | None:
-        with self._guard():
-            return cast(
-                "str | None", self.client.get(self.keys.claim(namespace, subject, attribute))
-            )
+        key = self.keys.claim(namespace, subject, attribute)
+        with self._guard(key):
+            return cast("str | None", self.client.get(key))
 
     def _record_accesses(self, namespace: str, accesses: dict[str, tuple[int, float]]) -> int:
         keys = [self.keys.record(namespace, i) for i in accesses]
@@ -195,7 +194,7 @@ class RedisStore(
     # -- namespace registry and rate counters ------------------------------------------
 
     def namespaces(self) -> list[str]:
-        with self._guard():
+        with self._guard(self.keys.namespaces()):
             return sorted(cast("set[str]", self.client.smembers(self.keys.namespaces())))
 
     def _incr_counter(self, namespace: str, name: str, now: float) -> None:
@@ -209,10 +208,9 @@ class RedisStore(
         )
 
     def _count(self, namespace: str, name: str, since: float, now: float) -> int:
-        with self._guard():
-            return int(
-                self.client.zcount(self.keys.counter(namespace, name), f"({since!r}", repr(now))
-            )
+        key = self.keys.counter(namespace, name)
+        with self._guard(key):
+            return int(self.client.zcount(key, f"({since!r}", repr(now)))
 
     def _count_with_change(
         self, namespace: str, name: str, window: float, now: float
@@ -221,7 +219,7 @@ class RedisStore(
         oldest event in the window leaves, or the first later one enters. Exact: an
         event added moves the namespace's write counter (`counter_add` counts)."""
         key, since = self.keys.counter(namespace, name), f"({now - window!r}"
-        with self._guard():
+        with self._guard(key):
             pipe = self.client.pipeline(transaction=True)  # one key: one slot
             pipe.zcount(key, since, repr(now))
             pipe.zrangebyscore(key, since, repr(now), start=0, num=1, withscores=True)
