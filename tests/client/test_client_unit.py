@@ -20,7 +20,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from memlineage.client import (
+    Aborted,
+    AlreadyExists,
     AsyncMemLineageClient,
+    DataLoss,
     DeadlineExceeded,
     FailedPrecondition,
     InvalidArgument,
@@ -29,6 +32,7 @@ from memlineage.client import (
     NotFound,
     OutOfRange,
     PermissionDenied,
+    ResourceExhausted,
     Unavailable,
     backoff_delay,
     from_timestamp,
@@ -458,6 +462,10 @@ def test_status_updates_feedback_and_admin_requests(
         (grpc.StatusCode.PERMISSION_DENIED, PermissionDenied),
         (grpc.StatusCode.FAILED_PRECONDITION, FailedPrecondition),
         (grpc.StatusCode.OUT_OF_RANGE, OutOfRange),
+        (grpc.StatusCode.ALREADY_EXISTS, AlreadyExists),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, ResourceExhausted),
+        (grpc.StatusCode.ABORTED, Aborted),
+        (grpc.StatusCode.DATA_LOSS, DataLoss),
         (grpc.StatusCode.INTERNAL, MemLineageError),
     ],
 )

@@ -39,6 +39,9 @@ from memlineage.client.convert import (
     to_timestamp,
 )
 from memlineage.client.errors import (
+    Aborted,
+    AlreadyExists,
+    DataLoss,
     DeadlineExceeded,
     FailedPrecondition,
     InvalidArgument,
@@ -47,6 +50,7 @@ from memlineage.client.errors import (
     OutOfRange,
     PermissionDenied,
     PolicyDenied,
+    ResourceExhausted,
     Unauthenticated,
     Unavailable,
     error_from_rpc,
@@ -57,10 +61,13 @@ from memlineage.client.retry import backoff_delay
 from memlineage.client.sync import MemLineageClient, WatchStream
 
 __all__ = [
+    "Aborted",
     "ActArg",
+    "AlreadyExists",
     "AsyncMemLineageClient",
     "AsyncWatchStream",
     "CheckOptions",
+    "DataLoss",
     "DeadlineExceeded",
     "DictMemoryStore",
     "FailedPrecondition",
@@ -76,6 +83,7 @@ __all__ = [
     "PermissionDenied",
     "PolicyDenied",
     "RankOptions",
+    "ResourceExhausted",
     "Unauthenticated",
     "Unavailable",
     "WatchStream",

@@ -9,6 +9,9 @@ import grpc.aio
 from memlineage.v1 import memlineage_pb2 as pb
 
 __all__ = [
+    "Aborted",
+    "AlreadyExists",
+    "DataLoss",
     "DeadlineExceeded",
     "FailedPrecondition",
     "InvalidArgument",
@@ -17,6 +20,7 @@ __all__ = [
     "OutOfRange",
     "PermissionDenied",
     "PolicyDenied",
+    "ResourceExhausted",
     "Unauthenticated",
     "Unavailable",
     "error_from_rpc",
@@ -67,6 +71,24 @@ class DeadlineExceeded(MemLineageError):
     """The call did not finish within the client's timeout."""
 
 
+class AlreadyExists(MemLineageError):
+    """A Record of a different memory under an id its namespace holds (an identical
+    retry answers the first outcome instead), or a grant id the namespace holds."""
+
+
+class ResourceExhausted(MemLineageError):
+    """A bound was reached: a namespace full of live grants, a request too large."""
+
+
+class Aborted(MemLineageError):
+    """Concurrent Records of one claim kept moving it: asking again may succeed."""
+
+
+class DataLoss(MemLineageError):
+    """A value the sidecar's store holds is damaged; ``details`` names where (nothing
+    was changed). Not retried: it stays damaged until an operator repairs it."""
+
+
 _ERRORS: dict[grpc.StatusCode, type[MemLineageError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,
@@ -76,6 +98,10 @@ _ERRORS: dict[grpc.StatusCode, type[MemLineageError]] = {
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.OUT_OF_RANGE: OutOfRange,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExists,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: ResourceExhausted,
+    grpc.StatusCode.ABORTED: Aborted,
+    grpc.StatusCode.DATA_LOSS: DataLoss,
 }
 
 
