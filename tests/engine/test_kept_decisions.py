@@ -4,6 +4,7 @@ sidecar's engine; the newest `decision_retention` per namespace."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from memlineage.engine.core import Engine
 from memlineage.engine.policies import PolicyHolder
 from memlineage.lineage.clock import ManualClock
-from memlineage.lineage.errors import StoreUnavailableError, ValidationError
+from memlineage.lineage.errors import StoreCorruptError, StoreUnavailableError, ValidationError
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store import LineageStore, open_store
 from memlineage.store.embedded import EmbeddedStore
@@ -202,4 +203,34 @@ def test_redis_retention_caps_the_stream(redis_url: str) -> None:
     assert store.kept_decision(NS, ids[0]) is None
     assert store.kept_decision(NS, ids[-1]) is not None
     assert len(store.kept_decisions(NS, "m", 100)) == 7
+    store.close()
+
+
+def test_a_namespace_whose_decision_stream_is_of_another_type_fails_only_its_own_reads(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The flush before an Explain writes every namespace's decisions: one whose stream
+    is of another Redis type is logged and retried, and the Explain of another
+    namespace is answered (before, it failed with that namespace's key: DATA_LOSS
+    naming it to a caller of another namespace, or INTERNAL)."""
+    clock = ManualClock(T0)
+    store = open_store(redis_url, clock=clock)
+    engine = _engine(store, clock)
+    engine.record(MemoryRecord(id="m", namespace="other", creator_id="user:alice"), ALICE)
+    ids = _decide(engine, clock)
+    broken = store.keys.decisions("other")  # type: ignore[attr-defined]
+    store.client.set(broken, "x")  # type: ignore[attr-defined]
+
+    with caplog.at_level(logging.ERROR, "memlineage.engine"):
+        shown = engine.explain(NS, "city").decisions
+    assert [r.decision_id for r in shown] == ids[3::-1]
+    assert any(broken in r.getMessage() for r in caplog.records), caplog.records
+    assert engine.decisions.pending() == 1  # other's, kept for the next flush
+    with pytest.raises(StoreCorruptError) as err:  # other's own reads name its key
+        engine.explain("other", "m")
+    assert str(err.value).startswith(f"redis {broken} cannot be read: it holds a Redis string")
+
+    store.client.delete(broken)  # type: ignore[attr-defined]
+    assert engine.flush_decisions() == 1
+    assert len(engine.explain("other", "m").decisions) == 1
     store.close()

@@ -12,12 +12,16 @@ decision at most one flush interval late. The store keeps the newest
 without a data directory) gets no queue: the journal is the only copy, as before.
 
 While the store is down, the queue holds at most `max_pending` decisions (the
-oldest go first) and a failed batch is retried at the next flush.
+oldest go first) and a failed batch is retried at the next flush. A namespace whose
+keys the store cannot use (StoreCorruptError, DATA_LOSS) is logged and retried the
+same way, never raised: a flush writes every namespace, and the flush before one
+namespace's Explain must not fail it, nor name another namespace's key to its caller.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections import deque
 from typing import Any
@@ -26,8 +30,10 @@ from memlineage_dsl.decision import Decision, ObligationOut, Reason
 
 from memlineage.engine.records import DecisionJournal, DecisionRecord, decision_id_of
 from memlineage.lineage.decisions import KeptDecision
-from memlineage.lineage.errors import StoreUnavailableError
+from memlineage.lineage.errors import StoreCorruptError, StoreUnavailableError
 from memlineage.store.base import LineageStore
+
+log = logging.getLogger("memlineage.engine")
 
 
 def detail_of(d: Decision) -> str:
@@ -107,7 +113,8 @@ class DecisionKeeper:
 
     def flush(self) -> int:
         """Write everything queued; returns how many decisions were written. Raises
-        StoreUnavailableError when the store refused (those are retried next time)."""
+        StoreUnavailableError when the store refused (those are retried next time); a
+        namespace it finds damaged is logged and retried, not raised (see the module)."""
         queue = self._queue
         if queue is None:
             return 0
@@ -142,6 +149,9 @@ class DecisionKeeper:
                 except StoreUnavailableError as exc:
                     failed += entries
                     error = exc
+                except StoreCorruptError as exc:  # that namespace's own reads say so
+                    failed += entries
+                    log.error("%d kept decisions of %r not written: %s", len(entries), ns, exc)
             self._retry = failed[-self.max_pending :]
             if error is not None:
                 raise error

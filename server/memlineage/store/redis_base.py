@@ -55,12 +55,14 @@ PARTIAL_REMEDY = (
 )
 _NAMED = re.compile(r"ML_CORRUPT (\S+) ?(\S*)")
 _TYPED = re.compile(r"ML_CORRUPT (\S+) holds a (\w+), not a (\w+)")  # ml_expect_type
+_WRONGTYPE = re.compile(r"(?:^|of pipeline caused error: )WRONGTYPE ")
+"""Redis's refusal of a command on a key of another type, alone or in a pipeline."""
 _TYPES_FIRST = frozenset(
     {"load", "events", "record", "revise", "set_status", "update", "add_dependencies"}
-    | {"access", "feedback", "counter_add", "schedule_review"}
+    | {"access", "feedback", "counter_add", "schedule_review", "cascade_mark"}
 )
 """Scripts a WRONGTYPE fails before their first write: they write nothing, or check
-the type of every key they first touch after it (``redis_scripts._EXPECT_TYPE``)."""
+the type of every key they first touch after it (``redis_scripts.EXPECT_TYPE``)."""
 _SCRIPT_TAIL = re.compile(r"\s*script: [0-9a-f]{40}, on @user_script:\d+\.?$")
 
 # The client always decodes (decode_responses=True), so its replies are str where
@@ -83,19 +85,42 @@ class RedisBase(LineageStore):
     _block_slice: float
 
     @contextlib.contextmanager
-    def _guard(self, *keys: str) -> Iterator[None]:
-        """Turn connection-level failures into StoreUnavailableError; with `keys` (what
-        the block reads), a key of another type among them (WRONGTYPE) into
-        ``StoreCorruptError`` naming it."""
+    def _guard(self, *keys: str, remedy: str = RECORD_REMEDY) -> Iterator[None]:
+        """Turn connection-level failures into StoreUnavailableError, and a key of another
+        Redis type than the store keeps there into ``StoreCorruptError`` naming it (with
+        `remedy`): the one a script's ``ml_expect_type`` named, else the one of `keys`
+        (every key the block uses) TYPE finds, after a WRONGTYPE only."""
         try:
             yield
         except _UNAVAILABLE as exc:
             raise StoreUnavailableError(f"redis unavailable: {exc}") from exc
         except rex.ResponseError as exc:
-            found = self._wrong_type(keys, RECORD_REMEDY) if "WRONGTYPE" in str(exc) else None
+            found = self._another_type(str(exc), keys, remedy)
             if found is None:
                 raise
             raise found from None
+
+    def _another_type(
+        self, error: str, keys: Sequence[str], remedy: str
+    ) -> StoreCorruptError | None:
+        """The key of another type Redis's `error` came from (see `_guard`); None when
+        the error is not of that kind, or names none of `keys` (none passed)."""
+        typed = _TYPED.search(error)
+        if typed:  # ml_expect_type, before the script's first write
+            key, got, want = typed.groups()
+            return _held_another_type(key, got, want, remedy)
+        if not keys or not _WRONGTYPE.search(error):
+            return None
+        found = self._wrong_type(keys, remedy)
+        if found is not None:
+            return found
+        where = keys[0] if len(keys) == 1 else f"{keys[0]} (or another of {len(keys)} keys)"
+        return StoreCorruptError(  # mended since: the caller may try again
+            where,
+            "a command met a key of another Redis type (WRONGTYPE), and none holds one now",
+            store="redis",
+            remedy=remedy,
+        )
 
     def _wrong_type(self, keys: Sequence[str], remedy: str) -> StoreCorruptError | None:
         """After a WRONGTYPE: the first of `keys` holding another type than the store
@@ -134,15 +159,11 @@ class RedisBase(LineageStore):
         what they use first): the strict read of the memories among its keys names the
         key and field as a read would; else the key and field the script named; else
         the script's keys and Redis's words."""
-        typed = _TYPED.search(error)
-        if typed:  # ml_expect_type, before the script's first write
-            key, got, want = typed.groups()
-            return _held_another_type(key, got, want, RECORD_REMEDY)
         named = _NAMED.search(error)
         # ML_CORRUPT is raised before the script's first write; any other error may
         # come after some (a script not yet checking what it uses first).
         remedy = RECORD_REMEDY if named else PARTIAL_REMEDY
-        if not named and "WRONGTYPE" in error:  # a key read before any check
+        if not named and _WRONGTYPE.search(error):  # a key read before any check
             typed_first = RECORD_REMEDY if name in _TYPES_FIRST else PARTIAL_REMEDY
             found = self._wrong_type(keys, typed_first)
             if found is not None:
@@ -207,7 +228,7 @@ class RedisBase(LineageStore):
         bytes that are not UTF-8, read again as bytes (only after a reply failed to
         decode): ``StoreCorruptError`` naming it."""
         n = len(keys)
-        with self._guard():
+        with self._guard(*keys):
             pipe = self.client.pipeline(transaction=False)
             for i, key in enumerate(keys):
                 if i < hashes:

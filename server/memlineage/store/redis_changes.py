@@ -10,6 +10,7 @@ from typing import Any, cast
 from memlineage.lineage.errors import (
     CycleError,
     NotFoundError,
+    StoreCorruptError,
     StoreUnavailableError,
     TransitionError,
     UnknownDependencyError,
@@ -139,7 +140,9 @@ class RedisChanges(RedisBase):
 
         A descendant whose version is damaged is marked all the same, its version left
         as it is (CASCADE_MARK), and logged at ERROR naming its key: every read of it
-        answers DATA_LOSS until the version is mended, and then it is pending."""
+        answers DATA_LOSS until the version is mended, and then it is pending. A chunk
+        meeting a key of another type writes nothing and stops the cascade:
+        ``StoreCorruptError`` naming the key, saying what was kept."""
         seen = {start}
         frontier: list[str] = []
         for c in children:
@@ -166,7 +169,13 @@ class RedisChanges(RedisBase):
                 part = frontier[i : i + chunk]
                 keys = self.keys.triples(namespace, part)
                 keys.append(events_key)
-                marked, kids, damaged = self._run("cascade_mark", keys, args, namespace)
+                try:
+                    marked, kids, damaged = self._run("cascade_mark", keys, args, namespace)
+                except StoreCorruptError as exc:  # the chunk wrote nothing; what came before stays
+                    remedy = _cascade_stopped(start, len(affected))
+                    raise StoreCorruptError(
+                        exc.path, exc.problem, store="redis", remedy=remedy
+                    ) from None
                 affected.extend(marked)
                 for d in damaged:
                     log.error(
@@ -318,3 +327,13 @@ class RedisChanges(RedisBase):
                 actual=int(out[2]),
             )
         return decode(namespace, memory_id, pairs(out[1]), out[2], out[3], k.tag(namespace))
+
+
+def _cascade_stopped(start: str, marked: int) -> str:
+    """The end of the ``StoreCorruptError`` of a cascade chunk: the change that started
+    the cascade and the chunks before were written (one script each), this one not."""
+    return (
+        f"the change of {start!r} is kept, and so are the {marked} descendants the "
+        "cascade marked before this chunk; it marked none of the others (mend the key, "
+        "then set the descendants it did not reach to pending_verification)"
+    )

@@ -9,12 +9,18 @@ from typing import Any
 
 from memlineage.lineage.decisions import KeptDecision
 from memlineage.store.redis_base import RedisBase
+from memlineage.store.redis_scripts import EXPECT_TYPE
 
 _KEEP_CHUNK = 500
 """Decisions per KEEP script call."""
 
 # KEYS: stream, index; ARGV: retention, then (id, " memory ids ", KeptDecision JSON)...
-_KEEP = """
+# Both keys' type is checked before the first write.
+_KEEP = (
+    EXPECT_TYPE
+    + """
+ml_expect_type(KEYS[1], 'stream')
+ml_expect_type(KEYS[2], 'hash')
 local n = tonumber(ARGV[1])
 for i = 2, #ARGV, 3 do
   if redis.call('HEXISTS', KEYS[2], ARGV[i]) == 0 then
@@ -35,6 +41,7 @@ if len > n then
 end
 return len
 """
+)
 # KEYS: stream, index; ARGV: decision id. The KeptDecision JSON, or nil.
 _GET_DECISION = """
 local eid = redis.call('HGET', KEYS[2], ARGV[1])
@@ -95,29 +102,29 @@ class RedisDecisions(RedisBase):
             args: list[Any] = [retention]
             for e in entries[start : start + _KEEP_CHUNK]:
                 args += (e.decision_id, f" {' '.join(e.memory_ids)} ", e.to_json())
-            with self._guard():
+            with self._guard(*keys):
                 script(keys=keys, args=args)
 
     def kept_decisions(self, namespace: str, memory_id: str, limit: int) -> list[KeptDecision]:
         if limit <= 0:
             return []
-        with self._guard():
+        key = self.keys.decisions(namespace)
+        with self._guard(key):
             texts = self._decision_scripts["recent"](
-                keys=[self.keys.decisions(namespace)],
+                keys=[key],
                 args=[f" {memory_id} ", limit, max(1, self.decision_retention)],
             )
         found = (KeptDecision.from_json(t) for t in texts)
         return [k for k in found if k is not None and memory_id in k.memory_ids]
 
     def kept_decision(self, namespace: str, decision_id: str) -> KeptDecision | None:
-        with self._guard():
-            text = self._decision_scripts["get"](
-                keys=[self.keys.decisions(namespace), self.keys.decision_index(namespace)],
-                args=[decision_id],
-            )
+        keys = [self.keys.decisions(namespace), self.keys.decision_index(namespace)]
+        with self._guard(*keys):
+            text = self._decision_scripts["get"](keys=keys, args=[decision_id])
         return KeptDecision.from_json(text) if text else None
 
     def decisions_kept(self, namespace: str) -> int:
         """How many decisions the namespace's stream holds (XLEN), for tests."""
-        with self._guard():
-            return int(self.client.xlen(self.keys.decisions(namespace)))
+        key = self.keys.decisions(namespace)
+        with self._guard(key):
+            return int(self.client.xlen(key))

@@ -59,14 +59,13 @@ class RedisEvents(RedisBase):
             if events or remaining <= 0:
                 return events, cursor
             block_ms = max(1, int(min(remaining, self._block_slice) * 1000))
-            with self._guard():  # wakes on the first new entry; read it via _events
+            with self._guard(key):  # wakes on the first new entry; read it via _events
                 self.client.xread({key: cursor}, count=1, block=block_ms)
 
     def _latest_cursor(self, namespace: str) -> str:
-        with self._guard():
-            last = cast(
-                "list[tuple[str, Any]]", self.client.xrevrange(self.keys.events(namespace), count=1)
-            )
+        key = self.keys.events(namespace)
+        with self._guard(key):
+            last = cast("list[tuple[str, Any]]", self.client.xrevrange(key, count=1))
         return last[0][0] if last else "0-0"
 
 

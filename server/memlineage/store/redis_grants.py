@@ -16,6 +16,7 @@ from memlineage.lineage.errors import AlreadyExistsError, GrantLimitError, Store
 from memlineage.lineage.grants import GrantRecord
 from memlineage.store.grants import DecodeProblem, decoded_grant
 from memlineage.store.redis_base import RedisBase
+from memlineage.store.redis_scripts import EXPECT_TYPE
 
 REDIS_REMEDY = "nothing was changed (write the value again, or HDEL the field to drop it)"
 """The end of a ``StoreCorruptError`` for a value the Redis store cannot read."""
@@ -25,8 +26,12 @@ REDIS_REMEDY = "nothing was changed (write the value again, or HDEL the field to
 # holds the cap, the grants not effective at `now` (as _USE decides it) are dropped,
 # oldest first (created_at, id), as many as one more needs, both hashes' fields, in
 # the same step as the write; every grant and count read is checked before the first
-# write (ML_CORRUPT <key> <field>: the caller names it).
-_PUT = """
+# write (ML_CORRUPT <key> <field>: the caller names it), and so is both keys' type.
+_PUT = (
+    EXPECT_TYPE
+    + """
+ml_expect_type(KEYS[1], 'hash')
+ml_expect_type(KEYS[2], 'hash')
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
 local held = redis.call('HLEN', KEYS[1])
 local excess = held - tonumber(ARGV[3]) + 1
@@ -66,10 +71,16 @@ end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1
 """
+)
 # KEYS: grants, uses; ARGV: now, ids... 1 when every grant was effective and is spent.
 # The JSON is `GrantRecord.to_json`: [id, ns, issuer, actions, arguments, source,
-# memory_id, uses, used, expires_at, created_at]; `used` lives in KEYS[2].
-_USE = """
+# memory_id, uses, used, expires_at, created_at]; `used` lives in KEYS[2]. Both keys'
+# type is checked first.
+_USE = (
+    EXPECT_TYPE
+    + """
+ml_expect_type(KEYS[1], 'hash')
+ml_expect_type(KEYS[2], 'hash')
 local now = tonumber(ARGV[1])
 for i = 2, #ARGV do
   local text = redis.call('HGET', KEYS[1], ARGV[i])
@@ -84,6 +95,7 @@ end
 for i = 2, #ARGV do redis.call('HINCRBY', KEYS[2], ARGV[i], 1) end
 return 1
 """
+)
 
 GRANT_SCRIPTS = {"put": _PUT, "use": _USE}
 """The scripts ``RedisStore.__init__`` registers as ``_grant_scripts``, by name."""
@@ -105,7 +117,7 @@ class RedisGrants(RedisBase):
         count it reads is ``StoreCorruptError`` naming it, and nothing was changed."""
         keys = self._grant_keys(grant.namespace)
         try:
-            with self._guard():
+            with self._guard(*keys):
                 done = self._grant_scripts["put"](
                     keys=keys, args=[grant.id, grant.to_json(), self.max_grants, now]
                 )
@@ -125,7 +137,7 @@ class RedisGrants(RedisBase):
         is named too): a damaged value is ``StoreCorruptError`` naming its key and
         field, and nothing is read of the namespace's grants."""
         keys = self._grant_keys(namespace)
-        with self._guard():
+        with self._guard(*keys):
             pipe = self.client.pipeline(transaction=False)
             pipe.execute_command("HGETALL", keys[0], NEVER_DECODE=True)
             pipe.execute_command("HGETALL", keys[1], NEVER_DECODE=True)
@@ -148,7 +160,7 @@ class RedisGrants(RedisBase):
         nothing was spent (the script errs before its first write)."""
         keys = self._grant_keys(namespace)
         try:
-            with self._guard():
+            with self._guard(*keys):
                 done = self._grant_scripts["use"](keys=keys, args=[now, *ids])
         except rex.ResponseError as exc:
             if "user_script" not in str(exc):  # not the script's own error

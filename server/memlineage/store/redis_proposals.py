@@ -12,12 +12,17 @@ from memlineage.store.proposals import DecodeProblem, decoded_proposal
 from memlineage.store.redis_base import RedisBase
 from memlineage.store.redis_grants import corrupt_value
 from memlineage.store.redis_record_lua import HISTORY
+from memlineage.store.redis_scripts import EXPECT_TYPE
 
 # KEYS: proposals hash, event stream; ARGV: memory id, JSON, event kind ('' none), cap,
-# then the event's fields as name, value pairs.
+# then the event's fields as name, value pairs. The type of the keys it writes is
+# checked before the first write.
 _SAVE = (
-    HISTORY
+    EXPECT_TYPE
+    + HISTORY
     + """
+ml_expect_type(KEYS[1], 'hash')
+if ARGV[3] ~= '' then ml_expect_type(KEYS[2], 'stream') end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 if ARGV[3] ~= '' then
   local fields = {}
@@ -55,9 +60,10 @@ class RedisProposals(RedisBase):
                 fields += ["w", p.reason, "x", " ".join(p.owners)]
             elif p.objections:
                 fields += ["r", p.objections[-1].by, "w", p.objections[-1].reason]
-        with self._guard():
+        keys = [self.keys.proposals(ns), self.keys.events(ns)]
+        with self._guard(*keys):
             self._proposal_scripts["save"](
-                keys=[self.keys.proposals(ns), self.keys.events(ns)],
+                keys=keys,
                 args=[p.memory_id, p.to_json(), event or "", self._retention, *fields],
             )
 
@@ -65,7 +71,7 @@ class RedisProposals(RedisBase):
         """The memory's proposal, strictly decoded (read as bytes): a damaged value is
         ``StoreCorruptError`` naming its key and field."""
         key = self.keys.proposals(ns)
-        with self._guard():
+        with self._guard(key):
             text = self.client.execute_command("HGET", key, memory_id, NEVER_DECODE=True)
         if text is None:
             return None
@@ -79,7 +85,7 @@ class RedisProposals(RedisBase):
         if not memory_ids:
             return {}
         key = self.keys.proposals(ns)
-        with self._guard():
+        with self._guard(key):
             texts = self.client.execute_command("HMGET", key, *memory_ids, NEVER_DECODE=True)
         out: dict[str, Proposal] = {}
         for memory_id, text in zip(memory_ids, texts, strict=True):
@@ -92,5 +98,6 @@ class RedisProposals(RedisBase):
         return out
 
     def _drop_proposal(self, ns: str, memory_id: str) -> None:
-        with self._guard():
-            self.client.hdel(self.keys.proposals(ns), memory_id)
+        key = self.keys.proposals(ns)
+        with self._guard(key):
+            self.client.hdel(key, memory_id)

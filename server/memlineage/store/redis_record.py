@@ -39,6 +39,13 @@ from memlineage.store.redis_codec import (
 )
 
 _GROUP_RETRIES = 32
+_UNREGISTERED = (
+    "the memory was recorded, its namespace not added to the registry (restore the key "
+    "from a backup, or DEL it and SADD every namespace again; the same Record repeated "
+    "then registers the namespace)"
+)
+"""The end of the ``StoreCorruptError`` of a registry of another type: met after the
+record's script, in another slot, it cannot join it."""
 
 
 class RedisRecord(RedisBase):
@@ -189,7 +196,7 @@ class RedisRecord(RedisBase):
         # The namespace registry lives outside the namespace's slot, so it is written
         # after the atomic record (and again by a replay, should a crash have come in
         # between): it only ever says "holds memories", never which.
-        with self._guard():
+        with self._guard(k.namespaces(), remedy=_UNREGISTERED):
             self.client.sadd(k.namespaces(), ns)
         if out[0] == 2:
             stored = self._load(ns, [rec.id], False)[rec.id]

@@ -9,7 +9,7 @@ A stored number a writing script would use and cannot (a version, count or count
 that INCR/HINCRBY refuses, a time or source statistic that is not a number) raises
 ``ML_CORRUPT <key> <field>`` before its first write, and so does a key it touches
 first after that write holding another Redis type than the store keeps there
-(``ML_CORRUPT <key> holds a <type>, not a <type>``: ``_EXPECT_TYPE``); ``RedisBase._run``
+(``ML_CORRUPT <key> holds a <type>, not a <type>``: ``EXPECT_TYPE``); ``RedisBase._run``
 turns that, and every other error of a script's that comes from the data it met, into
 ``StoreCorruptError`` naming the key.
 
@@ -39,8 +39,10 @@ from memlineage.store.redis_revise_lua import REVISE
 # the script wrote before would stay. So each writing script passes every key it first
 # touches after its first write through `ml_expect_type` before that write (or in
 # place of its EXISTS); a key it reads before its first write needs no check (the read
-# fails first, and `RedisBase` names the key by TYPE on that error path).
-_EXPECT_TYPE = """
+# fails first, and `RedisBase` names the key by TYPE on that error path). The grant,
+# decision and proposal scripts (redis_grants, redis_decisions, redis_proposals) start
+# with it too.
+EXPECT_TYPE = """
 -- Whether `key` holds a `t` (a type as TYPE names it; false: absent); ML_CORRUPT when
 -- it holds another.
 local function ml_expect_type(key, t)
@@ -69,7 +71,7 @@ if not cur then return {0, 'NOTFOUND', ''} end
 local version = ml_int(KEYS[1], 'V')
 if ARGV[3] ~= '' and ARGV[3] ~= version then return {0, 'VERSION', version} end
 if not string.find(ARGV[2], ' ' .. cur .. ' ', 1, true) then return {0, 'TRANSITION', cur} end
-if ARGV[7] ~= '' and redis.call('EXISTS', KEYS[5]) == 0 then
+if ARGV[7] ~= '' and not ml_expect_type(KEYS[5], 'hash') then
   return {0, 'NOSUCCESSOR', ''}
 end
 ml_expect_type(KEYS[2], 'list')
@@ -106,11 +108,16 @@ CASCADE_MARK = (
 -- A node whose version is damaged (missing, or not an integer HINCRBY takes) is marked
 -- all the same (status and history: a descendant of a tainted memory must not stay
 -- active once its version is mended), its version left as it is, and returned.
+-- Everything is read before the first write (a key of another type fails its read:
+-- WRONGTYPE, named by RedisBase), the history of each node it marks too (LLEN, the
+-- cheapest read: one command per marked node), so a chunk is marked whole or not at all.
 -- Returns {{ids marked, in order}, {child ids ...}, {ids marked whose version is damaged}};
 -- one "cascaded" event when any marked
 local marked = {}
 local kids_out = {}
 local damaged = {}
+local at, sts, vs = {}, {}, {}
+local n = 0
 local cap = tonumber(ARGV[5])
 local skip = tonumber(ARGV[9]) + 1
 local tail = US .. 'pending_verification' .. US .. ARGV[3] .. US .. ARGV[4]
@@ -118,23 +125,29 @@ for i = 1, #KEYS - 1, 3 do
   local sv = redis.call('HMGET', KEYS[i], 'S', 'V')
   local st = sv[1]
   if st and string.find(ARGV[1], ' ' .. st .. ' ', 1, true) then
-    local id = string.sub(KEYS[i], skip)
-    if sv[2] and ml_is_int(sv[2]) then
-      redis.call('HSET', KEYS[i], 'S', 'pending_verification', 'V', tonumber(sv[2]) + 1)
-    else
-      redis.call('HSET', KEYS[i], 'S', 'pending_verification')
-      damaged[#damaged + 1] = id
-    end
-    push_history(KEYS[i + 2], ARGV[2] .. US .. st .. tail, cap)
-    marked[#marked + 1] = id
+    redis.call('LLEN', KEYS[i + 2])
+    n = n + 1
+    at[n], sts[n], vs[n] = i, st, sv[2]
   end
   local kids = redis.call('LRANGE', KEYS[i + 1], 0, -1)
   for j = 1, #kids do kids_out[#kids_out + 1] = kids[j] end
 end
-if #marked > 0 then
-  emit(KEYS[#KEYS], ARGV[6], 't', 'cascaded', 'm', ARGV[8], 'a', ARGV[2], 'r', ARGV[4],
-    's', ARGV[7], 'w', ARGV[3], 'x', table.concat(marked, ' '))
+if n == 0 then return {marked, kids_out, damaged} end
+ml_expect_type(KEYS[#KEYS], 'stream')
+for k = 1, n do
+  local i, v = at[k], vs[k]
+  local id = string.sub(KEYS[i], skip)
+  if v and ml_is_int(v) then
+    redis.call('HSET', KEYS[i], 'S', 'pending_verification', 'V', tonumber(v) + 1)
+  else
+    redis.call('HSET', KEYS[i], 'S', 'pending_verification')
+    damaged[#damaged + 1] = id
+  end
+  push_history(KEYS[i + 2], ARGV[2] .. US .. sts[k] .. tail, cap)
+  marked[k] = id
 end
+emit(KEYS[#KEYS], ARGV[6], 't', 'cascaded', 'm', ARGV[8], 'a', ARGV[2], 'r', ARGV[4],
+  's', ARGV[7], 'w', ARGV[3], 'x', table.concat(marked, ' '))
 return {marked, kids_out, damaged}
 """
 )
@@ -347,7 +360,7 @@ return #live
 """
 
 SCHEDULE_REVIEW = (
-    _EXPECT_TYPE
+    EXPECT_TYPE
     + """
 -- Set the next review time of existing records and stamp their reviewed_at.
 -- KEYS[1 .. #KEYS-1] record hash of id i   KEYS[#KEYS] review schedule zset
@@ -377,7 +390,7 @@ return #live
 # refusal ({0, ...}) or a write of nothing (0, or a replay {2, ...}) leaves the counter
 # alone, as it leaves every other key.
 _COUNTED_HEAD = (
-    _EXPECT_TYPE
+    EXPECT_TYPE
     + """
 local ml_counter = KEYS[#KEYS]
 KEYS[#KEYS] = nil

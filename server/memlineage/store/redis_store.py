@@ -91,6 +91,7 @@ from memlineage.store import redis_scripts
 from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE
 from memlineage.store.redis_base import _UNAVAILABLE
 from memlineage.store.redis_changes import RedisChanges
+from memlineage.store.redis_codec import RECORD_REMEDY
 from memlineage.store.redis_decisions import DECISION_SCRIPTS, RedisDecisions
 from memlineage.store.redis_events import RedisEvents, block_slice
 from memlineage.store.redis_grants import GRANT_SCRIPTS, RedisGrants
@@ -147,11 +148,18 @@ class RedisStore(
 
     def epochs(self, namespace: str) -> tuple[int, int]:
         """The namespace's write and access counters, in one round trip: every writer
-        (any sidecar on this Redis) moves them atomically with its writes."""
+        (any sidecar on this Redis) moves them atomically with its writes. MGET answers
+        nil for a key of another type as for an absent one, so a nil is looked at by
+        TYPE (a second round trip, only until the counter exists)."""
         k = self.keys
         keys = [k.counter_of(namespace, "w"), k.counter_of(namespace, "a")]
-        with self._guard():
+        with self._guard(*keys):
             values = self.client.mget(keys)
+        if None in values:  # absent, or (MGET answers nil for it) a key of another type
+            absent = [key for key, value in zip(keys, values, strict=True) if value is None]
+            found = self._wrong_type(absent, RECORD_REMEDY)
+            if found is not None:
+                raise found
         counts = []
         for key, value in zip(keys, values, strict=True):
             try:
