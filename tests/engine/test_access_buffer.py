@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 
+import pytest
 from memlineage.engine.access import AccessBuffer
 from memlineage.lineage.clock import ManualClock
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store import open_store
+from support.redis_servers import RedisServer
 
 
 def test_reads_are_summed_and_flushed_together() -> None:
@@ -72,3 +75,32 @@ def test_reads_added_while_flushing_are_all_counted() -> None:
     assert a.access_count == 4 * per_thread
     assert b.access_count == 4 * per_thread // 2
     assert a.last_access == float(per_thread - 1)
+
+
+def test_a_damaged_namespace_drops_its_own_counts_only(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One namespace's damaged record (Redis) fails its own batch, logged with the key;
+    the other namespace's accesses are written and the flush (run before any
+    namespace's Explain) does not raise, so no caller sees another namespace's key."""
+    store = open_store(redis_server.emptied(), clock=ManualClock(1000.0))
+    raw = redis_server.client(socket_timeout=5)
+    try:
+        for ns in ("tenant-a", "tenant-b"):
+            store.record(MemoryRecord(id="m", namespace=ns, creator_id="user:u"))
+        damaged = "ml:{tenant-b}:m:m"
+        raw.hset(damaged, "n", b"lots")  # its access count (field n): not a number
+        before = raw.dump(damaged)
+        buf = AccessBuffer(store)
+        buf.add("tenant-b", ("m",), 1010.0)
+        buf.add("tenant-a", ("m",), 1010.0)
+        with caplog.at_level(logging.ERROR, logger="memlineage.engine"):
+            assert buf.flush() == 1
+        assert store.get("tenant-a", "m").access_count == 1
+        assert raw.dump(damaged) == before
+        [line] = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
+        assert "'tenant-b'" in line and damaged in line
+        assert buf.pending() == 0 and buf.flush() == 0
+    finally:
+        store.close()
+        raw.close()

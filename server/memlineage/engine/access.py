@@ -6,15 +6,25 @@ summed per (namespace, memory) — count and latest time — and flushed through
 `record_accesses` every `access_flush_seconds` (2 s by default) by the server,
 before a sweep or Explain, on shutdown, and whenever many are pending. Access
 statistics are therefore at most one flush interval late.
+
+A namespace whose batch the store refuses as damaged (StoreCorruptError, DATA_LOSS:
+a record it cannot read or write) is logged with the key and its batch dropped:
+a flush writes every namespace, and the flush before one namespace's Explain or
+sweep must not fail it, nor name another namespace's key to its caller. Retrying
+would meet the same damage at every flush; the counts are statistics, not lineage.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Iterable
 
+from memlineage.lineage.errors import StoreCorruptError
 from memlineage.store.base import LineageStore
+
+log = logging.getLogger("memlineage.engine")
 
 
 class AccessBuffer:
@@ -51,4 +61,15 @@ class AccessBuffer:
                 for memory_id in ids:
                     count, last = get(memory_id, (0, now))
                     acc[memory_id] = (count + 1, now if now > last else last)  # max
-            return sum(self.store.record_accesses(ns, acc) for ns, acc in summed.items())
+            written = 0
+            for ns, acc in summed.items():
+                try:
+                    written += self.store.record_accesses(ns, acc)
+                except StoreCorruptError as exc:
+                    log.error(
+                        "access statistics of %d memories of namespace %r dropped: %s",
+                        len(acc),
+                        ns,
+                        exc,
+                    )
+            return written
