@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import cast
+from typing import Any, cast
 
 import pytest
 import redis
@@ -29,6 +29,7 @@ from memlineage.lineage.model import Status
 from memlineage.store import LineageStore
 from redis.cluster import RedisCluster
 from support.memories import NOW, memory
+from support.wrong_type import namespace_keys, refused_over
 
 NS = "recnums"
 mem = partial(memory, ns=NS)
@@ -56,15 +57,9 @@ def raw(backend: str, request: pytest.FixtureRequest) -> Iterator[Raw]:
         client.close()
 
 
-def dump(raw: Raw) -> dict[bytes, bytes | None]:
+def dump(raw: Raw) -> dict[Any, bytes | None]:
     """Every key of the namespace (one slot: its hash tag) as DUMP serialises it."""
-    pattern = f"ml:{{{NS}}}:*"
-    if isinstance(raw, RedisCluster):
-        node = raw.get_node_from_key(pattern)
-        names = raw.scan_iter(match=pattern, count=1000, target_nodes=node)
-    else:
-        names = raw.scan_iter(match=pattern, count=1000)
-    return {k: raw.dump(k) for k in sorted(names)}
+    return namespace_keys(raw, NS)
 
 
 def claims(store: LineageStore) -> Callable[[LineageStore], object]:
@@ -239,41 +234,14 @@ WRONG_TYPE: dict[str, tuple[str, str, str]] = {
 }
 
 
-def retype(raw: Raw, k: str, kind: str) -> None:
-    """`k` holding a value of Redis type `kind` instead of what it held."""
-    raw.delete(k)
-    {
-        "string": lambda: raw.set(k, b"x"),
-        "hash": lambda: raw.hset(k, "x", b"1"),
-        "list": lambda: raw.rpush(k, b"x"),
-        "set": lambda: raw.sadd(k, b"x"),
-        "zset": lambda: raw.zadd(k, {b"x": 1.0}),
-    }[kind]()
-
-
 @pytest.mark.parametrize("name", list(WRONG_TYPE))
 def test_a_key_of_another_type_fails_the_whole_record_or_revision(
     store: LineageStore, raw: Raw, name: str
 ) -> None:
     setup, suffix, kind = WRONG_TYPE[name]
     call = SETUPS[setup](store)
-    k = f"ml:{{{NS}}}:{suffix}"
-    old = raw.dump(k)
-    retype(raw, k, kind)
-    before = dump(raw)
-
-    with pytest.raises(StoreCorruptError) as err:
-        call(store)
-    message = str(err.value)
-    assert err.value.grpc_status == "DATA_LOSS"
-    assert message.startswith(f"redis {k} cannot be read: it holds a Redis {kind}, "), message
-    assert "nothing was changed" in message, message
-    assert dump(raw) == before
-
-    raw.delete(k)  # mended: the same call goes through
-    if old is not None:
-        raw.restore(k, 0, old)
-    call(store)
+    refused_over(raw, NS, f"ml:{{{NS}}}:{suffix}", kind, lambda: call(store))
+    call(store)  # mended: the same call goes through
     if setup == "supersedes":
         assert store.get(NS, "d2").status == Status.PENDING_VERIFICATION
     if setup == "moves":

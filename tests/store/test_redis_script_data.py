@@ -16,6 +16,7 @@ review scheduled the earlier records before a later one's hash refused it."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 import redis
@@ -23,8 +24,8 @@ from memlineage.lineage.errors import StoreCorruptError
 from memlineage.lineage.model import Status
 from memlineage.store import LineageStore
 from memlineage.store.redis_base import _DATA_ERROR
-from redis.cluster import RedisCluster
 from support.memories import NOW, memory
+from support.wrong_type import namespace_keys, refused_over
 
 NS = "nums"
 pytestmark = pytest.mark.parametrize("backend", ["redis", "cluster"])
@@ -167,25 +168,9 @@ WRONG_TYPE = {
 }
 
 
-def dump(raw: redis.Redis) -> dict[bytes, bytes | None]:
+def dump(raw: redis.Redis) -> dict[Any, bytes | None]:
     """Every key of the namespace (one slot: its hash tag) as DUMP serialises it."""
-    pattern = f"ml:{{{NS}}}:*"
-    if isinstance(raw, RedisCluster):
-        names = raw.scan_iter(match=pattern, target_nodes=raw.get_node_from_key(pattern))
-    else:
-        names = raw.scan_iter(match=pattern)
-    return {k.encode() if isinstance(k, str) else k: raw.dump(k) for k in sorted(names)}
-
-
-def retype(raw: redis.Redis, k: str, kind: str) -> None:
-    raw.delete(k)
-    {
-        "string": lambda: raw.set(k, "x"),
-        "hash": lambda: raw.hset(k, "x", "1"),
-        "list": lambda: raw.rpush(k, "x"),
-        "set": lambda: raw.sadd(k, "x"),
-        "zset": lambda: raw.zadd(k, {"x": 1.0}),
-    }[kind]()
+    return namespace_keys(raw, NS)
 
 
 @pytest.mark.parametrize("name", list(WRONG_TYPE))
@@ -194,19 +179,5 @@ def test_a_key_of_another_type_is_store_corrupt_and_nothing_is_written(
 ) -> None:
     raw = stored(store)
     suffix, kind, call = WRONG_TYPE[name]
-    k = f"ml:{{{NS}}}:{suffix}"
-    old = raw.dump(k)
-    retype(raw, k, kind)
-    before = dump(raw)
-    with pytest.raises(StoreCorruptError) as err:
-        CALLS[call](store)
-    message = str(err.value)
-    assert err.value.grpc_status == "DATA_LOSS"
-    assert message.startswith(f"redis {k} cannot be read: it holds a Redis {kind}, "), message
-    assert "nothing was changed" in message, message
-    assert dump(raw) == before
-
-    raw.delete(k)  # mended: the same call goes through
-    if old is not None:
-        raw.restore(k, 0, old)
-    CALLS[call](store)
+    refused_over(raw, NS, f"ml:{{{NS}}}:{suffix}", kind, lambda: CALLS[call](store))
+    CALLS[call](store)  # mended: the same call goes through

@@ -13,6 +13,7 @@ the memory was recorded without saying so."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
@@ -21,9 +22,9 @@ from memlineage.lineage.errors import StoreCorruptError
 from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.model import Status
 from memlineage.store import LineageStore
-from redis.cluster import RedisCluster
 from support.memories import NOW, memory
 from support.proposals import stale_at_now
+from support.wrong_type import namespace_keys, refused_over, retype
 
 StoreFactory = Callable[..., LineageStore]  # tests/store/conftest.py's make_store
 NS = "typed"
@@ -35,27 +36,9 @@ def key(suffix: str) -> str:
     return f"ml:{{{NS}}}:{suffix}"
 
 
-def dump(raw: redis.Redis) -> dict[str, bytes | None]:
-    """Every key of the namespace (one slot: its hash tag) and the namespace registry,
-    as DUMP serialises them."""
-    pattern = key("*")
-    if isinstance(raw, RedisCluster):
-        names = raw.scan_iter(match=pattern, target_nodes=raw.get_node_from_key(pattern))
-    else:
-        names = raw.scan_iter(match=pattern)
-    return {k: raw.dump(k) for k in sorted({*names, REGISTRY})}
-
-
-def retype(raw: redis.Redis, k: str, kind: str) -> None:
-    """`k` holding a value of Redis type `kind` instead of what it held."""
-    raw.delete(k)
-    {
-        "string": lambda: raw.set(k, "x"),
-        "hash": lambda: raw.hset(k, "x", "1"),
-        "list": lambda: raw.rpush(k, "x"),
-        "set": lambda: raw.sadd(k, "x"),
-        "zset": lambda: raw.zadd(k, {"x": 1.0}),
-    }[kind]()
+def dump(raw: redis.Redis) -> dict[Any, bytes | None]:
+    """Every key of the namespace and the namespace registry, as DUMP serialises them."""
+    return namespace_keys(raw, NS, (REGISTRY,))
 
 
 def raw_of(store: LineageStore) -> redis.Redis:
@@ -132,22 +115,8 @@ def test_a_key_of_another_type_is_store_corrupt_and_nothing_is_written(
     stored(store)
     raw = raw_of(store)
     suffix, kind, call = WRONG_TYPE[name]
-    k = key(suffix)
-    old = raw.dump(k)
-    retype(raw, k, kind)
-    before = dump(raw)
-
-    with pytest.raises(StoreCorruptError) as err:
-        CALLS[call](store)
-    message = str(err.value)
-    assert err.value.grpc_status == "DATA_LOSS"
-    assert message.startswith(f"redis {k} cannot be read: it holds a Redis {kind}, "), message
-    assert "nothing was changed" in message, message
-    assert dump(raw) == before
-
-    raw.delete(k)  # mended: the same call goes through
-    if old is not None:
-        raw.restore(k, 0, old)
+    refused_over(raw, NS, key(suffix), kind, lambda: CALLS[call](store), (REGISTRY,))
+    # mended: the same call goes through
     if call == "supersede":
         store.record(memory("z", ns=NS), now=NOW)
     CALLS[call](store)
