@@ -48,8 +48,9 @@ def refused_over(
     also: Iterable[str] = (),
 ) -> None:
     """With `k` retyped to `kind`: `call` is StoreCorruptError (DATA_LOSS) naming `k`
-    and its type, saying nothing was changed, and every key of `ns` (and `also`) is
-    byte-identical; then `k` is put back as it was (the caller repeats the call)."""
+    and its type, saying nothing was changed and that `k` is what to restore, and
+    every key of `ns` (and `also`) is byte-identical; then `k` is put back as it was
+    (the caller repeats the call)."""
     old = raw.dump(k)
     retype(raw, k, kind)
     before = namespace_keys(raw, ns, also)
@@ -58,7 +59,7 @@ def refused_over(
     message = str(err.value)
     assert err.value.grpc_status == "DATA_LOSS"
     assert message.startswith(f"redis {k} cannot be read: it holds a Redis {kind}, "), message
-    assert "nothing was changed" in message, message
+    assert f"nothing was changed (restore {k} from a backup as the " in message, message
     assert namespace_keys(raw, ns, also) == before
     raw.delete(k)  # mended
     if old is not None:

@@ -249,6 +249,10 @@ class RedisBase(LineageStore):
 
 
 def _held_another_type(key: str, got: str, want: str, remedy: str) -> StoreCorruptError:
+    """The default remedy speaks of a record's field; a key of another type (a stream,
+    a set, a grants hash as much as a record) is mended by restoring that key."""
+    if remedy == RECORD_REMEDY:
+        remedy = f"nothing was changed (restore {key} from a backup as the {want} it held)"
     return StoreCorruptError(
         key,
         f"it holds a Redis {got}, not the {want} the store keeps there",
