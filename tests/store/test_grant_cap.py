@@ -92,12 +92,14 @@ def ids(store: LineageStore) -> set[str]:
 
 
 def stored(backend: str, store: LineageStore, tmp_path: Path) -> object:
-    """What the backend holds of NS's grants: on Redis both hashes as DUMP and HGETALL
-    give them (bytes), on the embedded store the grants (and the SQLite rows)."""
+    """What the backend holds of NS's grants: on Redis both hashes' type and fields
+    (bytes), on the embedded store the grants (and the SQLite rows)."""
     if backend in REDIS:
         raw = store.client  # type: ignore[attr-defined]
         keys = [f"ml:{{{NS}}}:g", f"ml:{{{NS}}}:gu"]
-        return [(raw.dump(k), raw.execute_command("HGETALL", k, NEVER_DECODE=True)) for k in keys]
+        # By content, not DUMP: grant values make the hash a hash table, whose DUMP order
+        # a read alone can change (it moves the table's incremental rehash on).
+        return [(raw.type(k), raw.execute_command("HGETALL", k, NEVER_DECODE=True)) for k in keys]
     held = sorted(g.to_json() for g in store.grants(NS))
     return (held, rows(tmp_path)) if backend == "embedded-dir" else held
 

@@ -14,9 +14,9 @@ from memlineage.lineage.errors import StoreCorruptError
 from redis.cluster import RedisCluster
 
 
-def namespace_keys(raw: Any, ns: str, also: Iterable[str] = ()) -> dict[Any, bytes | None]:
-    """Every key of namespace `ns` (one slot: its hash tag), plus `also`, as DUMP
-    serialises them (on a Cluster, scanned on the node of that slot)."""
+def namespace_keys(raw: Any, ns: str, also: Iterable[str] = ()) -> dict[Any, Any]:
+    """Every key of namespace `ns` (one slot: its hash tag), plus `also`, by content
+    (`_content`; on a Cluster, scanned on the node of that slot)."""
     pattern = f"ml:{{{ns}}}:*"
     if isinstance(raw, RedisCluster):
         node = raw.get_node_from_key(pattern)
@@ -24,7 +24,20 @@ def namespace_keys(raw: Any, ns: str, also: Iterable[str] = ()) -> dict[Any, byt
     else:
         names = raw.scan_iter(match=pattern, count=1000)
     found = {k.decode() if isinstance(k, bytes) else k for k in names}
-    return {k: raw.dump(k) for k in sorted({*found, *also})}
+    return {k: _content(raw, k) for k in sorted({*found, *also})}
+
+
+def _content(raw: Any, k: str) -> Any:
+    """A key's value, comparable across reads: a hash or set by its sorted members (a
+    large one is a hash table, whose DUMP order a mere read can change by moving its
+    incremental rehash on), any other type as DUMP serialises it."""
+    kind = raw.type(k)
+    kind = kind.decode() if isinstance(kind, bytes) else kind
+    if kind == "hash":
+        return ("hash", sorted(raw.hgetall(k).items()))
+    if kind == "set":
+        return ("set", sorted(raw.smembers(k)))
+    return raw.dump(k)
 
 
 def retype(raw: Any, k: str, kind: str) -> None:
