@@ -90,31 +90,43 @@ def rt_lineage(s: LineageSnapshot, mem: Memory, depth: float | None = None) -> l
 def origins_of(s: LineageSnapshot, x: Argument | Memory) -> list[Memory]:
     """The roots of the lineage of `x` (an argument: of each of its sources): every
     memory in it built on nothing, and every dependency with no recorded lineage (an
-    unknown origin), each once. Never raises: an unknown memory is its own origin."""
+    unknown origin), each once. Never raises: an unknown memory is its own origin.
+    Found once per snapshot for each argument and each memory (by object): arguments
+    filled from the same memory share its walk. The list is shared: never mutated."""
     cache: dict[int, tuple[object, list[Memory]]] | None = getattr(s, "origins_cache", None)
     if cache is not None:
         hit = cache.get(id(x))
         if hit is not None and hit[0] is x:
             return hit[1]
-    starts = x.sources if isinstance(x, Argument) else (x,)
-    out: dict[str, Memory] = {}
-    for start in starts:
-        if not start.known:
-            out.setdefault(start.id, start)
-            continue
-        chain: list[Memory] = [start, *s.ancestors(start.id)]
-        ids = {m.id for m in chain}
-        for m in chain:
-            deps = m.dependencies if isinstance(m, MemoryFacts) else ()
-            if not deps:
-                out.setdefault(m.id, m)
-            for d in deps:
-                if d not in ids:
-                    out.setdefault(d, UnknownMemory(d, m.namespace))
-    found = list(out.values())
+    if not isinstance(x, Argument):
+        found = _memory_origins(s, x)
+    elif len(x.sources) == 1:
+        found = origins_of(s, x.sources[0])
+    else:
+        out: dict[str, Memory] = {}
+        for start in x.sources:
+            for o in origins_of(s, start):
+                out.setdefault(o.id, o)
+        found = list(out.values())
     if cache is not None:
         cache[id(x)] = (x, found)
     return found
+
+
+def _memory_origins(s: LineageSnapshot, start: Memory) -> list[Memory]:
+    if not start.known or not isinstance(start, MemoryFacts) or not start.dependencies:
+        return [start]
+    chain: list[Memory] = [start, *s.ancestors(start.id)]
+    ids = {m.id for m in chain}
+    out: dict[str, Memory] = {}
+    for m in chain:
+        deps = m.dependencies if isinstance(m, MemoryFacts) else ()
+        if not deps:
+            out.setdefault(m.id, m)
+        for d in deps:
+            if d not in ids:
+                out.setdefault(d, UnknownMemory(d, m.namespace))
+    return list(out.values())
 
 
 def cover(s: LineageSnapshot, r: Request, a: Argument, o: Memory, now: float) -> Grant | None:

@@ -96,6 +96,9 @@ class OpPlan:
     # `test_memory` the others for each memory (None: one `test` of every rule).
     test_request: Test | None = None
     test_memory: Test | None = None
+    # `act` only: the policies whose condition reads the arguments (a denial by one
+    # says which argument, origin and grant).
+    arg_readers: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -306,6 +309,7 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
         reusable=all(p.time_exact for p in policies),
         test_request=test_request,
         test_memory=test_memory,
+        arg_readers=frozenset(p.name for p in policies if "args" in p.attributes),
     )
 
 

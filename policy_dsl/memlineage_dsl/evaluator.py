@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TypeVar
 
 from .codegen import rt_uncovered
@@ -180,8 +180,11 @@ def _decide_act(ps: CompiledPolicySet, plan: OpPlan, r: Request, s: LineageSnaps
             parts.append(_fired_decision(ps, plan, fired, bad, m, m, r, s))
     else:
         parts = [_decide_one(ps, plan, m, m, r, s) for m in memories]
-    if len(parts) == 1:
-        d = parts[0]
+    first = parts[0]
+    if len(parts) == 1 or (
+        not first.expected_cost and all(part is first for part in parts)
+    ):  # one decision for every memory (a cached one): merging it with itself is itself
+        d = first
     else:
         effect = ALLOW
         for part in parts:
@@ -196,7 +199,7 @@ def _decide_act(ps: CompiledPolicySet, plan: OpPlan, r: Request, s: LineageSnaps
         )
     if d.effect != DENY or not r.args:
         return d
-    readers = {p.name for p in plan.policies if "args" in p.attributes}
+    readers = plan.arg_readers
     if not any(x.policy in readers and x.effect == DENY and x.status == FIRED for x in d.reasons):
         return d
     found = argument_findings(r, s)
@@ -204,12 +207,12 @@ def _decide_act(ps: CompiledPolicySet, plan: OpPlan, r: Request, s: LineageSnaps
         return d
     detail = " (" + "; ".join(found) + ")"
     reasons = tuple(
-        replace(x, message=x.message + detail)
+        Reason(x.policy, x.effect, x.message + detail, x.priority, x.status)
         if x.policy in readers and x.effect == DENY and x.status == FIRED
         else x
         for x in d.reasons
     )
-    return replace(d, reasons=reasons)
+    return Decision(d.effect, d.compliance_score, d.expected_cost, d.obligations, reasons, d.errors)
 
 
 def argument_findings(r: Request, s: LineageSnapshot) -> list[str]:

@@ -7,6 +7,7 @@ benchmarks fill them from `DictSnapshot`. Nothing here does I/O.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -133,7 +134,7 @@ class Grant:
         """Whether this grant lets `origin` fill `argument` of `action` at `now`."""
         if not self.live(now):
             return False
-        if not any(fnmatch.fnmatchcase(action, p) for p in self.actions):
+        if not action_in(action, self.actions):
             return False
         if self.arguments and argument.name not in self.arguments:
             return False
@@ -148,6 +149,13 @@ class Grant:
             and isinstance(origin, MemoryFacts)
             and fnmatch.fnmatchcase(origin.creator.id, self.source)
         )
+
+
+@functools.lru_cache(maxsize=16_384)
+def action_in(action: str, patterns: tuple[str, ...]) -> bool:
+    """Whether `action` matches one of the glob `patterns` (memoised: every act asks it
+    of each grant, the same few actions and pattern lists over and over)."""
+    return any(fnmatch.fnmatchcase(action, p) for p in patterns)
 
 
 def covering_grant(

@@ -8,6 +8,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlineage_dsl.compiler import CompiledPolicySet
+from memlineage_dsl.decision import Decision, stricter
 from memlineage_dsl.evaluator import decide
 from memlineage_dsl.facts import (
     Argument,
@@ -124,3 +125,73 @@ def test_an_act_decides_as_every_rule_tested_on_every_memory(
     split = decide(COMPILED, req, DictSnapshot(known))
     every = decide(UNSPLIT, req, DictSnapshot(known))
     assert split == every
+
+
+COSTLY = """\
+policy weak priority 40 {
+  on act
+  when memory.confidence < 0.5
+  degrade annotate("weak") score 0.6
+  cost 2
+}
+
+policy web priority 30 {
+  on act
+  when memory.creator.id == "tool:web"
+  degrade annotate("web")
+}
+"""
+
+
+def _merged(parts: list[Decision]) -> tuple[object, ...]:
+    """The documented merge of per-memory decisions: the strictest effect, the least
+    score, the summed cost, each obligation and reason once (first seen)."""
+    effect = "allow"
+    for p in parts:
+        effect = stricter(effect, p.effect)
+    return (
+        effect,
+        min(p.compliance_score for p in parts),
+        sum(p.expected_cost for p in parts),
+        tuple(dict.fromkeys((o.kind, o.args) for p in parts for o in p.obligations)),
+        tuple(dict.fromkeys(r for p in parts for r in p.reasons)),
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    picks=st.lists(
+        st.tuples(st.sampled_from(["user:alice", "tool:web"]), st.sampled_from([0.3, 0.9])),
+        min_size=2,
+        max_size=5,
+    )
+)
+def test_an_act_on_several_memories_merges_their_decisions_and_sums_their_costs(
+    picks: list[tuple[str, float]],
+) -> None:
+    """Memories alike get the same (cached) decision object: merged, the costs still add
+    up (two weak memories cost 4, not 2)."""
+    build = build_texts({"c.mlp": COSTLY})
+    assert build.compiled is not None, [d.message for d in build.diagnostics]
+    facts = [
+        MemoryFacts(id=f"m{i}", creator=Creator.parse(c), confidence=conf)
+        for i, (c, conf) in enumerate(picks)
+    ]
+    snap = DictSnapshot(facts)
+    actor = Creator.parse("agent:planner")
+
+    def on(ms: list[MemoryFacts]) -> Decision:
+        req = Request("act", ms[0], actor, action="book", time=100.0, memories=tuple(ms))
+        return decide(build.compiled, req, snap)  # type: ignore[arg-type]  # checked above
+
+    whole = on(facts)
+    parts = [on([f]) for f in facts]
+    got = (
+        whole.effect,
+        whole.compliance_score,
+        whole.expected_cost,
+        tuple((o.kind, o.args) for o in whole.obligations),
+        whole.reasons,
+    )
+    assert got == _merged(parts)
+    assert whole.expected_cost == 2 * sum(conf < 0.5 for _, conf in picks)

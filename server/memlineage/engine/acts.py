@@ -7,7 +7,6 @@ Acts are never reused: each may spend a grant use and moves the action counters.
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -21,6 +20,7 @@ from memlineage_dsl.facts import (
     Memory,
     Request,
     UnknownMemory,
+    action_in,
     action_itself,
     user_made,
 )
@@ -31,7 +31,7 @@ from memlineage.engine.records import DecisionRecord
 from memlineage.engine.snapshot import StoreSnapshot, acts_counter, snapshot_of
 from memlineage.lineage.errors import StoreUnavailableError, ValidationError
 from memlineage.lineage.grants import GrantRecord
-from memlineage.lineage.validation import check_id
+from memlineage.lineage.validation import check_id, valid_id
 
 MAX_ARGUMENTS = 64
 MAX_ARGUMENT_SOURCES = 256
@@ -54,7 +54,8 @@ def checked_arguments(args: Sequence[ActArgument]) -> tuple[ActArgument, ...]:
         raise ValidationError(f"at most {MAX_ARGUMENTS} arguments", field="arguments")
     seen: set[str] = set()
     for i, a in enumerate(args):
-        check_id(a.name, f"arguments[{i}].name")
+        if not valid_id(a.name):  # the field named (formatted) only on the error path
+            check_id(a.name, f"arguments[{i}].name")
         if a.name in seen:
             raise ValidationError(f"argument {a.name!r} is given twice", field=f"arguments[{i}]")
         seen.add(a.name)
@@ -63,7 +64,8 @@ def checked_arguments(args: Sequence[ActArgument]) -> tuple[ActArgument, ...]:
                 f"at most {MAX_ARGUMENT_SOURCES} sources", field=f"arguments[{i}].sources"
             )
         for j, s in enumerate(a.sources):
-            check_id(s, f"arguments[{i}].sources[{j}]")
+            if not valid_id(s):
+                check_id(s, f"arguments[{i}].sources[{j}]")
         for what, text in (("value", a.value), ("digest", a.digest)):
             if len(text) > MAX_ARGUMENT_VALUE:
                 raise ValidationError(
@@ -72,8 +74,26 @@ def checked_arguments(args: Sequence[ActArgument]) -> tuple[ActArgument, ...]:
     return tuple(args)
 
 
+# Facts of grants a store hands out as shared immutable objects (the embedded store
+# returns the same GrantRecord until a use or a new grant replaces it), built once per
+# record object; a store that builds new objects (Redis) only misses.
+_GRANT_FACTS: dict[int, tuple[GrantRecord, Grant]] = {}
+_GRANT_FACTS_LIMIT = 50_000
+
+
 def grant_facts(g: GrantRecord) -> Grant:
     """What policies see of a stored grant."""
+    hit = _GRANT_FACTS.get(id(g))
+    if hit is not None and hit[0] is g:
+        return hit[1]
+    facts = _grant_facts(g)
+    if len(_GRANT_FACTS) >= _GRANT_FACTS_LIMIT:
+        _GRANT_FACTS.clear()
+    _GRANT_FACTS[id(g)] = (g, facts)
+    return facts
+
+
+def _grant_facts(g: GrantRecord) -> Grant:
     return Grant(
         g.id,
         Creator.parse(g.issuer),
@@ -94,7 +114,7 @@ def _may_cover(g: GrantRecord, action: str, now: float) -> bool:
     """Only an effective grant naming the action can cover one of its arguments: the
     others are left out of the request (a namespace's spent and unrelated grants are
     never converted nor tried per argument, and a logged input stays small)."""
-    return g.effective(now) and any(fnmatch.fnmatchcase(action, p) for p in g.actions)
+    return g.effective(now) and action_in(action, g.actions)
 
 
 def grants_to_spend(req: Request, snap: StoreSnapshot) -> tuple[str, ...]:

@@ -54,6 +54,12 @@ class StoreLimits:
     """A new memory is first due for review (governance sweep) this long after recording."""
 
 
+def valid_id(value: object, max_length: int = 128) -> bool:
+    """Whether `check_id` would take `value`: the test alone, for hot loops that name
+    the field (an f-string) only when it fails."""
+    return type(value) is str and 0 < len(value) <= max_length and bool(_ID_RE.fullmatch(value))
+
+
 def check_id(value: Any, field: str, *, max_length: int = 128) -> str:
     """An id, namespace or name: 1..max_length chars of [A-Za-z0-9._:/-]."""
     if not isinstance(value, str):
