@@ -11,12 +11,14 @@ part of its chunk."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
 from memlineage.client import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
 from support.corrupt_redis import Served, client, corrupt_redis_fixtures, refused_reading
+from support.wrong_type import namespace_keys
 
 CREATOR = "user:alice"
 
@@ -46,9 +48,10 @@ NAMESPACES = [f"t-{n}" for n in WRONG_TYPE] + ["t-registry", "t-cascade"]
 served, raw = corrupt_redis_fixtures("redis-corrupt-types", lambda: NAMESPACES)
 
 
-def dump(r: redis.Redis, ns: str) -> dict[bytes, bytes | None]:
-    keys = sorted(r.scan_iter(match=f"ml:{{{ns}}}:*", count=1000))
-    return {k: r.dump(k) for k in keys}
+def dump(r: redis.Redis, ns: str) -> dict[Any, Any]:
+    """Every key of the namespace by content (a hash or set by its members: the DUMP
+    order of a hash table moves with its incremental rehash on a mere read)."""
+    return namespace_keys(r, ns)
 
 
 def setup(c: MemLineageClient) -> None:
