@@ -191,3 +191,27 @@ def test_a_cascade_chunk_meeting_a_key_of_another_type_writes_nothing(
     for node in "cd":
         store.set_status(NS, node, Status.PENDING_VERIFICATION, now=NOW + 2)
     assert {store.get(NS, n).status for n in "abcd"} == {Status.PENDING_VERIFICATION}
+
+
+def test_a_stream_retyped_while_a_watcher_waits_is_store_corrupt_naming_it(
+    store: LineageStore,
+) -> None:
+    """The page read finds nothing new, then the stream becomes another type before the
+    blocking XREAD: the XREAD's WRONGTYPE is DATA_LOSS naming the stream (the fault is
+    put between the two steps by wrapping the page read of this one store)."""
+    stored(store)
+    raw = raw_of(store)
+    stream = key("ev")
+    cursor = store.latest_cursor(NS)
+    page = store._events  # type: ignore[attr-defined]
+
+    def then_retype(*args: Any) -> Any:
+        out = page(*args)
+        retype(raw, stream, "string")
+        return out
+
+    store._events = then_retype  # type: ignore[attr-defined]
+    with pytest.raises(StoreCorruptError) as err:
+        store.wait_events(NS, after=cursor, timeout=5.0)
+    assert err.value.grpc_status == "DATA_LOSS"
+    assert str(err.value).startswith(f"redis {stream} cannot be read: it holds a Redis string, ")
