@@ -101,6 +101,17 @@ def test_a_damaged_namespace_drops_its_own_counts_only(
         [line] = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
         assert "'tenant-b'" in line and damaged in line
         assert buf.pending() == 0 and buf.flush() == 0
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="memlineage.engine"):
+            for _ in range(3):  # read again and flushed again: not logged again
+                buf.add("tenant-b", ("m",), 1011.0)
+                assert buf.flush() == 0
+            assert caplog.records == []
+            raw.hset(damaged, "n", 1)  # mended
+            buf.add("tenant-b", ("m",), 1012.0)
+            assert buf.flush() == 1
+        said = [r.getMessage() for r in caplog.records]
+        assert said == ["access statistics of 'tenant-b' are written again"], said
     finally:
         store.close()
         raw.close()

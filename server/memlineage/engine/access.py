@@ -21,6 +21,7 @@ import threading
 from collections import deque
 from collections.abc import Iterable
 
+from memlineage.engine.fault_log import FaultLog
 from memlineage.lineage.errors import StoreCorruptError
 from memlineage.store.base import LineageStore
 
@@ -36,6 +37,7 @@ class AccessBuffer:
         self.max_pending = max_pending
         self._queue: deque[tuple[str, Iterable[str], float]] = deque()
         self._flushing = threading.Lock()
+        self._faults = FaultLog(log)  # a damaged namespace fails every flush: said once
 
     def add(self, namespace: str, ids: Iterable[str], now: float) -> None:
         """`ids` must not change afterwards (the engine passes tuples)."""
@@ -65,11 +67,11 @@ class AccessBuffer:
             for ns, acc in summed.items():
                 try:
                     written += self.store.record_accesses(ns, acc)
+                    self._faults.cleared(ns, f"access statistics of {ns!r} are written again")
                 except StoreCorruptError as exc:
-                    log.error(
-                        "access statistics of %d memories of namespace %r dropped: %s",
-                        len(acc),
-                        ns,
-                        exc,
+                    message = (
+                        f"access statistics of {len(acc)} memories of namespace {ns!r} "
+                        f"dropped: {exc}"
                     )
+                    self._faults.failed(ns, str(exc), message)
             return written

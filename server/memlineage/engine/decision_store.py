@@ -28,6 +28,7 @@ from typing import Any
 
 from memlineage_dsl.decision import Decision, ObligationOut, Reason
 
+from memlineage.engine.fault_log import FaultLog
 from memlineage.engine.records import DecisionJournal, DecisionRecord, decision_id_of
 from memlineage.lineage.decisions import KeptDecision
 from memlineage.lineage.errors import StoreCorruptError, StoreUnavailableError
@@ -104,6 +105,7 @@ class DecisionKeeper:
         self.max_pending = max_pending
         self._flushing = threading.Lock()
         self._retry: list[KeptDecision] = []  # a batch the store refused: next flush
+        self._faults = FaultLog(log)  # a damaged namespace fails every flush: said once
         if store.keeps_decisions and journal.queue is None:
             journal.queue = deque(maxlen=max_pending)
         self._queue = journal.queue if store.keeps_decisions else None
@@ -146,12 +148,14 @@ class DecisionKeeper:
                 try:
                     self.store.keep_decisions(ns, entries)
                     written += len(entries)
+                    self._faults.cleared(ns, f"kept decisions of {ns!r} are written again")
                 except StoreUnavailableError as exc:
                     failed += entries
                     error = exc
                 except StoreCorruptError as exc:  # that namespace's own reads say so
                     failed += entries
-                    log.error("%d kept decisions of %r not written: %s", len(entries), ns, exc)
+                    message = f"{len(entries)} kept decisions of {ns!r} not written: {exc}"
+                    self._faults.failed(ns, str(exc), message)
             self._retry = failed[-self.max_pending :]
             if error is not None:
                 raise error
