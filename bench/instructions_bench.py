@@ -1,0 +1,247 @@
+"""Instructions per request, the working tree beside a baseline revision: a figure
+that does not move with the machine's load (prints figures, asserts nothing).
+
+On a shared machine wall-clock figures swing by 1.5-2x from one minute to the next,
+so a change of 10% cannot be told from noise; the instructions a request executes
+do not depend on what else runs. Each workload runs in-process (no gRPC) under
+valgrind's callgrind, counting only the measured loop (``callgrind_control -i``),
+once with the working tree's code and once with a baseline revision's (checked out
+into a temporary ``git worktree``), the same workload script for both:
+
+- ``check``: a fresh read ``Check`` through the servicer, request bytes in and answer
+  bytes out (decision reuse off), on 2,000 memories as ``grpc_bench.py`` loads them;
+- ``act``: an ``act`` of ``send_email`` with three arguments bound to a user prompt, a
+  granted tool output and a derivation of both (denied: the derivation's tool origin
+  is not delegated for the body), through the engine;
+- ``record``: a ``Record`` of a new memory (``grpc_bench.py``'s mix) through the
+  engine (decided, then written to the embedded store in memory).
+
+Fewer instructions is not the same as less time (cache misses, the CPU waking up),
+but a change that removes work shows here at once; wall-clock targets are measured
+by the other benches.
+
+    .venv/bin/python bench/instructions_bench.py                    # vs HEAD, ~2 min
+    .venv/bin/python bench/instructions_bench.py --baseline HEAD~3 --workloads check,act
+    .venv/bin/python bench/instructions_bench.py --count 300
+
+Needs valgrind (``apt-get install valgrind``); nothing else of the project does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+WORKLOADS = ("check", "act", "record")
+COLLECTED = re.compile(r"Collected : (\d+)")
+
+
+# ------------------------------------------------------------------ in the child
+def _check_workload(count: int) -> Callable[[], None]:
+    from grpc_bench import memories
+    from memlineage.engine.core import Engine
+    from memlineage.engine.policies import PolicyHolder
+    from memlineage.grpc_api import serde
+    from memlineage.grpc_api.auth import LOCAL, Authenticator
+    from memlineage.grpc_api.servicer import MemLineageService
+    from memlineage.metrics import Metrics
+    from memlineage.store.embedded import EmbeddedStore
+    from memlineage.v1 import memlineage_pb2 as pb
+    from memlineage_dsl.facts import Creator
+
+    engine = Engine(EmbeddedStore(), PolicyHolder(REPO / "policies"), reuse_decisions=False)
+    rng = random.Random(7)
+    ids = []
+    for layer in memories(2000, time.time(), rng):
+        for m in layer:
+            rec = serde.record_from_pb("default", m)
+            engine.record(rec, Creator(rec.creator_kind, rec.creator_id))
+            ids.append(m.id)
+    service = MemLineageService(engine, Authenticator(), Metrics())
+    requests = [
+        pb.CheckRequest(operation=pb.OPERATION_READ, memory_id=rng.choice(ids)).SerializeToString()
+        for _ in range(count)
+    ]
+    for raw in requests[:100]:  # warm: caches, the interpreter's specialisation
+        service._check(serde.parse(pb.CheckRequest, raw), LOCAL, (LOCAL.namespaces, raw))
+
+    def run() -> None:
+        for raw in requests:
+            service._check(serde.parse(pb.CheckRequest, raw), LOCAL, (LOCAL.namespaces, raw))
+
+    return run
+
+
+def _act_workload(count: int) -> Callable[[], None]:
+    import math
+
+    from memlineage.engine.acts import ActArgument
+    from memlineage.engine.core import Engine
+    from memlineage.engine.policies import PolicyHolder
+    from memlineage.lineage.grants import GrantRecord
+    from memlineage.lineage.model import MemoryRecord
+    from memlineage.store.embedded import EmbeddedStore
+    from memlineage_dsl.facts import Creator
+
+    engine = Engine(EmbeddedStore(), PolicyHolder(REPO / "policies"))
+    for mid, creator, deps in (
+        ("prompt", "user:alice", ()),
+        ("inbox", "tool:read_inbox", ()),
+        ("draft", "agent:assistant", ("prompt", "inbox")),
+    ):
+        rec = MemoryRecord(
+            id=mid,
+            namespace="default",
+            creator_kind=creator.split(":")[0],
+            creator_id=creator,
+            dependencies=deps,
+        )
+        engine.record(rec, Creator.parse(creator))
+    engine.record_grant(
+        GrantRecord(
+            id="",
+            namespace="default",
+            issuer="",
+            actions=("send_email",),
+            arguments=("recipients",),
+            memory_id="inbox",
+            uses=1_000_000,
+            expires_at=math.inf,
+        ),
+        Creator.parse("user:alice"),
+    )
+    agent = Creator.parse("agent:assistant")
+    args = [
+        ActArgument("recipients", ("inbox",), "bob@example.com"),
+        ActArgument("subject", ("prompt",)),
+        ActArgument("body", ("draft",)),
+    ]
+    for _ in range(100):
+        engine.act("default", "send_email", (), args, agent)
+
+    def run() -> None:
+        for _ in range(count):
+            engine.act("default", "send_email", (), args, agent)
+
+    return run
+
+
+def _record_workload(count: int) -> Callable[[], None]:
+    from grpc_bench import memories
+    from memlineage.engine.core import Engine
+    from memlineage.engine.policies import PolicyHolder
+    from memlineage.grpc_api import serde
+    from memlineage.store.embedded import EmbeddedStore
+    from memlineage_dsl.facts import Creator
+
+    engine = Engine(EmbeddedStore(), PolicyHolder(REPO / "policies"))
+    layers = memories(count + 200, time.time(), random.Random(11))
+    protos = [m for layer in layers for m in layer]
+    warm, measured = protos[:200], protos[200 : 200 + count]
+
+    def record_all(ms: list[Any]) -> None:
+        for m in ms:
+            rec = serde.record_from_pb("default", m)
+            engine.record(rec, Creator(rec.creator_kind, rec.creator_id))
+
+    record_all(warm)
+    return lambda: record_all(measured)
+
+
+def child(workload: str, count: int) -> None:
+    """Set up `workload`, then count the instructions of its measured loop only."""
+    sys.path.insert(0, str(REPO / "bench"))
+    build = {"check": _check_workload, "act": _act_workload, "record": _record_workload}
+    run = build[workload](count)
+    pid = str(os.getpid())
+    subprocess.run(["callgrind_control", "-i", "on", pid], check=True, capture_output=True)
+    run()
+    subprocess.run(["callgrind_control", "-i", "off", pid], check=True, capture_output=True)
+
+
+# ------------------------------------------------------------------ the parent
+def measure(code: Path | None, workload: str, count: int) -> float:
+    """Instructions per request of `workload` with the code of `code` (a checkout; None:
+    the working tree)."""
+    env = dict(os.environ, PYTHONHASHSEED="0")  # set iteration orders: the same work twice
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(code / "server"), str(code / "policy_dsl")])
+    out = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--instr-atstart=no",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--child",
+            workload,
+            "--count",
+            str(count),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    found = COLLECTED.search(out.stderr)
+    if out.returncode != 0 or found is None:
+        sys.exit(f"{workload} failed under valgrind:\n{out.stderr[-3000:]}")
+    return int(found.group(1)) / count
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--baseline", default="HEAD", help="a git revision (default: HEAD)")
+    p.add_argument("--workloads", default=",".join(WORKLOADS), help=", ".join(WORKLOADS))
+    p.add_argument("--count", type=int, default=500, help="requests measured per workload")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    opts = p.parse_args()
+    if opts.child:
+        child(opts.child, opts.count)
+        return 0
+    names = [w for w in opts.workloads.split(",") if w]
+    for w in names:
+        if w not in WORKLOADS:
+            p.error(f"--workloads: {w!r} is not one of {', '.join(WORKLOADS)}")
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
+        return 2
+    rev = subprocess.run(
+        ["git", "rev-parse", "--short", opts.baseline],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    tmp = Path(tempfile.mkdtemp(prefix="ml-instructions-"))
+    base = tmp / "baseline"
+    subprocess.run(
+        ["git", "worktree", "add", "--detach", "-q", str(base), rev], cwd=REPO, check=True
+    )
+    try:
+        print(f"instructions per request (callgrind), {opts.count} requests a workload")
+        print(f"{'workload':10s} {'baseline ' + rev:>18s} {'working tree':>14s} {'ratio':>7s}")
+        for w in names:
+            old = measure(base, w, opts.count)
+            new = measure(None, w, opts.count)
+            print(f"{w:10s} {old / 1e3:16,.1f} k {new / 1e3:12,.1f} k {new / old:7.3f}")
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=REPO)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
