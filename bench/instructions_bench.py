@@ -60,7 +60,7 @@ def _check_workload(count: int) -> Callable[[], None]:
     from memlineage.v1 import memlineage_pb2 as pb
     from memlineage_dsl.facts import Creator
 
-    engine = Engine(EmbeddedStore(), PolicyHolder(REPO / "policies"), reuse_decisions=False)
+    engine = Engine(EmbeddedStore(), PolicyHolder(str(REPO / "policies")), reuse_decisions=False)
     rng = random.Random(7)
     ids = []
     for layer in memories(2000, time.time(), rng):
@@ -94,7 +94,7 @@ def _act_workload(count: int) -> Callable[[], None]:
     from memlineage.store.embedded import EmbeddedStore
     from memlineage_dsl.facts import Creator
 
-    engine = Engine(EmbeddedStore(), PolicyHolder(REPO / "policies"))
+    engine = Engine(EmbeddedStore(), PolicyHolder(str(REPO / "policies")))
     for mid, creator, deps in (
         ("prompt", "user:alice", ()),
         ("inbox", "tool:read_inbox", ()),
@@ -145,7 +145,7 @@ def _record_workload(count: int) -> Callable[[], None]:
     from memlineage.store.embedded import EmbeddedStore
     from memlineage_dsl.facts import Creator
 
-    engine = Engine(EmbeddedStore(), PolicyHolder(REPO / "policies"))
+    engine = Engine(EmbeddedStore(), PolicyHolder(str(REPO / "policies")))
     layers = memories(count + 200, time.time(), random.Random(11))
     protos = [m for layer in layers for m in layer]
     warm, measured = protos[:200], protos[200 : 200 + count]
