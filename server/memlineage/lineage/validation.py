@@ -152,7 +152,8 @@ def _check_tags(tags: Any, limits: StoreLimits) -> tuple[str, ...]:
         )
     out: list[str] = []
     for i, tag in enumerate(tags):
-        check_id(tag, f"tags[{i}]", max_length=limits.max_tag_length)
+        if not valid_id(tag, limits.max_tag_length):  # the field named only when it fails
+            check_id(tag, f"tags[{i}]", max_length=limits.max_tag_length)
         if tag not in out:
             out.append(tag)
     return tuple(out)
@@ -217,21 +218,26 @@ def check_dependencies(
         )
     out: list[str] = []
     seen: set[str] = set(existing)
+    longest = limits.max_id_length
     for i, dep in enumerate(deps):
-        field = f"dependencies[{i}]"
         if isinstance(dep, MemoryRef):
-            check_id(dep.namespace, f"{field}.namespace", max_length=limits.max_id_length)
+            check_id(dep.namespace, f"dependencies[{i}].namespace", max_length=longest)
             if dep.namespace != namespace:
-                raise NamespaceError("dependency is in another namespace", field=field)
+                raise NamespaceError(
+                    "dependency is in another namespace", field=f"dependencies[{i}]"
+                )
             dep = dep.id
-        check_id(dep, field, max_length=limits.max_id_length)
+        if not valid_id(dep, longest):  # the field named only when it fails
+            check_id(dep, f"dependencies[{i}]", max_length=longest)
         if dep == memory_id:
             raise CycleError(
-                "a memory cannot depend on itself", field=field, code="SELF_DEPENDENCY"
+                "a memory cannot depend on itself",
+                field=f"dependencies[{i}]",
+                code="SELF_DEPENDENCY",
             )
         if dep in seen:
             raise ValidationError(
-                f"{dep!r} is listed twice", field=field, code="DUPLICATE_DEPENDENCY"
+                f"{dep!r} is listed twice", field=f"dependencies[{i}]", code="DUPLICATE_DEPENDENCY"
             )
         seen.add(dep)
         out.append(dep)
