@@ -410,20 +410,6 @@ class LineageStore(
         check_limit(ancestor_depth, "ancestor_depth", self.limits.max_walk_depth)
         check_limit(descendant_depth, "descendant_depth", self.limits.max_walk_depth)
         check_limit(limit, "limit", self.limits.max_walk_count)
-        return self._lineage_view(ns, wanted, ancestor_depth, descendant_depth, limit, with_history)
-
-    def _lineage_view(
-        self,
-        ns: str,
-        wanted: list[str],
-        ancestor_depth: int,
-        descendant_depth: int,
-        limit: int,
-        with_history: bool,
-    ) -> LineageView:
-        """`lineage_view` on checked arguments: the shared BFS over `_load`, one batch per
-        level (a backend whose rows are in this process may walk them itself, the same
-        records in the same order: the embedded store does, every read decision asks)."""
         with self._snapshot:
             return traversal.lineage_view(
                 self._load, ns, wanted, ancestor_depth, descendant_depth, limit, with_history

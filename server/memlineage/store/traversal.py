@@ -8,8 +8,7 @@ snapshot (the embedded store's lock) around these; they only walk.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from memlineage.lineage.errors import NotFoundError
 from memlineage.lineage.model import LineageView, MemoryRecord, Walk
@@ -63,17 +62,28 @@ def lineage_view(
     with_history: bool,
 ) -> LineageView:
     """The records ``wanted`` plus their ancestors (and descendants) in one BFS: the
-    ancestor and descendant frontiers are loaded together, one batch per level."""
+    ancestor and descendant frontiers are loaded together, one batch per level. Every
+    read decision, act and ranking walks it, most for a handful of records: the
+    neighbours are gathered inline (no call per record)."""
     records = load(ns, wanted, with_history)
-    missing = tuple(i for i in wanted if i not in records)
-    up = list(records.values())
-    down = list(records.values())
+    missing = () if len(records) == len(wanted) else tuple(i for i in wanted if i not in records)
+    up = down = list(records.values())
     added = 0
     truncated = False
     for depth in range(1, max(ancestor_depth, descendant_depth) + 1):
-        nxt_up = _fresh(up, True, records) if depth <= ancestor_depth else []
-        nxt_down = _fresh(down, False, records) if depth <= descendant_depth else []
-        batch = list(dict.fromkeys(nxt_up + nxt_down))
+        nxt_up: dict[str, None] = {}
+        if depth <= ancestor_depth:
+            for rec in up:
+                for n in rec.dependencies:  # stored: plain ids (validate_new resolved refs)
+                    if n not in records:
+                        nxt_up[n] = None  # type: ignore[index]  # ids, see above
+        nxt_down: dict[str, None] = {}
+        if depth <= descendant_depth:
+            for rec in down:
+                for n in rec.derivations:
+                    if n not in records:
+                        nxt_down[n] = None
+        batch = list({**nxt_up, **nxt_down})
         if not batch:
             break
         if added + len(batch) > limit:
@@ -92,12 +102,3 @@ def lineage_view(
 def _neighbours(rec: MemoryRecord, up: bool) -> tuple[str, ...]:
     # stored dependencies are plain ids: validate_new resolved any MemoryRef
     return rec.dependencies if up else rec.derivations  # type: ignore[return-value]  # ids, see above
-
-
-def _fresh(frontier: list[MemoryRecord], up: bool, seen: Mapping[str, Any]) -> list[str]:
-    out: dict[str, None] = {}
-    for rec in frontier:
-        for n in _neighbours(rec, up):
-            if n not in seen:
-                out[n] = None
-    return list(out)

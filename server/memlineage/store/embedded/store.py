@@ -44,7 +44,7 @@ from memlineage.lineage.errors import (
     VersionConflictError,
 )
 from memlineage.lineage.grants import GrantRecord
-from memlineage.lineage.model import CascadeResult, EventType, LineageView, MemoryRecord, Status
+from memlineage.lineage.model import CascadeResult, EventType, MemoryRecord, Status
 from memlineage.lineage.proposals import Proposal
 from memlineage.lineage.validation import (
     StoreLimits,
@@ -53,7 +53,7 @@ from memlineage.lineage.validation import (
     validate_new,
 )
 from memlineage.store.base import MAX_BATCH_IDS, LineageStore
-from memlineage.store.embedded import persistence, view
+from memlineage.store.embedded import persistence
 from memlineage.store.embedded.claim_record import ClaimRecordMixin
 from memlineage.store.embedded.event_log import EventLogMixin
 from memlineage.store.embedded.grant_table import GrantTable
@@ -420,26 +420,6 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
             self._append({"o": "d", "n": namespace, "i": memory_id, "d": list(deps), "a": now})
             self._state.apply_add(namespace, memory_id, list(deps), now)
             return row.record()
-
-    def _lineage_view(
-        self,
-        ns: str,
-        wanted: list[str],
-        ancestor_depth: int,
-        descendant_depth: int,
-        limit: int,
-        with_history: bool,
-    ) -> LineageView:
-        with self._lock:
-            sp = self._spaces.get(ns)
-            return view.lineage_view(
-                sp.rows if sp is not None else {},
-                wanted,
-                ancestor_depth,
-                descendant_depth,
-                limit,
-                with_history,
-            )
 
     def _load(
         self, namespace: str, ids: list[str], with_history: bool = True
