@@ -14,7 +14,10 @@ into a temporary ``git worktree``), the same workload script for both:
   granted tool output and a derivation of both (denied: the derivation's tool origin
   is not delegated for the body), through the engine;
 - ``record``: a ``Record`` of a new memory (``grpc_bench.py``'s mix) through the
-  engine (decided, then written to the embedded store in memory).
+  engine (decided, then written to the embedded store in memory);
+- ``filter_rank``: a fresh ``FilterRank`` of 100 candidates on the same 2,000 memories
+  through the engine, with its answer encoded (per call: divide by 100 for a
+  candidate).
 
 Fewer instructions is not the same as less time (cache misses, the CPU waking up),
 but a change that removes work shows here at once; wall-clock targets are measured
@@ -43,31 +46,40 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-WORKLOADS = ("check", "act", "record")
+WORKLOADS = ("check", "act", "record", "filter_rank")
 COLLECTED = re.compile(r"Collected : (\d+)")
 
 
 # ------------------------------------------------------------------ in the child
-def _check_workload(count: int) -> Callable[[], None]:
+def _loaded(rng: random.Random) -> tuple[Any, list[str]]:
+    """A reuse-off engine on the embedded store with `grpc_bench.py`'s 2,000 memories,
+    recorded through the engine, and their ids."""
     from grpc_bench import memories
     from memlineage.engine.core import Engine
     from memlineage.engine.policies import PolicyHolder
     from memlineage.grpc_api import serde
-    from memlineage.grpc_api.auth import LOCAL, Authenticator
-    from memlineage.grpc_api.servicer import MemLineageService
-    from memlineage.metrics import Metrics
     from memlineage.store.embedded import EmbeddedStore
-    from memlineage.v1 import memlineage_pb2 as pb
     from memlineage_dsl.facts import Creator
 
     engine = Engine(EmbeddedStore(), PolicyHolder(str(REPO / "policies")), reuse_decisions=False)
-    rng = random.Random(7)
     ids = []
     for layer in memories(2000, time.time(), rng):
         for m in layer:
             rec = serde.record_from_pb("default", m)
             engine.record(rec, Creator(rec.creator_kind, rec.creator_id))
             ids.append(m.id)
+    return engine, ids
+
+
+def _check_workload(count: int) -> Callable[[], None]:
+    from memlineage.grpc_api import serde
+    from memlineage.grpc_api.auth import LOCAL, Authenticator
+    from memlineage.grpc_api.servicer import MemLineageService
+    from memlineage.metrics import Metrics
+    from memlineage.v1 import memlineage_pb2 as pb
+
+    rng = random.Random(7)
+    engine, ids = _loaded(rng)
     service = MemLineageService(engine, Authenticator(), Metrics())
     requests = [
         pb.CheckRequest(operation=pb.OPERATION_READ, memory_id=rng.choice(ids)).SerializeToString()
@@ -159,10 +171,37 @@ def _record_workload(count: int) -> Callable[[], None]:
     return lambda: record_all(measured)
 
 
+def _filter_rank_workload(count: int) -> Callable[[], None]:
+    from grpc_bench import FR_CANDIDATES
+    from memlineage.grpc_api import wire
+    from memlineage_dsl.facts import Creator
+
+    rng = random.Random(7)
+    engine, ids = _loaded(rng)
+    calls = [
+        [(mid, rng.uniform(0.3, 1.0)) for mid in rng.sample(ids, FR_CANDIDATES)]
+        for _ in range(count)
+    ]
+    actor = Creator("agent", "agent:default")
+    for c in calls[:20]:
+        wire.filter_rank_bytes(engine.filter_rank("default", c, actor))
+
+    def run() -> None:
+        for c in calls:
+            wire.filter_rank_bytes(engine.filter_rank("default", c, actor))
+
+    return run
+
+
 def child(workload: str, count: int) -> None:
     """Set up `workload`, then count the instructions of its measured loop only."""
     sys.path.insert(0, str(REPO / "bench"))
-    build = {"check": _check_workload, "act": _act_workload, "record": _record_workload}
+    build = {
+        "check": _check_workload,
+        "act": _act_workload,
+        "record": _record_workload,
+        "filter_rank": _filter_rank_workload,
+    }
     run = build[workload](count)
     pid = str(os.getpid())
     subprocess.run(["callgrind_control", "-i", "on", pid], check=True, capture_output=True)
@@ -232,11 +271,11 @@ def main() -> int:
     )
     try:
         print(f"instructions per request (callgrind), {opts.count} requests a workload")
-        print(f"{'workload':10s} {'baseline ' + rev:>18s} {'working tree':>14s} {'ratio':>7s}")
+        print(f"{'workload':12s} {'baseline ' + rev:>18s} {'working tree':>14s} {'ratio':>7s}")
         for w in names:
             old = measure(base, w, opts.count)
             new = measure(None, w, opts.count)
-            print(f"{w:10s} {old / 1e3:16,.1f} k {new / 1e3:12,.1f} k {new / old:7.3f}")
+            print(f"{w:12s} {old / 1e3:16,.1f} k {new / 1e3:12,.1f} k {new / old:7.3f}")
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=REPO)
         shutil.rmtree(tmp, ignore_errors=True)
