@@ -217,6 +217,7 @@ class Checks(EngineBase):
         out: list[RankedCandidate] = []
         reliability_of, value_of = scores.reliability.get, scores.value.get
         downranks: dict[int, float] = {}  # per distinct decision: the product of its factors
+        reusing = window.table is not None  # else no candidate is looked up nor kept
         for (mid, sim), decision_id in zip(candidates, decision_ids, strict=True):
             if down:
                 d = store_down("read")
@@ -229,7 +230,9 @@ class Checks(EngineBase):
                     facts,
                     records,
                     mid,
-                    (ns, "read", (mid,), actor.kind, actor.id, spend, "", historical),
+                    (ns, "read", (mid,), actor.kind, actor.id, spend, "", historical)
+                    if reusing
+                    else None,
                     now,
                 )
             reliability = reliability_of(mid, 1.0)
@@ -263,15 +266,17 @@ class Checks(EngineBase):
         facts: Mapping[str, Any],
         records: Mapping[str, MemoryRecord],
         mid: str,
-        key: ReuseKey,
+        key: ReuseKey | None,
         now: float,
     ) -> Decision:
         """The read decision on one FilterRank candidate: reused, or evaluated (and kept
-        for reuse when it is exact for a memory this namespace holds)."""
-        hit = window.lookup(key, now)
-        if hit is not None:
-            self.reuse.count()
-            return hit.decision
+        for reuse when it is exact for a memory this namespace holds). No `key`: the
+        window is closed (reuse off), nothing to look up or keep."""
+        if key is not None:
+            hit = window.lookup(key, now)
+            if hit is not None:
+                self.reuse.count()
+                return hit.decision
         req.memory = facts.get(mid) or UnknownMemory(mid, req.namespace)
         snap.horizon = math.inf
         d = decide(compiled, req, snap)
@@ -281,7 +286,7 @@ class Checks(EngineBase):
             self.shadow.observe("read", req, snap, d)
         if d.errors:
             return d
-        if mid in records and window.table is not None and snap.horizon > now:
+        if key is not None and mid in records and window.table is not None and snap.horizon > now:
             read = (
                 lineage_ids(records, mid, "descendants" in compiled.plans["read"].uses)
                 if window.keeps_reads
