@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING, TextIO
 from memlineage import __version__
 from memlineage.config import Config, ConfigError
 from memlineage.engine.core import Engine
+from memlineage.engine.fault_log import FaultLog
 from memlineage.engine.policies import PolicyHolder, PolicyLoadError
 from memlineage.engine.records import DecisionLog
 from memlineage.grpc_api.server import Served, serve
 from memlineage.grpc_api.servicer import MemLineageService
 from memlineage.lineage.clock import Clock, ManualClock, system_clock
+from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.metrics import Metrics
 from memlineage.store import open_store
 from memlineage.store.base import LineageStore
@@ -197,14 +199,24 @@ def flush(engine: Engine, compact_log_bytes: int) -> None:
 
 
 async def _flush_forever(engine: Engine, interval: float, compact_log_bytes: int) -> None:
-    """`flush` every `interval` seconds, off the loop."""
+    """`flush` every `interval` seconds, off the loop. A store that does not answer
+    fails every round while it is down (the kept decisions are retried each time):
+    said once, then once a minute, and once when a round goes through again
+    (`FaultLog`); any other failure with its traceback, every time."""
     loop = asyncio.get_running_loop()
+    faults = FaultLog(log)
     while True:
         await asyncio.sleep(interval)
         try:
             await loop.run_in_executor(None, flush, engine, compact_log_bytes)
+        except StoreUnavailableError as exc:
+            message = f"background flush failed, retried next interval: {exc}"
+            faults.failed("flush", str(exc), message)
+            continue
         except Exception:
-            log.exception("access statistics flush failed; retried next interval")
+            log.exception("background flush failed; retried next interval")
+            continue
+        faults.cleared("flush", "background flush goes through again")
 
 
 async def _watch_store(store: LineageStore, served: Served, interval: float) -> None:
