@@ -286,7 +286,7 @@ class Checks(EngineBase):
             self.shadow.observe("read", req, snap, d)
         if d.errors:
             return d
-        if key is not None and mid in records and window.table is not None and snap.horizon > now:
+        if key is not None and mid in records and snap.horizon > now:
             read = (
                 lineage_ids(records, mid, "descendants" in compiled.plans["read"].uses)
                 if window.keeps_reads

@@ -62,6 +62,8 @@ def valid_id(value: object, max_length: int = 128) -> bool:
 
 def check_id(value: Any, field: str, *, max_length: int = 128) -> str:
     """An id, namespace or name: 1..max_length chars of [A-Za-z0-9._:/-]."""
+    if valid_id(value, max_length):
+        return value  # a str of the allowed characters (the one definition: valid_id)
     if not isinstance(value, str):
         raise ValidationError(
             f"must be a string, got {type(value).__name__}", field=field, code="INVALID_ID"
