@@ -186,29 +186,35 @@ async def start_sidecar(
     return sidecar
 
 
-def flush(engine: Engine, compact_log_bytes: int) -> None:
+def flush(engine: Engine, compact_log_bytes: int) -> int:
     """Write buffered access statistics and the decisions queued for the store, then
     let the store do its upkeep (the embedded store folds its op log into a snapshot
-    past `compact_log_bytes`)."""
+    past `compact_log_bytes`). Returns how many items the store took (0: it was not
+    asked anything, so the round says nothing of whether it answers)."""
+    written = 0
     try:
-        engine.flush_access()
+        written += engine.flush_access()
     finally:
-        engine.flush_decisions()
+        written += engine.flush_decisions()
     if engine.store.maybe_compact(compact_log_bytes):
         log.info("embedded store: op log folded into a snapshot in SQLite")
+    return written
 
 
 async def _flush_forever(engine: Engine, interval: float, compact_log_bytes: int) -> None:
     """`flush` every `interval` seconds, off the loop. A store that does not answer
     fails every round while it is down (the kept decisions are retried each time):
-    said once, then once a minute, and once when a round goes through again
-    (`FaultLog`); any other failure with its traceback, every time."""
+    said once, then once a minute, and once when a round writes to the store again
+    (a round with nothing to write proves nothing: while the store is down what failed
+    stays queued, so the first round after it writes); any other failure with its
+    traceback, every time."""
     loop = asyncio.get_running_loop()
     faults = FaultLog(log)
     while True:
         await asyncio.sleep(interval)
         try:
-            await loop.run_in_executor(None, flush, engine, compact_log_bytes)
+            if not await loop.run_in_executor(None, flush, engine, compact_log_bytes):
+                continue
         except StoreUnavailableError as exc:
             message = f"background flush failed, retried next interval: {exc}"
             faults.failed("flush", str(exc), message)

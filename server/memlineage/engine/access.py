@@ -12,6 +12,12 @@ a record it cannot read or write) is logged with the key and its batch dropped:
 a flush writes every namespace, and the flush before one namespace's Explain or
 sweep must not fail it, nor name another namespace's key to its caller. Retrying
 would meet the same damage at every flush; the counts are statistics, not lineage.
+
+A store that does not answer (StoreUnavailableError) keeps the sums it was not given
+for the next flush, merged with what is read meanwhile, and the error is raised (the
+server logs the outage once): nothing read before an outage is lost to it. A batch
+whose answer was lost on the way back (the connection cut after Redis applied it) is
+then counted twice: an access count may run over, never under.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from collections import deque
 from collections.abc import Iterable
 
 from memlineage.engine.fault_log import FaultLog
-from memlineage.lineage.errors import StoreCorruptError
+from memlineage.lineage.errors import StoreCorruptError, StoreUnavailableError
 from memlineage.store.base import LineageStore
 
 log = logging.getLogger("memlineage.engine")
@@ -36,6 +42,8 @@ class AccessBuffer:
         self.store = store
         self.max_pending = max_pending
         self._queue: deque[tuple[str, Iterable[str], float]] = deque()
+        # Sums a store that did not answer was not given: the next flush starts from them.
+        self._retry: dict[str, dict[str, tuple[int, float]]] = {}
         self._flushing = threading.Lock()
         self._faults = FaultLog(log)  # a damaged namespace fails every flush: said once
 
@@ -47,13 +55,15 @@ class AccessBuffer:
             self.flush()
 
     def pending(self) -> int:
-        return len(self._queue)
+        """Reads queued, plus memories whose sums wait for a store that did not answer."""
+        return len(self._queue) + sum(len(acc) for acc in self._retry.values())
 
     def flush(self) -> int:
-        """Write everything pending; returns how many memories were updated."""
+        """Write everything pending; returns how many memories were updated. Raises
+        StoreUnavailableError when the store did not answer (kept for the next flush)."""
         with self._flushing:  # one flusher at a time: sums are not split across two
             queue, popleft = self._queue, self._queue.popleft
-            summed: dict[str, dict[str, tuple[int, float]]] = {}
+            summed, self._retry = self._retry, {}
             for _ in range(len(queue)):  # what is queued now; later adds wait their turn
                 namespace, ids, now = popleft()
                 acc = summed.get(namespace)
@@ -64,10 +74,14 @@ class AccessBuffer:
                     count, last = get(memory_id, (0, now))
                     acc[memory_id] = (count + 1, now if now > last else last)  # max
             written = 0
-            for ns, acc in summed.items():
+            batches = list(summed.items())
+            for k, (ns, acc) in enumerate(batches):
                 try:
                     written += self.store.record_accesses(ns, acc)
                     self._faults.cleared(ns, f"access statistics of {ns!r} are written again")
+                except StoreUnavailableError:
+                    self._retry = dict(batches[k:])  # this namespace's and the rest's
+                    raise
                 except StoreCorruptError as exc:
                     message = (
                         f"access statistics of {len(acc)} memories of namespace {ns!r} "
