@@ -162,6 +162,31 @@ def test_an_expired_grant_is_inert(sidecar: tuple) -> None:
     assert shown.used == 1 and not shown.effective
 
 
+def test_an_act_or_a_grant_at_a_stated_time_is_refused(sidecar: tuple) -> None:
+    """An act spends grant uses and counts actions for good, so it is decided at the
+    server's clock: a stated past time would bring an expired grant back to life, a
+    later one would shift a rate window. Refused, INVALID_ARGUMENT `time`, spending
+    nothing; a grant's liveness likewise. (Before: three payments on a grant that had
+    expired, each at a time just after it was recorded.)"""
+    _, c, clock = sidecar
+    prompt, bill, _ = _trace(c)
+    recorded = clock()
+    g = c.grant(["send_money"], memory_id=bill, expires_at=recorded + 60, uses=3)
+    clock.advance(120)  # expired
+    pay = {"recipient": [prompt], "amount": [bill]}
+    for at in (recorded + 1, clock() + 10):
+        with pytest.raises(MemLineageError) as err:
+            c.act("send_money", pay, at=at)
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert err.value.details.startswith("time: an act or a grant is decided at the server")
+    assert c.act("send_money", pay).effect == pb.EFFECT_DENY  # at the server's clock
+    assert [x.used for x in c.explain(bill).grants if x.id == g.id] == [0]
+    with pytest.raises(MemLineageError) as err:
+        c.grant(["send_money"], memory_id=bill, expires_at=recorded + 60, at=recorded)
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert [x.id for x in c.explain(bill).grants] == [g.id]  # nothing recorded
+
+
 def test_a_granted_payee_needs_a_confirmation(sidecar: tuple) -> None:
     _, c, _ = sidecar
     prompt, bill, _ = _trace(c)

@@ -108,7 +108,8 @@ class GrantFields(TypedDict, total=False):
     memory) that may fill ``arguments`` (all when empty) of the actions, ``uses``
     (1) times until ``expires_at`` (None: one hour); with ``value`` (or ``digest``)
     only an argument of exactly that value is covered; ``grant_id`` ("" : assigned);
-    ``actor`` the issuer (None: the namespace's user); ``at``."""
+    ``actor`` the issuer (None: the namespace's user); ``at`` only on a server in
+    simulation mode (a normal one records a grant at its own clock)."""
 
     source: str
     memory_id: str

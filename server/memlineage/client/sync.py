@@ -232,7 +232,8 @@ class MemLineageClient:
         it is never re-sent. An act that raised ``Unavailable`` (or
         ``DeadlineExceeded``) may still have spent them (the spend can run after the
         sidecar or the deadline gave up): before asking again, read the grant's
-        ``used`` with ``explain`` on the memory the grant covers."""
+        ``used`` with ``explain`` on the memory the grant covers. ``at`` only on a server
+        in simulation mode: a normal one decides an act at its own clock."""
         request = messages.act(
             self.namespace, action, args, relies_on=relies_on, actor=actor, budget=budget, at=at
         )

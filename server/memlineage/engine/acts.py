@@ -166,7 +166,7 @@ class Acts(EngineBase):
                 "names no memory and no argument (act names them in memory_ids or arguments)",
                 field="memory_ids",
             )
-        now = self._now(time)
+        now = self._now_spending(time)
         spend = self._budget(budget)
         serving = self.policies.current
         self._fresh_capture()
@@ -195,7 +195,7 @@ class Acts(EngineBase):
         self, grant: GrantRecord, actor: Creator, time: float | None = None
     ) -> GrantRecord:
         """Store a delegation issued by `actor` (a non-user's is kept but inert)."""
-        return self.store.put_grant(replace(grant, issuer=actor.id), now=self._now(time))
+        return self.store.put_grant(replace(grant, issuer=actor.id), now=self._now_spending(time))
 
     def _decide_act(
         self,
