@@ -14,6 +14,7 @@ from memlineage_dsl.evaluator import decide
 from memlineage_dsl.facts import Creator, Memory, Request, UnknownMemory
 from memlineage_dsl.schema import OPERATIONS
 
+from memlineage.engine.batch_views import divergent
 from memlineage.engine.context import EngineBase
 from memlineage.engine.outcomes import (
     RankedCandidate,
@@ -210,6 +211,9 @@ class Checks(EngineBase):
         snap, facts = snapshot_of(records, self.store, ns, now, scores=scores, reads=reads)
         self._bound(snap, window)
         compiled, version = serving.compiled, serving.version
+        # Candidates that another one's lineage touches are decided on their own view,
+        # as a Check of each would be (`batch_views`); the others share the batch's.
+        alone = divergent(records, ids, *self._depths("read", compiled))
         decision_ids, serials = issue_decision_ids(now, len(candidates))
         # One request object, re-pointed at each candidate (the evaluator keeps none).
         req = Request("read", UnknownMemory("", ns), actor, ns, spend, now, "", historical)
@@ -219,24 +223,19 @@ class Checks(EngineBase):
         downranks: dict[int, float] = {}  # per distinct decision: the product of its factors
         reusing = window.table is not None  # else no candidate is looked up nor kept
         for (mid, sim), decision_id in zip(candidates, decision_ids, strict=True):
+            key = (ns, "read", (mid,), actor.kind, actor.id, spend, "", historical)
+            view = alone.get(mid)
             if down:
                 d = store_down("read")
-            else:
+            elif view is None:
                 d = self._candidate(
-                    window,
-                    compiled,
-                    req,
-                    snap,
-                    facts,
-                    records,
-                    mid,
-                    (ns, "read", (mid,), actor.kind, actor.id, spend, "", historical)
-                    if reusing
-                    else None,
-                    now,
+                    window, compiled, req, snap, facts, records, mid, key if reusing else None, now
                 )
-            reliability = reliability_of(mid, 1.0)
-            value = value_of(mid, 1.0)
+            else:
+                d, reliability, value = self._alone(window, compiled, req, view, mid, key, now)
+            if view is None:
+                reliability = reliability_of(mid, 1.0)
+                value = value_of(mid, 1.0)
             downrank = downranks.get(id(d))
             if downrank is None:
                 downrank = downranks[id(d)] = _downrank(d)
@@ -256,6 +255,37 @@ class Checks(EngineBase):
         if kept and self.record_access:
             self.access.add(ns, kept, now)
         return out
+
+    def _alone(
+        self,
+        window: Window,
+        compiled: CompiledPolicySet,
+        req: Request,
+        view: Mapping[str, MemoryRecord],
+        mid: str,
+        key: ReuseKey,
+        now: float,
+    ) -> tuple[Decision, float, float]:
+        """A candidate decided on its own view, as a Check of it alone (its scores and
+        facts from those records only); with its reliability and value for the rank."""
+        ns = req.namespace
+        reads = self._reads(compiled, "read")
+        scores = self._scores(ns, view, now, reads, rank=(mid,), epoch=window.epoch)
+        assert scores is not None  # rank= always asks for values
+        snap, facts = snapshot_of(view, self.store, ns, now, scores=scores, reads=reads)
+        self._bound(snap, window)
+        d = self._candidate(
+            window,
+            compiled,
+            req,
+            snap,
+            facts,
+            view,
+            mid,
+            key if window.table is not None else None,
+            now,
+        )
+        return d, scores.reliability.get(mid, 1.0), scores.value.get(mid, 1.0)
 
     def _candidate(
         self,

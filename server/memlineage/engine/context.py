@@ -258,6 +258,15 @@ class EngineBase:
     ) -> dict[str, MemoryRecord]:
         """The records `ids` and the lineage the operation needs, in one store read;
         none when the caller already `loaded` them and no lineage is needed."""
+        up, down = self._depths(op, compiled)
+        if not up and not down:
+            if loaded is not None and all(i in loaded for i in ids):
+                return {i: loaded[i] for i in ids}
+            return self.store.get_many(ns, ids)
+        return self.store.lineage_view(ns, ids, ancestor_depth=up, descendant_depth=down).records
+
+    def _depths(self, op: str, compiled: CompiledPolicySet) -> tuple[int, int]:
+        """How far `_view` walks up (ancestors) and down (descendants) for `op`."""
         uses = compiled.plans[op].uses
         candidate = self.shadow.current
         if candidate is not None:  # what the candidate walks is loaded too
@@ -266,12 +275,7 @@ class EngineBase:
         # derivations load the ancestors even when no rule walks them.
         chain = op in ("read", "act", "derive") or bool(uses & {"ancestors", "lineage"})
         up = self.lineage_depth if chain else 0
-        down = self.lineage_depth if "descendants" in uses else 0
-        if not up and not down:
-            if loaded is not None and all(i in loaded for i in ids):
-                return {i: loaded[i] for i in ids}
-            return self.store.get_many(ns, ids)
-        return self.store.lineage_view(ns, ids, ancestor_depth=up, descendant_depth=down).records
+        return up, self.lineage_depth if "descendants" in uses else 0
 
     def _bound(self, snap: StoreSnapshot, window: Window | None = None) -> None:
         """How fast this configuration's scores can fall: the snapshot's horizons, worked

@@ -64,10 +64,18 @@ def lineage_view(
     """The records ``wanted`` plus their ancestors (and descendants) in one BFS: the
     ancestor and descendant frontiers are loaded together, one batch per level. Every
     read decision, act and ranking walks it, most for a handful of records: the
-    neighbours are gathered inline (no call per record)."""
+    neighbours are gathered inline (no call per record).
+
+    For several ``wanted`` the view is the union of each one's own view: each direction
+    keeps its own visited set, so a record first reached walking down from one of them
+    (a child of one) is still walked up when it is also an ancestor of another, and its
+    other parents are loaded (with one visited set they were not: a batch decided on
+    less lineage than a Check of the same memory)."""
     records = load(ns, wanted, with_history)
     missing = () if len(records) == len(wanted) else tuple(i for i in wanted if i not in records)
     up = down = list(records.values())
+    seen_up: set[str] = set(records)  # reached walking up (or wanted): not walked up again
+    seen_down: set[str] = set(seen_up)
     added = 0
     truncated = False
     for depth in range(1, max(ancestor_depth, descendant_depth) + 1):
@@ -75,25 +83,28 @@ def lineage_view(
         if depth <= ancestor_depth:
             for rec in up:
                 for n in rec.dependencies:  # stored: plain ids (validate_new resolved refs)
-                    if n not in records:
+                    if n not in seen_up:
                         nxt_up[n] = None  # type: ignore[index]  # ids, see above
         nxt_down: dict[str, None] = {}
         if depth <= descendant_depth:
             for rec in down:
                 for n in rec.derivations:
-                    if n not in records:
+                    if n not in seen_down:
                         nxt_down[n] = None
-        batch = list({**nxt_up, **nxt_down})
-        if not batch:
+        if not nxt_up and not nxt_down:
             break
+        seen_up.update(nxt_up)
+        seen_down.update(nxt_down)
+        batch = [i for i in {**nxt_up, **nxt_down} if i not in records]
         if added + len(batch) > limit:
             truncated = True
             batch = batch[: limit - added]
-        loaded = load(ns, batch, with_history)
-        records.update(loaded)
-        added += len(loaded)
-        up = [loaded[i] for i in nxt_up if i in loaded]
-        down = [loaded[i] for i in nxt_down if i in loaded]
+        if batch:
+            loaded = load(ns, batch, with_history)
+            records.update(loaded)
+            added += len(loaded)
+        up = [records[i] for i in nxt_up if i in records]
+        down = [records[i] for i in nxt_down if i in records]
         if truncated:
             break
     return LineageView(records=records, missing=missing, truncated=truncated)

@@ -1,0 +1,72 @@
+"""A batch (FilterRank) decides each memory as a Check of it alone would.
+
+One store read loads the lineage of every candidate together (`store.traversal`: the
+union of each one's own view). Deciding a candidate on that union is exact only when
+nothing another candidate brought in touches its own view: a parent loaded for another
+candidate would cap a chain's reliability, a record past this candidate's lineage depth
+would show up in its walks. `divergent` finds the candidates where that can happen and
+gives each its own view, to be decided on alone; the others share the batch's records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import cast
+
+from memlineage.lineage.model import MemoryRecord
+
+
+def own_view(
+    records: Mapping[str, MemoryRecord], start: str, up: int, down: int
+) -> dict[str, MemoryRecord]:
+    """What a Check of `start` alone loads (`traversal.lineage_view` from it), taken from
+    `records`, which hold it: its ancestors to depth `up`, its descendants to `down`."""
+    view = {start: records[start]}
+    for depth, ancestors in ((up, True), (down, False)):
+        frontier = [records[start]]
+        for _ in range(depth):
+            nxt: list[MemoryRecord] = []
+            for rec in frontier:
+                for n in _ids(rec.dependencies if ancestors else rec.derivations):
+                    found = records.get(n)
+                    if found is not None and n not in view:
+                        view[n] = found
+                        nxt.append(found)
+            if not nxt:
+                break
+            frontier = nxt
+    return view
+
+
+def divergent(
+    records: Mapping[str, MemoryRecord],
+    candidates: Sequence[str],
+    up: int,
+    down: int,
+) -> dict[str, dict[str, MemoryRecord]]:
+    """The candidates whose decision on all of `records` could differ from a Check of
+    each alone, with their own views: those whose view has a record with a loaded
+    neighbour outside it (a dependency: it caps reliability and extends the ancestor
+    walks; with `down`, a derivation: it extends the descendant walks)."""
+    out: dict[str, dict[str, MemoryRecord]] = {}
+    if len(candidates) < 2:
+        return out
+    for mid in candidates:
+        if mid not in records:
+            continue
+        view = own_view(records, mid, up, down)
+        for rec in view.values():
+            if any(n in records and n not in view for n in _ids(rec.dependencies)) or (
+                down and any(n in records and n not in view for n in rec.derivations)
+            ):
+                out[mid] = view
+                break
+    return out
+
+
+def _ids(ids: tuple[object, ...]) -> tuple[str, ...]:
+    """A stored record's dependencies: plain ids (validate_new resolved any MemoryRef)."""
+    return cast(tuple[str, ...], ids)
+
+
+__all__ = ["divergent", "own_view"]
