@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from memlineage.lineage import ManualClock, MemoryRecord, NotFoundError, StoreUnavailableError
 from memlineage.store.embedded import EmbeddedStore, persistence
+from memlineage.store.embedded.dir_lock import LOCK_NAME
 from memlineage.store.embedded.persistence import DB_NAME, StoreCorruptError
 from support.memories import NOW
 
@@ -114,16 +116,31 @@ def test_an_access_flush_is_one_op_and_replays(tmp_path: Path) -> None:
 
 
 def test_one_data_directory_has_one_writer(tmp_path: Path) -> None:
+    """A second store on a directory another one holds refuses to open, naming the
+    holder (before: it opened, served its own stale copy, and one of the two failed
+    every write); once the first is closed it opens on everything the first wrote."""
     first = EmbeddedStore(tmp_path)
-    second = EmbeddedStore(tmp_path)
-    second.record(mem("theirs"))
-    with pytest.raises(StoreUnavailableError, match="another process"):
-        first.record(mem("mine"))
-    with pytest.raises(NotFoundError):
-        first.get(NS, "mine")
+    first.record(mem("mine"))
+    with pytest.raises(
+        StoreUnavailableError, match=f"in use by another store \\(pid {os.getpid()}\\)"
+    ):
+        EmbeddedStore(tmp_path)
+    first.record(mem("more"))  # the holder goes on writing
     first.close()
+    second = EmbeddedStore(tmp_path)
+    assert [second.get(NS, m).id for m in ("mine", "more")] == ["mine", "more"]
     second.close()
-    assert EmbeddedStore(tmp_path).get(NS, "theirs").id == "theirs"
+
+
+def test_a_store_that_failed_to_open_leaves_the_directory_free(tmp_path: Path) -> None:
+    EmbeddedStore(tmp_path).close()
+    (tmp_path / "lineage.sqlite3").write_bytes(b"not a database")
+    with pytest.raises(StoreCorruptError):
+        EmbeddedStore(tmp_path)
+    (tmp_path / "lineage.sqlite3").unlink()
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"lineage.sqlite3{suffix}").unlink(missing_ok=True)
+    EmbeddedStore(tmp_path).close()  # not held by the failed open
 
 
 # -- refusals at open ---------------------------------------------------------------------
@@ -329,7 +346,7 @@ def test_an_old_directory_is_imported_once_and_kept(tmp_path: Path) -> None:
     imported.record(mem("after"))
     imported.close()
     reference.close()
-    assert sorted(p.name for p in old.iterdir()) == [DB_NAME, "log.0.jsonl.imported"]
+    assert sorted(p.name for p in old.iterdir()) == [DB_NAME, LOCK_NAME, "log.0.jsonl.imported"]
     assert sha(old / "log.0.jsonl.imported") == before  # renamed, not rewritten
     # The next open reads the database only: changing the old file changes nothing.
     (old / "log.0.jsonl.imported").write_text("garbage\n")
@@ -402,6 +419,7 @@ def test_an_old_snapshot_and_log_generation_import(tmp_path: Path) -> None:
     reference.close()
     assert sorted(p.name for p in old.iterdir()) == [
         DB_NAME,
+        LOCK_NAME,
         "log.0.jsonl.imported",
         "log.1.jsonl.imported",
         "snapshot.json.imported",
@@ -443,7 +461,8 @@ def test_a_damaged_old_directory_is_refused_untouched(
         EmbeddedStore(old)
     assert err.value.path == str(old / name)
     assert problem in err.value.problem
-    assert {p.name: sha(p) for p in old.iterdir()} == files  # no database, nothing renamed
+    after = {p.name: sha(p) for p in old.iterdir() if p.name != LOCK_NAME}
+    assert after == files  # no database, nothing renamed (the lock: held while it tried)
 
 
 def test_an_import_interrupted_before_the_renames_finishes_them(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ test also checks that readers can resume from the same cursors afterwards."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from memlineage.lineage import (
 )
 from memlineage.store import EmbeddedStore, LineageStore, open_store
 from memlineage.store.embedded import persistence
+from memlineage.store.embedded.dir_lock import LOCK_NAME
 from memlineage.store.embedded.persistence import DB_NAME
 from support.memories import NOW
 from support.redis_servers import start_redis_server
@@ -216,13 +218,20 @@ def test_embedded_restart_restores_everything(tmp_path: Path) -> None:
 
 
 def test_embedded_survives_a_crash_without_close(tmp_path: Path) -> None:
-    store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
-    populate(store)
-    # No close(): a second process opening the directory sees every acknowledged write.
+    """A process that wrote and ended without close (os._exit, forked): the next one to
+    open the directory (its lock gone with the process) sees every acknowledged write."""
+    pid = os.fork()
+    if pid == 0:  # the child: write, then end without closing anything
+        try:
+            populate(EmbeddedStore(tmp_path, clock=ManualClock(NOW)))
+        finally:
+            os._exit(0)
+    assert os.waitpid(pid, 0)[1] == 0
+    reference = EmbeddedStore(clock=ManualClock(NOW))
+    populate(reference)
     survivor = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
-    assert state(survivor) == state(store)
+    assert state(survivor) == state(reference)
     survivor.close()
-    store.close()
 
 
 def test_embedded_compaction_then_restart(tmp_path: Path) -> None:
@@ -232,7 +241,7 @@ def test_embedded_compaction_then_restart(tmp_path: Path) -> None:
     store.revoke(NS, "new", now=NOW + 6)  # one op after the snapshot
     before = state(store)
     store.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [DB_NAME]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [DB_NAME, LOCK_NAME]
     summary = persistence.check(tmp_path)
     assert (summary.ops, summary.last_seq - summary.snapshot_seq) == (1, 1)
     reopened = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
@@ -260,7 +269,7 @@ def test_embedded_imports_an_old_log_with_a_torn_last_line(tmp_path: Path) -> No
     assert state(reopened) == before
     reopened.record(MemoryRecord(id="next", namespace=NS, creator_id="user:u"))
     reopened.close()
-    assert sorted(p.name for p in old.iterdir()) == [DB_NAME, "log.0.jsonl.imported"]
+    assert sorted(p.name for p in old.iterdir()) == [DB_NAME, LOCK_NAME, "log.0.jsonl.imported"]
     third = EmbeddedStore(old, clock=ManualClock(NOW))
     assert third.get(NS, "next").id == "next"
     assert third.get(NS, "root").status == "revoked"

@@ -51,8 +51,13 @@ def divergent(
     out: dict[str, dict[str, MemoryRecord]] = {}
     if len(candidates) < 2:
         return out
+    heights: dict[str, int] = {}
     for mid in candidates:
         if mid not in records:
+            continue
+        # Walking up only, a view can be cut only `up` levels above its candidate: one
+        # whose loaded ancestry is shorter has all of it in its view (the common case).
+        if not down and _height(records, mid, heights, up) < up:
             continue
         view = own_view(records, mid, up, down)
         for rec in view.values():
@@ -62,6 +67,45 @@ def divergent(
                 out[mid] = view
                 break
     return out
+
+
+def _height(
+    records: Mapping[str, MemoryRecord], start: str, heights: dict[str, int], cap: int
+) -> int:
+    """The longest chain of loaded dependencies above `start` (0: none loaded), counted
+    up to `cap` (enough to know whether a view of depth `cap` is cut); memoised in
+    `heights` across candidates. Iterative (a chain is as long as the store holds); a
+    cycle, which only a damaged store holds, counts as `cap`."""
+    hit = heights.get(start)
+    if hit is not None:
+        return hit
+    on_path = {start}
+    stack = [(start, iter(_ids(records[start].dependencies)), 0)]
+    while stack:
+        node, deps, best = stack[-1]
+        for d in deps:
+            h = heights.get(d)
+            if h is None:
+                if d not in records:
+                    continue
+                if d in on_path:
+                    best = cap  # a cycle
+                    continue
+                stack[-1] = (node, deps, best)
+                on_path.add(d)
+                stack.append((d, iter(_ids(records[d].dependencies)), 0))
+                break
+            if h + 1 > best:
+                best = h + 1
+        else:
+            heights[node] = best if best < cap else cap
+            on_path.discard(node)
+            stack.pop()
+            if stack:
+                parent, pdeps, pbest = stack[-1]
+                if best + 1 > pbest:
+                    stack[-1] = (parent, pdeps, best + 1)
+    return heights[start]
 
 
 def _ids(ids: tuple[object, ...]) -> tuple[str, ...]:

@@ -74,6 +74,7 @@ from memlineage.store.embedded import legacy
 from memlineage.store.embedded.checkpointer import Checkpointer
 from memlineage.store.embedded.codec import StoreCorruptError, event_from_json, event_to_json
 from memlineage.store.embedded.decision_table import DecisionTable
+from memlineage.store.embedded.dir_lock import DirLock
 from memlineage.store.embedded.row import ROW_FIELDS, Row
 from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
 from memlineage.store.embedded.state import State
@@ -476,12 +477,23 @@ class SqliteLog:
         self._bytes = 0  # op text written since the snapshot
         self.decisions: DecisionTable | None = None  # opened by `open`
         self._checkpointer: Checkpointer | None = None  # started by `open`
+        self._lock = DirLock(self._dir)
 
     def open(self, state: State) -> None:
-        """Check and load the database into ``state`` (empty), read-only, then open it
-        for writing; a directory without one gets a new database (importing the old
-        JSON-lines files when there are some).  Raises ``StoreCorruptError``."""
+        """Lock the directory, check and load the database into ``state`` (empty),
+        read-only, then open it for writing; a directory without one gets a new
+        database (importing the old JSON-lines files when there are some).  Raises
+        ``StoreCorruptError``, or ``StoreUnavailableError`` when another store holds
+        the directory."""
         self._dir.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        try:
+            self._open(state)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, state: State) -> None:
         if self.path.exists():
             _, self._seq, _, self._bytes = _read(self.path, state)
             self._db = connect_rw(self.path, self._fsync)
@@ -577,3 +589,4 @@ class SqliteLog:
         if self._db is not None:
             self._db.close()
             self._db = None
+        self._lock.release()
