@@ -58,6 +58,18 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
         ("[scoring.half_lives]\nhigh = 'soon'", "scoring.half_lives: could not convert"),
         ("[scoring]\ncredibility_priors = 0.5", "scoring.credibility_priors: must be a list"),
         ("[scoring]\ncredibility_priors = [['user:*']]", "scoring.credibility_priors: not enough"),
+        # values out of their range (before: accepted, bending every score or, for a
+        # port past 65535, serving on another port, the number modulo 65536)
+        ('listen = "127.0.0.1:99999"', "listen port must be 0 to 65535, got 99999"),
+        ("metrics_port = 70000", "metrics_port must be 0 to 65535, got 70000"),
+        ('store = "mysql://x"', "store must be embedded, embedded:///dir, redis://"),
+        ("grace_seconds = -1", "grace_seconds must be 0 to 3600"),
+        ("[scoring]\nalpha = -1", "scoring: alpha must be in [0, 1], got -1.0"),
+        ("[scoring]\nrank_value_weight = nan", "scoring: rank_value_weight must be in [0, 1]"),
+        ("[scoring]\ncredibility_priors = [['user:*', 2]]", "credibility_priors.user:* must be in"),
+        ("[scoring]\ndefault_volatility = 'weird'", "default_volatility 'weird' is not one of"),
+        ("[scoring.half_lives]\nhigh = 0", "scoring: half_lives.high must be > 0, got 0.0"),
+        ("[scoring]\nprior_strength = 0", "scoring: prior_strength must be > 0"),
     ],
 )
 def test_bad_configuration_is_named(tmp_path: Path, text: str, message: str) -> None:
@@ -70,12 +82,12 @@ def test_bad_configuration_is_named(tmp_path: Path, text: str, message: str) -> 
 def test_scoring_table_sets_each_field_with_its_type(tmp_path: Path) -> None:
     f = tmp_path / "c.toml"
     f.write_text(
-        "[scoring]\nalpha = 1\nhalf_lives = { high = 60 }\n"
+        "[scoring]\nalpha = 1\nhalf_lives = { high = 60, low = inf }\n"
         "credibility_priors = [['user:*', 1], ['*', 0.25]]\n"
     )
     scoring = load_config(str(f), env={}).scoring
     assert scoring.alpha == 1.0 and isinstance(scoring.alpha, float)
-    assert scoring.half_lives == {"high": 60.0}
+    assert scoring.half_lives == {"high": 60.0, "low": float("inf")}
     assert scoring.credibility_priors == (("user:*", 1.0), ("*", 0.25))
 
 

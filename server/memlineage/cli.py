@@ -7,8 +7,10 @@ sidecar's commands are added beside them as they land.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memlineage import __version__
@@ -241,7 +243,20 @@ def _sweep(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             print(f"error: configuration: {exc}", file=sys.stderr)
             return 2
-        with open_store(args.store) as store:
+        from memlineage.store.embedded.persistence import DB_NAME
+
+        where = args.store.removeprefix("embedded://")
+        if where != args.store and not (Path(where) / DB_NAME).is_file():
+            # a sweep of a store that is not there would create an empty one, and report
+            # that it examined nothing: a mistyped path looked like success
+            print(f"error: --store: no embedded store in {where} ({DB_NAME})", file=sys.stderr)
+            return 2
+        try:
+            store = open_store(args.store)
+        except ValueError as exc:
+            print(f"error: --store: {exc}", file=sys.stderr)
+            return 2
+        with store:
             report = sweep(
                 store, cfg, system_clock(), namespace=args.namespace or None, batch=args.batch
             )
@@ -430,6 +445,26 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The CLI: one line on stderr for what a user can mend (a store that cannot be
+    opened or reached, a file that cannot be read), never a traceback; a closed pipe
+    (``| head``) ends quietly."""
+    from memlineage.lineage.errors import LineageError
+
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush goes nowhere
+        return 141  # as a shell reports a process ended by SIGPIPE
+    except LineageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out = sys.stdout
     if args.command == "lint":

@@ -529,3 +529,19 @@ def test_serve_with_a_good_tls_pair_starts(tmp_path: Path, tls_files: dict[str, 
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_an_unknown_volatility_class_is_refused(sidecar: Sidecar) -> None:
+    """A class the server's scoring does not define would decay as the default one (no
+    decay by default): a typo is refused, naming the classes; nothing is recorded."""
+    creator = pb.Creator(kind=pb.CREATOR_KIND_TOOL, id="tool:metrics")
+    err = sidecar.error(
+        ML + "Record",
+        pb.RecordRequest(memory=pb.Memory(id="cpu", creator=creator, volatility="hgih")),
+    )
+    assert invalid(err, "memory.volatility") == (
+        "memory.volatility: unknown volatility class 'hgih'; this server's classes: "
+        "high, low, medium, static (setting scoring.half_lives)"
+    )
+    err = sidecar.error(ML + "Explain", pb.ExplainRequest(memory_id="cpu"))
+    assert err.code() == grpc.StatusCode.NOT_FOUND

@@ -20,7 +20,7 @@ from memlineage.lineage.model import MemoryRecord
 from memlineage.store import open_store
 from memlineage.v1 import memlineage_pb2 as pb
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
-from support.serve_process import REASONING_POLICY, run_serve
+from support.serve_process import REASONING_POLICY, run_serve, serve_refusal
 from support.serve_process import ServeProcess as Served
 
 POLICY = REASONING_POLICY
@@ -165,3 +165,48 @@ def test_sweep_command_over_grpc_and_directly_on_a_store(served, tmp_path: Path)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("stale: active -> archived (value 0.198 below 0.3)")
     assert out.stdout.strip().endswith("examined 1, 1 moved, 0 refused")
+
+
+def test_a_second_server_on_a_held_data_directory_refuses_to_start(served) -> None:
+    """One line naming the holder, exit 1, no traceback (before: it started SERVING on
+    a stale copy of the data and failed every write)."""
+    s, policies, data = served
+    line = serve_refusal(
+        ["--policies", str(policies), "--data-dir", str(data), "--listen", "127.0.0.1:0"]
+    )
+    assert f"in use by another store (pid {s.proc.pid})" in line, line
+    s.proc.send_signal(signal.SIGKILL)  # the holder dies: the kernel drops its lock
+    s.proc.wait(timeout=30)
+    again = Served(["--policies", str(policies), "--data-dir", str(data)])
+    try:
+        with MemLineageClient(again.address) as c:
+            assert c.health() == "SERVING"
+    finally:
+        again.kill()
+
+
+def test_cli_errors_are_one_line(tmp_path: Path) -> None:
+    """A store that is not there, a store URL no backend takes, a closed pipe: a line on
+    stderr and an exit code, never a traceback (before: each a Python traceback, and a
+    sweep of a mistyped data directory created an empty store and reported success)."""
+    missing = tmp_path / "nowhere"
+    out = cli("sweep", "--store", f"embedded://{missing}")
+    assert (out.returncode, out.stderr) == (
+        2,
+        f"error: --store: no embedded store in {missing} (lineage.sqlite3)\n",
+    )
+    assert not missing.exists()
+    out = cli("sweep", "--store", "bogus://x")
+    assert out.returncode == 2 and out.stderr.startswith("error: --store: unknown store")
+    out = cli("sweep", "--store", "redis://127.0.0.1:1/0")
+    assert out.returncode == 1 and out.stderr.startswith("error: redis unavailable"), out.stderr
+    script = Path(__file__).resolve().parents[2] / "docs" / "examples" / "travel_week.jsonl"
+    piped = subprocess.run(
+        f"{sys.executable} -m memlineage simulate {script} | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert piped.returncode == 0 and piped.stdout.count("\n") == 1
+    assert "Traceback" not in piped.stderr, piped.stderr

@@ -222,6 +222,21 @@ class Config:
         host, sep, port = self.listen.rpartition(":")
         if not sep or not host or not port.isdigit():
             raise ConfigError(f"listen must be HOST:PORT, got {self.listen!r}")
+        if int(port) > 65535:  # gRPC would take it modulo 65536: another port
+            raise ConfigError(f"listen port must be 0 to 65535, got {port}")
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ConfigError(f"metrics_port must be 0 to 65535, got {self.metrics_port}")
+        if not re.match(r"(embedded(://.+)?|rediss?://.+|redis\+cluster://.+)$", self.store):
+            raise ConfigError(
+                f"store must be embedded, embedded:///dir, redis://host:port/db or "
+                f"redis+cluster://h1:p1,h2:p2, got {self.store!r}"
+            )
+        if not 0 <= self.grace_seconds <= 3600:
+            raise ConfigError(f"grace_seconds must be 0 to 3600, got {self.grace_seconds:g}")
+        try:
+            self.scoring.check()
+        except ValueError as exc:
+            raise ConfigError(f"scoring: {exc}") from None
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ConfigError("tls_cert and tls_key go together")
         if self.lineage_depth < 1:

@@ -171,6 +171,17 @@ class EngineBase:
             )
         return at
 
+    def _known_volatility(self, volatility: str | None) -> None:
+        """A volatility class this server's scoring knows: an unknown one would decay as
+        the default class does (a typo, `hgih`, would silently mean no decay)."""
+        if volatility is not None and volatility not in self.scoring.half_lives:
+            raise ValidationError(
+                f"unknown volatility class {volatility!r}; this server's classes: "
+                f"{', '.join(sorted(self.scoring.half_lives))} (setting scoring.half_lives)",
+                field="volatility",
+                code="UNKNOWN_VOLATILITY",
+            )
+
     def _now_spending(self, at: float | None) -> float:
         """The time of a request that spends or counts for good (an act: grant uses and
         action counters; a grant: whether it is live): the server's clock. A stated time

@@ -65,6 +65,7 @@ class Revisions(EngineBase):
         if proposed.created_at is None:
             proposed = replace(proposed, created_at=now)
         proposed = validate_new(proposed, now=now, limits=self.store.limits)
+        self._known_volatility(proposed.volatility)
         actor = actor or Creator(proposed.creator_kind, proposed.creator_id)
         serving = self.policies.current
         deps = [str(d) for d in proposed.dependencies]

@@ -51,6 +51,7 @@ class Writes(EngineBase):
         if not explicit_time:
             proposed = replace(proposed, created_at=now)
         proposed = validate_new(proposed, now=now, limits=self.store.limits)
+        self._known_volatility(proposed.volatility)
         digest = record_digest(proposed, with_created_at=explicit_time)
         actor = actor or Creator(proposed.creator_kind, proposed.creator_id)
         op = "derive" if proposed.dependencies else "write"

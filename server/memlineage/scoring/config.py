@@ -62,6 +62,48 @@ class ScoringConfig:
     rank_reliability_weight: float = 0.5
     rank_value_weight: float = 0.25
 
+    def check(self) -> None:
+        """ValueError naming the first setting out of its range: a weight outside [0, 1]
+        or a prior above 1 bends every score without an error anywhere else."""
+        unit = {
+            "alpha": self.alpha,
+            "beta": self.beta,
+            "gamma": self.gamma,
+            "delta": self.delta,
+            "contradiction_weight": self.contradiction_weight,
+            "consensus_weight": self.consensus_weight,
+            "frequency_boost": self.frequency_boost,
+            "default_cost": self.default_cost,
+            "archive_below": self.archive_below,
+            "evict_below": self.evict_below,
+            "near_margin": self.near_margin,
+            "rank_reliability_weight": self.rank_reliability_weight,
+            "rank_value_weight": self.rank_value_weight,
+            **{f"type_costs.{k}": v for k, v in self.type_costs.items()},
+            **{f"credibility_priors.{p}": v for p, v in self.credibility_priors},
+        }
+        for name, v in unit.items():
+            if not 0.0 <= v <= 1.0:  # NaN fails too
+                raise ValueError(f"{name} must be in [0, 1], got {v!r}")
+        positive = {
+            "prior_strength": self.prior_strength,
+            "relevance_half_life": self.relevance_half_life,
+            "frequency_saturation": self.frequency_saturation,
+            "utility_saturation": self.utility_saturation,
+            "hot_interval": self.hot_interval,
+            "cold_interval": self.cold_interval,
+            "near_interval": self.near_interval,
+            **{f"half_lives.{k}": v for k, v in self.half_lives.items()},
+        }
+        for name, v in positive.items():
+            if not v > 0.0:
+                raise ValueError(f"{name} must be > 0, got {v!r}")
+        if self.default_volatility not in self.half_lives:
+            raise ValueError(
+                f"default_volatility {self.default_volatility!r} is not one of the classes "
+                f"in half_lives ({', '.join(sorted(self.half_lives))})"
+            )
+
     @cached_property
     def min_half_life(self) -> float:
         """The fastest reliability decay of any class (inf: none decays)."""
