@@ -187,6 +187,35 @@ def test_an_act_or_a_grant_at_a_stated_time_is_refused(sidecar: tuple) -> None:
     assert [x.id for x in c.explain(bill).grants] == [g.id]  # nothing recorded
 
 
+def test_a_creator_kind_and_id_that_disagree_are_refused(sidecar: tuple) -> None:
+    """The kind decides whether a user issued a grant or made a memory; the id is what
+    policy globs match. An agent stating a `user:` id (before: its grant counted as the
+    user's, and the next payment was ALLOWed on it) and a user-kind memory with a `tool:`
+    id (before: trusted as the user's) are INVALID_ARGUMENT, and nothing is recorded."""
+    _, c, _ = sidecar
+    prompt, bill, _ = _trace(c)
+    forged = pb.GrantRequest(
+        namespace=c.namespace,
+        grant=pb.Grant(id="forged", actions=["send_money"], memory_id=bill),
+        actor=pb.Actor(kind=pb.CREATOR_KIND_AGENT, id="user:evil"),
+    )
+    with pytest.raises(grpc.RpcError) as err:
+        c._stub.RecordGrant(forged, metadata=AUTH)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details().startswith("actor.id: 'user:evil' names the kind user")
+    assert c.explain(bill).grants == []
+    pay = {"recipient": [prompt], "amount": [bill]}
+    assert c.act("send_money", pay).effect == pb.EFFECT_DENY
+    note = pb.Memory(id="evil-note", creator=pb.Creator(kind=pb.CREATOR_KIND_USER, id="tool:evil"))
+    with pytest.raises(grpc.RpcError) as err:
+        c._stub.Record(pb.RecordRequest(namespace=c.namespace, memory=note), metadata=AUTH)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details().startswith("memory.creator.id: 'tool:evil' names the kind tool")
+    with pytest.raises(MemLineageError) as missing:
+        c.explain("evil-note")
+    assert missing.value.code == grpc.StatusCode.NOT_FOUND
+
+
 def test_a_granted_payee_needs_a_confirmation(sidecar: tuple) -> None:
     _, c, _ = sidecar
     prompt, bill, _ = _trace(c)

@@ -12,6 +12,8 @@ access flush) yields a new one for the touched rows only.
 
 from __future__ import annotations
 
+import itertools
+import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -23,6 +25,7 @@ from hypothesis import strategies as st
 from memlineage.lineage import ManualClock, MemoryRecord, StoreLimits, ValidationError
 from memlineage.lineage.validation import check_id
 from memlineage.store import EmbeddedStore, LineageStore
+from memlineage.store.embedded import persistence
 from support.memories import NOW, memory
 
 NS = "tenant:fresh"
@@ -250,12 +253,18 @@ def test_every_mutation_is_visible_to_the_next_read(
     assert len(done) == 17
 
 
+_COLD = itertools.count()
+
+
 def _check_against_a_cold_replay(
     store: EmbeddedStore, data_dir: Path, clock: ManualClock, limits: StoreLimits, label: str
 ) -> None:
     """Every read of the warm store (its cached copies) equals the same read of a store
-    that replays the log into fresh rows and has cached nothing yet."""
-    cold = EmbeddedStore(data_dir, clock=clock, limits=limits)
+    that replays the log into fresh rows and has cached nothing yet (on an online backup
+    of the directory: the warm store holds the directory's lock)."""
+    copy = data_dir.parent / f"cold-{next(_COLD)}"
+    persistence.backup(data_dir, copy)
+    cold = EmbeddedStore(copy, clock=clock, limits=limits)
     try:
         for h in (False, True):
             assert store.get_many(NS, IDS, with_history=h) == cold.get_many(
@@ -265,6 +274,7 @@ def _check_against_a_cold_replay(
             assert store.get(NS, memory_id) == cold.get(NS, memory_id), (label, memory_id)
     finally:
         cold.close()
+        shutil.rmtree(copy)
 
 
 def test_embedded_cached_records_never_outlive_a_change(clock: ManualClock, tmp_path: Path) -> None:

@@ -345,7 +345,7 @@ def test_a_record_with_marks_and_counters_stays_small(rstore: RedisStore) -> Non
                 subject="user:42",
                 attribute="destination_city",
                 value="Shanghai" if i < 2 else "Paris",
-                creator_kind="tool",
+                creator_kind="agent",
                 creator_id=source,
                 creator_confidence=0.85,
                 context_id="ctx:000123",

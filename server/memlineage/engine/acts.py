@@ -194,7 +194,16 @@ class Acts(EngineBase):
     def record_grant(
         self, grant: GrantRecord, actor: Creator, time: float | None = None
     ) -> GrantRecord:
-        """Store a delegation issued by `actor` (a non-user's is kept but inert)."""
+        """Store a delegation issued by `actor` (a non-user's is kept but inert). Its
+        issuer is stored by id, which must name the actor's kind (``user:alice``): the
+        kind stated and the id's prefix cannot disagree on whether a user issued it."""
+        if actor.id.partition(":")[0] != actor.kind:
+            raise ValidationError(
+                f"a grant's issuer is named {actor.kind}:NAME (its kind, then a name), "
+                f"got {actor.id!r}",
+                field="actor.id",
+                code="CREATOR_KIND_MISMATCH",
+            )
         return self.store.put_grant(replace(grant, issuer=actor.id), now=self._now_spending(time))
 
     def _decide_act(

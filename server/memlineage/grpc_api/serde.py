@@ -23,7 +23,7 @@ from memlineage.lineage.errors import ValidationError
 from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.model import LineageEvent, MemoryRecord
 from memlineage.lineage.proposals import Proposal
-from memlineage.lineage.validation import check_id
+from memlineage.lineage.validation import check_creator, check_id
 from memlineage.store.arguments import MAX_BATCH_IDS
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -224,6 +224,7 @@ def actor(msg: pb.Actor, default: Creator, field: str = "actor") -> Creator:
             "kind must be user, tool, reasoning, agent or system", field=f"{field}.kind"
         )
     check_id(msg.id, f"{field}.id")
+    check_creator(kind, msg.id, f"{field}.id")
     return Creator(kind, msg.id)
 
 
@@ -241,6 +242,7 @@ def record_from_pb(namespace: str, m: pb.Memory) -> MemoryRecord:
             "kind must be user, tool, reasoning, agent or system", field="memory.creator.kind"
         )
     check_id(m.creator.id, "memory.creator.id")
+    check_creator(kind, m.creator.id, "memory.creator.id")
     claim = m.claim if m.HasField("claim") else None
     return MemoryRecord(
         id=m.id,

@@ -117,7 +117,9 @@ class MemoryRecord:
     attribute: str | None = None
     value: str | None = None
     volatility: str | None = None
-    creator_kind: str = CreatorKind.USER.value
+    creator_kind: str = ""
+    """user, tool, reasoning, agent or system; "" (unset): the kind the id names
+    (``tool:web_search`` -> tool), else user. Set when recorded (`validate_new`)."""
     creator_id: str = ""
     creator_confidence: float = 1.0
     created_at: float | None = None

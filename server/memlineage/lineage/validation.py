@@ -86,6 +86,27 @@ def check_id(value: Any, field: str, *, max_length: int = 128) -> str:
     return value
 
 
+def _kind_named(creator_id: str) -> str:
+    """The kind an id names (``agent:planner`` -> agent), else user (an unset kind)."""
+    prefix = creator_id.partition(":")[0]
+    return prefix if prefix in _CREATOR_KINDS else CreatorKind.USER.value
+
+
+def check_creator(kind: str, creator_id: str, field: str) -> None:
+    """A creator id that names a kind (``user:alice``) names its own: the kind decides
+    what policies trust (``memory.creator.kind``, a grant's issuer) and the id is what
+    their globs match (``user:*``), so a ``user:`` id of an agent would be trusted by
+    one and not the other. An id without a kind prefix is taken with its stated kind."""
+    prefix, sep, _ = creator_id.partition(":")
+    if sep and prefix in _CREATOR_KINDS and prefix != kind:
+        raise ValidationError(
+            f"{creator_id!r} names the kind {prefix}, the creator's kind is {kind}: "
+            f"state kind {prefix}, or an id of the form {kind}:NAME",
+            field=field,
+            code="CREATOR_KIND_MISMATCH",
+        )
+
+
 def check_confidence(value: Any, field: str = "creator_confidence") -> float:
     """A finite float in [0, 1] (NaN and booleans are refused)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -285,14 +306,16 @@ def _validated_new(rec: Any, now: float, limits: StoreLimits) -> MemoryRecord:
         check_id(rec.attribute, "attribute", max_length=limits.max_id_length)
     value = _check_value(rec.value, limits)
     volatility = check_volatility(rec.volatility)
-    if rec.creator_kind not in _CREATOR_KINDS:
+    creator_kind = rec.creator_kind or _kind_named(rec.creator_id)
+    if creator_kind not in _CREATOR_KINDS:
         raise ValidationError(
-            f"unknown creator kind {rec.creator_kind!r}; expected one of "
+            f"unknown creator kind {creator_kind!r}; expected one of "
             f"{', '.join(sorted(_CREATOR_KINDS))}",
             field="creator_kind",
             code="INVALID_CREATOR_KIND",
         )
     check_id(rec.creator_id, "creator_id", max_length=limits.max_id_length)
+    check_creator(creator_kind, rec.creator_id, "creator_id")
     confidence = check_confidence(rec.creator_confidence)
     created_at = now if rec.created_at is None else check_time(rec.created_at, "created_at")
     if created_at > now + limits.max_future_seconds:
@@ -334,6 +357,7 @@ def _validated_new(rec: Any, now: float, limits: StoreLimits) -> MemoryRecord:
     values = list(_RECORD_VALUES(rec))  # positional: a third of `replace`'s cost, per write
     for name, new in (
         ("tags", tags),
+        ("creator_kind", creator_kind),
         ("value", value),
         ("volatility", volatility),
         ("creator_confidence", confidence),
