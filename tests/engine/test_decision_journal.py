@@ -73,3 +73,20 @@ def test_a_reused_decision_is_kept_as_its_context_and_rebuilt() -> None:
         _issue(journal, memory="b")
     assert journal.get(issued[1]) is None
     assert journal.recent("ns", "a", 5) == []
+
+
+def test_a_decision_id_does_not_count_the_decisions_between_two() -> None:
+    """The serial in an id is masked per process: a tenant's consecutive ids do not tell
+    how many decisions (other tenants') came between them (before: a plain hex counter,
+    `-7` then `-f`: 7 decisions of others in between). The journal still finds each."""
+    from itertools import pairwise
+
+    from memlineage.engine.records import _serial_of, decision_id_of, issue_decision_ids
+
+    tokens = [decision_id_of(1.0, s).rpartition("-")[2] for s in range(1, 2001)]
+    assert len(set(tokens)) == 2000 and all(len(t) == 16 for t in tokens)
+    steps = [int(b, 16) - int(a, 16) for a, b in pairwise(tokens)]
+    assert len(set(steps)) > 1900  # no constant stride either
+    assert all(_serial_of(decision_id_of(1.0, s)) == s for s in (1, 2, 2**40, 2**64 - 1))
+    ids, serials = issue_decision_ids(5.0, 50)
+    assert [_serial_of(i) for i in ids] == serials

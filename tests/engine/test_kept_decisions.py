@@ -12,7 +12,11 @@ import pytest
 from memlineage.engine.core import Engine
 from memlineage.engine.policies import PolicyHolder
 from memlineage.lineage.clock import ManualClock
-from memlineage.lineage.errors import StoreCorruptError, StoreUnavailableError, ValidationError
+from memlineage.lineage.errors import (
+    NotFoundError,
+    StoreCorruptError,
+    StoreUnavailableError,
+)
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store import LineageStore, open_store
 from memlineage.store.embedded import EmbeddedStore
@@ -91,7 +95,7 @@ def test_embedded_data_dir_keeps_decisions_through_a_restart(tmp_path: Path) -> 
     # Feedback names a decision from before the restart and no memory: its memories.
     assert fresh.feedback(NS, ids[-1], [], success=False) == 1
     assert store.get(NS, "guess").uses_failed == 1
-    with pytest.raises(ValidationError):  # another namespace's decision is not found
+    with pytest.raises(NotFoundError):  # another namespace's decision is not found
         fresh.feedback("other", ids[-1], [], success=True)
     store.close()
 
@@ -178,7 +182,7 @@ def test_two_engines_over_one_redis_share_decisions(redis_url: str) -> None:
     _same(shown[1], a.journal.get(ids[3]))
     assert b.feedback(NS, ids[-1], [], success=False) == 1  # A's id, on B
     assert sb.get(NS, "guess").uses_failed == 1
-    with pytest.raises(ValidationError):
+    with pytest.raises(NotFoundError):  # another namespace's: as one never issued
         b.feedback("other", ids[-1], [], success=False)
     sa.close()
     sb.close()

@@ -63,11 +63,23 @@ class DecisionContext:
 
 _PREFIX = os.urandom(4).hex()
 _serial = itertools.count(1)  # next() on a count is atomic in CPython: no lock needed
+# The serial leaves the process masked: ids of one tenant's consecutive decisions must
+# not tell how many decisions (other tenants') came between them. x -> (x * A) ^ K
+# mod 2**64 with A odd and both drawn per process: a bijection the journal inverts.
+_MASK = (1 << 64) - 1
+_MUL = int.from_bytes(os.urandom(8), "big") | 1
+_KEY = int.from_bytes(os.urandom(8), "big")
+_UNMUL = pow(_MUL, -1, 1 << 64)
+
+
+def _token(serial: int) -> str:
+    return f"{((serial * _MUL) & _MASK) ^ _KEY:016x}"
 
 
 def decision_id_of(now: float, serial: int) -> str:
-    """Unique across sidecars: time (ms), a per-process random prefix, the serial."""
-    return f"d{int(now * 1000):x}-{_PREFIX}-{serial:x}"
+    """Unique across sidecars: time (ms), a per-process random prefix, the serial
+    (masked: it says nothing of the decisions issued between two ids)."""
+    return f"d{int(now * 1000):x}-{_PREFIX}-{_token(serial)}"
 
 
 def issue_decision_id(now: float) -> tuple[str, int]:
@@ -80,16 +92,16 @@ def issue_decision_ids(now: float, count: int) -> tuple[list[str], list[int]]:
     """`count` new decision ids (one batch) and their serials."""
     head = f"d{int(now * 1000):x}-{_PREFIX}-"
     serials = [next(_serial) for _ in range(count)]
-    return [f"{head}{n:x}" for n in serials], serials
+    return [head + _token(n) for n in serials], serials
 
 
 def _serial_of(decision_id: str) -> int | None:
     """The serial a decision id of this process ends with (`issue_decision_id`)."""
-    head, _, serial = decision_id.rpartition("-")
-    if not head.endswith(_PREFIX):
+    head, _, token = decision_id.rpartition("-")
+    if not head.endswith(_PREFIX) or len(token) != 16:
         return None
     try:
-        return int(serial, 16)
+        return ((int(token, 16) ^ _KEY) * _UNMUL) & _MASK
     except ValueError:
         return None
 

@@ -257,15 +257,21 @@ class Writes(EngineBase):
         now = self._now(time)
         ids = list(dict.fromkeys(memory_ids))
         known = self.journal.get(decision_id) if decision_id else None
+        if known is not None and known.namespace != ns:
+            known = None  # another namespace's is answered as one never issued: no oracle
         if known is None and decision_id and not ids:
             # Another sidecar's, or one from before a restart: the store's copy (found
             # only in the caller's namespace; with memory ids given, none is needed).
             self._flush_decisions_quietly()
             kept = self.store.kept_decision(ns, decision_id)
             known = record_of(kept) if kept is not None else None
+            if known is None:
+                raise NotFoundError(
+                    f"no decision {decision_id!r} in this namespace, and no memory_ids "
+                    "to report on",
+                    field="decision_id",
+                )
         if known is not None:
-            if known.namespace != ns:
-                raise NotFoundError(f"decision {decision_id!r} not found", field="decision_id")
             ids = ids or list(known.memory_ids)
         if not ids:
             raise ValidationError("names no memory", field="memory_ids")

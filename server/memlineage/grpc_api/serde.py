@@ -167,7 +167,7 @@ def text(value: str, field: str, max_length: int) -> str:
 
 def decision_id(value: str) -> str:
     """Feedback's `decision_id`: empty (no decision named), or id-shaped. The ids a
-    sidecar issues (`engine.records.decision_id_of`: `d<ms>-<prefix>-<serial>`, hex)
+    sidecar issues (`engine.records.decision_id_of`: `d<ms>-<prefix>-<masked serial>`, hex)
     are; so is any id of at most 128 of `[A-Za-z0-9._:/-]`, which the engine takes
     for a decision it does not know (another sidecar's, or one its journal has
     let go) and reports on the request's `memory_ids` alone."""
