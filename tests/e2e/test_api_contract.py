@@ -589,6 +589,17 @@ def test_watch_from_now_skips_the_past_and_stays_in_its_namespace(world: World) 
 
 
 # ------------------------------------------------------------------ health, reflection
+class _Bearer(grpc.StreamStreamClientInterceptor):
+    """Adds the token to a stream's metadata (reflection's client takes a channel)."""
+
+    def __init__(self, token: str) -> None:
+        self.header = ("authorization", f"Bearer {token}")
+
+    def intercept_stream_stream(self, continuation, details, requests):  # type: ignore[no-untyped-def]
+        metadata = [*(details.metadata or ()), self.header]
+        return continuation(details._replace(metadata=metadata), requests)
+
+
 def test_health_and_reflection(world: World) -> None:
     assert world.alice.health() == "SERVING"
     assert world.alice.health("memlineage.v1.MemLineage") == "SERVING"
@@ -596,7 +607,18 @@ def test_health_and_reflection(world: World) -> None:
     with pytest.raises(NotFound):
         world.alice.health("no.such.Service")
 
+    # With tokens configured, reflection is served to callers with one: a stream that
+    # waits for its first message must not be open to anyone (it holds a worker).
     channel = grpc.insecure_channel(world.sidecar.address)
+    try:
+        with pytest.raises(grpc.RpcError) as err:
+            ProtoReflectionDescriptorDatabase(channel).get_services()
+        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    finally:
+        channel.close()
+    channel = grpc.intercept_channel(
+        grpc.insecure_channel(world.sidecar.address), _Bearer("token-alice")
+    )
     try:
         db = ProtoReflectionDescriptorDatabase(channel)
         services = set(db.get_services())

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -163,6 +164,55 @@ def test_the_caller_is_authenticated_before_the_bytes_are_read() -> None:
             s.channel.close()
 
 
+def test_callers_without_a_token_hold_no_worker() -> None:
+    """Calls that never send their request, from callers without a valid token, are
+    answered UNAUTHENTICATED at once and hold no worker: a caller with a token is served
+    while twelve of them are open (before: four such calls, one per worker of the
+    embedded store, made every other call run to its deadline). Two `authorization`
+    headers are refused too (before: the last one won)."""
+    config = Config(
+        policy_dir=BUNDLED_POLICIES,
+        decision_log="off",
+        tokens=(TokenGrant("token-a", ("a",), name="a"),),
+    )
+
+    def never(stop: threading.Event) -> Iterator[bytes]:
+        stop.wait(30)  # sends nothing until the test ends
+        yield b""
+
+    with RunningSidecar(config) as running:
+        s = Sidecar(running)
+        stop = threading.Event()
+        try:
+            idle = s.channel.stream_unary(
+                ML + "Check", request_serializer=None, response_deserializer=None
+            )
+            calls = [
+                idle.future(never(stop), timeout=20, metadata=metadata)
+                for metadata in [()] * 6 + [(("authorization", "Bearer wrong"),)] * 6
+            ]
+            for call in calls:
+                assert call.exception(timeout=10).code() == grpc.StatusCode.UNAUTHENTICATED
+            token = (("authorization", "Bearer token-a"),)
+            answer = s.call(
+                ML + "Check",
+                pb.CheckRequest(namespace="a", operation=pb.OPERATION_READ, memory_id="x"),
+                token,
+            )
+            assert pb.CheckResponse.FromString(answer).decision.effect != pb.EFFECT_UNSPECIFIED
+            twice = (("authorization", "Bearer token-a"), ("authorization", "Bearer token-a"))
+            err = s.error(
+                ML + "Check",
+                pb.CheckRequest(namespace="a", operation=pb.OPERATION_READ, memory_id="x"),
+                twice,
+            )
+            assert err.code() == grpc.StatusCode.UNAUTHENTICATED
+            assert err.details() == "more than one `authorization` header"
+        finally:
+            stop.set()
+            s.channel.close()
+
+
 # ------------------------------------------------------------------ named fields
 def test_an_act_with_20000_memory_ids(sidecar: Sidecar) -> None:
     for ids in (["m1"] * 20_000, [f"m{i}" for i in range(20_000)]):
@@ -258,7 +308,8 @@ def test_feedback_decision_ids(sidecar: Sidecar) -> None:
     err = sidecar.error(
         ML + "Feedback", pb.FeedbackRequest(decision_id="d18f0c2a1b00-0a1b2c3d-7", success=True)
     )
-    invalid(err, "memory_ids")
+    assert err.code() == grpc.StatusCode.NOT_FOUND  # nothing to report on: said so
+    assert err.details().startswith("decision_id: no decision 'd18f0c2a1b00-0a1b2c3d-7'")
 
 
 def _ts(seconds: int, nanos: int = 0) -> Timestamp:

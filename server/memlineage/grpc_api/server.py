@@ -26,6 +26,7 @@ from grpc_reflection.v1alpha import reflection
 from memlineage.config import Config
 from memlineage.engine.core import Engine
 from memlineage.grpc_api.auth import Authenticator
+from memlineage.grpc_api.gate import AuthGate
 from memlineage.grpc_api.servicer import MemLineageService, PolicyAdminService, register
 from memlineage.metrics import Metrics
 from memlineage.v1 import memlineage_pb2 as pb
@@ -153,7 +154,8 @@ def serve(
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ],
-        interceptors=list(interceptors) or None,
+        # with tokens, the gate first: a caller without one never holds a worker
+        interceptors=([AuthGate(auth)] if auth.enabled else []) + list(interceptors) or None,
     )
     service = MemLineageService(engine, auth, metrics)
     register(service, server)
