@@ -313,7 +313,11 @@ def _check(args: argparse.Namespace) -> int:
         with _client(args) as client:
             d = client.check(
                 args.operation,
-                args.memory_ids if args.operation == "act" else args.memory_ids[0],
+                # several ids for one that takes one: the client refuses it, never
+                # quietly deciding on the first
+                args.memory_ids
+                if args.operation == "act" or len(args.memory_ids) > 1
+                else args.memory_ids[0],
                 actor=args.actor,
                 budget=args.budget,
                 action=args.action,

@@ -107,8 +107,8 @@ def _tracing(config: Config) -> Tracing | None:
         from memlineage.grpc_api.tracing import Tracing
     except ImportError as exc:
         raise ConfigError(
-            f"tracing = {config.tracing!r} needs OpenTelemetry: pip install 'memlineage[tracing]' "
-            f"({exc})"
+            f"tracing = {config.tracing!r} needs OpenTelemetry: "
+            f"pip install -e '.[tracing]' (in the repository) ({exc})"
         ) from exc
     return Tracing.start(config.tracing, sidecar_id(config))
 

@@ -119,6 +119,9 @@ def test_check_and_explain_commands(served) -> None:
     assert mermaid.returncode == 0 and mermaid.stdout.startswith("flowchart")
     missing = cli("explain", "nope", "--target", s.address)
     assert missing.returncode == 1 and "NOT_FOUND" in missing.stderr
+    two = cli("check", "read", "city", "guess", "--target", s.address)  # before: city alone
+    assert (two.returncode, two.stdout) == (1, ""), two
+    assert two.stderr == "error: memory_id: read takes one id, got 2\n", two.stderr
 
 
 def test_serve_refuses_a_broken_policy_directory(tmp_path: Path) -> None:

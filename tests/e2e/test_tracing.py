@@ -147,7 +147,7 @@ def test_tracing_on_without_the_package_refuses_to_start_naming_the_extra() -> N
     done = _run(_START.format(prelude=prelude, policies=BUNDLED_POLICIES, tracing="console"))
     assert done.returncode == 1
     assert "ConfigError: tracing = 'console' needs OpenTelemetry" in done.stderr
-    assert "pip install 'memlineage[tracing]'" in done.stderr
+    assert "pip install -e '.[tracing]' (in the repository)" in done.stderr
 
 
 class _Collector(BaseHTTPRequestHandler):

@@ -76,7 +76,7 @@ class Config:
     )
     tokens: tuple[TokenGrant, ...] = _setting_factory(
         tuple,
-        "bearer tokens and the namespaces each may use (see Tokens below); none: one "
+        "bearer tokens and the namespaces each may use (docs/configuration.md, Tokens); none: one "
         "namespace `default`, admin RPCs from loopback only",
         "auth",
         secret=True,
@@ -184,7 +184,8 @@ class Config:
     )
     tracing: str = _setting(
         "off",
-        "OpenTelemetry spans, one per unary RPC (`pip install 'memlineage[tracing]'`): `off`, "
+        "OpenTelemetry spans, one per unary RPC (`pip install -e '.[tracing]'` in the "
+        "repository): `off`, "
         "`console` (JSON lines to stderr), `file:PATH` (JSON lines appended), or an OTLP/HTTP "
         "endpoint `http(s)://HOST:4318/v1/traces`; OTEL_* variables (sampler, service name, "
         "headers) apply",

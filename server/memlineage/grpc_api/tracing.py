@@ -215,7 +215,8 @@ def exporter_for(target: str) -> SpanExporter:
     except ImportError as exc:
         raise ConfigError(
             f"tracing = {target!r} exports OTLP/HTTP, which needs "
-            "opentelemetry-exporter-otlp-proto-http (pip install 'memlineage[tracing]')"
+            "opentelemetry-exporter-otlp-proto-http "
+            "(pip install -e '.[tracing]' (in the repository))"
         ) from exc
     return OTLPSpanExporter(endpoint=target)
 
