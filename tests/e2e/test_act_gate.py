@@ -302,6 +302,62 @@ def test_bad_act_and_grant_input_is_a_precise_error(sidecar: tuple) -> None:
             ),
             "grant.uses",
         ),
+        # control characters and lookalike letters (before: all accepted and stored; the
+        # Cyrillic action ALLOWed past the policies' send_* patterns)
+        (
+            stub.Check,
+            pb.CheckRequest(
+                namespace=c.namespace,
+                operation=pb.OPERATION_ACT,
+                action="\u0455end_money",
+                arguments=[pb.ActArgument(name="to", sources=[prompt])],
+            ),
+            "action: contains '\u0455'; an action is ASCII",
+        ),
+        (
+            stub.Check,
+            pb.CheckRequest(
+                namespace=c.namespace,
+                operation=pb.OPERATION_ACT,
+                action="send_money",
+                arguments=[pb.ActArgument(name="to", sources=[prompt], value="bob\x00\x1b[2J")],
+            ),
+            "arguments[0].value: contains the control character '\\x00'",
+        ),
+        (
+            stub.RecordGrant,
+            pb.GrantRequest(
+                namespace=c.namespace, grant=pb.Grant(actions=["a\x00b"], source="user:*")
+            ),
+            "grant.actions[0]: contains '\\x00'",
+        ),
+        (
+            stub.RecordGrant,
+            pb.GrantRequest(
+                namespace=c.namespace, grant=pb.Grant(actions=["a"], source="user:* x")
+            ),
+            "grant.source: contains ' '",  # one string: no [0]
+        ),
+        (
+            stub.RecordGrant,
+            pb.GrantRequest(
+                namespace=c.namespace,
+                grant=pb.Grant(actions=["a"], source="user:*", value="x\x00\n"),
+            ),
+            "grant.value: contains the control character",
+        ),
+        (
+            stub.Record,
+            pb.RecordRequest(
+                namespace=c.namespace,
+                memory=pb.Memory(
+                    id="ctl",
+                    creator=pb.Creator(kind=pb.CREATOR_KIND_USER, id="user:alice"),
+                    claim=pb.Claim(subject="user:alice", attribute="city", value="a\x00b\x07"),
+                ),
+            ),
+            "memory.claim.value: contains the control character '\\x00'",
+        ),
     ]
     for rpc, request, field in cases:
         with pytest.raises(grpc.RpcError) as err:

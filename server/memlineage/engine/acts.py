@@ -31,7 +31,7 @@ from memlineage.engine.records import DecisionRecord
 from memlineage.engine.snapshot import StoreSnapshot, acts_counter, snapshot_of
 from memlineage.lineage.errors import StoreUnavailableError, ValidationError
 from memlineage.lineage.grants import GrantRecord
-from memlineage.lineage.validation import check_id, valid_id
+from memlineage.lineage.validation import check_action_name, check_free_text, check_id, valid_id
 
 MAX_ARGUMENTS = 64
 MAX_ARGUMENT_SOURCES = 256
@@ -71,6 +71,8 @@ def checked_arguments(args: Sequence[ActArgument]) -> tuple[ActArgument, ...]:
                 raise ValidationError(
                     f"at most {MAX_ARGUMENT_VALUE} characters", field=f"arguments[{i}].{what}"
                 )
+            if text:
+                check_free_text(text, f"arguments[{i}].{what}")
     return tuple(args)
 
 
@@ -161,6 +163,8 @@ class Acts(EngineBase):
         arguments = checked_arguments(args)
         if arguments and not action:
             raise ValidationError("an act with arguments names its action", field="action")
+        if action:
+            check_action_name(action, "action")
         if not relied and not arguments:
             raise ValidationError(
                 "names no memory and no argument (act names them in memory_ids or arguments)",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from memlineage.lineage.errors import ValidationError
-from memlineage.lineage.validation import check_id
+from memlineage.lineage.validation import check_action_name, check_free_text, check_id
 
 MAX_GRANT_USES = 1_000_000
 MAX_GRANT_PATTERNS = 64
@@ -99,12 +99,14 @@ def _patterns(values: tuple[str, ...], field: str, *, required: bool) -> tuple[s
     if len(values) > MAX_GRANT_PATTERNS:
         raise ValidationError(f"at most {MAX_GRANT_PATTERNS} entries", field=field)
     for i, v in enumerate(values):
-        if not v or len(v) > 256 or any(c.isspace() for c in v):
-            raise ValidationError(
-                "must be a name or glob of 1 to 256 characters without spaces",
-                field=f"{field}[{i}]",
-            )
+        _pattern(v, f"{field}[{i}]")
     return tuple(dict.fromkeys(values))
+
+
+def _pattern(v: str, field: str) -> None:
+    if not v or len(v) > 256:
+        raise ValidationError("must be a name or glob of 1 to 256 characters", field=field)
+    check_action_name(v, field, glob=True)
 
 
 def validated_grant(g: GrantRecord, now: float) -> GrantRecord:
@@ -115,12 +117,13 @@ def validated_grant(g: GrantRecord, now: float) -> GrantRecord:
     if not g.source and not g.memory_id:
         raise ValidationError("a grant names a source or a memory_id", field="grant.source")
     if g.source:
-        _patterns((g.source,), "grant.source", required=True)
+        _pattern(g.source, "grant.source")
     if g.memory_id:
         check_id(g.memory_id, "grant.memory_id")
     for what, text in (("value", g.value), ("digest", g.digest)):
         if len(text) > MAX_GRANT_VALUE:
             raise ValidationError(f"at most {MAX_GRANT_VALUE} characters", field=f"grant.{what}")
+        check_free_text(text, f"grant.{what}")
     uses = g.uses or 1
     if not 1 <= uses <= MAX_GRANT_USES:
         raise ValidationError(f"must be in [0, {MAX_GRANT_USES}]", field="grant.uses")

@@ -107,6 +107,38 @@ def check_creator(kind: str, creator_id: str, field: str) -> None:
         )
 
 
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_NAME_RE = re.compile(r"[A-Za-z0-9._:/-]+")
+_GLOB_RE = re.compile(r"[A-Za-z0-9._:/*?\[\]!-]+")
+
+
+def check_free_text(value: str, field: str) -> str:
+    """A value a policy compares (a claim's value, an argument's, a grant's): any text
+    but control characters (tab, newline and carriage return are text). NUL or an
+    escape sequence stored here would reach Explain, logs and terminals."""
+    bad = _CONTROL_RE.search(value)
+    if bad is not None:
+        raise ValidationError(
+            f"contains the control character {bad.group()!r}", field=field, code="INVALID_TEXT"
+        )
+    return value
+
+
+def check_action_name(value: str, field: str, *, glob: bool = False) -> str:
+    """An action (or, with `glob`, an action pattern: `send_*`): ASCII letters, digits
+    and ._:/- (and *?[]! in a pattern). A lookalike letter (a Cyrillic dze for an s) would name
+    another action that no `send_*` pattern of the policies matches."""
+    if not (_GLOB_RE if glob else _NAME_RE).fullmatch(value):
+        allowed = "letters, digits and ._:/-" + (" and the glob characters *?[]!" if glob else "")
+        bad = next((c for c in value if not (_GLOB_RE if glob else _NAME_RE).fullmatch(c)), "")
+        raise ValidationError(
+            f"contains {bad!r}; an action {'pattern ' if glob else ''}is ASCII {allowed}",
+            field=field,
+            code="INVALID_ACTION",
+        )
+    return value
+
+
 def check_confidence(value: Any, field: str = "creator_confidence") -> float:
     """A finite float in [0, 1] (NaN and booleans are refused)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -193,7 +225,7 @@ def _check_value(value: Any, limits: StoreLimits) -> str | None:
             field="value",
             code="VALUE_TOO_LONG",
         )
-    return value
+    return check_free_text(value, "value")
 
 
 def check_volatility(value: Any) -> str | None:
