@@ -65,7 +65,12 @@ SAMPLES: dict[str, tuple[Any, Any, Any]] = {
     "sweep_batch": (1, 2, 3),
     "max_future_seconds": (60.0, 7200.0, 0.0),
     "simulation": (True, False, True),
-    "scoring.half_lives": ({"high": 1.0}, {"medium": 2.0, "low": INF}, {"static": 3.0}),
+    # each with the default class (`low`): a table replaces the whole default
+    "scoring.half_lives": (
+        {"high": 1.0, "low": INF},
+        {"medium": 2.0, "low": INF},
+        {"static": 3.0, "low": INF},
+    ),
     "scoring.default_volatility": ("high", "medium", "static"),
     "scoring.credibility_priors": (
         (("user:*", 1.0),),

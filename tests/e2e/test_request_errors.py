@@ -145,6 +145,59 @@ def test_undecodable_bytes_on_watch(sidecar: Sidecar) -> None:
     ), info.value.details()
 
 
+HEALTH = "/grpc.health.v1.Health/"
+REFLECTION = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+
+
+def test_undecodable_bytes_on_health_and_reflection(
+    sidecar: Sidecar, caplog: pytest.LogCaptureFixture
+) -> None:
+    """INVALID_ARGUMENT `request: ...` and nothing logged (before: INTERNAL "Exception
+    deserializing request!" and a traceback per call, from services open to anyone)."""
+    with caplog.at_level(logging.ERROR):
+        for method in ("Check", "Watch"):
+            call = (
+                sidecar.channel.unary_unary if method == "Check" else sidecar.channel.unary_stream
+            )(HEALTH + method, request_serializer=None, response_deserializer=None)
+            with pytest.raises(grpc.RpcError) as info:
+                answer = call(b"\xff\xff", timeout=WAIT)
+                list(answer) if method == "Watch" else None
+            assert invalid(info.value, "request").startswith(
+                f"request: is not a valid grpc.health.v1.Health.{method} request message"
+            ), info.value.details()
+        stream = sidecar.channel.stream_stream(
+            REFLECTION, request_serializer=None, response_deserializer=None
+        )
+        with pytest.raises(grpc.RpcError) as info:
+            list(stream(iter([b"\xff\xff"]), timeout=WAIT))
+        invalid(info.value, "request")
+    assert [r.getMessage() for r in caplog.records] == []
+    assert sidecar.call(HEALTH + "Check", b"")  # a well-formed probe still answers
+
+
+def test_idle_health_calls_leave_the_api_its_workers(sidecar: Sidecar) -> None:
+    """Health calls that never send their request hold health's own threads: the API's
+    four workers (embedded) stay free (before: four such calls stopped every call)."""
+    stop = threading.Event()
+
+    def never() -> Iterator[bytes]:
+        stop.wait(30)
+        yield b""
+
+    idle = sidecar.channel.stream_unary(
+        HEALTH + "Check", request_serializer=None, response_deserializer=None
+    )
+    calls = [idle.future(never(), timeout=20) for _ in range(6)]
+    try:
+        read = pb.CheckRequest(operation=pb.OPERATION_READ, memory_id="m1")
+        answer = pb.CheckResponse.FromString(sidecar.call(ML + "Check", read))
+        assert answer.decision.effect != pb.EFFECT_UNSPECIFIED
+    finally:
+        stop.set()
+        for call in calls:
+            call.cancel()
+
+
 def test_the_caller_is_authenticated_before_the_bytes_are_read() -> None:
     config = Config(
         policy_dir=BUNDLED_POLICIES,

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health, health_pb2
 
 from memlineage.config import Config
 from memlineage.engine.core import Engine
 from memlineage.grpc_api.auth import Authenticator
 from memlineage.grpc_api.gate import AuthGate
 from memlineage.grpc_api.servicer import MemLineageService, PolicyAdminService, register
+from memlineage.grpc_api.standard import add_health, add_reflection
 from memlineage.metrics import Metrics
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -112,6 +112,7 @@ class Served:
     port: int
     health: Any  # grpc_health.v1.health.HealthServicer
     service: MemLineageService
+    pools: tuple[ThreadPoolExecutor, ...] = ()  # health's and reflection's own threads
 
     def shut_down(self, grace: float) -> threading.Event:
         """Health to NOT_SERVING, open Watch streams told to end (within a poll, not at
@@ -135,6 +136,8 @@ class Served:
 
     def close(self) -> None:
         self.service.close()
+        for pool in self.pools:
+            pool.shutdown(wait=False, cancel_futures=True)
 
 
 def serve(
@@ -163,10 +166,16 @@ def serve(
     admin.sweep_batch = config.sweep_batch
     register(admin, server)
     health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+    pools = (
+        add_health(health_servicer, server),
+        add_reflection((*SERVICE_NAMES, health.SERVICE_NAME), server),
     )
+
+    def close() -> None:
+        service.close()
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+
     try:
         if config.tls_cert and config.tls_key:
             key, cert = tls_pair(config.tls_cert, config.tls_key)
@@ -175,15 +184,15 @@ def serve(
         else:
             port = server.add_insecure_port(config.listen)
     except TLSError:
-        service.close()
+        close()
         raise
     except RuntimeError as exc:  # the sync server raises where grpc.aio answered 0
-        service.close()
+        close()
         raise OSError(f"cannot listen on {config.listen}: {exc}") from exc
     if port == 0:
-        service.close()
+        close()
         raise OSError(f"cannot listen on {config.listen}")
     server.start()
     for name in ("", *SERVICE_NAMES):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return Served(server, port, health_servicer, service)
+    return Served(server, port, health_servicer, service, pools)

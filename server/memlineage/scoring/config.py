@@ -73,18 +73,21 @@ class ScoringConfig:
             "contradiction_weight": self.contradiction_weight,
             "consensus_weight": self.consensus_weight,
             "frequency_boost": self.frequency_boost,
-            "default_cost": self.default_cost,
             "archive_below": self.archive_below,
             "evict_below": self.evict_below,
             "near_margin": self.near_margin,
             "rank_reliability_weight": self.rank_reliability_weight,
             "rank_value_weight": self.rank_value_weight,
-            **{f"type_costs.{k}": v for k, v in self.type_costs.items()},
             **{f"credibility_priors.{p}": v for p, v in self.credibility_priors},
         }
         for name, v in unit.items():
             if not 0.0 <= v <= 1.0:  # NaN fails too
                 raise ValueError(f"{name} must be in [0, 1], got {v!r}")
+        costs = {"default_cost": self.default_cost}
+        costs.update({f"type_costs.{k}": v for k, v in self.type_costs.items()})
+        for name, v in costs.items():
+            if not 0.0 <= v < math.inf:
+                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
         positive = {
             "prior_strength": self.prior_strength,
             "relevance_half_life": self.relevance_half_life,

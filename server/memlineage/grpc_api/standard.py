@@ -1,0 +1,128 @@
+"""Health and reflection, registered the way the business services are.
+
+grpcio's own registration parses a request inside grpc: bytes that are not the
+message answer INTERNAL "Exception deserializing request!" and log a traceback, one
+per call, on services anyone may call without a token (health always). Here the
+request is parsed by a function that never raises and the handler answers
+INVALID_ARGUMENT `request: ...`, as every MemLineage RPC does. Each service also runs
+on a small pool of its own (the sync server's per-handler `experimental_thread_pool`):
+calls to them that never send their request hold those threads, not the workers the
+MemLineage RPCs need, and the reverse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+HEALTH_THREADS = 8
+REFLECTION_THREADS = 4
+
+
+class _Undecodable:
+    """What the safe parser hands over for bytes that are not the message."""
+
+    __slots__ = ("problem",)
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+
+class _Caught:
+    """Stands in for a server to catch what a generated ``add_*_to_server`` registers."""
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
+        self.service, self.handlers = service, handlers
+
+
+def _safe(parse: Callable[[bytes], Any], name: str) -> Callable[[bytes], Any]:
+    def parsed(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except Exception as exc:  # DecodeError, or anything the bytes make it raise
+            return _Undecodable(f"request: is not a valid {name} message ({exc})")
+
+    return parsed
+
+
+def _refused(request: Any, context: grpc.ServicerContext) -> None:
+    if isinstance(request, _Undecodable):
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.problem)
+
+
+def _guarded(h: grpc.RpcMethodHandler, pool: ThreadPoolExecutor, name: str) -> Any:
+    """`h` with a request parser that never raises, its behaviour refusing what did not
+    parse, on `pool`."""
+    parse = _safe(h.request_deserializer, name)
+    if h.unary_unary is not None:
+        unary = h.unary_unary
+
+        def one(request: Any, context: grpc.ServicerContext) -> Any:
+            _refused(request, context)
+            return unary(request, context)
+
+        one.experimental_thread_pool = pool  # type: ignore[attr-defined]  # grpc reads it
+        return h._replace(request_deserializer=parse, unary_unary=one)
+    if h.unary_stream is not None:
+        stream = h.unary_stream
+
+        def many(request: Any, context: grpc.ServicerContext) -> Any:
+            _refused(request, context)
+            yield from stream(request, context)
+
+        many.experimental_thread_pool = pool  # type: ignore[attr-defined]
+        return h._replace(request_deserializer=parse, unary_stream=many)
+    if h.stream_stream is not None:
+        both = h.stream_stream
+
+        def each(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            def checked() -> Iterator[Any]:
+                for request in requests:
+                    _refused(request, context)
+                    yield request
+
+            yield from both(checked(), context)
+
+        each.experimental_thread_pool = pool  # type: ignore[attr-defined]
+        return h._replace(request_deserializer=parse, stream_stream=each)
+    raise TypeError(f"{name}: a handler kind this module does not guard")
+
+
+def _register(caught: _Caught, server: Any, pool: ThreadPoolExecutor) -> None:
+    handlers = {
+        method: _guarded(h, pool, f"{caught.service}.{method} request")
+        for method, h in caught.handlers.items()
+    }
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(caught.service, handlers),)
+    )
+    server.add_registered_method_handlers(caught.service, handlers)
+
+
+def add_health(servicer: health.HealthServicer, server: Any) -> ThreadPoolExecutor:
+    """Register `servicer` on `server`; returns its pool (shut down with the server)."""
+    caught = _Caught()
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, caught)
+    pool = ThreadPoolExecutor(HEALTH_THREADS, thread_name_prefix="memlineage-health")
+    _register(caught, server, pool)
+    return pool
+
+
+def add_reflection(names: tuple[str, ...], server: Any) -> ThreadPoolExecutor:
+    """Reflection of `names` (and of itself) on `server`; returns its pool."""
+    caught = _Caught()
+    reflection.enable_server_reflection((*names, reflection.SERVICE_NAME), caught)
+    pool = ThreadPoolExecutor(REFLECTION_THREADS, thread_name_prefix="memlineage-reflect")
+    _register(caught, server, pool)
+    return pool
+
+
+__all__ = ["HEALTH_THREADS", "REFLECTION_THREADS", "add_health", "add_reflection"]
