@@ -16,6 +16,7 @@ import logging
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -649,3 +650,75 @@ def test_an_unknown_volatility_class_is_refused(sidecar: Sidecar) -> None:
     )
     err = sidecar.error(ML + "Explain", pb.ExplainRequest(memory_id="cpu"))
     assert err.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_one_caller_cannot_take_every_watch_stream() -> None:
+    """A caller holds at most WATCH_STREAMS_PER_CALLER Watch streams: the next one is
+    RESOURCE_EXHAUSTED at once, and another tenant's Watch gets its events (before: 300
+    idle streams of one tenant filled the pool of 256, and the other's Watch received
+    nothing). A stream closed frees its place."""
+    from memlineage.grpc_api.servicer import WATCH_STREAMS_PER_CALLER
+
+    config = Config(
+        policy_dir=BUNDLED_POLICIES,
+        decision_log="off",
+        tokens=(TokenGrant("token-a", ("a",), name="a"), TokenGrant("token-b", ("b",), name="b")),
+    )
+    alice, bob = (("authorization", "Bearer token-a"),), (("authorization", "Bearer token-b"),)
+    with RunningSidecar(config) as running:
+        s = Sidecar(running)
+        watch = s.channel.unary_stream(ML + "Watch")
+        req = pb.WatchRequest(namespace="a").SerializeToString()
+        held = [watch(req, timeout=60, metadata=alice) for _ in range(WATCH_STREAMS_PER_CALLER)]
+        try:
+            deadline = time.monotonic() + 30
+            while s.service._watching.get("a", 0) < WATCH_STREAMS_PER_CALLER:
+                assert time.monotonic() < deadline, s.service._watching
+                time.sleep(0.05)
+            extra = watch(req, timeout=10, metadata=alice)
+            with pytest.raises(grpc.RpcError) as err:
+                next(extra)
+            assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert err.value.details().startswith(
+                f"this caller has {WATCH_STREAMS_PER_CALLER} Watch streams open"
+            )
+            s.call(
+                ML + "Record",
+                pb.RecordRequest(
+                    namespace="b",
+                    memory=pb.Memory(
+                        id="m", creator=pb.Creator(kind=pb.CREATOR_KIND_USER, id="user:b")
+                    ),
+                ),
+                bob,
+            )
+            theirs = watch(
+                pb.WatchRequest(namespace="b", from_oldest=True).SerializeToString(),
+                timeout=10,
+                metadata=bob,
+            )
+            first = pb.LineageEvent.FromString(next(theirs))
+            assert first.memory_id == "m"
+            theirs.cancel()
+            held.pop().cancel()
+            deadline = time.monotonic() + 10
+            while s.service._watching.get("a", 0) >= WATCH_STREAMS_PER_CALLER:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            again = watch(req, timeout=10, metadata=alice)
+            s.call(
+                ML + "Record",
+                pb.RecordRequest(
+                    namespace="a",
+                    memory=pb.Memory(
+                        id="n", creator=pb.Creator(kind=pb.CREATOR_KIND_USER, id="user:a")
+                    ),
+                ),
+                alice,
+            )
+            assert pb.LineageEvent.FromString(next(again)).memory_id == "n"
+            again.cancel()
+        finally:
+            for call in held:
+                call.cancel()
+            s.channel.close()

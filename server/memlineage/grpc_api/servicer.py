@@ -71,6 +71,18 @@ def _loggable(text: str, limit: int = 200) -> str:
     return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
 
 
+class TooManyStreams(LineageError):
+    """A caller already holds its share of the Watch pool: RESOURCE_EXHAUSTED."""
+
+    code = "TOO_MANY_STREAMS"
+    grpc_status = "RESOURCE_EXHAUSTED"
+
+
+# Watch streams one caller (a token; every caller without tokens) may hold at once: the
+# pool has 256 threads, and one tenant's idle streams must not take all of them.
+WATCH_STREAMS_PER_CALLER = 64
+
+
 class ShuttingDown(LineageError):
     """A Watch stream ends when the sidecar stops: its client resumes elsewhere."""
 
@@ -158,6 +170,8 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.watch_pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="ml-watch")
+        self._watching: dict[str, int] = {}  # open Watch streams per caller
+        self._watching_lock = threading.Lock()
         self.check_memo = CheckMemo()
         # Set on shutdown: open Watch streams end at once with UNAVAILABLE (clients
         # resume from their cursor elsewhere) instead of holding the grace period.
@@ -429,9 +443,20 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
     def Watch(
         self, request: bytes | pb.WatchRequest, context: grpc.ServicerContext
     ) -> Iterator[pb.LineageEvent]:
-        """A resumable stream: events strictly after the cursor, then new ones as they come."""
+        """A resumable stream: events strictly after the cursor, then new ones as they come.
+        A caller holds at most WATCH_STREAMS_PER_CALLER of them at once."""
+        held: str | None = None
         try:
             principal = self.principal(context)
+            with self._watching_lock:
+                open_now = self._watching.get(principal.name, 0)
+                if open_now >= WATCH_STREAMS_PER_CALLER:
+                    raise TooManyStreams(
+                        f"this caller has {open_now} Watch streams open, the most it may: "
+                        "close one, or watch several namespaces from one stream per namespace"
+                    )
+                self._watching[principal.name] = open_now + 1
+                held = principal.name
             if type(request) is bytes:  # as `register` registers it
                 request = serde.parse(pb.WatchRequest, request)
             assert isinstance(request, pb.WatchRequest)
@@ -452,6 +477,14 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             context.abort(status_of(err), details_of(err))  # raises
         except Exception:
             _internal("Watch", context, self.metrics)  # raises
+        finally:
+            if held is not None:
+                with self._watching_lock:
+                    left = self._watching[held] - 1
+                    if left:
+                        self._watching[held] = left
+                    else:
+                        del self._watching[held]
 
 
 class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
