@@ -722,3 +722,65 @@ def test_one_caller_cannot_take_every_watch_stream() -> None:
             for call in held:
                 call.cancel()
             s.channel.close()
+
+
+def test_errors_name_the_request_fields(sidecar: Sidecar) -> None:
+    """Each refusal names the field of the request it is about, as the proto names it
+    (before: `ids`, `id`, `successor`, `status`, and a revision's `(None, None)`), and
+    careless requests are refused rather than half taken."""
+    user = pb.Creator(kind=pb.CREATOR_KIND_USER, id="user:alice")
+    for mid, deps in (("base", []), ("kid", ["base"]), ("gone", [])):
+        sidecar.call(
+            ML + "Record",
+            pb.RecordRequest(memory=pb.Memory(id=mid, creator=user, dependencies=deps)),
+        )
+    sidecar.call(
+        ML + "UpdateStatus",
+        pb.UpdateStatusRequest(memory_id="gone", action=pb.STATUS_ACTION_REVOKE, reason="x"),
+    )
+    many = [
+        pb.ActArgument(name=f"a{i}", sources=[f"s{i}-{j}" for j in range(256)]) for i in range(64)
+    ]
+    err = sidecar.error(
+        ML + "Check", pb.CheckRequest(operation=pb.OPERATION_ACT, action="pay", arguments=many)
+    )
+    assert invalid(err, "arguments").startswith("arguments: name 16384 memories in all")
+    err = sidecar.error(
+        ML + "Check",
+        pb.CheckRequest(operation=pb.OPERATION_READ, memory_id="base", memory_ids=["kid"]),
+    )
+    invalid(err, "memory_ids")
+    err = sidecar.error(ML + "Explain", pb.ExplainRequest(memory_id="nobody"))
+    assert err.code() == grpc.StatusCode.NOT_FOUND
+    assert err.details() == "memory_id: no memory 'nobody' in this namespace"
+
+    def update(action: int, **kw: str) -> grpc.RpcError:
+        return sidecar.error(
+            ML + "UpdateStatus",
+            pb.UpdateStatusRequest(memory_id="base", action=action, reason="r", **kw),
+        )
+
+    invalid(update(pb.STATUS_ACTION_REVOKE, successor_id="kid"), "successor_id")
+    invalid(update(pb.STATUS_ACTION_SUPERSEDE, successor_id="base"), "successor_id")
+    for successor, says in (("gone", "is revoked"), ("kid", "rests on 'base'")):
+        err = update(pb.STATUS_ACTION_SUPERSEDE, successor_id=successor)
+        assert err.code() == grpc.StatusCode.FAILED_PRECONDITION, err.details()
+        assert err.details().startswith(f"successor_id: successor '{successor}' {says}")
+    err = update(pb.STATUS_ACTION_CONFIRM)
+    assert err.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert err.details().startswith("action: "), err.details()
+    explained = pb.ExplainResponse.FromString(
+        sidecar.call(ML + "Explain", pb.ExplainRequest(memory_id="base"))
+    )
+    assert explained.memory.status == pb.STATUS_ACTIVE  # none of these applied anything
+    err = sidecar.error(
+        ML + "Revise",
+        pb.ReviseRequest(
+            memory=pb.Memory(
+                id="base", creator=user, claim=pb.Claim(subject="user:alice", attribute="x")
+            ),
+            expected_version=1,
+        ),
+    )
+    details = invalid(err, "memory.claim.subject")
+    assert "None" not in details and "here no claim: it has none" in details, details

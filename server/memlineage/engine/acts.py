@@ -32,6 +32,7 @@ from memlineage.engine.snapshot import StoreSnapshot, acts_counter, snapshot_of
 from memlineage.lineage.errors import StoreUnavailableError, ValidationError
 from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.validation import check_action_name, check_free_text, check_id, valid_id
+from memlineage.store.arguments import MAX_BATCH_IDS
 
 MAX_ARGUMENTS = 64
 MAX_ARGUMENT_SOURCES = 256
@@ -175,6 +176,12 @@ class Acts(EngineBase):
         serving = self.policies.current
         self._fresh_capture()
         ids = tuple(dict.fromkeys([*relied, *(s for a in arguments for s in a.sources)]))
+        if len(ids) > MAX_BATCH_IDS:  # named here: the store would call them `ids`
+            raise ValidationError(
+                f"name {len(ids)} memories in all (memory_ids and the arguments' sources), "
+                f"the limit is {MAX_BATCH_IDS}",
+                field="arguments" if arguments else "memory_ids",
+            )
         decision: Decision = _RACED
         used: tuple[str, ...] = ()
         try:

@@ -140,6 +140,28 @@ class Writes(EngineBase):
             return RecordResult(True, rec, outcome.memory, outcome.superseded_id, outcome.affected)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
+    def _usable_successor(self, ns: str, memory_id: str, successor: MemoryRecord) -> None:
+        """A memory is superseded by one in use, not by a withdrawn one, nor by one built
+        on it (the cascade would mark its own successor pending_verification). Read
+        before the change, as the other checks here are."""
+        if _withdrawn(successor.status):
+            raise TransitionError(
+                f"successor {successor.id!r} is {successor.status}: a memory is superseded "
+                "by one in use",
+                current=successor.status,
+                requested="superseded",
+                field="successor_id",
+            )
+        walk = self.store.ancestors(ns, successor.id, max_depth=self.store.limits.max_walk_depth)
+        if memory_id in walk.depths:
+            raise TransitionError(
+                f"successor {successor.id!r} rests on {memory_id!r}: superseding it would "
+                "mark its own successor pending_verification",
+                current=successor.status,
+                requested="superseded",
+                field="successor_id",
+            )
+
     def update_status(
         self,
         ns: str,
@@ -175,6 +197,8 @@ class Writes(EngineBase):
             raise ValidationError(
                 f"summary {successor!r} must depend on {memory_id!r}", field="successor_id"
             )
+        if action == "supersede" and successor:
+            self._usable_successor(ns, memory_id, found[successor])
         if expected_version is not None and current.version != expected_version:
             raise VersionConflictError(
                 f"memory {memory_id!r} is at version {current.version}, not {expected_version}",
@@ -279,6 +303,10 @@ class Writes(EngineBase):
         updated = self.store.feedback(ns, list(records), success, now=now) if records else 0
         self.credibility.invalidate(ns, {r.creator_id for r in records.values()})
         return updated
+
+
+def _withdrawn(status: str) -> bool:
+    return status in (Status.REVOKED, Status.SUPERSEDED, Status.COMPRESSED)
 
 
 def _supersedes(new: MemoryRecord, current: MemoryRecord) -> bool:

@@ -56,6 +56,10 @@ MAX_ACTION_LENGTH = 256
 MEMO_MAX_REQUEST_BYTES = 4096
 
 
+# UpdateStatus: the engine's and store's field names as the request names them.
+_UPDATE_FIELDS = {"successor": "successor_id", "status": "action", "id": "memory_id"}
+
+
 def status_of(err: LineageError) -> grpc.StatusCode:
     return getattr(grpc.StatusCode, err.grpc_status, grpc.StatusCode.INTERNAL)
 
@@ -213,6 +217,11 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
             return wire.check_response_bytes(rec)
         if request.arguments:
             raise ValidationError("only act takes arguments", field="arguments")
+        if request.memory_ids:  # before: ignored, the decision taken on memory_id alone
+            raise ValidationError(
+                f"only act names several memories; {op} names its one in memory_id",
+                field="memory_ids",
+            )
         ids = [check_id(request.memory_id, "memory_id")]
         args = (
             ns,
@@ -301,21 +310,30 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
         serde.ids([request.memory_id], "memory_id", indexed=False)
         if request.successor_id:
             serde.ids([request.successor_id], "successor_id", indexed=False)
+        if request.successor_id and action not in ("supersede", "compress"):
+            raise ValidationError(  # before: applied, and the successor silently dropped
+                f"only SUPERSEDE and COMPRESS name a successor, not {action.upper()}",
+                field="successor_id",
+            )
         if request.expected_version < 0:
             raise ValidationError(
                 f"must be >= 0 (0: any version), got {request.expected_version}",
                 field="expected_version",
             )
-        result = self.engine.update_status(
-            ns,
-            request.memory_id,
-            action,
-            serde.actor(request.actor, self.default_actor(ns)),
-            successor=request.successor_id or None,
-            reason=request.reason,
-            expected_version=request.expected_version or None,
-            time=serde.from_ts(request, "time"),
-        )
+        try:
+            result = self.engine.update_status(
+                ns,
+                request.memory_id,
+                action,
+                serde.actor(request.actor, self.default_actor(ns)),
+                successor=request.successor_id or None,
+                reason=request.reason,
+                expected_version=request.expected_version or None,
+                time=serde.from_ts(request, "time"),
+            )
+        except LineageError as err:  # the engine's names for what the request calls so
+            err.field = _UPDATE_FIELDS.get(err.field or "", err.field)
+            raise
         return self._write_response(result, pb.UpdateStatusResponse(applied=result.applied))
 
     @rpc(pb.ReviseRequest)

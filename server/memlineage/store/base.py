@@ -330,7 +330,7 @@ class LineageStore(
         memory_id = self._id(memory_id)
         found = self._load(ns, [memory_id]).get(memory_id)
         if found is None:
-            raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+            raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="memory_id")
         return found
 
     def get_many(

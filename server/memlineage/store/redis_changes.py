@@ -92,7 +92,7 @@ class RedisChanges(RedisBase):
         if out[0] == 0:
             code, detail = out[1], out[2]
             if code == "NOTFOUND":
-                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="memory_id")
             if code == "VERSION":
                 raise VersionConflictError(
                     f"memory {memory_id!r} is at version {detail}, not {expected_version}",
@@ -249,7 +249,7 @@ class RedisChanges(RedisBase):
                     f"no memory {deps[i]!r} in this namespace", field=f"dependencies[{i}]"
                 )
             if out[1] == "NOTFOUND":
-                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="memory_id")
             if out[1] == "VERSION":
                 raise VersionConflictError(
                     f"memory {memory_id!r} is at version {out[2]}, not {expected_version}",
@@ -320,7 +320,7 @@ class RedisChanges(RedisBase):
         )
         if out[0] == 0:
             if out[1] == "NOTFOUND":
-                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="memory_id")
             raise VersionConflictError(
                 f"memory {memory_id!r} is at version {out[2]}, not {expected_version}",
                 expected=expected_version,

@@ -55,7 +55,7 @@ class RedisRevise(RedisRecord):
                 epoch = cast("str | None", self.client.get(k.epoch(ns))) or ""
             stored = self._load(ns, [memory_id], False).get(memory_id)
             if stored is None:
-                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="memory_id")
             check_revisable(stored, rec, expected_version)
             before = cast("tuple[str, ...]", stored.dependencies)
             added = [d for d in deps if d not in before]
@@ -125,7 +125,7 @@ class RedisRevise(RedisRecord):
             if code == "RETRY":
                 continue  # an edge was added or moved since the cycle check: check again
             if code == "NOTFOUND":
-                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+                raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="memory_id")
             if code == "VERSION":
                 raise VersionConflictError(
                     f"memory {memory_id!r} is at version {out[2]}, not {expected_version}",

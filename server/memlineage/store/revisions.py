@@ -82,9 +82,14 @@ def check_revisable(stored: MemoryRecord, proposed: MemoryRecord, expected_versi
             requested="revised",
         )
     if (stored.subject, stored.attribute) != (proposed.subject, proposed.attribute):
+        kept = (
+            f"its claim ({stored.subject}, {stored.attribute})"
+            if stored.subject is not None
+            else "no claim: it has none"
+        )
         raise ValidationError(
-            "a revision keeps the claim's subject and attribute "
-            f"({stored.subject!r}, {stored.attribute!r}): record another memory for another claim",
+            f"a revision keeps the claim's subject and attribute, here {kept}; "
+            "record another memory for another claim",
             field="subject",
             code="CLAIM_CHANGED",
         )

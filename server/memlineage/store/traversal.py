@@ -22,7 +22,7 @@ def walk(load: Load, ns: str, memory_id: str, max_depth: int, limit: int, *, up:
     first, excluding itself."""
     start = load(ns, [memory_id], True).get(memory_id)
     if start is None:
-        raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+        raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="memory_id")
     depths: dict[str, int] = {memory_id: 0}
     found: list[MemoryRecord] = []
     frontier = [start]

@@ -273,7 +273,7 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
         sp = self._spaces.get(ns)
         row = sp.rows.get(memory_id) if sp is not None else None
         if row is None:
-            raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="id")
+            raise NotFoundError(f"no memory {memory_id!r} in this namespace", field="memory_id")
         return row
 
     def record(self, rec: MemoryRecord, *, now: float | None = None) -> MemoryRecord:
