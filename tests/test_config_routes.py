@@ -60,6 +60,7 @@ SAMPLES: dict[str, tuple[Any, Any, Any]] = {
     "record_access": (False, True, False),
     "access_flush_seconds": (0.5, 1.5, 2.5),
     "metrics_port": (9001, 9002, 9003),
+    "metrics_host": ("127.0.0.2", "0.0.0.0", "::1"),
     "tracing": ("console", "file:/tmp/spans.jsonl", "http://127.0.0.1:4318/v1/traces"),
     "sweep_interval": (0.0, 10.0, 20.5),
     "sweep_batch": (1, 2, 3),

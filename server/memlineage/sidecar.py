@@ -284,7 +284,16 @@ async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
     if config.metrics_port is not None:
         from prometheus_client import start_http_server
 
-        start_http_server(config.metrics_port, addr="127.0.0.1", registry=sidecar.metrics.registry)
+        try:
+            start_http_server(
+                config.metrics_port, addr=config.metrics_host, registry=sidecar.metrics.registry
+            )
+        except OSError as exc:  # said as the setting it is (before: "[Errno 98] ...")
+            await sidecar.stop(0)
+            raise OSError(
+                f"cannot serve metrics on {config.metrics_host}:{config.metrics_port} "
+                f"(metrics_host, metrics_port): {exc.strerror or exc}"
+            ) from exc
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 

@@ -213,3 +213,38 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     )
     assert piped.returncode == 0 and piped.stdout.count("\n") == 1
     assert "Traceback" not in piped.stderr, piped.stderr
+
+
+def test_metrics_listen_where_metrics_host_says(tmp_path: Path) -> None:
+    """metrics_host moves the endpoint off 127.0.0.1 (before: loopback only, whatever a
+    container or pod needed); a metrics port in use is one line naming the settings."""
+    import socket
+    import urllib.request
+
+    from support.redis_servers import free_port
+
+    port = free_port()
+    s = Served(["--metrics-port", str(port), "--metrics-host", "127.0.0.2"])
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.2:{port}/metrics", timeout=5) as r:
+                    assert b"memlineage_" in r.read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        s.kill()
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        line = serve_refusal(["--metrics-port", str(taken.getsockname()[1])])
+        assert line.startswith(
+            f"error: cannot serve metrics on 127.0.0.1:{taken.getsockname()[1]} "
+            "(metrics_host, metrics_port): "
+        ), line
+    finally:
+        taken.close()

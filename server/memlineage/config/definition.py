@@ -180,7 +180,13 @@ class Config:
         "access",
     )
     metrics_port: int | None = _setting(
-        None, "serve Prometheus metrics on 127.0.0.1:PORT (unset: no metrics endpoint)", "metrics"
+        None, "serve Prometheus metrics on metrics_host:PORT (unset: no endpoint)", "metrics"
+    )
+    metrics_host: str = _setting(
+        "127.0.0.1",
+        "the address the metrics endpoint listens on: 0.0.0.0 (or the pod's address) for a "
+        "Prometheus that scrapes from outside; the default keeps it on loopback",
+        "metrics",
     )
     tracing: str = _setting(
         "off",
@@ -227,6 +233,8 @@ class Config:
             raise ConfigError(f"listen port must be 0 to 65535, got {port}")
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"metrics_port must be 0 to 65535, got {self.metrics_port}")
+        if not self.metrics_host or any(c.isspace() for c in self.metrics_host):
+            raise ConfigError(f"metrics_host must be an address, got {self.metrics_host!r}")
         if not re.match(r"(embedded(://.+)?|rediss?://.+|redis\+cluster://.+)$", self.store):
             raise ConfigError(
                 f"store must be embedded, embedded:///dir, redis://host:port/db or "
