@@ -30,6 +30,7 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # `priority` (proto int32)
 MAX_WEIGHT = 1e6  # `weight`: a share of the compliance score
 MAX_COST = 1e12  # `cost`: literal bound, and computed costs are clamped to it
 MAX_TEST_CALLS = 100_000  # `given calls "x" = N` in a test
+MAX_WINDOW = 7 * 86400.0  # `calls()` / `acts()` windows: the sidecar keeps 7 days of events
 
 
 def children(e: A.Expr) -> tuple[A.Expr, ...]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from . import ast as A
 from . import schema as S
 from .diagnostics import Diagnostic, SourceFile, did_you_mean
+from .limits import MAX_WINDOW
 
 QUANTIFIERS = ("any", "all", "count", "min", "max", "sum")
 ORDERED = (S.NUMBER, S.DURATION, S.TIME, S.STRING)
@@ -215,6 +216,18 @@ class ExprChecker:
                     arg.span,
                     f"argument of `{e.func}` must be `{want}`, got `{got}`",
                     _hint(want, got, arg),
+                )
+            elif (
+                want == S.DURATION
+                and e.func in ("calls", "acts")
+                and isinstance(arg, A.Duration)
+                and not 0 < arg.seconds <= MAX_WINDOW
+            ):  # a window the sidecar's counters cannot answer fails every decision
+                self.error(
+                    "E203",
+                    arg.span,
+                    f"the window of `{e.func}` must be more than 0 and at most 7d "
+                    "(the sidecar keeps 7 days of counted events)",
                 )
         return spec.returns
 

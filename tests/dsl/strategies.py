@@ -201,6 +201,8 @@ def _cmp(op: str, left: A.Expr, right: A.Expr) -> A.Expr:
 
 _unit = st.integers(0, 100).map(lambda n: A.Number(n / 100))
 _durations = durations.filter(lambda s: s > 0).map(A.Duration)
+# a counter window the sidecar can answer: more than 0, at most the 7 days it keeps
+_windows = durations.filter(lambda s: 0 < s <= 7 * 86400).map(A.Duration)
 _cmp_ops = st.sampled_from(["<", "<=", ">", ">=", "==", "!="])
 _TOOLS = ["tool:flight_api", "tool:weather_api", "tool:search", "tool:x"]
 _TAGS = ["flight_price", "weather", "pii", "preference"]
@@ -240,7 +242,7 @@ typed_conditions_base: st.SearchStrategy[A.Expr] = st.one_of(
     st.builds(
         lambda tool, d, op, n: _cmp(op, A.Call("calls", (A.Str(tool), d)), A.Number(float(n))),
         st.sampled_from(_TOOLS),
-        _durations,
+        _windows,
         _cmp_ops,
         st.integers(0, 50),
     ),

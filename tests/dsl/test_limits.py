@@ -67,6 +67,10 @@ def test_a_const_folded_into_a_priority_is_range_checked_at_the_use() -> None:
         ("resolve cost_aware waive_penalty 1e309", (1, 34)),
         ("const BIG = 1e308 * 10\npolicy p { on read when memory.confidence > BIG deny }", (1, 13)),
         ("policy p { on read degrade downrank(1e309) }", (1, 37)),
+        # a counter window past what the sidecar keeps: every decision would fail
+        ('policy p { on read when calls("tool:x", 999999999999999999999d) > 1 deny }', (1, 41)),
+        ('policy p { on read when acts("send_*", 8d) > 1 deny }', (1, 40)),
+        ('policy p { on read when calls("tool:x", 0s) > 1 deny }', (1, 41)),
     ],
 )
 def test_an_infinite_or_out_of_range_number_is_an_error(text: str, where: tuple) -> None:
