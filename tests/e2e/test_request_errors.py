@@ -705,7 +705,8 @@ def test_one_caller_cannot_take_every_watch_stream() -> None:
             while s.service._watching.get("a", 0) >= WATCH_STREAMS_PER_CALLER:
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
-            again = watch(req, timeout=10, metadata=alice)
+            oldest = pb.WatchRequest(namespace="a", from_oldest=True).SerializeToString()
+            again = watch(oldest, timeout=10, metadata=alice)  # from the oldest: no race
             s.call(
                 ML + "Record",
                 pb.RecordRequest(
