@@ -20,6 +20,7 @@ from memlineage.store.embedded import EmbeddedStore
 from memlineage_dsl.facts import Creator
 from support.memories import T0
 from support.sidecar import BUNDLED_POLICIES
+from support.ticketed import Ticketed
 
 NS = "default"
 USER = Creator("user", "user:alice")
@@ -117,36 +118,11 @@ def _same(fresh: Engine, reusing: Engine, op: str, ids: list[str], **kw) -> None
     assert a.decision_id != b.decision_id  # every answer is a decision of its own
 
 
-class _Ticketed:
-    """Asks as the servicer does: a request seen before is reissued from its ticket
-    (never restated); check_ticketed only when there is none or it no longer holds."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.tickets: dict[tuple, object] = {}
-        self.reissued = 0
-
-    def decide(self, op: str, ids: list[str], **kw):
-        key = (op, tuple(ids), tuple(sorted(kw.items())))
-        ticket = self.tickets.get(key)
-        if ticket is not None:
-            issued = self.engine.reissue(ticket)
-            if issued is not None:
-                self.reissued += 1
-                rec = self.engine.journal.get(issued[0])  # its own id, journaled
-                assert rec is not None and rec.decided_at == issued[1] == self.engine.clock()
-                return rec.decision
-        rec, ticket = self.engine.check_ticketed(NS, op, ids, USER, **kw)
-        if ticket is not None:
-            self.tickets[key] = ticket
-        return rec.decision
-
-
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_reused_decisions_equal_fresh_ones_as_time_passes_and_the_store_changes(seed: int) -> None:
     rng = random.Random(seed)
     clock, store, fresh, reusing = _world()
-    ticketed = _Ticketed(Engine(store, reusing.policies, clock=clock, record_access=False))
+    ticketed = Ticketed(Engine(store, reusing.policies, clock=clock, record_access=False))
     _run_equivalence(rng, clock, store, fresh, reusing, ticketed)
 
 
@@ -171,7 +147,7 @@ def test_reuse_over_redis_sees_every_other_writer(seed: int, redis_server) -> No
         credibility=CredibilityCache(writer, ScoringConfig(), ttl=0.0),
     )
     reusing = Engine(reader, holder, clock=clock, record_access=False)
-    ticketed = _Ticketed(Engine(reader, holder, clock=clock, record_access=False))
+    ticketed = Ticketed(Engine(reader, holder, clock=clock, record_access=False))
     try:
         _run_equivalence(random.Random(seed), clock, writer, fresh, reusing, ticketed, steps=60)
     finally:
@@ -185,7 +161,7 @@ def _run_equivalence(
     store,
     fresh: Engine,
     reusing: Engine,
-    ticketed: _Ticketed,
+    ticketed: Ticketed,
     steps: int = 160,
 ) -> None:
     """`store`: where the writes go (`fresh`'s store)."""

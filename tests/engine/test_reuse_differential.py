@@ -45,6 +45,7 @@ from memlineage.metrics import Metrics
 from memlineage.store.embedded import EmbeddedStore
 from memlineage.v1 import memlineage_pb2 as pb
 from memlineage_dsl.facts import Creator
+from support.ticketed import Ticketed
 
 T0 = 1_767_225_600.0  # support.memories.T0
 NS = "default"  # the local principal's namespace (the servicer's default)
@@ -279,31 +280,6 @@ class _Context:
         return ()
 
 
-class _Ticketed:
-    """Asks as the servicer does: a request seen before is reissued from its ticket
-    (never restated); check_ticketed only when there is none or it no longer holds."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.tickets: dict[tuple, object] = {}
-        self.reissued = 0
-
-    def decide(self, op: str, ids: list[str], actor: Creator, **kw):
-        key = (op, tuple(ids), actor, tuple(sorted(kw.items())))
-        ticket = self.tickets.get(key)
-        if ticket is not None:
-            issued = self.engine.reissue(ticket)  # type: ignore[arg-type]
-            if issued is not None:
-                self.reissued += 1
-                rec = self.engine.journal.get(issued[0])
-                assert rec is not None and rec.decided_at == issued[1] == self.engine.clock()
-                return rec.decision
-        rec, ticket = self.engine.check_ticketed(NS, op, ids, actor, **kw)
-        if ticket is not None:
-            self.tickets[key] = ticket
-        return rec.decision
-
-
 _PB_OPS = {
     "read": pb.OPERATION_READ,
     "update": pb.OPERATION_UPDATE,
@@ -339,7 +315,7 @@ class World:
 
         self.fresh = engine(False)
         self.reusing = engine(True)
-        self.ticketed = _Ticketed(engine(True))
+        self.ticketed = Ticketed(engine(True))
         self.service = MemLineageService(engine(True), Authenticator(), Metrics())
         self.engines = (self.fresh, self.reusing, self.ticketed.engine, self.service.engine)
         self.memo = Memo()
