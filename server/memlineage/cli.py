@@ -84,7 +84,14 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument(
             "--namespace", default="", help="namespace (default: the caller's; for sweep: all)"
         )
-        sp.add_argument("--timeout", type=float, default=5.0)
+        sp.add_argument(
+            "--timeout", type=float, default=5.0, help="seconds to wait for an answer (5)"
+        )
+        sp.add_argument(
+            "--tls-ca",
+            metavar="PEM",
+            help="speak TLS to the sidecar, trusting this CA (or self-signed) certificate",
+        )
 
     check = sub.add_parser(
         "check", help="ask the sidecar for one decision (exit 0 allow/degrade, 3 deny)"
@@ -271,7 +278,7 @@ def _sweep(args: argparse.Namespace) -> int:
             with _client(args) as client:
                 out = client.run_sweep(args.namespace, args.batch)
         except MemLineageError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            _remote_error(exc, args)
             return 1
         rows = [
             (t.memory_id, names.get(t.from_status, "?"), names.get(t.to_status, "?"), t.reason)
@@ -290,16 +297,38 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _remote_error(exc: Exception, args: argparse.Namespace) -> None:
+    """A failed call to the sidecar, in one line: one that never answered says where it
+    was asked and what to check (before: `DEADLINE_EXCEEDED: Deadline Exceeded`)."""
+    code = getattr(exc, "code", None)
+    name = getattr(code, "name", "")
+    if name in ("DEADLINE_EXCEEDED", "UNAVAILABLE"):
+        print(
+            f"error: no answer from {args.target} within {args.timeout:g} s ({name}): is a "
+            "sidecar serving there? (one serving TLS needs --tls-ca)",
+            file=sys.stderr,
+        )
+    else:
+        print(f"error: {exc}", file=sys.stderr)
+
+
 def _client(args: argparse.Namespace) -> MemLineageClient:
     import os
 
     from memlineage.client import MemLineageClient
 
+    credentials = None
+    if args.tls_ca:
+        import grpc
+
+        with open(args.tls_ca, "rb") as f:  # OSError: one line, by main
+            credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
     return MemLineageClient(
         args.target,
         token=args.token or os.environ.get("MEMLINEAGE_TOKEN"),
         namespace=args.namespace,
         timeout=args.timeout,
+        credentials=credentials,
     )
 
 
@@ -323,7 +352,10 @@ def _check(args: argparse.Namespace) -> int:
                 action=args.action,
                 historical=args.historical,
             )
-    except (MemLineageError, ValueError) as exc:
+    except MemLineageError as exc:
+        _remote_error(exc, args)
+        return 1
+    except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.json:
@@ -359,7 +391,7 @@ def _shadow(args: argparse.Namespace) -> int:
         with _client(args) as client:
             out = client.shadow(args.action, files)
     except MemLineageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _remote_error(exc, args)
         return 1
     for problem in out.diagnostics:
         print(problem.rendered or f"{problem.file}:{problem.line}: {problem.message}")
@@ -385,7 +417,7 @@ def _explain(args: argparse.Namespace) -> int:
                 args.memory_id, ancestor_depth=args.depth, descendant_depth=args.depth
             )
     except MemLineageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        _remote_error(exc, args)
         return 1
     render = {
         "text": graph_export.to_text,

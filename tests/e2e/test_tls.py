@@ -55,3 +55,40 @@ def test_tls_serves_trusting_clients_only(tmp_path: Path) -> None:
             pytest.raises(MemLineageError),
         ):
             plain.health()
+
+
+def test_the_cli_speaks_tls_with_tls_ca(tmp_path: Path) -> None:
+    """`memlineage check --tls-ca` reaches a TLS sidecar; without it (or where nothing
+    serves) the one line says where it asked and what to check (before: no TLS option,
+    and `DEADLINE_EXCEEDED: Deadline Exceeded` alone)."""
+    import subprocess
+    import sys
+
+    from support.redis_servers import free_port
+
+    cert, key = self_signed(tmp_path)
+    config = Config(policy_dir=BUNDLED_POLICIES, tls_cert=str(cert), tls_key=str(key))
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "memlineage", "check", "read", "m", "--timeout", "2", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    with RunningSidecar(config) as s:
+        creds = grpc.ssl_channel_credentials(root_certificates=cert.read_bytes())
+        with MemLineageClient(s.address, credentials=creds) as c:
+            c.record("m", creator="user:alice")
+        ok = cli("--target", s.address, "--tls-ca", str(cert))
+        assert ok.returncode == 0 and ok.stdout.startswith("ALLOW"), ok.stderr
+        plain = cli("--target", s.address)
+        assert plain.returncode == 1
+        assert plain.stderr.startswith(f"error: no answer from {s.address} within 2 s ("), plain
+        assert "needs --tls-ca" in plain.stderr
+    nobody = f"127.0.0.1:{free_port()}"
+    gone = cli("--target", nobody)
+    assert gone.returncode == 1 and gone.stderr.startswith(f"error: no answer from {nobody}")
+    missing = cli("--target", nobody, "--tls-ca", str(tmp_path / "nope.pem"))
+    assert missing.returncode == 1 and missing.stderr.startswith("error: [Errno 2]"), missing
