@@ -300,6 +300,9 @@ def test_bad_arguments_fail_before_any_call(server: Scripted, client: MemLineage
         client.check("read", ["a", "b"])
     with pytest.raises(ValueError, match="creator"):
         client.record("m", creator="alien:x")
+    for claim in (("user:a", "city"), "user:a city x"):  # before: "not enough values to unpack"
+        with pytest.raises(ValueError, match=r"claim: is \(subject, attribute, value\)"):
+            client.record("m", creator="user:a", claim=claim)  # type: ignore[arg-type]
     assert server.calls == []
 
 

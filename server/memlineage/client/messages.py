@@ -148,6 +148,10 @@ def record(namespace: str, memory_id: str, **fields: Unpack[MemoryFields]) -> pb
     )
     claim = fields.get("claim")
     if claim is not None:
+        if isinstance(claim, str) or len(claim) != 3:
+            raise ValueError(
+                f"claim: is (subject, attribute, value), got {claim!r}"
+            )  # before: "not enough values to unpack"
         subject, attribute, value = claim
         memory.claim.CopyFrom(pb.Claim(subject=subject, attribute=attribute, value=value))
     created_at = fields.get("created_at")
