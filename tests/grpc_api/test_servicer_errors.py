@@ -12,8 +12,9 @@ from typing import Any
 
 import grpc
 import pytest
+from memlineage.grpc_api.admin_servicer import PolicyAdminService
 from memlineage.grpc_api.auth import Authenticator, Principal, TokenGrant
-from memlineage.grpc_api.servicer import PolicyAdminService, register, rpc
+from memlineage.grpc_api.servicer import register, rpc
 from memlineage.metrics import Metrics
 from memlineage.v1 import memlineage_pb2 as pb
 

@@ -24,9 +24,10 @@ from grpc_health.v1 import health, health_pb2
 
 from memlineage.config import Config
 from memlineage.engine.core import Engine
+from memlineage.grpc_api.admin_servicer import PolicyAdminService
 from memlineage.grpc_api.auth import Authenticator
 from memlineage.grpc_api.gate import AuthGate
-from memlineage.grpc_api.servicer import MemLineageService, PolicyAdminService, register
+from memlineage.grpc_api.servicer import MemLineageService, register
 from memlineage.grpc_api.standard import add_health, add_reflection
 from memlineage.metrics import Metrics
 from memlineage.v1 import memlineage_pb2 as pb

@@ -25,16 +25,13 @@ from typing import Any, TypeAlias, TypeVar
 
 import grpc
 from google.protobuf.message import Message
-from memlineage_dsl.diagnostics import Diagnostic, has_errors
 from memlineage_dsl.facts import Creator
-from memlineage_dsl.pipeline import lint_texts
 
 from memlineage.engine.core import Engine
 from memlineage.engine.outcomes import RecordResult, StatusResult
 from memlineage.grpc_api import serde, wire
 from memlineage.grpc_api.auth import LOCAL, Authenticator, Principal
 from memlineage.grpc_api.check_memo import CheckMemo, Remembered
-from memlineage.grpc_api.serde import diagnostics_to_pb
 from memlineage.lineage.errors import LineageError, StoreUnavailableError, ValidationError
 from memlineage.lineage.validation import check_id
 from memlineage.metrics import Metrics
@@ -69,7 +66,7 @@ def details_of(err: LineageError) -> str:
     return text if len(text) <= MAX_DETAILS else text[: MAX_DETAILS - 1] + "…"
 
 
-def _loggable(text: str, limit: int = 200) -> str:
+def loggable(text: str, limit: int = 200) -> str:
     """Caller-supplied text for one log line: control characters escaped, bounded."""
     text = text if len(text) <= limit else text[:limit] + "…"
     return text.encode("unicode_escape").decode("ascii") if not text.isprintable() else text
@@ -94,7 +91,7 @@ class ShuttingDown(LineageError):
     grpc_status = "UNAVAILABLE"
 
 
-class _Base:
+class ServiceBase:
     """Auth and error mapping."""
 
     def __init__(self, engine: Engine, auth: Authenticator, metrics: Metrics) -> None:
@@ -140,7 +137,7 @@ def rpc(
         name = method.__name__
 
         @functools.wraps(method)
-        def wrapper(self: _Base, request: Any, context: grpc.ServicerContext) -> Any:
+        def wrapper(self: ServiceBase, request: Any, context: grpc.ServicerContext) -> Any:
             started = time.perf_counter()
             try:
                 principal = self.principal(context)
@@ -166,7 +163,7 @@ def rpc(
     return decorate
 
 
-class MemLineageService(_Base, pb_grpc.MemLineageServicer):
+class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
     # A watcher blocks in the store for up to WATCH_POLL seconds at a time, on a
     # thread of `watch_pool` (see `register`).
     WATCH_POLL = 0.5
@@ -505,82 +502,6 @@ class MemLineageService(_Base, pb_grpc.MemLineageServicer):
                         del self._watching[held]
 
 
-class PolicyAdminService(_Base, pb_grpc.PolicyAdminServicer):
-    sweep_batch = 1000
-
-    @rpc(pb.ListPoliciesRequest)
-    def ListPolicies(
-        self, request: pb.ListPoliciesRequest, context: Ctx, principal: Principal
-    ) -> pb.ListPoliciesResponse:
-        self.auth.require_admin(principal, context.peer() or "")
-        return serde.policies_to_pb(self.engine.policies.current)
-
-    @rpc(pb.ReloadPoliciesRequest)
-    def ReloadPolicies(
-        self, request: pb.ReloadPoliciesRequest, context: Ctx, principal: Principal
-    ) -> pb.ReloadPoliciesResponse:
-        self.auth.require_admin(principal, context.peer() or "")
-        outcome = self.engine.policies.reload(dict(request.files) or None)
-        if outcome.applied:
-            log.info("policies reloaded: version %s", outcome.version)
-        else:
-            # The paths and texts are the caller's: quoted and cut short, so a name
-            # with a newline cannot forge a log line, nor a long one flood the log.
-            log.warning(
-                "policy reload rejected: %s",
-                "; ".join(_loggable(f"{d.location}: {d.message}") for d in outcome.diagnostics[:5]),
-            )
-        out = pb.ReloadPoliciesResponse(applied=outcome.applied, version=outcome.version)
-        diagnostics_to_pb(outcome.diagnostics, out.diagnostics)
-        return out
-
-    @rpc(pb.ShadowRequest)
-    def Shadow(
-        self, request: pb.ShadowRequest, context: Ctx, principal: Principal
-    ) -> pb.ShadowResponse:
-        self.auth.require_admin(principal, context.peer() or "")
-        diagnostics: list[Diagnostic] = []
-        if request.action == pb.SHADOW_ACTION_LOAD:
-            status, diagnostics = self.engine.shadow_load(dict(request.files) or None)
-            log.info("shadow candidate: %s", status.version or "not loaded (errors)")
-        elif request.action == pb.SHADOW_ACTION_PROMOTE:
-            status = self.engine.shadow_promote()
-            log.info("shadow candidate promoted: %s", self.engine.policies.current.version)
-        elif request.action == pb.SHADOW_ACTION_DROP:
-            status = self.engine.shadow_drop()
-        elif request.action == pb.SHADOW_ACTION_UNSPECIFIED:
-            status = self.engine.shadow.status()
-        else:
-            raise ValidationError(f"unknown action {request.action}", field="action")
-        out = serde.shadow_to_pb(status, self.engine.policies.current.version)
-        diagnostics_to_pb(diagnostics, out.diagnostics)
-        return out
-
-    @rpc(pb.RunSweepRequest)
-    def RunSweep(
-        self, request: pb.RunSweepRequest, context: Ctx, principal: Principal
-    ) -> pb.RunSweepResponse:
-        self.auth.require_admin(principal, context.peer() or "")
-        report = self.engine.sweep(
-            request.namespace or None,
-            batch=request.batch or self.sweep_batch,
-            time=serde.from_ts(request, "time"),
-        )
-        return serde.sweep_to_pb(report)
-
-    @rpc(pb.LintPolicyRequest)
-    def LintPolicy(
-        self, request: pb.LintPolicyRequest, context: Ctx, principal: Principal
-    ) -> pb.LintPolicyResponse:
-        self.auth.require_admin(principal, context.peer() or "")
-        if not request.files:
-            raise ValidationError("names no file", field="files")
-        diags = lint_texts(dict(request.files))
-        out = pb.LintPolicyResponse(ok=not has_errors(diags))
-        diagnostics_to_pb(diags, out.diagnostics)
-        return out
-
-
 # Answers the servicers return already encoded (bytes), passed through untouched.
 ENCODED = ("Check", "FilterRank")
 
@@ -610,7 +531,7 @@ def _on_pool(stream: Callable[..., Any], pool: ThreadPoolExecutor) -> Callable[.
     return handler
 
 
-def register(service: MemLineageService | PolicyAdminService, server: Any) -> None:
+def register(service: ServiceBase, server: Any) -> None:
     """``add_MemLineageServicer_to_server`` (or PolicyAdmin's), except that every
     request comes in as its bytes (the servicer parses them, so undecodable bytes
     are INVALID_ARGUMENT, not grpc's INTERNAL "Exception deserializing request!";
