@@ -13,6 +13,7 @@ from memlineage_dsl.facts import Creator
 
 from memlineage.lineage.errors import NothingLoadedError, NotOwnerError, ValidationError
 from memlineage.lineage.proposals import PENDING, POSTPONED, Objection, Proposal
+from memlineage.lineage.validation import check_one_line
 from memlineage.scoring.config import ScoringConfig
 from memlineage.store.base import LineageStore
 
@@ -37,8 +38,7 @@ class Voice:
         reason = reason.strip()
         if not reason or len(reason) > MAX_REASON:
             raise ValidationError(f"must be 1 to {MAX_REASON} characters", field="reason")
-        if any(ord(c) < 32 or ord(c) == 127 for c in reason):  # as a status change's reason
-            raise ValidationError("must not contain control characters", field="reason")
+        check_one_line(reason, "reason")  # as a status change's reason
         self.store.get(ns, memory_id)  # NOT_FOUND for an unknown memory
         p = self.store.proposal(ns, memory_id)
         if p is None or p.state != PENDING or now >= p.deadline:

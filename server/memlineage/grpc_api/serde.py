@@ -23,7 +23,7 @@ from memlineage.lineage.errors import ValidationError
 from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.model import LineageEvent, MemoryRecord
 from memlineage.lineage.proposals import Proposal
-from memlineage.lineage.validation import check_creator, check_id
+from memlineage.lineage.validation import check_creator, check_id, check_one_line
 from memlineage.store.arguments import MAX_BATCH_IDS
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -160,9 +160,7 @@ def text(value: str, field: str, max_length: int) -> str:
         raise ValidationError(
             f"is {len(value)} characters long, the limit is {max_length}", field=field
         )
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise ValidationError("must not contain control characters", field=field)
-    return value
+    return check_one_line(value, field)
 
 
 def decision_id(value: str) -> str:

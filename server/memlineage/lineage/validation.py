@@ -173,11 +173,15 @@ def check_reason(reason: Any, limits: StoreLimits) -> str:
             field="reason",
             code="INVALID_REASON",
         )
-    if any(ord(c) < 32 for c in reason):
-        raise ValidationError(
-            "must not contain control characters", field="reason", code="INVALID_REASON"
-        )
-    return reason
+    return check_one_line(reason, "reason", code="INVALID_REASON")
+
+
+def check_one_line(value: str, field: str, *, code: str = "INVALID_TEXT") -> str:
+    """Text shown on one line (a reason, an action, a short request field): no control
+    character, not even a newline, which would forge a line wherever it is printed."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ValidationError("must not contain control characters", field=field, code=code)
+    return value
 
 
 def check_status(value: Any, field: str = "status") -> Status:
