@@ -64,16 +64,37 @@ class DecisionContext:
 _PREFIX = os.urandom(4).hex()
 _serial = itertools.count(1)  # next() on a count is atomic in CPython: no lock needed
 # The serial leaves the process masked: ids of one tenant's consecutive decisions must
-# not tell how many decisions (other tenants') came between them. x -> (x * A) ^ K
-# mod 2**64 with A odd and both drawn per process: a bijection the journal inverts.
+# not tell how many decisions (other tenants') came between them. A keyed bijection of
+# 64 bits: add a random key, then splitmix64's finalizer (xor-shifts and odd
+# multipliers, each invertible), then xor a second key; the journal inverts it. (A
+# lone multiply leaves near-constant steps between consecutive ids for some keys.)
 _MASK = (1 << 64) - 1
-_MUL = int.from_bytes(os.urandom(8), "big") | 1
-_KEY = int.from_bytes(os.urandom(8), "big")
-_UNMUL = pow(_MUL, -1, 1 << 64)
+_ADD = int.from_bytes(os.urandom(8), "big")
+_XOR = int.from_bytes(os.urandom(8), "big")
+_M1, _M2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+_U1, _U2 = pow(_M1, -1, 1 << 64), pow(_M2, -1, 1 << 64)
+
+
+def _unshift(y: int, k: int) -> int:
+    """The x with ``x ^ (x >> k) == y`` (64 bits)."""
+    x = y
+    for _ in range(64 // k):
+        x = y ^ (x >> k)
+    return x
 
 
 def _token(serial: int) -> str:
-    return f"{((serial * _MUL) & _MASK) ^ _KEY:016x}"
+    x = (serial + _ADD) & _MASK
+    x = ((x ^ (x >> 30)) * _M1) & _MASK
+    x = ((x ^ (x >> 27)) * _M2) & _MASK
+    return f"{(x ^ (x >> 31)) ^ _XOR:016x}"
+
+
+def _untoken(token: int) -> int:
+    x = _unshift(token ^ _XOR, 31)
+    x = _unshift((x * _U2) & _MASK, 27)
+    x = _unshift((x * _U1) & _MASK, 30)
+    return (x - _ADD) & _MASK
 
 
 def decision_id_of(now: float, serial: int) -> str:
@@ -101,7 +122,7 @@ def _serial_of(decision_id: str) -> int | None:
     if not head.endswith(_PREFIX) or len(token) != 16:
         return None
     try:
-        return ((int(token, 16) ^ _KEY) * _UNMUL) & _MASK
+        return _untoken(int(token, 16))
     except ValueError:
         return None
 
