@@ -90,5 +90,9 @@ def test_a_decision_id_does_not_count_the_decisions_between_two() -> None:
     rising = sum(1 for d in steps if d > 0) / len(steps)
     assert 0.4 < rising < 0.6, rising  # and no order: up or down alike
     assert all(_serial_of(decision_id_of(1.0, s)) == s for s in (0, 1, 2, 2**40, 2**64 - 1))
-    ids, serials = issue_decision_ids(5.0, 50)
-    assert [_serial_of(i) for i in ids] == serials
+    for count in (3, 50):  # one by one, and numpy's batch: the same tokens
+        ids, serials = issue_decision_ids(5.0, count)
+        assert [_serial_of(i) for i in ids] == serials
+        assert [i.rpartition("-")[2] for i in ids] == [
+            decision_id_of(5.0, n).rpartition("-")[2] for n in serials
+        ]
