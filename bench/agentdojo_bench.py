@@ -290,9 +290,12 @@ def namespace(trace: adt.Trace) -> str:
     return f"adj.{trace.suite}.{trace.user_task}.{trace.injection_task or 'benign'}"
 
 
-def replay(address: str, token: str, traces: Sequence[adt.Trace]) -> list[TraceResult]:
+def replay(
+    address: str, token: str, traces: Sequence[adt.Trace], unpinned: bool = False
+) -> list[TraceResult]:
     """Every trace through one client (one channel; the namespace set per trace). Each
-    act is paired with a timed bare health call, before it or after it in turn."""
+    act is paired with a timed bare health call, before it or after it in turn.
+    `unpinned`: grants leave out the value they name (the source may fill any value)."""
     from memlineage.client import ActArg, MemLineageClient
     from memlineage.v1 import memlineage_pb2 as pb
 
@@ -328,7 +331,7 @@ def replay(address: str, token: str, traces: Sequence[adt.Trace]) -> list[TraceR
                         memory_id=step.memory_id,
                         arguments=[step.argument],
                         uses=step.uses,
-                        value=step.value,
+                        value="" if unpinned else step.value,
                         actor=adt.USER,
                     )
                     continue
@@ -619,6 +622,11 @@ def main() -> int:
         help="comma-separated, of workspace, travel, slack",
     )
     p.add_argument("--pairs", type=int, help="sample this many pairs a suite (default: all)")
+    p.add_argument(
+        "--unpinned",
+        action="store_true",
+        help="record every grant without the value it names (a delegation of the source)",
+    )
     p.add_argument("--seed", type=int, default=12)
     p.add_argument("--dry-run", action="store_true", help="print the traces, no sidecar")
     p.add_argument(
@@ -650,8 +658,8 @@ def main() -> int:
     sidecar = launch(opts.policies.resolve(), tmp, token, names)
     try:
         t1 = time.perf_counter()
-        benign_r = replay(sidecar.address, token, benign)
-        attack_r = replay(sidecar.address, token, attacks)
+        benign_r = replay(sidecar.address, token, benign, opts.unpinned)
+        attack_r = replay(sidecar.address, token, attacks, opts.unpinned)
         replayed = time.perf_counter() - t1
         handler = sidecar.check_handler_ms()
     finally:

@@ -169,6 +169,17 @@ def rt_granted(s: LineageSnapshot, r: Request, a: Argument, now: float) -> bool:
     return any(not user_made(o) and cover(s, r, a, o, now) is not None for o in origins_of(s, a))
 
 
+def rt_pinned(s: LineageSnapshot, r: Request, a: Argument, now: float) -> bool:
+    """Every origin a grant covers is covered by one that names the argument's value
+    (or digest): the delegation fixed the value, so the source could not choose it."""
+    for o in origins_of(s, a):
+        if not user_made(o):
+            g = cover(s, r, a, o, now)
+            if g is not None and not g.pinned:
+                return False
+    return True
+
+
 def rt_min(values: Iterable[SupportsRichComparisonT]) -> SupportsRichComparisonT:
     items = list(values)
     if not items:
@@ -223,6 +234,7 @@ RUNTIME: dict[str, object] = {
     "_uncovered": rt_uncovered,
     "_covered": rt_covered,
     "_granted": rt_granted,
+    "_pinned": rt_pinned,
     "UnknownProvenance": UnknownProvenance,
     **SHOW,  # how a message shows each type of value
 }
@@ -343,7 +355,7 @@ class CodeGen:
             return f"s.acts({self.pattern(e.args[0])!r}, {args[1]}, now)"
         if f == "origins":
             return f"_origins(s, {args[0]})"
-        if f in ("uncovered", "covered", "granted"):
+        if f in ("uncovered", "covered", "granted", "pinned"):
             return f"_{f}(s, r, {args[0]}, now)"
         raise ValueError(f"unknown function `{f}`")
 

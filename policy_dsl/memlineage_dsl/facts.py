@@ -122,6 +122,11 @@ class Grant:
     value: str = ""  # set: only an argument with exactly this value ...
     digest: str = ""  # ... or this digest is covered
 
+    @property
+    def pinned(self) -> bool:
+        """It covers one value (or digest) only: the source cannot choose another."""
+        return bool(self.value or self.digest)
+
     def live(self, now: float) -> bool:
         """Issued by a user, not exhausted, not expired (and not issued in the future)."""
         return (
@@ -161,12 +166,14 @@ def action_in(action: str, patterns: tuple[str, ...]) -> bool:
 def covering_grant(
     grants: Sequence[Grant], action: str, argument: Argument, origin: Memory, now: float
 ) -> Grant | None:
-    """The grant a use is taken from: of those covering, the one expiring first (then
-    by id), so a short delegation is spent before a long one."""
+    """The grant a use is taken from: of those covering, a pinned one (it names the
+    argument's value) before one that does not, then the one expiring first (then by
+    id), so the narrowest and shortest delegation is spent first."""
     best: Grant | None = None
     for g in grants:
         if g.covers(action, argument, origin, now) and (
-            best is None or (g.expires_at, g.id) < (best.expires_at, best.id)
+            best is None
+            or (not g.pinned, g.expires_at, g.id) < (not best.pinned, best.expires_at, best.id)
         ):
             best = g
     return best

@@ -140,6 +140,9 @@ FUNCTIONS: dict[str, FuncSpec] = {
         (ARGUMENT,), 0, BOOL, "it has a source and every origin is a user's or granted"
     ),
     "granted": FuncSpec((ARGUMENT,), 0, BOOL, "a live user grant covers one of its origins"),
+    "pinned": FuncSpec(
+        (ARGUMENT,), 0, BOOL, "every granted origin is covered by a grant naming its value"
+    ),
 }
 
 

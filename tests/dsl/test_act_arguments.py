@@ -190,3 +190,36 @@ def test_fmt_keeps_the_new_syntax() -> None:
     )
     out, diags = format_source(text, "t.mlp")
     assert not diags and out == text
+
+
+def test_a_grant_naming_the_value_is_spent_first_and_pins_the_argument() -> None:
+    files = MemoryFacts("files", creator=Creator.parse("tool:list_files"))
+    user = Creator.parse("user:a")
+    loose = Grant("loose", user, ("*",), memory_id="files", expires_at=50.0)
+    pinned = Grant("pinned", user, ("*",), memory_id="files", value="11")
+    arg = Argument("file_id", (files,), "11")
+    # the narrowest delegation first, though the loose one expires sooner
+    assert covering_grant((loose, pinned), "delete_file", arg, files, 10.0) is pinned
+    other = Argument("file_id", (files,), "13")
+    assert covering_grant((loose, pinned), "delete_file", other, files, 10.0) is loose
+    failures = _run(
+        """
+policy confirm priority 50 {
+  on act
+  when any(a in request.args : granted(a) and not pinned(a))
+  degrade require_confirmation("the source chose it")
+}
+
+test "pinned" {
+  given memory prompt { creator: "user:alice" }
+  given memory files { creator: "tool:list_files" }
+  given memory page { creator: "tool:get_webpage" }
+  given grant by_value { actions: ["share_file"], memory: files, value: "11" }
+  given grant by_source { actions: ["share_file"], arguments: ["email"], source: "tool:get*" }
+  expect act share_file(file_id: [files] "11", email: [prompt]) -> allow
+  expect act share_file(file_id: [files] "11", email: [page]) -> degrade
+  expect act share_file(file_id: [prompt], email: [prompt]) -> allow
+}
+"""
+    )
+    assert failures == []

@@ -226,6 +226,24 @@ def test_a_granted_payee_needs_a_confirmation(sidecar: tuple) -> None:
     assert len(d.grants_used) == 1  # a confirmed payment spends the use too
 
 
+def test_a_payee_grant_naming_its_value_needs_no_confirmation(sidecar: tuple) -> None:
+    """The value a grant names survives the store: that recipient is ALLOWed with no
+    confirmation and spends the use; another recipient from the same file is DENYed."""
+    _, c, _ = sidecar
+    prompt, bill, _ = _trace(c)
+    c.grant(["send_money"], memory_id=bill, arguments=["recipient"], uses=1, value="IBAN-7")
+    injected = c.act(
+        "send_money", {"recipient": ActArg([bill], value="IBAN-666"), "amount": [prompt]}
+    )
+    assert injected.effect == pb.EFFECT_DENY
+    d = c.act("send_money", {"recipient": ActArg([bill], value="IBAN-7"), "amount": [prompt]})
+    assert d.effect == pb.EFFECT_ALLOW, d.reasons
+    assert not d.obligations
+    assert len(d.grants_used) == 1
+    again = c.act("send_money", {"recipient": ActArg([bill], value="IBAN-7"), "amount": [prompt]})
+    assert again.effect == pb.EFFECT_DENY  # its one use is spent
+
+
 def test_allowed_payments_are_counted_by_acts(sidecar: tuple) -> None:
     _, c, clock = sidecar
     prompt, _, inbox = _trace(c)
