@@ -178,7 +178,7 @@ def test_an_act_or_a_grant_at_a_stated_time_is_refused(sidecar: tuple) -> None:
         with pytest.raises(MemLineageError) as err:
             c.act("send_money", pay, at=at)
         assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
-        assert err.value.details.startswith("time: an act or a grant is decided at the server")
+        assert err.value.details.startswith("time: a Record, an act or a grant is decided at the")
     assert c.act("send_money", pay).effect == pb.EFFECT_DENY  # at the server's clock
     assert [x.used for x in c.explain(bill).grants if x.id == g.id] == [0]
     with pytest.raises(MemLineageError) as err:

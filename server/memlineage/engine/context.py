@@ -184,17 +184,18 @@ class EngineBase:
 
     def _now_spending(self, at: float | None) -> float:
         """The time of a request that spends or counts for good (an act: grant uses and
-        action counters; a grant: whether it is live): the server's clock. A stated time
-        would decide it in another window (an expired grant live again at a past time,
-        a rate window shifted by a later one) while its uses and counts are written for
-        good, so a normal server refuses one; in a simulation it moves the clock as for
-        any request."""
+        action counters; a grant: whether it is live; a Record: the `calls()` counter of
+        its creator): the server's clock. A stated time would decide it in another
+        window (an expired grant live again at a past time, a rate window shifted, a
+        burst of Records counted an hour ago so `calls()` never sees it) while its uses
+        and counts are written for good, so a normal server refuses one; in a
+        simulation it moves the clock as for any request."""
         if self.simulation:
             return self._advance(at)
         if at is not None:
             raise ValidationError(
-                "an act or a grant is decided at the server's clock (it spends grant uses "
-                "and counts actions for good): state no time",
+                "a Record, an act or a grant is decided at the server's clock (it counts "
+                "calls and actions and spends grant uses for good): state no time",
                 field="time",
             )
         return self.clock()

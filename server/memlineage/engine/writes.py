@@ -43,7 +43,7 @@ class Writes(EngineBase):
         """Validate fully, decide, then write. The decision is logged only when it is
         final: a DENY, or a write that the store accepted (never for a refused input)."""
         ns = proposed.namespace
-        now = self._now(time)
+        now = self._now_spending(time)  # it counts `calls()` of its creator for good
         spend = self._budget(budget)
         self._fresh_capture()
         # What the caller proposed, for an identical retry: created_at only if it set it.
