@@ -604,8 +604,11 @@ def test_health_and_reflection(world: World) -> None:
     assert world.alice.health() == "SERVING"
     assert world.alice.health("memlineage.v1.MemLineage") == "SERVING"
     assert world.alice.health("memlineage.v1.PolicyAdmin") == "SERVING"
-    with pytest.raises(NotFound):
+    with pytest.raises(NotFound) as missing:
         world.alice.health("no.such.Service")
+    # says which service it does not know and which it does (before: no message)
+    assert missing.value.details.startswith("service: 'no.such.Service' is not served here")
+    assert "'memlineage.v1.MemLineage'" in missing.value.details
 
     # With tokens configured, reflection is served to callers with one: a stream that
     # waits for its first message must not be open to anyone (it holds a worker).

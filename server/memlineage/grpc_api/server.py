@@ -28,7 +28,7 @@ from memlineage.grpc_api.admin_servicer import PolicyAdminService
 from memlineage.grpc_api.auth import Authenticator
 from memlineage.grpc_api.gate import AuthGate
 from memlineage.grpc_api.servicer import MemLineageService, register
-from memlineage.grpc_api.standard import add_health, add_reflection
+from memlineage.grpc_api.standard import NamedHealth, add_health, add_reflection
 from memlineage.metrics import Metrics
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -166,7 +166,7 @@ def serve(
     admin = PolicyAdminService(engine, auth, metrics)
     admin.sweep_batch = config.sweep_batch
     register(admin, server)
-    health_servicer = health.HealthServicer()
+    health_servicer = NamedHealth()
     pools = (
         add_health(health_servicer, server),
         add_reflection((*SERVICE_NAMES, health.SERVICE_NAME), server),

@@ -107,6 +107,23 @@ def _register(caught: _Caught, server: Any, pool: ThreadPoolExecutor) -> None:
     server.add_registered_method_handlers(caught.service, handlers)
 
 
+class NamedHealth(health.HealthServicer):
+    """grpcio's health service, whose NOT_FOUND for a service it does not know says
+    so and names those it serves (grpcio's answers NOT_FOUND with no message)."""
+
+    def Check(self, request: Any, context: grpc.ServicerContext) -> Any:
+        with self._lock:
+            served = sorted(self._server_status)
+        if request.service not in served:
+            names = ", ".join(repr(n) for n in served)
+            context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"service: {request.service!r} is not served here; health knows {names} "
+                "('' is the server as a whole)",
+            )
+        return super().Check(request, context)
+
+
 def add_health(servicer: health.HealthServicer, server: Any) -> ThreadPoolExecutor:
     """Register `servicer` on `server`; returns its pool (shut down with the server)."""
     caught = _Caught()
@@ -125,4 +142,4 @@ def add_reflection(names: tuple[str, ...], server: Any) -> ThreadPoolExecutor:
     return pool
 
 
-__all__ = ["HEALTH_THREADS", "REFLECTION_THREADS", "add_health", "add_reflection"]
+__all__ = ["HEALTH_THREADS", "REFLECTION_THREADS", "NamedHealth", "add_health", "add_reflection"]
