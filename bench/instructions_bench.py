@@ -86,11 +86,11 @@ def _check_workload(count: int) -> Callable[[], None]:
         for _ in range(count)
     ]
     for raw in requests[:100]:  # warm: caches, the interpreter's specialisation
-        service._check(serde.parse(pb.CheckRequest, raw), LOCAL, (LOCAL.namespaces, raw))
+        service._check(serde.parse(pb.CheckRequest, raw), LOCAL, (LOCAL.scope, raw))
 
     def run() -> None:
         for raw in requests:
-            service._check(serde.parse(pb.CheckRequest, raw), LOCAL, (LOCAL.namespaces, raw))
+            service._check(serde.parse(pb.CheckRequest, raw), LOCAL, (LOCAL.scope, raw))
 
     return run
 

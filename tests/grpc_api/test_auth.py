@@ -58,3 +58,20 @@ def test_a_grant_needs_a_token_and_a_namespace_or_admin() -> None:
         Authenticator([TokenGrant("", ("a",))])
     with pytest.raises(ValueError):
         Authenticator([TokenGrant("t", ())])
+
+
+def test_a_token_of_many_namespaces_is_one_principal_with_its_scope() -> None:
+    """Built once per token; its scope (default, every namespace) is what the Check
+    memo keys on: two callers with the same namespaces in another order have another
+    default, so they never share a remembered answer."""
+    many = tuple(f"n{i}" for i in range(5000))
+    auth = Authenticator([TokenGrant("tm", many), TokenGrant("tr", tuple(reversed(many)))])
+    first = auth.principal({"authorization": "Bearer tm"})
+    assert auth.principal({"authorization": "Bearer tm"}) is first
+    assert Authenticator.namespace(first, "n4999") == "n4999"
+    with pytest.raises(PermissionDenied):
+        Authenticator.namespace(first, "n5000")
+    other = auth.principal({"authorization": "Bearer tr"})
+    assert first.scope[1] == other.scope[1]
+    assert first.scope != other.scope  # n0 and n4999 are their defaults
+    assert Authenticator.namespace(other, "") == "n4999"

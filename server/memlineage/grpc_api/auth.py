@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from memlineage.config import TokenGrant as TokenGrant  # re-exported: configured in config
 from memlineage.lineage.errors import LineageError
@@ -34,6 +34,14 @@ class Principal:
     namespaces: tuple[str, ...]  # the first is the default
     admin: bool = False
     loopback_admin: bool = False  # no auth configured: admin iff the peer is loopback
+    # (default namespace, every namespace): what a Check's answer depends on of its
+    # caller, hashed once (a token may name thousands of namespaces; a tuple of them
+    # would be scanned by every `in` and hashed by every memo lookup)
+    scope: tuple[str, frozenset[str]] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        default = self.namespaces[0] if self.namespaces else ""
+        object.__setattr__(self, "scope", (default, frozenset(self.namespaces)))
 
 
 LOCAL = Principal("local", (DEFAULT_NAMESPACE,), loopback_admin=True)
@@ -50,6 +58,11 @@ class Authenticator:
         for g in self._grants:
             if not g.token or (not g.namespaces and not g.admin):
                 raise ValueError("a token needs a value and at least one namespace or admin")
+        # one principal per token, built once: a call only compares tokens
+        self._principals = [
+            (g.token.encode(), Principal(g.name or f"token:{g.token[:4]}…", g.namespaces, g.admin))
+            for g in self._grants
+        ]
 
     @property
     def enabled(self) -> bool:
@@ -62,9 +75,10 @@ class Authenticator:
         token = header[7:] if header.lower().startswith("bearer ") else ""
         if not token:
             raise Unauthenticated("missing `authorization: Bearer <token>` metadata")
-        for g in self._grants:
-            if hmac.compare_digest(g.token.encode(), token.encode()):
-                return Principal(g.name or f"token:{g.token[:4]}…", g.namespaces, g.admin)
+        given = token.encode()
+        for known, principal in self._principals:
+            if hmac.compare_digest(known, given):
+                return principal
         raise Unauthenticated("unknown token")
 
     @staticmethod
@@ -74,7 +88,7 @@ class Authenticator:
             if not principal.namespaces:
                 raise PermissionDenied("this caller has no namespace", field="namespace")
             return principal.namespaces[0]
-        if requested not in principal.namespaces:
+        if requested not in principal.scope[1]:
             raise PermissionDenied(
                 f"this caller may not use namespace {requested!r}", field="namespace"
             )

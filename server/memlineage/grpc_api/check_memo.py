@@ -31,12 +31,12 @@ class CheckMemo:
 
     def __init__(self, limit: int = 100_000) -> None:
         self.limit = limit
-        self._entries: dict[tuple[tuple[str, ...], bytes], Remembered] = {}
+        self._entries: dict[tuple[object, bytes], Remembered] = {}
 
-    def get(self, key: tuple[tuple[str, ...], bytes]) -> Remembered | None:
+    def get(self, key: tuple[object, bytes]) -> Remembered | None:
         return self._entries.get(key)
 
-    def put(self, key: tuple[tuple[str, ...], bytes], entry: Remembered) -> None:
+    def put(self, key: tuple[object, bytes], entry: Remembered) -> None:
         if len(self._entries) >= self.limit:
             self._entries.clear()
         self._entries[key] = entry

@@ -186,7 +186,7 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
         # Arrives encoded and leaves encoded (see `register`). A request seen before
         # (same bytes, same caller namespaces) whose decision still holds is issued
         # again from its ticket; anything else is parsed and decided.
-        key = (principal.namespaces, request)
+        key = (principal.scope, request)
         known = self.check_memo.get(key)
         if known is not None:
             issued = self.engine.reissue(known.ticket)
@@ -196,7 +196,7 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
         return self._check(serde.parse(pb.CheckRequest, request), principal, key)
 
     def _check(
-        self, request: pb.CheckRequest, principal: Principal, key: tuple[tuple[str, ...], bytes]
+        self, request: pb.CheckRequest, principal: Principal, key: tuple[object, bytes]
     ) -> bytes:
         ns = self.auth.namespace(principal, request.namespace)
         op = serde.operation(request.operation)
