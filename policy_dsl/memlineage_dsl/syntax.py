@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from functools import cache
+from typing import Any
 
 from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from . import ast as A
+from . import grammar_blob
 from .diagnostics import Diagnostic, SourceFile, did_you_mean
 
 # Human spelling of grammar terminals, for "expected ..." help lines.
@@ -44,18 +46,20 @@ class _WholeWords:
         return stream
 
 
+def parser_options() -> dict[str, Any]:
+    """How the parser is built (`grammar_blob`: the shipped one was built so)."""
+    return {
+        "parser": "lalr",
+        "propagate_positions": True,
+        "maybe_placeholders": True,
+        "postlex": _WholeWords(),
+        "start": ["start", "expr"],  # `expr`: the values inside a message's braces
+    }
+
+
 @cache
 def lark_parser() -> Lark:
-    return Lark.open_from_package(
-        "memlineage_dsl",
-        "grammar.lark",
-        parser="lalr",
-        propagate_positions=True,
-        maybe_placeholders=True,
-        strict=True,
-        postlex=_WholeWords(),
-        start=["start", "expr"],  # `expr`: the values inside a message's braces
-    )
+    return grammar_blob.load(**parser_options())
 
 
 @cache
