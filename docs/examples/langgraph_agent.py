@@ -26,7 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime, get_runtime
 from langgraph.store.memory import InMemoryStore
 from memlineage.client import MemLineageClient, PolicyDenied
-from memlineage.integrations.langgraph_store import DECISION_KEY, GuardedLangGraphStore
+from memlineage.integrations.langgraph_store import DECISION_KEY, LINEAGE_KEY, GuardedLangGraphStore
 
 
 @dataclass
@@ -46,7 +46,12 @@ class State(TypedDict, total=False):
 def creator_from_context(
     namespace: tuple[str, ...], key: str, value: Mapping[str, Any]
 ) -> Mapping[str, Any] | None:
-    """The lineage hook: a put without its own creator is the running agent's."""
+    """The lineage hook: a put without its own creator is the running agent's. The
+    hook has the last word over a value's `_lineage`; this one defers to it because
+    these nodes build their values themselves (a node storing a tool's raw JSON
+    should name the tool here instead: that JSON could carry a `_lineage` of its own)."""
+    if "creator" in value.get(LINEAGE_KEY, {}):
+        return None
     try:
         return {"creator": get_runtime(Context).context.agent}
     except RuntimeError:  # not inside a graph run: the store's defaults apply

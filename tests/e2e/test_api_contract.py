@@ -334,6 +334,8 @@ def test_nan_similarity_in_filter_rank(world: World) -> None:
     c.record("cand", creator="user:alice")
     field_error(c.filter_rank, "candidates[0].similarity", [("cand", math.nan)])
     field_error(c.filter_rank, "candidates[1].similarity", [("cand", 0.5), ("cand", math.inf)])
+    # a negative similarity would rise with every penalty the rank multiplies it by
+    field_error(c.filter_rank, "candidates[1].similarity", [("cand", 0.5), ("cand", -0.25)])
     field_error(c.filter_rank, "candidates[1].memory_id", [("cand", 0.5), ("", 0.4)])
     field_error(c.filter_rank, "limit", [("cand", 0.5)], limit=-1)
     # a refused batch is not a read: no access was counted

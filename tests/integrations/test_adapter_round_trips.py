@@ -29,7 +29,7 @@ from langgraph.store.memory import InMemoryStore
 from mem0 import Memory
 from memlineage.client import MemLineageClient, PolicyDenied
 from memlineage.config import Config
-from memlineage.integrations.langgraph_store import DECISION_KEY, GuardedLangGraphStore
+from memlineage.integrations.langgraph_store import DECISION_KEY, GuardedLangGraphStore, memory_id
 from memlineage.integrations.mem0_memory import LINEAGE_KEY, GuardedMem0Memory
 from support.mem0_offline import embedder, mem0_config
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
@@ -67,6 +67,14 @@ class CountingClient(MemLineageClient):
     def filter_rank(self, *args: Any, **kwargs: Any) -> Any:
         self.calls["filter_rank"] += 1
         return super().filter_rank(*args, **kwargs)
+
+    def explain(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls["explain"] += 1
+        return super().explain(*args, **kwargs)
+
+    def revise(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls["revise"] += 1
+        return super().revise(*args, **kwargs)
 
 
 class CountingMemory:
@@ -122,7 +130,7 @@ def user() -> str:
 # ---------------------------------------------------------------- LangGraph
 
 
-def test_each_langgraph_op_makes_one_sidecar_call_and_decides_as_documented(
+def test_each_langgraph_op_makes_its_sidecar_calls_and_decides_as_documented(
     ml: CountingClient, user: str
 ) -> None:
     inner = InMemoryStore()
@@ -141,14 +149,17 @@ def test_each_langgraph_op_makes_one_sidecar_call_and_decides_as_documented(
     assert ml.taken() == {"record": 1}
     assert inner.get(ns, "web-city") is None
 
-    # an item the wrapped store holds: one update check, no Record; denied, unchanged
+    # an item the wrapped store holds: its version read, then a Revise (the update
+    # decision and the new version's lineage in one call), no Record; denied, unchanged
     with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
         store.put(ns, "city", {"text": "Lyon", "_lineage": {"creator": "agent:planner"}})
-    assert ml.taken() == {"check:update": 1}
+    assert ml.taken() == {"explain": 1, "revise": 1}
     assert inner.get(ns, "city").value == {"text": "Shanghai"}  # type: ignore[union-attr]
     store.put(ns, "city", {"text": "Shanghai!", "_lineage": {"creator": me}})
-    assert ml.taken() == {"check:update": 1}
+    assert ml.taken() == {"explain": 1, "revise": 1}
     assert inner.get(ns, "city").value == {"text": "Shanghai!"}  # type: ignore[union-attr]
+    kept = MemLineageClient.explain(ml, memory_id(ns, "city"))  # not counted: the test's
+    assert kept.memory.claim.value == "Shanghai"  # a put naming no claim keeps it
 
     # get: one read check; degraded, the copy carries the decision's obligations
     store.put(ns, "tip", {"text": "the Bund", "_lineage": {"creator": "tool:web_search"}})
@@ -232,7 +243,7 @@ def test_a_mem0_add_is_one_mem0_add_a_write_check_per_creator_and_a_record_per_m
     (one,) = guarded.add("I am vegetarian", user_id=user, infer=False)["results"]
     assert memory.taken() == {"add": 1}  # no get, history or search of what was added
     assert ml.taken() == {"check:write": 1, "record": 1}
-    assert ml.explain(one["id"]).memory.creator.id == f"user:{user}"
+    assert MemLineageClient.explain(ml, one["id"]).memory.creator.id == f"user:{user}"
 
     messages = [
         {"role": "system", "content": "you are a travel agent"},

@@ -128,7 +128,7 @@ class GuardedStore:
         for key, value, similarity in found:
             if key not in values:
                 values[key] = value
-                candidates.append((key, float(similarity)))
+                candidates.append((key, max(0.0, float(similarity))))  # FilterRank: >= 0
         if not candidates:
             return []
         response = self.client.filter_rank(

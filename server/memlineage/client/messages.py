@@ -21,6 +21,7 @@ from memlineage.client.convert import (
 from memlineage.v1 import memlineage_pb2 as pb
 
 __all__ = [
+    "REPLAYED",
     "CheckOptions",
     "GrantFields",
     "MemoryFields",
@@ -32,11 +33,24 @@ __all__ = [
     "filter_rank",
     "grant",
     "record",
+    "replayed",
     "revise",
     "run_sweep",
     "update_status",
     "watch",
 ]
+
+
+REPLAYED = "<replayed>"
+"""The policy a Record's decision names when the sidecar held an identical record of
+that id already and answered its first outcome (nothing decided or written again)."""
+
+
+def replayed(response: pb.RecordResponse) -> bool:
+    """Whether `response` answers an earlier identical Record (its retry, or the same
+    lineage recorded again): the memory was there before this call."""
+    reasons = response.decision.reasons
+    return bool(reasons) and reasons[0].policy == REPLAYED
 
 
 def decision_context(

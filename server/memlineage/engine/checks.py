@@ -187,9 +187,12 @@ class Checks(EngineBase):
         if limit < 0:
             raise ValidationError("must be >= 0", field="limit")
         for i, (mid, sim) in enumerate(candidates):
-            if not math.isfinite(sim):
+            if not (math.isfinite(sim) and sim >= 0.0):
+                # the rank multiplies it by its penalties: a negative one would rise
                 raise ValidationError(
-                    "must be a finite number", field=f"candidates[{i}].similarity"
+                    f"must be a finite number >= 0, got {sim!r} (a score in [-1, 1], as a "
+                    "cosine similarity: clamp it at 0 or map it to (s + 1) / 2)",
+                    field=f"candidates[{i}].similarity",
                 )
             if not mid:
                 raise ValidationError("must not be empty", field=f"candidates[{i}].memory_id")

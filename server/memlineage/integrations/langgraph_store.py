@@ -25,6 +25,7 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+import grpc
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -38,7 +39,8 @@ from langgraph.store.base import (
 )
 
 from memlineage.client.aio import AsyncMemLineageClient
-from memlineage.client.errors import MemLineageError, PolicyDenied
+from memlineage.client.errors import FailedPrecondition, MemLineageError, NotFound, PolicyDenied
+from memlineage.client.messages import replayed
 from memlineage.client.sync import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -167,7 +169,7 @@ class _StoreBatch:
 class _Call:
     """One sidecar call, as data so a driver may make it sync, in a thread or async."""
 
-    method: Literal["record", "check", "filter_rank"]
+    method: Literal["record", "check", "filter_rank", "explain", "revise"]
     args: tuple[Any, ...]
     kwargs: dict[str, Any] = field(default_factory=dict)
 
@@ -193,6 +195,9 @@ def _already_exists(reply: Any) -> bool:
     return isinstance(reply, MemLineageError) and getattr(reply.code, "name", "") == (
         "ALREADY_EXISTS"
     )
+
+
+_REVISE_ATTEMPTS = 4  # a concurrent put moved the version: read it again and revise
 
 
 def _decision_view(decision: pb.Decision) -> dict[str, Any]:
@@ -347,7 +352,7 @@ class GuardedLangGraphStore(BaseStore):
             for i in lineage:
                 put = ops[i]
                 assert isinstance(put, PutOp)
-                probe.append(GetOp(put.namespace, put.key))
+                probe.append(GetOp(put.namespace, put.key, refresh_ttl=False))
             held = yield _StoreBatch(probe)
             exists = {i: item is not None for i, item in zip(lineage, held, strict=True)}
         for i, op in enumerate(ops):
@@ -383,16 +388,15 @@ class GuardedLangGraphStore(BaseStore):
     def _authorise(
         self, mid: str, lineage: dict[str, Any] | None, *, exists: bool
     ) -> Generator[_Step, Any, None]:
-        """Delete: check ``delete``. New item: Record (its write decision). An item the
-        wrapped store holds, or one the sidecar already has another record of: check
-        ``update``, asked as ``actor`` or else the put's creator; the record's lineage
-        stays as first recorded."""
+        """Delete: check ``delete``, asked as ``actor`` or else the defaults' creator.
+        New item: Record (its write decision). An item the sidecar already holds a
+        record of (the wrapped store has it, or the Record met one: after a delete,
+        even with the same lineage): `_update`."""
         if lineage is None:
-            call = _Call("check", ("delete", mid), {"actor": self.actor})
-            [decision] = yield _Calls([call])
+            who = self.actor or self.defaults.get("creator")
+            [decision] = yield _Calls([_Call("check", ("delete", mid), {"actor": who})])
             self._allowed(_answer(decision))
             return
-        creator = lineage["creator"]
         if not exists:
             call = _Call("record", (mid,), {**lineage, "actor": self.actor})
             [reply] = yield _Calls([call])
@@ -400,10 +404,50 @@ class GuardedLangGraphStore(BaseStore):
                 response: pb.RecordResponse = _answer(reply)
                 if not response.recorded:
                     raise PolicyDenied(response.decision)
-                return
-        call = _Call("check", ("update", mid), {"actor": self.actor or creator})
-        [decision] = yield _Calls([call])
-        self._allowed(_answer(decision))
+                if not replayed(response):
+                    return
+        yield from self._update(mid, lineage)
+
+    def _update(self, mid: str, lineage: dict[str, Any]) -> Generator[_Step, Any, None]:
+        """A put over a memory: a new version of its record with this put's lineage
+        (Revise, decided as an update, asked as ``actor`` or else the put's creator),
+        so what the store holds is always what its record says made it. Over an item
+        the sidecar has no record of (written around the wrapper): the Record of it."""
+        for _ in range(_REVISE_ATTEMPTS):
+            [found] = yield _Calls([_Call("explain", (mid,), {})])
+            if isinstance(found, NotFound):
+                [reply] = yield _Calls([_Call("record", (mid,), {**lineage, "actor": self.actor})])
+                if _already_exists(reply):
+                    continue  # recorded meanwhile: revise that
+                recorded: pb.RecordResponse = _answer(reply)
+                if not recorded.recorded:
+                    raise PolicyDenied(recorded.decision)
+                if not replayed(recorded):
+                    return
+                continue
+            stored: pb.Memory = _answer(found).memory
+            fields = dict(lineage)
+            if "claim" not in fields and stored.HasField("claim"):  # a put naming none keeps it
+                c = stored.claim
+                fields["claim"] = (c.subject, c.attribute, c.value)
+            call = _Call(
+                "revise",
+                (mid,),
+                {**fields, "expected_version": stored.version, "actor": self.actor},
+            )
+            [reply] = yield _Calls([call])
+            if isinstance(reply, FailedPrecondition) and reply.details.startswith(
+                "expected_version"
+            ):
+                continue  # a concurrent put revised it first
+            revised: pb.ReviseResponse = _answer(reply)
+            if not revised.applied:
+                raise PolicyDenied(revised.decision)
+            return
+        raise FailedPrecondition(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"{mid!r}: revised concurrently {_REVISE_ATTEMPTS} times; put it again",
+        )
 
     @staticmethod
     def _allowed(decision: pb.Decision) -> None:
@@ -500,20 +544,23 @@ class GuardedLangGraphStore(BaseStore):
             )
 
     def _lineage_of(self, op: PutOp) -> dict[str, Any]:
-        """``client.record``'s keyword arguments for a put: defaults < hook < value."""
+        """``client.record``'s keyword arguments for a put: defaults < value < hook.
+        The hook is the application's code: what it says wins over a value's
+        ``"_lineage"``, which a value holding a tool's output could carry (a page
+        naming ``user:alice`` as its creator)."""
         assert op.value is not None
         fields = dict(self.defaults)
-        if self.lineage_hook is not None:
-            hooked = self.lineage_hook(op.namespace, op.key, op.value)
-            if hooked is not None:
-                self._check_fields(hooked, "lineage_hook")
-                fields.update(hooked)
         own = op.value.get(LINEAGE_KEY)
         if own is not None:
             if not isinstance(own, Mapping):
                 raise ValueError(f"value[{LINEAGE_KEY!r}]: must be a mapping, got {own!r}")
             self._check_fields(own, f"value[{LINEAGE_KEY!r}]")
             fields.update(own)
+        if self.lineage_hook is not None:
+            hooked = self.lineage_hook(op.namespace, op.key, op.value)
+            if hooked is not None:
+                self._check_fields(hooked, "lineage_hook")
+                fields.update(hooked)
         creator = fields.get("creator")
         if not isinstance(creator, str) or not creator:
             raise ValueError(
@@ -556,7 +603,9 @@ def _dependency_id(namespace: tuple[str, ...], dependency: Any) -> str:
 
 def _similarity(score: float | None) -> float:
     """The store's score as FilterRank's similarity; no score (no query or no index)
-    counts as 1.0, so the sidecar's compliance and scores alone order the results."""
+    counts as 1.0, so the sidecar's compliance and scores alone order the results.
+    A negative one (cosine scores are in [-1, 1]) counts as 0: the rank multiplies
+    similarity by its penalties, which would raise a negative one."""
     if score is None or not math.isfinite(score):
         return 1.0 if score is None else 0.0
-    return float(score)
+    return max(0.0, float(score))

@@ -203,7 +203,8 @@ class _Mem0Guard(Generic[_C]):
             key = str(item.get("id", ""))
             if key and key not in seen:
                 seen[key] = item
-        score = (lambda i: float(i.get("score") or 0.0)) if scored else (lambda i: 1.0)
+        # a negative similarity (cosine) counts as 0: the rank multiplies it by penalties
+        score = (lambda i: max(0.0, float(i.get("score") or 0.0))) if scored else (lambda i: 1.0)
         return [(k, score(i), i) for k, i in seen.items()]
 
     def _rank_call(
