@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from . import ast as A
 from .facts import (
     Argument,
+    Creator,
     Grant,
     LineageSnapshot,
     Memory,
@@ -50,6 +51,8 @@ class SourceMatcher:
         self.regex = re.compile("|".join(globs)) if globs else None
 
     def match(self, value: object) -> bool:
+        if isinstance(value, Creator):  # a creator stands for its id
+            value = value.id
         if not isinstance(value, str):
             raise TypeError(f"source lists match strings, got {type(value).__name__}")
         if value in self.exact:
@@ -57,7 +60,13 @@ class SourceMatcher:
         return bool(self.regex and self.regex.match(value))
 
 
-def glob_match(value: str, pattern: str) -> bool:
+def glob_match(value: str, pattern: str | Sequence[str]) -> bool:
+    """`value matches pattern`: one glob, or any of a list of them (the checker takes
+    both); a creator stands for its id."""
+    if isinstance(value, Creator):
+        value = value.id
+    if isinstance(pattern, list | tuple):
+        return any(glob_match(value, p) for p in pattern)
     if not isinstance(value, str) or not isinstance(pattern, str):
         raise TypeError("`matches` needs two strings")
     return fnmatch.fnmatchcase(value, pattern)

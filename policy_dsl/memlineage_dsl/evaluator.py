@@ -37,7 +37,7 @@ from .decision import (
     Reason,
     stricter,
 )
-from .facts import LineageSnapshot, Memory, MemoryFacts, Request, UnknownProvenance
+from .facts import Creator, LineageSnapshot, Memory, MemoryFacts, Request, UnknownProvenance
 from .limits import MAX_COST
 
 _T = TypeVar("_T")
@@ -261,9 +261,12 @@ def _number(value: object, what: str, low: float, high: float) -> float:
 
 
 def _arg(value: object) -> object:
-    """A computed obligation argument: a number must be finite (it goes on the wire)."""
+    """A computed obligation argument: a number must be finite (it goes on the wire);
+    a creator stands for its id (`refresh(memory.creator)`)."""
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"obligation argument is {value!r}")
+    if isinstance(value, Creator):
+        return value.id
     return value
 
 
@@ -325,8 +328,13 @@ def _resolve(
 ) -> Decision:
     skipped: set[int] = set()
     by_index: dict[int, _Outcome] = {}
+    # A rule that reads the lineage of a memory with none does not apply to that
+    # memory; a rule over an act's arguments is about the act, not one memory: an
+    # origin it cannot read fails it closed (skipping it would let the order of an
+    # argument's sources, which the agent chooses, turn a deny into an allow).
+    readers = plan.arg_readers
     for k, exc in bad:
-        if isinstance(exc, UnknownProvenance):
+        if isinstance(exc, UnknownProvenance) and plan.policies[k].name not in readers:
             skipped.add(k)
         else:
             by_index[k] = _failed(plan.policies[k], exc)
@@ -334,8 +342,11 @@ def _resolve(
         p = plan.policies[k]
         try:
             by_index[k] = _outcome(p, m, t, r, s)
-        except UnknownProvenance:
-            skipped.add(k)
+        except UnknownProvenance as exc:
+            if p.name in readers:
+                by_index[k] = _failed(p, exc)
+            else:
+                skipped.add(k)
         except Exception as exc:
             by_index[k] = _failed(p, exc)
     outcomes = [by_index[k] for k in sorted(by_index)]  # plan order: priority desc

@@ -27,10 +27,28 @@ class UnknownProvenance(Exception):
     """
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Creator:
+    """Who made a memory, or asks. A creator stands for its id wherever a policy uses
+    it as a string (the checker lets it: `memory.creator == "tool:x"`, `in` a list,
+    `matches`, an obligation's argument): it equals its id, hashes and prints as it.
+    Two creators are equal when kind and id are."""
+
     kind: str
     id: str
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Creator):
+            return self.id == other.id and self.kind == other.kind
+        if isinstance(other, str):
+            return self.id == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.id)
+
+    def __str__(self) -> str:
+        return self.id
 
     @staticmethod
     def parse(text: str) -> Creator:
@@ -319,7 +337,9 @@ class DictSnapshot:
         return hit
 
     def calls(self, source: str, window_seconds: float, now: float) -> int:
-        times = sorted(at for src, at in self.call_events if fnmatch.fnmatchcase(src, source))
+        # one exact source, as the sidecar's counters count (the checker refuses a glob)
+        source = str(source)
+        times = sorted(at for src, at in self.call_events if src == source)
         self.until(window_change(times, window_seconds, now))
         since = now - window_seconds
         return sum(1 for at in times if since < at <= now)

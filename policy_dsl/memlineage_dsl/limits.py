@@ -17,6 +17,7 @@ evaluator: the checker holds them to the ranges below (E203).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
@@ -31,6 +32,9 @@ MAX_WEIGHT = 1e6  # `weight`: a share of the compliance score
 MAX_COST = 1e12  # `cost`: literal bound, and computed costs are clamped to it
 MAX_TEST_CALLS = 100_000  # `given calls "x" = N` in a test
 MAX_WINDOW = 7 * 86400.0  # `calls()` / `acts()` windows: the sidecar keeps 7 days of events
+# `calls("source", w)`: the sidecar counts one exact source, its counter named
+# `calls:<source>`, an id (at most 128 of these characters)
+CALLS_SOURCE = re.compile(r"[A-Za-z0-9._:/-]{1,122}")
 
 
 def children(e: A.Expr) -> tuple[A.Expr, ...]:

@@ -8,13 +8,13 @@ everything, so one typo gives one diagnostic and not a cascade.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from . import ast as A
 from . import schema as S
 from .diagnostics import Diagnostic, SourceFile, did_you_mean
-from .limits import MAX_WINDOW
+from .limits import CALLS_SOURCE, MAX_WINDOW
 
 QUANTIFIERS = ("any", "all", "count", "min", "max", "sum")
 ORDERED = (S.NUMBER, S.DURATION, S.TIME, S.STRING)
@@ -217,19 +217,42 @@ class ExprChecker:
                     f"argument of `{e.func}` must be `{want}`, got `{got}`",
                     _hint(want, got, arg),
                 )
-            elif (
-                want == S.DURATION
-                and e.func in ("calls", "acts")
-                and isinstance(arg, A.Duration)
-                and not 0 < arg.seconds <= MAX_WINDOW
-            ):  # a window the sidecar's counters cannot answer fails every decision
-                self.error(
-                    "E203",
-                    arg.span,
-                    f"the window of `{e.func}` must be more than 0 and at most 7d "
-                    "(the sidecar keeps 7 days of counted events)",
-                )
+            elif want == S.DURATION and e.func in ("calls", "acts"):
+                window = self._literal(arg)  # written, or the const it names
+                if isinstance(window, A.Duration) and not 0 < window.seconds <= MAX_WINDOW:
+                    # a window the sidecar's counters cannot answer fails every decision
+                    self.error(
+                        "E203",
+                        arg.span,
+                        f"the window of `{e.func}` must be more than 0 and at most 7d "
+                        "(the sidecar keeps 7 days of counted events)",
+                    )
+            elif want == S.STRING and e.func == "calls":
+                source = self._literal(arg)
+                if isinstance(source, A.Str) and not CALLS_SOURCE.fullmatch(source.value):
+                    glob = any(c in source.value for c in "*?[")
+                    self.error(
+                        "E203",
+                        arg.span,
+                        "`calls` counts one exact source: "
+                        + (
+                            "a glob is not counted"
+                            if glob
+                            else "an id of 1 to 122 letters, digits or `._:/-`"
+                        ),
+                        'e.g. `calls("tool:flight_api", 1h)`, or `calls(memory.creator, 1h)`',
+                    )
         return spec.returns
+
+    def _literal(self, e: A.Expr) -> A.Expr:
+        """`e`, or the expression of the const it names (and so on): what a literal
+        check can look at."""
+        consts = self.names.consts
+        for _ in range(64):  # a const cycle is reported elsewhere
+            if not (isinstance(e, A.Name) and isinstance(consts, Mapping) and e.id in consts):
+                break
+            e = consts[e.id].node.value
+        return e
 
     def _constant_pattern(self, e: A.Expr) -> bool:
         """A string literal, a named source/action list, or a const holding a string."""

@@ -223,3 +223,30 @@ test "pinned" {
 """
     )
     assert failures == []
+
+
+def test_an_argument_origin_with_no_lineage_fails_an_argument_rule_closed() -> None:
+    """A rule over the act's arguments that cannot read an origin is a run-time error,
+    fail-closed, not a rule that does not apply: before, an amount resting on
+    [legacy, bill] was ALLOWed (the rule skipped at `legacy`) and on [bill, legacy]
+    DENYed, so the agent's order of the sources decided."""
+    failures = _run(
+        """
+policy no_tool_origin priority 96 {
+  on act
+  when request.action == "pay"
+      and any(a in request.args : any(o in origins(a) : o.creator.kind == tool))
+  deny "a payment argument originates in tool output"
+}
+
+test "either order" {
+  given memory prompt { creator: "user:alice" }
+  given memory legacy { known: false }
+  given memory bill { creator: "tool:read_file" }
+  expect act pay(recipient: [prompt], amount: [legacy, bill]) -> deny
+  expect act pay(recipient: [prompt], amount: [bill, legacy]) -> deny
+  expect act pay(recipient: [prompt], amount: [prompt]) -> allow
+}
+"""
+    )
+    assert failures == []

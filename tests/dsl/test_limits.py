@@ -71,6 +71,14 @@ def test_a_const_folded_into_a_priority_is_range_checked_at_the_use() -> None:
         ('policy p { on read when calls("tool:x", 999999999999999999999d) > 1 deny }', (1, 41)),
         ('policy p { on read when acts("send_*", 8d) > 1 deny }', (1, 40)),
         ('policy p { on read when calls("tool:x", 0s) > 1 deny }', (1, 41)),
+        # a window through a const is checked where it is used (before: lint clean)
+        ('const W = 8d\npolicy p { on read when calls("tool:x", W) > 1 deny }', (2, 41)),
+        # a source the sidecar counts no counter of: a glob (before: lint clean and
+        # `memlineage test` counted it, the sidecar failed every decision closed), or
+        # no id (a space, past 122 characters)
+        ('policy p { on read when calls("tool:*", 1h) > 1 deny }', (1, 31)),
+        ('policy p { on read when calls("tool:a b", 1h) > 1 deny }', (1, 31)),
+        ('const S = "' + "x" * 123 + '"\npolicy p { on read when calls(S, 1h) > 1 deny }', (2, 31)),
     ],
 )
 def test_an_infinite_or_out_of_range_number_is_an_error(text: str, where: tuple) -> None:

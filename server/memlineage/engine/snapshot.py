@@ -115,6 +115,7 @@ class StoreSnapshot(DictSnapshot):
         return bool(self._counts)
 
     def calls(self, source: str, window_seconds: float, now: float) -> int:
+        source = str(source)  # a creator stands for its id: `calls(memory.creator, 1h)`
         key = (source, window_seconds)
         hit = self._counts.get(key)
         if hit is None:
