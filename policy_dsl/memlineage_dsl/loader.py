@@ -26,13 +26,19 @@ class LoadedSet:
 
 
 def collect_files(paths: Iterable[str]) -> list[str]:
-    """Expand directories into their `.mlp` files (recursively, sorted)."""
+    """Expand directories into their `.mlp` files (recursively), each directory's in
+    path order (`a/x.mlp` before `b.mlp`), the order `pipeline.lint_set` loads a set
+    in: equal-priority rules are planned in load order, so one order everywhere."""
     out: list[str] = []
     for p in paths:
         if os.path.isdir(p):
-            for root, dirs, files in os.walk(p):
-                dirs.sort()
-                out.extend(os.path.join(root, f) for f in sorted(files) if f.endswith(".mlp"))
+            found = [
+                os.path.join(root, f)
+                for root, _, files in os.walk(p)
+                for f in files
+                if f.endswith(".mlp")
+            ]
+            out.extend(sorted(found, key=os.path.normpath))
         else:
             out.append(p)
     return out

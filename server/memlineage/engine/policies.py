@@ -16,7 +16,7 @@ from pathlib import Path
 from memlineage_dsl.compiler import CompiledPolicySet
 from memlineage_dsl.diagnostics import Diagnostic
 from memlineage_dsl.loader import collect_files
-from memlineage_dsl.pipeline import Build, build_paths, build_texts
+from memlineage_dsl.pipeline import Build, build_paths, lint_set
 
 
 class PolicyLoadError(Exception):
@@ -92,7 +92,7 @@ class PolicyHolder:
         cls, directory: str | None = None, files: dict[str, str] | None = None
     ) -> tuple[ServingPolicies | None, list[Diagnostic]]:
         """A compiled set that is not served (a shadow candidate), or its errors."""
-        build = build_texts(files) if files else build_paths([directory or "."])
+        build = lint_set(files) if files else build_paths([directory or "."])
         if build.compiled is None:
             return None, build.diagnostics
         return cls._serving(build, None if files else directory), build.diagnostics
@@ -100,7 +100,7 @@ class PolicyHolder:
     def reload(self, files: dict[str, str] | None = None) -> ReloadOutcome:
         """Compile the new set (the directory, or the given texts) and swap it in."""
         with self._lock:
-            build = build_texts(files) if files else build_paths([self.directory])
+            build = lint_set(files) if files else build_paths([self.directory])
             if build.compiled is None:
                 return ReloadOutcome(False, self._current.version, build.diagnostics)
             self._current = self._serving(build, None if files else self.directory)
