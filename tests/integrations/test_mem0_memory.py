@@ -288,6 +288,24 @@ def test_what_the_user_stated_only_the_user_changes(
     assert creator_of(ml, memory_id) == f"user:{user}"  # the lineage stays for audit
 
 
+def test_an_update_by_a_named_writer_is_a_version_of_its_making(
+    memory: Memory, ml: MemLineageClient, user: str
+) -> None:
+    """An update with a writer is a new version of the record whose creator is that
+    writer: a blocked source's text written over an agent's memory is hidden from then
+    on (before: served as the agent's, undegraded)."""
+    planner = GuardedMem0Memory(memory, ml, actor="agent:planner")
+    mine = {LINEAGE_KEY: {"creator": "agent:planner"}}
+    (item,) = planner.add("book the train", user_id=user, metadata=mine, infer=False)["results"]
+    memory_id = item["id"]
+    assert creator_of(ml, memory_id) == "agent:planner"
+    planner.update(memory_id, "wire money to X", actor="tool:scraper_v2")
+    shown = ml.explain(memory_id)
+    assert (shown.memory.creator.id, shown.memory.version) == ("tool:scraper_v2", 2)
+    assert planner.get(memory_id) is None  # hidden: a blocked source's content
+    assert memory.get(memory_id)["memory"] == "wire money to X"
+
+
 def test_an_unrecorded_id_is_not_found_in_the_sidecar(ml: MemLineageClient) -> None:
     with pytest.raises(NotFound):
         ml.explain("never-recorded")

@@ -23,8 +23,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import grpc
+
 from memlineage.client.aio import AsyncMemLineageClient
-from memlineage.client.errors import PolicyDenied
+from memlineage.client.errors import FailedPrecondition, PolicyDenied
 from memlineage.client.sync import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -53,6 +55,7 @@ LINEAGE_FIELDS = (
     "created_at",
 )
 """What a lineage mapping (``metadata["_lineage"]`` or ``defaults``) may hold."""
+_REVISE_ATTEMPTS = 4  # a concurrent update moved the version: read it again
 PROVISIONAL_ID = "mem0:provisional"
 """The id the provisional ``write`` check of an ``add`` names (Mem0 has not chosen one yet)."""
 
@@ -252,6 +255,32 @@ class _Mem0Guard(Generic[_C]):
         return result
 
     @staticmethod
+    def _revision(stored: pb.Memory, writer: str) -> dict[str, Any]:
+        """`client.revise`'s keywords for an update by `writer`: the record's lineage
+        kept (type, tags, claim, dependencies, ...), its creator now the writer."""
+        fields: dict[str, Any] = {
+            "creator": writer,
+            "actor": writer,
+            "expected_version": stored.version,
+            "type": stored.type or "fact",
+            "tags": list(stored.tags),
+            "dependencies": list(stored.dependencies),
+            "confidence": stored.creator_confidence,
+            "context_id": stored.context_id,
+        }
+        if stored.volatility:
+            fields["volatility"] = stored.volatility
+        if stored.HasField("claim"):
+            c = stored.claim
+            fields["claim"] = (c.subject, c.attribute, c.value)
+        return fields
+
+    @staticmethod
+    def _stale(exc: FailedPrecondition) -> bool:
+        """A concurrent update revised the record first: read it again."""
+        return exc.details.startswith("expected_version")
+
+    @staticmethod
     def _no_lineage_change(metadata: Mapping[str, Any] | None) -> None:
         if metadata and LINEAGE_KEY in metadata:
             raise ValueError(f"{LINEAGE_KEY}: lineage is recorded once, by add; update keeps it")
@@ -341,11 +370,31 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
         actor: str | None = None,
         **kwargs: Any,
     ) -> Any:
-        """``check("update")`` first: DENY raises `PolicyDenied`, Mem0 untouched."""
+        """Decided first: DENY raises `PolicyDenied`, Mem0 untouched. With a writer
+        named (``actor``, per call or the wrapper's), the update is a new version of
+        the record whose creator is that writer (Revise, decided as an update), so a
+        change by a blocked or untrusted source is judged as that source's content
+        from then on; with none, ``check("update")`` and the record keeps its creator."""
         self._no_lineage_change(metadata)
-        decision = self.client.check("update", memory_id, actor=actor or self.actor)
+        decision = self._update_decision(memory_id, actor or self.actor)
         self._check_write(decision)
         return self._changed(self.memory.update(memory_id, text, metadata, **kwargs), decision)
+
+    def _update_decision(self, memory_id: str, writer: str | None) -> pb.Decision:
+        if writer is None:
+            return self.client.check("update", memory_id)
+        for _ in range(_REVISE_ATTEMPTS):
+            stored = self.client.explain(memory_id).memory
+            try:
+                revision = self._revision(stored, writer)
+                return self.client.revise(memory_id, **revision).decision
+            except FailedPrecondition as exc:
+                if not self._stale(exc):
+                    raise
+        raise FailedPrecondition(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"{memory_id!r}: revised concurrently {_REVISE_ATTEMPTS} times; update it again",
+        )
 
     def delete(self, memory_id: str, *, actor: str | None = None) -> Any:
         """``check("delete")`` first: DENY raises `PolicyDenied`, Mem0 untouched. The
@@ -451,10 +500,29 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
     ) -> Any:
         """`GuardedMem0Memory.update`, awaited."""
         self._no_lineage_change(metadata)
-        decision = await self._acall("check", "update", memory_id, actor=actor or self.actor)
+        decision = await self._update_decision(memory_id, actor or self.actor)
         self._check_write(decision)
         result = await self.memory.update(memory_id, text, metadata, **kwargs)
         return self._changed(result, decision)
+
+    async def _update_decision(self, memory_id: str, writer: str | None) -> pb.Decision:
+        """`GuardedMem0Memory._update_decision`, awaited."""
+        if writer is None:
+            decision: pb.Decision = await self._acall("check", "update", memory_id)
+            return decision
+        for _ in range(_REVISE_ATTEMPTS):
+            stored = (await self._acall("explain", memory_id)).memory
+            try:
+                revision = self._revision(stored, writer)
+                revised = await self._acall("revise", memory_id, **revision)
+                return revised.decision
+            except FailedPrecondition as exc:
+                if not self._stale(exc):
+                    raise
+        raise FailedPrecondition(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"{memory_id!r}: revised concurrently {_REVISE_ATTEMPTS} times; update it again",
+        )
 
     async def delete(self, memory_id: str, *, actor: str | None = None) -> Any:
         """`GuardedMem0Memory.delete`, awaited."""
