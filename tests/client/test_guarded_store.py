@@ -44,6 +44,7 @@ def decide(op: int, memory_id: str) -> pb.Decision:
 class FixedRules(pb_grpc.MemLineageServicer):
     def __init__(self) -> None:
         self.calls: list[tuple[str, object]] = []
+        self.versions: dict[str, int] = {}  # what it recorded, at which version
 
     def names(self) -> list[str]:
         return [name for name, _ in self.calls]
@@ -52,9 +53,26 @@ class FixedRules(pb_grpc.MemLineageServicer):
         self.calls.append(("Record", request))
         d = decide(pb.OPERATION_WRITE, request.memory.id)
         recorded = d.effect != pb.EFFECT_DENY
+        if recorded:
+            self.versions[request.memory.id] = 1
         return pb.RecordResponse(
             recorded=recorded, decision=d, memory=request.memory if recorded else None
         )
+
+    def Explain(self, request, context):
+        self.calls.append(("Explain", request))
+        if request.memory_id not in self.versions:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"memory_id: no memory {request.memory_id!r}")
+        memory = pb.Memory(id=request.memory_id, version=self.versions[request.memory_id])
+        return pb.ExplainResponse(memory=memory)
+
+    def Revise(self, request, context):
+        self.calls.append(("Revise", request))
+        d = decide(pb.OPERATION_UPDATE, request.memory.id)
+        applied = d.effect != pb.EFFECT_DENY
+        if applied:
+            self.versions[request.memory.id] += 1
+        return pb.ReviseResponse(applied=applied, decision=d)
 
     def Check(self, request, context):
         self.calls.append(("Check", request))
@@ -164,18 +182,33 @@ def test_denied_put_leaves_the_store_untouched(
     assert "blocked-1" not in inner
 
 
-def test_put_on_an_existing_key_checks_update(
+def test_put_on_an_existing_key_is_a_new_version_decided_as_an_update(
     rules: tuple[FixedRules, str], inner: DictMemoryStore, guarded: GuardedStore
 ) -> None:
-    inner.put("pref", "aisle seat")
-    inner.put("locked-pref", "window seat")
-    guarded.put("pref", "window seat")
+    """Its version read, then Revise with this put's lineage (before: an update check,
+    the record keeping its first creator whoever wrote over it)."""
+    guarded.put("pref", "aisle seat")
+    guarded.put("locked-pref", "window seat")
+    guarded.put("pref", "window seat", creator="tool:seat_map")
     assert inner.get("pref") == "window seat"
     with pytest.raises(PolicyDenied):
         guarded.put("locked-pref", "middle seat")
     assert inner.get("locked-pref") == "window seat"
-    assert rules[0].names() == ["Check", "Check"]
-    assert all(r.operation == pb.OPERATION_UPDATE for _, r in rules[0].calls)
+    assert rules[0].names() == ["Record", "Record", "Explain", "Revise", "Explain", "Revise"]
+    revised = [r for name, r in rules[0].calls if name == "Revise"]
+    assert [(r.memory.creator.id, r.expected_version) for r in revised] == [  # type: ignore[attr-defined]
+        ("tool:seat_map", 1),
+        ("agent:assistant", 1),
+    ]
+
+
+def test_a_key_written_around_the_guard_is_recorded_by_a_put(
+    rules: tuple[FixedRules, str], inner: DictMemoryStore, guarded: GuardedStore
+) -> None:
+    inner.put("legacy", "old")
+    guarded.put("legacy", "new")
+    assert rules[0].names() == ["Explain", "Record"]
+    assert rules[0].versions["legacy"] == 1
 
 
 class NoContains:
@@ -202,9 +235,8 @@ def test_existence_without_contains_comes_from_get(rules: tuple[FixedRules, str]
     with MemLineageClient(rules[1], timeout=2.0) as client:
         guarded = GuardedStore(store, client, creator="agent:assistant")
         guarded.put("pref", "aisle seat")  # get() raises KeyError: new, so recorded
-        guarded.put("pref", "window seat")  # get() answers: existing, so an update check
-    assert rules[0].names() == ["Record", "Check"]
-    assert rules[0].calls[1][1].operation == pb.OPERATION_UPDATE
+        guarded.put("pref", "window seat")  # get() answers: existing, so an update
+    assert rules[0].names() == ["Record", "Explain", "Revise"]
     assert store.get("pref") == "window seat"
 
 

@@ -9,7 +9,10 @@ import re
 from collections.abc import Container
 from typing import Any, Protocol
 
-from memlineage.client.errors import PolicyDenied
+import grpc
+
+from memlineage.client.errors import AlreadyExists, FailedPrecondition, NotFound, PolicyDenied
+from memlineage.client.messages import replayed
 from memlineage.client.sync import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -24,6 +27,8 @@ class MemoryStore(Protocol):
     def search(self, query: str, k: int) -> list[tuple[str, Any, float]]: ...
     def delete(self, key: str) -> Any: ...
 
+
+_REVISE_ATTEMPTS = 4  # a concurrent put moved the version: read it again
 
 _RECORD_META = (
     "creator",
@@ -88,26 +93,71 @@ class GuardedStore:
         return decision
 
     def put(self, key: str, value: Any, **meta: Any) -> Any:
-        """Record (new key) or check update (existing key), then write through.
+        """Record (a new key), or a new version of the key's record (a key the sidecar
+        knows), then write through.
 
         ``meta`` reaches the wrapped store unchanged; its lineage keys (creator,
         confidence, type, tags, claim, dependencies, volatility, context_id,
-        created_at) also go into the record.
+        created_at) also go into the record. A put over a key is Revise with this
+        put's lineage, decided as an update (asked as ``actor``, else the put's
+        creator), so the record says who made what the store holds; a key the store
+        holds but the sidecar does not know (written around the guard) is recorded.
         """
-        if self._exists(key):
-            self._allow(self.client.check("update", key, actor=self.actor))
-            return self.store.put(key, value, **meta)
         lineage = {k: meta[k] for k in _RECORD_META if k in meta}
-        creator = lineage.pop("creator", None) or self.creator
+        creator = lineage.pop("creator", None) or self.creator or self.actor  # who writes
         if creator is None:
-            raise ValueError("creator: pass creator= to put() or to GuardedStore()")
+            raise ValueError(
+                "creator: pass creator= to put(), or creator=/actor= to GuardedStore()"
+            )
         if "claim" in lineage and lineage["claim"] is not None:
             lineage["claim"] = tuple(lineage["claim"])
-        response = self.client.record(key, creator=creator, actor=self.actor, **lineage)
-        self.last_decision = response.decision
-        if not response.recorded:
-            raise PolicyDenied(response.decision)
+        if not self._exists(key):
+            try:
+                response = self.client.record(key, creator=creator, actor=self.actor, **lineage)
+            except AlreadyExists:  # the sidecar holds another record of it: an update
+                response = None
+            if response is not None:
+                self.last_decision = response.decision
+                if not response.recorded:
+                    raise PolicyDenied(response.decision)
+                if not replayed(response):  # a replay: the record was there already
+                    return self.store.put(key, value, **meta)
+        self._allow(self._revised(key, creator, lineage))
         return self.store.put(key, value, **meta)
+
+    def _revised(self, key: str, creator: str, lineage: dict[str, Any]) -> pb.Decision:
+        """The decision of a put over `key`: a new version of its record (Revise), or
+        the Record of a key the sidecar does not know."""
+        for _ in range(_REVISE_ATTEMPTS):
+            try:
+                stored = self.client.explain(key).memory
+            except NotFound:
+                try:
+                    response = self.client.record(key, creator=creator, actor=self.actor, **lineage)
+                except AlreadyExists:
+                    continue  # recorded meanwhile: revise that
+                if response.recorded and replayed(response):
+                    continue
+                return response.decision
+            fields = dict(lineage)
+            if "claim" not in fields and stored.HasField("claim"):  # a put naming none keeps it
+                c = stored.claim
+                fields["claim"] = (c.subject, c.attribute, c.value)
+            try:
+                return self.client.revise(
+                    key,
+                    expected_version=stored.version,
+                    creator=creator,
+                    actor=self.actor,
+                    **fields,
+                ).decision
+            except FailedPrecondition as exc:
+                if not exc.details.startswith("expected_version"):
+                    raise  # else a concurrent put revised it first: read it again
+        raise FailedPrecondition(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"{key!r}: revised concurrently {_REVISE_ATTEMPTS} times; put it again",
+        )
 
     def get(self, key: str) -> Any:
         """The value if the read is allowed or degraded (see ``last_decision``)."""
