@@ -371,3 +371,37 @@ def test_the_async_twin_over_mem0_async_memory(
             await aml.close()
 
     asyncio.run(scenario())
+
+
+def test_a_cancelled_async_add_leaves_no_memory_without_lineage(
+    tmp_path: Path, embedder_url: str, ml: MemLineageClient, sidecar: RunningSidecar, user: str
+) -> None:
+    """`asyncio.wait_for(guarded.add(...), t)` at timeouts across the add's own time:
+    every memory Mem0 holds afterwards has its record (before: 5-11 of 60 were left
+    with none, Mem0 having stored them in its own threads after the cancellation)."""
+
+    async def scenario() -> tuple[int, int]:
+        inner = AsyncMemory.from_config(mem0_config(tmp_path, embedder_url))
+        aml = AsyncMemLineageClient(sidecar.address, timeout=10)
+        guarded = GuardedAsyncMem0Memory(inner, aml, actor="agent:planner")
+        held = cancelled = 0
+        try:
+            await guarded.add("warm up", user_id=f"{user}-w", infer=False)
+            for i in range(24):
+                who = f"{user}-{i}"
+                try:
+                    await asyncio.wait_for(
+                        guarded.add("I am vegetarian", user_id=who, infer=False), 0.004 * (i + 1)
+                    )
+                except TimeoutError:
+                    cancelled += 1
+                await asyncio.sleep(0.05)
+                for r in (await inner.get_all(filters={"user_id": who}))["results"]:
+                    held += 1
+                    assert creator_of(ml, r["id"]) == f"user:{who}", r  # NotFound before
+        finally:
+            await aml.close()
+        return held, cancelled
+
+    held, cancelled = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert cancelled and held  # both outcomes happened: the timeouts span the add

@@ -429,13 +429,33 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """`GuardedMem0Memory.add`, awaited."""
+        """`GuardedMem0Memory.add`, awaited. A cancelled add (`asyncio.wait_for`, a task
+        timeout) finishes first, shielded: Mem0 may already be storing the memories
+        (in its own threads), so they are recorded, or rolled back, before the
+        cancellation goes on; none is left in Mem0 without its lineage."""
         plan = self._plan(metadata, user_id, agent_id)
         for creator in self._prechecks(plan, messages):
             decision = await self._acall(
                 "check", "write", PROVISIONAL_ID, actor=self.actor or creator
             )
             self._check_write(decision)
+        task = asyncio.ensure_future(self._add_recorded(plan, messages, user_id, agent_id, kwargs))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            while not task.done():  # the caller gave up: the add and its records finish
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(task)
+            raise
+
+    async def _add_recorded(
+        self,
+        plan: _AddPlan,
+        messages: Any,
+        user_id: str | None,
+        agent_id: str | None,
+        kwargs: dict[str, Any],
+    ) -> dict[str, Any]:
         result = await self.memory.add(
             messages, user_id=user_id, agent_id=agent_id, metadata=plan.metadata, **kwargs
         )
