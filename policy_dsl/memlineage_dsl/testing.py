@@ -117,6 +117,16 @@ class _TestRun:
             return
         values.setdefault("creator", Creator("user", "user:test"))
         values.setdefault("created_at", TEST_NOW)
+        # a stored memory's lifecycle state is its status (the sidecar has one field)
+        if "status" in values or "state" in values:
+            status, state = values.get("status", values.get("state")), values.get("state")
+            if state is not None and state != status:
+                raise _Setup(
+                    g.span,
+                    f"memory `{g.name}`: its state is its status on the sidecar "
+                    f"(status {status!r}, state {state!r}): set one of them",
+                )
+            values["status"] = values["state"] = status
         try:
             # the checker typed the values (E201); an unknown field name is a TypeError
             facts = MemoryFacts(id=g.name, **values)  # type: ignore[arg-type]  # object values

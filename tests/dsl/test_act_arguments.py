@@ -250,3 +250,31 @@ test "either order" {
 """
     )
     assert failures == []
+
+
+def test_a_given_memory_has_one_status_as_on_the_sidecar() -> None:
+    """The sidecar fills `state` with the status; a test does too (before: a test set
+    `status: compressed` and read `state` as active, passing where the sidecar
+    decided otherwise), and one that sets both apart is refused."""
+    failures = _run(
+        """
+policy compressed priority 50 {
+  on read
+  when memory.state == compressed
+  degrade annotate("compressed into a summary")
+}
+
+test "status is the state" {
+  given memory m { status: compressed, successor: "summary" }
+  given memory n { state: compressed, successor: "summary" }
+  expect read m -> degrade
+  expect read n -> degrade
+}
+
+test "two that disagree" {
+  given memory x { status: active, state: archived }
+  expect read x -> allow
+}
+"""
+    )
+    assert len(failures) == 1 and "its state is its status on the sidecar" in failures[0]
