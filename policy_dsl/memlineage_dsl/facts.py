@@ -59,23 +59,25 @@ class Creator:
 
 @dataclass(slots=True)
 class MemoryFacts:
-    """The lineage record of one memory, as policies see it."""
+    """The lineage record of one memory, as policies see it. A string attribute never
+    set is "" (the checker types it a string: `memory.context_id == ""` is a memory
+    recorded without one, `len(memory.volatility)` is 0), never None."""
 
     id: str
     namespace: str = "default"
     type: str = "fact"
     tags: tuple[str, ...] = ()
-    subject: str | None = None
-    attribute: str | None = None
-    value: str | None = None
-    volatility: str | None = None
+    subject: str = ""
+    attribute: str = ""
+    value: str = ""
+    volatility: str = ""
     creator: Creator = field(default_factory=lambda: Creator("system", "system"))
     confidence: float = 1.0
     created_at: float = 0.0
-    context_id: str | None = None
+    context_id: str = ""
     status: str = "active"
     version: int = 1
-    successor: str | None = None
+    successor: str = ""
     dependencies: tuple[str, ...] = ()
     reliability: float = 1.0
     value_score: float = 1.0

@@ -39,7 +39,7 @@ def test_to_facts_maps_every_field_by_name() -> None:
         "pending_verification",
         "pending_verification",
         3,
-        None,
+        "",  # a string never set is "" to policies (before: None, so `== ""` never held)
     )
     assert (f.access_count, f.last_access) == (4, 20.0)
     assert (f.confirmations, f.contradictions, f.known) == (1, 2, True)
@@ -47,3 +47,5 @@ def test_to_facts_maps_every_field_by_name() -> None:
     assert (
         to_facts(MemoryRecord(id="n", namespace="ns", creator_id="u"), now=99.0).created_at == 99.0
     )
+    bare = to_facts(MemoryRecord(id="n", namespace="ns", creator_id="u"), now=99.0)
+    assert (bare.subject, bare.value, bare.volatility, bare.context_id) == ("", "", "", "")
