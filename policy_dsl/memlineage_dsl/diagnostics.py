@@ -88,13 +88,27 @@ class Diagnostic:
         return (self.file, self.span.line, self.span.column, self.code)
 
 
+def source_text(text: str) -> str:
+    """A file's text as every stage reads it, whichever way it arrived (read from disk
+    or sent in a LintPolicy/ReloadPolicies request): without a leading byte-order mark,
+    line ends as "\n" (a lone "\r" too, as reading a file in text mode makes it), so
+    lint, fmt, test, serve and the RPCs take and refuse the same texts."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
 class SourceFile:
     """The text of one `.mlp` file, to build diagnostics that quote it."""
 
     def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.text = text
-        self.lines = text.splitlines()
+        # lines as the parser counts them: only "\n" ends one (a form feed or U+2028
+        # inside a line does not, as `splitlines` would have it)
+        self.lines = text.split("\n")
 
     def line(self, n: int) -> str:
         return self.lines[n - 1] if 1 <= n <= len(self.lines) else ""

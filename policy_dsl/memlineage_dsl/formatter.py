@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from . import ast as A
-from .diagnostics import Diagnostic, has_errors
+from .diagnostics import Diagnostic, has_errors, source_text
 from .limits import chain_operands, is_long_chain
 from .messages import message_text
 from .parser import duration_seconds, parse_source
@@ -411,6 +411,7 @@ def format_module(module: A.Module) -> str:
 
 def format_source(text: str, path: str = "<string>") -> tuple[str | None, list[Diagnostic]]:
     """Canonical text of a file with its comments; None if it has syntax errors."""
+    text = source_text(text)  # as parse_source reads it: comments are found by position
     module, diags = parse_source(text, path)
     if has_errors(diags):
         return None, diags

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from . import ast as A
-from .diagnostics import Diagnostic, Severity, SourceFile
+from .diagnostics import Diagnostic, Severity, SourceFile, source_text
 from .parser import parse_source
 
 
@@ -163,6 +163,7 @@ class _Loader:
                     )
                 )
             return None, None
+        text = source_text(text)
         src = SourceFile(path, text)
         self.out.sources[path] = src
         module, diags = parse_source(text, path)

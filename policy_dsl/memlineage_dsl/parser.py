@@ -20,7 +20,7 @@ from lark.tree import Meta
 from lark.visitors import Transformer_NonRecursive
 
 from . import ast as A
-from .diagnostics import Diagnostic, SourceFile
+from .diagnostics import Diagnostic, SourceFile, source_text
 from .limits import CHAIN_OPS, MAX_DEPTH, balance, item_exprs, too_deep
 from .messages import Hole, TemplateError, decode, relocate, split
 from .recovery import mend
@@ -454,7 +454,8 @@ def _item_chunks(text: str) -> list[tuple[int, str]]:
     """Split text into top-level items: (first line number, chunk text)."""
     starts: list[int] = []
     depth = 0
-    for n, line in enumerate(text.splitlines(keepends=False), start=1):
+    # lines end at "\n" only, as Lark counts them (not at a form feed or U+2028)
+    for n, line in enumerate(text.split("\n"), start=1):
         stripped = line.lstrip()
         word = re.match(r"[A-Za-z_]+", stripped)
         # A keyword in column 1 starts an item even inside an unclosed block, so a
@@ -465,7 +466,8 @@ def _item_chunks(text: str) -> list[tuple[int, str]]:
         code = re.sub(r'"([^"\\\n]|\\.)*"', '""', line)
         code = re.split(r"#|//", code, maxsplit=1)[0]
         depth += code.count("{") - code.count("}")
-    lines = text.splitlines(keepends=True)
+    lines = text.split("\n")
+    lines = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
     if not starts or starts[0] != 1:
         starts.insert(0, 1)
     bounds = [*starts, len(lines) + 1]
@@ -509,6 +511,7 @@ def _too_deep(src: SourceFile, items: list[Any]) -> Diagnostic | None:
 
 def parse_source(text: str, path: str = "<string>") -> tuple[A.Module, list[Diagnostic]]:
     """Parse one file. Always returns a module (the items that parsed) and every error."""
+    text = source_text(text)
     src = SourceFile(path, text)
     items, diags = _parse_items(src, text)
     if not diags:

@@ -100,6 +100,12 @@ def _expected_help(expected: set[str], token: Token | None) -> str | None:
     return f"expected {shown}"
 
 
+# A string with any escape (the grammar's STRING takes only \" \\ \n \t), and an
+# escape it does not take: what an "unterminated string" really is.
+_ANY_ESCAPE_STRING = re.compile(r'"([^"\\\n]|\\.)*"')
+_UNKNOWN_ESCAPE = re.compile(r'\\[^"\\nt]')
+
+
 def error_to_diag(
     src: SourceFile, err: UnexpectedInput, text: str, chunked: bool = False
 ) -> Diagnostic:
@@ -113,11 +119,21 @@ def error_to_diag(
             else _expected_help(set(err.allowed or ()), None)
         )
         if ch == '"':
+            closed = _ANY_ESCAPE_STRING.match(src.line(line), col - 1)
+            bad = _UNKNOWN_ESCAPE.search(closed.group(0)) if closed else None
+            if closed and bad:  # a whole string, but an escape it does not know
+                at = col + bad.start()
+                return src.diag(
+                    "E001",
+                    A.Span(line, at, line, at + 2),
+                    f"unknown escape `{bad.group(0)}` in a string",
+                    'a string knows `\\"`, `\\\\`, `\\n` and `\\t`',
+                )
             return src.diag("E001", span, "unterminated string", 'close the string with `"`')
         return src.diag("E002", span, f"unexpected character `{ch}`", help_)
     token_type = getattr(getattr(err, "token", None), "type", None)
     if isinstance(err, UnexpectedEOF) or token_type == "$END":
-        parsed = text.rstrip().splitlines() or [""]
+        parsed = text.rstrip().split("\n")  # lines as Lark counts them
         last = len(parsed)
         end_col = len(parsed[-1]) + 1
         span = A.Span(last, end_col, last, end_col)
