@@ -350,6 +350,9 @@ def _resolve(
         except Exception as exc:
             by_index[k] = _failed(p, exc)
     outcomes = [by_index[k] for k in sorted(by_index)]  # plan order: priority desc
+    # a rule that failed at run time is reported, even where `resolve priority` lets a
+    # higher one override it (else a rule broken for every request stays invisible)
+    errors = tuple(o.message for o in outcomes if o.status == ERROR)
 
     if ps.strategy == "priority" and outcomes:
         top = outcomes[0].policy.priority
@@ -377,7 +380,6 @@ def _resolve(
     reasons = tuple(
         Reason(o.policy.name, o.effect, o.message, o.policy.priority, o.status) for o in outcomes
     )
-    errors = tuple(o.message for o in outcomes if o.status == ERROR)
     return Decision(
         effect, compliance, 0.0 if effect == DENY else cost, obligations, reasons, errors
     )

@@ -278,3 +278,33 @@ test "two that disagree" {
 """
     )
     assert len(failures) == 1 and "its state is its status on the sidecar" in failures[0]
+
+
+def test_a_rule_failing_under_resolve_priority_is_still_reported() -> None:
+    """`resolve priority` overrides the lower rule, failed or not; its failure stays in
+    the decision's errors (before: it vanished, so a rule broken for every request was
+    invisible in decisions and logs)."""
+    from memlineage_dsl.evaluator import decide
+    from memlineage_dsl.facts import Request
+
+    text = """
+resolve priority
+
+policy trusted_user_allow priority 100 {
+  on read
+  when memory.creator.kind == user
+  allow
+}
+
+policy recently_used priority 10 {
+  on read
+  when since(memory.last_access) < 1d
+  degrade annotate("recently used")
+}
+"""
+    build = build_texts({"p.mlp": text})
+    assert build.compiled is not None
+    m = MemoryFacts("m", creator=Creator.parse("user:alice"))  # never accessed: None
+    d = decide(build.compiled, Request("read", m, Creator.parse("user:alice")), DictSnapshot([m]))
+    assert d.effect == "allow"
+    assert len(d.errors) == 1 and "recently_used" in d.errors[0]
