@@ -663,8 +663,23 @@ def test_deadline_exceeded_surfaces_and_is_not_retried(
     with c, pytest.raises(DeadlineExceeded) as caught:
         c.explain("m")
     assert caught.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "never reachable" not in caught.value.details  # it was there: slow
     assert time.monotonic() - started < 1.5
     assert len(server.calls) == 1 and sleeps == []
+
+
+def test_a_sidecar_never_reached_is_named_in_the_deadline() -> None:
+    """A call that waited for a sidecar that is not there says so (before: a bare
+    "Deadline Exceeded", which an operator cannot tell from a slow policy); a slow
+    answer from a sidecar that is there keeps the plain message (the test above)."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        target = f"127.0.0.1:{probe.getsockname()[1]}"
+    started = time.monotonic()
+    with MemLineageClient(target, timeout=0.5) as c, pytest.raises(DeadlineExceeded) as caught:
+        c.explain("m")
+    assert time.monotonic() - started < 2.0
+    assert f"the sidecar at {target} was never reachable" in caught.value.details
 
 
 def test_constructor_validates() -> None:

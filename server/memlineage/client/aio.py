@@ -150,7 +150,14 @@ class AsyncMemLineageClient:
                 wait_for_ready=self.wait_for_ready,
             )
         except grpc.RpcError as exc:  # grpc.aio.AioRpcError
-            raise error_from_rpc(exc) from None
+            gone = exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and self._not_ready()
+            raise error_from_rpc(exc, self.target if gone else None) from None
+
+    def _not_ready(self) -> bool:
+        """Whether the channels are not connected now (asked on a failed call only)."""
+        opened = self._open
+        ready = grpc.ChannelConnectivity.READY
+        return opened is not None and all(c.get_state() != ready for c in opened.channels)
 
     # -- MemLineage
     async def record(self, memory_id: str, **fields: Unpack[MemoryFields]) -> pb.RecordResponse:

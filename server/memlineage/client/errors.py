@@ -24,6 +24,7 @@ __all__ = [
     "Unauthenticated",
     "Unavailable",
     "error_from_rpc",
+    "never_ready",
     "rpc_status",
 ]
 
@@ -117,10 +118,27 @@ def rpc_status(exc: grpc.RpcError) -> tuple[grpc.StatusCode, str]:
     return grpc.StatusCode.UNKNOWN, str(exc)
 
 
-def error_from_rpc(exc: grpc.RpcError) -> MemLineageError:
-    """The `MemLineageError` subclass for a grpc.RpcError (the base class if none fits)."""
+def error_from_rpc(exc: grpc.RpcError, unreachable: str | None = None) -> MemLineageError:
+    """The `MemLineageError` subclass for a grpc.RpcError (the base class if none fits).
+    `unreachable`: the target of a channel that never became ready, named in a
+    DEADLINE_EXCEEDED (a call that waited for a sidecar that is not there, not a slow
+    answer)."""
     code, details = rpc_status(exc)
+    if unreachable is not None and code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        details = (
+            f"{details} (the sidecar at {unreachable} was never reachable within the deadline: "
+            "is it running, and is that its address?)"
+        )
     return _ERRORS.get(code, MemLineageError)(code, details)
+
+
+def never_ready(channel: grpc.Channel) -> bool:
+    """Whether `channel` is not connected now (asked on a failed call only)."""
+    try:
+        grpc.channel_ready_future(channel).result(timeout=0.05)
+    except grpc.FutureTimeoutError:
+        return True
+    return False
 
 
 class PolicyDenied(Exception):

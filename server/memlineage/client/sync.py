@@ -20,7 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memlineage.client import messages
 from memlineage.client.convert import ActArg
-from memlineage.client.errors import error_from_rpc, rpc_status
+from memlineage.client.errors import error_from_rpc, never_ready, rpc_status
 from memlineage.client.messages import CheckOptions, GrantFields, MemoryFields, RankOptions
 from memlineage.client.retry import backoff_delay, channel_options
 from memlineage.client.stubs import Unary, WatchCall, new_stubs
@@ -113,7 +113,8 @@ class MemLineageClient:
                 wait_for_ready=self.wait_for_ready,
             )
         except grpc.RpcError as exc:
-            raise error_from_rpc(exc) from None
+            gone = exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and never_ready(self._channel)
+            raise error_from_rpc(exc, self.target if gone else None) from None
 
     # -- MemLineage
     def record(self, memory_id: str, **fields: Unpack[MemoryFields]) -> pb.RecordResponse:
