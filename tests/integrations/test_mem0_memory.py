@@ -405,3 +405,21 @@ def test_a_cancelled_async_add_leaves_no_memory_without_lineage(
 
     held, cancelled = asyncio.run(asyncio.wait_for(scenario(), 120))
     assert cancelled and held  # both outcomes happened: the timeouts span the add
+
+
+def test_a_user_id_that_cannot_name_a_creator_is_refused_before_mem0(
+    memory: Memory, ml: MemLineageClient
+) -> None:
+    """An e-mail as Mem0's user_id names no creator id (`user:<user_id>`): refused
+    before Mem0 is called (before: stored in Mem0, rolled back and INVALID_ARGUMENT on
+    every add, Mem0's history growing each time)."""
+    guarded = GuardedMem0Memory(memory, ml)
+    with pytest.raises(ValueError, match=r"user_id: 'alice@example\.com' cannot name its creator"):
+        guarded.add("I am vegetarian", user_id="alice@example.com", infer=False)
+    assert memory.get_all(filters={"user_id": "alice@example.com"})["results"] == []
+    # with the creator named in the lineage, the id is Mem0's business only
+    named = {LINEAGE_KEY: {"creator": "user:alice"}}
+    (item,) = guarded.add(
+        "I am vegetarian", user_id="alice@example.com", metadata=named, infer=False
+    )["results"]
+    assert creator_of(ml, item["id"]) == "user:alice"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -56,6 +57,7 @@ LINEAGE_FIELDS = (
 )
 """What a lineage mapping (``metadata["_lineage"]`` or ``defaults``) may hold."""
 _REVISE_ATTEMPTS = 4  # a concurrent update moved the version: read it again
+_CREATOR_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,128}")  # the sidecar's id rule
 PROVISIONAL_ID = "mem0:provisional"
 """The id the provisional ``write`` check of an ``add`` names (Mem0 has not chosen one yet)."""
 
@@ -177,6 +179,17 @@ class _Mem0Guard(Generic[_C]):
     ) -> _AddPlan:
         given = dict(metadata or {})
         fields = {**self.defaults, **_lineage_fields(given.pop(LINEAGE_KEY, {}), LINEAGE_KEY)}
+        if not fields.get("creator"):  # the ids name the creators: refused before Mem0 is
+            for name, value, kind in (
+                ("user_id", user_id, "user"),
+                ("agent_id", agent_id, "agent"),
+            ):
+                if value is not None and not _CREATOR_NAME.fullmatch(f"{kind}:{value}"):
+                    raise ValueError(
+                        f"{name}: {value!r} cannot name its creator ({kind}:<{name}>, an id of "
+                        "at most 128 letters, digits and ._:/-); pass such an id, or the "
+                        f'creator in metadata["{LINEAGE_KEY}"]'
+                    )
         return _AddPlan(given if metadata is not None else None, fields, user_id, agent_id)
 
     def _prechecks(self, plan: _AddPlan, messages: Any) -> list[str]:
