@@ -4,9 +4,7 @@ None, so `memory.context_id == ""` never fired, `!= ""` always did, and
 
 from __future__ import annotations
 
-from memlineage_dsl.diagnostics import Severity
-from memlineage_dsl.pipeline import build_texts
-from memlineage_dsl.testing import run_tests
+from support.mlp import test_failures
 
 POLICY = """
 policy contextless priority 50 {
@@ -33,9 +31,4 @@ test "unset strings are empty" {
 
 
 def test_a_string_never_set_is_empty() -> None:
-    build = build_texts({"p.mlp": POLICY})
-    assert not [d for d in build.diagnostics if d.severity is Severity.ERROR]
-    assert build.compiled is not None and build.env is not None
-    results = run_tests(build.compiled, build.env)
-    assert [f.message for r in results for f in r.failures] == []
-    assert all(not e for r in results for e in getattr(r, "errors", ()))
+    assert test_failures({"p.mlp": POLICY}) == []

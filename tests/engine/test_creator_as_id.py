@@ -15,11 +15,9 @@ from memlineage.engine.policies import PolicyHolder
 from memlineage.lineage.clock import ManualClock
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store.embedded import EmbeddedStore
-from memlineage_dsl.diagnostics import Severity
 from memlineage_dsl.facts import Creator
-from memlineage_dsl.pipeline import build_texts
-from memlineage_dsl.testing import run_tests
 from support.memories import T0
+from support.mlp import test_failures
 
 POLICY = """
 sources blocked = ["tool:scraper_*"]
@@ -78,10 +76,7 @@ test "each use of a creator as a string" {
 
 
 def test_the_language_runs_a_creator_as_its_id() -> None:
-    build = build_texts({"p.mlp": POLICY})
-    assert not [d for d in build.diagnostics if d.severity is Severity.ERROR]
-    assert build.compiled is not None and build.env is not None
-    assert [f.message for r in run_tests(build.compiled, build.env) for f in r.failures] == []
+    assert test_failures({"p.mlp": POLICY}) == []
 
 
 def test_the_sidecar_runs_a_creator_as_its_id() -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "Unavailable",
     "error_from_rpc",
     "never_ready",
+    "revised_concurrently",
     "rpc_status",
 ]
 
@@ -130,6 +131,15 @@ def error_from_rpc(exc: grpc.RpcError, unreachable: str | None = None) -> MemLin
             "is it running, and is that its address?)"
         )
     return _ERRORS.get(code, MemLineageError)(code, details)
+
+
+def revised_concurrently(memory_id: str, attempts: int) -> FailedPrecondition:
+    """What a wrapper raises when its new version of `memory_id` met a newer one
+    `attempts` times running (each time it read the version again)."""
+    return FailedPrecondition(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        f"{memory_id!r}: revised concurrently {attempts} times; write it again",
+    )
 
 
 def never_ready(channel: grpc.Channel) -> bool:

@@ -9,9 +9,13 @@ import re
 from collections.abc import Container
 from typing import Any, Protocol
 
-import grpc
-
-from memlineage.client.errors import AlreadyExists, FailedPrecondition, NotFound, PolicyDenied
+from memlineage.client.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    NotFound,
+    PolicyDenied,
+    revised_concurrently,
+)
 from memlineage.client.messages import replayed
 from memlineage.client.sync import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
@@ -154,10 +158,7 @@ class GuardedStore:
             except FailedPrecondition as exc:
                 if not exc.details.startswith("expected_version"):
                     raise  # else a concurrent put revised it first: read it again
-        raise FailedPrecondition(
-            grpc.StatusCode.FAILED_PRECONDITION,
-            f"{key!r}: revised concurrently {_REVISE_ATTEMPTS} times; put it again",
-        )
+        raise revised_concurrently(key, _REVISE_ATTEMPTS)
 
     def get(self, key: str) -> Any:
         """The value if the read is allowed or degraded (see ``last_decision``)."""

@@ -25,7 +25,6 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-import grpc
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -39,7 +38,13 @@ from langgraph.store.base import (
 )
 
 from memlineage.client.aio import AsyncMemLineageClient
-from memlineage.client.errors import FailedPrecondition, MemLineageError, NotFound, PolicyDenied
+from memlineage.client.errors import (
+    FailedPrecondition,
+    MemLineageError,
+    NotFound,
+    PolicyDenied,
+    revised_concurrently,
+)
 from memlineage.client.messages import replayed
 from memlineage.client.sync import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
@@ -444,10 +449,7 @@ class GuardedLangGraphStore(BaseStore):
             if not revised.applied:
                 raise PolicyDenied(revised.decision)
             return
-        raise FailedPrecondition(
-            grpc.StatusCode.FAILED_PRECONDITION,
-            f"{mid!r}: revised concurrently {_REVISE_ATTEMPTS} times; put it again",
-        )
+        raise revised_concurrently(mid, _REVISE_ATTEMPTS)
 
     @staticmethod
     def _allowed(decision: pb.Decision) -> None:

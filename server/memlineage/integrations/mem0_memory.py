@@ -24,10 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-import grpc
-
 from memlineage.client.aio import AsyncMemLineageClient
-from memlineage.client.errors import FailedPrecondition, PolicyDenied
+from memlineage.client.errors import FailedPrecondition, PolicyDenied, revised_concurrently
 from memlineage.client.sync import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -404,10 +402,7 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
             except FailedPrecondition as exc:
                 if not self._stale(exc):
                     raise
-        raise FailedPrecondition(
-            grpc.StatusCode.FAILED_PRECONDITION,
-            f"{memory_id!r}: revised concurrently {_REVISE_ATTEMPTS} times; update it again",
-        )
+        raise revised_concurrently(memory_id, _REVISE_ATTEMPTS)
 
     def delete(self, memory_id: str, *, actor: str | None = None) -> Any:
         """``check("delete")`` first: DENY raises `PolicyDenied`, Mem0 untouched. The
@@ -552,10 +547,7 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
             except FailedPrecondition as exc:
                 if not self._stale(exc):
                     raise
-        raise FailedPrecondition(
-            grpc.StatusCode.FAILED_PRECONDITION,
-            f"{memory_id!r}: revised concurrently {_REVISE_ATTEMPTS} times; update it again",
-        )
+        raise revised_concurrently(memory_id, _REVISE_ATTEMPTS)
 
     async def delete(self, memory_id: str, *, actor: str | None = None) -> Any:
         """`GuardedMem0Memory.delete`, awaited."""
