@@ -125,26 +125,40 @@ class _AddPlan:
 
     def creator(self, result: Mapping[str, Any]) -> str:
         """The explicit creator, else by the message's role: the user's own messages
-        are ``user:<user_id>``, anything else (the assistant's, an inferred fact)
-        ``agent:<agent_id or "mem0">``."""
+        are ``user:<user_id>``, a tool's ``tool:<its name>`` (Mem0's ``actor_id``,
+        the message's ``name``; ``tool:mem0`` when it has none that names an id),
+        anything else (the assistant's, an inferred fact) ``agent:<agent_id or
+        "mem0">``."""
         explicit = self.fields.get("creator")
         if explicit:
             return str(explicit)
-        if result.get("role") == "user" and self.user_id:
+        role = result.get("role")
+        if role == "user" and self.user_id:
             return f"user:{self.user_id}"
+        if role == "tool":  # a tool's output is the tool's, whatever it says
+            name = result.get("actor_id")
+            named = f"tool:{name}"
+            return named if name and _CREATOR_NAME.fullmatch(named) else "tool:mem0"
         return f"agent:{self.agent_id or 'mem0'}"
 
     def creators(self, messages: Any) -> list[str]:
         """The distinct creators an add of ``messages`` will record, for the prechecks."""
+        said: list[Mapping[str, Any]]
         if isinstance(messages, str):
-            roles = ["user"]
+            said = [{"role": "user"}]
         elif isinstance(messages, Mapping):
-            roles = [str(messages.get("role"))]
+            said = [messages]
         elif isinstance(messages, list):
-            roles = [str(m.get("role")) for m in messages if isinstance(m, Mapping)]
+            said = [m for m in messages if isinstance(m, Mapping)]
         else:
-            roles = []
-        return sorted({self.creator({"role": r}) for r in roles if r != "system"})
+            said = []
+        return sorted(
+            {
+                self.creator({"role": m.get("role"), "actor_id": m.get("name")})
+                for m in said
+                if m.get("role") != "system"
+            }
+        )
 
 
 class _Mem0Guard(Generic[_C]):
