@@ -58,10 +58,13 @@ def crossing(
     if q < c:  # REL, VAL: never rise, so a value below c stays below
         return math.inf
     if kind == REL:
-        if c <= 0 or half_life_min == math.inf:
+        if c < 0 or half_life_min == math.inf:
             return math.inf
         if not half_life_min > 0:
             return now
+        if c == 0:  # halving reaches 0.0 too, when the float underflows (below 2**-1074;
+            # a few half-lives early: the decay an exp of its own may round sooner)
+            return _after(now, now + half_life_min * (math.log2(q) + 1070) - MARGIN)
         return _after(now, now + half_life_min * math.log2(q / c) - MARGIN)
     if kind == VAL:
         if value_decay is None:

@@ -100,7 +100,12 @@ def test_short_circuit_reports_only_what_was_evaluated() -> None:
 def test_crossing_and_window_change() -> None:
     assert crossing(LIN, 10.0, 10.0, NOW, 600.0, None) == NOW  # `==` flips at once
     assert crossing(LIN, "a", 1.0, NOW, 600.0, None) == NOW  # not numbers: no reuse
-    assert crossing(REL, 0.5, 0.0, NOW, 600.0, None) == math.inf  # never reaches 0
+    # halving reaches 0.0 when the float underflows (below 2**-1074): 1,073 half-lives
+    # from 0.5, the horizon a few before (before: never, so a decision on
+    # `reliability <= 0` was kept past the instant it flipped)
+    assert crossing(REL, 0.5, 0.0, NOW, 600.0, None) == NOW + 600.0 * 1069 - MARGIN
+    assert 0.5 * 0.5**1075 == 0.0 and 0.5 * 0.5**1073 > 0.0
+    assert crossing(REL, 0.5, -0.1, NOW, 600.0, None) == math.inf  # never below 0
     for kind in (LIN, REL, VAL):  # NaN compares the same way at every instant
         assert crossing(kind, math.nan, 0.3, NOW, 600.0, (0.4, 1e-5)) == math.inf
         assert crossing(kind, 0.5, math.nan, NOW, 600.0, (0.4, 1e-5)) == math.inf
