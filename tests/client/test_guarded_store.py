@@ -195,6 +195,11 @@ def test_put_on_an_existing_key_is_a_new_version_decided_as_an_update(
         guarded.put("locked-pref", "middle seat")
     assert inner.get("locked-pref") == "window seat"
     assert rules[0].names() == ["Record", "Record", "Explain", "Revise", "Explain", "Revise"]
+    # the version read asks for the least Explain walks: the lineage graph is not used
+    explained = [r for name, r in rules[0].calls if name == "Explain"]
+    assert {(r.ancestor_depth, r.descendant_depth, r.decisions) for r in explained} == {  # type: ignore[attr-defined]
+        (1, 1, 1)
+    }
     revised = [r for name, r in rules[0].calls if name == "Revise"]
     assert [(r.memory.creator.id, r.expected_version) for r in revised] == [  # type: ignore[attr-defined]
         ("tool:seat_map", 1),

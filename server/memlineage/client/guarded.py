@@ -16,7 +16,7 @@ from memlineage.client.errors import (
     PolicyDenied,
     revised_concurrently,
 )
-from memlineage.client.messages import replayed
+from memlineage.client.messages import VERSION_READ, replayed
 from memlineage.client.sync import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -134,7 +134,7 @@ class GuardedStore:
         the Record of a key the sidecar does not know."""
         for _ in range(_REVISE_ATTEMPTS):
             try:
-                stored = self.client.explain(key).memory
+                stored = self.client.explain(key, **VERSION_READ).memory
             except NotFound:
                 try:
                     response = self.client.record(key, creator=creator, actor=self.actor, **lineage)

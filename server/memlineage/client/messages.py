@@ -22,6 +22,7 @@ from memlineage.v1 import memlineage_pb2 as pb
 
 __all__ = [
     "REPLAYED",
+    "VERSION_READ",
     "CheckOptions",
     "GrantFields",
     "MemoryFields",
@@ -40,6 +41,11 @@ __all__ = [
     "watch",
 ]
 
+
+VERSION_READ = {"ancestor_depth": 1, "descendant_depth": 1, "decisions": 1}
+"""`explain` keywords for a wrapper that reads only a record's version before its
+Revise: the least lineage and decisions Explain walks (0 would mean its defaults,
+8 levels each way and 20 decisions)."""
 
 REPLAYED = "<replayed>"
 """The policy a Record's decision names when the sidecar held an identical record of

@@ -44,7 +44,7 @@ from memlineage.client.errors import (
     PolicyDenied,
     revised_concurrently,
 )
-from memlineage.client.messages import replayed
+from memlineage.client.messages import VERSION_READ, replayed
 from memlineage.client.sync import MemLineageClient
 from memlineage.integrations.langgraph_ids import (
     MAX_ID_LENGTH,
@@ -350,7 +350,7 @@ class GuardedLangGraphStore(BaseStore):
         so what the store holds is always what its record says made it. Over an item
         the sidecar has no record of (written around the wrapper): the Record of it."""
         for _ in range(_REVISE_ATTEMPTS):
-            [found] = yield _Calls([_Call("explain", (mid,), {})])
+            [found] = yield _Calls([_Call("explain", (mid,), dict(VERSION_READ))])
             if isinstance(found, NotFound):
                 [reply] = yield _Calls([_Call("record", (mid,), {**lineage, "actor": self.actor})])
                 if _already_exists(reply):

@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from memlineage.client.aio import AsyncMemLineageClient
 from memlineage.client.errors import FailedPrecondition, PolicyDenied, revised_concurrently
+from memlineage.client.messages import VERSION_READ
 from memlineage.client.sync import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -409,7 +410,7 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
         if writer is None:
             return self.client.check("update", memory_id)
         for _ in range(_REVISE_ATTEMPTS):
-            stored = self.client.explain(memory_id).memory
+            stored = self.client.explain(memory_id, **VERSION_READ).memory
             try:
                 revision = self._revision(stored, writer)
                 return self.client.revise(memory_id, **revision).decision
@@ -553,7 +554,7 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
             decision: pb.Decision = await self._acall("check", "update", memory_id)
             return decision
         for _ in range(_REVISE_ATTEMPTS):
-            stored = (await self._acall("explain", memory_id)).memory
+            stored = (await self._acall("explain", memory_id, **VERSION_READ)).memory
             try:
                 revision = self._revision(stored, writer)
                 revised = await self._acall("revise", memory_id, **revision)
