@@ -327,7 +327,7 @@ def bench_memory(store: LineageStore) -> None:
                 subject="user:42",
                 attribute="destination_city",
                 value=value,
-                creator_kind="tool",
+                creator_kind=source.split(":")[0],
                 creator_id=source,
             )
         )

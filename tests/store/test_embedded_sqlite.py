@@ -475,3 +475,29 @@ def test_an_import_interrupted_before_the_renames_finishes_them(tmp_path: Path) 
     assert len(store.get_many(NS, [f"m{i}" for i in range(6)])) == 6
     store.close()
     assert not log.exists() and (old / "log.0.jsonl.imported").read_text() == kept
+
+
+def test_a_large_load_is_moved_out_of_the_collectors_generations(tmp_path: Path) -> None:
+    """A restart of many rows freezes them (`gc.freeze`): the collector's next pass does
+    not scan each loaded object as young, nor its full passes while serving; a small
+    store leaves the collector alone."""
+    import gc
+
+    big, small = tmp_path / "big", tmp_path / "small"
+    for path, n in ((big, persistence.FREEZE_ROWS), (small, 50)):
+        store = EmbeddedStore(path, clock=ManualClock(NOW))
+        for i in range(n):
+            store.record(mem(f"m{i}", *((f"m{i - 1}",) if i else ())))
+        store.compact()
+        store.close()
+    gc.unfreeze()
+    try:
+        before = gc.get_freeze_count()
+        EmbeddedStore(small).close()
+        assert gc.get_freeze_count() == before
+        store = EmbeddedStore(big)
+        assert gc.get_freeze_count() >= before + persistence.FREEZE_ROWS
+        assert store.get(NS, f"m{persistence.FREEZE_ROWS - 1}").dependencies
+        store.close()
+    finally:
+        gc.unfreeze()

@@ -338,7 +338,7 @@ def test_snapshot_restore_of_varied_rows_equals_the_live_store(
     path (``Row.bulk_from_columns``, ``State.link_many``, ``Columns.attach_many``):
     every row, its score columns and a write after the restore equal the live store's."""
     from memlineage.store.embedded import persistence
-    from memlineage.store.embedded.score_mirror import Columns
+    from memlineage.store.embedded.score_mirror import SCORED, Columns
 
     monkeypatch.setattr(persistence, "CHUNK_ROWS", 700)  # several parts, links across them
     rng = random.Random(7)
@@ -384,12 +384,16 @@ def test_snapshot_restore_of_varied_rows_equals_the_live_store(
 
     bulk = []
     attach_many = Columns.attach_many
-    monkeypatch.setattr(
-        Columns, "attach_many", lambda self, rows: (bulk.append(len(rows)), attach_many(self, rows))
-    )
+
+    def counted(self: Columns, rows: list, columns: dict | None = None) -> None:
+        # the snapshot's own columns are copied, not read back from every row
+        bulk.append((len(rows), sorted(columns or ())))
+        attach_many(self, rows, columns)
+
+    monkeypatch.setattr(Columns, "attach_many", counted)
     monkeypatch.setattr(Columns, "attach", lambda self, row: pytest.fail("per-row attach"))
     restored = EmbeddedStore(tmp_path)
-    assert bulk == [len(ids)]
+    assert bulk == [(len(ids), sorted(SCORED))]
     assert restored.get_many(NS, ids, with_history=True) == live
     assert restored.score_columns(NS, ids).decoded() == columns
     assert_fresh(restored, ids)

@@ -5,6 +5,7 @@ answered with ``np.take`` (``EmbeddedStore.score_columns``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any
@@ -180,10 +181,11 @@ class Columns:
             self.types.append(t)
         return ix
 
-    def _grow(self) -> None:
+    def _grow(self, at_least: int = 0) -> None:
+        """Double the arrays (or grow them to ``at_least`` rows at once, if more)."""
         for name in (*_FLOAT_COLUMNS, *_INT_COLUMNS):
             old = getattr(self, name)
-            new = np.zeros(2 * old.shape[0], dtype=old.dtype)
+            new = np.zeros(max(2 * old.shape[0], at_least), dtype=old.dtype)
             new[: old.shape[0]] = old
             setattr(self, name, new)
 
@@ -213,15 +215,17 @@ class Columns:
             if getattr(row, name):
                 self.write(row, name, getattr(row, name), fresh=True)
 
-    def attach_many(self, rows: list[Row]) -> None:
+    def attach_many(self, rows: list[Row], columns: Mapping[str, list[Any]] | None = None) -> None:
         """``attach`` of many rows at once (a restart's hot step): the arrays grow once
         and every column is assigned as one slice; the names are interned in row order
-        (creators, then confirmations and contradictions)."""
+        (creators, then confirmations and contradictions).  ``columns``: the rows'
+        field values as lists in row order (a snapshot's columns, which the rows were
+        built from), read instead of every row's attribute where a field has one."""
         start, n = self.n, len(rows)
         if not n:
             return
-        while self.confidence.shape[0] < start + n:
-            self._grow()
+        if self.confidence.shape[0] < start + n:
+            self._grow(start + n)
         at = slice(start, start + n)
         self.index.update(zip(map(attrgetter("id"), rows), range(start, start + n), strict=True))
         for _ in map(_set, rows, repeat("_cols"), repeat(self)):
@@ -229,9 +233,14 @@ class Columns:
         for _ in map(_set, rows, repeat("_ix"), range(start, start + n)):
             pass
         self.n = start + n
+        given = columns or {}
+
+        def values(field: str) -> list[Any]:
+            col = given.get(field)
+            return col if col is not None else list(map(attrgetter(field), rows))
 
         def floats(field: str) -> np.ndarray:  # None -> NaN
-            return np.array(list(map(attrgetter(field), rows)), dtype=np.float64)
+            return np.array(values(field), dtype=np.float64)
 
         self.confidence[at] = floats("creator_confidence")
         for name in ("created_at", "last_access", "access_count", "uses_ok", "uses_failed"):
@@ -244,24 +253,26 @@ class Columns:
             (self.type, self._intern_type, self._type_ix, "type"),
             (self.creator, self.source, self._source_ix, "creator_id"),
         ):
-            names = list(map(attrgetter(field), rows))
+            names = values(field)
             for name in dict.fromkeys(names):  # distinct, in row order
                 intern(name)
             column[at] = np.fromiter(map(table.__getitem__, names), dtype=np.int64, count=n)
-        self._fill_pairs(self.confirm, self.confirm_at, self.confirm_n, rows, "confirmed_by")
-        self._fill_pairs(self.contra, self.contra_at, self.contra_n, rows, "contradicted_by")
+        for pairs, first, count, field in (
+            (self.confirm, self.confirm_at, self.confirm_n, "confirmed_by"),
+            (self.contra, self.contra_at, self.contra_n, "contradicted_by"),
+        ):
+            self._fill_pairs(pairs, first, count, values(field))
 
     def _fill_pairs(
-        self, pairs: Pairs, at: np.ndarray, n: np.ndarray, rows: list[Row], field: str
+        self, pairs: Pairs, at: np.ndarray, n: np.ndarray, lists: list[Sequence[str]]
     ) -> None:
-        """The ragged lists of freshly attached ``rows`` (the last ``len(rows)`` column
+        """The ragged lists of freshly attached rows (the last ``len(lists)`` column
         rows), appended to the pool in row order, as ``Pairs.set`` row by row would."""
-        lists = list(map(attrgetter(field), rows))
         counts = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
         total = int(counts.sum())
         if not total:
             return
-        first = self.n - len(rows)
+        first = self.n - len(lists)
         srcs = np.fromiter(
             map(self.source, chain.from_iterable(lists)), dtype=np.int64, count=total
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import threading
 from collections import deque
+from collections.abc import Mapping
 from typing import Any, cast
 
 from memlineage.lineage.model import (
@@ -121,11 +122,14 @@ class State:
     def history(self, row: Row, entry: StatusChange) -> None:
         self._push_history(row, entry, self.limits.history_length)
 
-    def link_many(self, ns: str, rows: list[Row]) -> None:
+    def link_many(
+        self, ns: str, rows: list[Row], columns: Mapping[str, list[Any]] | None = None
+    ) -> None:
         """``link`` for many rows at once, all of them already in the namespace's rows
         (a snapshot's: a dependency may be a later row), with no claim set (the
         snapshot keeps the claims): derivations, claim groups in record order, then
-        the score columns in bulk.  A dependency that is not stored raises KeyError."""
+        the score columns in bulk (from ``columns``, the rows' values per field, where
+        given).  A dependency that is not stored raises KeyError."""
         sp = self.space(ns)
         by_id, groups = sp.rows, sp.groups
         for row in rows:
@@ -135,7 +139,7 @@ class State:
             subject, attribute = row.subject, row.attribute
             if subject is not None and attribute is not None:
                 groups.setdefault((subject, attribute), []).append(kid)
-        sp.cols.attach_many(rows)
+        sp.cols.attach_many(rows, columns)
 
     def link(self, ns: str, row: Row) -> None:
         """Index a row: derivation links of its dependencies, its claim (no event)."""
