@@ -325,6 +325,153 @@ def test_an_argument_found_nowhere_is_the_agents_choice_and_denied(
     assert world.sent == []
 
 
+def test_an_argument_whose_name_the_sidecar_cannot_take_is_still_judged(
+    ml: MemLineageClient, world: World
+) -> None:
+    """A name outside the sidecar's characters (a Unicode identifier, a schema field
+    with a space) is mapped, never dropped: dropped, the injected recipient went
+    unjudged and the payment was allowed on the user's amount alone."""
+    paid: list[dict[str, Any]] = []
+
+    @tool
+    def send_geld(empfänger: str, betrag: float) -> str:
+        """Geld senden."""
+        paid.append({"empfänger": empfänger, "betrag": betrag})
+        return "ok"
+
+    world.tools["send_geld"] = send_geld
+    h = handler(ml)
+    chat = model(
+        [call("read_inbox", "c1")], [call("send_geld", "c2", empfänger=ATTACKER, betrag=500)]
+    )
+    with pytest.raises(ActDenied) as caught:
+        agent(chat, world).invoke(
+            {"input": "Check my inbox and pay the 500 invoice"}, config={"callbacks": [h]}
+        )
+    assert paid == []
+    args = caught.value.arguments
+    [mapped] = [n for n in args if n != "betrag"]
+    assert re.fullmatch(r"empf_nger_[0-9a-f]{8}", mapped)
+    assert args[mapped].sources == (h.tool_memory("c1"),)
+    assert args["betrag"].sources == tuple(h.user_memories)  # "500" is the user's
+
+
+def test_a_payee_given_as_a_mapping_key_is_traced(ml: MemLineageClient, world: World) -> None:
+    """``pay_bills({payee: amount})``: the keys are traced like the values (before only
+    the values were: the user's 500 alone made the attacker's payment pass)."""
+    paid: list[dict[str, float]] = []
+
+    @tool
+    def pay_bills(payments: dict[str, float]) -> str:
+        """Pay several bills: payee -> amount."""
+        paid.append(payments)
+        return "ok"
+
+    world.tools["pay_bills"] = pay_bills
+    h = handler(ml)
+    chat = model([call("read_inbox", "c1")], [call("pay_bills", "c2", payments={ATTACKER: 500})])
+    with pytest.raises(ActDenied) as caught:
+        agent(chat, world).invoke(
+            {"input": "Pay my landlord the 500 rent"}, config={"callbacks": [h]}
+        )
+    assert paid == []
+    assert h.tool_memory("c1") in caught.value.arguments["payments"].sources
+
+
+def test_a_tool_wrapped_at_the_root_does_not_make_the_models_call_the_users_words(
+    ml: MemLineageClient, world: World
+) -> None:
+    """A bare loop that invokes ``tool.with_retry()``: the wrapper is a root chain whose
+    input is the model's tool call. It is not captured as the user's input (it was,
+    and the injected recipient was then bound to a "user" memory and paid)."""
+    h = handler(ml)
+    cfg: RunnableConfig = {"callbacks": [h]}
+    messages: list[BaseMessage] = [HumanMessage("Read my inbox; I owe 500 for the boat")]
+    chat = model(
+        [call("read_inbox", "c1")], [call("send_money", "c2", recipient=ATTACKER, amount=500)]
+    )
+    for _ in range(2):
+        ai = chat.invoke(messages, cfg)
+        assert isinstance(ai, AIMessage)
+        messages.append(ai)
+        for tc in ai.tool_calls:
+            wrapped = world.tools[tc["name"]].with_retry(stop_after_attempt=1)
+            if tc["name"] == "send_money":
+                with pytest.raises(ActDenied) as caught:
+                    wrapped.invoke(dict(tc, type="tool_call"), cfg)
+            else:
+                messages.append(wrapped.invoke(dict(tc, type="tool_call"), cfg))
+    assert world.sent == []
+    assert len(h.user_memories) == 1  # the human message only
+    assert caught.value.arguments["recipient"].sources == (h.tool_memory("c1"),)
+    # a wrapper given the call's arguments themselves: not the user's words either
+    ask = {"recipient": ATTACKER, "amount": 500}
+    with pytest.raises(ActDenied) as caught:
+        world.tools["send_money"].with_retry(stop_after_attempt=1).invoke(ask, cfg)
+    assert caught.value.arguments["recipient"].sources == (h.tool_memory("c1"),)
+    assert world.sent == []
+
+
+def test_past_the_sources_limit_no_parts_origin_is_cut_away(
+    ml: MemLineageClient, world: World
+) -> None:
+    """An argument found in more memories than an act may name (256) keeps each part's
+    newest sources: the injected part's tool memory stays (it was cut, being last, and
+    the list of user memories alone let the email go to the attacker)."""
+    h = handler(ml)
+    for i in range(257):
+        h.user_input(f"note {i}: signed alice@corp.example")
+    cfg: RunnableConfig = {"callbacks": [h]}
+    world.tools["read_inbox"].invoke(call("read_inbox", "c1"), cfg)
+    sources = h.sources_of(["alice@corp.example", ATTACKER])
+    assert sources is not None and len(sources) == 256
+    assert h.tool_memory("c1") in sources
+    assert h.sources_of([f"{i}" for i in range(300)]) == []  # more parts than sources
+    with pytest.raises(ActDenied):
+        world.tools["send_email"].invoke(
+            call(
+                "send_email",
+                "c2",
+                recipients=["alice@corp.example", ATTACKER],
+                subject="note 1",
+                body="note 2",
+            ),
+            cfg,
+        )
+    assert world.sent == []
+
+
+def test_bindings_set_on_the_whole_run_are_not_inherited_by_its_tool_calls(
+    ml: MemLineageClient, world: World
+) -> None:
+    """LangChain gives child runs their parents' metadata: an explicit binding set on
+    the agent's run would have bound every later call's ``recipient``, whatever its
+    value; only bindings on the tool call itself count."""
+    h = handler(ml)
+    prompt = h.user_input("Send 25 to bob@example.com")
+    chat = model(
+        [call("read_inbox", "c1")], [call("send_money", "c2", recipient=ATTACKER, amount=25)]
+    )
+    cfg: RunnableConfig = {"callbacks": [h], "metadata": {ARGS_KEY: {"recipient": [prompt]}}}
+    with pytest.raises(ActDenied) as caught:
+        agent(chat, world).invoke({"input": "Send 25 to bob@example.com"}, config=cfg)
+    assert caught.value.arguments["recipient"].sources == (h.tool_memory("c1"),)
+    assert world.sent == []
+
+
+def test_the_async_handler_refuses_an_async_client_at_once(sidecar: RunningSidecar) -> None:
+    """Its tool gate is synchronous by design (see its docstring): an async client's
+    coroutines were called unawaited and every run failed with an AttributeError."""
+    from memlineage.client import AsyncMemLineageClient
+
+    async def make() -> None:
+        async with AsyncMemLineageClient(sidecar.address, timeout=5) as aclient:
+            with pytest.raises(TypeError, match="MemLineageClient"):
+                AsyncLineageCallbackHandler(aclient, user=USER)  # type: ignore[arg-type]
+
+    asyncio.run(make())
+
+
 def test_a_user_grant_lets_the_bill_fill_the_amount_once(
     ml: MemLineageClient, world: World
 ) -> None:
@@ -491,7 +638,14 @@ def test_the_binding_rule(ml: MemLineageClient, world: World) -> None:
     assert h.sources_of("carol@acme.example") == [bill]
     assert h.sources_of(["bob@example.com", "carol@acme.example"]) == [prompt, bill]
     assert h.sources_of(["bob@example.com", "mallory@x.example"]) == []  # one part from nowhere
-    assert h.sources_of({"to": ATTACKER}) == [inbox]
+    assert h.sources_of({"payee": ATTACKER}) == [inbox]  # a field-name key found nowhere
+    assert h.sources_of({"to": ATTACKER}) == [prompt, inbox]  # ... found: traced as a value
+    assert h.sources_of({ATTACKER: 120}) == [inbox, prompt]  # a key is data too (a payee)
+    assert h.sources_of({"mallory@x.example": 120}) == []  # ... found nowhere: no source
+    # a whole token: not a prefix of a longer address, domain or hyphenated name
+    assert h.sources_of("bob@example") == []
+    assert h.sources_of("carol") == [] and h.sources_of("acme.example") == []
+    assert h.sources_of("order 4411") == [prompt]
     assert h.sources_of(True) == []  # a flag is the agent's own choice
     assert h.sources_of(None) is None and h.sources_of("  ") is None  # nothing to bind
 
@@ -499,6 +653,8 @@ def test_the_binding_rule(ml: MemLineageClient, world: World) -> None:
 def test_the_id_scheme_and_the_handlers_arguments_are_checked(ml: MemLineageClient) -> None:
     with pytest.raises(ValueError, match="session"):
         LineageCallbackHandler(ml, user=USER, session="a/b")
+    with pytest.raises(ValueError, match="session"):  # lc/team.alpha/... is a LangGraph id
+        LineageCallbackHandler(ml, user=USER, session="team.alpha")
     with pytest.raises(ValueError, match="user"):
         LineageCallbackHandler(ml, user="agent:x")
     h = handler(ml)

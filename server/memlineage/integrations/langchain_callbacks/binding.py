@@ -84,33 +84,63 @@ def _safe(name: str) -> str:
     return _ID_CHARS.sub("_", name)[:100] or "unnamed"
 
 
+_CONNECTORS = "._:/@-"
+"""Characters that join the parts of one token (an address, a domain, a path, a
+hyphenated name): a needle followed or preceded by one and then a letter or digit is
+part of a longer token (``alice@acme.co`` is not found in ``alice@acme.co.uk``)."""
+
+
 def _pattern(needle: str) -> re.Pattern[str]:
-    """``needle`` as a whole token: not inside a longer word or number."""
-    before = r"(?<!\w)" + (r"(?<!\d[.,])" if needle[0].isdigit() else "")
-    after = r"(?!\w)" + (r"(?![.,]\d)" if needle[-1].isdigit() else "")
+    """``needle`` as a whole token: not inside a longer word, number or address."""
+    joined = re.escape(_CONNECTORS)
+    before = r"(?<!\w)" + (rf"(?<!\w[{joined}])" if needle[0].isalnum() else "")
+    before += r"(?<!\d[.,])" if needle[0].isdigit() else ""
+    after = r"(?!\w)" + (rf"(?![{joined}]\w)" if needle[-1].isalnum() else "")
+    after += r"(?![.,]\d)" if needle[-1].isdigit() else ""
     return re.compile(before + re.escape(needle) + after)
 
 
-def _leaves(value: Any) -> Iterator[tuple[str, ...] | None]:
-    """The traceable parts of an argument value, each as its spellings; None for a part
-    that carries no text to trace (a boolean). Empty strings and None carry nothing."""
+_FIELD_NAME = re.compile(r"[a-z_][a-z0-9_]{0,63}")
+"""A mapping key spelt like a field name (``street``, ``amount_due``): skipped when it
+is found in no source, as the structure of the value rather than its data."""
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    """One traceable part of an argument value: its spellings (None: it carries no
+    text to trace, a flag); ``optional``: a field-name key, skipped if found nowhere."""
+
+    spellings: tuple[str, ...] | None
+    optional: bool = False
+
+
+def _leaves(value: Any) -> Iterator[_Leaf]:
+    """The traceable parts of an argument value. Empty strings and None carry nothing.
+
+    A mapping's keys are parts of it as much as its values (``{payee: amount}``): a
+    key found in a source is bound to it, one found nowhere makes the argument the
+    agent's choice, unless it is spelt like a field name (`_FIELD_NAME`)."""
     if value is None:
         return
     if isinstance(value, bool):
-        yield None
+        yield _Leaf(None)
     elif isinstance(value, int):
-        yield (str(value),)
+        yield _Leaf((str(value),))
     elif isinstance(value, float):
         if value.is_integer():
-            yield (repr(value), str(int(value)), f"{value:.2f}")
+            yield _Leaf((repr(value), str(int(value)), f"{value:.2f}"))
         else:
             cents = f"{value:.2f}"
-            yield (repr(value), cents) if float(cents) == value else (repr(value),)
+            yield _Leaf((repr(value), cents) if float(cents) == value else (repr(value),))
     elif isinstance(value, str):
         if value.strip():
-            yield (_norm(value),)
+            yield _Leaf((_norm(value),))
     elif isinstance(value, Mapping):
-        for v in value.values():
+        for k, v in value.items():
+            if isinstance(k, str) and _FIELD_NAME.fullmatch(k):
+                yield _Leaf((k,), optional=True)
+            else:
+                yield from _leaves(k)
             yield from _leaves(v)
     elif isinstance(value, list | tuple | set | frozenset):
         for v in value:

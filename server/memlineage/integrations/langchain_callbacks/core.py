@@ -47,6 +47,29 @@ from memlineage.integrations.langchain_callbacks.errors import (
 )
 from memlineage.v1 import memlineage_pb2 as pb
 
+_NOTHING = object()
+
+
+def _is_tool_call(value: Any) -> bool:
+    """A LangChain ``ToolCall`` (``{"name", "args", "id", "type": "tool_call"}``)."""
+    return (
+        isinstance(value, Mapping)
+        and isinstance(value.get("name"), str)
+        and isinstance(value.get("args"), Mapping)
+        and (value.get("type") == "tool_call" or "id" in value)
+    )
+
+
+def _arg_name(name: str, taken: Mapping[str, Any]) -> str:
+    """An argument's name as the sidecar's names allow it: as it is when it can be;
+    else its characters outside them as ``_`` and a digest of the original (two
+    names never become one, a name is never dropped: ``empfänger``, ``"recipient
+    email"`` and a 200-character name are still judged)."""
+    if _ID_RE.fullmatch(name) and name not in taken:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"{_safe(name)[:100]}_{digest}"
+
 
 class _Core:
     """What both handlers share: the run tree, the recorded sources, the binding rule.
@@ -69,7 +92,7 @@ class _Core:
         self.session = session if session is not None else uuid.uuid4().hex
         if not _SESSION_RE.fullmatch(self.session):
             raise ValueError(
-                f"session: {self.session!r} must be 1 to 48 letters, digits or ._:- (no /)"
+                f"session: {self.session!r} must be 1 to 48 letters, digits or _:- (no / nor .)"
             )
         self.user_input_keys = None if user_input_keys is None else tuple(user_input_keys)
         self.capture_user_input = capture_user_input
@@ -81,6 +104,7 @@ class _Core:
         self.tool_memories: dict[str, str] = {}
         self.pending: dict[str, _Pending] = {}
         self.acts: list[ActRecord] = []
+        self.root_inputs: dict[UUID, Any] = {}
 
     # -- the run tree
     def start(
@@ -96,6 +120,7 @@ class _Core:
 
     def end(self, run_id: UUID) -> _Run | None:
         with self.lock:
+            self.root_inputs.pop(run_id, None)
             return self.runs.pop(run_id, None)
 
     def ancestors(self, parent: UUID | None) -> list[UUID]:
@@ -122,8 +147,13 @@ class _Core:
         """User memories for the texts of a root run's input not recorded before."""
         if root_only and (parent is not None or not self.capture_user_input):
             return []
+        if root_only and _is_tool_call(value):
+            return []  # a tool invoked through a wrapper at the root: the model's call
         if self.user_input_keys is not None and isinstance(value, Mapping):
             value = {k: v for k, v in value.items() if k in self.user_input_keys}
+        if root_only and isinstance(value, Mapping):
+            with self.lock:  # compared with the tool calls under it (`_wrapper_input`)
+                self.root_inputs[run_id] = dict(value)
         out: list[_Record] = []
         with self.lock:
             for text in _user_texts(value):
@@ -219,20 +249,23 @@ class _Core:
                 self.tool_memories[record.key] = record.memory_id
 
     # -- binding
-    def sources_of(self, value: Any) -> list[str] | None:
+    def sources_of(self, value: Any, exclude: str = "") -> list[str] | None:
         """The memories an argument value came from (see docs/integrations.md).
 
         None: the value carries nothing (None, empty), the argument is left out of the
-        act. ``[]``: some part of it was found nowhere (or is a flag): no source."""
+        act. ``[]``: some part of it was found nowhere (or is a flag): no source.
+        ``exclude``: a prefix of memory ids not to bind to (`act`: a wrapper's input).
+        Past the sidecar's limit on sources, each part keeps its most recent sources
+        first: no part's origin is cut away (an injected part among many of the user's)."""
         with self.lock:
-            sources = list(self.sources)
-        out: list[str] = []
+            sources = [s for s in self.sources if not (exclude and s.memory_id.startswith(exclude))]
+        parts: list[list[str]] = []
         any_leaf = False
-        for spellings in _leaves(value):
+        for leaf in _leaves(value):
             any_leaf = True
-            if spellings is None:
+            if leaf.spellings is None:
                 return []
-            patterns = [_pattern(s) for s in spellings]
+            patterns = [_pattern(s) for s in leaf.spellings]
 
             def found(src: _Source, patterns: list[re.Pattern[str]] = patterns) -> bool:
                 return any(p.search(t) for t in src.texts for p in patterns)
@@ -240,9 +273,49 @@ class _Core:
             ids = [s.memory_id for s in sources if s.origin == "user" and found(s)]
             ids = ids or [s.memory_id for s in sources if s.origin != "user" and found(s)]
             if not ids:
+                if leaf.optional:
+                    continue
                 return []
-            out.extend(i for i in ids if i not in out)
-        return out[:_MAX_SOURCES] if any_leaf else None
+            parts.append(ids)
+        if not any_leaf:
+            return None
+        out = list(dict.fromkeys(i for ids in parts for i in ids))
+        if len(out) <= _MAX_SOURCES:
+            return out
+        if len(parts) > _MAX_SOURCES:
+            return []  # more parts than sources an argument may name: not bindable
+        kept: dict[str, None] = {}
+        for depth in range(max(map(len, parts))):  # round-robin, newest first
+            for ids in parts:
+                if depth < len(ids) and len(kept) < _MAX_SOURCES:
+                    kept.setdefault(ids[-1 - depth])
+        return [i for i in out if i in kept]
+
+    def _inherited(self, parent: UUID | None) -> Mapping[str, Any]:
+        """The parent run's metadata: LangChain gives a child run its parents'
+        metadata, so bindings set above the tool call (on the whole run) would bind
+        every later call's argument of that name whatever its value; only those set
+        on the tool call itself count."""
+        with self.lock:
+            run = self.runs.get(parent) if parent is not None else None
+        return run.metadata if run is not None else {}
+
+    def _wrapper_input(self, run_id: UUID, parent: UUID | None, values: Mapping[str, Any]) -> str:
+        """The memory id prefix of user memories captured from a root run whose input
+        was this very tool call (a tool wrapped in ``with_retry()``, a fallback or a
+        sequence, invoked at the root: its input is the model's call, not the user's
+        words); "" when there is none."""
+        chain = self.ancestors(parent)
+        if not chain:
+            return ""
+        root = chain[-1]
+        with self.lock:
+            given = self.root_inputs.get(root, _NOTHING)
+        if given is _NOTHING:
+            return ""
+        if isinstance(given, Mapping) and isinstance(given.get("args"), Mapping):
+            given = given["args"]
+        return f"lc/{self.session}/user/{root}/" if given == dict(values) else ""
 
     def act(
         self,
@@ -253,6 +326,7 @@ class _Core:
         metadata: Mapping[str, Any] | None,
         tool_call_id: Any,
         name: Any,
+        parent: UUID | None = None,
     ) -> _Act:
         action = _safe(str((serialized or {}).get("name") or name or "tool"))
         values: Mapping[str, Any] = inputs if inputs is not None else {"input": input_str}
@@ -260,23 +334,26 @@ class _Core:
         call_id = tool_call_id if isinstance(tool_call_id, str) and tool_call_id else None
         with self.lock:
             pending = self.pending.pop(call_id, _Pending()) if call_id else _Pending()
+        inherited = self._inherited(parent)
         explicit: dict[str, list[str]] = {}
         raw = metadata.get(ARGS_KEY)
-        if isinstance(raw, Mapping):
+        if isinstance(raw, Mapping) and raw != inherited.get(ARGS_KEY):
             explicit |= {str(k): list(v) for k, v in raw.items()}
         explicit |= pending.args
+        exclude = self._wrapper_input(run_id, parent, values)
         arguments: dict[str, ActArg] = {}
         for arg, value in values.items():
-            if not _ID_RE.fullmatch(arg):
-                continue
-            sources = explicit[arg] if arg in explicit else self.sources_of(value)
+            sources = explicit[arg] if arg in explicit else self.sources_of(value, exclude)
             if sources is None:
                 continue
-            arguments[arg] = ActArg(tuple(sources), **self._value(value))
+            arguments[_arg_name(arg, arguments)] = ActArg(tuple(sources), **self._value(value))
         for arg, sources in explicit.items():
-            if arg not in arguments and _ID_RE.fullmatch(arg):
-                arguments[arg] = ActArg(tuple(sources))
-        relies = list(metadata.get(RELIES_ON_KEY, ()) or ()) + list(pending.relies_on)
+            if arg not in values:
+                arguments[_arg_name(arg, arguments)] = ActArg(tuple(sources))
+        own_relies = metadata.get(RELIES_ON_KEY, ()) or ()
+        if own_relies == inherited.get(RELIES_ON_KEY):
+            own_relies = ()
+        relies = list(own_relies) + list(pending.relies_on)
         if not arguments and not relies:
             # an act must name something: a call with nothing to bind rests on the
             # user's latest request (none seen: it cannot be asked, see `unaskable`)

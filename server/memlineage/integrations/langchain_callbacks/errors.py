@@ -22,7 +22,7 @@ DERIVED_KEY = "memlineage_derived"
 
 _ID_CHARS = re.compile(r"[^A-Za-z0-9._:/-]")
 _ID_RE = re.compile(r"[A-Za-z0-9._:/-]{1,128}")
-_SESSION_RE = re.compile(r"[A-Za-z0-9._:-]{1,48}")
+_SESSION_RE = re.compile(r"[A-Za-z0-9_:-]{1,48}")  # no "/" nor ".": see `_Core`
 _MAX_TAGS_RUNS = 16  # ancestors named in tags, nearest first (the sidecar allows 64 tags)
 _MAX_VALUE = 4096  # the sidecar's limit on an act argument's value
 _MAX_SOURCES = 256  # ... and on its sources

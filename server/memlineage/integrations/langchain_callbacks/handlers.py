@@ -119,6 +119,7 @@ class _Shared:
             metadata,
             kwargs.get("tool_call_id"),
             kwargs.get("name"),
+            parent_run_id,
         )
         self._core.start(run_id, parent_run_id, metadata, act.action, act.tool_call_id)
         try:
@@ -328,11 +329,21 @@ class AsyncLineageCallbackHandler(_Shared, AsyncCallbackHandler):  # type: ignor
         user_input_keys: Sequence[str] | None = None,
         send_values: bool = True,
     ) -> None:
+        if not isinstance(client, MemLineageClient):
+            raise TypeError(
+                f"client: {type(client).__name__} given; the handler takes a "
+                "MemLineageClient (the synchronous one: its tool gate must be "
+                "synchronous, see the class's docstring; its other calls run in a "
+                "worker thread)"
+            )
         self.client = client
         self.actor = actor
         self.on_confirm = on_confirm
         self._core = _Core(user, session, user_input_keys, capture_user_input, send_values)
-        self._loop: asyncio.AbstractEventLoop | None = None
+        try:  # where a coroutine on_confirm runs until a coroutine callback says
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
 
     async def _acall(self, call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """One sidecar call off the event loop (the one place an async client will go)."""
