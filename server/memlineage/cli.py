@@ -7,6 +7,7 @@ sidecar's commands are added beside them as they land.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -85,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
             "--namespace", default="", help="namespace (default: the caller's; for sweep: all)"
         )
         sp.add_argument(
-            "--timeout", type=float, default=5.0, help="seconds to wait for an answer (5)"
+            "--timeout", type=_seconds, default=5.0, help="seconds to wait for an answer (5)"
         )
         sp.add_argument(
             "--tls-ca",
@@ -161,6 +162,12 @@ def _parser() -> argparse.ArgumentParser:
         "--key",
         help="the HMAC key the log was written with (default: $MEMLINEAGE_DECISION_LOG_KEY)",
     )
+    verify.add_argument(
+        "--partial",
+        action="store_true",
+        help="accept a chain that starts after its genesis (seq 0): the older files were "
+        "rotated away (without it, a missing head is reported: lines may have been removed)",
+    )
     shadow = sub.add_parser(
         "shadow",
         help="the candidate policy set deciding beside the serving one: status (the diff "
@@ -217,7 +224,11 @@ def _log(args: argparse.Namespace) -> int:
 
     from memlineage.engine.decision_log import verify_command
 
-    return verify_command(args.files, args.key or os.environ.get("MEMLINEAGE_DECISION_LOG_KEY"))
+    return verify_command(
+        args.files,
+        args.key or os.environ.get("MEMLINEAGE_DECISION_LOG_KEY"),
+        partial=args.partial,
+    )
 
 
 def _store(args: argparse.Namespace) -> int:
@@ -295,6 +306,18 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"{mid}: stays {a}, {why}")
     print(f"examined {examined}, {len(rows)} moved, {len(refused)} refused")
     return 0
+
+
+def _seconds(text: str) -> float:
+    """A ``--timeout``: a finite number of seconds > 0 (argparse's one-line error else,
+    not a traceback from the client; ``nan`` is not a wait)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number of seconds > 0")
+    return value
 
 
 def _remote_error(exc: Exception, args: argparse.Namespace) -> None:

@@ -23,7 +23,7 @@ POLICY = REASONING_POLICY
 KEY = "e2e-log-key"
 
 
-def verify(*files: Path, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
+def verify(*files: Path | str, key: str | None = KEY) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "MEMLINEAGE_DECISION_LOG_KEY"}
     if key is not None:
         env["MEMLINEAGE_DECISION_LOG_KEY"] = key
@@ -75,6 +75,8 @@ def test_logrotate_then_sighup_keeps_one_chain_and_verify_finds_an_edit(tmp_path
     no_key = verify(old, log, key=None)
     assert no_key.returncode == 1 and no_key.stderr.startswith(f"{old}:1: altered")
     swapped = verify(log, old)
+    assert swapped.returncode == 1 and swapped.stderr.startswith(f"{log}:1: the chain starts")
+    swapped = verify("--partial", log, old)
     assert swapped.returncode == 1
     assert swapped.stderr.startswith(f"{old}:1: a new chain (seq 0) after seq 11")
 
@@ -114,9 +116,11 @@ def test_size_rotation_and_restart_continue_the_chain(tmp_path: Path) -> None:
     ok = verify(*files)
     assert (ok.returncode, ok.stdout) == (0, "22 decisions, chain intact\n"), ok.stderr
     assert re.fullmatch(
-        r"\d+ decisions, chain intact from seq \d+ \(the files before it "
-        r"not given\)\n",
-        verify(*files[1:]).stdout,
+        r"\d+ decisions, chain intact from seq \d+ \(--partial: the lines before it "
+        r"not checked\)\n",
+        verify("--partial", *files[1:]).stdout,
     )
+    head = verify(*files[1:])  # without --partial: the head is missing
+    assert head.returncode == 1 and head.stderr.startswith(f"{files[1]}:1: the chain starts")
     gap = verify(files[0], *files[2:])
     assert gap.returncode == 1 and gap.stderr.startswith(f"{files[2]}:1: seq ")

@@ -213,6 +213,15 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     )
     assert piped.returncode == 0 and piped.stdout.count("\n") == 1
     assert "Traceback" not in piped.stderr, piped.stderr
+    # a --timeout that is no wait: argparse's line for every remote command (before:
+    # a traceback from the client for explain, shadow and sweep; nan was taken)
+    for command in (["explain", "m"], ["shadow", "status"], ["sweep"], ["check", "read", "m"]):
+        for bad in ("0", "-1", "nan", "inf"):
+            out = cli(*command, "--timeout", bad, "--target", "127.0.0.1:1")
+            assert out.returncode == 2, (command, bad, out.stderr)
+            assert out.stderr.strip().endswith(
+                f"argument --timeout: {bad!r}: must be a finite number of seconds > 0"
+            ), out.stderr
 
 
 def test_metrics_listen_where_metrics_host_says(tmp_path: Path) -> None:

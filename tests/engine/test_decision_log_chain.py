@@ -336,9 +336,11 @@ def test_rotation_by_size_keeps_the_chain_across_files(tmp_path: Path) -> None:
     assert first_of_newest["prev"] == last_of_previous["hash"]
     # out of order: named at the first line of the misplaced file
     swapped = [in_order[1], in_order[0], *in_order[2:]]
-    assert problem(verify(swapped))[:2] == (Path(in_order[0]).name, 1)
+    assert problem(verify(swapped))[:2] == (Path(in_order[1]).name, 1)  # no genesis
+    assert problem(verify(swapped, partial=True))[:2] == (Path(in_order[0]).name, 1)
     newest_first = list(reversed(in_order))
-    assert problem(verify(newest_first))[:2] == (Path(in_order[-2]).name, 1)
+    assert problem(verify(newest_first))[:2] == (Path(in_order[-1]).name, 1)  # no genesis
+    assert problem(verify(newest_first, partial=True))[:2] == (Path(in_order[-2]).name, 1)
     # a file left out in the middle: a gap at the first line of the one after it
     name, line, what = problem(verify([in_order[0], *in_order[2:]]))
     assert (name, line) == (Path(in_order[2]).name, 1) and "removed" in what
@@ -351,14 +353,22 @@ def test_rotation_keeps_n_files_and_the_rest_verifies_from_where_it_starts(tmp_p
         log.write(rec(i))
     log.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.log", "d.log.1", "d.log.2"]
-    found = verify([str(tmp_path / "d.log.2"), str(tmp_path / "d.log.1"), str(path)])
+    kept = [str(tmp_path / "d.log.2"), str(tmp_path / "d.log.1"), str(path)]
+    found = verify(kept, partial=True)
     assert found.ok and found.first_seq and found.first_seq > 0
-    assert found.describe().endswith(f"from seq {found.first_seq} (the files before it not given)")
+    assert found.describe().endswith(
+        f"from seq {found.first_seq} (--partial: the lines before it not checked)"
+    )
+    # without --partial a missing head is a problem: lines cut from the start of the
+    # oldest file look the same as files rotated away
+    name, line, what = problem(verify(kept))
+    assert (name, line) == ("d.log.2", 1)
+    assert what.startswith(f"the chain starts at seq {found.first_seq}, not at its genesis")
     # a restart after the rotation (the new file still empty) continues from FILE.1
     log = DecisionLog.open(str(path), max_bytes=10**6)
     log.write(rec(40))
     log.close()
-    assert verify([str(tmp_path / "d.log.1"), str(path)]).ok
+    assert verify([str(tmp_path / "d.log.1"), str(path)], partial=True).ok
 
 
 def test_reopen_after_logrotate_moved_the_file(tmp_path: Path) -> None:
@@ -373,7 +383,9 @@ def test_reopen_after_logrotate_moved_the_file(tmp_path: Path) -> None:
     assert len((tmp_path / "d.log-old").read_text().splitlines()) == 6
     assert [json.loads(x)["seq"] for x in path.read_text().splitlines()] == [6, 7, 8]
     assert verify([str(tmp_path / "d.log-old"), str(path)]).decisions == 9
-    assert problem(verify([str(path), str(tmp_path / "d.log-old")]))[:2] == ("d.log-old", 1)
+    swapped = [str(path), str(tmp_path / "d.log-old")]
+    assert problem(verify(swapped))[:2] == ("d.log", 1)  # it does not start at seq 0
+    assert problem(verify(swapped, partial=True))[:2] == ("d.log-old", 1)
 
 
 def test_a_stream_log_chains_too_and_close_leaves_the_stream_open(tmp_path: Path) -> None:
@@ -402,6 +414,11 @@ def test_log_verify_command(
     path.write_text("".join(lines[:1] + lines[2:]), encoding="utf-8")
     assert cli.main(["log", "verify", str(path)]) == 1
     assert capsys.readouterr().err == f"{path}:2: seq 2 follows seq 0: 1 line removed or moved\n"
+    path.write_text("".join(lines[1:]), encoding="utf-8")  # the first line removed
+    assert cli.main(["log", "verify", str(path)]) == 1
+    assert capsys.readouterr().err.startswith(f"{path}:1: the chain starts at seq 1, not at")
+    assert cli.main(["log", "verify", "--partial", str(path)]) == 0
+    assert "from seq 1 (--partial" in capsys.readouterr().out
     assert cli.main(["log", "verify", str(tmp_path / "missing")]) == 2
     assert capsys.readouterr().err.startswith("error: [Errno 2] No such file")
 

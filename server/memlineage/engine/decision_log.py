@@ -361,7 +361,7 @@ class Verified:
             return str(self.problem)
         text = f"{self.decisions} decision{'s' * (self.decisions != 1)}, chain intact"
         if self.first_seq:
-            text += f" from seq {self.first_seq} (the files before it not given)"
+            text += f" from seq {self.first_seq} (--partial: the lines before it not checked)"
         return text
 
 
@@ -405,9 +405,15 @@ def _entry(
     return seq, prev, stated
 
 
-def verify(paths: Iterable[str], key: str | bytes | None = None) -> Verified:
+def verify(
+    paths: Iterable[str], key: str | bytes | None = None, *, partial: bool = False
+) -> Verified:
     """Walk the decision-log files `paths` in order (oldest first) as one chain and
-    stop at the first line that does not fit. OSError when a file cannot be read."""
+    stop at the first line that does not fit. OSError when a file cannot be read.
+
+    The chain must start at its genesis (seq 0): lines removed from its head look
+    like older files not given, so that is a problem unless ``partial`` (the older
+    files rotated away, e.g. past ``decision_log_keep``)."""
     keyed = _key_bytes(key)
     digest = _digester(keyed)
     what_hash = "HMAC" if keyed else "hash"
@@ -429,7 +435,13 @@ def verify(paths: Iterable[str], key: str | bytes | None = None) -> Verified:
                 if (seq == 0) != (prev == GENESIS):
                     problem = "a half genesis line (seq 0 goes with prev 0...0, and only)"
                 elif last_seq < 0:
-                    pass  # the first line: a genesis, or older files rotated away
+                    if seq != 0 and not partial:  # older files rotated away, or a cut head
+                        problem = (
+                            f"the chain starts at seq {seq}, not at its genesis (seq 0): "
+                            f"{seq} line{'s' * (seq > 1)} before it are not in the files "
+                            "given (removed, or in older files: give them first, or pass "
+                            "--partial when they were rotated away)"
+                        )
                 elif seq == 0:
                     problem = (
                         f"a new chain (seq 0) after seq {last_seq}: the lines before "
@@ -452,12 +464,17 @@ def verify(paths: Iterable[str], key: str | bytes | None = None) -> Verified:
 
 
 def verify_command(
-    paths: Sequence[str], key: str | None, out: TextIO | None = None, err: TextIO | None = None
+    paths: Sequence[str],
+    key: str | None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+    *,
+    partial: bool = False,
 ) -> int:
     """`memlineage log verify`: 0 intact, 1 a problem (FILE:LINE: what), 2 unreadable."""
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        found = verify(paths, key)
+        found = verify(paths, key, partial=partial)
     except OSError as exc:
         print(f"error: {exc}", file=err)
         return 2
