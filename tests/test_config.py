@@ -47,10 +47,10 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
         ('metrics_port = "x"', "metrics_port"),
         ("[tokens.a]\nnamespaces = ['x']", "tokens.a needs a `token`"),
         ("listen = ", "c.toml"),
-        ("grpc_workers = -1", "grpc_workers must be 0 (automatic) to 1024"),
-        ("grpc_workers = 5000", "grpc_workers must be 0 (automatic) to 1024"),
-        ("access_flush_seconds = 0", "access_flush_seconds must be between 0.01 and 3600"),
-        ("access_flush_seconds = 1e9", "access_flush_seconds must be between 0.01 and 3600"),
+        ("grpc_workers = -1", "c.toml: grpc_workers: must be 0 to 1024, got -1"),
+        ("grpc_workers = 5000", "grpc_workers: must be 0 to 1024, got 5000"),
+        ("access_flush_seconds = 0", "access_flush_seconds: must be 0.01 to 3600, got 0"),
+        ("access_flush_seconds = 1e9", "access_flush_seconds: must be 0.01 to 3600, got 1e+09"),
         ("[scoring]\ncolour = 1", "unknown scoring setting(s) ['colour']"),
         ("[scoring]\nalpha = 'much'", "scoring.alpha: could not convert"),
         ("[scoring]\nalpha = [1]", "scoring.alpha: must be a number"),
@@ -61,9 +61,14 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
         # values out of their range (before: accepted, bending every score or, for a
         # port past 65535, serving on another port, the number modulo 65536)
         ('listen = "127.0.0.1:99999"', "listen port must be 0 to 65535, got 99999"),
-        ("metrics_port = 70000", "metrics_port must be 0 to 65535, got 70000"),
+        ("metrics_port = 70000", "metrics_port: must be 0 to 65535, got 70000"),
         ('store = "mysql://x"', "store must be embedded, embedded:///dir, redis://"),
-        ("grace_seconds = -1", "grace_seconds must be 0 to 3600"),
+        ("grace_seconds = -1", "grace_seconds: must be 0 to 3600, got -1"),
+        # found by an outside audit: each was accepted
+        ("compact_log_bytes = -5", "compact_log_bytes: must be 1 to 1,099,511,627,776, got -5"),
+        ("sweep_interval = inf", "sweep_interval: must be a finite number (0 to 604800), got inf"),
+        ("lineage_depth = 10000000000", "lineage_depth: must be 1 to 64, got 1e+10"),
+        ("decision_log_keep = 0", "decision_log_keep: must be 1 to 1000, got 0"),
         ("[scoring]\nalpha = -1", "scoring: alpha must be in [0, 1], got -1.0"),
         ("[scoring]\nrank_value_weight = nan", "scoring: rank_value_weight must be in [0, 1]"),
         ("[scoring]\ncredibility_priors = [['user:*', 2]]", "credibility_priors.user:* must be in"),
@@ -77,6 +82,44 @@ def test_bad_configuration_is_named(tmp_path: Path, text: str, message: str) -> 
     f.write_text(text + "\n")
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(str(f), env={})
+
+
+def test_a_range_error_names_where_the_value_was_given(tmp_path: Path) -> None:
+    """The file and key, the environment variable or the flag (before: only the setting,
+    so `--lineage-depth -3` read like a problem in the file); a Config built in code
+    is checked against the same declared ranges."""
+    from memlineage.config import Config
+
+    with pytest.raises(ConfigError, match=r"^MEMLINEAGE_LINEAGE_DEPTH: must be 1 to 64, got 0$"):
+        load_config(env={"MEMLINEAGE_LINEAGE_DEPTH": "0"})
+    with pytest.raises(ConfigError, match=r"^--lineage-depth: must be 1 to 64, got -3$"):
+        load_config(env={}, overrides={"lineage_depth": "-3"})
+    with pytest.raises(ConfigError, match=r"^redis_socket_timeout must be > 0 and <= 60, got 0$"):
+        Config(redis_socket_timeout=0.0).validated()
+
+
+def test_an_unknown_memlineage_variable_is_named_with_the_nearest_setting() -> None:
+    import subprocess
+    import sys
+
+    from memlineage.config import unknown_env
+
+    env = {"MEMLINEAGE_LISTN": "x", "MEMLINEAGE_LISTEN": "127.0.0.1:1", "MEMLINEAGE_TOKEN": "t"}
+    assert unknown_env(env) == [
+        "MEMLINEAGE_LISTN is not a setting and is ignored (did you mean MEMLINEAGE_LISTEN?)"
+    ]
+    assert unknown_env({"MEMLINEAGE_CONFIG": "c.toml", "HOME": "/"}) == []
+    out = subprocess.run(
+        [sys.executable, "-m", "memlineage", "config", "show"],
+        env={"PATH": "/usr/bin:/bin", "MEMLINEAGE_LISTN": "x"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0 and out.stderr.startswith(
+        "warning: configuration: MEMLINEAGE_LISTN is not a setting"
+    ), out.stderr
 
 
 def test_scoring_table_sets_each_field_with_its_type(tmp_path: Path) -> None:

@@ -459,11 +459,14 @@ def _config(args: argparse.Namespace) -> int:
         render_docs,
         render_show,
         resolve_config,
+        unknown_env,
     )
 
     if args.config_command == "docs":
         sys.stdout.write(render_docs())
         return 0
+    for warning in unknown_env():
+        print(f"warning: configuration: {warning}", file=sys.stderr)
     try:
         cfg, origins = resolve_config(args.config, overrides=flag_overrides(args))
     except ConfigError as exc:
@@ -477,11 +480,13 @@ def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from memlineage.config import ConfigError, flag_overrides, load_config
+    from memlineage.config import ConfigError, flag_overrides, load_config, unknown_env
     from memlineage.engine.policies import PolicyLoadError
     from memlineage.sidecar import run
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    for warning in unknown_env():
+        print(f"warning: configuration: {warning}", file=sys.stderr)
     try:
         config = load_config(args.config, overrides=flag_overrides(args))
         asyncio.run(run(config))

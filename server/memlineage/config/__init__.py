@@ -40,6 +40,7 @@ from memlineage.config.settings import (
     flag_overrides,
     load_config,
     resolve_config,
+    unknown_env,
     value_of,
 )
 
@@ -68,5 +69,6 @@ __all__ = [
     "render_docs",
     "render_show",
     "resolve_config",
+    "unknown_env",
     "value_of",
 ]

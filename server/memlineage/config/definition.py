@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from memlineage.config.kinds import FAIL_MODES, ConfigError, T, TokenGrant
+from memlineage.config.kinds import FAIL_MODES, ConfigError, Range, T, TokenGrant
 from memlineage.scoring.config import ScoringConfig
 
 # ------------------------------------------------------------------ the definition
@@ -22,6 +22,7 @@ class _Meta:
     aliases: tuple[str, ...] = ()
     choices: tuple[str, ...] = ()
     secret: bool = False  # never shown by `config show`; flag help warns about ps
+    range: Range | None = None  # a numeric setting's values (checked on every route)
 
 
 _META = "memlineage.setting"
@@ -37,9 +38,10 @@ def _setting(
     aliases: tuple[str, ...] = (),
     choices: tuple[str, ...] = (),
     secret: bool = False,
+    range: Range | None = None,
 ) -> T:
     """A Config field that is a setting (its metadata is everything but type and default)."""
-    meta = _Meta(help, section, flag, aliases, choices, secret)
+    meta = _Meta(help, section, flag, aliases, choices, secret, range)
     return field(default=default, repr=not secret, metadata={_META: meta})
 
 
@@ -60,9 +62,13 @@ class Config:
         "gRPC worker threads for unary calls, 0 to 1024; 0: automatic, 4 on embedded (CPU-bound), "
         "32 on Redis (waits on the network). Watch streams have a pool of their own",
         "serving",
+        range=Range(0, 1024),
     )
     grace_seconds: float = _setting(
-        5.0, "on SIGTERM, seconds in-flight calls get before the server stops", "serving"
+        5.0,
+        "on SIGTERM, seconds in-flight calls get before the server stops, 0 to 3600",
+        "serving",
+        range=Range(0, 3600),
     )
     tls_cert: str | None = _setting(
         None, "PEM certificate chain file; with tls_key, the server speaks TLS", "serving"
@@ -97,15 +103,20 @@ class Config:
         "Redis: seconds to wait for a reply, in (0, 60]; a store that does not answer in time "
         "is UNAVAILABLE (keep it well under the clients' deadlines, 5 s)",
         "store",
+        range=Range(0, 60, lo_open=True),
     )
     redis_connect_timeout: float = _setting(
-        1.0, "Redis: seconds to wait for a connection, in (0, 60]", "store"
+        1.0,
+        "Redis: seconds to wait for a connection, in (0, 60]",
+        "store",
+        range=Range(0, 60, lo_open=True),
     )
     compact_log_bytes: int = _setting(
         16 * 1024 * 1024,
         "embedded data dir: fold the op log into a snapshot once this many bytes of ops were "
-        "written since the last one (bounds the replay at start)",
+        "written since the last one (bounds the replay at start), 1 to 2**40",
         "store",
+        range=Range(1, 2**40),
     )
     policy_dir: str = _setting(
         "policies",
@@ -121,7 +132,10 @@ class Config:
         choices=FAIL_MODES,
     )
     lineage_depth: int = _setting(
-        16, "ancestors and descendants loaded per decision, >= 1", "policies"
+        16,
+        "ancestors and descendants loaded per decision, 1 to 64 (the deepest walk a store makes)",
+        "policies",
+        range=Range(1, 64),
     )
     shadow_policy_dir: str | None = _setting(
         None,
@@ -159,15 +173,20 @@ class Config:
         "a file log rotates to FILE.1 (older ones shift) past this size; 0: never "
         "(logrotate: rename, then SIGHUP)",
         "decisions",
+        range=Range(0, 2**50),
     )
     decision_log_keep: int = _setting(
-        5, "rotated log files kept, FILE.1 (newest) to FILE.N; >= 1", "decisions"
+        5,
+        "rotated log files kept, FILE.1 (newest) to FILE.N; 1 to 1000",
+        "decisions",
+        range=Range(1, 1000),
     )
     decision_retention: int = _setting(
         10_000,
         "decisions the store keeps per namespace for Explain and Feedback by any sidecar, also "
         "after a restart (Redis, an embedded data dir); 1 to 10000000",
         "decisions",
+        range=Range(1, 10_000_000),
     )
     record_access: bool = _setting(
         True, "count reads (last access, access count), which the value score uses", "access"
@@ -178,9 +197,13 @@ class Config:
         "the rows read since, so less often is cheaper; statistics are at most this late "
         "(Explain and the sweep flush first)",
         "access",
+        range=Range(0.01, 3600),
     )
     metrics_port: int | None = _setting(
-        None, "serve Prometheus metrics on metrics_host:PORT (unset: no endpoint)", "metrics"
+        None,
+        "serve Prometheus metrics on metrics_host:PORT (unset: no endpoint)",
+        "metrics",
+        range=Range(0, 65535),
     )
     metrics_host: str = _setting(
         "127.0.0.1",
@@ -198,14 +221,23 @@ class Config:
         "tracing",
     )
     sweep_interval: float = _setting(
-        60.0, "seconds between background governance sweep passes; 0: off", "lifecycle"
+        60.0,
+        "seconds between background governance sweep passes, 0 to 604800 (a week); 0: off",
+        "lifecycle",
+        range=Range(0, 7 * 86400),
     )
-    sweep_batch: int = _setting(1000, "memories examined per namespace per pass, >= 1", "lifecycle")
+    sweep_batch: int = _setting(
+        1000,
+        "memories examined per namespace per pass, 1 to 1000000",
+        "lifecycle",
+        range=Range(1, 1_000_000),
+    )
     max_future_seconds: float = _setting(
         300.0,
         "how far ahead of the server's clock a request's `time` may be, 0 to 86400 s (a later "
         "one is INVALID_ARGUMENT `time`); earlier times are allowed",
         "time",
+        range=Range(0, 86_400),
     )
     simulation: bool = _setting(
         False,
@@ -224,6 +256,11 @@ class Config:
         return self.store
 
     def validated(self) -> Config:
+        for f in fields(self):  # each numeric setting's declared range
+            meta: _Meta | None = f.metadata.get(_META)
+            problem = meta.range.problem(getattr(self, f.name)) if meta and meta.range else None
+            if problem is not None:
+                raise ConfigError(f"{f.name} {problem}")
         if self.fail_mode not in FAIL_MODES:
             raise ConfigError(f"fail_mode must be one of {FAIL_MODES}, got {self.fail_mode!r}")
         host, sep, port = self.listen.rpartition(":")
@@ -231,8 +268,6 @@ class Config:
             raise ConfigError(f"listen must be HOST:PORT, got {self.listen!r}")
         if int(port) > 65535:  # gRPC would take it modulo 65536: another port
             raise ConfigError(f"listen port must be 0 to 65535, got {port}")
-        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
-            raise ConfigError(f"metrics_port must be 0 to 65535, got {self.metrics_port}")
         if not self.metrics_host or any(c.isspace() for c in self.metrics_host):
             raise ConfigError(f"metrics_host must be an address, got {self.metrics_host!r}")
         if not re.match(r"(embedded(://.+)?|rediss?://.+|redis\+cluster://.+)$", self.store):
@@ -240,30 +275,12 @@ class Config:
                 f"store must be embedded, embedded:///dir, redis://host:port/db or "
                 f"redis+cluster://h1:p1,h2:p2, got {self.store!r}"
             )
-        if not 0 <= self.grace_seconds <= 3600:
-            raise ConfigError(f"grace_seconds must be 0 to 3600, got {self.grace_seconds:g}")
         try:
             self.scoring.check()
         except ValueError as exc:
             raise ConfigError(f"scoring: {exc}") from None
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ConfigError("tls_cert and tls_key go together")
-        if self.lineage_depth < 1:
-            raise ConfigError("lineage_depth must be >= 1")
-        if self.sweep_interval < 0 or self.sweep_batch < 1:
-            raise ConfigError("sweep_interval must be >= 0 and sweep_batch >= 1")
-        if not 0.01 <= self.access_flush_seconds <= 3600:
-            raise ConfigError("access_flush_seconds must be between 0.01 and 3600")
-        if not 0 <= self.grpc_workers <= 1024:
-            raise ConfigError("grpc_workers must be 0 (automatic) to 1024")
-        if not (0 < self.redis_socket_timeout <= 60 and 0 < self.redis_connect_timeout <= 60):
-            raise ConfigError(
-                "redis_socket_timeout and redis_connect_timeout must be in (0, 60] seconds"
-            )
-        if not 1 <= self.decision_retention <= 10_000_000:
-            raise ConfigError("decision_retention must be between 1 and 10000000")
-        if self.decision_log_max_bytes < 0 or self.decision_log_keep < 1:
-            raise ConfigError("decision_log_max_bytes must be >= 0 and decision_log_keep >= 1")
         if not (
             self.tracing in ("off", "console")
             or (self.tracing.startswith("file:") and len(self.tracing) > 5)
@@ -273,8 +290,6 @@ class Config:
                 "tracing must be off, console, file:PATH or an http(s):// OTLP endpoint, "
                 f"got {self.tracing!r}"
             )
-        if not 0 <= self.max_future_seconds <= 86_400:
-            raise ConfigError("max_future_seconds must be between 0 and 86400")
         if self.simulation and not self.store_url().startswith("embedded"):
             raise ConfigError(
                 "simulation needs the embedded store: sidecars sharing a Redis run on wall time"

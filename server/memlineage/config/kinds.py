@@ -30,6 +30,41 @@ class TokenGrant:
     name: str = ""  # how logs name the caller (the `[tokens.NAME]` table, or envN/flagN)
 
 
+@dataclass(frozen=True, slots=True)
+class Range:
+    """The values a numeric setting takes: ``lo`` to ``hi`` (either None: unbounded),
+    ``lo`` itself excluded when ``lo_open``; a float must also be finite. Declared
+    with the setting, checked on every route where the value is read (so the error
+    names the file, variable or flag it came from)."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+
+    def problem(self, value: object) -> str | None:
+        """Why ``value`` is out of range (None: it is in range, or not a number)."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"must be a finite number ({self.describe()}), got {value}"
+        low = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
+        if low or (self.hi is not None and value > self.hi):
+            return f"must be {self.describe()}, got {value:g}"
+        return None
+
+    def describe(self) -> str:
+        def num(x: float) -> str:
+            return f"{x:g}" if abs(x) < 1e6 else f"{int(x):,}"
+
+        if self.lo is not None and self.hi is not None:
+            if self.lo_open:
+                return f"> {num(self.lo)} and <= {num(self.hi)}"
+            return f"{num(self.lo)} to {num(self.hi)}"
+        if self.lo is not None:
+            return f"{'>' if self.lo_open else '>='} {num(self.lo)}"
+        return f"<= {num(self.hi)}" if self.hi is not None else "any number"
+
+
 # ------------------------------------------------------------------ value kinds
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from memlineage.config.definition import _META, _TABLE_META, Config, _Meta
 from memlineage.config.help import _SCORING_HELP, SECTIONS
-from memlineage.config.kinds import _KINDS, BOOL, CONFIG_ENV, ConfigError, Kind
+from memlineage.config.kinds import _KINDS, BOOL, CONFIG_ENV, ConfigError, Kind, Range
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +29,7 @@ class Setting:
     aliases: tuple[str, ...] = ()
     choices: tuple[str, ...] = ()
     secret: bool = False
+    range: Range | None = None
 
 
 def _default(f: Field[Any]) -> Any:
@@ -82,6 +83,7 @@ def _build_settings() -> tuple[Setting, ...]:
                 aliases=meta.aliases,
                 choices=meta.choices,
                 secret=meta.secret,
+                range=meta.range,
             )
         )
     known = {s for s, _, _ in SECTIONS}
@@ -101,9 +103,13 @@ _TABLES = {f.name: f.metadata[_TABLE_META] for f in fields(Config) if _TABLE_MET
 
 def _convert(setting: Setting, raw: object, where: str, route: str) -> Any:
     try:
-        return setting.kind.convert(raw, route)
+        value = setting.kind.convert(raw, route)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{where}: {exc}") from exc
+    problem = setting.range.problem(value) if setting.range is not None else None
+    if problem is not None:  # named where it was given, not only as the setting
+        raise ConfigError(f"{where}: {problem}")
+    return value
 
 
 def _file_layer(path: str) -> dict[str, tuple[Any, str]]:
@@ -149,6 +155,25 @@ def _flag_layer(overrides: Mapping[str, object]) -> dict[str, tuple[Any, str]]:
         if s is None:
             raise ConfigError(f"unknown setting {key!r}")
         out[key] = (_convert(s, value, s.flag, "flag"), f"flag {s.flag}")
+    return out
+
+
+CLIENT_ENV = ("MEMLINEAGE_TOKEN",)
+"""Variables of the CLI's client commands (not settings of the sidecar)."""
+
+
+def unknown_env(env: Mapping[str, str] | None = None) -> list[str]:
+    """A warning per ``MEMLINEAGE_*`` variable that is no setting (a typo such as
+    ``MEMLINEAGE_LISTN`` is otherwise ignored without a word), with the nearest name."""
+    import difflib
+
+    env = os.environ if env is None else env
+    known = {s.env for s in SETTINGS} | {CONFIG_ENV, *CLIENT_ENV}
+    out = []
+    for name in sorted(n for n in env if n.startswith("MEMLINEAGE_") and n not in known):
+        near = difflib.get_close_matches(name, sorted(known), n=1)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        out.append(f"{name} is not a setting and is ignored{hint}")
     return out
 
 
