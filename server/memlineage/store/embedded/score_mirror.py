@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from memlineage.store.embedded.row import Row
 
 _set = object.__setattr__
+_IX = attrgetter("_ix")
 
 _FLOAT_COLUMNS = (
     "confidence",
@@ -128,9 +129,12 @@ class Columns:
     order (``Pairs``), gathered as (row, source) pairs for the requested rows.
     """
 
-    def __init__(self, capacity: int = 64) -> None:
+    def __init__(self, rows: Mapping[str, Row] | None = None, capacity: int = 64) -> None:
         self.n = 0
-        self.index: dict[str, int] = {}
+        # id -> its row (the namespace's rows: `Space.rows`); an attached row knows
+        # its column row (``_ix``), so no id -> column index of its own is kept (a
+        # dictionary as large as the namespace, built again at every restart)
+        self.rows: Mapping[str, Row] = {} if rows is None else rows
         for name in _FLOAT_COLUMNS:
             setattr(self, name, np.zeros(capacity, dtype=np.float64))
         for name in _INT_COLUMNS:
@@ -195,7 +199,6 @@ class Columns:
         if ix == self.confidence.shape[0]:
             self._grow()
         self.n = ix + 1
-        self.index[row.id] = ix
         _set(row, "_cols", self)
         _set(row, "_ix", ix)
         self.derivations[ix] = len(row._kids)
@@ -227,7 +230,6 @@ class Columns:
         if self.confidence.shape[0] < start + n:
             self._grow(start + n)
         at = slice(start, start + n)
-        self.index.update(zip(map(attrgetter("id"), rows), range(start, start + n), strict=True))
         for _ in map(_set, rows, repeat("_cols"), repeat(self)):
             pass
         for _ in map(_set, rows, repeat("_ix"), range(start, start + n)):
@@ -321,10 +323,12 @@ class Columns:
         if not ids:
             return None
         try:
-            found = itemgetter(*ids)(self.index) if len(ids) > 1 else (self.index[ids[0]],)
+            found = itemgetter(*ids)(self.rows) if len(ids) > 1 else (self.rows[ids[0]],)
         except (KeyError, TypeError):  # unknown, or not even hashable: the checked path
             return None
-        at = np.fromiter(found, dtype=np.intp, count=len(ids))
+        at = np.fromiter(map(_IX, found), dtype=np.intp, count=len(ids))
+        if at.min() < 0:  # a row not attached yet (none is, outside the store's lock)
+            return None
         if len(ids) > 1:
             if self.n <= 64 * len(ids):
                 seen = np.zeros(self.n, dtype=bool)
@@ -342,9 +346,9 @@ class Columns:
         if at is None:
             at = self.rows_of(ids)  # every id known (the usual case): the lookups in C
         if at is None:
-            index = self.index
-            ids = [i for i in ids if i in index]
-            at = np.fromiter((index[i] for i in ids), dtype=np.intp, count=len(ids))
+            rows = self.rows
+            ids = [i for i in ids if i in rows and rows[i]._cols is self]
+            at = np.fromiter((rows[i]._ix for i in ids), dtype=np.intp, count=len(ids))
         c_row, c_src = self.confirm.gather(self.confirm_at, self.confirm_n, at)
         x_row, x_src = self.contra.gather(self.contra_at, self.contra_n, at)
         return ScoreColumns(

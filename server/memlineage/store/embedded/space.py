@@ -26,8 +26,9 @@ class Space:
     sources: dict[str, list[float]] = field(default_factory=dict)
     """Source statistics: creator id -> [ok, bad]."""
     review: ReviewQueue = field(default_factory=ReviewQueue)
-    cols: Columns = field(default_factory=Columns)
-    """Score inputs of every row, as numpy columns (``score_columns``)."""
+    cols: Columns = field(init=False)
+    """Score inputs of every row, as numpy columns (``score_columns``), found
+    through ``rows``."""
     versions: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Earlier versions of revised memories: id -> their row JSON (no status
     history), oldest first."""
@@ -38,3 +39,6 @@ class Space:
     """Change stamp (``row.STAMPS``) of the last change of the source statistics."""
     counted: int = 0
     """Change stamp of the last event counted in ``counters``."""
+
+    def __post_init__(self) -> None:
+        self.cols = Columns(self.rows)
