@@ -501,3 +501,39 @@ def test_a_large_load_is_moved_out_of_the_collectors_generations(tmp_path: Path)
         store.close()
     finally:
         gc.unfreeze()
+
+
+def test_a_snapshot_omits_columns_at_their_default_and_reads_either_form(tmp_path: Path) -> None:
+    """A part leaves out the columns every one of its rows has at the field's default
+    (a quarter less to write and to parse at a restart); a part that lists them all,
+    as snapshots written before did, reads the same."""
+    store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    for i in range(30):
+        store.record(mem(f"m{i}", *((f"m{i - 1}",) if i else ())))
+    store.record(mem("claim", value="Paris"))
+    store.compact()
+    live = store.get_many(NS, [f"m{i}" for i in range(30)] + ["claim"], with_history=True)
+    store.close()
+    db = sqlite3.connect(tmp_path / DB_NAME)
+    [(data,)] = db.execute("SELECT data FROM snapshot WHERE part = 1").fetchall()
+    columns = json.loads(data)["c"]
+    assert {"id", "creator_id", "dependencies"} <= set(columns)
+    assert "value" in columns  # one row has one
+    assert not {"successor", "confirmed_by", "reviewed_at"} & set(columns)
+    reopened = EmbeddedStore(tmp_path)
+    assert reopened.get_many(NS, list(live), with_history=True) == live
+    reopened.close()
+    # the older form: every column, defaults written out
+    part = json.loads(data)
+    n = len(part["v"])
+    for name in ("successor", "confirmed_by", "contradicted_by", "reviewed_at"):
+        part["c"][name] = [[] if name.endswith("_by") else None] * n
+    text = json.dumps(part, separators=(",", ":"))
+    db.execute(
+        "UPDATE snapshot SET data = ?, crc = ? WHERE part = 1", (text, persistence.crc(1, text))
+    )
+    db.commit()
+    db.close()
+    reopened = EmbeddedStore(tmp_path)
+    assert reopened.get_many(NS, list(live), with_history=True) == live
+    reopened.close()

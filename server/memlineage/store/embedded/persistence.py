@@ -63,7 +63,9 @@ import sqlite3
 import threading
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
+from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +107,7 @@ _SCHEMA = (
 )
 _INSERT_OP = "INSERT INTO ops (seq, op, crc) VALUES (?, ?, ?)"
 _DEFAULTS = {f.name: f.default for f in MemoryRecord.__dataclass_fields__.values()}
+_NO_DEFAULT = MISSING
 _TUPLES = ("tags", "dependencies", "confirmed_by", "contradicted_by")
 _set = object.__setattr__
 
@@ -221,7 +224,7 @@ def _load_snapshot(db: sqlite3.Connection, path: Path, state: State) -> int:
     loaded: dict[str, list[Row]] = {ns: [] for ns in spaces}
     # the score columns' fields as read, per namespace: `link_many` copies them
     # into the columns instead of reading them back from every row
-    mirrored = [f for f in known if f in SCORED]
+    mirrored = [f for f in ROW_FIELDS if f in SCORED]
     scored: dict[str, dict[str, list[Any]]] = {ns: {f: [] for f in mirrored} for ns in spaces}
     expected = 1
     for part, data, stored in cur:
@@ -241,8 +244,10 @@ def _load_snapshot(db: sqlite3.Connection, path: Path, state: State) -> int:
             due = zip(ids, review, strict=True)
             sp.review.next.update((i, at) for i, at in due if at is not None)
             loaded[ns].extend(rows)
-            for f, col in scored[ns].items():
-                col.extend(columns[f])
+            for f, col in scored[ns].items():  # a column a part omits: its default
+                col.extend(
+                    columns[f] if f in columns and f in known else repeat(_DEFAULTS[f], len(rows))
+                )
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise StoreCorruptError(path, f"{what} is malformed ({_problem(exc)})") from exc
         expected += 1
@@ -422,6 +427,19 @@ def _sync_dir(directory: Path) -> None:
 # -- writing ------------------------------------------------------------------------------
 
 
+def _columns(chunk: list[Row]) -> dict[str, list[Any]]:
+    """A chunk's rows column-wise, without the columns every row of it has at the
+    field's default (``None``, ``()``, ``0``: most fields of most rows; a reader
+    fills a missing column with the default): less text to write and to parse."""
+    out: dict[str, list[Any]] = {}
+    for f in ROW_FIELDS:
+        col = list(map(attrgetter(f), chunk))
+        default = _DEFAULTS.get(f, _NO_DEFAULT)
+        if default is _NO_DEFAULT or col.count(default) != len(col):
+            out[f] = col
+    return out
+
+
 def _snapshot_parts(state: State, seq: int) -> Iterator[tuple[int, str]]:
     """The snapshot as (part, JSON text): rows column-wise in chunks of CHUNK_ROWS,
     then the header (part 0).  Rows keep insertion order (the columns' order)."""
@@ -438,7 +456,7 @@ def _snapshot_parts(state: State, seq: int) -> Iterator[tuple[int, str]]:
                 _dumps(
                     {
                         "n": ns,
-                        "c": {f: [getattr(r, f) for r in chunk] for f in ROW_FIELDS},
+                        "c": _columns(chunk),
                         "v": [nxt.get(r.id) for r in chunk],
                     }
                 ),
