@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("memlineage.server")
 STORE_PING_SECONDS = 0.5
+CASCADE_SECONDS = 30.0  # how often cascades left half-way are looked for (Redis)
 
 
 @dataclass
@@ -183,7 +184,26 @@ async def start_sidecar(
         )
     )
     sidecar.tasks.append(asyncio.create_task(_watch_store(store, served, STORE_PING_SECONDS)))
+    sidecar.tasks.append(asyncio.create_task(_finish_cascades_forever(store, CASCADE_SECONDS)))
     return sidecar
+
+
+async def _finish_cascades_forever(store: LineageStore, interval: float) -> None:
+    """Finish the cascades a stopped sidecar (or a Redis gone mid-walk) left half-way:
+    at start every one noted (another sidecar's walk in progress is walked twice,
+    harmlessly: marking is idempotent), then every `interval` s those noted at least
+    that long ago. A failed round is logged and retried."""
+    loop = asyncio.get_running_loop()
+    min_age = 0.0
+    while True:
+        try:
+            await loop.run_in_executor(None, store.finish_cascades, min_age)
+        except StoreUnavailableError as exc:
+            log.warning("finishing stopped cascades failed, retried in %g s: %s", interval, exc)
+        except Exception:
+            log.exception("finishing stopped cascades failed; retried in %g s", interval)
+        min_age = interval
+        await asyncio.sleep(interval)
 
 
 def flush(engine: Engine, compact_log_bytes: int) -> int:

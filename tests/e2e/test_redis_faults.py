@@ -5,12 +5,14 @@ NOT_SERVING, and both come back after SIGCONT without a restart."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 import pytest
@@ -28,7 +30,7 @@ TOKENS = (TokenGrant("tok", (NS,), name="t"),)
 DEADLINE = 5.0  # the client's deadline: a dead store must answer well within it
 BOUND = 2.5  # socket timeout (1 s) plus one reconnect and the RPC itself
 KEY_LAYOUT = re.compile(
-    r"ml:namespaces|ml:\{(?P<ns>[^{}]+)\}:(?:(?:m|d|h|c|w|cg):.+|e|cw|ca|ev|src|rv|dec|dix)"
+    r"ml:namespaces|ml:\{(?P<ns>[^{}]+)\}:(?:(?:m|d|h|c|w|cg):.+|e|cw|ca|ev|src|rv|dec|dix|pc)"
 )
 
 
@@ -207,3 +209,65 @@ def test_sigkill_during_concurrent_records_converges(server: RedisServer) -> Non
             check_invariants(r, ok)
         finally:
             r.close()
+
+
+def test_sigkill_of_the_sidecar_mid_cascade_is_finished_by_the_next_one(
+    tmp_path: Path,
+) -> None:
+    """A revoke's cascade is walked in chunks: the sidecar SIGKILLed half-way leaves
+    it noted (``ml:{ns}:pc``), and the next sidecar over the same Redis finishes it at
+    start: in Redis itself, every descendant pending and no note left. Before, the
+    memories below the kill stayed active for good."""
+    from memlineage.lineage import MemoryRecord
+    from memlineage.store import open_store
+    from support.redis_servers import start_redis_server
+    from support.serve_process import ServeProcess
+
+    server = start_redis_server(tmp_path)
+    env = {"MEMLINEAGE_TOKENS": f"tok={NS}"}
+    args = ["--store", server.url, "--policies", BUNDLED_POLICIES, "--decision-log", "off"]
+    r = server.client(socket_timeout=5, decode_responses=True)
+    try:
+        for attempt, n in enumerate((3000, 8000, 20000)):
+            r.flushall()
+            ids = [f"a{attempt}c{i}" for i in range(n)]
+            with open_store(server.url) as store:  # a long chain: one chunk per level
+                for i, mid in enumerate(ids):
+                    deps = (ids[i - 1],) if i else ()
+                    store.record(
+                        MemoryRecord(id=mid, namespace=NS, creator_id="tool:t", dependencies=deps)
+                    )
+            sidecar = ServeProcess(args, env=env)
+            asking = threading.Thread(target=_quietly, args=(sidecar.address, ids[0]), daemon=True)
+            asking.start()
+            deadline = time.monotonic() + 10
+            while r.hget(f"ml:{{{NS}}}:m:{ids[n // 20]}", "S") == "active":
+                assert time.monotonic() < deadline, "the cascade did not start"
+                time.sleep(0.005)
+            sidecar.kill()  # SIGKILL, mid-walk
+            left = [i for i in ids[1:] if r.hget(f"ml:{{{NS}}}:m:{i}", "S") == "active"]
+            if left:
+                break  # stopped half-way: what the test is about
+        assert left, "every cascade finished before the kill"
+        assert r.hkeys(f"ml:{{{NS}}}:pc") == [ids[0]]
+        sidecar = ServeProcess(args, env=env)  # the next sidecar over the same Redis
+        try:
+            deadline = time.monotonic() + 60
+            while r.hlen(f"ml:{{{NS}}}:pc"):
+                assert time.monotonic() < deadline, "the next sidecar did not finish it"
+                time.sleep(0.1)
+            got = {r.hget(f"ml:{{{NS}}}:m:{i}", "S") for i in ids[1:]}
+            assert got == {"pending_verification"}
+            assert r.hget(f"ml:{{{NS}}}:m:{ids[0]}", "S") == "revoked"
+        finally:
+            sidecar.stop()
+    finally:
+        r.close()
+        server.stop()
+
+
+def _quietly(address: str, memory_id: str) -> None:
+    """Revoke `memory_id` (as its tool, whom the bundled policies let); the sidecar is
+    killed while it walks the cascade, so the call fails: that is expected."""
+    with contextlib.suppress(MemLineageError):
+        client(address).revoke(memory_id, "bad", actor="tool:t")

@@ -317,6 +317,15 @@ class LineageStore(
         a data directory), does nothing and returns False."""
         return False
 
+    def finish_cascades(self, min_age: float = 0.0, now: float | None = None) -> int:
+        """Maintenance hook, called by the server at start and then periodically:
+        finish the cascades a stopped process left half-way (begun at least
+        ``min_age`` seconds ago); returns how many it resumed.
+
+        This default, for stores whose status change and cascade are one step (the
+        embedded store), has nothing to finish."""
+        return 0
+
     def __enter__(self) -> LineageStore:
         return self
 

@@ -39,6 +39,7 @@ from memlineage.store.redis_codec import (
 )
 
 log = logging.getLogger("memlineage.store")
+_US = "\x1f"  # the separator of a pending cascade's note (as of history entries)
 
 
 class RedisChanges(RedisBase):
@@ -68,6 +69,7 @@ class RedisChanges(RedisBase):
         if only_from is not None:
             sources &= only_from
         cascades = target in CASCADE_TRIGGERS
+        walk_reason = cascade_reason(target, reason)
         keys = [
             rkey,
             k.derivations(namespace, memory_id),
@@ -75,6 +77,7 @@ class RedisChanges(RedisBase):
             claim_key,
             k.record(namespace, successor) if successor else rkey,
             k.events(namespace),
+            k.pending_cascades(namespace),
         ]
         args = [
             target.value,
@@ -87,6 +90,7 @@ class RedisChanges(RedisBase):
             self.limits.history_length,
             "1" if claim_key != rkey else "0",
             self._retention,
+            _US.join((memory_id, target.value, walk_reason, repr(now))) if cascades else "",
         ]
         out = self._run("set_status", keys, args, namespace)
         if out[0] == 0:
@@ -101,6 +105,10 @@ class RedisChanges(RedisBase):
                 )
             if code == "NOSUCCESSOR":
                 raise NotFoundError(f"no memory {successor!r} in this namespace", field="successor")
+            if cascades and detail == target.value:
+                # a retry of a change whose cascade was stopped (its sidecar killed,
+                # Redis gone): the walk is finished before the refusal is answered
+                self._resume_cascade(namespace, memory_id)
             raise TransitionError(
                 f"memory {memory_id!r} cannot go from {detail} to {target.value}",
                 current=detail,
@@ -117,7 +125,7 @@ class RedisChanges(RedisBase):
                 memory_id,
                 target.value,
                 children,
-                cascade_reason(target, reason),
+                walk_reason,
                 now,
             )
         return CascadeResult(
@@ -190,7 +198,72 @@ class RedisChanges(RedisBase):
                         seen.add(c)
                         nxt.append(c)
             frontier = nxt
+        with self._guard(self.keys.pending_cascades(namespace)):  # the walk is done
+            self.client.hdel(self.keys.pending_cascades(namespace), start)
         return affected, len(seen) - 1
+
+    def _resume_cascade(self, namespace: str, start: str) -> int:
+        """Walk again the cascade noted for ``start`` (see ``ml:{ns}:pc``), if one is:
+        marking is idempotent (a marked descendant is skipped, its children still
+        walked), so a walk stopped half-way is finished and its note removed. Returns
+        how many it marked."""
+        key = self.keys.pending_cascades(namespace)
+        with self._guard(key):
+            note = cast("str | None", self.client.hget(key, start))
+        if note is None:
+            return 0
+        parts = note.split(_US)
+        if len(parts) != 4:
+            raise StoreCorruptError(
+                key, f"field {start!r} is not root, status, reason and time", store="redis"
+            )
+        root, root_status, reason, at = parts
+        with self._guard(self.keys.derivations(namespace, start)):
+            children = cast(
+                "list[str]", self.client.lrange(self.keys.derivations(namespace, start), 0, -1)
+            )
+        affected, _ = self._cascade(
+            namespace, start, root, root_status, children, reason, float(at)
+        )
+        if affected:
+            log.warning(
+                "redis: the cascade from %r in namespace %r had stopped half-way; "
+                "resumed, %d more descendants marked",
+                start,
+                namespace,
+                len(affected),
+            )
+        return len(affected)
+
+    def finish_cascades(self, min_age: float = 0.0, now: float | None = None) -> int:
+        """Resume every cascade noted at least ``min_age`` seconds ago and not finished
+        (a sidecar killed, or Redis stopped, mid-walk); the store's maintenance, run by
+        the sidecar at start and then periodically. Returns how many were resumed."""
+        import time
+
+        now = time.time() if now is None else now
+        with self._guard(self.keys.namespaces()):
+            spaces = sorted(cast("set[str]", self.client.smembers(self.keys.namespaces())))
+        resumed = 0
+        for ns in spaces:
+            key = self.keys.pending_cascades(ns)
+            with self._guard(key):
+                notes = cast("dict[str, str]", self.client.hgetall(key))
+            for start, note in sorted(notes.items()):
+                at = note.rsplit(_US, 1)[-1]
+                try:
+                    age = now - float(at)
+                except ValueError:
+                    age = min_age  # malformed: `_resume_cascade` names it
+                if age < min_age:
+                    continue
+                try:
+                    self._resume_cascade(ns, start)
+                except StoreCorruptError as exc:  # that walk stays noted; the others go on
+                    log.error("redis: the cascade from %r cannot be resumed: %s", start, exc)
+                    continue
+                resumed += 1
+        return resumed
 
     def _add_dependencies(
         self,
@@ -225,6 +298,7 @@ class RedisChanges(RedisBase):
             ]
             keys += [k.record(namespace, d) for d in deps]
             keys += [k.derivations(namespace, d) for d in deps]
+            keys.append(k.pending_cascades(namespace))
             args = [
                 memory_id,
                 len(deps),

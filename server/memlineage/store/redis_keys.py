@@ -28,6 +28,11 @@ Layout (prefix ``ml``)::
     ml:{ns}:g                   hash    grant id -> the grant's JSON (written once)
     ml:{ns}:gu                  hash    grant id -> uses spent
     ml:{ns}:pp                  hash    memory id -> the sweep's proposal for it (JSON)
+    ml:{ns}:pc                  hash    cascades begun and not yet finished: the id a walk
+                                        starts from -> "root US root status US reason US
+                                        time" (set with the change that starts it, removed
+                                        once every descendant is marked; resumed if a
+                                        sidecar or Redis stopped it half-way)
     ml:namespaces               set     every namespace holding a memory (outside the slots)
 """
 
@@ -55,6 +60,7 @@ _TYPED_BY_NAME = {
     "g": "hash",
     "gu": "hash",
     "pp": "hash",
+    "pc": "hash",
 }
 """The Redis type of each single key of a namespace, as the layout says."""
 
@@ -90,6 +96,10 @@ class RedisKeys:
 
     def proposals(self, namespace: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:pp"
+
+    def pending_cascades(self, namespace: str) -> str:
+        """Cascades begun and not finished (see the layout): what resumes them."""
+        return f"{self.prefix}:{{{namespace}}}:pc"
 
     def grants(self, namespace: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:g"

@@ -59,11 +59,13 @@ SET_STATUS = (
 -- Check and apply one status change; return the record with its history and children.
 -- KEYS[1] record hash   KEYS[2] derivation list   KEYS[3] history list
 -- KEYS[4] claim key (KEYS[1] when none)   KEYS[5] successor record hash (KEYS[1] when none)
--- KEYS[6] event stream of the namespace
+-- KEYS[6] event stream of the namespace   KEYS[7] pending cascades of the namespace
 -- ARGV[1] target status   ARGV[2] " statuses allowed to reach target "
 -- ARGV[3] expected version or ""   ARGV[4] now   ARGV[5] reason   ARGV[6] id
 -- ARGV[7] successor id or ""   ARGV[8] history cap   ARGV[9] "1" to release the claim
--- ARGV[10] event retention
+-- ARGV[10] event retention   ARGV[11] the cascade this change starts ("" when none),
+-- noted in KEYS[7] under the id with the change: the walk is chunked, and a stopped
+-- one is resumed from the note until it is removed (the walk's end)
 -- Returns {1, HGETALL, history, derivations (the cascade's first frontier)} | {0, "NOTFOUND", ""}
 --       | {0, "VERSION", actual} | {0, "TRANSITION", current} | {0, "NOSUCCESSOR", ""}
 local cur = redis.call('HGET', KEYS[1], 'S')
@@ -78,7 +80,9 @@ ml_expect_type(KEYS[2], 'list')
 ml_expect_type(KEYS[3], 'list')
 if ARGV[9] == '1' and KEYS[4] ~= KEYS[1] then ml_expect_type(KEYS[4], 'string') end
 ml_expect_type(KEYS[6], 'stream')
+if ARGV[11] ~= '' then ml_expect_type(KEYS[7], 'hash') end
 redis.call('HSET', KEYS[1], 'S', ARGV[1])
+if ARGV[11] ~= '' then redis.call('HSET', KEYS[7], ARGV[6], ARGV[11]) end
 local new_version = redis.call('HINCRBY', KEYS[1], 'V', 1)
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'u', ARGV[7]) end
 push_history(KEYS[3], ARGV[4] .. US .. cur .. US .. ARGV[1] .. US .. ARGV[5] .. US .. ARGV[6],
@@ -246,6 +250,7 @@ ADD_DEPENDENCIES = (
 -- KEYS[1] record hash   KEYS[2] history list   KEYS[3] namespace graph epoch
 -- KEYS[4] derivation list of the memory   KEYS[5] event stream of the namespace
 -- KEYS[5+i] record hash of new dependency i, KEYS[5+n+i] its derivation list (i = 1..n)
+-- KEYS[6+2n] pending cascades of the namespace (a tainting edge notes its cascade there)
 -- ARGV[1] id   ARGV[2] n   ARGV[3] expected version   ARGV[4] epoch seen ("" when unset)
 -- ARGV[5] new value of field d   ARGV[6] " tainted statuses "   ARGV[7] " markable statuses "
 -- ARGV[8] now   ARGV[9] history cap   ARGV[10] event retention
@@ -273,6 +278,7 @@ ml_expect_type(KEYS[2], 'list')
 ml_expect_type(KEYS[4], 'list')
 ml_expect_type(KEYS[5], 'stream')
 for i = 1, n do ml_expect_type(KEYS[5 + n + i], 'list') end
+ml_expect_type(KEYS[6 + 2 * n], 'hash')
 redis.call('HSET', KEYS[1], 'd', ARGV[5])
 local new_version = tostring(redis.call('HINCRBY', KEYS[1], 'V', 1))
 redis.call('INCR', KEYS[3])
@@ -286,6 +292,8 @@ if taint_i and string.find(ARGV[7], ' ' .. cur .. ' ', 1, true) then
     why .. US .. ARGV[10 + taint_i], tonumber(ARGV[9]))
   emit(KEYS[5], ARGV[10], 't', 'status_changed', 'm', ARGV[1], 'a', ARGV[8],
     's', 'pending_verification', 'f', cur, 'w', why, 'r', ARGV[10 + taint_i], 'v', new_version)
+  redis.call('HSET', KEYS[6 + 2 * n], ARGV[1],
+    ARGV[10 + taint_i] .. US .. taint_st .. US .. why .. US .. ARGV[8])
   return {1, ARGV[10 + taint_i], why, redis.call('LRANGE', KEYS[4], 0, -1), taint_st}
 end
 return {1, '', '', {}, ''}
