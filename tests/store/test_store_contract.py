@@ -353,6 +353,21 @@ def test_supersede_links_successor_and_cascades(store: LineageStore) -> None:
     assert store.current_claim(NS, "user:42", "city").id == "new"  # type: ignore[union-attr]
 
 
+def test_a_compressed_claim_holder_is_superseded_by_a_new_value(store: LineageStore) -> None:
+    """The sweep compresses memories on its own: a compressed holder of a claim must
+    not block every later value of it (before: "cannot go from compressed to
+    superseded", on every backend)."""
+    store.record(mem("old", subject="user:42", attribute="city", value="Paris"))
+    store.record(mem("summary", "old"))
+    store.set_status(NS, "old", Status.COMPRESSED, reason="summarised into summary")
+    outcome = store.record_claim(
+        mem("new", subject="user:42", attribute="city", value="Rome"), supersede="old"
+    )
+    assert outcome.superseded_id == "old" and outcome.affected == ("summary",)
+    assert (store.get(NS, "old").status, store.get(NS, "old").successor) == ("superseded", "new")
+    assert store.current_claim(NS, "user:42", "city").id == "new"  # type: ignore[union-attr]
+
+
 def test_current_claim_follows_latest_and_is_released_on_revoke(store: LineageStore) -> None:
     assert store.current_claim(NS, "user:42", "city") is None
     store.record(mem("m1", subject="user:42", attribute="city", value="Paris"))

@@ -46,7 +46,12 @@ TRANSITIONS: dict[Status, frozenset[Status]] = {
     S.ARCHIVED: frozenset(
         {S.ACTIVE, S.PENDING_VERIFICATION, S.REVOKED, S.SUPERSEDED, S.COMPRESSED, S.EVICTED}
     ),
-    S.COMPRESSED: frozenset({S.PENDING_VERIFICATION, S.REVOKED, S.ARCHIVED, S.EVICTED}),
+    # superseded: a new value of the claim a compressed memory holds replaces it (it
+    # was refused, and with it every new value of that claim, once the sweep compressed
+    # the holder)
+    S.COMPRESSED: frozenset(
+        {S.PENDING_VERIFICATION, S.REVOKED, S.SUPERSEDED, S.ARCHIVED, S.EVICTED}
+    ),
     S.SUPERSEDED: frozenset({S.REVOKED, S.ARCHIVED, S.EVICTED}),
     S.REVOKED: frozenset({S.EVICTED}),
     S.EVICTED: frozenset(),
