@@ -173,9 +173,13 @@ for j = 1, g do
     count(y[2] .. suffix)
   end
 end
-if #incr_order > 0 then
-  local stats = redis.call('HMGET', KEYS[6], unpack(incr_order))
-  for i, f in ipairs(incr_order) do
+-- read in slices: Lua's unpack stops at ~8,000 values (a claim whose peers come from
+-- that many sources answered "too many results to unpack" to every later Record)
+for first = 1, #incr_order, 1000 do
+  local part = {}
+  for i = first, math.min(first + 999, #incr_order) do part[#part + 1] = incr_order[i] end
+  local stats = redis.call('HMGET', KEYS[6], unpack(part))
+  for i, f in ipairs(part) do
     if stats[i] and not ml_is_float(stats[i]) then ml_corrupt(KEYS[6], f) end
   end
 end

@@ -1,0 +1,48 @@
+"""A claim whose live peers come from more sources than Lua's ``unpack`` takes (~8,000):
+the next Record of it is recorded (before: "too many results to unpack", INTERNAL, for
+every later Record of that claim; found by an outside audit). The group is seeded in
+Redis with the hashes the store writes for such Records (one made through the store,
+cloned), since 8,200 Records of one claim cost minutes."""
+
+from __future__ import annotations
+
+import pytest
+from memlineage.lineage import MemoryRecord
+from memlineage.store import LineageStore
+from memlineage.store.redis_keys import RedisKeys
+
+NS = "claim:many"
+KEYS = RedisKeys()
+
+
+@pytest.fixture(params=["redis"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def claim(memory_id: str, creator: str, value: str) -> MemoryRecord:
+    return MemoryRecord(
+        id=memory_id,
+        namespace=NS,
+        creator_id=creator,
+        subject="user:1",
+        attribute="city",
+        value=value,
+    )
+
+
+def test_a_record_of_a_claim_with_8200_sources_is_recorded(store: LineageStore) -> None:
+    store.record_claim(claim("seed", "tool:t0", "v0"))
+    r = store.client  # type: ignore[attr-defined]  # the store's own redis-py client
+    seed = r.hgetall(KEYS.record(NS, "seed"))
+    pipe = r.pipeline(transaction=False)
+    for k in range(1, 8200):
+        fields = dict(seed)
+        fields[b"c"], fields[b"v"] = f"tool:t{k}".encode(), f"v{k}".encode()
+        pipe.hset(KEYS.record(NS, f"s{k}"), mapping=fields)
+        pipe.sadd(KEYS.claim_group(NS, "user:1", "city"), f"s{k}")
+    pipe.execute()
+    outcome = store.record_claim(claim("new", "tool:fresh", "other"))
+    assert outcome.memory.id == "new"
+    assert len(outcome.memory.contradicted_by) == 8200  # every peer's source
+    assert store.get(NS, "new").status == "active"
