@@ -199,6 +199,29 @@ def test_idle_health_calls_leave_the_api_its_workers(sidecar: Sidecar) -> None:
             call.cancel()
 
 
+def test_open_health_watch_streams_leave_the_probes_their_threads(sidecar: Sidecar) -> None:
+    """Anyone may open health Watch streams (no token), and each holds its thread while
+    open: they run on a pool of their own, so a probe's Check still answers at once
+    (before: HEALTH_WATCH_THREADS of them on Check's pool made every probe run to its
+    deadline; an orchestrator probing it would restart it in a loop)."""
+    from memlineage.grpc_api.standard import HEALTH_WATCH_THREADS
+
+    watch = sidecar.channel.unary_stream(
+        HEALTH + "Watch", request_serializer=None, response_deserializer=None
+    )
+    streams = [watch(b"", timeout=30) for _ in range(HEALTH_WATCH_THREADS + 2)]
+    try:
+        for stream in streams[:HEALTH_WATCH_THREADS]:
+            next(stream)  # its first status: the stream holds a thread now
+        for _ in range(3):
+            started = time.monotonic()
+            assert sidecar.call(HEALTH + "Check", b"")  # SERVING, serialised
+            assert time.monotonic() - started < 1.0
+    finally:
+        for stream in streams:
+            stream.cancel()
+
+
 def test_the_caller_is_authenticated_before_the_bytes_are_read() -> None:
     config = Config(
         policy_dir=BUNDLED_POLICIES,

@@ -168,8 +168,8 @@ def serve(
     register(admin, server)
     health_servicer = NamedHealth()
     pools = (
-        add_health(health_servicer, server),
-        add_reflection((*SERVICE_NAMES, health.SERVICE_NAME), server),
+        *add_health(health_servicer, server),
+        *add_reflection((*SERVICE_NAMES, health.SERVICE_NAME), server),
     )
 
     def close() -> None:

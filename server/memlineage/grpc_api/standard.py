@@ -21,6 +21,11 @@ from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 HEALTH_THREADS = 8
+"""Threads of health Check, which probes ask (Kubernetes: liveness and readiness)."""
+HEALTH_WATCH_THREADS = 8
+"""Threads of health Watch, a pool of its own: anyone may open Watch streams without a
+token, and each holds its thread while open; on Check's pool 8 of them made every
+probe time out (a restart loop for an orchestrator that probes it)."""
 REFLECTION_THREADS = 4
 
 
@@ -96,9 +101,15 @@ def _guarded(h: grpc.RpcMethodHandler, pool: ThreadPoolExecutor, name: str) -> A
     raise TypeError(f"{name}: a handler kind this module does not guard")
 
 
-def _register(caught: _Caught, server: Any, pool: ThreadPoolExecutor) -> None:
+def _register(
+    caught: _Caught,
+    server: Any,
+    pool: ThreadPoolExecutor,
+    own: dict[str, ThreadPoolExecutor] | None = None,
+) -> None:
+    """Register the caught service on `pool`; `own`: methods on a pool of their own."""
     handlers = {
-        method: _guarded(h, pool, f"{caught.service}.{method} request")
+        method: _guarded(h, (own or {}).get(method, pool), f"{caught.service}.{method} request")
         for method, h in caught.handlers.items()
     }
     server.add_generic_rpc_handlers(
@@ -124,22 +135,31 @@ class NamedHealth(health.HealthServicer):
         return super().Check(request, context)
 
 
-def add_health(servicer: health.HealthServicer, server: Any) -> ThreadPoolExecutor:
-    """Register `servicer` on `server`; returns its pool (shut down with the server)."""
+def add_health(servicer: health.HealthServicer, server: Any) -> list[ThreadPoolExecutor]:
+    """Register `servicer` on `server`, Check and Watch each on a pool of its own;
+    returns the pools (shut down with the server)."""
     caught = _Caught()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, caught)
-    pool = ThreadPoolExecutor(HEALTH_THREADS, thread_name_prefix="memlineage-health")
-    _register(caught, server, pool)
-    return pool
+    check = ThreadPoolExecutor(HEALTH_THREADS, thread_name_prefix="memlineage-health")
+    watch = ThreadPoolExecutor(HEALTH_WATCH_THREADS, thread_name_prefix="memlineage-health-watch")
+    _register(caught, server, check, {"Watch": watch})
+    return [check, watch]
 
 
-def add_reflection(names: tuple[str, ...], server: Any) -> ThreadPoolExecutor:
+def add_reflection(names: tuple[str, ...], server: Any) -> list[ThreadPoolExecutor]:
     """Reflection of `names` (and of itself) on `server`; returns its pool."""
     caught = _Caught()
     reflection.enable_server_reflection((*names, reflection.SERVICE_NAME), caught)
     pool = ThreadPoolExecutor(REFLECTION_THREADS, thread_name_prefix="memlineage-reflect")
     _register(caught, server, pool)
-    return pool
+    return [pool]
 
 
-__all__ = ["HEALTH_THREADS", "REFLECTION_THREADS", "NamedHealth", "add_health", "add_reflection"]
+__all__ = [
+    "HEALTH_THREADS",
+    "HEALTH_WATCH_THREADS",
+    "REFLECTION_THREADS",
+    "NamedHealth",
+    "add_health",
+    "add_reflection",
+]
