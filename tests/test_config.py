@@ -122,6 +122,46 @@ def test_an_unknown_memlineage_variable_is_named_with_the_nearest_setting() -> N
     ), out.stderr
 
 
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        # each was accepted; `serve` then stopped with a traceback, or ran without auth
+        ("tok=", "MEMLINEAGE_TOKENS: tokens.env0: needs at least one namespace, or admin"),
+        ("tok=,", "MEMLINEAGE_TOKENS: tokens.env0: needs at least one namespace, or admin"),
+        (";", "MEMLINEAGE_TOKENS: names no token (only separators)"),
+        (" ; ", "MEMLINEAGE_TOKENS: names no token (only separators)"),
+        ("a=ns1;a=ns2,admin", "MEMLINEAGE_TOKENS: tokens.env1: the same token as tokens.env0"),
+        ("tok=*", "MEMLINEAGE_TOKENS: tokens.env0: namespace '*' is not 1 to 128 of letters"),
+    ],
+)
+def test_tokens_that_cannot_serve_are_refused_where_they_are_given(env: str, message: str) -> None:
+    with pytest.raises(ConfigError, match="^" + re.escape(message)):
+        load_config(env={"MEMLINEAGE_TOKENS": env})
+
+
+def test_token_tables_that_cannot_serve_are_refused(tmp_path: Path) -> None:
+    f = tmp_path / "t.toml"
+    for tables, message in (
+        ('[tokens.a]\ntoken = ""\nnamespaces = ["x"]', "tokens.a: the token must be 1 to 4096"),
+        ('[tokens.a]\ntoken = " t "\nnamespaces = ["x"]', "tokens.a: the token must be"),
+        ('[tokens.a]\ntoken = "t"\nnamespaces = []', "tokens.a: needs at least one namespace"),
+        (
+            '[tokens.a]\ntoken = "t"\nnamespaces = ["x"]\n[tokens.b]\ntoken = "t"\nadmin = true',
+            "tokens.b: the same token as tokens.a",
+        ),
+        ('[tokens.a]\ntoken = "t"\nnamespaces = ["a\\nb"]', "tokens.a: namespace 'a\\nb' is not"),
+    ):
+        f.write_text(tables + "\n")
+        with pytest.raises(ConfigError, match="^" + re.escape(f"{f}: tokens: {message}")):
+            load_config(str(f), env={})
+    from memlineage.config import Config, TokenGrant
+
+    with pytest.raises(ConfigError, match=r"the same token as tokens\.a"):  # a Config in code
+        Config(
+            tokens=(TokenGrant("t", ("x",), name="a"), TokenGrant("t", ("y",), name="b"))
+        ).validated()
+
+
 def test_scoring_table_sets_each_field_with_its_type(tmp_path: Path) -> None:
     f = tmp_path / "c.toml"
     f.write_text(

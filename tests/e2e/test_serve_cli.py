@@ -213,6 +213,13 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     )
     assert piped.returncode == 0 and piped.stdout.count("\n") == 1
     assert "Traceback" not in piped.stderr, piped.stderr
+    # tokens that cannot serve: one line before anything starts (before: a traceback
+    # once the store and engine were built)
+    out = cli("serve", "--tokens", "tok=", "--listen", "127.0.0.1:0")
+    assert (out.returncode, out.stderr) == (
+        2,
+        "error: configuration: --tokens: tokens.flag0: needs at least one namespace, or admin\n",
+    )
     # a --timeout that is no wait: argparse's line for every remote command (before:
     # a traceback from the client for explain, shadow and sweep; nan was taken)
     for command in (["explain", "m"], ["shadow", "status"], ["sweep"], ["check", "read", "m"]):
@@ -257,3 +264,19 @@ def test_metrics_listen_where_metrics_host_says(tmp_path: Path) -> None:
         ), line
     finally:
         taken.close()
+
+
+def test_an_ipv6_loopback_caller_is_admin_without_tokens() -> None:
+    """With no tokens, admin RPCs are for loopback callers: `[::1]` too (grpcio names
+    that peer `ipv6:%5B::1%5D:PORT`, which the check did not know: refused before)."""
+    from memlineage.client import MemLineageClient
+    from support.serve_process import ServeProcess
+    from support.sidecar import BUNDLED_POLICIES
+
+    served = ServeProcess(["--listen", "[::1]:0", "--policies", BUNDLED_POLICIES])
+    try:
+        port = served.address.rsplit(":", 1)[1]
+        with MemLineageClient(f"[::1]:{port}", timeout=10) as c:
+            assert c.reload_policies().applied  # an admin RPC, answered
+    finally:
+        served.stop()

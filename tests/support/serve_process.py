@@ -20,7 +20,7 @@ REASONING_POLICY = """policy low_confidence_reasoning priority 50 {
   deny "doubtful reasoning"
 }
 """
-_SERVING = r"memlineage serving on 127\.0\.0\.1:(\d+)"
+_SERVING = r"memlineage serving on (?:127\.0\.0\.1|\[::1\]):(\d+)"
 
 
 def serve_command(args: list[str]) -> list[str]:

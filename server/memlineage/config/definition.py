@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from memlineage.config.kinds import FAIL_MODES, ConfigError, Range, T, TokenGrant
+from memlineage.config.kinds import FAIL_MODES, ConfigError, Range, T, TokenGrant, check_tokens
 from memlineage.scoring.config import ScoringConfig
 
 # ------------------------------------------------------------------ the definition
@@ -261,6 +261,10 @@ class Config:
             problem = meta.range.problem(getattr(self, f.name)) if meta and meta.range else None
             if problem is not None:
                 raise ConfigError(f"{f.name} {problem}")
+        try:
+            check_tokens(self.tokens)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         if self.fail_mode not in FAIL_MODES:
             raise ConfigError(f"fail_mode must be one of {FAIL_MODES}, got {self.fail_mode!r}")
         host, sep, port = self.listen.rpartition(":")

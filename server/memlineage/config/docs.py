@@ -128,6 +128,12 @@ _TOKENS_DOC = [
     "A token's value is a secret: prefer the environment (from a secret store) or a",
     "file only the sidecar can read to a flag, which other local users can see.",
     "",
+    "Checked at start, each refused with the table or entry it is in: a value of 1 to",
+    "4096 visible ASCII characters (no spaces), each value in one entry only, at least",
+    "one namespace or admin per token, namespace names of letters, digits and `._:/-`;",
+    "a value naming no token at all (only `;`) is refused rather than read as no",
+    "tokens (which would serve without authentication).",
+    "",
 ]
 
 _SCORING_DOC = [

@@ -142,11 +142,45 @@ def _priors(value: object, _route: str) -> tuple[tuple[str, float], ...]:
 
 
 _TOKEN_KEYS = {"token", "namespaces", "admin"}
+_TOKEN_VALUE = re.compile(r"[\x21-\x7e]{1,4096}")  # visible ASCII: an HTTP header value
+_NAMESPACE = re.compile(r"[A-Za-z0-9._:/-]{1,128}")  # as the lineage model's ids
+
+
+def check_tokens(grants: tuple[TokenGrant, ...]) -> tuple[TokenGrant, ...]:
+    """Tokens a sidecar can serve with, else ValueError naming the entry: a value of
+    visible ASCII (no space), each value once (two tables with one value gave it the
+    first one's rights, silently), a namespace or admin each, namespace names as ids.
+    Before, the bad ones stopped `serve` with a traceback, or every request failed."""
+    seen: dict[str, str] = {}
+    for g in grants:
+        where = f"tokens.{g.name}" if g.name else "a token"
+        if not _TOKEN_VALUE.fullmatch(g.token):
+            raise ValueError(
+                f"{where}: the token must be 1 to 4096 visible ASCII characters, no spaces"
+            )
+        if g.token in seen:
+            raise ValueError(f"{where}: the same token as tokens.{seen[g.token]}")
+        seen[g.token] = g.name
+        if not g.namespaces and not g.admin:
+            raise ValueError(f"{where}: needs at least one namespace, or admin")
+        for n in g.namespaces:
+            if not _NAMESPACE.fullmatch(n):
+                raise ValueError(
+                    f"{where}: namespace {n!r} is not 1 to 128 of letters, digits and ._:/-"
+                )
+    return grants
 
 
 def _tokens(value: object, route: str) -> tuple[TokenGrant, ...]:
-    """The file's `[tokens.NAME]` tables, or the text `tok=ns1,ns2;tok2=admin`."""
+    """The file's `[tokens.NAME]` tables, or the text `tok=ns1,ns2;tok2=admin`
+    (checked: `check_tokens`)."""
+    return check_tokens(_read_tokens(value, route))
+
+
+def _read_tokens(value: object, route: str) -> tuple[TokenGrant, ...]:
     if isinstance(value, str):
+        if value.strip() and not value.replace(";", "").strip():
+            raise ValueError("names no token (only separators): unset it to run without tokens")
         grants = []
         for i, part in enumerate(p for p in value.split(";") if p.strip()):
             token, sep, spaces = part.partition("=")

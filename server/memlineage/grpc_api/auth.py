@@ -48,8 +48,10 @@ LOCAL = Principal("local", (DEFAULT_NAMESPACE,), loopback_admin=True)
 
 
 def is_loopback(peer: str) -> bool:
-    """grpc peer strings: ipv4:127.0.0.1:port, ipv6:[::1]:port, unix:…"""
-    return peer.startswith(("ipv4:127.", "ipv6:[::1]", "unix:", "unix-abstract:"))
+    """grpc peer strings: ipv4:127.0.0.1:port, ipv6:[::1]:port (grpcio 1.6x+ writes it
+    URL-encoded, ipv6:%5B::1%5D:port: before, IPv6 loopback callers and `localhost`
+    targets were refused admin with no tokens), unix:…"""
+    return peer.startswith(("ipv4:127.", "ipv6:[::1]", "ipv6:%5B::1%5D", "unix:", "unix-abstract:"))
 
 
 class Authenticator:
