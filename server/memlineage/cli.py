@@ -335,6 +335,26 @@ def _remote_error(exc: Exception, args: argparse.Namespace) -> None:
         print(f"error: {exc}", file=sys.stderr)
 
 
+def _tls_ca(path: str) -> bytes:
+    """The `--tls-ca` file's PEM certificates, or OSError (one line, by main) naming
+    the flag, the file and the problem: before, a garbage or key file was only found
+    out as "no answer ... is a sidecar serving there?"."""
+    import ssl
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 20)
+    except OSError as exc:
+        raise OSError(f"--tls-ca {path}: cannot be read ({exc.strerror or exc})") from None
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        raise OSError(f"--tls-ca {path}: is not a PEM certificate (no BEGIN CERTIFICATE block)")
+    try:
+        ssl.create_default_context(cadata=data.decode("ascii", "replace"))
+    except (ssl.SSLError, ValueError) as exc:
+        raise OSError(f"--tls-ca {path}: is not a valid PEM certificate ({exc})") from None
+    return data
+
+
 def _client(args: argparse.Namespace) -> MemLineageClient:
     import os
 
@@ -344,8 +364,7 @@ def _client(args: argparse.Namespace) -> MemLineageClient:
     if args.tls_ca:
         import grpc
 
-        with open(args.tls_ca, "rb") as f:  # OSError: one line, by main
-            credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+        credentials = grpc.ssl_channel_credentials(root_certificates=_tls_ca(args.tls_ca))
     return MemLineageClient(
         args.target,
         token=args.token or os.environ.get("MEMLINEAGE_TOKEN"),

@@ -577,6 +577,8 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     files["garbage"] = d / "garbage.pem"
     files["garbage"].write_bytes(bytes(range(256)) * 8)
     files["missing"] = d / "missing.pem"
+    files["huge"] = d / "huge.pem"  # as a mistyped /dev/urandom, bounded
+    files["huge"].write_bytes(b"-----BEGIN CERTIFICATE-----\n" + b"A" * (2 << 20))
     return files
 
 
@@ -614,17 +616,34 @@ def _serve(tmp: Path, cert: Path, key: Path) -> subprocess.CompletedProcess[str]
         ("cert", "other_key", "key", "does not match the certificate"),
         ("missing", "key", "certificate", "cannot be read (No such file or directory)"),
         ("cert", "missing", "key", "cannot be read (No such file or directory)"),
+        ("huge", "key", "certificate", "is larger than 1 MiB: not a PEM certificate file"),
+        ("cert", "huge", "key", "is larger than 1 MiB: not a PEM key file"),
+        ("/dev/urandom", "key", "certificate", "is larger than 1 MiB"),  # read without end
     ],
 )
 def test_serve_names_the_bad_tls_file(
     tmp_path: Path, tls_files: dict[str, Path], cert: str, key: str, blamed: str, problem: str
 ) -> None:
-    done = _serve(tmp_path, tls_files[cert], tls_files[key])
+    files = {**tls_files, "/dev/urandom": Path("/dev/urandom")}
+    done = _serve(tmp_path, files[cert], files[key])
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr, done.stderr
-    path = tls_files[cert if blamed == "certificate" else key]
+    path = files[cert if blamed == "certificate" else key]
     assert f"error: TLS {blamed} {path}: {problem}" in done.stderr, done.stderr
     assert "Failed to bind" not in done.stderr
+
+
+def test_a_certificate_outside_its_validity_is_named(tls_files: dict[str, Path]) -> None:
+    """Served (a renewal may be on its way) but said at start: an expired certificate
+    started without a word, and every client then failed its handshake."""
+    from memlineage.grpc_api.server import validity_problem
+
+    cert = str(tls_files["cert"])  # valid for a day from its making
+    assert validity_problem(cert, time.time()) is None
+    expired = validity_problem(cert, time.time() + 3 * 86400)
+    assert expired is not None and expired.startswith("expired on ")
+    early = validity_problem(cert, time.time() - 3 * 86400)
+    assert early is not None and early.startswith("is not valid before ")
 
 
 def test_serve_with_a_good_tls_pair_starts(tmp_path: Path, tls_files: dict[str, Path]) -> None:

@@ -90,5 +90,19 @@ def test_the_cli_speaks_tls_with_tls_ca(tmp_path: Path) -> None:
     nobody = f"127.0.0.1:{free_port()}"
     gone = cli("--target", nobody)
     assert gone.returncode == 1 and gone.stderr.startswith(f"error: no answer from {nobody}")
-    missing = cli("--target", nobody, "--tls-ca", str(tmp_path / "nope.pem"))
-    assert missing.returncode == 1 and missing.stderr.startswith("error: [Errno 2]"), missing
+    nope = tmp_path / "nope.pem"
+    missing = cli("--target", nobody, "--tls-ca", str(nope))
+    assert (missing.returncode, missing.stderr) == (
+        1,
+        f"error: --tls-ca {nope}: cannot be read (No such file or directory)\n",
+    )
+    # a file that is no CA certificate is named as such (before: "no answer ... is a
+    # sidecar serving there?", as if the sidecar were the problem)
+    for wrong in (key, tmp_path / "garbage.pem"):
+        if wrong.name == "garbage.pem":
+            wrong.write_bytes(
+                b"-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"
+            )
+        bad = cli("--target", nobody, "--tls-ca", str(wrong))
+        assert bad.returncode == 1, bad
+        assert bad.stderr.startswith(f"error: --tls-ca {wrong}: is not a"), bad.stderr

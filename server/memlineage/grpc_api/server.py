@@ -11,9 +11,11 @@ server stops with a grace period. What is served is built elsewhere
 
 from __future__ import annotations
 
+import logging
 import re
 import ssl
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,6 +33,8 @@ from memlineage.grpc_api.servicer import MemLineageService, register
 from memlineage.grpc_api.standard import NamedHealth, add_health, add_reflection
 from memlineage.metrics import Metrics
 from memlineage.v1 import memlineage_pb2 as pb
+
+log = logging.getLogger("memlineage.server")
 
 SERVICE_NAMES = (
     pb.DESCRIPTOR.services_by_name["MemLineage"].full_name,
@@ -51,12 +55,39 @@ _PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----.*?-----END CERTIFICATE----
 _PEM_KEY = re.compile(rb"-----BEGIN ((?:RSA |EC |DSA |ENCRYPTED )?PRIVATE KEY)-----")
 
 
+MAX_PEM_BYTES = 1 << 20
+"""A certificate chain or key file larger than this is refused (a mistyped path such
+as /dev/urandom was read without end)."""
+
+
 def _read(path: str, what: str) -> bytes:
     try:
         with open(path, "rb") as fh:
-            return fh.read()
+            data = fh.read(MAX_PEM_BYTES + 1)
     except OSError as exc:
         raise TLSError(f"TLS {what} {path}: cannot be read ({exc.strerror or exc})") from exc
+    if len(data) > MAX_PEM_BYTES:
+        raise TLSError(f"TLS {what} {path}: is larger than 1 MiB: not a PEM {what} file")
+    return data
+
+
+def validity_problem(cert_path: str, now: float) -> str | None:
+    """Why the first certificate of the chain is not valid at `now` (expired, or not
+    yet valid), None when it is or cannot be told (the check uses CPython's decoder)."""
+    decode = getattr(getattr(ssl, "_ssl", None), "_test_decode_cert", None)
+    if decode is None:
+        return None
+    try:
+        info = decode(cert_path)
+        after = ssl.cert_time_to_seconds(info["notAfter"])
+        before = ssl.cert_time_to_seconds(info["notBefore"])
+    except (ssl.SSLError, OSError, KeyError, ValueError):
+        return None
+    if now > after:
+        return f"expired on {info['notAfter']}"
+    if now < before:
+        return f"is not valid before {info['notBefore']}"
+    return None
 
 
 def tls_pair(cert_path: str, key_path: str) -> tuple[bytes, bytes]:
@@ -97,6 +128,13 @@ def tls_pair(cert_path: str, key_path: str) -> tuple[bytes, bytes]:
         raise TLSError(
             f"TLS key {key_path}: cannot be used with the certificate {cert_path} ({_reason(exc)})"
         ) from exc
+    problem = validity_problem(cert_path, time.time())
+    if problem is not None:  # served (a renewal may be on its way), said at start
+        log.warning(
+            "TLS certificate %s %s: clients will refuse the handshake until it is renewed",
+            cert_path,
+            problem,
+        )
     return key, cert
 
 
