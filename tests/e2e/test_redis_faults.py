@@ -100,6 +100,52 @@ def test_sigstop_is_unavailable_within_the_bound_and_health_follows(server: Redi
         assert c.record("back", creator="user:alice").recorded
 
 
+def test_a_stopped_store_costs_a_request_one_timeout_not_one_per_read(
+    server: RedisServer,
+) -> None:
+    """A Check reads the store up to three times (the memo's ticket, the reuse window,
+    the lineage): each waited its socket timeout (1 s), so a repeated Check took 3 s,
+    and with a 2 s timeout ran past the client's deadline even under
+    `fail_mode=degraded`, which promises a degraded answer. After one call Redis did
+    not answer, the others fail at once for a timeout's length: every answer here
+    comes within about one timeout, degraded as configured."""
+    assert server.proc is not None
+    pid = server.proc.pid
+    config = Config(
+        policy_dir=BUNDLED_POLICIES,
+        store=server.url,
+        tokens=TOKENS,
+        decision_log="off",
+        fail_mode="degraded",
+    )
+    with RunningSidecar(config, system_clock) as s, client(s.address) as c:
+        assert c.record("seen", creator="user:alice").recorded
+        for _ in range(2):  # a repeated Check: answered by the memo's ticket next time
+            assert c.check("read", "seen").effect == pb.EFFECT_ALLOW
+        wait_health(c, "SERVING", 2)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            for name, call in (
+                ("repeated Check", lambda: c.check("read", "seen")),
+                ("new Check", lambda: c.check("read", "never-seen")),
+                ("repeated Check again", lambda: c.check("read", "seen")),
+                ("FilterRank", lambda: c.filter_rank([("seen", 0.9)])),
+            ):
+                started = time.monotonic()
+                answer = call()
+                took = time.monotonic() - started
+                assert took < 1.6, f"{name} took {took:.2f} s on a stopped store"
+                effect = answer.effect if hasattr(answer, "effect") else None
+                assert effect in (None, pb.EFFECT_DEGRADE), (name, answer)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        # Redis is asked again within half a second of its last failure
+        deadline = time.monotonic() + 3
+        while c.check("read", "seen").effect != pb.EFFECT_ALLOW:
+            assert time.monotonic() < deadline, "still degraded after Redis came back"
+            time.sleep(0.05)
+
+
 WRITERS = 8
 CLAIMS = 3
 

@@ -28,6 +28,7 @@ from memlineage.engine.records import (
     issue_decision_ids,
 )
 from memlineage.engine.reuse import (
+    STORE_DOWN,
     Reusable,
     ReuseKey,
     ReuseTicket,
@@ -70,9 +71,13 @@ class Checks(EngineBase):
         action: str = "",
         historical: bool = False,
         time: float | None = None,
+        *,
+        unanswered: bool = False,
     ) -> tuple[DecisionRecord, ReuseTicket | None]:
         """`check`, plus a ticket when the decision is reusable: `reissue(ticket)`
-        answers the same request again while the decision holds."""
+        answers the same request again while the decision holds. `unanswered`: the
+        store did not answer a moment ago in this request (`reissue` raised): the fail
+        mode decides at once, the store is not asked again."""
         if op not in OPERATIONS:
             raise ValidationError(f"unknown operation {op!r}", field="operation")
         if not memory_ids:
@@ -84,7 +89,8 @@ class Checks(EngineBase):
         serving = self.policies.current
         self._fresh_capture()
         ids = (memory_ids[0],) if len(memory_ids) == 1 else tuple(dict.fromkeys(memory_ids))
-        window = self.reuse.open(serving, op, ns)  # its counters: read before the store
+        # its counters: read before the store
+        window = STORE_DOWN if unanswered else self.reuse.open(serving, op, ns)
         key: ReuseKey = (ns, op, ids, actor.kind, actor.id, spend, action, historical)
         hit = window.lookup(key, now)
         if hit is not None:
@@ -94,6 +100,8 @@ class Checks(EngineBase):
             rec = self._issue(hit.decision, ns, op, ids, actor, now, serving.version)
             return rec, self._ticket(hit, serving, rec)
         try:
+            if window is STORE_DOWN:  # asked once in this request: not again
+                raise StoreUnavailableError("lineage store unavailable (no answer just now)")
             records = self._view(ns, ids, op, serving.compiled)
         except StoreUnavailableError:
             if self.fail_mode != "degraded":
@@ -154,7 +162,9 @@ class Checks(EngineBase):
     def reissue(self, ticket: ReuseTicket) -> tuple[str, float] | None:
         """The ticket's decision issued again now — a decision of its own (id, journal,
         log line, access, `reused`) — as `check` would for the same request; None
-        once it no longer holds (a write, its horizon, a reload): ask `check`."""
+        once it no longer holds (a write, its horizon, a reload): ask `check`.
+        StoreUnavailableError when the store did not answer: ask
+        `check_ticketed(unanswered=True)`, which meets the fail mode at once."""
         if self.policies.current is not ticket.serving:
             return None
         now = self.clock()
@@ -203,6 +213,8 @@ class Checks(EngineBase):
         window = self.reuse.open(serving, "read", ns)
         down = False
         try:
+            if window is STORE_DOWN:  # the counters went unanswered: not asked again
+                raise StoreUnavailableError("lineage store unavailable (no answer just now)")
             records = self._view(ns, ids, "read", serving.compiled) if ids else {}
         except StoreUnavailableError:
             if self.fail_mode != "degraded":

@@ -140,6 +140,10 @@ class Window:
 
 
 CLOSED = Window(None, None)
+STORE_DOWN = Window(None, None)
+"""Closed because the store did not answer its counters: the request meets the fail
+mode at once instead of waiting on the store again for its lineage (each read waited
+its socket timeout: a repeated Check waited three, past the client's deadline)."""
 
 
 class DecisionReuse:
@@ -173,7 +177,7 @@ class DecisionReuse:
             epochs = store.epochs(namespace)
             mark = store.change_mark()
         except StoreUnavailableError:
-            return CLOSED
+            return STORE_DOWN
         if epochs is None:
             return CLOSED
         owner, table = self._tables
@@ -205,14 +209,13 @@ class DecisionReuse:
         return entry.epoch == epoch and entry.access_epoch == access_epoch
 
     def still_holds(self, ticket: ReuseTicket, now: float) -> bool:
-        """Whether the ticket's decision is still exact at `now` (counters read now)."""
+        """Whether the ticket's decision is still exact at `now` (counters read now);
+        StoreUnavailableError when the store did not answer (the caller then meets the
+        fail mode without asking the store again: `check_ticketed(unanswered=True)`)."""
         entry, ns = ticket.entry, ticket.context.namespace
         if entry.mark is not None:
             return self.holds(entry, ns, now, None, None)
-        try:
-            epochs = self.store.epochs(ns)
-        except StoreUnavailableError:  # `check` decides, under the fail mode
-            return False
+        epochs = self.store.epochs(ns)
         return epochs is not None and self.holds(
             entry, ns, now, epochs[0], None if entry.access_epoch is None else epochs[1]
         )

@@ -188,15 +188,23 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
         # again from its ticket; anything else is parsed and decided.
         key = (principal.scope, request)
         known = self.check_memo.get(key)
+        down = False
         if known is not None:
-            issued = self.engine.reissue(known.ticket)
+            try:
+                issued = self.engine.reissue(known.ticket)
+            except StoreUnavailableError:  # decided under the fail mode, not asked again
+                issued, down = None, True
             if issued is not None:
                 self.metrics.count_again(known.tallies)
                 return known.answer.encode(*issued)
-        return self._check(serde.parse(pb.CheckRequest, request), principal, key)
+        return self._check(serde.parse(pb.CheckRequest, request), principal, key, down)
 
     def _check(
-        self, request: pb.CheckRequest, principal: Principal, key: tuple[object, bytes]
+        self,
+        request: pb.CheckRequest,
+        principal: Principal,
+        key: tuple[object, bytes],
+        store_down: bool = False,
     ) -> bytes:
         ns = self.auth.namespace(principal, request.namespace)
         op = serde.operation(request.operation)
@@ -230,7 +238,7 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
             request.historical,
             serde.from_ts(request, "time"),
         )
-        rec, ticket = self.engine.check_ticketed(*args)
+        rec, ticket = self.engine.check_ticketed(*args, unanswered=store_down)
         self.metrics.count(op, (rec.decision,))
         if (
             ticket is None
