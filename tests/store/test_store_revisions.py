@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from memlineage.lineage import (
+    AlreadyExistsError,
     CycleError,
     ManualClock,
     NotFoundError,
@@ -99,6 +100,22 @@ def test_a_revision_is_a_new_version_with_the_old_one_kept(store: LineageStore) 
     assert [v.version for v in store.versions(NS, "a")] == [2, 1]
     assert store.get(NS, "p1").derivations == ("a",)
     assert store.versions(NS, "b") == ()
+
+
+def test_a_retried_record_is_judged_against_what_it_recorded_not_a_revision(
+    store: LineageStore,
+) -> None:
+    """After a revision, a retry of the original Record (identical) is that Record
+    replayed, and the revision's fields proposed by a Record are another memory under
+    an existing id: the same answer on every backend (embedded compared the retry with
+    the revised memory and answered the opposite of Redis; an outside audit)."""
+    original = mem("m", tags=("a",))
+    store.record_claim(original, now=NOW)
+    store.revise(mem("m", tags=("b",)), expected_version=1, now=NOW + 1)
+    retry = store.record_claim(mem("m", tags=("a",)), now=NOW + 2)
+    assert retry.replayed and retry.memory.version == 2  # as stored now
+    with pytest.raises(AlreadyExistsError):
+        store.record_claim(mem("m", tags=("b",)), now=NOW + 3)
 
 
 def test_refusals_write_nothing(store: LineageStore) -> None:

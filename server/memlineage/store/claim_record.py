@@ -116,6 +116,8 @@ class ClaimRecordMixin:
 
         def _current_claim_id(self, namespace: str, subject: str, attribute: str) -> str | None: ...
 
+        def versions(self, namespace: str, memory_id: str) -> tuple[MemoryRecord, ...]: ...
+
         def _claim_group(
             self, namespace: str, subject: str, attribute: str
         ) -> list[MemoryRecord]: ...
@@ -181,7 +183,12 @@ class ClaimRecordMixin:
         it superseded and the descendants whose history names that cascade."""
         ns = rec.namespace
         stored = self._load(ns, [rec.id])[rec.id]
-        if digest not in (record_digest(stored), record_digest(stored, with_created_at=False)):
+        # the memory as that Record proposed it: its first version when it was revised
+        # since (a retry of the Record still is one; the revision's fields are not a
+        # Record's, so proposing them is another memory), as Redis keeps the digest
+        kept = self.versions(ns, rec.id)
+        original = kept[-1] if kept else stored
+        if digest not in (record_digest(original), record_digest(original, with_created_at=False)):
             raise AlreadyExistsError(f"memory {rec.id!r} already exists", field="id")
         claim = stored.claim
         superseded = next(
