@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -320,11 +321,24 @@ def _seconds(text: str) -> float:
     return value
 
 
+_STORE_DOWN = re.compile(r"(redis unavailable|lineage store unavailable|embedded store)\b")
+"""How a sidecar's own UNAVAILABLE begins (its store did not answer), as against
+gRPC's when no sidecar answered at all."""
+
+
 def _remote_error(exc: Exception, args: argparse.Namespace) -> None:
     """A failed call to the sidecar, in one line: one that never answered says where it
     was asked and what to check (before: `DEADLINE_EXCEEDED: Deadline Exceeded`)."""
     code = getattr(exc, "code", None)
     name = getattr(code, "name", "")
+    details = str(getattr(exc, "details", "") or "")
+    if name == "UNAVAILABLE" and _STORE_DOWN.match(details):
+        # the sidecar answered: its store is down (before: "is a sidecar serving
+        # there?", hiding which store and why)
+        print(
+            f"error: the sidecar at {args.target} answered UNAVAILABLE: {details}", file=sys.stderr
+        )
+        return
     if name in ("DEADLINE_EXCEEDED", "UNAVAILABLE"):
         print(
             f"error: no answer from {args.target} within {args.timeout:g} s ({name}): is a "

@@ -280,3 +280,23 @@ def test_an_ipv6_loopback_caller_is_admin_without_tokens() -> None:
             assert c.reload_policies().applied  # an admin RPC, answered
     finally:
         served.stop()
+
+
+def test_a_sidecar_whose_store_is_down_is_named_as_answering(tmp_path: Path) -> None:
+    """The sidecar answers UNAVAILABLE with its store's problem: the CLI says so (before:
+    "no answer from ...: is a sidecar serving there?", hiding the Redis it cannot reach)."""
+    from support.redis_servers import start_redis_server
+    from support.serve_process import ServeProcess
+    from support.sidecar import BUNDLED_POLICIES
+
+    server = start_redis_server(tmp_path, aof=False)
+    served = ServeProcess(["--store", server.url, "--policies", BUNDLED_POLICIES])
+    try:
+        server.stop(hard=True)  # the store is gone, the sidecar still serves
+        out = cli("check", "read", "m", "--target", served.address, "--timeout", "5")
+        assert out.returncode == 1, out
+        assert out.stderr.startswith(
+            f"error: the sidecar at {served.address} answered UNAVAILABLE: redis unavailable"
+        ), out.stderr
+    finally:
+        served.stop()

@@ -28,12 +28,12 @@ from memlineage.engine.records import (
     issue_decision_ids,
 )
 from memlineage.engine.reuse import (
-    STORE_DOWN,
     Reusable,
     ReuseKey,
     ReuseTicket,
     Window,
     lineage_ids,
+    store_down_window,
 )
 from memlineage.engine.snapshot import StoreSnapshot, snapshot_of
 from memlineage.lineage.errors import (
@@ -72,11 +72,11 @@ class Checks(EngineBase):
         historical: bool = False,
         time: float | None = None,
         *,
-        unanswered: bool = False,
+        unanswered: StoreUnavailableError | None = None,
     ) -> tuple[DecisionRecord, ReuseTicket | None]:
         """`check`, plus a ticket when the decision is reusable: `reissue(ticket)`
-        answers the same request again while the decision holds. `unanswered`: the
-        store did not answer a moment ago in this request (`reissue` raised): the fail
+        answers the same request again while the decision holds. `unanswered`: what the
+        store answered a moment ago in this request (`reissue` raised it): the fail
         mode decides at once, the store is not asked again."""
         if op not in OPERATIONS:
             raise ValidationError(f"unknown operation {op!r}", field="operation")
@@ -90,7 +90,11 @@ class Checks(EngineBase):
         self._fresh_capture()
         ids = (memory_ids[0],) if len(memory_ids) == 1 else tuple(dict.fromkeys(memory_ids))
         # its counters: read before the store
-        window = STORE_DOWN if unanswered else self.reuse.open(serving, op, ns)
+        window = (
+            self.reuse.open(serving, op, ns)
+            if unanswered is None
+            else store_down_window(unanswered)
+        )
         key: ReuseKey = (ns, op, ids, actor.kind, actor.id, spend, action, historical)
         hit = window.lookup(key, now)
         if hit is not None:
@@ -100,8 +104,8 @@ class Checks(EngineBase):
             rec = self._issue(hit.decision, ns, op, ids, actor, now, serving.version)
             return rec, self._ticket(hit, serving, rec)
         try:
-            if window is STORE_DOWN:  # asked once in this request: not again
-                raise StoreUnavailableError("lineage store unavailable (no answer just now)")
+            if window.down is not None:  # asked once in this request: not again
+                raise window.down
             records = self._view(ns, ids, op, serving.compiled)
         except StoreUnavailableError:
             if self.fail_mode != "degraded":
@@ -164,7 +168,7 @@ class Checks(EngineBase):
         log line, access, `reused`) — as `check` would for the same request; None
         once it no longer holds (a write, its horizon, a reload): ask `check`.
         StoreUnavailableError when the store did not answer: ask
-        `check_ticketed(unanswered=True)`, which meets the fail mode at once."""
+        `check_ticketed(unanswered=error)`, which meets the fail mode at once."""
         if self.policies.current is not ticket.serving:
             return None
         now = self.clock()
@@ -213,8 +217,8 @@ class Checks(EngineBase):
         window = self.reuse.open(serving, "read", ns)
         down = False
         try:
-            if window is STORE_DOWN:  # the counters went unanswered: not asked again
-                raise StoreUnavailableError("lineage store unavailable (no answer just now)")
+            if window.down is not None:  # the counters went unanswered: not asked again
+                raise window.down
             records = self._view(ns, ids, "read", serving.compiled) if ids else {}
         except StoreUnavailableError:
             if self.fail_mode != "degraded":

@@ -78,7 +78,7 @@ class Window:
     change mark, read before the store was. A write after they were read (even one
     racing the decision) makes what is kept under them unusable."""
 
-    __slots__ = ("access", "access_epoch", "epoch", "mark", "namespace", "reuse", "table")
+    __slots__ = ("access", "access_epoch", "down", "epoch", "mark", "namespace", "reuse", "table")
 
     def __init__(
         self,
@@ -92,6 +92,10 @@ class Window:
     ) -> None:
         self.reuse, self.table, self.namespace = reuse, table, namespace
         self.epoch, self.access_epoch, self.mark, self.access = (epoch, access_epoch, mark, access)
+        # the store did not answer the counters: the request meets the fail mode at
+        # once instead of waiting on the store again for its lineage (each read waited
+        # its socket timeout: a repeated Check waited three, past the client's deadline)
+        self.down: StoreUnavailableError | None = None
 
     def lookup(self, key: ReuseKey, now: float) -> Reusable | None:
         table = self.table
@@ -140,10 +144,13 @@ class Window:
 
 
 CLOSED = Window(None, None)
-STORE_DOWN = Window(None, None)
-"""Closed because the store did not answer its counters: the request meets the fail
-mode at once instead of waiting on the store again for its lineage (each read waited
-its socket timeout: a repeated Check waited three, past the client's deadline)."""
+
+
+def store_down_window(error: StoreUnavailableError) -> Window:
+    """A closed window saying the store did not answer (`Window.down`)."""
+    window = Window(None, None)
+    window.down = error
+    return window
 
 
 class DecisionReuse:
@@ -176,8 +183,8 @@ class DecisionReuse:
         try:
             epochs = store.epochs(namespace)
             mark = store.change_mark()
-        except StoreUnavailableError:
-            return STORE_DOWN
+        except StoreUnavailableError as exc:
+            return store_down_window(exc)
         if epochs is None:
             return CLOSED
         owner, table = self._tables
@@ -211,7 +218,7 @@ class DecisionReuse:
     def still_holds(self, ticket: ReuseTicket, now: float) -> bool:
         """Whether the ticket's decision is still exact at `now` (counters read now);
         StoreUnavailableError when the store did not answer (the caller then meets the
-        fail mode without asking the store again: `check_ticketed(unanswered=True)`)."""
+        fail mode without asking the store again: `check_ticketed(unanswered=error)`)."""
         entry, ns = ticket.entry, ticket.context.namespace
         if entry.mark is not None:
             return self.holds(entry, ns, now, None, None)

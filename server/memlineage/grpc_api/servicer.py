@@ -188,12 +188,12 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
         # again from its ticket; anything else is parsed and decided.
         key = (principal.scope, request)
         known = self.check_memo.get(key)
-        down = False
+        down: StoreUnavailableError | None = None
         if known is not None:
             try:
                 issued = self.engine.reissue(known.ticket)
-            except StoreUnavailableError:  # decided under the fail mode, not asked again
-                issued, down = None, True
+            except StoreUnavailableError as exc:  # decided under the fail mode, not asked again
+                issued, down = None, exc
             if issued is not None:
                 self.metrics.count_again(known.tallies)
                 return known.answer.encode(*issued)
@@ -204,7 +204,7 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
         request: pb.CheckRequest,
         principal: Principal,
         key: tuple[object, bytes],
-        store_down: bool = False,
+        store_down: StoreUnavailableError | None = None,
     ) -> bytes:
         ns = self.auth.namespace(principal, request.namespace)
         op = serde.operation(request.operation)
