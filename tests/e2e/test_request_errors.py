@@ -241,6 +241,27 @@ def test_the_caller_is_authenticated_before_the_bytes_are_read() -> None:
             s.channel.close()
 
 
+def test_admin_rights_are_checked_before_the_bytes_are_read() -> None:
+    """A tenant's token without admin sending anything to an admin RPC: PERMISSION_DENIED
+    (before: INVALID_ARGUMENT for bytes that do not parse, so the admin request was
+    parsed, whatever its size, before the caller's rights were looked at)."""
+    config = Config(
+        policy_dir=BUNDLED_POLICIES,
+        decision_log="off",
+        tokens=(TokenGrant("token-a", ("a",), name="a"),),
+    )
+    tenant = (("authorization", "Bearer token-a"),)
+    with RunningSidecar(config) as running:
+        s = Sidecar(running)
+        try:
+            for method in ("ListPolicies", "ReloadPolicies", "Shadow", "RunSweep", "LintPolicy"):
+                for body in (b"\xff\xff", b""):
+                    err = s.error(f"/memlineage.v1.PolicyAdmin/{method}", body, metadata=tenant)
+                    assert err.code() == grpc.StatusCode.PERMISSION_DENIED, (method, err.details())
+        finally:
+            s.channel.close()
+
+
 def test_callers_without_a_token_hold_no_worker() -> None:
     """Calls that never send their request, from callers without a valid token, are
     answered UNAUTHENTICATED at once and hold no worker: a caller with a token is served

@@ -23,18 +23,16 @@ log = logging.getLogger("memlineage.grpc")
 class PolicyAdminService(ServiceBase, pb_grpc.PolicyAdminServicer):
     sweep_batch = 1000
 
-    @rpc(pb.ListPoliciesRequest)
+    @rpc(pb.ListPoliciesRequest, admin=True)
     def ListPolicies(
         self, request: pb.ListPoliciesRequest, context: Ctx, principal: Principal
     ) -> pb.ListPoliciesResponse:
-        self.auth.require_admin(principal, context.peer() or "")
         return serde.policies_to_pb(self.engine.policies.current)
 
-    @rpc(pb.ReloadPoliciesRequest)
+    @rpc(pb.ReloadPoliciesRequest, admin=True)
     def ReloadPolicies(
         self, request: pb.ReloadPoliciesRequest, context: Ctx, principal: Principal
     ) -> pb.ReloadPoliciesResponse:
-        self.auth.require_admin(principal, context.peer() or "")
         outcome = self.engine.policies.reload(dict(request.files) or None)
         if outcome.applied:
             log.info("policies reloaded: version %s", outcome.version)
@@ -49,11 +47,10 @@ class PolicyAdminService(ServiceBase, pb_grpc.PolicyAdminServicer):
         diagnostics_to_pb(outcome.diagnostics, out.diagnostics)
         return out
 
-    @rpc(pb.ShadowRequest)
+    @rpc(pb.ShadowRequest, admin=True)
     def Shadow(
         self, request: pb.ShadowRequest, context: Ctx, principal: Principal
     ) -> pb.ShadowResponse:
-        self.auth.require_admin(principal, context.peer() or "")
         diagnostics: list[Diagnostic] = []
         if request.action == pb.SHADOW_ACTION_LOAD:
             status, diagnostics = self.engine.shadow_load(dict(request.files) or None)
@@ -71,11 +68,10 @@ class PolicyAdminService(ServiceBase, pb_grpc.PolicyAdminServicer):
         diagnostics_to_pb(diagnostics, out.diagnostics)
         return out
 
-    @rpc(pb.RunSweepRequest)
+    @rpc(pb.RunSweepRequest, admin=True)
     def RunSweep(
         self, request: pb.RunSweepRequest, context: Ctx, principal: Principal
     ) -> pb.RunSweepResponse:
-        self.auth.require_admin(principal, context.peer() or "")
         report = self.engine.sweep(
             request.namespace or None,
             batch=request.batch or self.sweep_batch,
@@ -83,11 +79,10 @@ class PolicyAdminService(ServiceBase, pb_grpc.PolicyAdminServicer):
         )
         return serde.sweep_to_pb(report)
 
-    @rpc(pb.LintPolicyRequest)
+    @rpc(pb.LintPolicyRequest, admin=True)
     def LintPolicy(
         self, request: pb.LintPolicyRequest, context: Ctx, principal: Principal
     ) -> pb.LintPolicyResponse:
-        self.auth.require_admin(principal, context.peer() or "")
         if not request.files:
             raise ValidationError("names no file", field="files")
         diags = lint_texts(dict(request.files))

@@ -127,11 +127,13 @@ def _internal(name: str, context: grpc.ServicerContext, metrics: Metrics) -> Non
 
 
 def rpc(
-    request_class: type[Message], *, raw: bool = False
+    request_class: type[Message], *, raw: bool = False, admin: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Wrap a unary handler: principal in, the request parsed from its bytes as a
     `request_class` (`raw`: handed over as the bytes), domain errors out as gRPC
-    statuses, anything unexpected as INTERNAL (and logged)."""
+    statuses, anything unexpected as INTERNAL (and logged). `admin`: the caller's
+    admin right checked before the bytes are parsed (a caller without it learns
+    nothing of the admin RPC's request format: PERMISSION_DENIED, not INVALID_ARGUMENT)."""
 
     def decorate(method: Callable[..., Any]) -> Callable[..., Any]:
         name = method.__name__
@@ -141,6 +143,8 @@ def rpc(
             started = time.perf_counter()
             try:
                 principal = self.principal(context)
+                if admin:
+                    self.auth.require_admin(principal, context.peer() or "")
                 if type(request) is bytes:  # as `register` registers it
                     if not raw:
                         request = serde.parse(request_class, request)
