@@ -88,6 +88,12 @@ class Metrics:
             ["method", "code"],
             registry=self.registry,
         )
+        self.unauthenticated = Counter(
+            "memlineage_unauthenticated_total",
+            "Calls refused for want of a valid token, by reason (missing, unknown, duplicate)",
+            ["reason"],
+            registry=self.registry,
+        )
         self._by_decision: dict[tuple[str, int], tuple[Decision, tuple[list[int], ...]]] = {}
         self._lock = threading.Lock()
 

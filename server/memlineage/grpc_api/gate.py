@@ -14,22 +14,55 @@ rights as before. What an authenticated caller can still hold is in README.md
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import grpc
 
 from memlineage.grpc_api.auth import Authenticator, Unauthenticated
-from memlineage.grpc_api.servicer import details_of
+from memlineage.grpc_api.servicer import details_of, loggable
+from memlineage.metrics import Metrics
 
 OPEN_SERVICES = ("/grpc.health.v1.Health/",)
+LOG_EVERY_SECONDS = 60.0
+"""Refused calls are counted always (`memlineage_unauthenticated_total`) and logged at
+most this often per reason, with how many since the last line (a flood of bad tokens
+must not flood the log)."""
+
+log = logging.getLogger("memlineage.auth")
 
 
 class AuthGate(grpc.ServerInterceptor):
     """UNAUTHENTICATED at the header stage for every call but the open services'."""
 
-    def __init__(self, auth: Authenticator) -> None:
+    def __init__(self, auth: Authenticator, metrics: Metrics | None = None) -> None:
         self._auth = auth
+        self._metrics = metrics
+        self._lock = threading.Lock()
+        self._said: dict[str, tuple[float, int]] = {}  # reason -> (last line, refused since)
+
+    def _refused(self, reason: str, method: str, peer: str) -> None:
+        """Count a refusal; log it unless a line for `reason` went out lately."""
+        if self._metrics is not None:
+            self._metrics.unauthenticated.labels(reason).inc()
+        now = time.monotonic()
+        with self._lock:
+            last, since = self._said.get(reason, (-LOG_EVERY_SECONDS, 0))
+            if now - last < LOG_EVERY_SECONDS:
+                self._said[reason] = (last, since + 1)
+                return
+            self._said[reason] = (now, 0)
+        more = f" ({since} more since the last line)" if since else ""
+        log.warning(
+            "refused a call without a valid token (%s) from %s to %s%s",
+            reason,
+            loggable(peer),
+            loggable(method),
+            more,
+        )
 
     def intercept_service(
         self, continuation: Callable[[Any], Any], details: grpc.HandlerCallDetails
@@ -38,23 +71,27 @@ class AuthGate(grpc.ServerInterceptor):
         if method.startswith(OPEN_SERVICES):
             return continuation(details)
         headers = [v for k, v in details.invocation_metadata or () if k == "authorization"]
+        reason = "duplicate" if len(headers) > 1 else "missing" if not headers else "unknown"
         try:
             if len(headers) > 1:
                 raise Unauthenticated("more than one `authorization` header")
             self._auth.principal({"authorization": headers[0]} if headers else {})
         except Unauthenticated as exc:
-            return _refusal(details_of(exc))
+            if reason == "unknown" and not str(headers[0]).lower().startswith("bearer "):
+                reason = "missing"  # a header that names no bearer token
+            return self._refusal(details_of(exc), reason, method)
         return continuation(details)
 
+    def _refusal(self, message: str, reason: str, method: str) -> grpc.RpcMethodHandler:
+        """A handler that answers at once: request-streaming, so grpc runs it without
+        first waiting for a message (the client's unary or streaming call sees the
+        same status)."""
 
-def _refusal(message: str) -> grpc.RpcMethodHandler:
-    """A handler that answers at once: request-streaming, so grpc runs it without first
-    waiting for a message (the client's unary or streaming call sees the same status)."""
+        def refuse(requests: Any, context: grpc.ServicerContext) -> Any:
+            self._refused(reason, method, context.peer() or "")
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
 
-    def refuse(requests: Any, context: grpc.ServicerContext) -> Any:
-        context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-
-    return grpc.stream_unary_rpc_method_handler(refuse)
+        return grpc.stream_unary_rpc_method_handler(refuse)
 
 
 __all__ = ["OPEN_SERVICES", "AuthGate"]

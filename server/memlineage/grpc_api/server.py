@@ -197,7 +197,8 @@ def serve(
             ("grpc.so_reuseport", 0),
         ],
         # with tokens, the gate first: a caller without one never holds a worker
-        interceptors=([AuthGate(auth)] if auth.enabled else []) + list(interceptors) or None,
+        interceptors=([AuthGate(auth, metrics)] if auth.enabled else []) + list(interceptors)
+        or None,
     )
     service = MemLineageService(engine, auth, metrics)
     register(service, server)
