@@ -19,6 +19,7 @@ from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.proposals import Objection
 from memlineage.store.embedded import EmbeddedStore
 from memlineage.store.embedded.dir_lock import LOCK_NAME
+from memlineage.store.embedded.grant_table import grant_crc
 from memlineage.store.embedded.persistence import DB_NAME, StoreCorruptError
 from support.memories import NOW
 from support.proposals import stale_at_now
@@ -60,11 +61,17 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _set(data: Path, table: str, value: object) -> None:
+def _set(data: Path, table: str, value: object, *, resum: bool = True) -> None:
+    """Write `value` into the row; a grants row's checksum is written to match (the
+    damage a writer who knows the format does, which decoding must still catch)
+    unless `resum` is false (an edit that leaves it: the checksum catches it)."""
     con = sqlite3.connect(data / DB_NAME, isolation_level=None)
     try:
         n = con.execute(f"UPDATE {table} SET data = ?", (value,)).rowcount
         assert n == 1
+        if table == "grants" and resum and isinstance(value, str | int):  # TEXT affinity:
+            # a number is stored, and read back, as its text
+            con.execute("UPDATE grants SET crc = ?", (grant_crc(NS, GRANT_ID, str(value)),))
     finally:
         con.close()
 
@@ -76,6 +83,16 @@ def _edited(data: Path, table: str, edit: Callable[[list[object]], object]) -> N
     finally:
         con.close()
     _set(data, table, json.dumps(edit(json.loads(text))))
+
+
+def _text(data: Path, table: str) -> str:
+    con = sqlite3.connect(data / DB_NAME)
+    try:
+        (text,) = con.execute(f"SELECT data FROM {table}").fetchone()
+    finally:
+        con.close()
+    assert isinstance(text, str) and ",1," in text  # one use spent
+    return text
 
 
 def _replace(index: int, value: object) -> Callable[[list[object]], object]:
@@ -114,6 +131,12 @@ COMMON: dict[str, tuple[Damage, str]] = {
 
 GRANTS: dict[str, tuple[Damage, str]] = {
     **COMMON,
+    # a use given back by hand, the checksum left as it was: the grant is not read as
+    # unspent (before: accepted, and `store check` said ok)
+    "used-reset-unsummed": (
+        lambda d, t: _set(d, t, _text(d, t).replace(",1,", ",0,", 1), resum=False),
+        "fails its checksum (the stored text was changed after it was written)",
+    ),
     "uses-a-string": (lambda d, t: _edited(d, t, _replace(7, "many")), "uses"),
     "uses-a-bool": (lambda d, t: _edited(d, t, _replace(7, True)), "uses"),
     "used-null": (lambda d, t: _edited(d, t, _replace(8, None)), "used"),
@@ -204,3 +227,34 @@ def test_serve_refuses_a_corrupt_row_with_one_line(tmp_path: Path, table: str) -
     assert line.startswith(f"error: embedded store {db} cannot be read: {ROW[table]} "), line
     assert "is not valid JSON" in line and "nothing on disk was changed" in line
     assert sha(db) == before
+
+
+def test_grants_rows_are_checksummed_and_store_check_reads_them(tmp_path: Path) -> None:
+    """A grants table made before the checksum opens and its rows get theirs; `store
+    check` counts the grants and names a row whose text no longer holds its checksum
+    (before: it did not look at the grants table at all)."""
+    from memlineage.store.embedded import persistence
+
+    data = populated(tmp_path / "d")
+    con = sqlite3.connect(data / DB_NAME, isolation_level=None)
+    try:  # the table as written before the checksum: no crc column
+        con.execute("ALTER TABLE grants DROP COLUMN crc")
+    finally:
+        con.close()
+    store = EmbeddedStore(data, clock=ManualClock(NOW))
+    [grant] = store.grants(NS)
+    assert (grant.id, grant.used) == (GRANT_ID, 1)
+    store.close()
+    con = sqlite3.connect(data / DB_NAME)
+    try:
+        [(text, crc)] = con.execute("SELECT data, crc FROM grants").fetchall()
+    finally:
+        con.close()
+    assert crc == grant_crc(NS, GRANT_ID, text)  # given its checksum once
+    assert persistence.check(data).grants == 1
+    assert ", 1 grants;" in persistence.check(data).describe()
+    _set(data, "grants", text.replace(",1,", ",0,", 1), resum=False)
+    before = sha(data / DB_NAME)
+    with pytest.raises(StoreCorruptError, match="fails its checksum"):
+        persistence.check(data)
+    assert sha(data / DB_NAME) == before

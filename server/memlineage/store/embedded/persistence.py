@@ -63,7 +63,7 @@ import sqlite3
 import threading
 import zlib
 from collections.abc import Iterator
-from dataclasses import MISSING, dataclass
+from dataclasses import MISSING, dataclass, replace
 from itertools import repeat
 from operator import attrgetter
 from pathlib import Path
@@ -141,11 +141,14 @@ class Summary:
     """Lineage events retained, all namespaces."""
     bytes: int
     """Size of the database file (without its WAL)."""
+    grants: int = 0
+    """Rows of the grants table, each decoded and its checksum held."""
 
     def describe(self) -> str:
         return (
             f"{self.path}: ok, {self.records:,} records in {self.namespaces:,} "
-            f"namespaces, {self.events:,} events retained; {self.last_seq:,} ops written, "
+            f"namespaces, {self.events:,} events retained, {self.grants:,} grants; "
+            f"{self.last_seq:,} ops written, "
             f"{self.ops:,} after the snapshot (of op {self.snapshot_seq:,}); "
             f"{self.bytes:,} bytes"
         )
@@ -383,7 +386,9 @@ def check(directory: str | os.PathLike[str], limits: StoreLimits | None = None) 
         raise FileNotFoundError(f"no embedded store in {directory} (no {DB_NAME})")
     with changed:
         snap, last, n, _ = _read(path, state)
-    return _summary(path, state, snap, last, n)
+    from memlineage.store.embedded.grant_table import check_grants
+
+    return replace(_summary(path, state, snap, last, n), grants=check_grants(path))
 
 
 def backup(directory: str | os.PathLike[str], dest: str | os.PathLike[str]) -> Summary:
