@@ -76,22 +76,24 @@ def _set(data: Path, table: str, value: object, *, resum: bool = True) -> None:
         con.close()
 
 
-def _edited(data: Path, table: str, edit: Callable[[list[object]], object]) -> None:
+def _stored(data: Path, table: str) -> str:
+    """The row's data as the store wrote it."""
     con = sqlite3.connect(data / DB_NAME)
     try:
         (text,) = con.execute(f"SELECT data FROM {table}").fetchone()
     finally:
         con.close()
-    _set(data, table, json.dumps(edit(json.loads(text))))
+    assert isinstance(text, str)
+    return text
+
+
+def _edited(data: Path, table: str, edit: Callable[[list[object]], object]) -> None:
+    _set(data, table, json.dumps(edit(json.loads(_stored(data, table)))))
 
 
 def _text(data: Path, table: str) -> str:
-    con = sqlite3.connect(data / DB_NAME)
-    try:
-        (text,) = con.execute(f"SELECT data FROM {table}").fetchone()
-    finally:
-        con.close()
-    assert isinstance(text, str) and ",1," in text  # one use spent
+    text = _stored(data, table)
+    assert ",1," in text  # one use spent
     return text
 
 
@@ -104,11 +106,7 @@ def _replace(index: int, value: object) -> Callable[[list[object]], object]:
 
 
 def _truncated_blob(data: Path, table: str) -> None:
-    con = sqlite3.connect(data / DB_NAME)
-    try:
-        (text,) = con.execute(f"SELECT data FROM {table}").fetchone()
-    finally:
-        con.close()
+    text = _stored(data, table)
     _set(data, table, text.encode()[: len(text) // 2])
 
 
