@@ -244,11 +244,17 @@ class RedisChanges(RedisBase):
         now = time.time() if now is None else now
         with self._guard(self.keys.namespaces()):
             spaces = sorted(cast("set[str]", self.client.smembers(self.keys.namespaces())))
+        noted: list[tuple[str, dict[str, str]]] = []
+        for first in range(0, len(spaces), 1000):  # one round trip per 1,000 namespaces
+            part = spaces[first : first + 1000]
+            pipe = self.client.pipeline(transaction=False)
+            for ns in part:
+                pipe.hgetall(self.keys.pending_cascades(ns))
+            with self._guard(*(self.keys.pending_cascades(ns) for ns in part)):
+                found = cast("list[dict[str, str]]", pipe.execute())
+            noted += [(ns, notes) for ns, notes in zip(part, found, strict=True) if notes]
         resumed = 0
-        for ns in spaces:
-            key = self.keys.pending_cascades(ns)
-            with self._guard(key):
-                notes = cast("dict[str, str]", self.client.hgetall(key))
+        for ns, notes in noted:
             for start, note in sorted(notes.items()):
                 at = note.rsplit(_US, 1)[-1]
                 try:
