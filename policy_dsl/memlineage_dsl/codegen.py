@@ -26,6 +26,7 @@ from .facts import (
     Request,
     UnknownMemory,
     UnknownProvenance,
+    action_in,
     covering_grant,
     user_made,
 )
@@ -37,6 +38,21 @@ if TYPE_CHECKING:
     from _typeshed import SupportsRichComparisonT
 
 ROOT_VARS = {"memory": "m", "target": "t", "request": "r"}
+
+
+class ActionMatcher:
+    """Membership in a named action list: every spelling of a name, and each tail of a
+    namespaced one, the same (`facts.action_in`)."""
+
+    __slots__ = ("patterns",)
+
+    def __init__(self, patterns: tuple[str, ...]) -> None:
+        self.patterns = patterns
+
+    def match(self, value: object) -> bool:
+        if not isinstance(value, str):
+            raise TypeError(f"action lists match strings, got {type(value).__name__}")
+        return action_in(value, self.patterns)
 
 
 class SourceMatcher:
@@ -256,12 +272,14 @@ class CodeGen:
     consts: dict[str, A.Expr]
     sources: dict[str, tuple[str, ...]]
     globals: dict[str, object] = field(default_factory=lambda: dict(RUNTIME))
+    actions: frozenset[str] = frozenset()  # the lists declared with `actions`
     _const_stack: tuple[str, ...] = ()
 
     def source_var(self, name: str) -> str:
         var = f"S_{name}"
         if var not in self.globals:
-            self.globals[var] = SourceMatcher(self.sources[name])
+            matcher = ActionMatcher if name in self.actions else SourceMatcher
+            self.globals[var] = matcher(self.sources[name])
         return var
 
     def expr(self, e: A.Expr, scope: frozenset[str] = frozenset()) -> str:

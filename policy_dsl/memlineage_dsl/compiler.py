@@ -13,7 +13,7 @@ import fnmatch
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Any, cast
 
 from . import ast as A
 from .codegen import CodeGen
@@ -313,15 +313,22 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
     )
 
 
+def codegen_tables(env: Env) -> dict[str, Any]:
+    """What a `CodeGen` of `env` is made with: its consts, its named lists, and which
+    of those are action lists (they compare names by `facts.action_in`)."""
+    return {
+        "consts": {n: loc.node.value for n, loc in env.consts.items()},
+        "sources": {n: loc.node.patterns for n, loc in env.sources.items()},
+        "actions": frozenset(n for n, loc in env.sources.items() if loc.node.kind == "actions"),
+    }
+
+
 def compile_env(env: Env, gen: CodeGen | None = None) -> CompiledPolicySet:
     """Compile a checked environment. Raises ValueError on what the checker rejects.
     `gen`: a code generator of the same consts and sources that instruments what it
     generates (coverage); never given for a set that serves."""
     if gen is None:
-        gen = CodeGen(
-            consts={n: loc.node.value for n, loc in env.consts.items()},
-            sources={n: loc.node.patterns for n, loc in env.sources.items()},
-        )
+        gen = CodeGen(**codegen_tables(env))
     waive = DEFAULT_WAIVE_PENALTY
     if env.resolve is not None:
         for opt in env.resolve.node.options:

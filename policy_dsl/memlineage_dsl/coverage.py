@@ -21,7 +21,7 @@ from typing import Any
 
 from . import ast as A
 from .codegen import CodeGen
-from .compiler import CompiledPolicySet, compile_env
+from .compiler import CompiledPolicySet, codegen_tables, compile_env
 from .env import Env
 from .formatter import format_expr
 
@@ -128,11 +128,7 @@ class CoverageGen(CodeGen):
 def instrumented(env: Env) -> tuple[CompiledPolicySet, Probes]:
     """A separate compile of a checked `env` that counts into the returned probes."""
     probes = Probes(env)
-    gen = CoverageGen(
-        consts={n: loc.node.value for n, loc in env.consts.items()},
-        sources={n: loc.node.patterns for n, loc in env.sources.items()},
-        leaf_ids=probes.leaf_ids,
-    )
+    gen = CoverageGen(**codegen_tables(env), leaf_ids=probes.leaf_ids)
     gen.globals.update(_cov=probes.cond, _ran=probes.ran, _fired=probes.fired)
     return compile_env(env, gen), probes
 

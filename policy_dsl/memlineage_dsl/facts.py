@@ -9,6 +9,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -176,11 +177,44 @@ class Grant:
         )
 
 
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SEPARATORS = re.compile(r"[\s_-]+")
+_NAMESPACING = re.compile(r"/|\.|:|__")
+
+
+def name_key(name: str) -> str:
+    """A tool or argument name as action lists compare it: camelCase split at its humps,
+    case-folded, spaces and `-` as `_`: `Send_money`, `SEND-MONEY` and `SendMoney`
+    are `send_money` (and `sender` is not). Patterns are keyed the same way."""
+    return _SEPARATORS.sub("_", _CAMEL.sub("_", name).casefold()).strip("_")
+
+
+def name_forms(name: str) -> tuple[str, ...]:
+    """`name_key` of the name and of each tail after a namespacing separator (`/`, `.`,
+    `:`, `__`): `bank/send_money`, `mcp__bank__send_money` and `email.send` are also
+    their last parts, so a runtime's prefix does not take an action off a list."""
+    forms = [name_key(name)]
+    for sep in _NAMESPACING.finditer(name):
+        forms.append(name_key(name[sep.end() :]))
+    return tuple(f for f in dict.fromkeys(forms) if f)
+
+
+@functools.lru_cache(maxsize=1024)
+def name_pattern(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One regex of the `name_key` of every glob of an action list."""
+    globs = [fnmatch.translate(name_key(p)) for p in patterns if name_key(p)]
+    return re.compile("|".join(globs)) if globs else None
+
+
 @functools.lru_cache(maxsize=16_384)
 def action_in(action: str, patterns: tuple[str, ...]) -> bool:
-    """Whether `action` matches one of the glob `patterns` (memoised: every act asks it
-    of each grant, the same few actions and pattern lists over and over)."""
-    return any(fnmatch.fnmatchcase(action, p) for p in patterns)
+    """Whether `action` is in the action list `patterns` (globs), as the language's
+    `in` on an `actions` list compares (`name_forms`): the same answer for every
+    spelling of one name (before: case and separators mattered, and `Send_money`,
+    `bank/send_money` passed a list naming `send_*`). Memoised: every act asks it of
+    each grant, the same few actions and lists over and over."""
+    regex = name_pattern(patterns)
+    return regex is not None and any(regex.fullmatch(f) for f in name_forms(action))
 
 
 def covering_grant(

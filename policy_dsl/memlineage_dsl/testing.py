@@ -13,7 +13,7 @@ from typing import SupportsFloat, SupportsIndex, SupportsInt
 
 from . import ast as A
 from .codegen import CodeGen
-from .compiler import CompiledPolicySet
+from .compiler import CompiledPolicySet, codegen_tables
 from .decision import Decision
 from .diagnostics import Diagnostic, SourceFile
 from .env import Env
@@ -271,10 +271,7 @@ class _TestRun:
 
 def run_test(ps: CompiledPolicySet, env: Env, test: A.Test, path: str) -> TestResult:
     src = env.files[path]
-    gen = CodeGen(
-        consts={n: loc.node.value for n, loc in env.consts.items()},
-        sources={n: loc.node.patterns for n, loc in env.sources.items()},
-    )
+    gen = CodeGen(**codegen_tables(env))
     result = TestResult(test.name, path, test.span)
     run = _TestRun(ps, gen, test, src)
     try:
