@@ -7,6 +7,7 @@ of live grants answers RESOURCE_EXHAUSTED."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import threading
 import uuid
@@ -259,10 +260,26 @@ def test_allowed_payments_are_counted_by_acts(sidecar: tuple) -> None:
     assert c.act("send_money", pay).effect == pb.EFFECT_ALLOW
 
 
+def test_concurrent_payments_cannot_overshoot_the_rate_limit(sidecar: tuple) -> None:
+    """20 payments at once against "at most 2 an hour": exactly 2 allowed, on every
+    backend (on Redis the count was read by each before any added itself: 8 and 10
+    allowed in an outside audit's runs)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    _, c, _ = sidecar
+    prompt, _, _ = _trace(c)
+    pay = {"recipient": [prompt], "amount": [prompt]}
+    with ThreadPoolExecutor(20) as pool:
+        effects = list(pool.map(lambda _: c.act("send_money", pay).effect, range(20)))
+    assert effects.count(pb.EFFECT_ALLOW) == 2, effects
+    assert effects.count(pb.EFFECT_DENY) == 18
+
+
 def test_bad_act_and_grant_input_is_a_precise_error(sidecar: tuple) -> None:
     _, c, _ = sidecar
     prompt, _, _ = _trace(c)
     stub = c._stub  # the raw RPCs, to send what the typed client would not build
+    legit = "sha256:" + hashlib.sha256(b"bob@example.com").hexdigest()
     cases = [
         (
             stub.Check,
@@ -273,6 +290,20 @@ def test_bad_act_and_grant_input_is_a_precise_error(sidecar: tuple) -> None:
                 arguments=[pb.ActArgument(name="to", sources=[prompt])] * 2,
             ),
             "arguments[1]",
+        ),
+        (  # a pinned grant's digest riding along with another value (an audit)
+            stub.Check,
+            pb.CheckRequest(
+                namespace=c.namespace,
+                operation=pb.OPERATION_ACT,
+                action="send_money",
+                arguments=[
+                    pb.ActArgument(
+                        name="recipient", sources=[prompt], value="eve@evil.example", digest=legit
+                    )
+                ],
+            ),
+            "arguments[0].digest",
         ),
         (
             stub.Check,
