@@ -7,19 +7,18 @@ sidecar's commands are added beside them as they land.
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memlineage import __version__
+from memlineage.cli_remote import remote_client, remote_error, seconds
 from memlineage.config import add_setting_flags
 
 if TYPE_CHECKING:
-    from memlineage.client import MemLineageClient
+    pass
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -87,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
             "--namespace", default="", help="namespace (default: the caller's; for sweep: all)"
         )
         sp.add_argument(
-            "--timeout", type=_seconds, default=5.0, help="seconds to wait for an answer (5)"
+            "--timeout", type=seconds, default=5.0, help="seconds to wait for an answer (5)"
         )
         sp.add_argument(
             "--tls-ca",
@@ -287,10 +286,10 @@ def _sweep(args: argparse.Namespace) -> int:
 
         names = {v: k for k, v in STATUS_TO_PB.items()}
         try:
-            with _client(args) as client:
+            with remote_client(args) as client:
                 out = client.run_sweep(args.namespace, args.batch)
         except MemLineageError as exc:
-            _remote_error(exc, args)
+            remote_error(exc, args)
             return 1
         rows = [
             (t.memory_id, names.get(t.from_status, "?"), names.get(t.to_status, "?"), t.reason)
@@ -309,85 +308,6 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _seconds(text: str) -> float:
-    """A ``--timeout``: a finite number of seconds > 0 (argparse's one-line error else,
-    not a traceback from the client; ``nan`` is not a wait)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number of seconds > 0")
-    return value
-
-
-_STORE_DOWN = re.compile(r"(redis unavailable|lineage store unavailable|embedded store)\b")
-"""How a sidecar's own UNAVAILABLE begins (its store did not answer), as against
-gRPC's when no sidecar answered at all."""
-
-
-def _remote_error(exc: Exception, args: argparse.Namespace) -> None:
-    """A failed call to the sidecar, in one line: one that never answered says where it
-    was asked and what to check (before: `DEADLINE_EXCEEDED: Deadline Exceeded`)."""
-    code = getattr(exc, "code", None)
-    name = getattr(code, "name", "")
-    details = str(getattr(exc, "details", "") or "")
-    if name == "UNAVAILABLE" and _STORE_DOWN.match(details):
-        # the sidecar answered: its store is down (before: "is a sidecar serving
-        # there?", hiding which store and why)
-        print(
-            f"error: the sidecar at {args.target} answered UNAVAILABLE: {details}", file=sys.stderr
-        )
-        return
-    if name in ("DEADLINE_EXCEEDED", "UNAVAILABLE"):
-        print(
-            f"error: no answer from {args.target} within {args.timeout:g} s ({name}): is a "
-            "sidecar serving there? (one serving TLS needs --tls-ca)",
-            file=sys.stderr,
-        )
-    else:
-        print(f"error: {exc}", file=sys.stderr)
-
-
-def _tls_ca(path: str) -> bytes:
-    """The `--tls-ca` file's PEM certificates, or OSError (one line, by main) naming
-    the flag, the file and the problem: before, a garbage or key file was only found
-    out as "no answer ... is a sidecar serving there?"."""
-    import ssl
-
-    try:
-        with open(path, "rb") as f:
-            data = f.read(1 << 20)
-    except OSError as exc:
-        raise OSError(f"--tls-ca {path}: cannot be read ({exc.strerror or exc})") from None
-    if b"-----BEGIN CERTIFICATE-----" not in data:
-        raise OSError(f"--tls-ca {path}: is not a PEM certificate (no BEGIN CERTIFICATE block)")
-    try:
-        ssl.create_default_context(cadata=data.decode("ascii", "replace"))
-    except (ssl.SSLError, ValueError) as exc:
-        raise OSError(f"--tls-ca {path}: is not a valid PEM certificate ({exc})") from None
-    return data
-
-
-def _client(args: argparse.Namespace) -> MemLineageClient:
-    import os
-
-    from memlineage.client import MemLineageClient
-
-    credentials = None
-    if args.tls_ca:
-        import grpc
-
-        credentials = grpc.ssl_channel_credentials(root_certificates=_tls_ca(args.tls_ca))
-    return MemLineageClient(
-        args.target,
-        token=args.token or os.environ.get("MEMLINEAGE_TOKEN"),
-        namespace=args.namespace,
-        timeout=args.timeout,
-        credentials=credentials,
-    )
-
-
 def _check(args: argparse.Namespace) -> int:
     from google.protobuf.json_format import MessageToJson
 
@@ -395,7 +315,7 @@ def _check(args: argparse.Namespace) -> int:
     from memlineage.v1 import memlineage_pb2 as pb
 
     try:
-        with _client(args) as client:
+        with remote_client(args) as client:
             d = client.check(
                 args.operation,
                 # several ids for one that takes one: the client refuses it, never
@@ -409,7 +329,7 @@ def _check(args: argparse.Namespace) -> int:
                 historical=args.historical,
             )
     except MemLineageError as exc:
-        _remote_error(exc, args)
+        remote_error(exc, args)
         return 1
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -444,10 +364,10 @@ def _shadow(args: argparse.Namespace) -> int:
 
         files = {p: Path(p).read_text(encoding="utf-8") for p in collect_files([args.dir])}
     try:
-        with _client(args) as client:
+        with remote_client(args) as client:
             out = client.shadow(args.action, files)
     except MemLineageError as exc:
-        _remote_error(exc, args)
+        remote_error(exc, args)
         return 1
     for problem in out.diagnostics:
         print(problem.rendered or f"{problem.file}:{problem.line}: {problem.message}")
@@ -468,12 +388,12 @@ def _explain(args: argparse.Namespace) -> int:
     from memlineage.client import MemLineageError
 
     try:
-        with _client(args) as client:
+        with remote_client(args) as client:
             ex = client.explain(
                 args.memory_id, ancestor_depth=args.depth, descendant_depth=args.depth
             )
     except MemLineageError as exc:
-        _remote_error(exc, args)
+        remote_error(exc, args)
         return 1
     render = {
         "text": graph_export.to_text,

@@ -337,10 +337,10 @@ def test_snapshot_restore_of_varied_rows_equals_the_live_store(
     """A few thousand varied rows over several snapshot parts, restored through the bulk
     path (``Row.bulk_from_columns``, ``State.link_many``, ``Columns.attach_many``):
     every row, its score columns and a write after the restore equal the live store's."""
-    from memlineage.store.embedded import persistence
+    from memlineage.store.embedded import snapshot_parts
     from memlineage.store.embedded.score_mirror import SCORED, Columns
 
-    monkeypatch.setattr(persistence, "CHUNK_ROWS", 700)  # several parts, links across them
+    monkeypatch.setattr(snapshot_parts, "CHUNK_ROWS", 700)  # several parts, links across them
     rng = random.Random(7)
     store = EmbeddedStore(tmp_path)
     ids: list[str] = []

@@ -61,11 +61,9 @@ import json
 import os
 import sqlite3
 import threading
-import zlib
 from collections.abc import Iterator
-from dataclasses import MISSING, dataclass, replace
+from dataclasses import dataclass, replace
 from itertools import repeat
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -74,11 +72,12 @@ from memlineage.lineage.model import MemoryRecord
 from memlineage.lineage.validation import StoreLimits
 from memlineage.store.embedded import legacy
 from memlineage.store.embedded.checkpointer import Checkpointer
-from memlineage.store.embedded.codec import StoreCorruptError, event_from_json, event_to_json
+from memlineage.store.embedded.codec import StoreCorruptError, event_from_json
 from memlineage.store.embedded.decision_table import DecisionTable
 from memlineage.store.embedded.dir_lock import DirLock
 from memlineage.store.embedded.row import ROW_FIELDS, Row
 from memlineage.store.embedded.score_mirror import SCORED
+from memlineage.store.embedded.snapshot_parts import FORMAT, crc, dumps, write_snapshot
 from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
 from memlineage.store.embedded.state import State
 
@@ -93,13 +92,7 @@ __all__ = [
 ]
 
 DB_NAME = "lineage.sqlite3"
-FORMAT = "2"
-"""2: the revision op ("V") and the snapshot's kept versions. A format-1 database is
-a valid format-2 one (it only lacks them): read as is, marked 2 when opened for
-writing, so a version that would not know "V" refuses it instead of skipping it."""
 READABLE = frozenset({"1", FORMAT})
-CHUNK_ROWS = 5000
-"""Rows per snapshot part."""
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE ops (seq INTEGER PRIMARY KEY, op TEXT NOT NULL, crc INTEGER NOT NULL)",
@@ -107,22 +100,8 @@ _SCHEMA = (
 )
 _INSERT_OP = "INSERT INTO ops (seq, op, crc) VALUES (?, ?, ?)"
 _DEFAULTS = {f.name: f.default for f in MemoryRecord.__dataclass_fields__.values()}
-_NO_DEFAULT = MISSING
 _TUPLES = ("tags", "dependencies", "confirmed_by", "contradicted_by")
 _set = object.__setattr__
-
-
-def crc(position: int, text: str) -> int:
-    """The checksum of a stored JSON text at ``position`` (an op's seq, a part number)."""
-    return zlib.crc32(text.encode("utf-8"), position & 0xFFFFFFFF)
-
-
-# One encoder: `json.dumps` with options builds a new one at every call.
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
-
-
-def _dumps(value: Any) -> str:
-    return _ENCODER.encode(value)
 
 
 @dataclass(frozen=True)
@@ -432,57 +411,6 @@ def _sync_dir(directory: Path) -> None:
 # -- writing ------------------------------------------------------------------------------
 
 
-def _columns(chunk: list[Row]) -> dict[str, list[Any]]:
-    """A chunk's rows column-wise, without the columns every row of it has at the
-    field's default (``None``, ``()``, ``0``: most fields of most rows; a reader
-    fills a missing column with the default): less text to write and to parse."""
-    out: dict[str, list[Any]] = {}
-    for f in ROW_FIELDS:
-        col = list(map(attrgetter(f), chunk))
-        default = _DEFAULTS.get(f, _NO_DEFAULT)
-        if default is _NO_DEFAULT or col.count(default) != len(col):
-            out[f] = col
-    return out
-
-
-def _snapshot_parts(state: State, seq: int) -> Iterator[tuple[int, str]]:
-    """The snapshot as (part, JSON text): rows column-wise in chunks of CHUNK_ROWS,
-    then the header (part 0).  Rows keep insertion order (the columns' order)."""
-    part = 0
-    header: dict[str, Any] = {}
-    for ns, sp in state.spaces.items():
-        rows = list(sp.rows.values())
-        nxt = sp.review.next
-        for start in range(0, len(rows), CHUNK_ROWS):
-            chunk = rows[start : start + CHUNK_ROWS]
-            part += 1
-            yield (
-                part,
-                _dumps(
-                    {
-                        "n": ns,
-                        "c": _columns(chunk),
-                        "v": [nxt.get(r.id) for r in chunk],
-                    }
-                ),
-            )
-        header[ns] = {
-            "rows": len(rows),
-            "claims": [[s, a, i] for (s, a), i in sp.claims.items()],
-            "counters": sp.counters,
-            "sources": sp.sources,
-            "seq": sp.seq,
-            "events": [event_to_json(e) for e in sp.events],
-            "versions": sp.versions,
-        }
-    yield (
-        0,
-        _dumps(
-            {"format": FORMAT, "seq": seq, "parts": part, "fields": ROW_FIELDS, "spaces": header}
-        ),
-    )
-
-
 def _create(path: Path, fsync: bool) -> sqlite3.Connection:
     db = connect_rw(path, fsync)
     db.execute("PRAGMA journal_mode = WAL")
@@ -491,18 +419,6 @@ def _create(path: Path, fsync: bool) -> sqlite3.Connection:
             db.execute(statement)
         db.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
     return db
-
-
-def _write_snapshot(db: sqlite3.Connection, state: State, seq: int) -> None:
-    """Replace the snapshot and the ops it covers, in one transaction."""
-    with transaction(db):
-        db.execute("DELETE FROM snapshot")
-        for part, text in _snapshot_parts(state, seq):
-            db.execute(
-                "INSERT INTO snapshot (part, data, crc) VALUES (?, ?, ?)",
-                (part, text, crc(part, text)),
-            )
-        db.execute("DELETE FROM ops WHERE seq <= ?", (seq,))
 
 
 class SqliteLog:
@@ -555,9 +471,9 @@ class SqliteLog:
         db = _create(partial, True)
         try:
             if old:
-                _write_snapshot(db, state, 0)
+                write_snapshot(db, state, 0)
                 db.execute(
-                    "INSERT INTO meta VALUES ('imported', ?)", (_dumps([p.name for p in old]),)
+                    "INSERT INTO meta VALUES ('imported', ?)", (dumps([p.name for p in old]),)
                 )
         finally:
             db.close()
@@ -587,7 +503,7 @@ class SqliteLog:
         db = self._db
         if db is None:
             return
-        text = _dumps(op)
+        text = dumps(op)
         seq = self._seq + 1
         try:
             db.execute(_INSERT_OP, (seq, text, crc(seq, text)))
@@ -615,7 +531,7 @@ class SqliteLog:
         db = self._db
         if db is None:
             return
-        _write_snapshot(db, state, self._seq)
+        write_snapshot(db, state, self._seq)
         self._bytes = 0
         with contextlib.suppress(sqlite3.OperationalError):  # a reader holds it: later
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -1,0 +1,92 @@
+"""What the CLI's remote commands (`check`, `explain`, `shadow`, `sweep` over gRPC)
+share: the `--timeout` type, the client they make from `--target`, `--token` and
+`--tls-ca`, and the one line a failed call prints."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memlineage.client import MemLineageClient
+
+
+def seconds(text: str) -> float:
+    """A ``--timeout``: a finite number of seconds > 0 (argparse's one-line error else,
+    not a traceback from the client; ``nan`` is not a wait)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number of seconds > 0")
+    return value
+
+
+_STORE_DOWN = re.compile(r"(redis unavailable|lineage store unavailable|embedded store)\b")
+"""How a sidecar's own UNAVAILABLE begins (its store did not answer), as against
+gRPC's when no sidecar answered at all."""
+
+
+def remote_error(exc: Exception, args: argparse.Namespace) -> None:
+    """A failed call to the sidecar, in one line: one that never answered says where it
+    was asked and what to check (before: `DEADLINE_EXCEEDED: Deadline Exceeded`)."""
+    code = getattr(exc, "code", None)
+    name = getattr(code, "name", "")
+    details = str(getattr(exc, "details", "") or "")
+    if name == "UNAVAILABLE" and _STORE_DOWN.match(details):
+        # the sidecar answered: its store is down (before: "is a sidecar serving
+        # there?", hiding which store and why)
+        print(
+            f"error: the sidecar at {args.target} answered UNAVAILABLE: {details}", file=sys.stderr
+        )
+        return
+    if name in ("DEADLINE_EXCEEDED", "UNAVAILABLE"):
+        print(
+            f"error: no answer from {args.target} within {args.timeout:g} s ({name}): is a "
+            "sidecar serving there? (one serving TLS needs --tls-ca)",
+            file=sys.stderr,
+        )
+    else:
+        print(f"error: {exc}", file=sys.stderr)
+
+
+def tls_ca(path: str) -> bytes:
+    """The `--tls-ca` file's PEM certificates, or OSError (one line, by main) naming
+    the flag, the file and the problem: before, a garbage or key file was only found
+    out as "no answer ... is a sidecar serving there?"."""
+    import ssl
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read(1 << 20)
+    except OSError as exc:
+        raise OSError(f"--tls-ca {path}: cannot be read ({exc.strerror or exc})") from None
+    if b"-----BEGIN CERTIFICATE-----" not in data:
+        raise OSError(f"--tls-ca {path}: is not a PEM certificate (no BEGIN CERTIFICATE block)")
+    try:
+        ssl.create_default_context(cadata=data.decode("ascii", "replace"))
+    except (ssl.SSLError, ValueError) as exc:
+        raise OSError(f"--tls-ca {path}: is not a valid PEM certificate ({exc})") from None
+    return data
+
+
+def remote_client(args: argparse.Namespace) -> MemLineageClient:
+    from memlineage.client import MemLineageClient
+
+    credentials = None
+    if args.tls_ca:
+        import grpc
+
+        credentials = grpc.ssl_channel_credentials(root_certificates=tls_ca(args.tls_ca))
+    return MemLineageClient(
+        args.target,
+        token=args.token or os.environ.get("MEMLINEAGE_TOKEN"),
+        namespace=args.namespace,
+        timeout=args.timeout,
+        credentials=credentials,
+    )
