@@ -86,4 +86,9 @@ def test_evaluation_is_total_and_scores_stay_in_range(text, strategy, world, op,
     if op == "bogus":
         assert d.effect == DENY and d.errors
     if d.errors:
-        assert d.effect == DENY  # every run-time error resolves fail-closed
+        # every run-time error resolves fail-closed: a deny of its rule's priority,
+        # which `resolve priority` lets a higher rule override (the failure is still
+        # reported, tests/dsl/test_act_arguments.py)
+        standing = any(r.status == "error" for r in d.reasons)  # a failure not overridden
+        if strategy != "resolve priority\n" or standing:
+            assert d.effect == DENY, d
