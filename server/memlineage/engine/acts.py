@@ -162,6 +162,20 @@ _RACED = Decision(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """One act as asked, checked: what it is decided on (and retried on, when a
+    concurrent act spent the grants it needed)."""
+
+    ns: str
+    action: str
+    ids: tuple[str, ...]
+    arguments: tuple[ActArgument, ...]
+    actor: Creator
+    spend: float
+    now: float
+
+
 _COUNTING: dict[str, threading.Lock] = {}
 _COUNTING_LOCK = threading.Lock()
 
@@ -213,31 +227,20 @@ class Acts(EngineBase):
                 f"the limit is {MAX_BATCH_IDS}",
                 field="arguments" if arguments else "memory_ids",
             )
+        ask = _Ask(ns, action, ids, arguments, actor, spend, now)
         counted = serving.compiled.counts_action(action) if action else ()
         with _counting(ns) if counted else contextlib.nullcontext():
-            return self._act_once(serving, ns, action, ids, arguments, actor, spend, now, counted)
+            return self._act_once(serving, ask, counted)
 
-    def _act_once(
-        self,
-        serving: Any,
-        ns: str,
-        action: str,
-        ids: tuple[str, ...],
-        arguments: tuple[ActArgument, ...],
-        actor: Creator,
-        spend: float,
-        now: float,
-        counted: Sequence[Any],
-    ) -> DecisionRecord:
+    def _act_once(self, serving: Any, ask: _Ask, counted: Sequence[Any]) -> DecisionRecord:
         """Decide, spend the grants, count the action: one step per namespace for an
         action an `acts()` rule counts (`_counting`)."""
+        ns, action, ids, actor, now = ask.ns, ask.action, ask.ids, ask.actor, ask.now
         decision: Decision = _RACED
         used: tuple[str, ...] = ()
         try:
             for _ in range(_SPEND_ATTEMPTS):
-                decision, (req, snap) = self._decide_act(
-                    serving.compiled, ns, action, ids, arguments, actor, spend, now
-                )
+                decision, (req, snap) = self._decide_act(serving.compiled, ask)
                 used = () if decision.effect == DENY else grants_to_spend(req, snap)
                 if not used or self.store.use_grants(ns, used, now=now):
                     break
@@ -267,16 +270,10 @@ class Acts(EngineBase):
         return self.store.put_grant(replace(grant, issuer=actor.id), now=self._now_spending(time))
 
     def _decide_act(
-        self,
-        compiled: CompiledPolicySet,
-        ns: str,
-        action: str,
-        ids: tuple[str, ...],
-        arguments: tuple[ActArgument, ...],
-        actor: Creator,
-        spend: float,
-        now: float,
+        self, compiled: CompiledPolicySet, ask: _Ask
     ) -> tuple[Decision, tuple[Request, StoreSnapshot]]:
+        ns, action, ids, arguments = ask.ns, ask.action, ask.ids, ask.arguments
+        actor, spend, now = ask.actor, ask.spend, ask.now
         records = self._view(ns, ids, "act", compiled) if ids else {}
         reads = self._reads(compiled, "act")
         snap, facts = snapshot_of(
