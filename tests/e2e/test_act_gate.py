@@ -344,6 +344,14 @@ def test_bad_act_and_grant_input_is_a_precise_error(sidecar: tuple) -> None:
             pb.GrantRequest(namespace=c.namespace, grant=pb.Grant(actions=["send_money"])),
             "grant.source",
         ),
+        (  # accepted before, and then covered nothing (arguments compare exactly)
+            stub.RecordGrant,
+            pb.GrantRequest(
+                namespace=c.namespace,
+                grant=pb.Grant(actions=["send_money"], memory_id=prompt, arguments=["amount*"]),
+            ),
+            "grant.arguments[0]",
+        ),
         (
             stub.RecordGrant,
             pb.GrantRequest(

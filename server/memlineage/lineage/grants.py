@@ -114,6 +114,13 @@ def validated_grant(g: GrantRecord, now: float) -> GrantRecord:
     check_id(g.id, "grant.id")
     actions = _patterns(g.actions, "grant.actions", required=True)
     arguments = _patterns(g.arguments, "grant.arguments", required=False)
+    for i, name in enumerate(arguments):
+        if any(c in name for c in "*?["):  # compared as names: a glob covered nothing
+            raise ValidationError(
+                "is a glob: a grant names the arguments it covers exactly (`amount`, "
+                "not `amount*`)",
+                field=f"grant.arguments[{i}]",
+            )
     if not g.source and not g.memory_id:
         raise ValidationError("a grant names a source or a memory_id", field="grant.source")
     if g.source:
