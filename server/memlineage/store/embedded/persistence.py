@@ -68,14 +68,13 @@ from pathlib import Path
 from typing import Any
 
 from memlineage.lineage.errors import StoreUnavailableError
-from memlineage.lineage.model import MemoryRecord
 from memlineage.lineage.validation import StoreLimits
 from memlineage.store.embedded import legacy
 from memlineage.store.embedded.checkpointer import Checkpointer
 from memlineage.store.embedded.codec import StoreCorruptError, event_from_json
 from memlineage.store.embedded.decision_table import DecisionTable
 from memlineage.store.embedded.dir_lock import DirLock
-from memlineage.store.embedded.row import ROW_FIELDS, Row
+from memlineage.store.embedded.row import FIELD_DEFAULTS, ROW_FIELDS, Row
 from memlineage.store.embedded.score_mirror import SCORED
 from memlineage.store.embedded.snapshot_parts import FORMAT, crc, dumps, write_snapshot
 from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
@@ -99,7 +98,6 @@ _SCHEMA = (
     "CREATE TABLE snapshot (part INTEGER PRIMARY KEY, data TEXT NOT NULL, crc INTEGER NOT NULL)",
 )
 _INSERT_OP = "INSERT INTO ops (seq, op, crc) VALUES (?, ?, ?)"
-_DEFAULTS = {f.name: f.default for f in MemoryRecord.__dataclass_fields__.values()}
 _TUPLES = ("tags", "dependencies", "confirmed_by", "contradicted_by")
 _set = object.__setattr__
 
@@ -227,9 +225,8 @@ def _load_snapshot(db: sqlite3.Connection, path: Path, state: State) -> int:
             sp.review.next.update((i, at) for i, at in due if at is not None)
             loaded[ns].extend(rows)
             for f, col in scored[ns].items():  # a column a part omits: its default
-                col.extend(
-                    columns[f] if f in columns and f in known else repeat(_DEFAULTS[f], len(rows))
-                )
+                given = columns[f] if f in columns and f in known else None
+                col.extend(repeat(FIELD_DEFAULTS[f], len(rows)) if given is None else given)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             raise StoreCorruptError(path, f"{what} is malformed ({_problem(exc)})") from exc
         expected += 1

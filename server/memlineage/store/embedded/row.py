@@ -18,7 +18,9 @@ if TYPE_CHECKING:
     from memlineage.store.embedded.score_mirror import Columns
 
 ROW_FIELDS = tuple(f for f in MemoryRecord.__dataclass_fields__ if f != "derivations")
-_DEFAULTS = {f.name: f.default for f in MemoryRecord.__dataclass_fields__.values()}
+FIELD_DEFAULTS = {f.name: f.default for f in MemoryRecord.__dataclass_fields__.values()}
+"""Each record field's default (``dataclasses.MISSING`` for one without): what a row,
+a snapshot part and a log line that lack a field take."""
 _TUPLES = ("tags", "dependencies", "confirmed_by", "contradicted_by")
 
 _set = object.__setattr__
@@ -180,7 +182,7 @@ class Row:
         values: list[Any] = []
         for name in ROW_FIELDS:
             if name not in columns:
-                values.append(repeat(_DEFAULTS[name], n))
+                values.append(repeat(FIELD_DEFAULTS[name], n))
                 continue
             col = columns[name]
             if len(col) != n:
@@ -212,7 +214,7 @@ class Row:
     def from_json(cls, data: dict[str, Any]) -> Row:
         row = cls()
         for f in ROW_FIELDS:  # fields added later default (logs written before them)
-            setattr(row, f, data[f] if f in data else _DEFAULTS[f])
+            setattr(row, f, data[f] if f in data else FIELD_DEFAULTS[f])
         for f in _TUPLES:
             setattr(row, f, tuple(getattr(row, f)))
         row.status_history = tuple(StatusChange(*h) for h in row.status_history)

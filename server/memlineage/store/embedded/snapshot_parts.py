@@ -13,9 +13,8 @@ from dataclasses import MISSING
 from operator import attrgetter
 from typing import Any
 
-from memlineage.lineage.model import MemoryRecord
 from memlineage.store.embedded.codec import event_to_json
-from memlineage.store.embedded.row import ROW_FIELDS, Row
+from memlineage.store.embedded.row import FIELD_DEFAULTS, ROW_FIELDS, Row
 from memlineage.store.embedded.sqlite_conn import transaction
 from memlineage.store.embedded.state import State
 
@@ -25,7 +24,6 @@ a valid format-2 one (it only lacks them): read as is, marked 2 when opened for
 writing, so a version that would not know "V" refuses it instead of skipping it."""
 CHUNK_ROWS = 5000
 """Rows per snapshot part."""
-_DEFAULTS = {f.name: f.default for f in MemoryRecord.__dataclass_fields__.values()}
 _NO_DEFAULT = MISSING
 
 
@@ -49,7 +47,7 @@ def row_columns(chunk: list[Row]) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     for f in ROW_FIELDS:
         col = list(map(attrgetter(f), chunk))
-        default = _DEFAULTS.get(f, _NO_DEFAULT)
+        default = FIELD_DEFAULTS.get(f, _NO_DEFAULT)
         if default is _NO_DEFAULT or col.count(default) != len(col):
             out[f] = col
     return out
