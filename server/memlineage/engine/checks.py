@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from memlineage_dsl.compiler import CompiledPolicySet
@@ -269,7 +268,7 @@ class Checks(EngineBase):
                 id(c)
                 for c in sorted((c for c in out if c.kept), key=lambda c: -c.rank_score)[:limit]
             }
-            out = [c if id(c) in keep or not c.kept else replace(c, kept=False) for c in out]
+            out = [c if id(c) in keep or not c.kept else c._replace(kept=False) for c in out]
         kept = tuple(c.memory_id for c in out if c.kept and c.memory_id in records)
         if kept and self.record_access:
             self.access.add(ns, kept, now)

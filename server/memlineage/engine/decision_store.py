@@ -129,11 +129,11 @@ class DecisionKeeper:
                     item = popleft()
                 except IndexError:  # a full queue dropped its oldest meanwhile
                     break
-                if isinstance(item, tuple):
+                if isinstance(item, DecisionRecord):
+                    rec = item
+                else:  # (serial, context, time)
                     serial, ctx, at = item
                     rec = ctx.record(decision_id_of(at, serial), at)
-                else:
-                    rec = item
                 d = rec.decision
                 detail = details.get(id(d))
                 if detail is None:

@@ -4,6 +4,7 @@ sidecar's own rather than a policy's (store unavailable)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from memlineage_dsl.decision import DEGRADE, DENY, ERROR, Decision, ObligationOut, Reason
 
@@ -37,8 +38,10 @@ def store_down(op: str) -> Decision:
     return _DOWN_READ if op == "read" else _DOWN_OTHER
 
 
-@dataclass(frozen=True, slots=True)
-class RankedCandidate:
+class RankedCandidate(NamedTuple):
+    """One FilterRank candidate, request order; a named tuple for the same reason as
+    `DecisionRecord` (one per candidate)."""
+
     memory_id: str
     similarity: float
     rank_score: float
