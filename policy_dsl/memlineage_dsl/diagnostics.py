@@ -51,6 +51,7 @@ CODES: dict[str, str] = {
     "E302": "missing-effect",
     "E303": "duplicate-clause",
     "E304": "operation-not-applicable",
+    "E305": "no-policies",
     # rule analysis (W4xx)
     "W401": "never-fires",
     "W402": "shadowed-rule",

@@ -13,9 +13,9 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memlineage_dsl.ast import Span
 from memlineage_dsl.compiler import CompiledPolicySet
-from memlineage_dsl.diagnostics import Diagnostic
-from memlineage_dsl.loader import collect_files
+from memlineage_dsl.diagnostics import Diagnostic, Severity
 from memlineage_dsl.pipeline import Build, build_paths, lint_set
 
 
@@ -61,16 +61,45 @@ def _version(build: Build, base: str | None = None) -> str:
     return digest.hexdigest()[:12]
 
 
+def _refusals(build: Build, where: str) -> list[Diagnostic]:
+    """Why `build` is not served: its errors, or E305 when it compiled with no policy
+    (no `.mlp` file, only empty ones, only constants): such a set allows every
+    request, so neither a start, nor a reload (SIGHUP, ReloadPolicies: a directory
+    emptied mid-deploy), nor a shadow candidate serves it."""
+    if build.compiled is None:
+        return [d for d in build.diagnostics if d.severity == "error"]
+    if build.compiled.policies:
+        return []
+    return [
+        Diagnostic(
+            "E305",
+            Severity.ERROR,
+            "the policy set holds no policy: a set without one would allow every "
+            "request, so it is not served",
+            where,
+            Span(1, 1, 1, 1),
+            "",
+            "add the .mlp files with their policies (a server keeps serving its current set)",
+        )
+    ]
+
+
+def _where(directory: str | None, files: dict[str, str] | None) -> str:
+    """The file (or directory) an E305 names."""
+    return min(files) if files else (directory or ".")
+
+
 class PolicyHolder:
-    """Holds the serving set; `current` is always a complete compiled set."""
+    """Holds the serving set; `current` is always a complete compiled set, with at
+    least one policy."""
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self._lock = threading.Lock()
         build = build_paths([directory])
-        if build.compiled is None or not collect_files([directory]):
-            errors = [d for d in build.diagnostics if d.severity == "error"]
-            raise PolicyLoadError(errors)
+        refused = _refusals(build, directory)
+        if refused or build.compiled is None:
+            raise PolicyLoadError(refused)
         self._current = self._serving(build, directory)
 
     @staticmethod
@@ -93,6 +122,9 @@ class PolicyHolder:
     ) -> tuple[ServingPolicies | None, list[Diagnostic]]:
         """A compiled set that is not served (a shadow candidate), or its errors."""
         build = lint_set(files) if files else build_paths([directory or "."])
+        refused = _refusals(build, _where(directory, files))
+        if refused and build.compiled is not None:  # compiled, without a policy
+            return None, [*build.diagnostics, *refused]
         if build.compiled is None:
             return None, build.diagnostics
         return cls._serving(build, None if files else directory), build.diagnostics
@@ -101,6 +133,9 @@ class PolicyHolder:
         """Compile the new set (the directory, or the given texts) and swap it in."""
         with self._lock:
             build = lint_set(files) if files else build_paths([self.directory])
+            refused = _refusals(build, _where(self.directory, files))
+            if refused and build.compiled is not None:  # compiled, without a policy
+                return ReloadOutcome(False, self._current.version, [*build.diagnostics, *refused])
             if build.compiled is None:
                 return ReloadOutcome(False, self._current.version, build.diagnostics)
             self._current = self._serving(build, None if files else self.directory)
