@@ -251,6 +251,24 @@ def test_get_and_get_all_hide_denied_and_mark_degraded(
     assert {r["id"] for r in listed} == {ids["user"], ids["tool"]}
 
 
+def test_history_is_decided_as_a_read_of_the_memory(
+    memory: Memory, ml: MemLineageClient, user: str
+) -> None:
+    """Each history entry holds the memory's text: a denied memory's history is empty
+    (before: Mem0's, unfiltered, gave an agent the text every read hid)."""
+    guarded = GuardedMem0Memory(memory, ml)
+    ids = _seed(guarded, user)
+    for hidden in ("blocked", "guess"):
+        assert [h["new_memory"] for h in memory.history(ids[hidden])] == [
+            f"hotel in Shanghai from {hidden}"
+        ]
+        assert guarded.history(ids[hidden]) == []
+    assert guarded.history(ids["user"]) == memory.history(ids["user"])
+    (entry,) = guarded.history(ids["tool"])
+    assert entry[DECISION_KEY]["effect"] == "degrade"
+    assert {k: v for k, v in entry.items() if k != DECISION_KEY} == memory.history(ids["tool"])[0]
+
+
 # ---------------------------------------------------------------- update / delete / history
 
 
@@ -358,6 +376,8 @@ def test_the_async_twin_over_mem0_async_memory(
                 await guarded.delete(item["id"])
             assert (await inner.get(item["id"]))["memory"] == "my seat is by the window"
             assert await guarded.history(item["id"]) == await inner.history(item["id"])
+            assert await guarded.history(hidden["id"]) == []
+            assert len(await inner.history(hidden["id"])) == 1
 
             claim = (f"user:{user}", "seat", "window")
             ml.record(f"{user}-seat", creator=f"user:{user}", claim=claim)

@@ -95,6 +95,12 @@ def _shown(item: dict[str, Any], decision: pb.Decision) -> dict[str, Any] | None
     return item
 
 
+def _history_shown(entries: Any, decision: pb.Decision) -> list[Any]:
+    """`history`'s answer: the entries a read decision lets through (`_shown` each)."""
+    shown = (_shown(dict(e), decision) for e in entries or ())
+    return [e for e in shown if e is not None]
+
+
 def _lineage_fields(lineage: Any, where: str) -> dict[str, Any]:
     if not isinstance(lineage, Mapping):
         raise ValueError(f"{where}: lineage must be a mapping, got {type(lineage).__name__}")
@@ -426,9 +432,13 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
         self._check_write(decision)
         return self._changed(self.memory.delete(memory_id), decision)
 
-    def history(self, memory_id: str) -> Any:
-        """Mem0's change history, unfiltered: the audit trail of the store itself."""
-        return self.memory.history(memory_id)
+    def history(self, memory_id: str, *, actor: str | None = None) -> list[Any]:
+        """Mem0's change history of the memory, decided as a read of it: every entry
+        holds its text, old and new, so a denied memory's history is ``[]`` (as `get`
+        answers None), a degraded one's entries carry `DECISION_KEY`. The operator's
+        unfiltered audit trail is ``.memory.history``."""
+        decision = self.client.check("read", memory_id, actor=actor or self.actor, historical=True)
+        return _history_shown(self.memory.history(memory_id), decision)
 
 
 class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient]):
@@ -570,6 +580,9 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
         self._check_write(decision)
         return self._changed(await self.memory.delete(memory_id), decision)
 
-    async def history(self, memory_id: str) -> Any:
-        """Mem0's change history, unfiltered (as `GuardedMem0Memory.history`)."""
-        return await self.memory.history(memory_id)
+    async def history(self, memory_id: str, *, actor: str | None = None) -> list[Any]:
+        """`GuardedMem0Memory.history`, awaited."""
+        decision = await self._acall(
+            "check", "read", memory_id, actor=actor or self.actor, historical=True
+        )
+        return _history_shown(await self.memory.history(memory_id), decision)
