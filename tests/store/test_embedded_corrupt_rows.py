@@ -19,8 +19,8 @@ from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.proposals import Objection
 from memlineage.store.embedded import EmbeddedStore
 from memlineage.store.embedded.dir_lock import LOCK_NAME
-from memlineage.store.embedded.grant_table import grant_crc
 from memlineage.store.embedded.persistence import DB_NAME, StoreCorruptError
+from memlineage.store.embedded.summed_rows import row_crc
 from support.memories import NOW
 from support.proposals import stale_at_now
 from support.serve_process import REASONING_POLICY, serve_refusal
@@ -62,16 +62,17 @@ def sha(path: Path) -> str:
 
 
 def _set(data: Path, table: str, value: object, *, resum: bool = True) -> None:
-    """Write `value` into the row; a grants row's checksum is written to match (the
-    damage a writer who knows the format does, which decoding must still catch)
-    unless `resum` is false (an edit that leaves it: the checksum catches it)."""
+    """Write `value` into the row; its checksum is written to match (the damage a
+    writer who knows the format does, which decoding must still catch) unless `resum`
+    is false (an edit that leaves it: the checksum catches it)."""
     con = sqlite3.connect(data / DB_NAME, isolation_level=None)
     try:
         n = con.execute(f"UPDATE {table} SET data = ?", (value,)).rowcount
         assert n == 1
-        if table == "grants" and resum and isinstance(value, str | int):  # TEXT affinity:
-            # a number is stored, and read back, as its text
-            con.execute("UPDATE grants SET crc = ?", (grant_crc(NS, GRANT_ID, str(value)),))
+        if resum and isinstance(value, str | int):  # TEXT affinity: a number is
+            # stored, and read back, as its text
+            key = GRANT_ID if table == "grants" else MEMORY
+            con.execute(f"UPDATE {table} SET crc = ?", (row_crc(NS, key, str(value)),))
     finally:
         con.close()
 
@@ -227,32 +228,47 @@ def test_serve_refuses_a_corrupt_row_with_one_line(tmp_path: Path, table: str) -
     assert sha(db) == before
 
 
-def test_grants_rows_are_checksummed_and_store_check_reads_them(tmp_path: Path) -> None:
-    """A grants table made before the checksum opens and its rows get theirs; `store
-    check` counts the grants and names a row whose text no longer holds its checksum
-    (before: it did not look at the grants table at all)."""
+@pytest.mark.parametrize("table", ["grants", "proposals"])
+def test_side_table_rows_are_checksummed_and_store_check_reads_them(
+    tmp_path: Path, table: str
+) -> None:
+    """A side table made before the checksum opens and its rows get theirs; `store
+    check` counts the rows and names one whose text no longer holds its checksum
+    (before: it did not look at the grants table, and proposals rows had none: a
+    hand-edited proposal was read as state)."""
     from memlineage.store.embedded import persistence
 
     data = populated(tmp_path / "d")
     con = sqlite3.connect(data / DB_NAME, isolation_level=None)
     try:  # the table as written before the checksum: no crc column
-        con.execute("ALTER TABLE grants DROP COLUMN crc")
+        con.execute(f"ALTER TABLE {table} DROP COLUMN crc")
     finally:
         con.close()
     store = EmbeddedStore(data, clock=ManualClock(NOW))
     [grant] = store.grants(NS)
     assert (grant.id, grant.used) == (GRANT_ID, 1)
+    proposal = store.proposal(NS, MEMORY)
+    assert proposal is not None and proposal.state == "postponed"
     store.close()
     con = sqlite3.connect(data / DB_NAME)
     try:
-        [(text, crc)] = con.execute("SELECT data, crc FROM grants").fetchall()
+        [(text, crc)] = con.execute(f"SELECT data, crc FROM {table}").fetchall()
     finally:
         con.close()
-    assert crc == grant_crc(NS, GRANT_ID, text)  # given its checksum once
-    assert persistence.check(data).grants == 1
-    assert ", 1 grants;" in persistence.check(data).describe()
-    _set(data, "grants", text.replace(",1,", ",0,", 1), resum=False)
+    assert crc == row_crc(NS, GRANT_ID if table == "grants" else MEMORY, text)  # given once
+    summary = persistence.check(data)
+    assert (summary.grants, summary.proposals) == (1, 1)
+    assert ", 1 grants, 1 proposals;" in summary.describe()
+    edited = (
+        text.replace(",1,", ",0,", 1)
+        if table == "grants"
+        else text.replace("postponed", "pending", 1)
+    )
+    assert edited != text
+    _set(data, table, edited, resum=False)
     before = sha(data / DB_NAME)
-    with pytest.raises(StoreCorruptError, match="fails its checksum"):
+    with pytest.raises(StoreCorruptError, match=f"{table} row .* fails its checksum"):
         persistence.check(data)
+    with pytest.raises(StoreCorruptError, match=f"{table} row .* fails its checksum"):
+        EmbeddedStore(data)
     assert sha(data / DB_NAME) == before

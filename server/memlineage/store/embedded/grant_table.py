@@ -2,7 +2,7 @@
 through to a table of their own in the store's SQLite file (on a connection of its
 own, like the kept decisions), so an acknowledged grant or spent use outlives a
 SIGKILL. Not part of the op log or the snapshot; each row carries a checksum
-(`grant_crc`): a row that does not decode as the store wrote it, or no longer holds
+(`summed_rows`): a row that does not decode as the store wrote it, or no longer holds
 its checksum (a hand-edited `used` count), refuses the open (``StoreCorruptError``,
 naming the row), and `store check` reads them too (`check_grants`)."""
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,19 +21,18 @@ from memlineage.lineage.errors import (
 from memlineage.lineage.grants import GrantRecord
 from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.sqlite_conn import open_loaded, transaction
+from memlineage.store.embedded.summed_rows import (
+    add_crc_column,
+    check_row,
+    read_only_rows,
+    row_crc,
+)
 from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE, DecodeProblem, decoded_grant
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS grants (ns TEXT NOT NULL, id TEXT NOT NULL, "
     "data TEXT NOT NULL, crc INTEGER, PRIMARY KEY (ns, id)) WITHOUT ROWID",
 )
-_ADD_CRC = "ALTER TABLE grants ADD COLUMN crc INTEGER"  # a table made before the checksum
-
-
-def grant_crc(ns: str, gid: str, data: str) -> int:
-    """The checksum of a grants row (as the op log's: a changed byte, a hand-edited
-    `used` count, is found at open instead of read as the grant's state)."""
-    return zlib.crc32(f"{ns}\x1f{gid}\x1f{data}".encode())
 
 
 class GrantTable:
@@ -49,7 +47,7 @@ class GrantTable:
         self._lock = threading.Lock()
         self._by_ns: dict[str, dict[str, GrantRecord]] = {}
         if path is not None and path.exists():
-            _add_crc_column(path)
+            add_crc_column(path, "grants")
         self._db, loaded = open_loaded(
             path,
             fsync,
@@ -120,7 +118,7 @@ class GrantTable:
                 rows = [(g.namespace, g.id, g.to_json()) for g in grants]
                 self._db.executemany(
                     "INSERT OR REPLACE INTO grants VALUES (?, ?, ?, ?)",
-                    [(ns, gid, data, grant_crc(ns, gid, data)) for ns, gid, data in rows],
+                    [(ns, gid, data, row_crc(ns, gid, data)) for ns, gid, data in rows],
                 )
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"embedded store: writing grants failed ({exc})") from exc
@@ -138,46 +136,17 @@ def _decoded(
     """A grants row as `GrantRecord.to_json` wrote it (``store.grants.decoded_grant``)
     and whether it carries its checksum (rows written before it do not), else
     ``StoreCorruptError`` naming the file and the row."""
-    texts = isinstance(ns, str) and isinstance(gid, str) and isinstance(data, str)
-    if crc is not None and texts and crc != grant_crc(str(ns), str(gid), str(data)):
-        raise StoreCorruptError(
-            path,
-            f"grants row (ns {ns!r}, id {gid!r}) fails its checksum "
-            "(the stored text was changed after it was written)",
-        )
+    summed = check_row(path, "grants", "id", ns, gid, data, crc)
     try:
-        return decoded_grant(data, ns, gid), crc is not None
+        return decoded_grant(data, ns, gid), summed
     except DecodeProblem as exc:
         raise StoreCorruptError(path, f"grants row (ns {ns!r}, id {gid!r}) {exc}") from None
-
-
-def _add_crc_column(path: Path) -> None:
-    """Give a grants table made before the checksum its column (once)."""
-    db = sqlite3.connect(path, isolation_level=None, timeout=30)
-    try:
-        cols = [r[1] for r in db.execute("PRAGMA table_info(grants)")]
-        if cols and "crc" not in cols:
-            db.execute(_ADD_CRC)
-    except sqlite3.Error as exc:
-        raise StoreCorruptError(path, f"the grants table cannot be read ({exc})") from exc
-    finally:
-        db.close()
 
 
 def check_grants(path: Path) -> int:
     """`memlineage store check`'s look at the grants table, read-only: every row decodes
     and holds its checksum (StoreCorruptError naming the row); how many there are."""
-    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
-    try:
-        cols = [r[1] for r in db.execute("PRAGMA table_info(grants)")]
-        if not cols:
-            return 0
-        crc = "crc" if "crc" in cols else "NULL"
-        rows = db.execute(f"SELECT ns, id, data, {crc} FROM grants").fetchall()
-    except sqlite3.Error as exc:
-        raise StoreCorruptError(path, f"the grants table cannot be read ({exc})") from exc
-    finally:
-        db.close()
+    rows = read_only_rows(path, "grants", "id")
     for row in rows:
         _decoded(path, *row)
     return len(rows)

@@ -120,11 +120,14 @@ class Summary:
     """Size of the database file (without its WAL)."""
     grants: int = 0
     """Rows of the grants table, each decoded and its checksum held."""
+    proposals: int = 0
+    """Rows of the proposals table, likewise."""
 
     def describe(self) -> str:
         return (
             f"{self.path}: ok, {self.records:,} records in {self.namespaces:,} "
-            f"namespaces, {self.events:,} events retained, {self.grants:,} grants; "
+            f"namespaces, {self.events:,} events retained, {self.grants:,} grants, "
+            f"{self.proposals:,} proposals; "
             f"{self.last_seq:,} ops written, "
             f"{self.ops:,} after the snapshot (of op {self.snapshot_seq:,}); "
             f"{self.bytes:,} bytes"
@@ -363,8 +366,10 @@ def check(directory: str | os.PathLike[str], limits: StoreLimits | None = None) 
     with changed:
         snap, last, n, _ = _read(path, state)
     from memlineage.store.embedded.grant_table import check_grants
+    from memlineage.store.embedded.proposal_table import check_proposals
 
-    return replace(_summary(path, state, snap, last, n), grants=check_grants(path))
+    summary = _summary(path, state, snap, last, n)
+    return replace(summary, grants=check_grants(path), proposals=check_proposals(path))
 
 
 def backup(directory: str | os.PathLike[str], dest: str | os.PathLike[str]) -> Summary:

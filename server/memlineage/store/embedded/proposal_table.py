@@ -2,9 +2,11 @@
 through to a table of their own in the store's SQLite file (on a connection of its
 own, like grants), so a pending or postponed proposal outlives a restart. Its Watch
 event is emitted under the store's lock; like every event it is kept in the next
-snapshot (a crash before one loses the event, never the proposal). A row that does
-not decode as the store wrote it refuses the open (``StoreCorruptError``, naming the
-row)."""
+snapshot (a crash before one loses the event, never the proposal). Each row carries a
+checksum (`summed_rows`): a row that does not decode as the store wrote it, or no
+longer holds its checksum (a hand-edited proposed status or time), refuses the open
+(``StoreCorruptError``, naming the row), and `store check` reads them too
+(`check_proposals`)."""
 
 from __future__ import annotations
 
@@ -16,11 +18,17 @@ from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.proposals import Proposal
 from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.sqlite_conn import open_loaded, transaction
+from memlineage.store.embedded.summed_rows import (
+    add_crc_column,
+    check_row,
+    read_only_rows,
+    row_crc,
+)
 from memlineage.store.proposals import DecodeProblem, decoded_proposal
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS proposals (ns TEXT NOT NULL, memory TEXT NOT NULL, "
-    "data TEXT NOT NULL, PRIMARY KEY (ns, memory)) WITHOUT ROWID",
+    "data TEXT NOT NULL, crc INTEGER, PRIMARY KEY (ns, memory)) WITHOUT ROWID",
 )
 
 
@@ -28,23 +36,31 @@ class ProposalTable:
     def __init__(self, path: Path | None = None, fsync: bool = False) -> None:
         self._lock = threading.Lock()
         self._rows: dict[tuple[str, str], Proposal] = {}
+        if path is not None and path.exists():
+            add_crc_column(path, "proposals")
         self._db, loaded = open_loaded(
             path,
             fsync,
             _SCHEMA,
             "proposals",
-            "SELECT ns, memory, data FROM proposals",
+            "SELECT ns, memory, data, crc FROM proposals",
             _decoded,
         )
-        for p in loaded:
+        for p, summed in loaded:
             self._rows[(p.namespace, p.memory_id)] = p
+            if not summed:  # a row written before the checksum: given its own once
+                self._save_row(p)
+
+    def _save_row(self, p: Proposal) -> None:
+        data = p.to_json()
+        self._write(
+            "INSERT OR REPLACE INTO proposals VALUES (?, ?, ?, ?)",
+            (p.namespace, p.memory_id, data, row_crc(p.namespace, p.memory_id, data)),
+        )
 
     def save(self, p: Proposal) -> None:
         with self._lock:
-            self._write(
-                "INSERT OR REPLACE INTO proposals VALUES (?, ?, ?)",
-                (p.namespace, p.memory_id, p.to_json()),
-            )
+            self._save_row(p)
             self._rows[(p.namespace, p.memory_id)] = p
 
     def get(self, ns: str, memory_id: str) -> Proposal | None:
@@ -57,7 +73,7 @@ class ProposalTable:
                 self._write("DELETE FROM proposals WHERE ns = ? AND memory = ?", (ns, memory_id))
                 del self._rows[(ns, memory_id)]
 
-    def _write(self, sql: str, args: tuple[str, ...]) -> None:
+    def _write(self, sql: str, args: tuple[str | int, ...]) -> None:
         if self._db is None:
             return
         try:
@@ -75,12 +91,25 @@ class ProposalTable:
                 self._db = None
 
 
-def _decoded(path: Path, ns: object, memory: object, data: object) -> Proposal:
+def _decoded(
+    path: Path, ns: object, memory: object, data: object, crc: object
+) -> tuple[Proposal, bool]:
     """A proposals row as `Proposal.to_json` wrote it (``store.proposals.
-    decoded_proposal``), else ``StoreCorruptError`` naming the file and the row."""
+    decoded_proposal``) and whether it carries its checksum, else ``StoreCorruptError``
+    naming the file and the row."""
+    summed = check_row(path, "proposals", "memory", ns, memory, data, crc)
     try:
-        return decoded_proposal(data, ns, memory)
+        return decoded_proposal(data, ns, memory), summed
     except DecodeProblem as exc:
         raise StoreCorruptError(
             path, f"proposals row (ns {ns!r}, memory {memory!r}) {exc}"
         ) from None
+
+
+def check_proposals(path: Path) -> int:
+    """`memlineage store check`'s look at the proposals table, read-only: every row
+    decodes and holds its checksum (StoreCorruptError naming the row); how many."""
+    rows = read_only_rows(path, "proposals", "memory")
+    for row in rows:
+        _decoded(path, *row)
+    return len(rows)

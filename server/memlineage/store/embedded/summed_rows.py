@@ -1,0 +1,62 @@
+"""Checksummed rows of the embedded store's side tables (grants, proposals): each
+``(ns, key, data, crc)`` row holds the CRC-32 of its three texts, so a changed byte or
+a hand-edited field is found at open (and by `memlineage store check`) instead of read
+as state; a row written before its table had the column is given its checksum once."""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from pathlib import Path
+from typing import Any
+
+from memlineage.store.embedded.codec import StoreCorruptError
+
+
+def row_crc(ns: str, key: str, data: str) -> int:
+    """The checksum of a side-table row (as the op log's)."""
+    return zlib.crc32(f"{ns}\x1f{key}\x1f{data}".encode())
+
+
+def check_row(
+    path: Path, table: str, key_name: str, ns: object, key: object, data: object, crc: object
+) -> bool:
+    """Whether the row carries a checksum (None: written before the column); a row
+    whose checksum no longer holds is ``StoreCorruptError`` naming the file and row."""
+    texts = isinstance(ns, str) and isinstance(key, str) and isinstance(data, str)
+    if crc is not None and texts and crc != row_crc(str(ns), str(key), str(data)):
+        raise StoreCorruptError(
+            path,
+            f"{table} row (ns {ns!r}, {key_name} {key!r}) fails its checksum "
+            "(the stored text was changed after it was written)",
+        )
+    return crc is not None
+
+
+def add_crc_column(path: Path, table: str) -> None:
+    """Give `table`, made before the checksum, its ``crc`` column (once)."""
+    db = sqlite3.connect(path, isolation_level=None, timeout=30)
+    try:
+        cols = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+        if cols and "crc" not in cols:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN crc INTEGER")
+    except sqlite3.Error as exc:
+        raise StoreCorruptError(path, f"the {table} table cannot be read ({exc})") from exc
+    finally:
+        db.close()
+
+
+def read_only_rows(path: Path, table: str, key_column: str) -> list[Any]:
+    """`store check`'s read of `table`, read-only: its ``(ns, key, data, crc)`` rows
+    (crc None before the column existed; no rows when there is no table)."""
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    try:
+        cols = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+        if not cols:
+            return []
+        crc = "crc" if "crc" in cols else "NULL"
+        return db.execute(f"SELECT ns, {key_column}, data, {crc} FROM {table}").fetchall()
+    except sqlite3.Error as exc:
+        raise StoreCorruptError(path, f"the {table} table cannot be read ({exc})") from exc
+    finally:
+        db.close()
