@@ -379,7 +379,11 @@ def _shadow(args: argparse.Namespace) -> int:
     name = pb.Effect.Name
     for d in out.diffs:
         a, b = name(d.serving).removeprefix("EFFECT_"), name(d.candidate).removeprefix("EFFECT_")
-        print(f"  {d.policy}: {a.lower()} -> {b.lower()}  {d.count}  e.g. {'; '.join(d.examples)}")
+        a, b = a.lower(), b.lower()
+        if d.serving_obligations or d.candidate_obligations:
+            a += f" [{', '.join(d.serving_obligations)}]"
+            b += f" [{', '.join(d.candidate_obligations)}]"
+        print(f"  {d.policy}: {a} -> {b}  {d.count}  e.g. {'; '.join(d.examples)}")
     return 0
 
 

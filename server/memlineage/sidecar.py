@@ -11,6 +11,7 @@ import logging
 import signal
 import socket
 import sys
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
@@ -157,7 +158,10 @@ async def start_sidecar(
 
     def shadow_table() -> tuple[int, list[tuple[str, str, str, int]]]:
         status = engine.shadow.status()
-        return status.compared, [(d.policy, d.serving, d.candidate, d.count) for d in status.diffs]
+        by_effects: Counter[tuple[str, str, str]] = Counter()
+        for d in status.diffs:  # rows that differ in obligations only share their labels
+            by_effects[(d.policy, d.serving, d.candidate)] += d.count
+        return status.compared, [(*k, n) for k, n in by_effects.items()]
 
     metrics.watch_shadow(shadow_table)
     tracing = None

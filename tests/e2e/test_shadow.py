@@ -111,6 +111,93 @@ def test_the_candidate_is_compared_never_served_then_promoted(
             admin.shadow("promote")  # nothing loaded any more
 
 
+def _bundled_files(change: tuple[str, str] | None = None) -> dict[str, str]:
+    """The bundled set as ReloadPolicies/Shadow files, `change` (old, new) made once."""
+    files = {p.name: p.read_text() for p in sorted(Path(BUNDLED_POLICIES).glob("*.mlp"))}
+    if change is not None:
+        [name] = [n for n, text in files.items() if change[0] in text]
+        files[name] = files[name].replace(*change)
+    return files
+
+
+def test_a_candidate_loaded_after_reused_decisions_compares_every_one() -> None:
+    """With reuse on, a Check decided (and reused) before the load is compared on each
+    later ask (before: answered by reuse, never compared, `0 disagreed` of traffic the
+    candidate flips; an outside audit). After the candidate goes, reuse comes back."""
+    config = Config(policy_dir=BUNDLED_POLICIES, tokens=TOKENS, store="embedded")
+    with (
+        RunningSidecar(config) as s,
+        MemLineageClient(s.address, token="admin", timeout=10) as admin,
+        MemLineageClient(s.address, token="user", timeout=10) as user,
+    ):
+        user.record("web", creator="tool:web_search")
+        engine = s.sidecar.engine
+        for _ in range(5):  # decided once, then reused
+            assert user.check("read", "web").effect == pb.EFFECT_DEGRADE
+        assert engine.reused == 4
+        assert admin.shadow("load", {"x.mlp": NO_WEB}).active
+        for _ in range(5):
+            assert user.check("read", "web").effect == pb.EFFECT_DEGRADE  # still served
+        assert engine.reused == 4
+        status = admin.shadow("status")
+        assert (status.compared, status.disagreed) == (5, 5)
+        # the candidate is this one policy alone: the bundled one that fired is gone
+        counts = {d.policy: d.count for d in status.diffs}
+        assert counts == {"no_web_at_all": 5, "unvetted_tool_output": 5}
+        admin.shadow("drop")
+        user.check("read", "web")
+        user.check("read", "web")
+        assert engine.reused > 4  # reuse again
+
+
+def test_a_candidate_that_drops_an_obligation_disagrees_naming_its_policy() -> None:
+    """Same effect, other obligations: a disagreement under the policy whose obligations
+    changed (before: effects only were compared, and a policy firing on both sides was
+    reported as `<resolution>`)."""
+    weaker = _bundled_files(
+        (
+            'degrade annotate("from a tool that is not on the trusted list"), downrank(0.5)',
+            'degrade annotate("from a tool that is not on the trusted list")',
+        )
+    )
+    deny_instead = _bundled_files(
+        (
+            'degrade annotate("from a tool that is not on the trusted list"), downrank(0.5)',
+            'deny "from a tool that is not on the trusted list"',
+        )
+    )
+    with (
+        _sidecar(None) as s,
+        MemLineageClient(s.address, token="admin", timeout=10) as admin,
+        MemLineageClient(s.address, token="user", timeout=10) as user,
+    ):
+        user.record("tip", creator="tool:some_tool")
+        user.record("city", creator="user:alice")
+        assert admin.shadow("load", weaker).active
+        answer = user.check("read", "tip")
+        assert answer.effect == pb.EFFECT_DEGRADE
+        assert {o.kind for o in answer.obligations} >= {"annotate", "downrank"}
+        user.check("read", "city")
+        status = admin.shadow("status")
+        assert (status.compared, status.disagreed) == (2, 1)
+        [diff] = list(status.diffs)
+        assert (diff.policy, diff.serving, diff.candidate) == (
+            "unvetted_tool_output",
+            pb.EFFECT_DEGRADE,
+            pb.EFFECT_DEGRADE,
+        )
+        assert "downrank" in diff.serving_obligations
+        assert "downrank" not in diff.candidate_obligations
+        assert admin.shadow("load", deny_instead).active  # fires on both sides, other effect
+        user.check("read", "tip")
+        [diff] = list(admin.shadow("status").diffs)
+        assert (diff.policy, diff.serving, diff.candidate) == (
+            "unvetted_tool_output",
+            pb.EFFECT_DEGRADE,
+            pb.EFFECT_DENY,
+        )
+
+
 def test_load_drop_and_a_candidate_that_does_not_compile() -> None:
     with _sidecar(None) as s, MemLineageClient(s.address, token="admin", timeout=10) as admin:
         assert not admin.shadow("status").active

@@ -27,6 +27,7 @@ from memlineage.engine.records import (
     issue_decision_ids,
 )
 from memlineage.engine.reuse import (
+    CLOSED,
     Reusable,
     ReuseKey,
     ReuseTicket,
@@ -90,9 +91,7 @@ class Checks(EngineBase):
         ids = (memory_ids[0],) if len(memory_ids) == 1 else tuple(dict.fromkeys(memory_ids))
         # its counters: read before the store
         window = (
-            self.reuse.open(serving, op, ns)
-            if unanswered is None
-            else store_down_window(unanswered)
+            self._window(serving, op, ns) if unanswered is None else store_down_window(unanswered)
         )
         key: ReuseKey = (ns, op, ids, actor.kind, actor.id, spend, action, historical)
         hit = window.lookup(key, now)
@@ -145,6 +144,15 @@ class Checks(EngineBase):
                 return rec, self._ticket(entry, serving, rec)
         return rec, None
 
+    def _window(self, serving: ServingPolicies, op: str, ns: str) -> Window:
+        """The request's reuse window; closed while a shadow candidate is loaded, so
+        that it compares every decision, as traffic weighs them (a decision reused
+        from before the load was never compared: the diff table said 0 disagreed
+        of traffic whose hottest request the candidate flips; an outside audit)."""
+        if self.shadow.current is not None:
+            return CLOSED
+        return self.reuse.open(serving, op, ns)
+
     def _ticket(
         self, entry: Reusable, serving: ServingPolicies, rec: DecisionRecord
     ) -> ReuseTicket:
@@ -168,8 +176,8 @@ class Checks(EngineBase):
         once it no longer holds (a write, its horizon, a reload): ask `check`.
         StoreUnavailableError when the store did not answer: ask
         `check_ticketed(unanswered=error)`, which meets the fail mode at once."""
-        if self.policies.current is not ticket.serving:
-            return None
+        if self.policies.current is not ticket.serving or self.shadow.current is not None:
+            return None  # a reload, or a candidate to compare: decided afresh
         now = self.clock()
         if not self.reuse.still_holds(ticket, now):
             return None
@@ -213,7 +221,7 @@ class Checks(EngineBase):
         spend = self._budget(budget)
         serving = self.policies.current
         ids = list(dict.fromkeys(mid for mid, _ in candidates))
-        window = self.reuse.open(serving, "read", ns)
+        window = self._window(serving, "read", ns)
         down = False
         try:
             if window.down is not None:  # the counters went unanswered: not asked again

@@ -7,8 +7,12 @@ serves, atomically) or dropped.
 The bound on its cost: one more evaluation per fresh decision (microseconds: the
 evaluator is compiled Python) plus whatever lineage the candidate reads that the
 serving set does not (`uses`/`reads` are the union of both while a candidate is
-loaded). Decisions answered by reuse are not compared again: each was compared when
-it was taken.
+loaded). While a candidate is loaded no decision is reused (`Checks._window`), so it
+sees the traffic as it comes, each decision weighed as often as it is asked.
+A disagreement is any change in what a caller acts on: the effect, the obligations
+(a dropped `require_confirmation` or `downrank` counts) or the compliance score; it is
+counted under each fired policy whose effect or obligations differ (`<resolution>`
+when none does and the change comes from resolving them, `<score>` for a score alone).
 """
 
 from __future__ import annotations
@@ -35,11 +39,14 @@ EXAMPLES = 3
 
 @dataclass(frozen=True, slots=True)
 class ShadowDiff:
-    policy: str  # the policy whose firing differs ("<resolution>" when none does)
+    policy: str  # a policy whose firing differs ("<resolution>", "<score>": see the module)
     serving: str  # the serving set's effect
     candidate: str  # the candidate's
     count: int
     examples: tuple[str, ...]  # "op memory_ids" of the first few
+    # the obligation kinds of each side, when they differ (else both empty)
+    serving_obligations: tuple[str, ...] = ()
+    candidate_obligations: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,13 +58,17 @@ class ShadowStatus:
     diffs: tuple[ShadowDiff, ...] = ()
 
 
+# (policy, serving effect, candidate effect, serving obligations, candidate obligations)
+_Key = tuple[str, str, str, tuple[str, ...], tuple[str, ...]]
+
+
 @dataclass
 class _Loaded:
     serving: ServingPolicies
     compared: int = 0
     disagreed: int = 0
-    counts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
-    examples: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
+    counts: Counter[_Key] = field(default_factory=Counter)
+    examples: dict[_Key, list[str]] = field(default_factory=dict)
 
 
 class ShadowSet:
@@ -93,7 +104,7 @@ class ShadowSet:
             shadow = decide(loaded.serving.compiled, req, snap)
         except Exception:  # decide is total; this is defence for the serving path
             return
-        changed = shadow.effect != served.effect
+        changed = _answer(shadow) != _answer(served)
         with self._lock:
             if self._loaded is not loaded:
                 return  # dropped or replaced meanwhile
@@ -101,14 +112,17 @@ class ShadowSet:
             if not changed:
                 return
             loaded.disagreed += 1
-            was = {r.policy for r in served.reasons if r.status == FIRED}
-            now = {r.policy for r in shadow.reasons if r.status == FIRED}
             where = f"{op} {','.join(m.id for m in (req.memories or (req.memory,)))}"
-            for policy in sorted(was ^ now) or ["<resolution>"]:
-                key = (policy, served.effect, shadow.effect)
+            named = _changed_policies(served, shadow)
+            if not named:
+                only_score = _answer(shadow)[:2] == _answer(served)[:2]
+                named = ["<score>" if only_score else "<resolution>"]
+            a, b = _kinds(served, shadow)
+            for policy in named:
+                key = (policy, served.effect, shadow.effect, a, b)
                 loaded.counts[key] += 1
                 shown = loaded.examples.setdefault(key, [])
-                if len(shown) < EXAMPLES:
+                if len(shown) < EXAMPLES and where not in shown:
                     shown.append(where)
         _LOG.info(
             json.dumps(
@@ -130,12 +144,51 @@ class ShadowSet:
             if loaded is None:
                 return ShadowStatus(False)
             diffs = tuple(
-                ShadowDiff(p, a, b, n, tuple(loaded.examples.get((p, a, b), ())))
-                for (p, a, b), n in loaded.counts.most_common()
+                ShadowDiff(key[0], key[1], key[2], n, tuple(loaded.examples.get(key, ())), *key[3:])
+                for key, n in loaded.counts.most_common()
             )
             return ShadowStatus(
                 True, loaded.serving.version, loaded.compared, loaded.disagreed, diffs
             )
+
+
+def _answer(d: Decision) -> tuple[object, ...]:
+    """What a caller acts on: the effect, the obligations, the score (to 1e-9)."""
+    return (d.effect, _obligations(d), round(d.compliance_score, 9))
+
+
+def _obligations(d: Decision) -> tuple[tuple[str, tuple[object, ...]], ...]:
+    return tuple((o.kind, o.args) for o in d.obligations)
+
+
+def _changed_policies(served: Decision, shadow: Decision) -> list[str]:
+    """The policies a disagreement is counted under: those that fire on one side only
+    or with another effect; when there are none and both answer the same effect, those
+    whose obligations in the answer differ (under another effect the obligations of
+    the losing side are dropped, which names no policy)."""
+    was, now = _fired(served), _fired(shadow)
+    named = sorted(p for p in was.keys() | now.keys() if was.get(p) != now.get(p))
+    if named or served.effect != shadow.effect:
+        return named
+    return sorted(p for p in was.keys() | now.keys() if _given(served, p) != _given(shadow, p))
+
+
+def _fired(d: Decision) -> dict[str, str]:
+    """Each fired policy with the effect of its reason."""
+    return {r.policy: r.effect for r in d.reasons if r.status == FIRED}
+
+
+def _given(d: Decision, policy: str) -> tuple[tuple[str, tuple[object, ...]], ...]:
+    """The obligations `policy` put in the answer."""
+    return tuple((o.kind, o.args) for o in d.obligations if o.policy == policy)
+
+
+def _kinds(served: Decision, shadow: Decision) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The obligation kinds of each side when only the obligations differ (the diff
+    table then reads e.g. `degrade [annotate, downrank] -> degrade [annotate]`)."""
+    if served.effect != shadow.effect or _obligations(served) == _obligations(shadow):
+        return (), ()
+    return tuple(o.kind for o in served.obligations), tuple(o.kind for o in shadow.obligations)
 
 
 def _brief(d: Decision) -> dict[str, object]:
@@ -143,6 +196,7 @@ def _brief(d: Decision) -> dict[str, object]:
         "effect": d.effect,
         "score": round(d.compliance_score, 6),
         "policies": [r.policy for r in d.reasons if r.status == FIRED],
+        "obligations": [str(o) for o in d.obligations],
     }
 
 

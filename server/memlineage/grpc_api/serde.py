@@ -536,5 +536,7 @@ def shadow_to_pb(status: ShadowStatus, serving_version: str) -> pb.ShadowRespons
             candidate=EFFECT_TO_PB[d.candidate],
             count=d.count,
             examples=list(d.examples),
+            serving_obligations=list(d.serving_obligations),
+            candidate_obligations=list(d.candidate_obligations),
         )
     return out

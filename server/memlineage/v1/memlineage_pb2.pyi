@@ -795,18 +795,22 @@ class ShadowRequest(_message.Message):
     def __init__(self, action: _Optional[_Union[ShadowAction, str]] = ..., files: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ShadowDiff(_message.Message):
-    __slots__ = ("policy", "serving", "candidate", "count", "examples")
+    __slots__ = ("policy", "serving", "candidate", "count", "examples", "serving_obligations", "candidate_obligations")
     POLICY_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    SERVING_OBLIGATIONS_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_OBLIGATIONS_FIELD_NUMBER: _ClassVar[int]
     policy: str
     serving: Effect
     candidate: Effect
     count: int
     examples: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, policy: _Optional[str] = ..., serving: _Optional[_Union[Effect, str]] = ..., candidate: _Optional[_Union[Effect, str]] = ..., count: _Optional[int] = ..., examples: _Optional[_Iterable[str]] = ...) -> None: ...
+    serving_obligations: _containers.RepeatedScalarFieldContainer[str]
+    candidate_obligations: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, policy: _Optional[str] = ..., serving: _Optional[_Union[Effect, str]] = ..., candidate: _Optional[_Union[Effect, str]] = ..., count: _Optional[int] = ..., examples: _Optional[_Iterable[str]] = ..., serving_obligations: _Optional[_Iterable[str]] = ..., candidate_obligations: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ShadowResponse(_message.Message):
     __slots__ = ("active", "version", "compared", "disagreed", "diffs", "serving_version", "diagnostics")
