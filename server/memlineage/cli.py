@@ -352,17 +352,36 @@ def _check(args: argparse.Namespace) -> int:
     return 3 if d.effect == pb.EFFECT_DENY else 0
 
 
+def _policy_files(where: str) -> tuple[dict[str, str], str]:
+    """The `.mlp` files of `where` (a directory or one file) to send, named relative to
+    it, so the server versions the set as `serve --policy-dir` of that directory
+    would, however the path was typed; or the problem (no file: the server would take
+    its own shadow_policy_dir instead; a file that is not UTF-8)."""
+    from memlineage_dsl.loader import collect_files
+
+    base = where if os.path.isdir(where) else os.path.dirname(where) or "."
+    files: dict[str, str] = {}
+    for path in collect_files([where]):
+        try:
+            text = Path(path).read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return {}, f"{path}: not UTF-8 (byte {exc.start}: {exc.reason})"
+        files[Path(os.path.relpath(path, base)).as_posix()] = text
+    if not files:
+        return {}, f"{where}: no .mlp file to load"
+    return files, ""
+
+
 def _shadow(args: argparse.Namespace) -> int:
     from memlineage.client import MemLineageError
     from memlineage.v1 import memlineage_pb2 as pb
 
     files = None
     if args.action == "load" and args.dir:
-        from pathlib import Path
-
-        from memlineage_dsl.loader import collect_files
-
-        files = {p: Path(p).read_text(encoding="utf-8") for p in collect_files([args.dir])}
+        files, problem = _policy_files(args.dir)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
     try:
         with remote_client(args) as client:
             out = client.shadow(args.action, files)

@@ -298,7 +298,7 @@ async def _sweep_forever(engine: Engine, interval: float, batch: int) -> None:
 
 async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
     """Serve until SIGTERM/SIGINT; SIGHUP reopens the decision log file (logrotate)
-    and reloads the policy directory."""
+    and reloads the policy directory when it changed since it was last loaded."""
     sidecar = await start_sidecar(config)
     # Long-lived objects (compiled policies, caches) leave the young generations, and
     # collections run less often: the request path allocates many short-lived objects.
@@ -323,9 +323,16 @@ async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
 
     def reload_policies() -> None:
         sidecar.engine.log.reopen()  # after logrotate moved it: the chain goes on
-        outcome = sidecar.engine.policies.reload()
+        outcome = sidecar.engine.policies.reload(if_changed=True)
         if outcome.applied:
             log.warning("SIGHUP: policies reloaded, version %s", outcome.version)
+        elif outcome.unchanged:
+            log.warning(
+                "SIGHUP: the policy directory is as it was last loaded; still serving %s "
+                "(promoted or sent as files: write it to the directory to keep it over a "
+                "restart)",
+                outcome.version,
+            )
         else:
             log.error(
                 "SIGHUP: policy reload rejected, still serving %s:\n%s",

@@ -120,7 +120,8 @@ class Config:
     )
     policy_dir: str = _setting(
         "policies",
-        "directory of `.mlp` policies, loaded at start and on SIGHUP / ReloadPolicies",
+        "directory of `.mlp` policies, loaded at start, on ReloadPolicies and on SIGHUP "
+        "(when it changed since it was last loaded)",
         "policies",
         flag="--policies",
         aliases=("--policy-dir",),

@@ -41,6 +41,9 @@ class ReloadOutcome:
     applied: bool
     version: str
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    # `reload(if_changed=True)`: the directory holds the set last loaded from it while
+    # another one serves (promoted, or sent as files), which was kept
+    unchanged: bool = False
 
 
 def _version(build: Build, base: str | None = None) -> str:
@@ -101,6 +104,7 @@ class PolicyHolder:
         if refused or build.compiled is None:
             raise PolicyLoadError(refused)
         self._current = self._serving(build, directory)
+        self._from_directory = self._current.version  # the set the directory last gave
 
     @staticmethod
     def _serving(build: Build, base: str | None = None) -> ServingPolicies:
@@ -129,14 +133,25 @@ class PolicyHolder:
             return None, build.diagnostics
         return cls._serving(build, None if files else directory), build.diagnostics
 
-    def reload(self, files: dict[str, str] | None = None) -> ReloadOutcome:
-        """Compile the new set (the directory, or the given texts) and swap it in."""
+    def reload(
+        self, files: dict[str, str] | None = None, *, if_changed: bool = False
+    ) -> ReloadOutcome:
+        """Compile the new set (the directory, or the given texts) and swap it in.
+        `if_changed` (SIGHUP, which logrotate sends too): the directory's set replaces a
+        promoted candidate or a set sent as files only when the directory changed
+        since it was last loaded (before: every log rotation rolled a promotion back)."""
         with self._lock:
             build = lint_set(files) if files else build_paths([self.directory])
+            if if_changed and not files and build.compiled is not None:
+                version = _version(build, self.directory)
+                if version == self._from_directory != self._current.version:
+                    return ReloadOutcome(False, self._current.version, [], unchanged=True)
             refused = _refusals(build, _where(self.directory, files))
             if refused and build.compiled is not None:  # compiled, without a policy
                 return ReloadOutcome(False, self._current.version, [*build.diagnostics, *refused])
             if build.compiled is None:
                 return ReloadOutcome(False, self._current.version, build.diagnostics)
             self._current = self._serving(build, None if files else self.directory)
+            if not files:
+                self._from_directory = self._current.version
             return ReloadOutcome(True, self._current.version, build.diagnostics)
