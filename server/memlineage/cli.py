@@ -378,9 +378,9 @@ def _shadow(args: argparse.Namespace) -> int:
 
     files = None
     if args.action == "load" and args.dir:
-        files, problem = _policy_files(args.dir)
-        if problem:
-            print(f"error: {problem}", file=sys.stderr)
+        files, refused = _policy_files(args.dir)
+        if refused:
+            print(f"error: {refused}", file=sys.stderr)
             return 2
     try:
         with remote_client(args) as client:
