@@ -183,7 +183,8 @@ def _parser() -> argparse.ArgumentParser:
     replay = sub.add_parser(
         "replay",
         help="re-decide logged decisions against candidate policies and print what changes "
-        "(exit 1 when a --fail-on transition occurs, 2 when the input cannot be read)",
+        "(exit 1 when a --fail-on transition occurs, 2 when the input cannot be read "
+        "or a --fail-on replay found nothing to replay)",
     )
     replay.add_argument("files", nargs="+", metavar="LOG", help="decision-log files")
     replay.add_argument(

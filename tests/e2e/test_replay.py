@@ -124,6 +124,65 @@ def test_lines_without_input_and_bad_input_are_reported(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "is not EFFECT->EFFECT" in bad.stdout
 
 
+def test_a_malformed_line_is_unreadable_exit_2_never_a_traceback(tmp_path: Path) -> None:
+    """Each damaged line named FILE:LINE with what is wrong, exit 2 (before: a JSON
+    array or string line and bytes not UTF-8 gave a traceback and exit 1, which reads
+    as a guard crossed; a hand-edited effect or op was replayed as a transition)."""
+    log, with_input, _ = _log(tmp_path)
+    good = log.read_bytes().splitlines()
+    some = json.loads(next(x for x in good if b'"input"' in x))
+    bad_op = {**some, "input": {**some["input"], "op": "bogus"}}
+    bad_time = {**some, "input": {**some["input"], "time": float("nan")}}
+    bad_actor = {**some, "input": {**some["input"], "actor": "nokind"}}
+    damaged = {
+        b"[1, 2]": "not a decision: a JSON list, not an object",
+        b'"text"': "not a decision: a JSON str, not an object",
+        b'{"effect": "allow", "x": "\xff\xfe"}'.replace(b"\\xff\\xfe", b"\xff\xfe"): "not UTF-8",
+        json.dumps({**some, "effect": "ALLOW"}).encode(): "effect: 'ALLOW' is not one of",
+        json.dumps({k: v for k, v in some.items() if k != "effect"}).encode(): "effect: None",
+        b"[" * 100_000: "not a decision: JSON nested too deeply",
+        json.dumps(bad_op).encode(): "op: 'bogus' is not an operation",
+        json.dumps(bad_time).encode(): "time: nan is not a finite time",
+        json.dumps(bad_actor).encode(): "actor: 'nokind' is not kind:id",
+    }
+    for i, (line, problem) in enumerate(damaged.items()):
+        edited = tmp_path / f"edited{i}.log"
+        edited.write_bytes(b"\n".join([*good[:3], line, *good[3:]]) + b"\n")
+        done = _replay(str(edited), "--policies", BUNDLED_POLICIES, "--fail-on", "any")
+        assert done.returncode == 2, (problem, done.stdout, done.stderr)
+        assert "Traceback" not in done.stderr, done.stderr
+        assert f"unreadable: {edited}:4: {problem}" in done.stdout, (problem, done.stdout)
+        assert f"{with_input} replayed" in done.stdout  # the other lines still are
+
+
+def test_a_guarded_replay_that_replayed_nothing_is_not_green(tmp_path: Path) -> None:
+    log = tmp_path / "bare.log"
+    log.write_text(json.dumps({"decision_id": "d1", "effect": "allow"}) + "\n")
+    done = _replay(str(log), "--policies", BUNDLED_POLICIES, "--fail-on", "any")
+    assert done.returncode == 2
+    assert "nothing replayed: no decision in the logs carries its input" in done.stdout
+    assert _replay(str(log), "--policies", BUNDLED_POLICIES).returncode == 0  # no guard
+
+
+def test_reused_decisions_are_logged_with_their_input(tmp_path: Path) -> None:
+    """A decision answered by reuse (the engine's table, the Check memo) carries the
+    input it was first decided on, so a replay weighs traffic, not fresh decisions
+    only (before: 62% of an audit's Check lines had none)."""
+    log = tmp_path / "decisions.log"
+    config = Config(policy_dir=BUNDLED_POLICIES, decision_log=str(log), decision_log_inputs=True)
+    with RunningSidecar(config, ManualClock(T0)) as s, MemLineageClient(s.address, timeout=10) as c:
+        c.record("web", creator="tool:web_search")
+        for _ in range(6):
+            c.check("read", "web")
+        assert s.sidecar.engine.reused >= 5
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    reads = [x for x in lines if x["op"] == "read"]
+    assert len(reads) == 6 and all("input" in x for x in reads)
+    assert len({x["decision_id"] for x in reads}) == 6
+    done = _replay(str(log), "--policies", BUNDLED_POLICIES, "--fail-on", "any")
+    assert done.returncode == 0 and "7 replayed, 7 unchanged" in done.stdout, done.stdout
+
+
 def test_guards_parse() -> None:
     assert parse_guards("allow->deny, degrade->deny") == {("allow", "deny"), ("degrade", "deny")}
     assert len(parse_guards("any")) == 6

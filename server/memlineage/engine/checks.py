@@ -99,7 +99,9 @@ class Checks(EngineBase):
             if hit.accessed and self.record_access:
                 self.access.add(ns, ids, now)
             self.reuse.count()
-            rec = self._issue(hit.decision, ns, op, ids, actor, now, serving.version)
+            rec = self._issue(
+                hit.decision, ns, op, ids, actor, now, serving.version, reused_input=hit.input
+            )
             return rec, self._ticket(hit, serving, rec)
         try:
             if window.down is not None:  # asked once in this request: not again
@@ -139,7 +141,9 @@ class Checks(EngineBase):
         # Only decisions on memories this namespace holds are kept: an id it does not
         # hold may be recorded at any time, which no stamp or counter of a memory covers.
         if not d.errors and all(i in records for i in ids):
-            entry = window.keep(key, d, now, snap.horizon, accessed, tuple(records), snap.counted)
+            entry = window.keep(
+                key, d, now, snap.horizon, accessed, tuple(records), snap.counted, rec.input
+            )
             if entry is not None:
                 return rec, self._ticket(entry, serving, rec)
         return rec, None
@@ -166,6 +170,7 @@ class Checks(EngineBase):
                 rec.memory_ids,
                 rec.actor,
                 rec.policy_version,
+                rec.input,
             ),
             entry.accessed and self.record_access,
         )

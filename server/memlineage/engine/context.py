@@ -236,10 +236,13 @@ class EngineBase:
         now: float,
         version: str,
         grants_used: tuple[str, ...] = (),
+        reused_input: str | None = None,
     ) -> DecisionRecord:
+        """The decision issued: logged, journaled. Its input is the one this thread
+        captured deciding `d`, or `reused_input` (a reused decision's, as first read)."""
         decision_id, serial = issue_decision_id(now)
         pair = _CAPTURED.__dict__.pop("input", None)  # set by `_decide_safely`
-        captured = pair[1] if pair is not None and pair[0] is d else None
+        captured = pair[1] if pair is not None and pair[0] is d else reused_input
         rec = DecisionRecord(
             decision_id, d, ns, op, ids, actor.id, now, version, grants_used, captured
         )

@@ -24,6 +24,7 @@ from memlineage_dsl.facts import (
     Request,
     UnknownMemory,
 )
+from memlineage_dsl.schema import OPERATIONS
 
 from memlineage.engine.snapshot import StoreSnapshot, acts_counter
 
@@ -148,6 +149,10 @@ class ReplaySnapshot(DictSnapshot):
         return self._count(acts_counter(pattern), window_seconds)
 
 
+class BadInput(ValueError):
+    """A logged input whose field is not one the log writes (said as is)."""
+
+
 def decode_input(text: str | dict[str, Any]) -> tuple[Request, ReplaySnapshot]:
     """The request and snapshot `encode_input` wrote. Raises ValueError/KeyError on a
     malformed input."""
@@ -159,13 +164,21 @@ def decode_input(text: str | dict[str, Any]) -> tuple[Request, ReplaySnapshot]:
     def ref(i: str) -> Memory:
         return memories.get(i) or UnknownMemory(i, str(v["namespace"]))
 
+    op, at = str(v["op"]), float(v["time"])
+    if op not in OPERATIONS:
+        raise BadInput(f"op: {op!r} is not an operation")
+    if not math.isfinite(at):
+        raise BadInput(f"time: {at!r} is not a finite time")
+    actor = str(v["actor"])
+    if ":" not in actor:
+        raise BadInput(f"actor: {actor!r} is not kind:id")
     req = Request(
-        str(v["op"]),
+        op,
         ref(v["memory"]),
-        Creator.parse(str(v["actor"])),
+        Creator.parse(actor),
         str(v["namespace"]),
         float(v["budget"]),
-        float(v["time"]),
+        at,
         str(v["action"]),
         bool(v["historical"]),
         ref(v["target"]) if v.get("target") is not None else None,

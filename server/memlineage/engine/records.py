@@ -52,6 +52,7 @@ class DecisionContext:
     memory_ids: tuple[str, ...]
     actor: str
     policy_version: str
+    input: str | None = None  # what the decision read, when captured
 
     def record(self, decision_id: str, decided_at: float) -> DecisionRecord:
         return DecisionRecord(
@@ -63,6 +64,7 @@ class DecisionContext:
             self.actor,
             decided_at,
             self.policy_version,
+            input=self.input,
         )
 
 

@@ -17,7 +17,7 @@ from memlineage_dsl.compiler import CompiledPolicySet
 from memlineage_dsl.decision import FIRED
 from memlineage_dsl.evaluator import decide
 
-from memlineage.engine.decision_input import decode_input
+from memlineage.engine.decision_input import BadInput, decode_input
 
 __all__ = ["ReplayReport", "parse_guards", "replay_command", "replay_lines"]
 
@@ -64,6 +64,35 @@ def _fired(reasons: Iterable[str]) -> set[str]:
     return out
 
 
+class _Unreadable(ValueError):
+    """A log line that is not a decision the log writes (said as is)."""
+
+
+_EFFECTS = ("allow", "deny", "degrade")
+
+
+def _logged(text: str) -> dict[str, Any]:
+    """A decision-log line as the log writes it: UTF-8, one JSON object whose `effect`
+    is an effect (before: a JSON array or string line, or bytes not UTF-8, gave a
+    traceback and exit 1, read as "a guard crossed"; a hand-edited effect was counted
+    as a transition from it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Unreadable("not UTF-8") from None
+    try:
+        line = json.loads(text)
+    except RecursionError:
+        raise _Unreadable("not a decision: JSON nested too deeply") from None
+    except ValueError as exc:
+        raise _Unreadable(f"not JSON ({exc})") from None
+    if not isinstance(line, dict):
+        raise _Unreadable(f"not a decision: a JSON {type(line).__name__}, not an object")
+    if line.get("effect") not in _EFFECTS:
+        raise _Unreadable(f"effect: {line.get('effect')!r} is not one of allow, deny, degrade")
+    return line
+
+
 def replay_lines(
     lines: Iterable[tuple[str, int, str]], candidate: CompiledPolicySet
 ) -> ReplayReport:
@@ -72,13 +101,16 @@ def replay_lines(
     for path, n, text in lines:
         report.lines += 1
         try:
-            line: dict[str, Any] = json.loads(text)
+            line = _logged(text)
             given = line.get("input")
             if given is None:
                 report.without_input += 1
                 continue
             req, snap = decode_input(given)
-        except (ValueError, KeyError, TypeError, IndexError) as exc:
+        except (_Unreadable, BadInput) as exc:
+            report.unreadable.append(f"{path}:{n}: {exc}")
+            continue
+        except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
             report.unreadable.append(f"{path}:{n}: {type(exc).__name__}: {exc}")
             continue
         d = decide(candidate, req, snap)
@@ -157,7 +189,8 @@ def _replay_chunk(task: tuple[str, int, int, int]) -> ReplayReport:
     path, start, end, first = task
     with open(path, "rb") as fh:
         fh.seek(start)
-        data = fh.read(end - start).decode("utf-8")
+        # a byte that is not UTF-8 stays in its line, which `_logged` refuses
+        data = fh.read(end - start).decode("utf-8", "surrogateescape")
     assert _CANDIDATE is not None
     lines = ((path, first + i, text) for i, text in enumerate(data.splitlines()) if text.strip())
     return replay_lines(lines, _CANDIDATE)
@@ -198,8 +231,8 @@ def render(report: ReplayReport, out: TextIO) -> None:
     )
     if report.without_input:
         out.write(
-            f"{report.without_input} logged without their input (serve with "
-            "decision_log_inputs = true to make them replayable)\n"
+            f"{report.without_input} logged without their input (served without "
+            "decision_log_inputs = true, or FilterRank's candidates: not replayable)\n"
         )
     if report.unfaithful:
         out.write(
@@ -224,7 +257,7 @@ def replay_command(
     jobs: int = 0,
 ) -> int:
     """Exit 0: no guarded transition; 1: a guarded transition occurred; 2: the logs or
-    the candidate could not be read."""
+    the candidate could not be read, or `fail_on` was given and nothing was replayed."""
     from memlineage_dsl.pipeline import build_paths
     from memlineage_dsl.render import render_human
 
@@ -247,5 +280,8 @@ def replay_command(
     for before, after in crossed:
         out.write(f"guard crossed: {before} -> {after}\n")
     if report.unreadable:
+        return 2
+    if guards and not report.replayed:  # a gate that checked nothing is not green
+        out.write("nothing replayed: no decision in the logs carries its input\n")
         return 2
     return 1 if crossed else 0

@@ -58,6 +58,9 @@ class Reusable:
     read: tuple[str, ...] = ()  # the memories whose records the decision read
     counted: bool = False  # it read a rate counter
     access: bool = False  # its policies read access statistics
+    # what the decision read, as captured (`decision_log_inputs`): each reuse is logged
+    # with it, so that `replay` re-decides the traffic, not only the fresh decisions
+    input: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +126,7 @@ class Window:
         accessed: bool,
         read: tuple[str, ...],
         counted: bool,
+        captured: str | None = None,
     ) -> Reusable | None:
         """Keep `decision` for `key` until `horizon`, valid while the memories it `read`
         (and the counters, if `counted`) are unchanged; None when nothing can be kept."""
@@ -131,10 +135,22 @@ class Window:
             return None
         if self.mark is not None:
             entry = Reusable(
-                decision, now, horizon, accessed, None, None, self.mark, read, counted, self.access
+                decision,
+                now,
+                horizon,
+                accessed,
+                None,
+                None,
+                self.mark,
+                read,
+                counted,
+                self.access,
+                captured,
             )
         elif self.epoch is not None:
-            entry = Reusable(decision, now, horizon, accessed, self.epoch, self.access_epoch)
+            entry = Reusable(
+                decision, now, horizon, accessed, self.epoch, self.access_epoch, input=captured
+            )
         else:
             return None
         if len(table) >= TABLE_LIMIT:
