@@ -215,6 +215,10 @@ def test_the_example_prints_what_docs_show() -> None:
             "1: act: args.to: a list of memory ids",
         ),
         (['{"op": "sweep", "batch": 0}'], "1: sweep: batch: must be between 1 and 10000"),
+        (  # before: a RecursionError traceback, exit 1
+            ['{"op": "advance", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"],
+            "1: not JSON a step can be: nested too deeply",
+        ),
     ],
 )
 def test_a_bad_step_names_its_line(lines: list[str], message: str) -> None:

@@ -232,6 +232,8 @@ class Simulation:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ScriptError(line, f"not JSON: {exc.msg} (column {exc.colno})") from None
+        except RecursionError:  # before: a traceback, exit 1 (which says "policies")
+            raise ScriptError(line, "not JSON a step can be: nested too deeply") from None
         if not isinstance(obj, dict):
             raise ScriptError(line, "a step is a JSON object")
         op = obj.get("op")
