@@ -369,6 +369,18 @@ class _Checker:
         src = self.env.files[loc.path]
         ex = self._ex(loc.path, self.plain_names)
         memories: dict[str, A.GivenMemory] = {}
+        if not any(isinstance(stmt, A.Expect) for stmt in test.stmts):
+            # it would pass whatever the policies do (a green CI that tested nothing):
+            # `memlineage test` counts it failed
+            self.diags.append(
+                src.diag(
+                    "W405",
+                    head_span(test.span, "test"),
+                    f"test `{test.name}` expects nothing: it would pass whatever the "
+                    "policies decide",
+                    "add an `expect OPERATION MEMORY -> EFFECT` line",
+                )
+            )
         for stmt in test.stmts:
             if isinstance(stmt, A.GivenMemory):
                 if stmt.name in memories:

@@ -57,6 +57,7 @@ CODES: dict[str, str] = {
     "W402": "shadowed-rule",
     "W403": "conflicting-rules",
     "W404": "unused-definition",
+    "W405": "test-without-expect",
     # tests (E5xx)
     "E501": "undefined-test-memory",
     "E502": "unknown-test-field",

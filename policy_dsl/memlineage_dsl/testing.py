@@ -31,6 +31,7 @@ from .facts import (
     action_itself,
 )
 from .limits import MAX_TEST_CALLS
+from .spans import head_span
 
 TEST_NOW = 1767225600.0  # 2026-01-01T00:00:00Z
 _INT_FIELDS = {"version", "contradictions", "confirmations", "access_count"}
@@ -310,6 +311,14 @@ def run_test(ps: CompiledPolicySet, env: Env, test: A.Test, path: str) -> TestRe
             result.failures.append(
                 src.diag("E503", stmt.span, f'test "{test.name}" failed: {problem}')
             )
+    if not result.expects and not result.failures:  # lint's W405: never counted as passed
+        result.failures.append(
+            src.diag(
+                "E503",
+                head_span(test.span, "test"),
+                f'test "{test.name}" failed: it expects nothing (add an `expect` line)',
+            )
+        )
     return result
 
 

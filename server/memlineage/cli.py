@@ -21,6 +21,17 @@ if TYPE_CHECKING:
     pass
 
 
+def _percent(text: str) -> float:
+    """A percentage in [0, 100] (`nan` passed every check; 101 failed every run)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 100.0:  # false for nan too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage from 0 to 100")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="memlineage",
@@ -52,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     test.add_argument(
         "--coverage-min",
-        type=float,
+        type=_percent,
         metavar="PERCENT",
         help="exit 1 when coverage is below PERCENT (implies --coverage)",
     )

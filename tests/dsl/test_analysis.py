@@ -251,7 +251,7 @@ def test_unused_const_and_sources() -> None:
         + rule("p", "memory.confidence < used and memory.creator.id in trusted")
         + 'test "t" {\n  given calls "tool:x" = in_test\n}\n'
     )
-    got = [(d.code, d.snippet, d.message) for d in warnings(text)]
+    got = [(d.code, d.snippet, d.message) for d in warnings(text, "W404")]
     assert got == [
         ("W404", "unused", "const `unused` is never used"),
         ("W404", "spare", "source list `spare` is never used"),

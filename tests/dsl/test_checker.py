@@ -424,3 +424,16 @@ def test_strings_concatenate_with_plus() -> None:
         }
     )
     assert [d for d in diags if d.severity == "error"] == []
+
+
+def test_a_test_that_expects_nothing_is_warned_and_fails_when_run(tmp_path: Path) -> None:
+    """A test with no `expect` passed whatever the policies decided (a green CI that
+    tested nothing; an outside audit)."""
+    text = 'test "nothing" {\n  given memory m { creator: "user:alice" }\n}\n'
+    assert not errors(text)
+    [d] = [d for d in lint(text) if d.code == "W405"]
+    assert (d.span.line, d.span.column) == (1, 1)
+    assert "expects nothing" in d.message
+    assert not errors(
+        'test "t" {\n  given memory m { creator: "user:alice" }\n  expect read m -> allow\n}\n'
+    )

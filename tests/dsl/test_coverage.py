@@ -190,3 +190,7 @@ def test_the_cli_exit_code_moves_only_with_a_minimum(tmp_path: Path) -> None:
     assert plain.returncode == 0 and "set.mlp: 54.5% covered (6/11)" in plain.stdout
     short = cli("--coverage-min", "90")
     assert short.returncode == 1 and "below the minimum 90%" in short.stdout
+    for bad in ("nan", "101", "-5", "half"):  # nan passed every run, 101 failed every one
+        refused = cli("--coverage-min", bad)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr
+        assert "argument --coverage-min:" in refused.stderr, refused.stderr
