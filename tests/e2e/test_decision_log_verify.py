@@ -110,8 +110,11 @@ def test_size_rotation_and_restart_continue_the_chain(tmp_path: Path) -> None:
                     c.check("read", "nothing-here")
         finally:
             assert s.stop() == 0
-    rotated = sorted(tmp_path.glob("decisions.log.*"), key=lambda p: -int(p.suffix[1:]))
-    assert len(rotated) >= 3
+    rotated = sorted(
+        (p for p in tmp_path.glob("decisions.log.*") if p.suffix != ".head"),
+        key=lambda p: -int(p.suffix[1:]),
+    )
+    assert len(rotated) >= 3 and (tmp_path / "decisions.log.head").exists()
     files = [*rotated, log]
     ok = verify(*files)
     assert (ok.returncode, ok.stdout) == (0, "22 decisions, chain intact\n"), ok.stderr

@@ -114,7 +114,8 @@ def test_lines_keep_their_fields_and_chain(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- tampering
 def tamper(tmp_path: Path, change: Callable[[list[str]], list[str]]) -> tuple[str, int, str]:
     path = tmp_path / "d.log"
-    path.unlink(missing_ok=True)  # a fresh log each time
+    path.unlink(missing_ok=True)  # a fresh log each time (its head record too: a log
+    Path(f"{path}.head").unlink(missing_ok=True)  # deleted behind its head has a gap)
     lines = write_log(path)
     path.write_text("".join(change(lines)), encoding="utf-8")
     return problem(verify([str(path)]))
@@ -324,7 +325,10 @@ def test_rotation_by_size_keeps_the_chain_across_files(tmp_path: Path) -> None:
     for i in range(43):
         log.write(rec(i))
     log.close()
-    rotated = sorted(tmp_path.glob("d.log.*"), key=lambda p: -int(p.suffix[1:]))
+    rotated = sorted(
+        (p for p in tmp_path.glob("d.log.*") if p.suffix != ".head"),
+        key=lambda p: -int(p.suffix[1:]),
+    )
     assert len(rotated) >= 3
     assert all(p.stat().st_size >= 3000 for p in rotated)
     in_order = [str(p) for p in rotated] + [str(path)]
@@ -352,7 +356,12 @@ def test_rotation_keeps_n_files_and_the_rest_verifies_from_where_it_starts(tmp_p
     for i in range(40):
         log.write(rec(i))
     log.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.log", "d.log.1", "d.log.2"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "d.log",
+        "d.log.1",
+        "d.log.2",
+        "d.log.head",
+    ]
     kept = [str(tmp_path / "d.log.2"), str(tmp_path / "d.log.1"), str(path)]
     found = verify(kept, partial=True)
     assert found.ok and found.first_seq and found.first_seq > 0
@@ -444,3 +453,65 @@ def test_decision_log_settings(tmp_path: Path) -> None:
     toml.write_text("decision_log_keep = 0\n")
     with pytest.raises(ConfigError, match="decision_log_keep"):
         load_config(str(toml), env={})
+
+
+@pytest.mark.parametrize("key", [None, "s3cret"])
+def test_lines_cut_from_the_end_while_down_are_found_after_a_restart(
+    tmp_path: Path, key: str | None
+) -> None:
+    """The writer keeps its head (FILE.head); a restart that finds the file ending
+    before it writes a chained gap line, which verify names (before: the chain was
+    resumed from the cut end and verified intact; an outside audit)."""
+    path = tmp_path / "d.log"
+    lines = write_log(path, 12, key)
+    path.write_text("".join(lines[:-2]), encoding="utf-8")  # seq 10 and 11 cut
+    log = DecisionLog.open(str(path), key=key)
+    log.write_many([rec(i) for i in range(12, 15)])
+    log.close()
+    name, line, what = problem(verify([str(path)], key))
+    assert (name, line) == ("d.log", 11)
+    assert what == (
+        "the sidecar found the log cut when it started: decisions seq 10..11 are missing: "
+        "the log ended at seq 9 when the sidecar started, its head record says seq 11 "
+        "(lines cut while it was down)"
+    )
+    # the gap line is chained: taking it out breaks the chain there instead
+    text = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    path.write_text("".join(text[:10] + text[11:]), encoding="utf-8")
+    assert problem(verify([str(path)], key))[1] == 11
+
+
+def test_a_head_record_rewritten_without_the_key_is_a_gap(tmp_path: Path) -> None:
+    path = tmp_path / "d.log"
+    lines = write_log(path, 12, "s3cret")
+    path.write_text("".join(lines[:-2]), encoding="utf-8")
+    last = json.loads(lines[-3])
+    forged = hashlib.sha256(f"head:{last['seq']}:{last['hash']}".encode()).hexdigest()
+    Path(f"{path}.head").write_text(
+        json.dumps({"seq": last["seq"], "hash": last["hash"], "mac": forged}), encoding="utf-8"
+    )
+    DecisionLog.open(str(path), key="s3cret").close()
+    assert problem(verify([str(path)], "s3cret"))[2].endswith(
+        "its head record was altered (or written with another key)"
+    )
+
+
+def test_restarts_and_a_killed_writer_leave_no_gap(tmp_path: Path) -> None:
+    path = tmp_path / "d.log"
+    write_log(path, 5)
+    for start in (5, 8):  # clean restarts
+        log = DecisionLog.open(str(path))
+        log.write_many([rec(i) for i in range(start, start + 3)])
+        log.close()
+    killed = DecisionLog.open(str(path))  # never closed: its head record lags its lines
+    killed.write_many([rec(i) for i in range(11, 20)])
+    killed.sink.flush()  # type: ignore[union-attr]
+    DecisionLog.open(str(path)).close()
+    found = verify([str(path)])
+    assert found.ok and found.decisions == 20, found.describe()
+
+
+def test_an_emptied_log_verifies_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "d.log"
+    path.write_text("", encoding="utf-8")
+    assert problem(verify([str(path)])) == ("d.log", 0, "no decision line: nothing was verified")

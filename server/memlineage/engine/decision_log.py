@@ -18,7 +18,8 @@ Schema 2020-12; tests/e2e/test_decision_log_schema.py checks real logs against i
 OpenTelemetry span the decision was made in (when tracing is on).
 
 `verify` walks files in order and names the first line that does not fit: altered
-(its hash), removed, inserted or moved (its `seq` and `prev`), or unreadable.
+(its hash), removed, inserted or moved (its `seq` and `prev`), unreadable, or a `gap`
+line the writer wrote on finding the file cut behind its head record (`log_head`).
 Writing is thread-safe: the chain is computed under the lock that orders writes.
 """
 
@@ -36,6 +37,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
+
+from memlineage.engine.log_head import HEAD_EVERY, Head, gap_after, read_head, write_head
 
 if TYPE_CHECKING:
     from memlineage_dsl.decision import Decision
@@ -115,6 +118,7 @@ class DecisionLog:
         self._max_bytes = 0
         self._keep = 0
         self._size = 0
+        self._head_at = 0.0  # monotonic time of the last head record written
 
     @classmethod
     def open(
@@ -128,6 +132,14 @@ class DecisionLog:
     ) -> DecisionLog:
         """A log appending to the file `path` (created if absent)."""
         seq, prev, torn = _resume(path)
+        # a torn last line (a killed writer) is a problem of its own, which verify names
+        gap = (
+            None
+            if torn
+            else gap_after(
+                Head(seq, prev) if seq >= 0 else None, read_head(path, _digester(_key_bytes(key)))
+            )
+        )
         fh = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in close()
         try:
             if torn:  # end the torn line so the genesis line after it stands alone
@@ -137,10 +149,43 @@ class DecisionLog:
             out._max_bytes = max_bytes
             out._keep = max(keep, 1)
             out._size = fh.tell()
+            if gap is not None:
+                log.error("decision log %s: %s; a gap line records it", path, gap)
+                out._write_gap(gap)
+            with out._lock:
+                out._save_head()
         except BaseException:
             fh.close()
             raise
         return out
+
+    def _write_gap(self, problem: str) -> None:
+        """A chained line saying what the writer found missing at start (`log_head`):
+        `log verify` reports it; removing it breaks the chain."""
+        now = time.time()
+        body = json.dumps({"event": "gap", "problem": problem}, separators=(",", ":"))[1:-1]
+        with self._lock:
+            assert self.sink is not None
+            seq = 0 if self._seq < 0 else self._seq + 1
+            prev = GENESIS if self._seq < 0 else self._prev
+            content = (
+                f'{{"seq":{seq},"ts":{now!r},"time":"{self._rfc3339(now)}",{body},"prev":"{prev}"}}'
+            )
+            digest = self._hash(content.encode())
+            text = f'{content[:-1]},"hash":"{digest}"}}\n'
+            self.sink.write(text)
+            self._seq, self._prev = seq, digest
+            self._size += len(text)
+
+    def _save_head(self) -> None:
+        """Under the lock: the head record, when the log owns a file and wrote a line."""
+        if self.path is None or self._seq < 0:
+            return
+        self._head_at = time.monotonic()
+        try:
+            write_head(self.path, Head(self._seq, self._prev), self._hash)
+        except OSError:
+            log.exception("decision log %s: its head record cannot be written", self.path)
 
     # ---------------------------------------------------------------- writing
     def _body(self, d: Decision) -> str:
@@ -232,6 +277,8 @@ class DecisionLog:
                 self._size += len(text)  # ASCII: json.dumps escapes the rest
                 if self._max_bytes and self._size >= self._max_bytes:
                     self._rotate()
+                elif time.monotonic() - self._head_at >= HEAD_EVERY:
+                    self._save_head()
 
     # ------------------------------------------------------- files it owns
     def _rotate(self) -> None:
@@ -266,6 +313,7 @@ class DecisionLog:
         old, self.sink, self._size = self.sink, fh, fh.tell()
         if old is not None:
             old.close()
+        self._save_head()
 
     def reopen(self) -> None:
         """Open the path again (after logrotate moved the file away): the chain goes
@@ -281,6 +329,7 @@ class DecisionLog:
             sink, self.sink = self.sink, None
             if sink is not None and self.path is not None:
                 sink.close()
+                self._save_head()
             elif sink is not None:
                 sink.flush()
 
@@ -420,6 +469,7 @@ def verify(
     decisions = 0
     first_seq: int | None = None
     last_seq, last_hash = -1, GENESIS
+    last_path = ""
     for path in paths:
         with open(path, "rb") as fh:
             for number, raw in enumerate(fh, 1):
@@ -456,10 +506,22 @@ def verify(
                     )
                 if problem is not None:
                     return Verified(decisions, first_seq, Problem(path, number, problem))
+                if b'"event":"gap"' in raw:  # its hash held: the writer's own line
+                    said = json.loads(raw).get("problem")
+                    return Verified(
+                        decisions,
+                        first_seq,
+                        Problem(
+                            path, number, f"the sidecar found the log cut when it started: {said}"
+                        ),
+                    )
                 if first_seq is None:
                     first_seq = seq
                 decisions += 1
                 last_seq, last_hash = seq, stated
+        last_path = path
+    if decisions == 0:  # an emptied log said "0 decisions, chain intact"
+        return Verified(0, None, Problem(last_path, 0, "no decision line: nothing was verified"))
     return Verified(decisions, first_seq, None)
 
 
