@@ -33,6 +33,7 @@ from langgraph.store.sqlite import AsyncSqliteStore, SqliteStore
 from memlineage.client import AsyncMemLineageClient, MemLineageClient, NotFound, PolicyDenied
 from memlineage.integrations.langgraph_store import (
     DECISION_KEY,
+    DEFAULT_ACTOR,
     GuardedLangGraphStore,
     memory_id,
     split_memory_id,
@@ -345,20 +346,27 @@ def test_a_put_after_delete_with_the_same_lineage_is_decided_as_an_update(
     assert inner.get(ns, "quote") is None
 
 
-def test_a_delete_is_asked_as_the_writer_the_defaults_name(
-    ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str]
+@pytest.mark.parametrize("defaults", [{"creator": "agent:planner"}, {}, None])
+def test_a_delete_with_no_actor_is_asked_as_an_agent_never_the_user(
+    ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str], defaults: Any
 ) -> None:
-    """With no actor, an update is asked as the put's creator: a delete now as the
-    defaults' creator too (before: as the namespace's user, so the agent could delete
-    what the user stated while refused an edit of it)."""
+    """With no actor, an update is asked as the put's creator, a delete as
+    `DEFAULT_ACTOR` (before: as the namespace's user, or the defaults' creator, so a
+    store built with neither, or with a user as the defaults' creator, let any node
+    delete what the user stated; an outside audit)."""
     user = f"user:{ns[0]}"
     GuardedLangGraphStore(inner, ml).put(ns, "city", {"text": "Rome", "_lineage": lineage(user)})
-    agent = GuardedLangGraphStore(inner, ml, defaults={"creator": "agent:planner"})
-    with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
-        agent.put(ns, "city", {"text": "Paris"})
+    agent = GuardedLangGraphStore(inner, ml, defaults=defaults)
+    if defaults:
+        with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
+            agent.put(ns, "city", {"text": "Paris"})
     with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
         agent.delete(ns, "city")
+    users_own = GuardedLangGraphStore(inner, ml, defaults={"creator": user})
+    with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
+        users_own.delete(ns, "city")  # the defaults name a creator, not who asks
     assert inner.get(ns, "city") is not None
+    assert DEFAULT_ACTOR == "agent:langgraph"
 
 
 def test_delete_is_checked_first_and_refused_when_denied(

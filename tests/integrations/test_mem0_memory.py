@@ -26,6 +26,7 @@ from mem0 import AsyncMemory, Memory
 from memlineage.client import AsyncMemLineageClient, MemLineageClient, NotFound, PolicyDenied
 from memlineage.integrations.mem0_memory import (
     DECISION_KEY,
+    DEFAULT_ACTOR,
     LINEAGE_KEY,
     GuardedAsyncMem0Memory,
     GuardedMem0Memory,
@@ -304,6 +305,26 @@ def test_what_the_user_stated_only_the_user_changes(
     agent.delete(memory_id, actor=f"user:{user}")
     assert memory.get(memory_id) is None
     assert creator_of(ml, memory_id) == f"user:{user}"  # the lineage stays for audit
+
+
+def test_with_no_actor_an_update_or_delete_is_asked_as_an_agent(
+    memory: Memory, ml: MemLineageClient, user: str
+) -> None:
+    """A wrapper built with no actor (as the README builds one) asks updates and deletes
+    as `DEFAULT_ACTOR`, never the user (before: as the namespace's user, so an agent
+    changed or deleted what the user stated; an outside audit)."""
+    unnamed = GuardedMem0Memory(memory, ml)
+    (item,) = unnamed.add(
+        [{"role": "user", "content": "I am vegetarian"}], user_id=user, infer=False
+    )["results"]
+    with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
+        unnamed.update(item["id"], "eats everything")
+    with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
+        unnamed.delete(item["id"])
+    assert memory.get(item["id"])["memory"] == "I am vegetarian"
+    unnamed.delete(item["id"], actor=f"user:{user}")  # the user, named
+    assert memory.get(item["id"]) is None
+    assert DEFAULT_ACTOR == "agent:mem0"
 
 
 def test_an_update_by_a_named_writer_is_a_version_of_its_making(

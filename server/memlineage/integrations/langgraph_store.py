@@ -57,6 +57,7 @@ from memlineage.v1 import memlineage_pb2 as pb
 
 __all__ = [
     "DECISION_KEY",
+    "DEFAULT_ACTOR",
     "LINEAGE_FIELDS",
     "LINEAGE_KEY",
     "MAX_ID_LENGTH",
@@ -65,6 +66,11 @@ __all__ = [
     "memory_id",
     "split_memory_id",
 ]
+
+DEFAULT_ACTOR = "agent:langgraph"
+"""Who asks a delete when the store names no ``actor``: an agent, never the user (the
+sidecar's own default is the namespace's user, which let any node delete what the
+user stated; an outside audit)."""
 
 LINEAGE_KEY = "_lineage"
 """The key of a put value holding that memory's lineage; never stored."""
@@ -174,8 +180,9 @@ class GuardedLangGraphStore(BaseStore):
     put's lineage comes from ``value["_lineage"]``, over ``lineage_hook(namespace,
     key, value)``, over ``defaults`` (e.g. ``{"creator": "agent:planner"}``).
     ``actor`` is who asks (None: the sidecar's default; an update is asked as the
-    put's creator). Search asks the wrapped store for ``overfetch`` times what it
-    returns, so hidden items do not leave it short. ``historical`` is passed to every read decision.
+    put's creator, a delete as `DEFAULT_ACTOR`). Search asks the wrapped store for
+    ``overfetch`` times what it returns, so hidden items do not leave it short.
+    ``historical`` is passed to every read decision.
     """
 
     def __init__(
@@ -324,12 +331,12 @@ class GuardedLangGraphStore(BaseStore):
     def _authorise(
         self, mid: str, lineage: dict[str, Any] | None, *, exists: bool
     ) -> Generator[_Step, Any, None]:
-        """Delete: check ``delete``, asked as ``actor`` or else the defaults' creator.
+        """Delete: check ``delete``, asked as ``actor`` or else `DEFAULT_ACTOR`.
         New item: Record (its write decision). An item the sidecar already holds a
         record of (the wrapped store has it, or the Record met one: after a delete,
         even with the same lineage): `_update`."""
         if lineage is None:
-            who = self.actor or self.defaults.get("creator")
+            who = self.actor or DEFAULT_ACTOR
             [decision] = yield _Calls([_Call("check", ("delete", mid), {"actor": who})])
             self._allowed(_answer(decision))
             return

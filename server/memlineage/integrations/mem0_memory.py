@@ -57,6 +57,11 @@ LINEAGE_FIELDS = (
 """What a lineage mapping (``metadata["_lineage"]`` or ``defaults``) may hold."""
 _REVISE_ATTEMPTS = 4  # a concurrent update moved the version: read it again
 _CREATOR_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,128}")  # the sidecar's id rule
+DEFAULT_ACTOR = "agent:mem0"
+"""Who asks an update or a delete when no ``actor`` is named: an agent, never the user
+(the sidecar's own default is the namespace's user, which let an agent change or
+delete what the user stated; an outside audit)."""
+
 PROVISIONAL_ID = "mem0:provisional"
 """The id the provisional ``write`` check of an ``add`` names (Mem0 has not chosen one yet)."""
 
@@ -414,7 +419,7 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
 
     def _update_decision(self, memory_id: str, writer: str | None) -> pb.Decision:
         if writer is None:
-            return self.client.check("update", memory_id)
+            return self.client.check("update", memory_id, actor=DEFAULT_ACTOR)
         for _ in range(_REVISE_ATTEMPTS):
             stored = self.client.explain(memory_id, **VERSION_READ).memory
             try:
@@ -428,7 +433,9 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
     def delete(self, memory_id: str, *, actor: str | None = None) -> Any:
         """``check("delete")`` first: DENY raises `PolicyDenied`, Mem0 untouched. The
         lineage record stays in the sidecar for audit."""
-        decision = self.client.check("delete", memory_id, actor=actor or self.actor)
+        decision = self.client.check(
+            "delete", memory_id, actor=actor or self.actor or DEFAULT_ACTOR
+        )
         self._check_write(decision)
         return self._changed(self.memory.delete(memory_id), decision)
 
@@ -561,7 +568,9 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
     async def _update_decision(self, memory_id: str, writer: str | None) -> pb.Decision:
         """`GuardedMem0Memory._update_decision`, awaited."""
         if writer is None:
-            decision: pb.Decision = await self._acall("check", "update", memory_id)
+            decision: pb.Decision = await self._acall(
+                "check", "update", memory_id, actor=DEFAULT_ACTOR
+            )
             return decision
         for _ in range(_REVISE_ATTEMPTS):
             stored = (await self._acall("explain", memory_id, **VERSION_READ)).memory
@@ -576,7 +585,9 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
 
     async def delete(self, memory_id: str, *, actor: str | None = None) -> Any:
         """`GuardedMem0Memory.delete`, awaited."""
-        decision = await self._acall("check", "delete", memory_id, actor=actor or self.actor)
+        decision = await self._acall(
+            "check", "delete", memory_id, actor=actor or self.actor or DEFAULT_ACTOR
+        )
         self._check_write(decision)
         return self._changed(await self.memory.delete(memory_id), decision)
 
