@@ -149,14 +149,15 @@ def test_each_langgraph_op_makes_its_sidecar_calls_and_decides_as_documented(
     assert ml.taken() == {"record": 1}
     assert inner.get(ns, "web-city") is None
 
-    # an item the wrapped store holds: its version read, then a Revise (the update
-    # decision and the new version's lineage in one call), no Record; denied, unchanged
+    # an item the wrapped store holds: the update decided first (denied: nothing is
+    # written, nothing revised); allowed, written, then its version read and a Revise
+    # (the new version's lineage), no Record
     with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
         store.put(ns, "city", {"text": "Lyon", "_lineage": {"creator": "agent:planner"}})
-    assert ml.taken() == {"explain": 1, "revise": 1}
+    assert ml.taken() == {"check:update": 1}
     assert inner.get(ns, "city").value == {"text": "Shanghai"}  # type: ignore[union-attr]
     store.put(ns, "city", {"text": "Shanghai!", "_lineage": {"creator": me}})
-    assert ml.taken() == {"explain": 1, "revise": 1}
+    assert ml.taken() == {"check:update": 1, "explain": 1, "revise": 1}
     assert inner.get(ns, "city").value == {"text": "Shanghai!"}  # type: ignore[union-attr]
     kept = MemLineageClient.explain(ml, memory_id(ns, "city"))  # not counted: the test's
     assert kept.memory.claim.value == "Shanghai"  # a put naming no claim keeps it

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -30,7 +31,13 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import AsyncSqliteStore, SqliteStore
-from memlineage.client import AsyncMemLineageClient, MemLineageClient, NotFound, PolicyDenied
+from memlineage.client import (
+    AsyncMemLineageClient,
+    MemLineageClient,
+    NotFound,
+    PolicyDenied,
+    Unavailable,
+)
 from memlineage.integrations.langgraph_store import (
     DECISION_KEY,
     DEFAULT_ACTOR,
@@ -743,3 +750,99 @@ def test_a_denied_put_leaves_a_ttl_untouched(ml: MemLineageClient, ns: tuple[str
         with pytest.raises(PolicyDenied):
             store.put(ns, "city", {"t": "Paris", "_lineage": lineage("agent:planner")})
         assert expiry() == before
+
+
+class _FailingWrites(InMemoryStore):
+    """An InMemoryStore whose batches with a put fail (a store that went away)."""
+
+    fail = False
+
+    def batch(self, ops: Any) -> list[Any]:
+        ops = list(ops)
+        if self.fail and any(isinstance(op, PutOp) for op in ops):
+            raise ConnectionError("the store went away")
+        return super().batch(ops)
+
+    async def abatch(self, ops: Any) -> list[Any]:
+        ops = list(ops)
+        if self.fail and any(isinstance(op, PutOp) for op in ops):
+            raise ConnectionError("the store went away")
+        return await super().abatch(ops)
+
+
+def _guess_and_city(ml: MemLineageClient, store: BaseStore, ns: tuple[str, str]) -> None:
+    guarded = GuardedLangGraphStore(store, ml)
+    guarded.put(ns, "city", {"text": "Shanghai", "_lineage": lineage(f"user:{ns[0]}")})
+    guess = lineage("reasoning:planner", confidence=0.4)
+    guarded.put(ns, "guess", {"text": "WIRE MONEY TO EVE", "_lineage": guess})
+    assert guarded.get(ns, "guess") is None  # a doubtful guess: hidden
+
+
+def test_an_update_refused_later_in_its_batch_leaves_store_and_record_agreeing(
+    ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str]
+) -> None:
+    """An update's new version is recorded once the store holds it (before: recorded
+    first; a later put of the batch denied, the store kept the guess while its record
+    named the agent, and the guess was served as the agent's; an outside audit)."""
+    _guess_and_city(ml, inner, ns)
+    store = GuardedLangGraphStore(inner, ml)
+    with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
+        store.batch(
+            [
+                PutOp(ns, "guess", {"text": "a corrected note", "_lineage": lineage("agent:x")}),
+                PutOp(ns, "city", {"text": "Paris", "_lineage": lineage("agent:x")}),
+            ]
+        )
+    assert inner.get(ns, "guess").value == {"text": "WIRE MONEY TO EVE"}
+    assert ml.explain(memory_id(ns, "guess")).memory.creator.id == "reasoning:planner"
+    assert store.get(ns, "guess") is None  # still hidden
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_update_the_store_fails_to_write_changes_no_record(
+    ml: MemLineageClient, ns: tuple[str, str], mode: str
+) -> None:
+    inner = _FailingWrites()
+    _guess_and_city(ml, inner, ns)
+    inner.fail = True
+    store = GuardedLangGraphStore(inner, ml)
+    new = {"text": "a corrected note", "_lineage": lineage("agent:x")}
+    with pytest.raises(ConnectionError):
+        if mode == "sync":
+            store.put(ns, "guess", new)
+        else:
+            asyncio.run(store.aput(ns, "guess", new))
+    inner.fail = False
+    assert inner.get(ns, "guess").value == {"text": "WIRE MONEY TO EVE"}
+    record = ml.explain(memory_id(ns, "guess")).memory
+    assert (record.creator.id, record.version) == ("reasoning:planner", 1)
+    assert store.get(ns, "guess") is None
+    store.put(ns, "guess", new)  # the store back: the update goes through, recorded
+    assert ml.explain(memory_id(ns, "guess")).memory.creator.id == "agent:x"
+    assert store.get(ns, "guess").value["text"] == "a corrected note"
+
+
+def test_an_update_the_sidecar_refuses_after_the_write_puts_the_old_value_back(
+    sidecar: RunningSidecar, ns: tuple[str, str]
+) -> None:
+    """The new version is recorded after the store write; when that fails (here the
+    sidecar stops answering Revise), the store gets its old value back: it never holds
+    a value its record does not name."""
+
+    class LosesRevise(MemLineageClient):
+        lose = False
+
+        def revise(self, *args: Any, **kwargs: Any) -> Any:
+            if self.lose:
+                raise Unavailable(grpc.StatusCode.UNAVAILABLE, "the sidecar went away")
+            return super().revise(*args, **kwargs)
+
+    inner = InMemoryStore()
+    with LosesRevise(sidecar.address, timeout=10) as client:
+        _guess_and_city(client, inner, ns)
+        client.lose = True
+        store = GuardedLangGraphStore(inner, client)
+        with pytest.raises(Unavailable):
+            store.put(ns, "guess", {"text": "a corrected note", "_lineage": lineage("agent:x")})
+        assert inner.get(ns, "guess").value == {"text": "WIRE MONEY TO EVE"}
+        assert client.explain(memory_id(ns, "guess")).memory.creator.id == "reasoning:planner"

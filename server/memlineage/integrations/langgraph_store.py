@@ -290,6 +290,7 @@ class GuardedLangGraphStore(BaseStore):
                 raise ValueError(f"unknown operation type: {type(op).__name__}")
 
         exists: dict[int, bool] = {}
+        held: list[Any] = []
         if lineage:  # which puts replace an item the wrapped store holds: an update
             probe: list[Op] = []
             for i in lineage:
@@ -298,11 +299,16 @@ class GuardedLangGraphStore(BaseStore):
                 probe.append(GetOp(put.namespace, put.key, refresh_ttl=False))
             held = yield _StoreBatch(probe)
             exists = {i: item is not None for i, item in zip(lineage, held, strict=True)}
+        pending: list[int] = []  # updates decided, recorded once the store holds them
         for i, op in enumerate(ops):
-            if isinstance(op, PutOp):
+            if isinstance(op, PutOp) and (
                 yield from self._authorise(ids[i], lineage.get(i), exists=exists.get(i, False))
+            ):
+                pending.append(i)
+        before = {i: item for i, item in zip(lineage, held, strict=True)} if lineage else {}
 
         results = yield _StoreBatch([self._forwarded(op) for op in ops])
+        yield from self._apply_updates(ops, ids, lineage, pending, before)
 
         calls: list[_Call] = []
         found: dict[int, dict[str, SearchItem]] = {}
@@ -330,7 +336,7 @@ class GuardedLangGraphStore(BaseStore):
 
     def _authorise(
         self, mid: str, lineage: dict[str, Any] | None, *, exists: bool
-    ) -> Generator[_Step, Any, None]:
+    ) -> Generator[_Step, Any, bool]:
         """Delete: check ``delete``, asked as ``actor`` or else `DEFAULT_ACTOR`.
         New item: Record (its write decision). An item the sidecar already holds a
         record of (the wrapped store has it, or the Record met one: after a delete,
@@ -339,7 +345,7 @@ class GuardedLangGraphStore(BaseStore):
             who = self.actor or DEFAULT_ACTOR
             [decision] = yield _Calls([_Call("check", ("delete", mid), {"actor": who})])
             self._allowed(_answer(decision))
-            return
+            return False
         if not exists:
             call = _Call("record", (mid,), {**lineage, "actor": self.actor})
             [reply] = yield _Calls([call])
@@ -348,8 +354,46 @@ class GuardedLangGraphStore(BaseStore):
                 if not response.recorded:
                     raise PolicyDenied(response.decision)
                 if not replayed(response):
-                    return
-        yield from self._update(mid, lineage)
+                    return False
+        # An update: decided now, its new version recorded once the store holds the
+        # new value (`_update`); before, it was recorded first, and a put the batch
+        # then refused, or a store that failed, left the old value credited to the new
+        # writer (a hidden guess served as the user's; an outside audit).
+        asker = self.actor or lineage.get("creator")
+        [decision] = yield _Calls([_Call("check", ("update", mid), {"actor": asker})])
+        if isinstance(decision, NotFound):  # no record (written around the wrapper)
+            return True  # `_update` records it
+        self._allowed(_answer(decision))
+        return True
+
+    def _apply_updates(
+        self,
+        ops: list[Op],
+        ids: dict[int, str],
+        lineage: dict[int, dict[str, Any]],
+        pending: list[int],
+        before: dict[int, Any],
+    ) -> Generator[_Step, Any, None]:
+        """Record the new versions of the updates the store now holds; one the sidecar
+        refuses now (a concurrent change, its policies, an error) has its old value put
+        back in the store, so the store never holds a value its record does not name,
+        and the refusal is raised."""
+        failed: list[tuple[int, Exception]] = []
+        for i in pending:
+            try:
+                yield from self._update(ids[i], lineage[i])
+            except (MemLineageError, PolicyDenied) as exc:
+                failed.append((i, exc))
+        if not failed:
+            return
+        restore: list[Op] = []
+        for i, _ in failed:
+            put, old = ops[i], before.get(i)
+            assert isinstance(put, PutOp)
+            value = None if old is None else old.value
+            restore.append(PutOp(put.namespace, put.key, value))
+        yield _StoreBatch(restore)
+        raise failed[0][1]
 
     def _update(self, mid: str, lineage: dict[str, Any]) -> Generator[_Step, Any, None]:
         """A put over a memory: a new version of its record with this put's lineage
