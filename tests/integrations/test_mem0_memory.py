@@ -16,14 +16,22 @@ import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 # Mem0 reads these when imported: no telemetry, nothing under ~/.mem0.
 os.environ["MEM0_TELEMETRY"] = "False"
 os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="mem0-home-"))
 
+import grpc
 import pytest
 from mem0 import AsyncMemory, Memory
-from memlineage.client import AsyncMemLineageClient, MemLineageClient, NotFound, PolicyDenied
+from memlineage.client import (
+    AsyncMemLineageClient,
+    MemLineageClient,
+    NotFound,
+    PolicyDenied,
+    Unavailable,
+)
 from memlineage.integrations.mem0_memory import (
     DECISION_KEY,
     DEFAULT_ACTOR,
@@ -294,10 +302,15 @@ def test_what_the_user_stated_only_the_user_changes(
     agent.update(memory_id, "vegan now", actor=f"user:{user}")
     assert memory.get(memory_id)["memory"] == "vegan now"
     history = agent.history(memory_id)
-    assert history == memory.history(memory_id)  # passes through
-    assert [(h["event"], h["new_memory"]) for h in history] == [
-        ("ADD", "I am vegetarian"),
-        ("UPDATE", "vegan now"),
+    raw = memory.history(memory_id)
+    assert [(h["event"], h["old_memory"], h["new_memory"]) for h in raw] == [
+        ("ADD", None, "I am vegetarian"),
+        ("UPDATE", "I am vegetarian", "vegan now"),
+    ]
+    # the current text only: the decision is on the memory as it is now
+    assert [(h["event"], h["old_memory"], h["new_memory"]) for h in history] == [
+        ("ADD", None, None),
+        ("UPDATE", None, "vegan now"),
     ]
     with pytest.raises(ValueError, match="lineage is recorded once"):
         agent.update(memory_id, metadata={LINEAGE_KEY: {"creator": "agent:x"}})
@@ -325,6 +338,46 @@ def test_with_no_actor_an_update_or_delete_is_asked_as_an_agent(
     unnamed.delete(item["id"], actor=f"user:{user}")  # the user, named
     assert memory.get(item["id"]) is None
     assert DEFAULT_ACTOR == "agent:mem0"
+
+
+def test_a_named_writers_update_the_sidecar_cannot_record_is_undone_in_mem0(
+    memory: Memory, sidecar: RunningSidecar, user: str
+) -> None:
+    """The new version is recorded once Mem0 holds the change; when that fails, Mem0
+    gets the old text back (before: recorded first, so a failed Mem0 update left the
+    old text credited to the writer; an outside audit)."""
+
+    class LosesRevise(MemLineageClient):
+        lose = False
+
+        def revise(self, *args: Any, **kwargs: Any) -> Any:
+            if self.lose:
+                raise Unavailable(grpc.StatusCode.UNAVAILABLE, "the sidecar went away")
+            return super().revise(*args, **kwargs)
+
+    with LosesRevise(sidecar.address, timeout=10) as client:
+        planner = GuardedMem0Memory(memory, client, actor="agent:planner")
+        mine = {LINEAGE_KEY: {"creator": "agent:planner"}}
+        (item,) = planner.add("book the train", user_id=user, metadata=mine, infer=False)["results"]
+        client.lose = True
+        with pytest.raises(Unavailable):
+            planner.update(item["id"], "book the plane", actor="agent:other")
+        assert memory.get(item["id"])["memory"] == "book the train"
+        record = client.explain(item["id"]).memory
+        assert (record.creator.id, record.version) == ("agent:planner", 1)
+        client.lose = False
+
+        def fails(*args: Any, **kwargs: Any) -> Any:
+            raise OSError("the vector store went away")
+
+        real, memory.update = memory.update, fails  # type: ignore[method-assign]
+        try:
+            with pytest.raises(OSError):
+                planner.update(item["id"], "book the plane", actor="agent:other")
+        finally:
+            memory.update = real  # type: ignore[method-assign]
+        record = client.explain(item["id"]).memory  # Mem0 failed: no new version
+        assert (record.creator.id, record.version) == ("agent:planner", 1)
 
 
 def test_an_update_by_a_named_writer_is_a_version_of_its_making(

@@ -101,9 +101,22 @@ def _shown(item: dict[str, Any], decision: pb.Decision) -> dict[str, Any] | None
 
 
 def _history_shown(entries: Any, decision: pb.Decision) -> list[Any]:
-    """`history`'s answer: the entries a read decision lets through (`_shown` each)."""
-    shown = (_shown(dict(e), decision) for e in entries or ())
-    return [e for e in shown if e is not None]
+    """`history`'s answer: the entries a read decision lets through (`_shown` each),
+    with only the current text: the decision is on the memory as it is now, so the
+    texts of earlier versions (``old_memory``, and ``new_memory`` before the last
+    entry) are left out (before: one allowed rewrite showed the hidden text it
+    replaced; an outside audit)."""
+    out: list[Any] = []
+    listed = [dict(e) for e in entries or ()]
+    for k, e in enumerate(listed):
+        if "old_memory" in e:
+            e["old_memory"] = None
+        if k < len(listed) - 1 and "new_memory" in e:
+            e["new_memory"] = None
+        shown = _shown(e, decision)
+        if shown is not None:
+            out.append(shown)
+    return out
 
 
 def _lineage_fields(lineage: Any, where: str) -> dict[str, Any]:
@@ -409,17 +422,30 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
     ) -> Any:
         """Decided first: DENY raises `PolicyDenied`, Mem0 untouched. With a writer
         named (``actor``, per call or the wrapper's), the update is a new version of
-        the record whose creator is that writer (Revise, decided as an update), so a
-        change by a blocked or untrusted source is judged as that source's content
-        from then on; with none, ``check("update")`` and the record keeps its creator."""
+        the record whose creator is that writer, recorded once Mem0 holds the change
+        (Revise; when it fails, Mem0 gets the old text back), so a change by a blocked
+        or untrusted source is judged as that source's content from then on, and a
+        failed one never credits the old text to the writer; with none,
+        ``check("update")`` and the record keeps its creator."""
         self._no_lineage_change(metadata)
-        decision = self._update_decision(memory_id, actor or self.actor)
-        self._check_write(decision)
-        return self._changed(self.memory.update(memory_id, text, metadata, **kwargs), decision)
-
-    def _update_decision(self, memory_id: str, writer: str | None) -> pb.Decision:
+        writer = actor or self.actor
+        checked = self.client.check("update", memory_id, actor=writer or DEFAULT_ACTOR)
+        self._check_write(checked)
         if writer is None:
-            return self.client.check("update", memory_id, actor=DEFAULT_ACTOR)
+            return self._changed(self.memory.update(memory_id, text, metadata, **kwargs), checked)
+        before = self.memory.get(memory_id)
+        result = self.memory.update(memory_id, text, metadata, **kwargs)
+        try:
+            decision = self._update_decision(memory_id, writer)
+            self._check_write(decision)
+        except BaseException:
+            if before is not None:  # the store back to what its record names
+                self.memory.update(memory_id, before.get("memory"), before.get("metadata"))
+            raise
+        return self._changed(result, decision)
+
+    def _update_decision(self, memory_id: str, writer: str) -> pb.Decision:
+        """The new version by `writer` (Revise, decided as an update)."""
         for _ in range(_REVISE_ATTEMPTS):
             stored = self.client.explain(memory_id, **VERSION_READ).memory
             try:
@@ -440,10 +466,10 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
         return self._changed(self.memory.delete(memory_id), decision)
 
     def history(self, memory_id: str, *, actor: str | None = None) -> list[Any]:
-        """Mem0's change history of the memory, decided as a read of it: every entry
-        holds its text, old and new, so a denied memory's history is ``[]`` (as `get`
-        answers None), a degraded one's entries carry `DECISION_KEY`. The operator's
-        unfiltered audit trail is ``.memory.history``."""
+        """Mem0's change history of the memory, decided as a read of it: a denied
+        memory's history is ``[]`` (as `get` answers None), a degraded one's entries
+        carry `DECISION_KEY`; only the current text is in it (`_history_shown`). The
+        operator's unfiltered audit trail is ``.memory.history``."""
         decision = self.client.check("read", memory_id, actor=actor or self.actor, historical=True)
         return _history_shown(self.memory.history(memory_id), decision)
 
@@ -558,20 +584,33 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
         actor: str | None = None,
         **kwargs: Any,
     ) -> Any:
-        """`GuardedMem0Memory.update`, awaited."""
+        """`GuardedMem0Memory.update`, awaited (a cancellation after Mem0's update puts
+        the old text back too)."""
         self._no_lineage_change(metadata)
-        decision = await self._update_decision(memory_id, actor or self.actor)
-        self._check_write(decision)
+        writer = actor or self.actor
+        checked: pb.Decision = await self._acall(
+            "check", "update", memory_id, actor=writer or DEFAULT_ACTOR
+        )
+        self._check_write(checked)
+        if writer is None:
+            result = await self.memory.update(memory_id, text, metadata, **kwargs)
+            return self._changed(result, checked)
+        before = await self.memory.get(memory_id)
         result = await self.memory.update(memory_id, text, metadata, **kwargs)
+        try:
+            decision = await self._update_decision(memory_id, writer)
+            self._check_write(decision)
+        except BaseException:
+            if before is not None:
+                restore = self.memory.update(
+                    memory_id, before.get("memory"), before.get("metadata")
+                )
+                await asyncio.shield(restore)
+            raise
         return self._changed(result, decision)
 
-    async def _update_decision(self, memory_id: str, writer: str | None) -> pb.Decision:
+    async def _update_decision(self, memory_id: str, writer: str) -> pb.Decision:
         """`GuardedMem0Memory._update_decision`, awaited."""
-        if writer is None:
-            decision: pb.Decision = await self._acall(
-                "check", "update", memory_id, actor=DEFAULT_ACTOR
-            )
-            return decision
         for _ in range(_REVISE_ATTEMPTS):
             stored = (await self._acall("explain", memory_id, **VERSION_READ)).memory
             try:
