@@ -138,6 +138,15 @@ def test_lineage_keys_and_defaults_name_the_creator_and_dependencies(
     assert list(ml.explain(hotel["id"]).memory.dependencies) == [city["id"]]
     with pytest.raises(ValueError, match="unknown lineage field"):
         guarded.add("x", user_id=user, metadata={LINEAGE_KEY: {"owner": "me"}}, infer=False)
+    before = stored_ids(memory, user)
+    for bad, message in (  # refused before Mem0 is called (before: after its add)
+        ({"dependencies": city["id"]}, "dependencies: .* is not a list"),
+        ({"confidence": "high"}, "confidence: 'high' is not a number"),
+        ({"claim": ["a", "b"]}, "is not \\[subject, attribute, value\\]"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            guarded.add("x", user_id=user, metadata={LINEAGE_KEY: bad}, infer=False)
+    assert stored_ids(memory, user) == before
 
 
 def test_a_refused_record_leaves_mem0_empty(

@@ -53,6 +53,7 @@ from memlineage.integrations.langgraph_ids import (
     memory_id,
     split_memory_id,
 )
+from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
 from memlineage.v1 import memlineage_pb2 as pb
 
 __all__ = [
@@ -77,18 +78,6 @@ LINEAGE_KEY = "_lineage"
 DECISION_KEY = "_memlineage"
 """The key under which a degraded item's decision is returned; never stored."""
 _RESERVED = (LINEAGE_KEY, DECISION_KEY)
-LINEAGE_FIELDS = (
-    "creator",
-    "confidence",
-    "type",
-    "tags",
-    "claim",
-    "dependencies",
-    "volatility",
-    "context_id",
-    "created_at",
-)
-"""What a lineage mapping (``value["_lineage"]``, the hook, the defaults) may hold."""
 
 
 LineageHook: TypeAlias = Callable[
@@ -520,31 +509,27 @@ class GuardedLangGraphStore(BaseStore):
     # -- lineage
     @staticmethod
     def _check_fields(fields: Mapping[str, Any], where: str) -> None:
-        unknown = sorted(set(fields) - set(LINEAGE_FIELDS))
-        if unknown:
-            raise ValueError(
-                f"{where}: unknown lineage field(s) {', '.join(map(repr, unknown))}; "
-                f"expected some of {', '.join(LINEAGE_FIELDS)}"
-            )
+        checked_lineage(fields, where)
 
     def _lineage_of(self, op: PutOp) -> dict[str, Any]:
         """``client.record``'s keyword arguments for a put: defaults < value < hook.
         The hook is the application's code: what it says wins over a value's
         ``"_lineage"``, which a value holding a tool's output could carry (a page
-        naming ``user:alice`` as its creator)."""
+        naming ``user:alice`` as its creator); a field it names as None is unset, so
+        a hook can take every field from such a value (its claim, tags, confidence)."""
         assert op.value is not None
         fields = dict(self.defaults)
         own = op.value.get(LINEAGE_KEY)
+        hooked = (
+            self.lineage_hook(op.namespace, op.key, op.value)
+            if self.lineage_hook is not None
+            else None
+        )
         if own is not None:
-            if not isinstance(own, Mapping):
-                raise ValueError(f"value[{LINEAGE_KEY!r}]: must be a mapping, got {own!r}")
-            self._check_fields(own, f"value[{LINEAGE_KEY!r}]")
-            fields.update(own)
-        if self.lineage_hook is not None:
-            hooked = self.lineage_hook(op.namespace, op.key, op.value)
-            if hooked is not None:
-                self._check_fields(hooked, "lineage_hook")
-                fields.update(hooked)
+            fields.update(checked_lineage(own, f"value[{LINEAGE_KEY!r}]"))
+        if hooked is not None:  # the application's word: a field it names (None too) wins
+            fields.update(checked_lineage(hooked, "lineage_hook"))
+        fields = {k: v for k, v in fields.items() if v is not None}
         creator = fields.get("creator")
         if not isinstance(creator, str) or not creator:
             raise ValueError(

@@ -28,6 +28,7 @@ from memlineage.client.aio import AsyncMemLineageClient
 from memlineage.client.errors import FailedPrecondition, PolicyDenied, revised_concurrently
 from memlineage.client.messages import VERSION_READ
 from memlineage.client.sync import MemLineageClient
+from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
 from memlineage.v1 import memlineage_pb2 as pb
 
 __all__ = [
@@ -43,18 +44,6 @@ LINEAGE_KEY = "_lineage"
 """The ``metadata`` key of an ``add`` holding the memories' lineage; never given to Mem0."""
 DECISION_KEY = "_memlineage"
 """The key under which a degraded memory's decision is returned (and an update's)."""
-LINEAGE_FIELDS = (
-    "creator",
-    "confidence",
-    "type",
-    "tags",
-    "claim",
-    "dependencies",
-    "volatility",
-    "context_id",
-    "created_at",
-)
-"""What a lineage mapping (``metadata["_lineage"]`` or ``defaults``) may hold."""
 _REVISE_ATTEMPTS = 4  # a concurrent update moved the version: read it again
 _CREATOR_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,128}")  # the sidecar's id rule
 DEFAULT_ACTOR = "agent:mem0"
@@ -117,15 +106,6 @@ def _history_shown(entries: Any, decision: pb.Decision) -> list[Any]:
         if shown is not None:
             out.append(shown)
     return out
-
-
-def _lineage_fields(lineage: Any, where: str) -> dict[str, Any]:
-    if not isinstance(lineage, Mapping):
-        raise ValueError(f"{where}: lineage must be a mapping, got {type(lineage).__name__}")
-    unknown = sorted(set(lineage) - set(LINEAGE_FIELDS))
-    if unknown:
-        raise ValueError(f"{where}: unknown lineage field(s) {unknown}; allowed: {LINEAGE_FIELDS}")
-    return dict(lineage)
 
 
 def _record_args(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -205,7 +185,7 @@ class _Mem0Guard(Generic[_C]):
             raise ValueError(f"overfetch: {overfetch!r} must be at least 1")
         self.memory = memory  # the wrapped Mem0 memory, for what the wrapper does not guard
         self.client = client
-        self.defaults = _lineage_fields(defaults or {}, "defaults")
+        self.defaults = checked_lineage(defaults or {}, "defaults")
         self.actor = actor  # who asks; None: the sidecar's default
         self.overfetch = overfetch
         self.historical = historical
@@ -215,7 +195,7 @@ class _Mem0Guard(Generic[_C]):
         self, metadata: Mapping[str, Any] | None, user_id: str | None, agent_id: str | None
     ) -> _AddPlan:
         given = dict(metadata or {})
-        fields = {**self.defaults, **_lineage_fields(given.pop(LINEAGE_KEY, {}), LINEAGE_KEY)}
+        fields = {**self.defaults, **checked_lineage(given.pop(LINEAGE_KEY, {}), LINEAGE_KEY)}
         if not fields.get("creator"):  # the ids name the creators: refused before Mem0 is
             for name, value, kind in (
                 ("user_id", user_id, "user"),

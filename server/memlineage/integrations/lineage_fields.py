@@ -1,0 +1,67 @@
+"""The lineage fields an adapter takes from a value, its metadata, a hook or its
+defaults, checked by name and by type before anything is written: a string of
+dependencies was split into one dependency per character, a mapping was taken as a
+list, a confidence of "high" or NaN was sent on, and in Mem0 the add ran before the
+error (an outside audit)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+LINEAGE_FIELDS = (
+    "creator",
+    "confidence",
+    "type",
+    "tags",
+    "claim",
+    "dependencies",
+    "volatility",
+    "context_id",
+    "created_at",
+)
+"""What a lineage mapping may hold."""
+
+_TEXTS = ("creator", "type", "volatility", "context_id")
+
+
+def checked_lineage(fields: Any, where: str) -> dict[str, Any]:
+    """`fields` as a dict when each is one the sidecar takes and of its type (None:
+    unset), else ValueError naming `where` and the field. A dependency is a string
+    or, for the LangGraph store, a ``[namespace, key]`` pair (its adapter reads it)."""
+    if not isinstance(fields, Mapping):
+        raise ValueError(f"{where}: lineage must be a mapping, got {type(fields).__name__}")
+    unknown = sorted(set(fields) - set(LINEAGE_FIELDS))
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown lineage field(s) {', '.join(map(repr, unknown))}; "
+            f"expected some of {', '.join(LINEAGE_FIELDS)}"
+        )
+    for name, value in fields.items():
+        if value is None:
+            continue
+        bad = _problem(name, value)
+        if bad:
+            raise ValueError(f"{where}: {name}: {value!r} {bad}")
+    return dict(fields)
+
+
+def _problem(name: str, value: Any) -> str:
+    if name in _TEXTS:
+        return "" if isinstance(value, str) and value else "is not a non-empty string"
+    if name == "confidence":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return "is not a number"
+        return "" if math.isfinite(value) and 0.0 <= value <= 1.0 else "is not in [0, 1]"
+    if name == "created_at":
+        ok = not isinstance(value, bool) and isinstance(value, int | float)
+        return "" if ok and math.isfinite(value) else "is not a time (seconds since the epoch)"
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, list | tuple):
+        return "is not a list"
+    if name == "tags":
+        return "" if all(isinstance(t, str) for t in value) else "is not a list of strings"
+    if name == "claim":
+        ok = len(value) == 3 and all(isinstance(p, str) for p in value)
+        return "" if ok else "is not [subject, attribute, value]"
+    return ""  # dependencies: each is read by the adapter
