@@ -15,7 +15,7 @@ from memlineage.client import MemLineageClient
 from memlineage.engine.policies import PolicyHolder, PolicyLoadError
 from memlineage.v1 import memlineage_pb2 as pb
 from memlineage_dsl.diagnostics import Diagnostic
-from support.serve_process import ServeProcess, run_serve
+from support.serve_process import ServeProcess, run_serve, serving_copy_of
 from support.sidecar import BUNDLED_POLICIES
 
 EMPTIES = {
@@ -73,13 +73,8 @@ def test_a_reload_or_a_candidate_without_a_policy_is_refused(tmp_path: Path, cas
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[ServeProcess, Path]]:
-    policies = tmp_path / "p"
-    shutil.copytree(BUNDLED_POLICIES, policies)
-    server = ServeProcess(["--policies", str(policies), "--sweep-interval", "0"])
-    try:
-        yield server, policies
-    finally:
-        server.kill()
+    with serving_copy_of(BUNDLED_POLICIES, tmp_path / "p") as server:
+        yield server, tmp_path / "p"
 
 
 def test_a_served_directory_emptied_mid_deploy_keeps_the_gate(

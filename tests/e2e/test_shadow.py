@@ -17,15 +17,10 @@ from memlineage.config import Config, TokenGrant
 from memlineage.metrics import Metrics
 from memlineage.v1 import memlineage_pb2 as pb
 from prometheus_client import generate_latest
+from support.serve_process import NO_WEB_POLICY
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
-NO_WEB = """
-policy no_web_at_all priority 99 {
-  on read
-  when memory.creator.id matches "tool:web_*"
-  deny "no web output at all"
-}
-"""
+NO_WEB = NO_WEB_POLICY
 
 
 @pytest.fixture

@@ -18,27 +18,16 @@ from pathlib import Path
 import pytest
 from memlineage.client import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
-from support.serve_process import ServeProcess
+from support.serve_process import NO_WEB_POLICY, ServeProcess, serving_copy_of
 from support.sidecar import BUNDLED_POLICIES
 
-NO_WEB = """
-policy no_web_at_all priority 99 {
-  on read
-  when memory.creator.id matches "tool:web_*"
-  deny "no web output at all"
-}
-"""
+NO_WEB = NO_WEB_POLICY
 
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[ServeProcess, Path]]:
-    policies = tmp_path / "serving"
-    shutil.copytree(BUNDLED_POLICIES, policies)
-    server = ServeProcess(["--policies", str(policies), "--sweep-interval", "0"])
-    try:
-        yield server, policies
-    finally:
-        server.kill()
+    with serving_copy_of(BUNDLED_POLICIES, tmp_path / "serving") as server:
+        yield server, tmp_path / "serving"
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -46,6 +45,7 @@ from memlineage.integrations.langgraph_store import (
     split_memory_id,
 )
 from prometheus_client import generate_latest
+from support.faults import LosesRevise
 from support.sidecar import RunningSidecar
 from test_layering import Rule, tree_imports, violations
 
@@ -847,14 +847,6 @@ def test_an_update_the_sidecar_refuses_after_the_write_puts_the_old_value_back(
     """The new version is recorded after the store write; when that fails (here the
     sidecar stops answering Revise), the store gets its old value back: it never holds
     a value its record does not name."""
-
-    class LosesRevise(MemLineageClient):
-        lose = False
-
-        def revise(self, *args: Any, **kwargs: Any) -> Any:
-            if self.lose:
-                raise Unavailable(grpc.StatusCode.UNAVAILABLE, "the sidecar went away")
-            return super().revise(*args, **kwargs)
 
     inner = InMemoryStore()
     with LosesRevise(sidecar.address, timeout=10) as client:

@@ -22,7 +22,6 @@ from typing import Any
 os.environ["MEM0_TELEMETRY"] = "False"
 os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="mem0-home-"))
 
-import grpc
 import pytest
 from mem0 import AsyncMemory, Memory
 from memlineage.client import (
@@ -41,6 +40,7 @@ from memlineage.integrations.mem0_memory import (
 )
 from memlineage.v1 import memlineage_pb2 as pb
 from prometheus_client import generate_latest
+from support.faults import LosesRevise
 from support.mem0_offline import embedder, mem0_config
 from support.sidecar import RunningSidecar
 
@@ -355,14 +355,6 @@ def test_a_named_writers_update_the_sidecar_cannot_record_is_undone_in_mem0(
     """The new version is recorded once Mem0 holds the change; when that fails, Mem0
     gets the old text back (before: recorded first, so a failed Mem0 update left the
     old text credited to the writer; an outside audit)."""
-
-    class LosesRevise(MemLineageClient):
-        lose = False
-
-        def revise(self, *args: Any, **kwargs: Any) -> Any:
-            if self.lose:
-                raise Unavailable(grpc.StatusCode.UNAVAILABLE, "the sidecar went away")
-            return super().revise(*args, **kwargs)
 
     with LosesRevise(sidecar.address, timeout=10) as client:
         planner = GuardedMem0Memory(memory, client, actor="agent:planner")

@@ -5,14 +5,18 @@ must refuse to start (`run_serve`, `serve_refusal`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 REASONING_POLICY = """policy low_confidence_reasoning priority 50 {
   on read
@@ -112,3 +116,25 @@ class ServeProcess:
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
+
+
+NO_WEB_POLICY = """
+policy no_web_at_all priority 99 {
+  on read
+  when memory.creator.id matches "tool:web_*"
+  deny "no web output at all"
+}
+"""
+"""A candidate's policy for the rollout suites: web output denied outright."""
+
+
+@contextlib.contextmanager
+def serving_copy_of(policies: str, directory: Path) -> Iterator[ServeProcess]:
+    """`memlineage serve` on a copy of `policies` made at `directory` (which a test may
+    then empty, edit or replace), no sweeps; killed at the end."""
+    shutil.copytree(policies, directory)
+    server = ServeProcess(["--policies", str(directory), "--sweep-interval", "0"])
+    try:
+        yield server
+    finally:
+        server.kill()

@@ -34,7 +34,7 @@ class MemoryStore(Protocol):
 
 _REVISE_ATTEMPTS = 4  # a concurrent put moved the version: read it again
 
-_RECORD_META = (
+RECORD_FIELDS = (
     "creator",
     "confidence",
     "type",
@@ -45,6 +45,7 @@ _RECORD_META = (
     "context_id",
     "created_at",
 )
+"""The lineage fields a Record takes beside its id (the adapters' too)."""
 
 
 class GuardedStore:
@@ -107,7 +108,7 @@ class GuardedStore:
         creator), so the record says who made what the store holds; a key the store
         holds but the sidecar does not know (written around the guard) is recorded.
         """
-        lineage = {k: meta[k] for k in _RECORD_META if k in meta}
+        lineage = {k: meta[k] for k in RECORD_FIELDS if k in meta}
         creator = lineage.pop("creator", None) or self.creator or self.actor  # who writes
         if creator is None:
             raise ValueError(

@@ -10,18 +10,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-LINEAGE_FIELDS = (
-    "creator",
-    "confidence",
-    "type",
-    "tags",
-    "claim",
-    "dependencies",
-    "volatility",
-    "context_id",
-    "created_at",
-)
-"""What a lineage mapping may hold."""
+from memlineage.client.guarded import RECORD_FIELDS
+
+LINEAGE_FIELDS = RECORD_FIELDS
+"""What a lineage mapping may hold: what a Record takes."""
 
 _TEXTS = ("creator", "type", "volatility", "context_id")
 

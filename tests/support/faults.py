@@ -1,0 +1,20 @@
+"""Faults injected into the real client, for the adapters' failure paths."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from memlineage.client import MemLineageClient, Unavailable
+
+
+class LosesRevise(MemLineageClient):
+    """The real client, whose Revise calls fail as an unreachable sidecar's would
+    once `lose` is set (a write the adapter made must then be undone)."""
+
+    lose = False
+
+    def revise(self, *args: Any, **kwargs: Any) -> Any:
+        if self.lose:
+            raise Unavailable(grpc.StatusCode.UNAVAILABLE, "the sidecar went away")
+        return super().revise(*args, **kwargs)
