@@ -61,7 +61,7 @@ def test_the_candidate_is_compared_never_served_then_promoted(
         MemLineageClient(s.address, token="admin", timeout=10) as admin,
         MemLineageClient(s.address, token="user", timeout=10) as user,
     ):
-        user.record("web", creator="tool:web_search")
+        user.record("web", creator="tool:web_fetch")
         user.record("city", creator="user:alice")
         serving = admin.list_policies().version
         for _ in range(3):
@@ -106,13 +106,18 @@ def test_the_candidate_is_compared_never_served_then_promoted(
             admin.shadow("promote")  # nothing loaded any more
 
 
-def _bundled_files(change: tuple[str, str] | None = None) -> dict[str, str]:
-    """The bundled set as ReloadPolicies/Shadow files, `change` (old, new) made once."""
+def _bundled_files(*changes: tuple[str, str]) -> dict[str, str]:
+    """The bundled set as ReloadPolicies/Shadow files, each change (old, new) made once
+    (a candidate's tests must pass beside it, or it is not loaded)."""
     files = {p.name: p.read_text() for p in sorted(Path(BUNDLED_POLICIES).glob("*.mlp"))}
-    if change is not None:
+    for change in changes:
         [name] = [n for n, text in files.items() if change[0] in text]
         files[name] = files[name].replace(*change)
     return files
+
+
+_WEB_TEST = ("expect read web -> degrade with downrank(0.5)", "expect read web -> degrade")
+_WEB_DENIED = ("expect read web -> degrade with downrank(0.5)", "expect read web -> deny")
 
 
 def test_a_candidate_loaded_after_reused_decisions_compares_every_one() -> None:
@@ -125,7 +130,7 @@ def test_a_candidate_loaded_after_reused_decisions_compares_every_one() -> None:
         MemLineageClient(s.address, token="admin", timeout=10) as admin,
         MemLineageClient(s.address, token="user", timeout=10) as user,
     ):
-        user.record("web", creator="tool:web_search")
+        user.record("web", creator="tool:web_fetch")
         engine = s.sidecar.engine
         for _ in range(5):  # decided once, then reused
             assert user.check("read", "web").effect == pb.EFFECT_DEGRADE
@@ -153,12 +158,21 @@ def test_a_candidate_that_drops_an_obligation_disagrees_naming_its_policy() -> N
         (
             'degrade annotate("from a tool that is not on the trusted list"), downrank(0.5)',
             'degrade annotate("from a tool that is not on the trusted list")',
-        )
+        ),
+        _WEB_TEST,
     )
     deny_instead = _bundled_files(
         (
             'degrade annotate("from a tool that is not on the trusted list"), downrank(0.5)',
             'deny "from a tool that is not on the trusted list"',
+        ),
+        _WEB_DENIED,
+    )
+    # its own test left as it was: the candidate contradicts it, and is not loaded
+    untested = _bundled_files(
+        (
+            'degrade annotate("from a tool that is not on the trusted list"), downrank(0.5)',
+            'degrade annotate("from a tool that is not on the trusted list")',
         )
     )
     with (
@@ -168,6 +182,9 @@ def test_a_candidate_that_drops_an_obligation_disagrees_naming_its_policy() -> N
     ):
         user.record("tip", creator="tool:some_tool")
         user.record("city", creator="user:alice")
+        refused = admin.shadow("load", untested)
+        assert not refused.active
+        assert [d.code for d in refused.diagnostics if d.severity == "error"] == ["E503"]
         assert admin.shadow("load", weaker).active
         answer = user.check("read", "tip")
         assert answer.effect == pb.EFFECT_DEGRADE

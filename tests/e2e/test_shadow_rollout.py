@@ -49,7 +49,7 @@ def test_a_promotion_outlives_a_sighup_until_the_directory_changes(
     shutil.copytree(BUNDLED_POLICIES, candidate)
     (candidate / "zz_no_web.mlp").write_text(NO_WEB)
     with MemLineageClient(server.address, timeout=10) as ml:
-        ml.record("web", creator="tool:web_search")
+        ml.record("web", creator="tool:web_fetch")
         serving = ml.check("read", "web")
         assert serving.effect == pb.EFFECT_DEGRADE
         loaded = _cli("shadow", "load", str(candidate), "--target", server.address)

@@ -17,6 +17,7 @@ from memlineage_dsl.ast import Span
 from memlineage_dsl.compiler import CompiledPolicySet
 from memlineage_dsl.diagnostics import Diagnostic, Severity
 from memlineage_dsl.pipeline import Build, build_paths, lint_set
+from memlineage_dsl.testing import run_tests
 
 
 class PolicyLoadError(Exception):
@@ -65,14 +66,20 @@ def _version(build: Build, base: str | None = None) -> str:
 
 
 def _refusals(build: Build, where: str) -> list[Diagnostic]:
-    """Why `build` is not served: its errors, or E305 when it compiled with no policy
-    (no `.mlp` file, only empty ones, only constants): such a set allows every
-    request, so neither a start, nor a reload (SIGHUP, ReloadPolicies: a directory
-    emptied mid-deploy), nor a shadow candidate serves it."""
+    """Why `build` is not served: its errors, the failures of its own test blocks, or
+    E305 when it compiled with no policy (no `.mlp` file, only empty ones, only
+    constants): such a set allows every request. Neither a start, nor a reload
+    (SIGHUP, ReloadPolicies: a directory emptied mid-deploy), nor a shadow candidate
+    serves it."""
     if build.compiled is None:
         return [d for d in build.diagnostics if d.severity == "error"]
     if build.compiled.policies:
-        return []
+        # the set's own test blocks: one that fails (E503) or cannot run (E504) is a
+        # set that does not do what its author wrote, so it is not served either
+        # (before: only `memlineage test` ran them; an outside audit promoted one)
+        if build.env is None:
+            return []
+        return [d for r in run_tests(build.compiled, build.env) for d in r.failures]
     return [
         Diagnostic(
             "E305",
@@ -127,7 +134,7 @@ class PolicyHolder:
         """A compiled set that is not served (a shadow candidate), or its errors."""
         build = lint_set(files) if files else build_paths([directory or "."])
         refused = _refusals(build, _where(directory, files))
-        if refused and build.compiled is not None:  # compiled, without a policy
+        if refused and build.compiled is not None:  # compiled, but refused (no policy, failing tests)
             return None, [*build.diagnostics, *refused]
         if build.compiled is None:
             return None, build.diagnostics
@@ -147,7 +154,7 @@ class PolicyHolder:
                 if version == self._from_directory != self._current.version:
                     return ReloadOutcome(False, self._current.version, [], unchanged=True)
             refused = _refusals(build, _where(self.directory, files))
-            if refused and build.compiled is not None:  # compiled, without a policy
+            if refused and build.compiled is not None:  # compiled, but refused (no policy, failing tests)
                 return ReloadOutcome(False, self._current.version, [*build.diagnostics, *refused])
             if build.compiled is None:
                 return ReloadOutcome(False, self._current.version, build.diagnostics)
