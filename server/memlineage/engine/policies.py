@@ -134,9 +134,7 @@ class PolicyHolder:
         """A compiled set that is not served (a shadow candidate), or its errors."""
         build = lint_set(files) if files else build_paths([directory or "."])
         refused = _refusals(build, _where(directory, files))
-        if (
-            refused and build.compiled is not None
-        ):  # compiled, but refused
+        if refused and build.compiled is not None:  # compiled, but refused
             return None, [*build.diagnostics, *refused]
         if build.compiled is None:
             return None, build.diagnostics
@@ -156,9 +154,7 @@ class PolicyHolder:
                 if version == self._from_directory != self._current.version:
                     return ReloadOutcome(False, self._current.version, [], unchanged=True)
             refused = _refusals(build, _where(self.directory, files))
-            if (
-                refused and build.compiled is not None
-            ):  # compiled, but refused
+            if refused and build.compiled is not None:  # compiled, but refused
                 return ReloadOutcome(False, self._current.version, [*build.diagnostics, *refused])
             if build.compiled is None:
                 return ReloadOutcome(False, self._current.version, build.diagnostics)
