@@ -15,6 +15,7 @@ from .diagnostics import Diagnostic, Severity, SourceFile, did_you_mean, sort_di
 from .env import Env, Located
 from .fold import Folder
 from .limits import INT32_MAX, INT32_MIN, MAX_COST, MAX_TEST_CALLS, MAX_WEIGHT, item_exprs, walk
+from .literals import has_infinite_literal, infinite, magnitude, num
 from .messages import check_values
 from .spans import head_span, score_span, sub_span
 from .typecheck import ExprChecker, Names, assignable
@@ -91,13 +92,13 @@ class _Checker:
         """A const that folds to a number must fold to a finite one (`1e308 * 10`)."""
         loc = self.env.consts[name]
         value = self.folder.const(name)
-        if _infinite(value) and not _has_infinite_literal(loc.node.value):
+        if infinite(value) and not has_infinite_literal(loc.node.value):
             src = self.env.files[loc.path]
             self.diags.append(
                 src.diag(
                     "E203",
                     loc.node.value.span,
-                    f"const `{name}` overflows: it evaluates to {_num(_magnitude(value))}",
+                    f"const `{name}` overflows: it evaluates to {num(magnitude(value))}",
                     "numbers must be finite (at most about 1.8e308)",
                 )
             )
@@ -260,13 +261,13 @@ class _Checker:
             if (
                 isinstance(value, A.Number)
                 and not 0.0 < value.value <= 1.0
-                and not (_has_infinite_literal(ob.args[0]))
+                and not (has_infinite_literal(ob.args[0]))
             ):  # a literal inf is reported as such
                 self.diags.append(
                     src.diag(
                         "E203",
                         ob.args[0].span,
-                        f"`downrank` factor must be in (0, 1], got {_num(value.value)}",
+                        f"`downrank` factor must be in (0, 1], got {num(value.value)}",
                         "e.g. `downrank(0.5)` halves its rank",
                     )
                 )
@@ -284,20 +285,18 @@ class _Checker:
             return
         v = value.value
         if not math.isfinite(v):
-            if not _has_infinite_literal(expr):  # a literal inf is reported as such
+            if not has_infinite_literal(expr):  # a literal inf is reported as such
                 self.diags.append(
                     src.diag(
                         "E203",
                         expr.span,
-                        f"{what} overflows: it evaluates to {_num(v)}",
+                        f"{what} overflows: it evaluates to {num(v)}",
                         "numbers must be finite (at most about 1.8e308)",
                     )
                 )
         elif v < low or (high is not None and v > high):
-            bounds = f"in [{_num(low)}, {_num(high)}]" if high is not None else (f">= {_num(low)}")
-            self.diags.append(
-                src.diag("E203", expr.span, f"{what} must be {bounds}, got {_num(v)}")
-            )
+            bounds = f"in [{num(low)}, {num(high)}]" if high is not None else (f">= {num(low)}")
+            self.diags.append(src.diag("E203", expr.span, f"{what} must be {bounds}, got {num(v)}"))
 
     def _check_constant(
         self, src: SourceFile, ex: ExprChecker, expr: A.Expr, what: str, integer: bool
@@ -317,12 +316,12 @@ class _Checker:
                 )
             )
         elif not math.isfinite(value.value):
-            if not _has_infinite_literal(expr):  # a literal inf is reported as such
+            if not has_infinite_literal(expr):  # a literal inf is reported as such
                 self.diags.append(
                     src.diag(
                         "E203",
                         expr.span,
-                        f"`{what}` overflows: it evaluates to {_num(value.value)}",
+                        f"`{what}` overflows: it evaluates to {num(value.value)}",
                         "numbers must be finite",
                     )
                 )
@@ -339,7 +338,7 @@ class _Checker:
                 src.diag(
                     "E203",
                     expr.span,
-                    f"`{what}` must be in [{INT32_MIN}, {INT32_MAX}], got {_num(value.value)}",
+                    f"`{what}` must be in [{INT32_MIN}, {INT32_MAX}], got {num(value.value)}",
                     "a priority is a 32-bit integer; only the order of priorities matters, "
                     "so smaller numbers say the same",
                 )
@@ -349,7 +348,7 @@ class _Checker:
                 src.diag(
                     "E203",
                     expr.span,
-                    f"`{what}` must be positive, got {_num(value.value)}",
+                    f"`{what}` must be positive, got {num(value.value)}",
                 )
             )
         elif not integer and value.value > MAX_WEIGHT:
@@ -357,7 +356,7 @@ class _Checker:
                 src.diag(
                     "E203",
                     expr.span,
-                    f"`{what}` must be at most {_num(MAX_WEIGHT)}, got {_num(value.value)}",
+                    f"`{what}` must be at most {num(MAX_WEIGHT)}, got {num(value.value)}",
                     "a weight is a rule's share of the compliance score; only the ratios of "
                     "weights matter",
                 )
@@ -467,13 +466,13 @@ class _Checker:
             return
         whole = math.isfinite(value.value) and value.value == int(value.value)
         if (not whole or not 0 <= value.value <= most) and (
-            math.isfinite(value.value) or not _has_infinite_literal(expr)
+            math.isfinite(value.value) or not has_infinite_literal(expr)
         ):
             self.diags.append(
                 src.diag(
                     "E504",
                     expr.span,
-                    f"{what} must be a whole number in [0, {most}], got {_num(value.value)}",
+                    f"{what} must be a whole number in [0, {most}], got {num(value.value)}",
                 )
             )
 
@@ -566,15 +565,15 @@ class _Checker:
         for bound in (low, high):
             if bound is not None and not 0.0 <= bound <= 1.0:
                 self.diags.append(
-                    src.diag("E203", span, f"expected score {_num(bound)} is outside [0, 1]")
+                    src.diag("E203", span, f"expected score {num(bound)} is outside [0, 1]")
                 )
         if low is not None and high is not None and low > high:
             self.diags.append(
                 src.diag(
                     "E203",
                     span,
-                    f"score range {_num(low)} .. {_num(high)} is empty",
-                    f"write the lower bound first: `score {_num(high)} .. {_num(low)}`",
+                    f"score range {num(low)} .. {num(high)} is empty",
+                    f"write the lower bound first: `score {num(high)} .. {num(low)}`",
                 )
             )
         for ob in (*stmt.with_obligations, *stmt.without_obligations):
@@ -582,30 +581,3 @@ class _Checker:
 
 
 _INT_FIELDS = ("version", "contradictions", "confirmations", "access_count")
-
-
-def _infinite(value: A.Expr | None) -> bool:
-    return isinstance(value, A.Number | A.Duration) and not math.isfinite(
-        value.value if isinstance(value, A.Number) else value.seconds
-    )
-
-
-def _magnitude(value: A.Expr | None) -> float:
-    if isinstance(value, A.Number):
-        return value.value
-    return value.seconds if isinstance(value, A.Duration) else 0.0
-
-
-def _has_infinite_literal(expr: A.Expr) -> bool:
-    """Whether `expr` writes a literal that reads as inf (reported on its own)."""
-    return any(
-        (isinstance(n, A.Number) and not math.isfinite(n.value))
-        or (isinstance(n, A.Duration) and not math.isfinite(n.seconds))
-        for n, _ in walk(expr)
-    )
-
-
-def _num(v: float) -> str:
-    if not math.isfinite(v):
-        return repr(v)
-    return str(int(v)) if v == int(v) else repr(v)

@@ -46,6 +46,7 @@ from memlineage.client.errors import (
 )
 from memlineage.client.messages import VERSION_READ, replayed
 from memlineage.client.sync import MemLineageClient
+from memlineage.integrations.answers import DECISION_KEY, obligations_of
 from memlineage.integrations.langgraph_ids import (
     MAX_ID_LENGTH,
     _cached_prefix,
@@ -75,8 +76,6 @@ user stated; an outside audit)."""
 
 LINEAGE_KEY = "_lineage"
 """The key of a put value holding that memory's lineage; never stored."""
-DECISION_KEY = "_memlineage"
-"""The key under which a degraded item's decision is returned; never stored."""
 _RESERVED = (LINEAGE_KEY, DECISION_KEY)
 
 
@@ -137,16 +136,7 @@ def _decision_view(decision: pb.Decision) -> dict[str, Any]:
         "effect": "degrade",
         "decision_id": decision.decision_id,
         "compliance_score": decision.compliance_score,
-        "obligations": [
-            {
-                "kind": o.kind,
-                "text": o.text,
-                "source": o.source,
-                "factor": o.factor,
-                "policy": o.policy,
-            }
-            for o in decision.obligations
-        ],
+        "obligations": obligations_of(decision),
         "reasons": [
             r.message or r.policy for r in decision.reasons if r.effect == pb.EFFECT_DEGRADE
         ],

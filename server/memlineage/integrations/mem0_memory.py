@@ -28,6 +28,7 @@ from memlineage.client.aio import AsyncMemLineageClient
 from memlineage.client.errors import FailedPrecondition, PolicyDenied, revised_concurrently
 from memlineage.client.messages import VERSION_READ
 from memlineage.client.sync import MemLineageClient
+from memlineage.integrations.answers import DECISION_KEY, mem0_decision, mem0_history, mem0_shown
 from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -42,8 +43,6 @@ __all__ = [
 
 LINEAGE_KEY = "_lineage"
 """The ``metadata`` key of an ``add`` holding the memories' lineage; never given to Mem0."""
-DECISION_KEY = "_memlineage"
-"""The key under which a degraded memory's decision is returned (and an update's)."""
 _REVISE_ATTEMPTS = 4  # a concurrent update moved the version: read it again
 _CREATOR_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,128}")  # the sidecar's id rule
 DEFAULT_ACTOR = "agent:mem0"
@@ -55,57 +54,6 @@ PROVISIONAL_ID = "mem0:provisional"
 """The id the provisional ``write`` check of an ``add`` names (Mem0 has not chosen one yet)."""
 
 _C = TypeVar("_C", bound=MemLineageClient | AsyncMemLineageClient)
-
-
-def _decision_view(decision: pb.Decision) -> dict[str, Any]:
-    """A decision as plain JSON-able values, for a returned memory's `DECISION_KEY`."""
-    return {
-        "effect": pb.Effect.Name(decision.effect).removeprefix("EFFECT_").lower(),
-        "decision_id": decision.decision_id,
-        "compliance_score": decision.compliance_score,
-        "obligations": [
-            {
-                "kind": o.kind,
-                "text": o.text,
-                "source": o.source,
-                "factor": o.factor,
-                "policy": o.policy,
-            }
-            for o in decision.obligations
-        ],
-        "reasons": [
-            {"policy": r.policy, "message": r.message, "effect": pb.Effect.Name(r.effect)}
-            for r in decision.reasons
-        ],
-    }
-
-
-def _shown(item: dict[str, Any], decision: pb.Decision) -> dict[str, Any] | None:
-    """A read's answer: None when denied, a copy with the decision when degraded."""
-    if decision.effect == pb.EFFECT_DENY:
-        return None
-    if decision.effect == pb.EFFECT_DEGRADE:
-        return {**item, DECISION_KEY: _decision_view(decision)}
-    return item
-
-
-def _history_shown(entries: Any, decision: pb.Decision) -> list[Any]:
-    """`history`'s answer: the entries a read decision lets through (`_shown` each),
-    with only the current text: the decision is on the memory as it is now, so the
-    texts of earlier versions (``old_memory``, and ``new_memory`` before the last
-    entry) are left out (before: one allowed rewrite showed the hidden text it
-    replaced; an outside audit)."""
-    out: list[Any] = []
-    listed = [dict(e) for e in entries or ()]
-    for k, e in enumerate(listed):
-        if "old_memory" in e:
-            e["old_memory"] = None
-        if k < len(listed) - 1 and "new_memory" in e:
-            e["new_memory"] = None
-        shown = _shown(e, decision)
-        if shown is not None:
-            out.append(shown)
-    return out
 
 
 def _record_args(fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -261,7 +209,7 @@ class _Mem0Guard(Generic[_C]):
                 continue
             item = {**items[memory_id], "mem0_score": items[memory_id].get("score")}
             item["score"] = c.rank_score
-            shown = _shown(item, c.decision)
+            shown = mem0_shown(item, c.decision)
             if shown is not None:
                 out.append(shown)
         return out
@@ -273,7 +221,7 @@ class _Mem0Guard(Generic[_C]):
         out = []
         for memory_id, _, item in candidates:
             c = kept.get(memory_id)
-            shown = _shown(dict(item), c.decision) if c is not None else None
+            shown = mem0_shown(dict(item), c.decision) if c is not None else None
             if shown is not None:
                 out.append(shown)
         return out
@@ -281,7 +229,7 @@ class _Mem0Guard(Generic[_C]):
     @staticmethod
     def _changed(result: Any, decision: pb.Decision) -> Any:
         if decision.effect == pb.EFFECT_DEGRADE and isinstance(result, dict):
-            return {**result, DECISION_KEY: _decision_view(decision)}
+            return {**result, DECISION_KEY: mem0_decision(decision)}
         return result
 
     @staticmethod
@@ -366,7 +314,7 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
         decision = self.client.check(
             "read", memory_id, actor=actor or self.actor, historical=self.historical
         )
-        return _shown(item, decision)
+        return mem0_shown(item, decision)
 
     def get_all(self, *, actor: str | None = None, **kwargs: Any) -> dict[str, Any]:
         """Mem0's listing without denied memories, in Mem0's order: one FilterRank."""
@@ -451,7 +399,7 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
         carry `DECISION_KEY`; only the current text is in it (`_history_shown`). The
         operator's unfiltered audit trail is ``.memory.history``."""
         decision = self.client.check("read", memory_id, actor=actor or self.actor, historical=True)
-        return _history_shown(self.memory.history(memory_id), decision)
+        return mem0_history(self.memory.history(memory_id), decision)
 
 
 class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient]):
@@ -531,7 +479,7 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
             actor=actor or self.actor,
             historical=self.historical,
         )
-        return _shown(item, decision)
+        return mem0_shown(item, decision)
 
     async def get_all(self, *, actor: str | None = None, **kwargs: Any) -> dict[str, Any]:
         """`GuardedMem0Memory.get_all`, awaited."""
@@ -615,4 +563,4 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
         decision = await self._acall(
             "check", "read", memory_id, actor=actor or self.actor, historical=True
         )
-        return _history_shown(await self.memory.history(memory_id), decision)
+        return mem0_history(await self.memory.history(memory_id), decision)
