@@ -472,6 +472,8 @@ def test_lineage_that_cannot_be_used_is_a_value_error(ml: MemLineageClient) -> N
     for value, message in cases:
         with pytest.raises(ValueError, match=message):
             store.put(("lin",), "k", value)
+    with pytest.raises(ValueError, match="put 'k': value must be a dict, got list"):
+        store.put(("lin",), "k", ["a", "list"])  # type: ignore[arg-type]  # an AttributeError before
     assert inner.list_namespaces() == []
 
 

@@ -246,6 +246,8 @@ def test_search_is_one_filter_rank_that_hides_denied_memories(
     assert all(r["mem0_score"] is not None and r["score"] >= 0 for r in results)
     assert [r["score"] for r in results] == sorted((r["score"] for r in results), reverse=True)
     # top_k=1: Mem0 is asked for overfetch x 1 (here all four), the sidecar keeps the best
+    with pytest.raises(ValueError, match="top_k: -1 must be a whole number >= 0"):
+        guarded.search("hotel", filters={"user_id": user}, top_k=-1)  # Mem0 said -3
     wide = GuardedMem0Memory(memory, ml, overfetch=4)
     (best,) = wide.search("hotel", filters={"user_id": user}, top_k=1)["results"]
     assert best["id"] == ids["user"]

@@ -508,6 +508,8 @@ class GuardedLangGraphStore(BaseStore):
         naming ``user:alice`` as its creator); a field it names as None is unset, so
         a hook can take every field from such a value (its claim, tags, confidence)."""
         assert op.value is not None
+        if not isinstance(op.value, Mapping):  # as the wrapped store refuses it (not a traceback)
+            raise ValueError(f"put {op.key!r}: value must be a dict, got {type(op.value).__name__}")
         fields = dict(self.defaults)
         own = op.value.get(LINEAGE_KEY)
         hooked = (

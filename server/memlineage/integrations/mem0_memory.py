@@ -56,6 +56,13 @@ PROVISIONAL_ID = "mem0:provisional"
 _C = TypeVar("_C", bound=MemLineageClient | AsyncMemLineageClient)
 
 
+def _check_top_k(top_k: object) -> None:
+    """The caller's `top_k` refused as the caller wrote it (Mem0 named the overfetched
+    number: `Invalid top_k: -3` for -1)."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise ValueError(f"top_k: {top_k!r} must be a whole number >= 0")
+
+
 def _record_args(fields: Mapping[str, Any]) -> dict[str, Any]:
     """`MemLineageClient.record` keyword arguments from lineage fields (creator aside)."""
     args = {k: v for k, v in fields.items() if k != "creator" and v is not None}
@@ -331,6 +338,7 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
     ) -> dict[str, Any]:
         """Mem0's search widened to ``overfetch x top_k``, then one FilterRank: at most
         ``top_k`` kept memories, best first by the sidecar's rank score."""
+        _check_top_k(top_k)
         result = self.memory.search(query, top_k=top_k * self.overfetch, **kwargs)
         candidates = self._candidates(result.get("results", []), scored=True)
         if not candidates or top_k == 0:
@@ -495,6 +503,7 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
         self, query: str, *, top_k: int = 20, actor: str | None = None, **kwargs: Any
     ) -> dict[str, Any]:
         """`GuardedMem0Memory.search`, awaited."""
+        _check_top_k(top_k)
         result = await self.memory.search(query, top_k=top_k * self.overfetch, **kwargs)
         candidates = self._candidates(result.get("results", []), scored=True)
         if not candidates or top_k == 0:
