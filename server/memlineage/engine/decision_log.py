@@ -132,19 +132,15 @@ class DecisionLog:
     ) -> DecisionLog:
         """A log appending to the file `path` (created if absent)."""
         seq, prev, torn = _resume(path)
-        # a torn last line (a killed writer) is a problem of its own, which verify names
-        gap = (
-            None
-            if torn
-            else gap_after(
-                Head(seq, prev) if seq >= 0 else None, read_head(path, _digester(_key_bytes(key)))
-            )
-        )
         fh = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in close()
         try:
             if torn:  # end the torn line so the genesis line after it stands alone
                 fh.write("\n")
             out = cls(fh, key=key, seq=seq, prev=prev, labels=labels)
+            # before its first head record is written; a torn last line (a killed
+            # writer) is a problem of its own, which verify names
+            found = Head(seq, prev) if seq >= 0 else None
+            gap = None if torn else gap_after(found, read_head(path, out._hash))
             out.path = path
             out._max_bytes = max_bytes
             out._keep = max(keep, 1)

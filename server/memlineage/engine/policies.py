@@ -94,6 +94,15 @@ def _refusals(build: Build, where: str) -> list[Diagnostic]:
     ]
 
 
+def _unservable(build: Build, where: str) -> list[Diagnostic] | None:
+    """What to report when `build` is not served (its diagnostics, with the refusals
+    of a set that compiled), or None when it may serve."""
+    refused = _refusals(build, where)
+    if build.compiled is None:
+        return build.diagnostics
+    return [*build.diagnostics, *refused] if refused else None
+
+
 def _where(directory: str | None, files: dict[str, str] | None) -> str:
     """The file (or directory) an E305 names."""
     return min(files) if files else (directory or ".")
@@ -107,9 +116,9 @@ class PolicyHolder:
         self.directory = directory
         self._lock = threading.Lock()
         build = build_paths([directory])
-        refused = _refusals(build, directory)
-        if refused or build.compiled is None:
-            raise PolicyLoadError(refused)
+        said = _unservable(build, directory)
+        if said is not None:
+            raise PolicyLoadError([d for d in said if d.severity == "error"])
         self._current = self._serving(build, directory)
         self._from_directory = self._current.version  # the set the directory last gave
 
@@ -133,11 +142,9 @@ class PolicyHolder:
     ) -> tuple[ServingPolicies | None, list[Diagnostic]]:
         """A compiled set that is not served (a shadow candidate), or its errors."""
         build = lint_set(files) if files else build_paths([directory or "."])
-        refused = _refusals(build, _where(directory, files))
-        if refused and build.compiled is not None:  # compiled, but refused
-            return None, [*build.diagnostics, *refused]
-        if build.compiled is None:
-            return None, build.diagnostics
+        said = _unservable(build, _where(directory, files))
+        if said is not None:
+            return None, said
         return cls._serving(build, None if files else directory), build.diagnostics
 
     def reload(
@@ -153,11 +160,9 @@ class PolicyHolder:
                 version = _version(build, self.directory)
                 if version == self._from_directory != self._current.version:
                     return ReloadOutcome(False, self._current.version, [], unchanged=True)
-            refused = _refusals(build, _where(self.directory, files))
-            if refused and build.compiled is not None:  # compiled, but refused
-                return ReloadOutcome(False, self._current.version, [*build.diagnostics, *refused])
-            if build.compiled is None:
-                return ReloadOutcome(False, self._current.version, build.diagnostics)
+            said = _unservable(build, _where(self.directory, files))
+            if said is not None:
+                return ReloadOutcome(False, self._current.version, said)
             self._current = self._serving(build, None if files else self.directory)
             if not files:
                 self._from_directory = self._current.version
