@@ -23,7 +23,7 @@ from memlineage.engine.fault_log import FaultLog
 from memlineage.engine.policies import PolicyHolder, PolicyLoadError
 from memlineage.engine.records import DecisionLog
 from memlineage.grpc_api.server import Served, serve
-from memlineage.grpc_api.servicer import MemLineageService
+from memlineage.grpc_api.servicer import MemLineageService, current_caller
 from memlineage.lineage.clock import Clock, ManualClock, system_clock
 from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.metrics import Metrics
@@ -164,6 +164,7 @@ async def start_sidecar(
         return status.compared, [(*k, n) for k, n in by_effects.items()]
 
     metrics.watch_shadow(shadow_table)
+    decision_log.requested_by = current_caller
     tracing = None
     try:
         tracing = _tracing(config)

@@ -14,8 +14,9 @@ A log reopened by a restart (or SIGHUP, or rotation) continues its chain.
 
 Every field a line may carry is described by docs/decision-log.schema.json (JSON
 Schema 2020-12; tests/e2e/test_decision_log_schema.py checks real logs against it):
-`time` is `ts` in RFC 3339, `labels` name the sidecar, `trace_id`/`span_id` the
-OpenTelemetry span the decision was made in (when tracing is on).
+`time` is `ts` in RFC 3339, `requested_by` the authenticated caller (OPA's field of
+that name), `labels` name the sidecar, `trace_id`/`span_id` the OpenTelemetry span the
+decision was made in (when tracing is on).
 
 `verify` walks files in order and names the first line that does not fit: altered
 (its hash), removed, inserted or moved (its `seq` and `prev`), unreadable, or a `gap`
@@ -108,6 +109,12 @@ class DecisionLog:
         # Set by the composition root when tracing is on: the current span's (trace_id,
         # span_id) in hex, or None outside a span; called on the deciding thread.
         self.trace_ids: Callable[[], tuple[str, str] | None] | None = None
+        # Set by the composition root: the name of the authenticated caller whose
+        # request is being decided (a token's `[tokens.NAME]`; `local` without tokens),
+        # None outside a request (the sweep); called on the deciding thread. The
+        # `actor` of a line is what the request claims; this is who sent it.
+        self.requested_by: Callable[[], str | None] | None = None
+        self._callers: dict[str, str] = {}  # caller name -> its rendered field
         self._second: tuple[int, str] = (-1, "")  # the last whole second, formatted
         self._bodies: dict[int, tuple[Decision, str]] = {}
         self._lock = threading.Lock()
@@ -237,9 +244,21 @@ class DecisionLog:
         )
         ids = self.trace_ids() if self.trace_ids is not None else None
         traced = f',"trace_id":"{ids[0]}","span_id":"{ids[1]}"' if ids is not None else ""
+        caller = self.requested_by() if self.requested_by is not None else None
+        by = "" if caller is None else self._caller_field(caller)
         # `input` last: what the decision read, for `memlineage replay` (when captured)
         tail = f',"input":{rec.input}' if rec.input is not None else ""
-        return f"{head[1:-1]}{self._labels}{traced}{used},{self._body(rec.decision)}{tail}"
+        return f"{head[1:-1]}{by}{self._labels}{traced}{used},{self._body(rec.decision)}{tail}"
+
+    def _caller_field(self, name: str) -> str:
+        """`,"requested_by":"NAME"`, rendered once per caller name (names come from the
+        configuration: a bounded set)."""
+        field = self._callers.get(name)
+        if field is None:
+            field = ',"requested_by":' + json.dumps(name)
+            if len(self._callers) < 1024:
+                self._callers[name] = field
+        return field
 
     def write(self, rec: DecisionRecord) -> None:
         if self.sink is not None:

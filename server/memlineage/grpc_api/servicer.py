@@ -15,6 +15,7 @@ logged with its traceback and answered INTERNAL, never UNKNOWN."""
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import threading
@@ -126,6 +127,15 @@ def _internal(name: str, context: grpc.ServicerContext, metrics: Metrics) -> Non
     )  # raises
 
 
+_CALLER: contextvars.ContextVar[str | None] = contextvars.ContextVar("caller", default=None)
+
+
+def current_caller() -> str | None:
+    """The authenticated caller of the RPC running on this thread (its principal's
+    name), None outside one: what the decision log writes as `requested_by`."""
+    return _CALLER.get()
+
+
 def rpc(
     request_class: type[Message], *, raw: bool = False, admin: bool = False
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -143,6 +153,7 @@ def rpc(
             started = time.perf_counter()
             try:
                 principal = self.principal(context)
+                _CALLER.set(principal.name)
                 if admin:
                     self.auth.require_admin(principal, context.peer() or "")
                 if type(request) is bytes:  # as `register` registers it
@@ -160,6 +171,7 @@ def rpc(
             except Exception:
                 _internal(name, context, self.metrics)  # raises
             finally:
+                _CALLER.set(None)  # the worker thread serves other callers next
                 self.metrics.observe_latency(name, time.perf_counter() - started)
 
         return wrapper
