@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -27,20 +26,15 @@ def seconds(text: str) -> float:
     return value
 
 
-_STORE_DOWN = re.compile(r"(redis unavailable|lineage store unavailable|embedded store)\b")
-"""How a sidecar's own UNAVAILABLE begins (its store did not answer), as against
-gRPC's when no sidecar answered at all."""
-
-
 def remote_error(exc: Exception, args: argparse.Namespace) -> None:
     """A failed call to the sidecar, in one line: one that never answered says where it
     was asked and what to check (before: `DEADLINE_EXCEEDED: Deadline Exceeded`)."""
     code = getattr(exc, "code", None)
     name = getattr(code, "name", "")
     details = str(getattr(exc, "details", "") or "")
-    if name == "UNAVAILABLE" and _STORE_DOWN.match(details):
-        # the sidecar answered: its store is down (before: "is a sidecar serving
-        # there?", hiding which store and why)
+    if getattr(exc, "reason", "") == "STORE_UNAVAILABLE":
+        # the sidecar answered (its error code in the trailers): its store is down, not
+        # "is a sidecar serving there?", which hides which store and why
         print(
             f"error: the sidecar at {args.target} answered UNAVAILABLE: {details}", file=sys.stderr
         )

@@ -30,15 +30,30 @@ __all__ = [
 ]
 
 
+ERROR_CODE_KEY = "memlineage-error-code"
+ERROR_FIELD_KEY = "memlineage-error-field"
+"""The trailing metadata a sidecar sends with a refusal (its stable error code and the
+request field to blame); the same keys as the servicer's, which this package cannot
+import (a test pins them together)."""
+
+
 class MemLineageError(Exception):
-    """A failed call, with the gRPC status code and the server's details."""
+    """A failed call, with the gRPC status code and the server's details; `reason` is
+    the sidecar's stable error code when it sent one (``VERSION_CONFLICT``,
+    ``INVALID_TRANSITION``, ``CYCLE``, ``UNKNOWN_DEPENDENCY``, ``STORE_UNAVAILABLE``,
+    ...: one status code covers several), `field` the request field it blames
+    (``memory.dependencies[2]``); both "" when the call never reached a sidecar."""
 
     code: grpc.StatusCode = grpc.StatusCode.UNKNOWN
 
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+    def __init__(
+        self, code: grpc.StatusCode, details: str, *, reason: str = "", field: str = ""
+    ) -> None:
         super().__init__(f"{code.name}: {details}")
         self.code = code
         self.details = details
+        self.reason = reason
+        self.field = field
 
 
 class InvalidArgument(MemLineageError):
@@ -130,7 +145,20 @@ def error_from_rpc(exc: grpc.RpcError, unreachable: str | None = None) -> MemLin
             f"{details} (the sidecar at {unreachable} was never reachable within the deadline: "
             "is it running, and is that its address?)"
         )
-    return _ERRORS.get(code, MemLineageError)(code, details)
+    reason, field = _trailers(exc)
+    return _ERRORS.get(code, MemLineageError)(code, details, reason=reason, field=field)
+
+
+def _trailers(exc: grpc.RpcError) -> tuple[str, str]:
+    """The sidecar's error code and field from a failed call's trailing metadata."""
+    reason = field = ""
+    if isinstance(exc, grpc.Call | grpc.aio.AioRpcError):
+        for key, value in exc.trailing_metadata() or ():
+            if key == ERROR_CODE_KEY and isinstance(value, str):
+                reason = value
+            elif key == ERROR_FIELD_KEY and isinstance(value, str):
+                field = value
+    return reason, field
 
 
 def revised_concurrently(memory_id: str, attempts: int) -> FailedPrecondition:
@@ -139,6 +167,7 @@ def revised_concurrently(memory_id: str, attempts: int) -> FailedPrecondition:
     return FailedPrecondition(
         grpc.StatusCode.FAILED_PRECONDITION,
         f"{memory_id!r}: revised concurrently {attempts} times; write it again",
+        reason="VERSION_CONFLICT",
     )
 
 

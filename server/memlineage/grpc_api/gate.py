@@ -23,7 +23,7 @@ from typing import Any
 import grpc
 
 from memlineage.grpc_api.auth import Authenticator, Unauthenticated
-from memlineage.grpc_api.servicer import details_of, loggable
+from memlineage.grpc_api.servicer import abort_with, loggable
 from memlineage.metrics import Metrics
 
 OPEN_SERVICES = ("/grpc.health.v1.Health/",)
@@ -79,17 +79,19 @@ class AuthGate(grpc.ServerInterceptor):
         except Unauthenticated as exc:
             if reason == "unknown" and not str(headers[0]).lower().startswith("bearer "):
                 reason = "missing"  # a header that names no bearer token
-            return self._refusal(details_of(exc), reason, method)
+            return self._refusal(exc, reason, method)
         return continuation(details)
 
-    def _refusal(self, message: str, reason: str, method: str) -> grpc.RpcMethodHandler:
+    def _refusal(
+        self, exc: Unauthenticated, reason: str, method: str
+    ) -> grpc.RpcMethodHandler:
         """A handler that answers at once: request-streaming, so grpc runs it without
         first waiting for a message (the client's unary or streaming call sees the
         same status)."""
 
         def refuse(requests: Any, context: grpc.ServicerContext) -> Any:
             self._refused(reason, method, context.peer() or "")
-            context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+            abort_with(exc, context)
 
         return grpc.stream_unary_rpc_method_handler(refuse)
 

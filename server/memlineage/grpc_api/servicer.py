@@ -67,6 +67,27 @@ def details_of(err: LineageError) -> str:
     return text if len(text) <= MAX_DETAILS else text[: MAX_DETAILS - 1] + "…"
 
 
+ERROR_CODE_KEY = "memlineage-error-code"
+ERROR_FIELD_KEY = "memlineage-error-field"
+"""Trailing metadata of a refused call: the domain error's stable `code` (VERSION_CONFLICT,
+CYCLE, STORE_UNAVAILABLE, ...) and the request field to blame, so a client branches on
+them instead of parsing `details` (the client's `MemLineageError.reason` and `.field`)."""
+
+
+def abort_with(err: LineageError, context: grpc.ServicerContext) -> None:
+    """End the call with `err`'s status, its details, and its code and field as trailing
+    metadata (ASCII: a field quoting a caller's non-ASCII key is escaped). Raises."""
+    trailers = [(ERROR_CODE_KEY, err.code)]
+    if err.field:
+        trailers.append((ERROR_FIELD_KEY, _ascii(err.field[:MAX_DETAILS])))
+    context.set_trailing_metadata(tuple(trailers))
+    context.abort(status_of(err), details_of(err))
+
+
+def _ascii(text: str) -> str:
+    return text if text.isascii() and text.isprintable() else ascii(text)[1:-1]
+
+
 def loggable(text: str, limit: int = 200) -> str:
     """Caller-supplied text for one log line: control characters escaped, bounded."""
     text = text if len(text) <= limit else text[:limit] + "…"
@@ -165,9 +186,8 @@ def rpc(
             except LineageError as err:
                 if isinstance(err, StoreUnavailableError):
                     self.metrics.store_errors.labels(name).inc()
-                code = status_of(err)
-                self.metrics.rpc_errors.labels(name, code.name).inc()
-                context.abort(code, details_of(err))  # raises
+                self.metrics.rpc_errors.labels(name, status_of(err).name).inc()
+                abort_with(err, context)  # raises
             except Exception:
                 _internal(name, context, self.metrics)  # raises
             finally:
@@ -513,7 +533,7 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
                 for e in events:
                     yield serde.event_to_pb(e)
         except LineageError as err:
-            context.abort(status_of(err), details_of(err))  # raises
+            abort_with(err, context)  # raises
         except Exception:
             _internal("Watch", context, self.metrics)  # raises
         finally:
