@@ -495,6 +495,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     (``| head``) ends quietly."""
     from memlineage.lineage.errors import LineageError
 
+    # gRPC's core logs each failed TLS handshake as INFO lines on stderr (a client's
+    # before the one line the CLI prints about it; a server's per refused client): its
+    # errors only, unless the user set the variable. Read when gRPC is first imported.
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
     try:
         return _main(argv)
     except BrokenPipeError:

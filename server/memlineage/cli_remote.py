@@ -39,12 +39,12 @@ def remote_error(exc: Exception, args: argparse.Namespace) -> None:
             f"error: the sidecar at {args.target} answered UNAVAILABLE: {details}", file=sys.stderr
         )
         return
-    if name in ("DEADLINE_EXCEEDED", "UNAVAILABLE"):
-        print(
-            f"error: no answer from {args.target} within {args.timeout:g} s ({name}): is a "
-            "sidecar serving there? (one serving TLS needs --tls-ca)",
-            file=sys.stderr,
-        )
+    if name in ("DEADLINE_EXCEEDED", "UNAVAILABLE") and not getattr(exc, "reason", ""):
+        # no sidecar answered: what listens there says what to change
+        from memlineage.cli_probe import no_answer
+
+        message = no_answer(args.target, args.timeout, name, getattr(args, "tls_ca", None))
+        print(f"error: {message}", file=sys.stderr)
     else:
         print(f"error: {exc}", file=sys.stderr)
 

@@ -84,12 +84,18 @@ def test_the_cli_speaks_tls_with_tls_ca(tmp_path: Path) -> None:
         ok = cli("--target", s.address, "--tls-ca", str(cert))
         assert ok.returncode == 0 and ok.stdout.startswith("ALLOW"), ok.stderr
         plain = cli("--target", s.address)
-        assert plain.returncode == 1
-        assert plain.stderr.startswith(f"error: no answer from {s.address} within 2 s ("), plain
-        assert "needs --tls-ca" in plain.stderr
+        assert (plain.returncode, plain.stderr) == (
+            1,
+            f"error: {s.address} serves TLS and this call was plaintext: pass --tls-ca with "
+            "the CA certificate that signed the sidecar's\n",
+        )
     nobody = f"127.0.0.1:{free_port()}"
     gone = cli("--target", nobody)
-    assert gone.returncode == 1 and gone.stderr.startswith(f"error: no answer from {nobody}")
+    assert (gone.returncode, gone.stderr) == (
+        1,
+        f"error: nothing listens at {nobody} (connection refused): is the sidecar running, "
+        "and is that its address (--target)?\n",
+    )
     nope = tmp_path / "nope.pem"
     missing = cli("--target", nobody, "--tls-ca", str(nope))
     assert (missing.returncode, missing.stderr) == (
@@ -106,3 +112,49 @@ def test_the_cli_speaks_tls_with_tls_ca(tmp_path: Path) -> None:
         bad = cli("--target", nobody, "--tls-ca", str(wrong))
         assert bad.returncode == 1, bad
         assert bad.stderr.startswith(f"error: --tls-ca {wrong}: is not a"), bad.stderr
+
+
+def test_the_cli_names_what_listens_where_no_answer_came(tmp_path: Path) -> None:
+    """A call with no answer is followed by one probe of the address, so the line says
+    what to change: a CA that is not the sidecar's, --tls-ca against a plaintext
+    sidecar, a port that accepts and answers nothing (before: the same "is a sidecar
+    serving there?" for all of them)."""
+    import socket
+    import subprocess
+    import sys
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "memlineage", "check", "read", "m", "--timeout", "1", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    cert, key = self_signed(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    other_ca, _ = self_signed(other)
+    tls = Config(policy_dir=BUNDLED_POLICIES, tls_cert=str(cert), tls_key=str(key))
+    with RunningSidecar(tls) as s:
+        wrong_ca = cli("--target", s.address, "--tls-ca", str(other_ca))
+    assert wrong_ca.returncode == 1
+    assert wrong_ca.stderr.startswith(
+        f"error: {s.address} serves TLS, but no call succeeded with --tls-ca {other_ca} "
+    ), wrong_ca.stderr
+    assert "the CA that signed its certificate" in wrong_ca.stderr
+    with RunningSidecar(Config(policy_dir=BUNDLED_POLICIES)) as s:
+        needless = cli("--target", s.address, "--tls-ca", str(cert))
+    assert (needless.returncode, needless.stderr) == (
+        1,
+        f"error: {s.address} does not speak TLS (it refused a TLS handshake): drop "
+        "--tls-ca, or serve TLS (tls_cert and tls_key)\n",
+    )
+    with socket.socket() as silent:  # listens, never accepts: the kernel queues the call
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        target = f"127.0.0.1:{silent.getsockname()[1]}"
+        mute = cli("--target", target)
+    assert mute.returncode == 1
+    assert mute.stderr.startswith(f"error: no answer from {target} within 1 s ("), mute.stderr
+    assert "something accepts connections there but answers nothing" in mute.stderr

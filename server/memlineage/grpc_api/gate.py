@@ -82,9 +82,7 @@ class AuthGate(grpc.ServerInterceptor):
             return self._refusal(exc, reason, method)
         return continuation(details)
 
-    def _refusal(
-        self, exc: Unauthenticated, reason: str, method: str
-    ) -> grpc.RpcMethodHandler:
+    def _refusal(self, exc: Unauthenticated, reason: str, method: str) -> grpc.RpcMethodHandler:
         """A handler that answers at once: request-streaming, so grpc runs it without
         first waiting for a message (the client's unary or streaming call sees the
         same status)."""
