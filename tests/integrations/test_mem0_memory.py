@@ -522,6 +522,33 @@ def test_a_user_id_that_cannot_name_a_creator_is_refused_before_mem0(
     assert creator_of(ml, item["id"]) == "user:alice"
 
 
+@pytest.mark.parametrize("where", ["metadata", "defaults", "async"])
+def test_a_creator_with_no_kind_is_refused_naming_the_creator_field(
+    memory: Memory, ml: MemLineageClient, user: str, tmp_path: Path, embedder_url: str, where: str
+) -> None:
+    """``creator: "alice"`` (no ``kind:``) is refused as the creator field the caller
+    wrote, where it was written, before Mem0 is called (before: ``actor: 'alice' is not
+    "kind:id"``, the provisional check's actor, a field the caller never wrote)."""
+    said = r"""creator: 'alice' is not "kind:id" with kind one of user, tool"""
+    meta = {LINEAGE_KEY: {"creator": "alice"}}
+    if where == "defaults":
+        with pytest.raises(ValueError, match=f"^defaults: {said}") as refused:
+            GuardedMem0Memory(memory, ml, defaults={"creator": "alice"})
+    elif where == "metadata":
+        with pytest.raises(ValueError, match=f"^{LINEAGE_KEY}: {said}") as refused:
+            GuardedMem0Memory(memory, ml).add("I am vegetarian", user_id=user, metadata=meta)
+    else:
+        amemory = AsyncMemory.from_config(mem0_config(tmp_path / "async", embedder_url))
+        guarded = GuardedAsyncMem0Memory(amemory, ml)
+        try:
+            with pytest.raises(ValueError, match=f"^{LINEAGE_KEY}: {said}") as refused:
+                asyncio.run(guarded.add("I am vegetarian", user_id=user, metadata=meta))
+        finally:
+            amemory.close()
+    assert "actor" not in str(refused.value)
+    assert stored_ids(memory, user) == set()
+
+
 def test_a_tool_message_is_recorded_as_the_tool(
     memory: Memory, ml: MemLineageClient, user: str
 ) -> None:

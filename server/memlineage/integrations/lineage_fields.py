@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from memlineage.client.convert import parse_creator
 from memlineage.client.guarded import RECORD_FIELDS
 
 LINEAGE_FIELDS = RECORD_FIELDS
@@ -36,7 +37,19 @@ def checked_lineage(fields: Any, where: str) -> dict[str, Any]:
         bad = _problem(name, value)
         if bad:
             raise ValueError(f"{where}: {name}: {value!r} {bad}")
+        if name == "creator":
+            _kind_named(value, where)
     return dict(fields)
+
+
+def _kind_named(creator: str, where: str) -> None:
+    """A creator with no ``kind:`` prefix refused here, naming the field the caller
+    wrote: Mem0's add asks its provisional check *as* the creator, so the client's
+    own refusal named ``actor`` (a field the caller never wrote)."""
+    try:
+        parse_creator(creator)
+    except ValueError as exc:  # "creator: 'alice' is not "kind:id" with kind one of ..."
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def _problem(name: str, value: Any) -> str:
