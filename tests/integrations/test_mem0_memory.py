@@ -32,6 +32,7 @@ from memlineage.client import (
     Unavailable,
 )
 from memlineage.integrations.mem0_memory import (
+    ADD_KEY,
     DECISION_KEY,
     DEFAULT_ACTOR,
     LINEAGE_KEY,
@@ -39,9 +40,10 @@ from memlineage.integrations.mem0_memory import (
     GuardedMem0Memory,
 )
 from memlineage.v1 import memlineage_pb2 as pb
+from openai import BadRequestError
 from prometheus_client import generate_latest
 from support.faults import LosesRevise
-from support.mem0_offline import embedder, mem0_config
+from support.mem0_offline import REFUSED, embedder, mem0_config
 from support.sidecar import RunningSidecar
 
 
@@ -120,8 +122,10 @@ def test_add_records_lineage_under_the_ids_mem0_assigns(
     assert creator_of(ml, ids[1]) == "agent:mem0"  # the assistant's
     record = ml.explain(ids[0]).memory
     assert list(record.tags) == ["travel"] and record.creator_confidence == pytest.approx(0.9)
-    stored = memory.get(ids[0])
-    assert stored["metadata"] == {"trip": "may"}  # the lineage went to the sidecar only
+    stored = [memory.get(i)["metadata"] for i in ids]
+    nonce = stored[0].pop(ADD_KEY)  # the add's nonce: which memories this add made
+    assert stored[0] == {"trip": "may"}  # the lineage went to the sidecar only
+    assert stored[1][ADD_KEY] == nonce and len(nonce) == 32
 
 
 def test_lineage_keys_and_defaults_name_the_creator_and_dependencies(
@@ -468,6 +472,47 @@ def test_the_async_twin_over_mem0_async_memory(
             await aml.close()
 
     asyncio.run(scenario())
+
+
+HALF_WAY = [
+    {"role": "user", "content": "I drink green tea"},
+    {"role": "assistant", "content": "Noted: green tea"},
+    {"role": "user", "content": f"and {REFUSED} too"},
+]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_add_that_fails_inside_mem0_half_way_leaves_nothing_of_it(
+    memory: Memory, ml: MemLineageClient, user: str, tmp_path: Path, embedder_url: str, mode: str
+) -> None:
+    """Mem0 stores message after message: its embedder refusing the third left the
+    first two in Mem0 with no lineage (found by no one, never rolled back). The add's
+    nonce finds them; they are deleted and Mem0's own error is raised."""
+    meta = {"trip": "may"}
+    if mode == "sync":
+        guarded = GuardedMem0Memory(memory, ml)
+        kept = guarded.add("I was here before", user_id=user, infer=False)["results"]
+        with pytest.raises(BadRequestError):
+            guarded.add(HALF_WAY, user_id=user, metadata=meta, infer=False)
+        left = stored_ids(memory, user)
+    else:
+
+        async def scenario() -> tuple[list[Any], set[str]]:
+            inner = AsyncMemory.from_config(mem0_config(tmp_path / "async", embedder_url))
+            try:
+                guarded = GuardedAsyncMem0Memory(inner, ml)
+                before = await guarded.add("I was here before", user_id=user, infer=False)
+                with pytest.raises(BadRequestError):
+                    await guarded.add(HALF_WAY, user_id=user, metadata=meta, infer=False)
+                listed = await inner.get_all(filters={"user_id": user})
+                return before["results"], {r["id"] for r in listed["results"]}
+            finally:
+                inner.close()
+
+        kept, left = asyncio.run(scenario())
+    # what an earlier add made stays, with its lineage; nothing of the failed one
+    assert left == {kept[0]["id"]}
+    assert creator_of(ml, kept[0]["id"]) == f"user:{user}"
 
 
 def test_a_cancelled_async_add_leaves_no_memory_without_lineage(

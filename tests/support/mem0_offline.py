@@ -23,6 +23,11 @@ os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="mem0-home-"))
 
 DIMS = 64
 
+REFUSED = "embedder-refuses-this"
+"""A text holding this is refused by the embedder (HTTP 400, as the OpenAI API answers
+an input it will not embed; the client does not retry it): Mem0 fails inside ``add``
+after storing the messages before it."""
+
 
 def bag_of_words(text: str) -> list[float]:
     """Hashed words, L2-normalised: same text, same vector; shared words, closer."""
@@ -39,18 +44,23 @@ class _Embeddings(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        answer = json.dumps(
-            {
-                "object": "list",
-                "model": body.get("model", "bow"),
-                "data": [
-                    {"object": "embedding", "index": i, "embedding": bag_of_words(t)}
-                    for i, t in enumerate(texts)
-                ],
-                "usage": {"prompt_tokens": 0, "total_tokens": 0},
-            }
-        ).encode()
-        self.send_response(200)
+        if any(REFUSED in t for t in texts):
+            self._answer(400, {"error": {"message": "refused", "type": "invalid_request_error"}})
+            return
+        answer = {
+            "object": "list",
+            "model": body.get("model", "bow"),
+            "data": [
+                {"object": "embedding", "index": i, "embedding": bag_of_words(t)}
+                for i, t in enumerate(texts)
+            ],
+            "usage": {"prompt_tokens": 0, "total_tokens": 0},
+        }
+        self._answer(200, answer)
+
+    def _answer(self, status: int, body: dict[str, Any]) -> None:
+        answer = json.dumps(body).encode()
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(answer)))
         self.end_headers()

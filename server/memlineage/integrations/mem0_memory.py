@@ -6,7 +6,9 @@ content is stored. The order is therefore: a provisional ``write`` check per
 creator (a denial raises `PolicyDenied` with Mem0 untouched), Mem0's ``add``,
 then one ``client.record`` per memory Mem0 created, under Mem0's id; when a
 record is refused (or fails) every memory of that ``add`` is deleted from Mem0
-again before `PolicyDenied` (or the error) is raised. Updates and deletes are
+again before `PolicyDenied` (or the error) is raised, and when Mem0 itself fails
+half-way the memories it stored are found by the add's nonce and deleted
+(`mem0_add`). Updates and deletes are
 checked first and refused with Mem0 untouched; reads hide denied memories and
 return degraded ones with their decision under `DECISION_KEY`; search is one
 ``client.filter_rank``. docs/integrations.md has the reserved keys and each rule.
@@ -19,9 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from memlineage.client.aio import AsyncMemLineageClient
@@ -30,9 +30,19 @@ from memlineage.client.messages import VERSION_READ
 from memlineage.client.sync import MemLineageClient
 from memlineage.integrations.answers import DECISION_KEY, mem0_decision, mem0_history, mem0_shown
 from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
+from memlineage.integrations.mem0_add import (
+    ADD_KEY,
+    LINEAGE_KEY,
+    UNDO_PAGE,
+    UNDO_ROUNDS,
+    AddPlan,
+    listed_ids,
+    record_args,
+)
 from memlineage.v1 import memlineage_pb2 as pb
 
 __all__ = [
+    "ADD_KEY",
     "DECISION_KEY",
     "LINEAGE_FIELDS",
     "LINEAGE_KEY",
@@ -41,10 +51,7 @@ __all__ = [
     "GuardedMem0Memory",
 ]
 
-LINEAGE_KEY = "_lineage"
-"""The ``metadata`` key of an ``add`` holding the memories' lineage; never given to Mem0."""
 _REVISE_ATTEMPTS = 4  # a concurrent update moved the version: read it again
-_CREATOR_NAME = re.compile(r"[A-Za-z0-9._:/-]{1,128}")  # the sidecar's id rule
 DEFAULT_ACTOR = "agent:mem0"
 """Who asks an update or a delete when no ``actor`` is named: an agent, never the user
 (the sidecar's own default is the namespace's user, which let an agent change or
@@ -61,64 +68,6 @@ def _check_top_k(top_k: object) -> None:
     number: `Invalid top_k: -3` for -1)."""
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
         raise ValueError(f"top_k: {top_k!r} must be a whole number >= 0")
-
-
-def _record_args(fields: Mapping[str, Any]) -> dict[str, Any]:
-    """`MemLineageClient.record` keyword arguments from lineage fields (creator aside)."""
-    args = {k: v for k, v in fields.items() if k != "creator" and v is not None}
-    if "claim" in args:
-        args["claim"] = tuple(args["claim"])
-    for many in ("tags", "dependencies"):
-        if many in args:
-            args[many] = [str(x) for x in args[many]]
-    return args
-
-
-@dataclass(frozen=True)
-class _AddPlan:
-    """What an ``add`` records, decided before Mem0 is called."""
-
-    metadata: dict[str, Any] | None  # what Mem0 gets (without LINEAGE_KEY)
-    fields: dict[str, Any]  # defaults < metadata["_lineage"]
-    user_id: str | None
-    agent_id: str | None
-
-    def creator(self, result: Mapping[str, Any]) -> str:
-        """The explicit creator, else by the message's role: the user's own messages
-        are ``user:<user_id>``, a tool's ``tool:<its name>`` (Mem0's ``actor_id``,
-        the message's ``name``; ``tool:mem0`` when it has none that names an id),
-        anything else (the assistant's, an inferred fact) ``agent:<agent_id or
-        "mem0">``."""
-        explicit = self.fields.get("creator")
-        if explicit:
-            return str(explicit)
-        role = result.get("role")
-        if role == "user" and self.user_id:
-            return f"user:{self.user_id}"
-        if role == "tool":  # a tool's output is the tool's, whatever it says
-            name = result.get("actor_id")
-            named = f"tool:{name}"
-            return named if name and _CREATOR_NAME.fullmatch(named) else "tool:mem0"
-        return f"agent:{self.agent_id or 'mem0'}"
-
-    def creators(self, messages: Any) -> list[str]:
-        """The distinct creators an add of ``messages`` will record, for the prechecks."""
-        said: list[Mapping[str, Any]]
-        if isinstance(messages, str):
-            said = [{"role": "user"}]
-        elif isinstance(messages, Mapping):
-            said = [messages]
-        elif isinstance(messages, list):
-            said = [m for m in messages if isinstance(m, Mapping)]
-        else:
-            said = []
-        return sorted(
-            {
-                self.creator({"role": m.get("role"), "actor_id": m.get("name")})
-                for m in said
-                if m.get("role") != "system"
-            }
-        )
 
 
 class _Mem0Guard(Generic[_C]):
@@ -147,24 +96,15 @@ class _Mem0Guard(Generic[_C]):
         self.precheck = precheck
 
     def _plan(
-        self, metadata: Mapping[str, Any] | None, user_id: str | None, agent_id: str | None
-    ) -> _AddPlan:
-        given = dict(metadata or {})
-        fields = {**self.defaults, **checked_lineage(given.pop(LINEAGE_KEY, {}), LINEAGE_KEY)}
-        if not fields.get("creator"):  # the ids name the creators: refused before Mem0 is
-            for name, value, kind in (
-                ("user_id", user_id, "user"),
-                ("agent_id", agent_id, "agent"),
-            ):
-                if value is not None and not _CREATOR_NAME.fullmatch(f"{kind}:{value}"):
-                    raise ValueError(
-                        f"{name}: {value!r} cannot name its creator ({kind}:<{name}>, an id of "
-                        "at most 128 letters, digits and ._:/-); pass such an id, or the "
-                        f'creator in metadata["{LINEAGE_KEY}"]'
-                    )
-        return _AddPlan(given if metadata is not None else None, fields, user_id, agent_id)
+        self,
+        metadata: Mapping[str, Any] | None,
+        user_id: str | None,
+        agent_id: str | None,
+        kwargs: Mapping[str, Any],
+    ) -> AddPlan:
+        return AddPlan.of(self.defaults, metadata, user_id, agent_id, kwargs.get("run_id"))
 
-    def _prechecks(self, plan: _AddPlan, messages: Any) -> list[str]:
+    def _prechecks(self, plan: AddPlan, messages: Any) -> list[str]:
         return plan.creators(messages) if self.precheck else []
 
     def _check_write(self, decision: pb.Decision) -> None:
@@ -179,11 +119,11 @@ class _Mem0Guard(Generic[_C]):
         return [r for r in items if isinstance(r, dict) and r.get("event") == "ADD" and r.get("id")]
 
     def _record_call(
-        self, plan: _AddPlan, item: Mapping[str, Any]
+        self, plan: AddPlan, item: Mapping[str, Any]
     ) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """``client.record``'s arguments for one memory an add created."""
         kwargs = {"creator": plan.creator(item), "actor": self.actor}
-        return (str(item["id"]),), {**kwargs, **_record_args(plan.fields)}
+        return (str(item["id"]),), {**kwargs, **record_args(plan.fields)}
 
     def _candidates(self, items: Iterable[Mapping[str, Any]], scored: bool) -> list[Any]:
         seen: dict[str, Any] = {}
@@ -292,13 +232,17 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
     ) -> dict[str, Any]:
         """Mem0's ``add``, its memories' lineage recorded under Mem0's ids (rolled back
         from Mem0 when a record is refused). Returns Mem0's ``{"results": [...]}``."""
-        plan = self._plan(metadata, user_id, agent_id)
+        plan = self._plan(metadata, user_id, agent_id, kwargs)
         for creator in self._prechecks(plan, messages):
             decision = self.client.check("write", PROVISIONAL_ID, actor=self.actor or creator)
             self._check_write(decision)
-        result = self.memory.add(
-            messages, user_id=user_id, agent_id=agent_id, metadata=plan.metadata, **kwargs
-        )
+        try:
+            result = self.memory.add(
+                messages, user_id=user_id, agent_id=agent_id, metadata=plan.metadata, **kwargs
+            )
+        except BaseException as exc:
+            self._undo_failed_add(plan, exc)
+            raise
         added = self._added(result)
         try:
             for item in added:
@@ -312,6 +256,26 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
                     self.memory.delete(item["id"])
             raise
         return dict(result)
+
+    def _undo_failed_add(self, plan: AddPlan, error: BaseException) -> None:
+        """Delete what an add that failed inside Mem0 stored before it failed (found by
+        its nonce, `ADD_KEY`). Deleted rather than recorded: the caller sees the add's
+        exception, and an add that raised is one that did not happen (recording would
+        also need a write decision for memories the caller believes absent). A lookup
+        or delete that fails is noted on `error`, which is raised either way."""
+        scope = plan.made_by_it()
+        if scope is None:
+            return
+        try:
+            for _ in range(UNDO_ROUNDS):
+                listing = self.memory.get_all(filters=scope, top_k=UNDO_PAGE, show_expired=True)
+                ids = listed_ids(listing)
+                for memory_id in ids:
+                    self.memory.delete(memory_id)
+                if len(ids) < UNDO_PAGE:
+                    return
+        except Exception as failed:
+            error.add_note(f"memlineage: memories of this add may remain in Mem0: {failed!r}")
 
     def get(self, memory_id: str, *, actor: str | None = None) -> dict[str, Any] | None:
         """Mem0's memory if the read is allowed (degraded: with `DECISION_KEY`), else None."""
@@ -435,7 +399,7 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
         timeout) finishes first, shielded: Mem0 may already be storing the memories
         (in its own threads), so they are recorded, or rolled back, before the
         cancellation goes on; none is left in Mem0 without its lineage."""
-        plan = self._plan(metadata, user_id, agent_id)
+        plan = self._plan(metadata, user_id, agent_id, kwargs)
         for creator in self._prechecks(plan, messages):
             decision = await self._acall(
                 "check", "write", PROVISIONAL_ID, actor=self.actor or creator
@@ -452,15 +416,19 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
 
     async def _add_recorded(
         self,
-        plan: _AddPlan,
+        plan: AddPlan,
         messages: Any,
         user_id: str | None,
         agent_id: str | None,
         kwargs: dict[str, Any],
     ) -> dict[str, Any]:
-        result = await self.memory.add(
-            messages, user_id=user_id, agent_id=agent_id, metadata=plan.metadata, **kwargs
-        )
+        try:
+            result = await self.memory.add(
+                messages, user_id=user_id, agent_id=agent_id, metadata=plan.metadata, **kwargs
+            )
+        except BaseException as exc:
+            await self._undo_failed_add(plan, exc)
+            raise
         added = self._added(result)
         try:
             for item in added:
@@ -474,6 +442,24 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
                     await self.memory.delete(item["id"])
             raise
         return dict(result)
+
+    async def _undo_failed_add(self, plan: AddPlan, error: BaseException) -> None:
+        """`GuardedMem0Memory._undo_failed_add`, awaited."""
+        scope = plan.made_by_it()
+        if scope is None:
+            return
+        try:
+            for _ in range(UNDO_ROUNDS):
+                listing = await self.memory.get_all(
+                    filters=scope, top_k=UNDO_PAGE, show_expired=True
+                )
+                ids = listed_ids(listing)
+                for memory_id in ids:
+                    await self.memory.delete(memory_id)
+                if len(ids) < UNDO_PAGE:
+                    return
+        except Exception as failed:
+            error.add_note(f"memlineage: memories of this add may remain in Mem0: {failed!r}")
 
     async def get(self, memory_id: str, *, actor: str | None = None) -> dict[str, Any] | None:
         """`GuardedMem0Memory.get`, awaited."""
