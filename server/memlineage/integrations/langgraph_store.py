@@ -13,13 +13,14 @@ wrapped store, or calls for the sidecar) and is driven by `batch` with the sync
 store and client, or by `abatch` with the store's ``abatch`` and, in
 `GuardedLangGraphStore._acall`, an `AsyncMemLineageClient` awaited (a step's
 calls gathered) or a sync client in a worker thread. The plan itself never
-blocks, so both drivers share every rule.
+blocks, so both drivers share every rule. The writes of one key are serialised
+within an instance, and an async batch whose writes started ends with its records
+even when cancelled (`concurrency`); search pages by blocks (`langgraph_search`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
@@ -46,14 +47,11 @@ from memlineage.client.errors import (
 )
 from memlineage.client.messages import VERSION_READ, replayed
 from memlineage.client.sync import MemLineageClient
-from memlineage.integrations.answers import DECISION_KEY, obligations_of
-from memlineage.integrations.langgraph_ids import (
-    MAX_ID_LENGTH,
-    _cached_prefix,
-    _joined,
-    memory_id,
-    split_memory_id,
-)
+from memlineage.integrations import langgraph_search as paging
+from memlineage.integrations.answers import DECISION_KEY
+from memlineage.integrations.concurrency import KeyLocks, finished
+from memlineage.integrations.langgraph_ids import MAX_ID_LENGTH, memory_id, split_memory_id
+from memlineage.integrations.langgraph_search import shown as _shown
 from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -90,9 +88,12 @@ LineageHook: TypeAlias = Callable[
 
 @dataclass(frozen=True, slots=True)
 class _StoreBatch:
-    """Run these ops on the wrapped store; the plan gets its results."""
+    """Run these ops on the wrapped store; the plan gets its results. From a
+    ``protected`` step on (the batch's writes), `abatch` runs the rest of the plan to
+    its end even if its caller is cancelled: a write ends with its record or rollback."""
 
     ops: list[Op]
+    protected: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,25 +129,6 @@ def _already_exists(reply: Any) -> bool:
 
 
 _REVISE_ATTEMPTS = 4  # a concurrent put moved the version: read it again and revise
-
-
-def _decision_view(decision: pb.Decision) -> dict[str, Any]:
-    """What a degraded item carries under `DECISION_KEY`: plain JSON-able values."""
-    return {
-        "effect": "degrade",
-        "decision_id": decision.decision_id,
-        "compliance_score": decision.compliance_score,
-        "obligations": obligations_of(decision),
-        "reasons": [
-            r.message or r.policy for r in decision.reasons if r.effect == pb.EFFECT_DEGRADE
-        ],
-    }
-
-
-def _shown(value: dict[str, Any], decision: pb.Decision) -> dict[str, Any]:
-    if decision.effect != pb.EFFECT_DEGRADE:
-        return value
-    return {**value, DECISION_KEY: _decision_view(decision)}
 
 
 class GuardedLangGraphStore(BaseStore):
@@ -188,6 +170,7 @@ class GuardedLangGraphStore(BaseStore):
         # LangGraph's put() consults these: the wrapped store's TTL support is ours.
         self.supports_ttl = getattr(store, "supports_ttl", False)
         self.ttl_config = getattr(store, "ttl_config", None)
+        self._locks = KeyLocks()  # one writer of a key at a time, in this instance
 
     # -- the drivers
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -197,33 +180,78 @@ class GuardedLangGraphStore(BaseStore):
                 "GuardedLangGraphStore: an AsyncMemLineageClient serves the async methods "
                 "(aput, aget, asearch, adelete, abatch); give a MemLineageClient for the sync ones"
             )
-        plan = self._plan(list(ops))
-        reply: Any = None
-        while True:
-            try:
-                step = plan.send(reply)
-            except StopIteration as done:
-                result: list[Result] = done.value
-                return result
-            if isinstance(step, _StoreBatch):
-                reply = self.store.batch(step.ops)
-            else:
-                reply = self._call(step.calls)
+        ops = list(ops)
+        stripes = self._stripes(ops)
+        self._locks.acquire(stripes)
+        try:
+            plan = self._plan(ops)
+            reply: Any = None
+            while True:
+                try:
+                    step = plan.send(reply)
+                except StopIteration as done:
+                    result: list[Result] = done.value
+                    return result
+                if isinstance(step, _StoreBatch):
+                    reply = self.store.batch(step.ops)
+                else:
+                    reply = self._call(step.calls)
+        finally:
+            self._locks.release(stripes)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run a batch: the wrapped store's ``abatch``, the sidecar through `_acall`."""
-        plan = self._plan(list(ops))
-        reply: Any = None
-        while True:
-            try:
-                step = plan.send(reply)
-            except StopIteration as done:
-                result: list[Result] = done.value
-                return result
-            if isinstance(step, _StoreBatch):
-                reply = await self.store.abatch(step.ops)
-            else:
-                reply = await self._acall(step.calls)
+        """Run a batch: the wrapped store's ``abatch``, the sidecar through `_acall`.
+        From its writes on, the batch ends (its records, or its rollback) even if the
+        caller is cancelled: the cancellation is raised once it has (`finished`)."""
+        ops = list(ops)
+        stripes = self._stripes(ops)
+        await self._locks.aacquire(stripes)
+        handed = False  # the stripes are released by whoever runs the plan's end
+        try:
+            plan = self._plan(ops)
+            reply: Any = None
+            while True:
+                try:
+                    step = plan.send(reply)
+                except StopIteration as done:
+                    result: list[Result] = done.value
+                    return result
+                if isinstance(step, _StoreBatch) and step.protected:
+                    handed = True
+                    return await finished(self._arest(plan, step, stripes))
+                reply = await self._astep(step)
+        finally:
+            if not handed:
+                self._locks.release(stripes)
+
+    async def _arest(self, plan: _Plan, step: _Step, stripes: list[int]) -> list[Result]:
+        """The plan from its writes to its end, then the stripes released."""
+        try:
+            while True:
+                reply = await self._astep(step)
+                try:
+                    step = plan.send(reply)
+                except StopIteration as done:
+                    result: list[Result] = done.value
+                    return result
+        finally:
+            self._locks.release(stripes)
+
+    async def _astep(self, step: _Step) -> Any:
+        if isinstance(step, _StoreBatch):
+            return await self.store.abatch(step.ops)
+        return await self._acall(step.calls)
+
+    def _stripes(self, ops: list[Op]) -> list[int]:
+        """The lock stripes of the items this batch writes (none for reads), held from
+        its existence probe to its records: two writers of one key in this instance
+        decide, write and record one after the other, so the store's last value and the
+        record's last version are the same writer's."""
+        try:
+            keys = [memory_id(op.namespace, op.key) for op in ops if isinstance(op, PutOp)]
+        except (TypeError, ValueError):
+            return []  # the plan refuses the batch before any side effect
+        return self._locks.stripes(keys)
 
     def _call(self, calls: list[_Call]) -> list[Any]:
         out: list[Any] = []
@@ -286,32 +314,67 @@ class GuardedLangGraphStore(BaseStore):
                 pending.append(i)
         before = {i: item for i, item in zip(lineage, held, strict=True)} if lineage else {}
 
-        results = yield _StoreBatch([self._forwarded(op) for op in ops])
+        writes = any(isinstance(op, PutOp) for op in ops)
+        results = yield _StoreBatch([self._forwarded(op) for op in ops], protected=writes)
         yield from self._apply_updates(ops, ids, lineage, pending, before)
+        return (yield from self._filtered(ops, ids, results))
 
-        calls: list[_Call] = []
-        found: dict[int, dict[str, SearchItem]] = {}
-        for i, op in enumerate(ops):
-            if isinstance(op, GetOp) and results[i] is not None:
-                calls.append(self._read_check(ids[i]))
-            elif isinstance(op, SearchOp):
-                found[i] = self._candidates(results[i])
-                if found[i] and op.limit:
-                    calls.append(self._rank_call(found[i], op))
-        replies = iter([] if not calls else (yield _Calls(calls)))
+    def _filtered(
+        self, ops: list[Op], ids: dict[int, str], results: list[Result]
+    ) -> Generator[_Step, Any, list[Result]]:
+        """The batch's reads filtered: one step with every get's check and every
+        search's FilterRank (then more rounds only for a search left short)."""
+        checks = [i for i, op in enumerate(ops) if isinstance(op, GetOp) and results[i] is not None]
+        pools = {
+            i: paging.pool_of(op, self.overfetch, paging.first_ask(op, self.overfetch), results[i])
+            for i, op in enumerate(ops)
+            if isinstance(op, SearchOp) and op.limit
+        }
+        ranked = [i for i, pool in pools.items() if pool.found]
+        calls = [self._read_check(ids[i]) for i in checks]
+        calls += [self._rank_call(pools[i]) for i in ranked]
+        decided = dict(zip(checks + ranked, (yield _Calls(calls)) if calls else [], strict=True))
+        pages = yield from self._pages(ops, pools, {i: decided[i] for i in ranked})
         out: list[Result] = []
         for i, op in enumerate(ops):
             if isinstance(op, GetOp):
                 item = results[i]
-                out.append(None if item is None else self._get_result(item, _answer(next(replies))))
+                assert item is None or isinstance(item, Item)
+                out.append(None if item is None else self._get_result(item, _answer(decided[i])))
             elif isinstance(op, SearchOp):
-                ranked = _answer(next(replies)) if found[i] and op.limit else None
-                out.append(self._search_result(found[i], op, ranked))
+                out.append(pages.get(i, []))
             elif isinstance(op, PutOp):
                 out.append(None)
             else:
                 out.append(results[i])
         return out
+
+    def _pages(
+        self, ops: list[Op], pools: dict[int, paging.Pool], ranked: dict[int, Any]
+    ) -> Generator[_Step, Any, dict[int, list[SearchItem]]]:
+        """Each search's page of its blocked ranking (`langgraph_search`); one whose
+        pool keeps too few items while the store may hold more asks it for twice the
+        hits and ranks them again, until the page is full or the store has no more."""
+        pages: dict[int, list[SearchItem]] = {}
+        while True:
+            short: dict[int, int] = {}
+            for i, pool in pools.items():
+                page = paging.paged(pool, _answer(ranked[i])) if pool.found else None
+                if page is None and (pool.found or not pool.complete()):
+                    short[i] = pool.asked * 2
+                else:
+                    pages[i] = page or []
+            if not short:
+                return pages
+            asks = [paging.widened(_search_op(ops[i]), asked) for i, asked in short.items()]
+            hits = yield _StoreBatch(list(asks))
+            pools = {
+                i: paging.pool_of(_search_op(ops[i]), self.overfetch, asked, found)
+                for (i, asked), found in zip(short.items(), hits, strict=True)
+            }
+            again = [i for i, pool in pools.items() if pool.found]
+            replies = (yield _Calls([self._rank_call(pools[i]) for i in again])) if again else []
+            ranked = dict(zip(again, replies, strict=True))
 
     def _authorise(
         self, mid: str, lineage: dict[str, Any] | None, *, exists: bool
@@ -419,36 +482,20 @@ class GuardedLangGraphStore(BaseStore):
 
     def _forwarded(self, op: Op) -> Op:
         """The op as the wrapped store runs it: reserved keys out of put values, a
-        search widened to ``overfetch`` times its window from the first result."""
+        search widened to the blocks of its pages from the first hit."""
         if isinstance(op, PutOp) and op.value is not None:
             return op._replace(value={k: v for k, v in op.value.items() if k not in _RESERVED})
-        if isinstance(op, SearchOp):
-            return op._replace(limit=(op.offset + op.limit) * self.overfetch, offset=0)
+        if isinstance(op, SearchOp):  # whole blocks from the first hit (`langgraph_search`)
+            return paging.widened(op, paging.first_ask(op, self.overfetch) if op.limit else 0)
         return op
 
     def _read_check(self, mid: str) -> _Call:
         return _Call("check", ("read", mid), {"actor": self.actor, "historical": self.historical})
 
-    def _rank_call(self, candidates: dict[str, SearchItem], op: SearchOp) -> _Call:
-        pairs = [
-            (mid, _similarity(getattr(item, "score", None))) for mid, item in candidates.items()
-        ]
-        kwargs = {"actor": self.actor, "historical": self.historical, "limit": op.offset + op.limit}
-        return _Call("filter_rank", (pairs,), kwargs)
-
-    @staticmethod
-    def _candidates(found: Any) -> dict[str, SearchItem]:
-        """The wrapped store's hits by memory id; an item whose namespace or key cannot
-        be mapped (written around this wrapper) has no lineage and is left out."""
-        out: dict[str, SearchItem] = {}
-        prefixes: dict[tuple[str, ...], str | None] = {}  # hits share a few namespaces
-        for item in found or ():
-            try:
-                mid = _joined(_cached_prefix(prefixes, item.namespace), item.key)
-            except ValueError:
-                continue
-            out.setdefault(mid, item)
-        return out
+    def _rank_call(self, pool: paging.Pool) -> _Call:
+        """One FilterRank of a search's hits: all kept (no limit), paged by blocks."""
+        kwargs = {"actor": self.actor, "historical": self.historical}
+        return _Call("filter_rank", (paging.rank_pairs(pool),), kwargs)
 
     @staticmethod
     def _get_result(item: Item, decision: pb.Decision) -> Item | None:
@@ -463,38 +510,6 @@ class GuardedLangGraphStore(BaseStore):
             created_at=item.created_at,
             updated_at=item.updated_at,
         )
-
-    @staticmethod
-    def _search_result(
-        candidates: dict[str, SearchItem], op: SearchOp, ranked: pb.FilterRankResponse | None
-    ) -> list[SearchItem]:
-        """The kept items best first, ``score`` the sidecar's rank score, the window
-        ``[offset, offset + limit)`` taken from that ranking."""
-        if ranked is None:
-            return []
-        kept = {c.memory_id: c for c in ranked.candidates if c.kept}
-        out: list[SearchItem] = []
-        skip = op.offset  # kept items before the window: counted, not built
-        for mid in ranked.ranked_ids:
-            c, item = kept.get(mid), candidates.get(mid)
-            if c is None or item is None:
-                continue
-            if skip:
-                skip -= 1
-                continue
-            if len(out) == op.limit:
-                break
-            out.append(
-                SearchItem(
-                    namespace=item.namespace,
-                    key=item.key,
-                    value=_shown(item.value, c.decision),
-                    created_at=item.created_at,
-                    updated_at=item.updated_at,
-                    score=c.rank_score,
-                )
-            )
-        return out
 
     # -- lineage
     @staticmethod
@@ -562,11 +577,6 @@ def _dependency_id(namespace: tuple[str, ...], dependency: Any) -> str:
     raise ValueError(f"dependencies: {dependency!r} is neither a key nor [namespace, key]")
 
 
-def _similarity(score: float | None) -> float:
-    """The store's score as FilterRank's similarity; no score (no query or no index)
-    counts as 1.0, so the sidecar's compliance and scores alone order the results.
-    A negative one (cosine scores are in [-1, 1]) counts as 0: the rank multiplies
-    similarity by its penalties, which would raise a negative one."""
-    if score is None or not math.isfinite(score):
-        return 1.0 if score is None else 0.0
-    return max(0.0, float(score))
+def _search_op(op: Op) -> SearchOp:
+    assert isinstance(op, SearchOp)
+    return op

@@ -29,6 +29,7 @@ from memlineage.client.errors import FailedPrecondition, PolicyDenied, revised_c
 from memlineage.client.messages import VERSION_READ
 from memlineage.client.sync import MemLineageClient
 from memlineage.integrations.answers import DECISION_KEY, mem0_decision, mem0_history, mem0_shown
+from memlineage.integrations.concurrency import finished
 from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
 from memlineage.integrations.mem0_add import (
     ADD_KEY,
@@ -405,14 +406,7 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
                 "check", "write", PROVISIONAL_ID, actor=self.actor or creator
             )
             self._check_write(decision)
-        task = asyncio.ensure_future(self._add_recorded(plan, messages, user_id, agent_id, kwargs))
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            while not task.done():  # the caller gave up: the add and its records finish
-                with contextlib.suppress(BaseException):
-                    await asyncio.shield(task)
-            raise
+        return await finished(self._add_recorded(plan, messages, user_id, agent_id, kwargs))
 
     async def _add_recorded(
         self,
