@@ -210,6 +210,21 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "--jobs", type=int, default=0, help="processes replaying in parallel (0: one per core)"
     )
+    replay.add_argument(
+        "--verify",
+        action="store_true",
+        help="first check the logs' hash chain as `log verify` does (files oldest first); "
+        "a broken chain: its FILE:LINE, exit 2, nothing replayed",
+    )
+    replay.add_argument(
+        "--key",
+        help="--verify: the log's HMAC key (default: $MEMLINEAGE_DECISION_LOG_KEY)",
+    )
+    replay.add_argument(
+        "--partial",
+        action="store_true",
+        help="--verify: accept a chain starting after its genesis (older files rotated away)",
+    )
     simulate = sub.add_parser(
         "simulate",
         help="run a JSON-lines script of steps in simulated time, in process (no server): "
@@ -557,7 +572,17 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.command == "replay":
         from memlineage.engine.replay import replay_command
 
-        return replay_command(args.files, args.policies, args.fail_on, out, args.jobs)
+        key = args.key or (os.environ.get("MEMLINEAGE_DECISION_LOG_KEY") if args.verify else None)
+        return replay_command(
+            args.files,
+            args.policies,
+            args.fail_on,
+            out,
+            args.jobs,
+            verify=args.verify,
+            key=key,
+            partial=args.partial,
+        )
     return 2  # pragma: no cover - argparse rejects unknown commands
 
 

@@ -6,6 +6,7 @@ a guard on them fails the run."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -65,8 +66,9 @@ def _log(tmp_path: Path, store: str = "embedded") -> tuple[Path, int, int]:
 
 
 def _replay(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "MEMLINEAGE_DECISION_LOG_KEY"}
     return subprocess.run(
-        [*CLI, "replay", *args], capture_output=True, text=True, timeout=120, check=False
+        [*CLI, "replay", *args], capture_output=True, text=True, timeout=120, check=False, env=env
     )
 
 
@@ -214,3 +216,38 @@ def test_a_parallel_replay_of_small_chunks_reports_what_one_process_does(tmp_pat
     assert parallel.replayed == serial.replayed == with_input
     assert parallel.transitions == serial.transitions and sum(serial.transitions.values()) >= 1
     assert parallel.by_policy == serial.by_policy
+
+
+def test_verify_refuses_a_log_with_an_altered_line_and_replays_an_intact_one(
+    tmp_path: Path,
+) -> None:
+    """`replay --verify` checks the chain with `log verify`'s own code and words: one
+    allow hand-turned into deny is named FILE:LINE as `log verify` names it, exit 2,
+    nothing replayed (before: the edited line was replayed as a transition)."""
+    log, with_input, _ = _log(tmp_path)
+    lines = log.read_bytes().splitlines(keepends=True)
+    n = next(i for i, x in enumerate(lines, 1) if b'"effect":"allow"' in x and b'"input"' in x)
+    edited = tmp_path / "edited.log"
+    lines[n - 1] = lines[n - 1].replace(b'"effect":"allow"', b'"effect":"deny"', 1)
+    edited.write_bytes(b"".join(lines))
+
+    intact = _replay("--verify", str(log), "--policies", BUNDLED_POLICIES, "--fail-on", "any")
+    assert intact.returncode == 0, intact.stdout + intact.stderr
+    said = intact.stdout.splitlines()
+    assert said[0] == f"{len(lines)} decisions, chain intact", said
+    assert f"{with_input} replayed, {with_input} unchanged, 0 changed" in said[1]
+
+    done = _replay("--verify", str(edited), "--policies", BUNDLED_POLICIES, "--fail-on", "any")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith(f"{edited}:{n}: altered: the hash does not match"), done.stderr
+    assert "replayed" not in done.stdout, done.stdout
+    by_verify = subprocess.run(
+        [*CLI, "log", "verify", str(edited)], capture_output=True, text=True, timeout=60
+    )
+    assert (by_verify.returncode, by_verify.stderr) == (1, done.stderr)
+
+    # without --verify the edit is replayed as if the sidecar had denied: a transition
+    blind = _replay(str(edited), "--policies", BUNDLED_POLICIES, "--fail-on", "any")
+    assert blind.returncode == 1 and "  deny -> allow: 1" in blind.stdout, blind.stdout
+    alone = _replay("--key", "k", str(log), "--policies", BUNDLED_POLICIES)
+    assert alone.returncode == 2 and "go with --verify" in alone.stderr

@@ -255,16 +255,32 @@ def replay_command(
     fail_on: str = "",
     out: TextIO = sys.stdout,
     jobs: int = 0,
+    *,
+    verify: bool = False,
+    key: str | None = None,
+    partial: bool = False,
+    err: TextIO | None = None,
 ) -> int:
     """Exit 0: no guarded transition; 1: a guarded transition occurred; 2: the logs or
-    the candidate could not be read, or `fail_on` was given and nothing was replayed."""
+    the candidate could not be read, `fail_on` was given and nothing was replayed, or
+    (`verify`) the logs' hash chain is broken: then nothing is replayed, since a gate
+    over edited lines would pass what the sidecar never decided."""
     from memlineage_dsl.pipeline import build_paths
     from memlineage_dsl.render import render_human
 
+    from memlineage.engine.decision_log import verify_command
+
+    err = err or sys.stderr
+    if (key or partial) and not verify:
+        err.write("--key and --partial go with --verify\n")
+        return 2
     try:
         guards = parse_guards(fail_on) if fail_on else set()
     except ValueError as exc:
         out.write(f"{exc}\n")
+        return 2
+    # `log verify` itself (one verifier): its problem line on `err`, its summary on `out`
+    if verify and verify_command(paths, key, out, err, partial=partial) != 0:
         return 2
     build = build_paths([policy_dir])
     if build.compiled is None:
