@@ -40,15 +40,23 @@ Row = tuple[str, str, str, str, int, int, int, int, str, str]
 
 
 def _corpus() -> list[tuple[str, list[str]]]:
+    """Paths relative to the repository (the tests run there, `_at_the_root`): the RPC
+    takes a set's names relative to it, as `shadow load DIR` sends them."""
     cases = [("policies", [BUNDLED_POLICIES]), ("golden-as-one-set", [str(GOLDEN)])]
     cases += [(p.stem, [str(p)]) for p in sorted(GOLDEN.glob("*.mlp"))]
     cases += [
         (f"golden/{p.parent.name}/{p.name}", [str(p)]) for p in sorted(GOLDEN.glob("*/*.mlp"))
     ]
-    return cases
+    return [(name, [os.path.relpath(p, ROOT) for p in paths]) for name, paths in cases]
 
 
+ROOT = Path(BUNDLED_POLICIES).parent
 CORPUS = _corpus()
+
+
+@pytest.fixture(autouse=True)
+def _at_the_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
 
 
 def _policy_set(paths: list[str]) -> dict[str, str]:

@@ -535,17 +535,25 @@ def test_details_that_quote_the_input_stay_short(sidecar: Sidecar) -> None:
 def test_a_rejected_reload_cannot_forge_log_lines(
     sidecar: Sidecar, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A name with a newline is refused as a name, quoted escaped; a long name whose set
+    does not compile is logged on one bounded line."""
     evil = "p.mlp\n2024-01-01 memlineage.auth admin login accepted"
     with caplog.at_level(logging.WARNING, logger="memlineage.grpc"):
+        err = sidecar.error(
+            ADMIN + "ReloadPolicies", pb.ReloadPoliciesRequest(files={evil: "x" * 5000})
+        )
         answer = pb.ReloadPoliciesResponse.FromString(
             sidecar.call(
-                ADMIN + "ReloadPolicies", pb.ReloadPoliciesRequest(files={evil: "x" * 5000})
+                ADMIN + "ReloadPolicies",
+                pb.ReloadPoliciesRequest(files={"p" * 5000 + ".mlp": "x" * 5000}),
             )
         )
+    assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "\n" not in err.details() and 'files["p.mlp\\n2024' in err.details(), err.details()
     assert not answer.applied
     lines = [r.getMessage() for r in caplog.records if r.name == "memlineage.grpc"]
     assert len(lines) == 1 and lines[0].startswith("policy reload rejected: "), lines
-    assert "\n" not in lines[0] and "p.mlp\\n2024" in lines[0], lines[0]
+    assert "\n" not in lines[0] and "pppp" in lines[0], lines[0]
     assert len(lines[0]) < 600, len(lines[0])
 
 

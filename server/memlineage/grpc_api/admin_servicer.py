@@ -4,7 +4,9 @@ MemLineage service (`servicer.rpc`): bytes in, domain errors out as statuses."""
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Mapping
 
 from memlineage_dsl.diagnostics import Diagnostic, has_errors
 from memlineage_dsl.pipeline import lint_texts
@@ -20,6 +22,42 @@ from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
 log = logging.getLogger("memlineage.grpc")
 
 
+def _name_problem(name: str) -> str | None:
+    """What is wrong with a policy file's name, as `shadow load DIR` names them
+    (`a.mlp`, `sub/b.mlp`: relative to the set, `/` between directories). A name that
+    is no `.mlp` file, leaves the set (`..`) or spells a file two ways (`./a.mlp` is
+    `a.mlp` to the loader) names no file of a policy directory, yet was built, versioned
+    and quoted in diagnostics."""
+    if not name:
+        return "an empty file name: name each file as its path in the set, e.g. main.mlp"
+    if not name.isprintable():
+        return "a file name with a control or format character (not printable)"
+    if "\\" in name:
+        return "a backslash in a file name: separate directories with /"
+    if name.startswith("/"):
+        return "an absolute path: name the file relative to the policy set, e.g. sub/a.mlp"
+    parts = name.split("/")
+    if ".." in parts:
+        return "a .. in a file name: every file lies inside the policy set"
+    if "" in parts or "." in parts:
+        return "an empty or . part in a file name: name each file one way, e.g. sub/a.mlp"
+    if not name.endswith(".mlp") or parts[-1] == ".mlp":
+        return "not a policy file name: a policy file's name ends in .mlp"
+    return None
+
+
+def policy_files(files: Mapping[str, str]) -> dict[str, str]:
+    """A request's `files` map, every name checked before anything is built: one bad
+    name refuses the request (INVALID_ARGUMENT on `files["NAME"]`), nothing loaded. The
+    names in order, so the one named does not depend on the map's order on the wire."""
+    for name in sorted(files):
+        problem = _name_problem(name)
+        if problem is not None:
+            shown = json.dumps(name if len(name) <= 200 else name[:200] + "...")
+            raise ValidationError(problem, field=f"files[{shown}]", code="INVALID_FILE_NAME")
+    return dict(files)
+
+
 class PolicyAdminService(ServiceBase, pb_grpc.PolicyAdminServicer):
     sweep_batch = 1000
 
@@ -33,7 +71,7 @@ class PolicyAdminService(ServiceBase, pb_grpc.PolicyAdminServicer):
     def ReloadPolicies(
         self, request: pb.ReloadPoliciesRequest, context: Ctx, principal: Principal
     ) -> pb.ReloadPoliciesResponse:
-        outcome = self.engine.policies.reload(dict(request.files) or None)
+        outcome = self.engine.policies.reload(policy_files(request.files) or None)
         if outcome.applied:
             log.info("policies reloaded: version %s", outcome.version)
         else:
@@ -53,7 +91,7 @@ class PolicyAdminService(ServiceBase, pb_grpc.PolicyAdminServicer):
     ) -> pb.ShadowResponse:
         diagnostics: list[Diagnostic] = []
         if request.action == pb.SHADOW_ACTION_LOAD:
-            status, diagnostics = self.engine.shadow_load(dict(request.files) or None)
+            status, diagnostics = self.engine.shadow_load(policy_files(request.files) or None)
             log.info("shadow candidate: %s", status.version or "not loaded (errors)")
         elif request.action == pb.SHADOW_ACTION_PROMOTE:
             status = self.engine.shadow_promote()
@@ -85,10 +123,10 @@ class PolicyAdminService(ServiceBase, pb_grpc.PolicyAdminServicer):
     ) -> pb.LintPolicyResponse:
         if not request.files:
             raise ValidationError("names no file", field="files")
-        diags = lint_texts(dict(request.files))
+        diags = lint_texts(policy_files(request.files))
         out = pb.LintPolicyResponse(ok=not has_errors(diags))
         diagnostics_to_pb(diags, out.diagnostics)
         return out
 
 
-__all__ = ["PolicyAdminService"]
+__all__ = ["PolicyAdminService", "policy_files"]
