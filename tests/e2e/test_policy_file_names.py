@@ -2,8 +2,9 @@
 real sidecar: ReloadPolicies, LintPolicy and Shadow load refuse a name that is no
 `.mlp` file of a policy directory (empty, another suffix, absolute, `..`, spelt two
 ways, a backslash or a control character) as INVALID_ARGUMENT on `files["NAME"]`,
-with nothing loaded. Before: every such name was built and served (two names of one
-file, `a.mlp` and `./a.mlp`, kept one text and dropped the other unsaid)."""
+with nothing loaded; Shadow status, promote and drop refuse a files map (only load
+takes files). Before: every such name was built and served, and a files map on a
+promote was ignored."""
 
 from __future__ import annotations
 
@@ -125,3 +126,18 @@ def test_names_with_directories_load_and_the_cli_sends_them(
     )
     assert out.returncode == 1, out.stdout + out.stderr
     assert 'files["notes.txt"]: not a policy file name' in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("action", ["status", "promote", "drop"])
+def test_only_load_takes_files(admin: MemLineageClient, action: str) -> None:
+    serving = admin.list_policies().version
+    loaded = admin.shadow("load", {**GOOD, "zz_no_web.mlp": NO_WEB_POLICY})
+    assert loaded.active and loaded.version != serving
+    with pytest.raises(InvalidArgument) as refused:
+        admin.shadow(action, {"other.mlp": NO_WEB_POLICY})
+    assert refused.value.field == "files"
+    assert refused.value.details == "files: only load takes files"
+    # nothing done: the candidate still compared, the serving set still serving
+    status = admin.shadow("status")
+    assert status.active and status.version == loaded.version
+    assert admin.list_policies().version == serving

@@ -90,6 +90,9 @@ class PolicyAdminService(ServiceBase, pb_grpc.PolicyAdminServicer):
         self, request: pb.ShadowRequest, context: Ctx, principal: Principal
     ) -> pb.ShadowResponse:
         diagnostics: list[Diagnostic] = []
+        if request.files and request.action != pb.SHADOW_ACTION_LOAD:
+            # a status, promote or drop sent with files was answered as if it had none
+            raise ValidationError("only load takes files", field="files")
         if request.action == pb.SHADOW_ACTION_LOAD:
             status, diagnostics = self.engine.shadow_load(policy_files(request.files) or None)
             log.info("shadow candidate: %s", status.version or "not loaded (errors)")
