@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from memlineage.client import InvalidArgument, MemLineageClient
-from memlineage.config import Config, ConfigError
+from memlineage.config import Config, ConfigError, TokenGrant
 from memlineage.lineage.clock import ManualClock, system_clock
 from memlineage.v1 import memlineage_pb2 as pb
 from support.memories import T0
@@ -89,6 +89,27 @@ def test_simulation_moves_the_clock_with_the_requests_times() -> None:
         assert "_sweep_forever" not in _loops(s)
         ml.run_sweep("", 100, at=T0 + 60 * 24 * HOUR)
         assert clock() == T0 + 60 * 24 * HOUR
+
+
+def test_one_tenant_moves_every_tenants_clock_to_9999() -> None:
+    """What docs/simulation.md warns of: the clock is the server's, so a tenant stating
+    the last Timestamp decides every other tenant's requests then, for good."""
+    end = 253_402_300_799.0  # 9999-12-31T23:59:59Z
+    clock = ManualClock(T0)
+    tokens = (TokenGrant("ta", ("a",)), TokenGrant("tb", ("b",)))
+    config = Config(policy_dir=BUNDLED_POLICIES, decision_log="off", simulation=True, tokens=tokens)
+    with (
+        RunningSidecar(config, clock) as s,
+        MemLineageClient(s.address, token="ta", namespace="a") as a,
+        MemLineageClient(s.address, token="tb", namespace="b") as b,
+    ):
+        _record_price(b, "price", None)
+        assert not _stale(b.check("read", "price"))
+        a.check("read", "nothing-of-b", at=end)  # a tenant's own namespace, any memory
+        assert clock() == end
+        assert _stale(b.check("read", "price"))  # b's price, 8,000 years old
+        with pytest.raises(InvalidArgument, match="before the simulation clock"):
+            b.check("read", "price", at=T0 + HOUR)
 
 
 def test_simulation_starts_from_the_wall_clock_and_stays_there() -> None:
