@@ -69,9 +69,8 @@ def details_of(err: LineageError) -> str:
 
 ERROR_CODE_KEY = "memlineage-error-code"
 ERROR_FIELD_KEY = "memlineage-error-field"
-"""Trailing metadata of a refused call: the domain error's stable `code` (VERSION_CONFLICT,
-CYCLE, STORE_UNAVAILABLE, ...) and the request field to blame, so a client branches on
-them instead of parsing `details` (the client's `MemLineageError.reason` and `.field`)."""
+"""Trailing metadata of a refusal: the error's stable `code` and the field to blame (the
+client's `MemLineageError.reason` and `.field`), branched on instead of `details`."""
 
 
 def abort_with(err: LineageError, context: grpc.ServicerContext) -> None:
