@@ -183,19 +183,24 @@ async def serve_ceiling(spin_us: float = 0.0) -> None:
 
 
 class SyncCeilingServicer(pb_grpc.MemLineageServicer):
-    """The same constant answers, for the synchronous server."""
+    """The same constant answers, for the synchronous server (``spin_us``: as above)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spin_us: float = 0.0) -> None:
         self.answers = CeilingServicer()
+        self.spin = spin_us * 1e-6
 
     def Check(self, request, context):
+        if self.spin:
+            end = time.perf_counter() + self.spin
+            while time.perf_counter() < end:
+                pass
         return self.answers.check
 
     def FilterRank(self, request, context):
         return self.answers.filter_rank
 
 
-def serve_sync_ceiling() -> None:
+def serve_sync_ceiling(spin_us: float = 0.0) -> None:
     """The second ceiling: a bare servicer on the stack the sidecar serves with (the
     synchronous gRPC server, as many worker threads as the sidecar on embedded)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -203,7 +208,7 @@ def serve_sync_ceiling() -> None:
     from memlineage.grpc_api.server import EMBEDDED_WORKERS
 
     server = grpc.server(ThreadPoolExecutor(max_workers=EMBEDDED_WORKERS), options=SERVER_OPTIONS)
-    pb_grpc.add_MemLineageServicer_to_server(SyncCeilingServicer(), server)
+    pb_grpc.add_MemLineageServicer_to_server(SyncCeilingServicer(spin_us), server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     print(f"ceiling serving on 127.0.0.1:{port}", file=sys.stderr, flush=True)
@@ -918,21 +923,29 @@ async def run(opts: argparse.Namespace) -> int:
         results.extend(pair)
 
     async def calibration(workload: Workload) -> None:
-        for spin in opts.handler_budget:  # calibration: the aio ceiling + N us of Python
-            spinner = launch_ceiling(tmp, spin)
-            try:
-                results.append(
-                    await measure(
-                        f"ceiling + {spin:g} us handler",
-                        "-",
-                        "Check",
-                        spinner,
-                        workload.check,
-                        opts,
-                    )
-                )
-            finally:
-                spinner.stop()
+        """Calibration: each ceiling again, its Check first spinning N us of Python —
+        what fraction of the ceiling, and what p50 at one call in flight, a handler
+        of N us can reach on each stack at best (the sync one is the sidecar's)."""
+        for spin in opts.handler_budget:
+            for sync in (False, True):
+                spinner = launch_ceiling(tmp, spin, sync=sync)
+                label = f"{SYNC if sync else AIO} + {spin:g} us handler"
+                try:
+                    for inflight in (opts.concurrency, 1) if sync else (opts.concurrency,):
+                        await ceiling_rows("Check", workload.check, inflight)
+                        results.append(
+                            await measure(
+                                label,
+                                "-",
+                                "Check",
+                                spinner,
+                                workload.check,
+                                opts,
+                                concurrency=inflight,
+                            )
+                        )
+                finally:
+                    spinner.stop()
 
     try:
         ceiling = launch_ceiling(tmp)
@@ -1338,8 +1351,8 @@ def main() -> int:
         default=[],
         metavar="US,US",
         type=lambda s: [float(x) for x in s.split(",") if x],
-        help="calibration rows: the ceiling's Check spending these microseconds "
-        "of Python first (e.g. 5,10,20)",
+        help="calibration rows: each ceiling's Check (aio; sync, also at 1 call in "
+        "flight) spending these microseconds of Python first (e.g. 20,40,85)",
     )
     p.add_argument(
         "--rounds",
@@ -1355,7 +1368,7 @@ def main() -> int:
     p.add_argument("--sync", action="store_true", help=argparse.SUPPRESS)
     opts = p.parse_args()
     if opts.serve_ceiling and opts.sync:
-        serve_sync_ceiling()
+        serve_sync_ceiling(opts.spin_us)
         return 0
     if opts.serve_ceiling:
         asyncio.run(serve_ceiling(opts.spin_us))
