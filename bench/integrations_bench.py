@@ -11,6 +11,11 @@ with a real `memlineage serve` (embedded store, bundled policies) on loopback:
   `GuardedMem0Memory` over another such `Memory` (its own directory): add and search
   (top_k 10), interleaved too.
 
+Both adapters ask the store for ``overfetch x`` the results they return (hidden
+items must not leave a page short): the ``search*`` rows set the wrapped search
+beside the bare store asked for that many, which separates the wider store search
+from the sidecar's share of the added time.
+
 Every sidecar call an adapter makes is counted (a counting client) and printed per
 op. The issue's targets: the wrapper adds <= 1 ms p50 per op on loopback, and a search
 of k=10 costs one FilterRank call. The last rows are the floor under the first: one
@@ -66,6 +71,12 @@ class CountingClient(MemLineageClient):
         return super().filter_rank(*args, **kwargs)
 
 
+WIDE = (
+    "bare at %d, what the wrapper asks the store for (overfetch x 10): the rest is "
+    "the sidecar's share"
+)
+
+
 def per_op(client: CountingClient, before: Counter[str], ops: int) -> str:
     """The sidecar calls made since ``before``, per op: ``Check 1 + Record 1``."""
     made = client.calls - before
@@ -114,13 +125,16 @@ def langgraph(client: CountingClient, items: int) -> list[float]:
         timed(lat.setdefault(("get", "wrapped"), []), wrapped.get, ns, key)
     calls["get"], before = per_op(client, before, items), client.calls.copy()
     searches = max(1, items // 5)
+    wide = 10 * wrapped.overfetch
     for _ in range(searches):
         timed(lat.setdefault(("search", "bare"), []), bare.search, ("alice",), limit=10)
         timed(lat.setdefault(("search", "wrapped"), []), wrapped.search, ("alice",), limit=10)
+        timed(lat.setdefault(("search", "wide"), []), bare.search, ("alice",), limit=wide)
     calls["search"] = per_op(client, before, searches)
     for op in ("put", "get", "search"):
         row("langgraph", op, lat[(op, "bare")], lat[(op, "wrapped")], f"calls/op: {calls[op]}")
         added.append(statistics.median(lat[(op, "wrapped")]) - statistics.median(lat[(op, "bare")]))
+    row("langgraph", "search*", lat[("search", "wide")], lat[("search", "wrapped")], WIDE % wide)
     return added
 
 
@@ -143,17 +157,19 @@ def _mem0_run(
             )
     calls["add"], before = per_op(client, before, items), client.calls.copy()
     searches = max(1, items // 2)
+    wide = 10 * wrapped.overfetch
     for i in range(searches):
         query = f"hotel {i} station"
-        for which, memory in targets:
+        for which, memory, top_k in (*((w, m, 10) for w, m in targets), ("wide", bare, wide)):
             timed(
                 lat.setdefault(("search", which), []),
                 memory.search,
                 query,
                 filters={"user_id": "alice"},
-                top_k=10,
+                top_k=top_k,
             )
     calls["search"] = per_op(client, before, searches)
+    calls["wide"] = WIDE % wide
 
 
 def floor(client: CountingClient, items: int) -> None:
@@ -194,6 +210,7 @@ def mem0(client: CountingClient, items: int, tmp: Path) -> list[float]:
     for op in ("add", "search"):
         row("mem0", op, lat[(op, "bare")], lat[(op, "wrapped")], f"calls/op: {calls[op]}")
         added.append(statistics.median(lat[(op, "wrapped")]) - statistics.median(lat[(op, "bare")]))
+    row("mem0", "search*", lat[("search", "wide")], lat[("search", "wrapped")], calls["wide"])
     return added
 
 
