@@ -5,6 +5,7 @@ reliability capped along the chain."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -101,10 +102,20 @@ def test_each_candidate_is_decided_as_its_own_check(
             )
         )
     ids = [f"m{i}" for i in picks if i < len(memories)]
-    ranked = engine.filter_rank(NS, [(m, 0.5) for m in ids], USER)
-    for c in ranked:
-        alone = engine.check(NS, "read", [c.memory_id], USER)
-        assert c.decision.decision == alone.decision, (c.memory_id, ids, depth)
+    # Three batches on one engine: the later ones find heights the earlier ones kept
+    # (`divergent`'s memo), after a memory built on some candidates was recorded.
+    batches = [ids, [*ids[::-1], "z"], ["z", *(f"m{i}" for i in range(len(memories)))]]
+    for n, batch in enumerate(batches):
+        if n == 1:
+            store.record(
+                MemoryRecord(
+                    id="z", namespace=NS, creator_id="user:alice", dependencies=tuple(ids[:2])
+                )
+            )
+        ranked = engine.filter_rank(NS, [(m, 0.5) for m in batch], USER)
+        for c in ranked:
+            alone = engine.check(NS, "read", [c.memory_id], USER)
+            assert c.decision.decision == alone.decision, (c.memory_id, batch, depth)
 
 
 def _record(store: EmbeddedStore, mid: str, *deps: str) -> None:
@@ -124,3 +135,23 @@ def test_a_view_cut_by_depth_under_another_candidates_lineage_is_divergent() -> 
     assert list(out) == ["m"] and set(out["m"]) == {"m", "a", "b", "x"}
     assert set(own_view(records, "s", 3, 0)) == {"s", "x", "y"}
     assert divergent(records, ["m", "s"], 4, 0) == {}  # deep enough: both whole
+
+
+def test_only_whole_ancestries_are_kept_across_batches() -> None:
+    """`known` keeps a candidate's height only when its ancestry was loaded whole (s:
+    2 below depth 3), never one a view cut (m: 3 or more), so m stays divergent in a
+    later batch that finds s known."""
+    store = EmbeddedStore()
+    for mid, deps in (("y", ()), ("x", ("y",)), ("b", ("x",)), ("a", ("b",)), ("m", ("a",))):
+        _record(store, mid, *deps)
+    _record(store, "s", "x")
+    records = store.lineage_view(NS, ["m", "s"], ancestor_depth=3).records
+    known: dict[int, tuple[MemoryRecord, int]] = {}
+    for _ in range(2):
+        out = divergent(records, ["m", "s"], 3, 0, known)
+        assert list(out) == ["m"]
+        assert [(rec.id, h) for rec, h in known.values()] == [("s", 2)]
+    # another object for s (its row rewritten): found again, not taken on trust
+    other = {**records, "s": dataclasses.replace(records["s"])}
+    assert list(divergent(other, ["m", "s"], 3, 0, known)) == ["m"]
+    assert any(rec is other["s"] for rec, _ in known.values())

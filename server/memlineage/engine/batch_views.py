@@ -38,27 +38,52 @@ def own_view(
     return view
 
 
+Heights = dict[int, tuple[MemoryRecord, int]]
+"""Per record object (a store that shares immutable records): the height of its whole
+ancestry, known to be below the lineage depth it was found with."""
+HEIGHTS_LIMIT = 100_000
+
+
 def divergent(
     records: Mapping[str, MemoryRecord],
     candidates: Sequence[str],
     up: int,
     down: int,
+    known: Heights | None = None,
 ) -> dict[str, dict[str, MemoryRecord]]:
     """The candidates whose decision on all of `records` could differ from a Check of
     each alone, with their own views: those whose view has a record with a loaded
     neighbour outside it (a dependency: it caps reliability and extends the ancestor
-    walks; with `down`, a derivation: it extends the descendant walks)."""
+    walks; with `down`, a derivation: it extends the descendant walks).
+
+    `known` (only for `records` loaded whole, no walk cut by a limit, from a store
+    that shares record objects): heights found before, kept across batches. A
+    candidate's ancestry found shorter than `up` was loaded whole, so its height is
+    its ancestry's own; dependencies never change and a purge only lowers it, so it
+    holds for the same record object in any later batch."""
     out: dict[str, dict[str, MemoryRecord]] = {}
     if len(candidates) < 2:
         return out
     heights: dict[str, int] = {}
+    recall = known.get if known is not None else None
     for mid in candidates:
-        if mid not in records:
+        rec = records.get(mid)
+        if rec is None:
             continue
         # Walking up only, a view can be cut only `up` levels above its candidate: one
         # whose loaded ancestry is shorter has all of it in its view (the common case).
-        if not down and _height(records, mid, heights, up) < up:
-            continue
+        if not down:
+            if recall is not None:
+                hit = recall(id(rec))
+                if hit is not None and hit[0] is rec and hit[1] < up:
+                    continue
+            height = _height(records, mid, heights, up)
+            if height < up:
+                if known is not None:
+                    if len(known) >= HEIGHTS_LIMIT:
+                        known.clear()
+                    known[id(rec)] = (rec, height)
+                continue
         view = own_view(records, mid, up, down)
         for rec in view.values():
             if any(n in records and n not in view for n in _ids(rec.dependencies)) or (
@@ -113,4 +138,4 @@ def _ids(ids: tuple[object, ...]) -> tuple[str, ...]:
     return cast(tuple[str, ...], ids)
 
 
-__all__ = ["divergent", "own_view"]
+__all__ = ["Heights", "divergent", "own_view"]

@@ -231,11 +231,13 @@ class Checks(EngineBase):
         try:
             if window.down is not None:  # the counters went unanswered: not asked again
                 raise window.down
-            records = self._view(ns, ids, "read", serving.compiled) if ids else {}
+            records, whole = (
+                self._view_whole(ns, ids, "read", serving.compiled) if ids else ({}, True)
+            )
         except StoreUnavailableError:
             if self.fail_mode != "degraded":
                 raise
-            records, down = {}, True
+            records, whole, down = {}, True, True
         reads = self._reads(serving.compiled, "read")
         scores = self._scores(ns, records, now, reads, rank=ids or ("",), epoch=window.epoch)
         assert scores is not None  # rank= always asks for values
@@ -244,7 +246,8 @@ class Checks(EngineBase):
         compiled, version = serving.compiled, serving.version
         # Candidates that another one's lineage touches are decided on their own view,
         # as a Check of each would be (`batch_views`); the others share the batch's.
-        alone = divergent(records, ids, *self._depths("read", compiled))
+        known = self._heights if whole and self.store.shares_records else None
+        alone = divergent(records, ids, *self._depths("read", compiled), known)
         decision_ids, serials = issue_decision_ids(now, len(candidates))
         # One request object, re-pointed at each candidate (the evaluator keeps none).
         req = Request("read", UnknownMemory("", ns), actor, ns, spend, now, "", historical)

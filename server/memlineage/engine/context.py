@@ -17,6 +17,7 @@ from memlineage_dsl.evaluator import decide
 from memlineage_dsl.facts import DEFAULT_BUDGET, Creator, Request
 
 from memlineage.engine.access import AccessBuffer
+from memlineage.engine.batch_views import Heights
 from memlineage.engine.credibility import CredibilityCache
 from memlineage.engine.decision_input import encode_input
 from memlineage.engine.decision_store import DecisionKeeper
@@ -99,6 +100,8 @@ class EngineBase:
     # score() memo for records the store shares (see scoring.batch.score)
     _memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
     _memo_for: ScoringConfig | None = field(default=None, init=False, repr=False)
+    # divergent() heights of candidates' ancestries, kept across batches (batch_views)
+    _heights: Heights = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.simulation and not isinstance(self.clock, ManualClock):
@@ -273,12 +276,24 @@ class EngineBase:
     ) -> dict[str, MemoryRecord]:
         """The records `ids` and the lineage the operation needs, in one store read;
         none when the caller already `loaded` them and no lineage is needed."""
+        return self._view_whole(ns, ids, op, compiled, loaded)[0]
+
+    def _view_whole(
+        self,
+        ns: str,
+        ids: Sequence[str],
+        op: str,
+        compiled: CompiledPolicySet,
+        loaded: Mapping[str, MemoryRecord] | None = None,
+    ) -> tuple[dict[str, MemoryRecord], bool]:
+        """`_view`, and whether no walk was cut by the view's record limit."""
         up, down = self._depths(op, compiled)
         if not up and not down:
             if loaded is not None and all(i in loaded for i in ids):
-                return {i: loaded[i] for i in ids}
-            return self.store.get_many(ns, ids)
-        return self.store.lineage_view(ns, ids, ancestor_depth=up, descendant_depth=down).records
+                return {i: loaded[i] for i in ids}, True
+            return self.store.get_many(ns, ids), True
+        view = self.store.lineage_view(ns, ids, ancestor_depth=up, descendant_depth=down)
+        return view.records, not view.truncated
 
     def _depths(self, op: str, compiled: CompiledPolicySet) -> tuple[int, int]:
         """How far `_view` walks up (ancestors) and down (descendants) for `op`."""
