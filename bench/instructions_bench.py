@@ -17,7 +17,9 @@ into a temporary ``git worktree``), the same workload script for both:
   engine (decided, then written to the embedded store in memory);
 - ``filter_rank``: a fresh ``FilterRank`` of 100 candidates on the same 2,000 memories
   through the engine, with its answer encoded (per call: divide by 100 for a
-  candidate).
+  candidate);
+- ``search``: an adapter's search, a ``FilterRank`` of the same 30 candidates with
+  limit 10 on a reuse-on engine (1,000 memories of one user), decisions reused.
 
 Fewer instructions is not the same as less time (cache misses, the CPU waking up),
 but a change that removes work shows here at once; wall-clock targets are measured
@@ -46,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-WORKLOADS = ("check", "act", "record", "filter_rank")
+WORKLOADS = ("check", "act", "record", "filter_rank", "search")
 COLLECTED = re.compile(r"Collected : (\d+)")
 
 
@@ -193,6 +195,35 @@ def _filter_rank_workload(count: int) -> Callable[[], None]:
     return run
 
 
+def _search_workload(count: int) -> Callable[[], None]:
+    """An adapter's search: FilterRank of 30 candidates with limit 10 (overfetch 3) on
+    a reuse-on engine, the same candidates each call, as a LangGraph search repeats."""
+    from memlineage.engine.core import Engine
+    from memlineage.engine.policies import PolicyHolder
+    from memlineage.grpc_api import wire
+    from memlineage.lineage.model import MemoryRecord
+    from memlineage.store.embedded import EmbeddedStore
+    from memlineage_dsl.facts import Creator
+
+    engine = Engine(EmbeddedStore(), PolicyHolder(str(REPO / "policies")))
+    user = Creator("user", "user:alice")
+    for i in range(1000):
+        mem = MemoryRecord(
+            id=f"k{i}", namespace="default", creator_kind="user", creator_id="user:alice"
+        )
+        engine.record(mem, user)
+    candidates = [(f"k{i}", 0.3 + i / 100) for i in range(30)]
+    actor = Creator("agent", "agent:default")
+    for _ in range(20):
+        wire.filter_rank_bytes(engine.filter_rank("default", candidates, actor, limit=10))
+
+    def run() -> None:
+        for _ in range(count):
+            wire.filter_rank_bytes(engine.filter_rank("default", candidates, actor, limit=10))
+
+    return run
+
+
 def child(workload: str, count: int) -> None:
     """Set up `workload`, then count the instructions of its measured loop only."""
     sys.path.insert(0, str(REPO / "bench"))
@@ -201,6 +232,7 @@ def child(workload: str, count: int) -> None:
         "act": _act_workload,
         "record": _record_workload,
         "filter_rank": _filter_rank_workload,
+        "search": _search_workload,
     }
     run = build[workload](count)
     pid = str(os.getpid())

@@ -280,11 +280,24 @@ class Checks(EngineBase):
         self.log.write_many(issued)
         self.journal.put_many(serials, issued)
         if limit:
-            keep = {
-                id(c)
-                for c in sorted((c for c in out if c.kept), key=lambda c: -c.rank_score)[:limit]
-            }
-            out = [c if id(c) in keep or not c.kept else c._replace(kept=False) for c in out]
+            kept_now = [c for c in out if c.kept]
+            if len(kept_now) > limit:
+                keep = {id(c) for c in sorted(kept_now, key=_by_rank)[:limit]}
+                # built whole, not `_replace`d: a namedtuple's _replace costs ~4x its new
+                out = [
+                    c
+                    if id(c) in keep or not c.kept
+                    else RankedCandidate(
+                        c.memory_id,
+                        c.similarity,
+                        c.rank_score,
+                        False,
+                        c.decision,
+                        c.reliability,
+                        c.value_score,
+                    )
+                    for c in out
+                ]
         kept = tuple(c.memory_id for c in out if c.kept and c.memory_id in records)
         if kept and self.record_access:
             self.access.add(ns, kept, now)
@@ -367,3 +380,8 @@ def _downrank(d: Decision) -> float:
         if o.kind == "downrank" and o.args:
             product *= float(o.args[0])  # type: ignore[arg-type]  # the checker types downrank(number)
     return product
+
+
+def _by_rank(c: RankedCandidate) -> float:
+    """Best first; `sorted` is stable, so equal ranks keep the request order."""
+    return -c.rank_score
