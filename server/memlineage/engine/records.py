@@ -122,7 +122,9 @@ def _tokens(serials: list[int]) -> list[str]:
     x = (x ^ (x >> np.uint64(30))) * np.uint64(_M1)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(_M2)
     x = (x ^ (x >> np.uint64(31))) ^ np.uint64(_XOR)
-    return [f"{v:016x}" for v in x.tolist()]
+    # big-endian bytes in hex are the 16-digit tokens end to end: one hex(), then slices
+    digits = x.astype(">u8").tobytes().hex()
+    return [digits[i : i + 16] for i in range(0, len(digits), 16)]
 
 
 def issue_decision_ids(now: float, count: int) -> tuple[list[str], list[int]]:

@@ -178,7 +178,10 @@ def filter_rank_response(ranked: Iterable[RankedCandidate]) -> pb.FilterRankResp
 
 def filter_rank_bytes(ranked: Iterable[RankedCandidate]) -> bytes:
     """The encoded FilterRankResponse (see `filter_rank_response`), sent as is."""
+    # Every piece goes into one list joined once: the lengths of a candidate's nested
+    # messages are summed from its pieces, no bytes object is built per level.
     parts: list[bytes] = []
+    add = parts.extend
     tails: dict[tuple[str, float, str], bytes] = {}
     templates: dict[int, bytes] = {}
     scores, quality = _SCORES, _QUALITY
@@ -194,25 +197,23 @@ def filter_rank_bytes(ranked: Iterable[RankedCandidate]) -> bytes:
             template = templates[id(d)] = _template(d)
         mid = c.memory_id.encode()
         sized = varint(len(mid)) + mid  # the id as a length-delimited field value
-        did = rec.decision_id.encode()
         if rec.memory_ids == (c.memory_id,):
-            body = b"".join((template, b"\x0a", varint(len(did)), did, b"\x4a", sized, tail))
+            did = rec.decision_id.encode()
+            size = varint(len(did))
+            body = (template, b"\x0a", size, did, b"\x4a", sized, tail)
+            body_len = len(template) + len(size) + len(did) + len(sized) + len(tail) + 2
         else:
-            body = b"".join(
+            whole = b"".join(
                 (template, _string(b"\x0a", rec.decision_id), _ids_field(rec.memory_ids), tail)
             )
-        item = b"".join(
-            (
-                b"\x0a",
-                sized,
-                scores(0x11, c.similarity, 0x19, c.rank_score, 0x20, c.kept),
-                b"\x2a",
-                varint(len(body)),
-                body,
-                quality(0x31, c.reliability, 0x39, c.value_score),
-            )
-        )
-        parts.append(b"\x0a" + varint(len(item)) + item)
+            body, body_len = (whole,), len(whole)
+        body_size = varint(body_len)
+        # field 1 tag + id, 20 bytes of scores, field 5 tag + size + body, 18 of quality
+        item_len = len(sized) + len(body_size) + body_len + 40
+        add((b"\x0a", varint(item_len), b"\x0a", sized))
+        add((scores(0x11, c.similarity, 0x19, c.rank_score, 0x20, c.kept), b"\x2a", body_size))
+        add(body)
+        parts.append(quality(0x31, c.reliability, 0x39, c.value_score))
     best = sorted((c for c in ranked if c.kept), key=lambda c: -c.rank_score)
     for c in best:
         data = c.memory_id.encode()
