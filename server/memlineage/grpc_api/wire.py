@@ -197,6 +197,7 @@ def filter_rank_bytes(ranked: Iterable[RankedCandidate]) -> bytes:
             template = templates[id(d)] = _template(d)
         mid = c.memory_id.encode()
         sized = varint(len(mid)) + mid  # the id as a length-delimited field value
+        body: tuple[bytes, ...]
         if rec.memory_ids == (c.memory_id,):
             did = rec.decision_id.encode()
             size = varint(len(did))
