@@ -145,6 +145,7 @@ async def start_sidecar(
         simulation=config.simulation,
         scoring=config.scoring,
         reuse_decisions=config.reuse_decisions,
+        keep_views=config.keep_views,
         capture_inputs=config.decision_log_inputs,
         shadow_dir=config.shadow_policy_dir,
     )

@@ -150,6 +150,13 @@ class Config:
         "(by any sidecar) or a time threshold its policies test",
         "policies",
     )
+    keep_views: bool = _setting(
+        True,
+        "embedded store: keep each memory's lineage view (and its scores, when no record "
+        "decays) between decisions while nothing it holds changes; decisions are still "
+        "taken every time",
+        "policies",
+    )
     decision_log: str = _setting(
         "-",
         "where decisions are logged, one hash-chained JSON line each: `-` stderr, `off`, or a "

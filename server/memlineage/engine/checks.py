@@ -106,20 +106,17 @@ class Checks(EngineBase):
         try:
             if window.down is not None:  # asked once in this request: not again
                 raise window.down
-            records = self._view(ns, ids, op, serving.compiled)
+            reads = self._reads(serving.compiled, op)
+            records, scores, view_key, mark = self._view_kept(ns, ids, op, serving.compiled, reads)
         except StoreUnavailableError:
             if self.fail_mode != "degraded":
                 raise
             return self._issue(store_down(op), ns, op, ids, actor, now, serving.version), None
-        reads = self._reads(serving.compiled, op)
-        snap, facts = snapshot_of(
-            records,
-            self.store,
-            ns,
-            now,
-            scores=self._scores(ns, records, now, reads, epoch=window.epoch),
-            reads=reads,
-        )
+        if scores is None:
+            scores = self._scores(ns, records, now, reads, epoch=window.epoch)
+        if view_key is not None and mark is not None:
+            self._keep_view(view_key, mark, records, scores)
+        snap, facts = snapshot_of(records, self.store, ns, now, scores=scores, reads=reads)
         self._bound(snap, window)
         memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
         req = Request(

@@ -32,12 +32,14 @@ from memlineage.engine.records import (
     issue_decision_id,
 )
 from memlineage.engine.reuse import (
+    ACCESS_FACTS,
     DecisionReuse,
     NoReuse,
     Window,
 )
 from memlineage.engine.shadow import ShadowSet
 from memlineage.engine.snapshot import StoreSnapshot
+from memlineage.engine.view_cache import ViewCache, ViewKey
 from memlineage.lineage.clock import Clock, ManualClock, system_clock
 from memlineage.lineage.errors import (
     StoreUnavailableError,
@@ -87,6 +89,7 @@ class EngineBase:
     # Reuse a Check decision for the same request until the store is written or its
     # horizon passes (stores that count their writes: `LineageStore.epochs`).
     reuse_decisions: bool = True
+    keep_views: bool = True  # see `views`
     # Each decision's log line carries what it read (`decision_input`): replayable.
     capture_inputs: bool = False
     # A candidate set deciding beside the serving one (`engine/shadow.py`), loaded
@@ -102,6 +105,9 @@ class EngineBase:
     _memo_for: ScoringConfig | None = field(default=None, init=False, repr=False)
     # divergent() heights of candidates' ancestries, kept across batches (batch_views)
     _heights: Heights = field(default_factory=dict, init=False, repr=False)
+    # Views of one memory kept between fresh Checks (engine/view_cache.py): on a store
+    # that stamps changes per memory, unless `keep_views` is off; None otherwise
+    views: ViewCache | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.simulation and not isinstance(self.clock, ManualClock):
@@ -112,6 +118,8 @@ class EngineBase:
             self.access = AccessBuffer(self.store)
         self.reuse = DecisionReuse(self.store) if self.reuse_decisions else NoReuse(self.store)
         self.decisions = DecisionKeeper(self.store, self.journal)
+        if self.keep_views and self.store.change_mark() is not None:
+            self.views = ViewCache(self.store)
 
     @property
     def reused(self) -> int:
@@ -277,6 +285,39 @@ class EngineBase:
         """The records `ids` and the lineage the operation needs, in one store read;
         none when the caller already `loaded` them and no lineage is needed."""
         return self._view_whole(ns, ids, op, compiled, loaded)[0]
+
+    def _view_kept(
+        self,
+        ns: str,
+        ids: tuple[str, ...],
+        op: str,
+        compiled: CompiledPolicySet,
+        reads: frozenset[str],
+    ) -> tuple[dict[str, MemoryRecord], Scores | None, ViewKey | None, int | None]:
+        """`_view`, from a view of one memory kept while nothing it holds changed
+        (`views`), with its scores when they were kept too (else None: score it). Not
+        while inputs are captured for the log (they carry access statistics as read
+        now). The key and mark to `_keep_view` a view read here (None: nothing)."""
+        views = self.views
+        if views is None or len(ids) != 1 or self.capture_inputs:
+            return self._view(ns, ids, op, compiled), None, None, None
+        up, down = self._depths(op, compiled)
+        key = (ns, ids[0], up, down, not reads.isdisjoint(ACCESS_FACTS))
+        kept = views.get(key)
+        if kept is not None:
+            timeless = kept.scoring is self.scoring and "value_score" not in reads
+            return kept.records, kept.scores if timeless else None, None, None
+        mark = self.store.change_mark()
+        records, whole = self._view_whole(ns, ids, op, compiled)
+        if mark is None or not whole or ids[0] not in records:
+            return records, None, None, None
+        return records, None, key, mark
+
+    def _keep_view(
+        self, key: ViewKey, mark: int, records: dict[str, MemoryRecord], scores: Scores | None
+    ) -> None:
+        if self.views is not None:
+            self.views.keep(key, mark, records, scores, self.scoring)
 
     def _view_whole(
         self,
