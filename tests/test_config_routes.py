@@ -50,6 +50,7 @@ SAMPLES: dict[str, tuple[Any, Any, Any]] = {
     "fail_mode": ("degraded", "closed", "degraded"),
     "lineage_depth": (1, 2, 3),
     "reuse_decisions": (False, True, False),
+    "keep_views": (False, True, False),
     "shadow_policy_dir": ("s1", "s2", "s3"),
     "decision_log": ("off", "/tmp/decisions.log", "-"),
     "decision_log_key": ("k1", "k2", "k3"),
