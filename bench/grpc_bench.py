@@ -93,14 +93,25 @@ BEST = "sidecar, best case: repeated requests, no writes"
 BEST_LOG = "sidecar + decision log, best case"
 FRESH = "sidecar, every decision fresh (reuse off)"
 SHADOW = "sidecar, every decision fresh, a shadow candidate loaded"
+COLD = "sidecar, every decision fresh, no kept views"
 MIX = "sidecar, 5% Record mix (reuse on)"
 
 # --rows: names and groups.
-ROWS = ("fresh-check", "fresh-fr", "latency", "mix", "best-check", "best-fr", "log", "shadow")
+ROWS = (
+    "fresh-check",
+    "fresh-fr",
+    "latency",
+    "mix",
+    "best-check",
+    "best-fr",
+    "log",
+    "shadow",
+    "views",
+)
 ROW_GROUPS = {
     "all": ROWS,
     "headline": ("fresh-check", "fresh-fr", "latency", "mix"),
-    "fresh": ("fresh-check", "fresh-fr", "latency"),
+    "fresh": ("fresh-check", "fresh-fr", "latency", "views"),
     "best": ("best-check", "best-fr"),
 }
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -893,6 +904,8 @@ async def run(opts: argparse.Namespace) -> int:
     (candidate / "zz_shadow.mlp").write_text(SHADOW_RULE)
     with_shadow = tmp / "shadow.toml"
     with_shadow.write_text(f"{REUSE_OFF_TOML}shadow_policy_dir = {json.dumps(str(candidate))}\n")
+    no_views = tmp / "no-views.toml"
+    no_views.write_text(f"{REUSE_OFF_TOML}keep_views = false\n")
     print(
         f"gRPC bench on loopback, a SHARED {os.cpu_count()}-core box (other jobs run beside "
         f"it: figures are indicative, compare rows of one run), load average {_loadavg()}"
@@ -1043,7 +1056,7 @@ async def run(opts: argparse.Namespace) -> int:
 
             # Reuse off: every decision fresh.
             latency = backend == "embedded" and "latency" in rows
-            if rows & {"fresh-check", "fresh-fr", "shadow"} or latency:
+            if rows & {"fresh-check", "fresh-fr", "shadow", "views"} or latency:
                 sidecar = launch_sidecar(tmp, fresh_url, "off", f"fresh-{backend}", reuse_off)
                 try:
                     t0 = time.perf_counter()
@@ -1127,6 +1140,15 @@ async def run(opts: argparse.Namespace) -> int:
                             )
                         finally:
                             shadow.stop()
+                    if backend == "embedded" and "views" in rows and opts.rounds:
+                        cold = launch_sidecar(tmp, "embedded", "off", "fresh-cold", no_views)
+                        try:
+                            await load(cold.address, opts.memories, opts.seed, "f")
+                            interleaved["views/fresh"] = await paired(
+                                cold, sidecar, "Check", workload.check, opts, COLD, FRESH
+                            )
+                        finally:
+                            cold.stop()
                     if not calibrated:
                         await calibration(workload)
                         calibrated = True
@@ -1232,6 +1254,15 @@ def report_targets(
             f"{slower:.0%} slower: {_met(slower <= TARGET_SHADOW_SLOWDOWN)} (interleaved, "
             f"{opts.rounds} alternating windows; median round "
             f"{1 - statistics.median(ratios):.0%} slower)"
+        )
+    if "views/fresh" in interleaved:
+        cold_r, kept_r, ratios = interleaved["views/fresh"]
+        print(
+            f"kept views (engine/view_cache.py): fresh Check {kept_r.rps:,.0f}/s with them vs "
+            f"{cold_r.rps:,.0f}/s without (keep_views = false) = {kept_r.rps / cold_r.rps:.2f}x "
+            f"(interleaved, {len(ratios)} alternating windows, median round "
+            f"{statistics.median(ratios):.2f}x; server CPU per call {kept_r.server_us:,.0f} us "
+            f"vs {cold_r.server_us:,.0f} us; p50 {kept_r.pct(0.5):.2f} vs {cold_r.pct(0.5):.2f} ms)"
         )
     r = row(MIX, "Check", n, mix=True)
     if r and sync and aio:
