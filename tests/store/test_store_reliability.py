@@ -382,3 +382,55 @@ def test_namespaces_lists_those_with_memories(store: LineageStore) -> None:
             )
         )
     assert store.namespaces() == ["a:ns", "b:ns"]
+
+
+def test_members_that_come_back_are_compared_again(store: LineageStore) -> None:
+    """A member a Record of its claim met while it was not live (superseded, archived,
+    compressed: the embedded store then drops it from the members it compares) is
+    compared again once it is live again: confirmed back from archived, or marked
+    pending_verification by a cascade from compressed or archived."""
+    store.record(claim("a", "agent:A", "x"))
+    store.record(claim("a2", "agent:A", "y"))
+    store.supersede(NS, "a", "a2")
+    store.set_status(NS, "a", Status.ARCHIVED)  # superseded -> archived
+    store.record(MemoryRecord(id="base", namespace=NS, creator_id="user:u"))
+    store.record(claim("c", "agent:C", "x", "base"))
+    store.set_status(NS, "c", Status.COMPRESSED)
+    store.record(claim("probe1", "agent:Q", "x"))  # meets a and c while not live
+    assert (
+        store.get(NS, "probe1").confirmed_by,
+        store.get(NS, "probe1").contradicted_by,
+    ) == ((), ("agent:A",))  # a2 only
+    store.set_status(NS, "a", Status.ACTIVE)  # archived -> active
+    store.revoke(NS, "base")  # c: compressed -> pending_verification
+    assert store.get(NS, "c").status == Status.PENDING_VERIFICATION
+    out = store.record(claim("probe2", "agent:R", "x"))
+    # a confirms (x, back from archived), c too (back from compressed), probe1 too; a2
+    # (y, live throughout) contradicts
+    assert (out.confirmed_by, out.contradicted_by) == (
+        ("agent:A", "agent:C", "agent:Q"),
+        ("agent:A",),
+    )
+    got = marks(store, "a", "c")
+    assert "agent:R" in got["a"][0] and "agent:R" in got["c"][0]
+    assert "agent:Q" not in got["a"][0] + got["c"][0]  # probe1 met neither: not live then
+
+
+def test_a_claim_recorded_again_and_again_compares_only_its_live_members(
+    backend: str, store: LineageStore
+) -> None:
+    """One source re-recording a claim, each new value superseding the last (a polled
+    price): every Record compares with the live members only, and on the embedded
+    store the members it keeps to compare stay that few (before: every member ever)."""
+    store.record(claim("p0", "tool:price", "0"))
+    store.record(claim("other", "tool:other", "0"))
+    for i in range(1, 60):
+        store.record(claim(f"p{i}", "tool:price", str(i)))
+        store.supersede(NS, f"p{i - 1}", f"p{i}")
+    out = store.record(claim("probe", "agent:Q", "59"))
+    assert (out.confirmed_by, out.contradicted_by) == (("tool:price",), ("tool:other",))
+    assert len(store.claim_group(NS, "job:7", "state")) == 62  # the history stays
+    if backend == "embedded":
+        # the store's own index of the members a Record compares (no public view of it)
+        space = store._spaces[NS]  # type: ignore[attr-defined]
+        assert set(space.peers[("job:7", "state")]) == {"p59", "other", "probe"}

@@ -23,6 +23,11 @@ class Space:
     counters: dict[str, list[float]] = field(default_factory=dict)
     groups: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     """Claim groups: every id ever recorded with (subject, attribute), in record order."""
+    peers: dict[tuple[str, str], dict[str, None]] = field(default_factory=dict)
+    """The members of each claim group a new claim may compare with: every member that
+    is active or pending_verification, and some that left (dropped by the next Record
+    of the claim that meets them; one that comes back is added again), so that a
+    claim re-recorded without end is not compared with its whole history."""
     sources: dict[str, list[float]] = field(default_factory=dict)
     """Source statistics: creator id -> [ok, bad]."""
     review: ReviewQueue = field(default_factory=ReviewQueue)

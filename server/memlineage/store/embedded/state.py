@@ -131,7 +131,7 @@ class State:
         the score columns in bulk (from ``columns``, the rows' values per field, where
         given).  A dependency that is not stored raises KeyError."""
         sp = self.space(ns)
-        by_id, groups = sp.rows, sp.groups
+        by_id, groups, peers = sp.rows, sp.groups, sp.peers
         for row in rows:
             kid = row.id
             for dep in row.dependencies:
@@ -139,6 +139,8 @@ class State:
             subject, attribute = row.subject, row.attribute
             if subject is not None and attribute is not None:
                 groups.setdefault((subject, attribute), []).append(kid)
+                if row.status in _PEERS:
+                    peers.setdefault((subject, attribute), {})[kid] = None
         sp.cols.attach_many(rows, columns)
 
     def link(self, ns: str, row: Row) -> None:
@@ -153,18 +155,33 @@ class State:
         if claim is not None:
             sp.claims[claim] = row.id
             sp.groups.setdefault(claim, []).append(row.id)
+            sp.peers.setdefault(claim, {})[row.id] = None
+
+    @staticmethod
+    def peer_again(sp: Space, row: Row) -> None:
+        """`row` is active or pending_verification again (confirmed, or marked by a
+        cascade or a tainted dependency, from archived or compressed): new claims
+        compare with it again."""
+        claim = row.claim
+        if claim is not None:
+            sp.peers.setdefault(claim, {})[row.id] = None
 
     def compare_claims(self, sp: Space, row: Row) -> None:
-        """Confirm/contradict the new row against the live members of its claim group."""
+        """Confirm/contradict the new row against the live members of its claim group
+        (`Space.peers`; members met that are no longer live are dropped from it)."""
         claim = row.claim
-        members = sp.groups.get(claim) if claim is not None else None
+        members = sp.peers.get(claim) if claim is not None else None
         if not members:
             return
         cx, value, rows, sources = row.creator_id, row.value, sp.rows, sp.sources
+        gone: list[str] = []
         for member_id in members:
             y = rows[member_id]
             cy = y.creator_id
-            if y.status not in _PEERS or cy == cx:
+            if y.status not in _PEERS:
+                gone.append(member_id)
+                continue
+            if cy == cx:
                 continue
             name, k = ("confirmed_by", 0) if y.value == value else ("contradicted_by", 1)
             theirs = getattr(y, name)
@@ -175,6 +192,8 @@ class State:
                 setattr(row, name, (*ours, cy))
             sources.setdefault(cx, [0.0, 0.0])[k] += 1.0
             sources.setdefault(cy, [0.0, 0.0])[k] += 1.0
+        for member_id in gone:
+            del members[member_id]
         # The new memory's own lists are sorted (members' lists are in arrival order).
         row.confirmed_by = tuple(sorted(row.confirmed_by))
         row.contradicted_by = tuple(sorted(row.contradicted_by))
@@ -235,6 +254,8 @@ class State:
         self.history(row, StatusChange(now, previous, target.value, reason, memory_id))
         row.status = target.value
         row.version += 1
+        if target.value in _PEERS and previous not in _PEERS:
+            self.peer_again(sp, row)
         if target is Status.SUPERSEDED:
             row.successor = successor
         claim = row.claim
@@ -292,7 +313,10 @@ class State:
             r = rows[child]
             entry = entries.get(r.status)
             if entry is not None:
+                back = r.status not in _PEERS  # archived or compressed: a peer again
                 r.mark(PENDING, entry, limit)
+                if back:
+                    self.peer_again(sp, r)
                 affected.append(child)
             queue.extend(r._kids)
         return affected, len(seen) - 1
@@ -311,6 +335,8 @@ class State:
             previous = row.status
             self.history(row, StatusChange(now, previous, PENDING, why, tainted))
             row.status = PENDING
+            if previous not in _PEERS:
+                self.peer_again(sp, row)
             self.emit(
                 ns,
                 sp,
