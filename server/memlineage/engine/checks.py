@@ -107,15 +107,15 @@ class Checks(EngineBase):
             if window.down is not None:  # asked once in this request: not again
                 raise window.down
             reads = self._reads(serving.compiled, op)
-            records, scores, view_key, mark = self._view_kept(ns, ids, op, serving.compiled, reads)
+            records, scores, scored = self._view_scored(
+                ns, ids, op, serving.compiled, reads, now, window.epoch
+            )
         except StoreUnavailableError:
             if self.fail_mode != "degraded":
                 raise
             return self._issue(store_down(op), ns, op, ids, actor, now, serving.version), None
-        if scores is None:
+        if not scored:
             scores = self._scores(ns, records, now, reads, epoch=window.epoch)
-        if view_key is not None and mark is not None:
-            self._keep_view(view_key, mark, records, scores)
         snap, facts = snapshot_of(records, self.store, ns, now, scores=scores, reads=reads)
         self._bound(snap, window)
         memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)

@@ -39,7 +39,7 @@ from memlineage.engine.reuse import (
 )
 from memlineage.engine.shadow import ShadowSet
 from memlineage.engine.snapshot import StoreSnapshot
-from memlineage.engine.view_cache import ViewCache, ViewKey
+from memlineage.engine.view_cache import ViewCache
 from memlineage.lineage.clock import Clock, ManualClock, system_clock
 from memlineage.lineage.errors import (
     StoreUnavailableError,
@@ -286,38 +286,38 @@ class EngineBase:
         none when the caller already `loaded` them and no lineage is needed."""
         return self._view_whole(ns, ids, op, compiled, loaded)[0]
 
-    def _view_kept(
+    def _view_scored(
         self,
         ns: str,
         ids: tuple[str, ...],
         op: str,
         compiled: CompiledPolicySet,
         reads: frozenset[str],
-    ) -> tuple[dict[str, MemoryRecord], Scores | None, ViewKey | None, int | None]:
-        """`_view`, from a view of one memory kept while nothing it holds changed
-        (`views`), with its scores when they were kept too (else None: score it). Not
-        while inputs are captured for the log (they carry access statistics as read
-        now). The key and mark to `_keep_view` a view read here (None: nothing)."""
+        now: float,
+        epoch: int | None,
+    ) -> tuple[dict[str, MemoryRecord], Scores | None, bool]:
+        """`_view` and, when it has them, `_scores`: for one memory, from a view kept
+        while nothing it holds changed (`views`), else read and kept. Not while inputs
+        are captured for the log (they carry access statistics as read now). The flag
+        says whether the scores are given (else the caller scores the records)."""
         views = self.views
         if views is None or len(ids) != 1 or self.capture_inputs:
-            return self._view(ns, ids, op, compiled), None, None, None
+            return self._view(ns, ids, op, compiled), None, False
         up, down = self._depths(op, compiled)
         key = (ns, ids[0], up, down, not reads.isdisjoint(ACCESS_FACTS))
         kept = views.get(key)
         if kept is not None:
             timeless = kept.scoring is self.scoring and "value_score" not in reads
-            return kept.records, kept.scores if timeless else None, None, None
+            if kept.scores is not None and timeless:
+                return kept.records, kept.scores, True
+            return kept.records, None, False
         mark = self.store.change_mark()
         records, whole = self._view_whole(ns, ids, op, compiled)
         if mark is None or not whole or ids[0] not in records:
-            return records, None, None, None
-        return records, None, key, mark
-
-    def _keep_view(
-        self, key: ViewKey, mark: int, records: dict[str, MemoryRecord], scores: Scores | None
-    ) -> None:
-        if self.views is not None:
-            self.views.keep(key, mark, records, scores, self.scoring)
+            return records, None, False
+        scores = self._scores(ns, records, now, reads, epoch=epoch)
+        views.keep(key, mark, records, scores, self.scoring)
+        return records, scores, True
 
     def _view_whole(
         self,

@@ -155,13 +155,14 @@ class State:
         if claim is not None:
             sp.claims[claim] = row.id
             sp.groups.setdefault(claim, []).append(row.id)
-            sp.peers.setdefault(claim, {})[row.id] = None
+            self.peer_again(sp, row)
 
     @staticmethod
     def peer_again(sp: Space, row: Row) -> None:
-        """`row` is active or pending_verification again (confirmed, or marked by a
-        cascade or a tainted dependency, from archived or compressed): new claims
-        compare with it again."""
+        """`row` is (again) active or pending_verification: recorded, confirmed, or
+        marked by a cascade or a tainted dependency (maybe from archived or compressed,
+        after a Record of its claim dropped it): new claims compare with it. Idempotent:
+        every change to a peer status calls it."""
         claim = row.claim
         if claim is not None:
             sp.peers.setdefault(claim, {})[row.id] = None
@@ -254,7 +255,7 @@ class State:
         self.history(row, StatusChange(now, previous, target.value, reason, memory_id))
         row.status = target.value
         row.version += 1
-        if target.value in _PEERS and previous not in _PEERS:
+        if target.value in _PEERS:
             self.peer_again(sp, row)
         if target is Status.SUPERSEDED:
             row.successor = successor
@@ -313,10 +314,8 @@ class State:
             r = rows[child]
             entry = entries.get(r.status)
             if entry is not None:
-                back = r.status not in _PEERS  # archived or compressed: a peer again
                 r.mark(PENDING, entry, limit)
-                if back:
-                    self.peer_again(sp, r)
+                self.peer_again(sp, r)
                 affected.append(child)
             queue.extend(r._kids)
         return affected, len(seen) - 1
@@ -335,8 +334,7 @@ class State:
             previous = row.status
             self.history(row, StatusChange(now, previous, PENDING, why, tainted))
             row.status = PENDING
-            if previous not in _PEERS:
-                self.peer_again(sp, row)
+            self.peer_again(sp, row)
             self.emit(
                 ns,
                 sp,
@@ -398,6 +396,7 @@ class State:
             why = f"dependency {rows[taint].status}" if taint is not None else "revised"
             self.history(row, StatusChange(at, was, status, why, taint or memory_id))
             row.status = status
+            self.peer_again(sp, row)
         row.version = previous + 1
         sp.review.schedule(memory_id, review_at)
         self.emit(
