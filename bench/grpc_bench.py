@@ -1289,6 +1289,17 @@ def report_targets(
         )
     else:
         print("target: p50 at one call in flight: not measured in this run (--rows latency)")
+    for spin in opts.handler_budget:  # what a handler of N us allows on the same stack
+        label = f"{SYNC} + {spin:g} us handler"
+        many = next((x for x in results if x.server == label and x.inflight != 1), None)
+        one = next((x for x in results if x.server == label and x.inflight == 1), None)
+        sync_n = ceilings.get(("Check", opts.concurrency), (None, None))[1]
+        if many and one and sync_n and sync1:
+            print(
+                f"calibration: a bare sync handler of {spin:g} us of Python -> "
+                f"{many.rps / sync_n.rps:.0%} of the sync ceiling; p50 at one call in flight "
+                f"{one.pct(0.5):.3f} ms = {one.pct(0.5) / sync1.pct(0.5):.2f}x the bare sync call"
+            )
     r = row(FRESH, "FilterRank", n)
     fr_aio, fr_sync = ceilings.get(("FilterRank", n), (None, None))
     if r and fr_sync and fr_aio:
