@@ -52,11 +52,13 @@ import os
 import random
 import re
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -235,6 +237,7 @@ class ServerProcess:
     proc: subprocess.Popen[bytes]
     port: int
     log: Path
+    metrics_port: int | None = None  # a sidecar's Prometheus endpoint (its handler times)
 
     @property
     def address(self) -> str:
@@ -248,6 +251,32 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+_HANDLER = re.compile(
+    r'^memlineage_rpc_latency_seconds_(sum|count)\{method="([A-Za-z]+)"\} (\S+)$', re.M
+)
+
+
+def handler_totals(metrics_port: int | None) -> tuple[float, float]:
+    """(seconds, calls) the sidecar's handlers took so far, summed over its methods,
+    from its own `memlineage_rpc_latency_seconds` histogram: the wall time from the
+    request's bytes in to the answer's bytes out, inside the gRPC stack. NaN without
+    an endpoint."""
+    if metrics_port is None:
+        return float("nan"), float("nan")
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read()
+    sums = {"sum": 0.0, "count": 0.0}
+    for kind, _method, value in _HANDLER.findall(text.decode()):
+        sums[kind] += float(value)
+    return sums["sum"], sums["count"]
 
 
 def launch(args: list[str], log: Path) -> ServerProcess:
@@ -283,8 +312,10 @@ def launch_ceiling(tmp: Path, spin_us: float = 0.0, sync: bool = False) -> Serve
 def launch_sidecar(
     tmp: Path, store: str, decision_log: str, label: str, config: Path | None = None
 ) -> ServerProcess:
-    """`memlineage serve`; `config`: a TOML file for `--config` (its flags still win)."""
-    return launch(
+    """`memlineage serve`; `config`: a TOML file for `--config` (its flags still win).
+    Its metrics endpoint is on: the bench reads the handlers' own time from it."""
+    metrics_port = free_port()
+    proc = launch(
         [
             sys.executable,
             "-m",
@@ -299,9 +330,13 @@ def launch_sidecar(
             str(POLICIES),
             "--decision-log",
             decision_log,
+            "--metrics-port",
+            str(metrics_port),
         ],
         tmp / f"{label}.log",
     )
+    proc.metrics_port = metrics_port
+    return proc
 
 
 # ------------------------------------------------------------------ the workload
@@ -467,6 +502,17 @@ class Result:
     # The mix: Record calls among `calls` (`latencies` are then the Checks' only).
     writes: int = 0
     write_latencies: list[float] | None = None
+    # The sidecar's handlers in the window, from its latency histogram (NaN: a ceiling).
+    handler_seconds: float = float("nan")
+    handler_calls: float = float("nan")
+
+    @property
+    def handler_us(self) -> float:
+        """Mean wall time of one handler inside the server, from the request's bytes to
+        the answer's (the rest of `server_us` is the gRPC stack and other threads)."""
+        if not self.handler_calls:
+            return float("nan")
+        return self.handler_seconds / self.handler_calls * 1e6
 
     @property
     def server_us(self) -> float:
@@ -514,13 +560,16 @@ async def drive(
     duration: float,
     pids: list[int],
     writes: Writes | None = None,
-) -> tuple[list[float], list[float], int, float, float]:
+    metrics_port: int | None = None,
+) -> tuple[list[float], list[float], int, float, float, tuple[float, float]]:
     """`concurrency` coroutines, each one call in flight; only completions inside the
     measured window count (their latency is from send to answer). Also the CPU time the
     server processes (`pids`) and this client process spent during the window.
     With `writes`, every `WRITE_EVERY`-th call of each coroutine is a `Record` of
     `writes.next()` instead (coroutines start at spread offsets, so the writes are
-    spread too). Returns the latencies of `rpc` calls and of Record calls."""
+    spread too). Returns the latencies of `rpc` calls and of Record calls, and with a
+    `metrics_port` the (seconds, calls) the sidecar's handlers took in the window (one
+    scrape at each end of it, a few ms of this client's loop each)."""
     async with grpc.aio.insecure_channel(
         address, options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
     ) as channel:
@@ -535,9 +584,11 @@ async def drive(
         errors = 0
         n = len(requests)
         cpu: dict[str, tuple[float, float]] = {}
+        handlers: dict[str, tuple[float, float]] = {}
 
         def snapshot(name: str) -> None:
             cpu[name] = (cpu_seconds(pids), time.process_time())
+            handlers[name] = handler_totals(metrics_port)
 
         loop.call_at(t_from, snapshot, "from")
         loop.call_at(t_to, snapshot, "to")
@@ -566,7 +617,8 @@ async def drive(
 
         await asyncio.gather(*(worker(k) for k in range(concurrency)))
     (s0, c0), (s1, c1) = cpu["from"], cpu["to"]
-    return latencies, write_latencies, errors, s1 - s0, c1 - c0
+    (h0, n0), (h1, n1) = handlers["from"], handlers["to"]
+    return latencies, write_latencies, errors, s1 - s0, c1 - c0, (h1 - h0, n1 - n0)
 
 
 async def measure(
@@ -590,7 +642,7 @@ async def measure(
         sampler = profiler.start(
             f"{tag}-{store}-{rpc}-{inflight}", proc, opts.warmup, opts.duration
         )
-    lat, wlat, errors, server_cpu, client_cpu = await drive(
+    lat, wlat, errors, server_cpu, client_cpu, (handler_s, handler_n) = await drive(
         proc.address,
         rpc,
         requests,
@@ -599,6 +651,7 @@ async def measure(
         duration=opts.duration,
         pids=[proc.proc.pid, *extra_pids],
         writes=writes,
+        metrics_port=proc.metrics_port,
     )
     if sampler is not None:
         profiler.finish(sampler)
@@ -616,6 +669,8 @@ async def measure(
         inflight,
         len(wlat),
         wlat if writes else None,
+        handler_s,
+        handler_n,
     )
 
 
@@ -657,6 +712,8 @@ async def paired(
             sum(r.server_cpu for r in rows),
             sum(r.client_cpu for r in rows),
             first.inflight,
+            handler_seconds=sum(r.handler_seconds for r in rows),
+            handler_calls=sum(r.handler_calls for r in rows),
         )
 
     return (
@@ -828,7 +885,7 @@ def table(results: list[Result], ceilings: dict[tuple[str, int], tuple[Result, R
     head = (
         f"{'server':<{width}} {'store':<8} {'RPC':<11} {'inflt':>5} {'requests/s':>10} "
         f"{'p50 ms':>7} {'p99 ms':>7} {'decisions/s':>11} {'vs aio':>6} {'vs sync':>7} "
-        f"{'srv CPU us':>10} {'cli CPU us':>10} {'errors':>6}"
+        f"{'srv CPU us':>10} {'handler us':>10} {'cli CPU us':>10} {'errors':>6}"
     )
     rows = [head, "-" * len(head)]
     groups = sorted(
@@ -854,11 +911,14 @@ def table(results: list[Result], ceilings: dict[tuple[str, int], tuple[Result, R
                 f"{r.server:<{width}} {r.store:<8} {name:<11} {r.inflight:>5} "
                 f"{r.rps:>10,.0f} {r.pct(0.5):>7.2f} {r.pct(0.99):>7.2f} "
                 f"{r.decisions:>11,.0f} {vs_aio:>6} {vs_sync:>7} "
-                f"{r.server_us:>10,.0f} {r.client_us:>10,.0f} {r.errors:>6}"
+                f"{r.server_us:>10,.0f} {_us(r.handler_us):>10} {r.client_us:>10,.0f} "
+                f"{r.errors:>6}"
             )
     rows.append(
         "srv CPU us / cli CPU us: CPU time of the server process(es) / of the client "
-        "per call in the window (redis rows: sidecar + redis-server)"
+        "per call in the window (redis rows: sidecar + redis-server); handler us: the "
+        "sidecar's own latency histogram, mean wall time of a handler inside the server "
+        "(request bytes in to answer bytes out); the rest of srv CPU is the gRPC stack"
     )
     if any(r.write_latencies is not None for r in results):
         rows.append(
@@ -868,6 +928,10 @@ def table(results: list[Result], ceilings: dict[tuple[str, int], tuple[Result, R
             f"(same Check request list; the ceilings serve no Record)"
         )
     return "\n".join(rows)
+
+
+def _us(value: float) -> str:
+    return "-" if value != value else f"{value:,.0f}"
 
 
 def _loadavg() -> str:
@@ -1203,6 +1267,35 @@ async def run(opts: argparse.Namespace) -> int:
     return 0
 
 
+IN_LOOP = """
+import sys, time
+sys.path[:0] = [{bench!r}, {tests!r}]
+from instructions_bench import _check_workload
+run = _check_workload(2000)
+for _ in range(2):
+    run()
+n, t0 = 0, time.perf_counter()
+while time.perf_counter() - t0 < {seconds}:
+    run()
+    n += 2000
+print((time.perf_counter() - t0) / n * 1e6)
+"""
+
+
+def in_loop_check_us(seconds: float) -> float:
+    """A fresh Check's time in one loop in a process of its own, no gRPC: request bytes
+    in, answer bytes out through the servicer (`instructions_bench.py`'s `check`
+    workload: reuse off, views kept, 2,000 memories), caches hot. NaN if it fails."""
+    code = IN_LOOP.format(bench=str(REPO / "bench"), tests=str(REPO / "tests"), seconds=seconds)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+    try:
+        return float(out.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return float("nan")
+
+
 def report_targets(
     results: list[Result],
     ceilings: dict[tuple[str, int], tuple[Result, Result]],
@@ -1242,6 +1335,14 @@ def report_targets(
             f"{_met(ratio >= TARGET_FRESH_RATIO)} (vs aio {r.rps / aio.rps:.0%}; server CPU "
             f"per call: bare sync {sync.server_us:,.0f} us, sidecar {r.server_us:,.0f} us"
             f"{rounds('fresh/sync')})"
+        )
+        loop_us = in_loop_check_us(opts.duration)
+        print(
+            f"where a fresh Check's time goes: the handler takes {r.handler_us:,.0f} us inside "
+            f"the server (its latency histogram) of the {r.server_us:,.0f} us of server CPU "
+            f"per call (the bare sync servicer's whole call: {sync.server_us:,.0f} us); the "
+            f"same Check in one loop, no gRPC, caches hot: {loop_us:,.1f} us: in the server "
+            f"it runs {r.handler_us / loop_us:.1f}x as long"
         )
     else:
         print("target: fresh Check: not measured in this run (--rows fresh-check)")
