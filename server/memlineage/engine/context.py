@@ -312,7 +312,7 @@ class EngineBase:
                 return kept.records, kept.scores, True
             return kept.records, None, False
         mark = self.store.change_mark()
-        records, whole = self._view_whole(ns, ids, op, compiled)
+        records, whole = self._view_whole(ns, ids, op, compiled, depths=(up, down))
         if mark is None or not whole or ids[0] not in records:
             return records, None, False
         scores = self._scores(ns, records, now, reads, epoch=epoch)
@@ -326,9 +326,11 @@ class EngineBase:
         op: str,
         compiled: CompiledPolicySet,
         loaded: Mapping[str, MemoryRecord] | None = None,
+        depths: tuple[int, int] | None = None,
     ) -> tuple[dict[str, MemoryRecord], bool]:
-        """`_view`, and whether no walk was cut by the view's record limit."""
-        up, down = self._depths(op, compiled)
+        """`_view`, and whether no walk was cut by the view's record limit (`depths`:
+        `_depths` of `op`, when the caller has them already)."""
+        up, down = depths or self._depths(op, compiled)
         if not up and not down:
             if loaded is not None and all(i in loaded for i in ids):
                 return {i: loaded[i] for i in ids}, True
