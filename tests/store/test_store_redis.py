@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
-from memlineage.lineage import ManualClock, MemoryRecord, UnknownDependencyError
+from memlineage.lineage import ManualClock, MemoryRecord, Status, UnknownDependencyError
 from memlineage.lineage.decisions import KeptDecision
 from memlineage.lineage.grants import GrantRecord
 from memlineage.store import open_store, redis_scripts
@@ -383,6 +383,8 @@ def test_every_key_the_store_writes_has_the_type_its_layout_names(rstore: RedisS
     rstore.revise(rec("c", "b", creator_id="user:u"), expected_version=1, now=NOW + 1)
     rstore.add_dependencies(ns, "c", ["a"], expected_version=2, now=NOW + 2)
     rstore.revoke(ns, "c", now=NOW + 3)  # its history list
+    rstore.set_status(ns, "a", Status.ARCHIVED, now=NOW + 4)
+    rstore.set_status(ns, "a", Status.ACTIVE, now=NOW + 5)  # a claim revival: cr
     rstore.record_accesses(ns, {"a": (1, NOW)})
     rstore.keep_decisions(
         ns, [KeptDecision("d-1", ns, "read", ("a",), "user:u", NOW, "v", "allow", "{}")]
@@ -399,8 +401,8 @@ def test_every_key_the_store_writes_has_the_type_its_layout_names(rstore: RedisS
     assert set(kinds.values()) == {"hash", "list", "string", "stream", "set", "zset"}
     suffixes = {k.split("}:", 1)[1].split(":", 1)[0] for k in kinds if "}:" in k}
     assert suffixes == {
-        "m", "d", "h", "vs", "c", "w", "e", "cw", "ca", "ev", "cg", "src", "rv",
-        "dec", "dix", "g", "gu", "pp",
+        "m", "d", "h", "vs", "c", "w", "e", "cw", "ca", "cr", "ev", "cg", "cp", "src",
+        "rv", "dec", "dix", "g", "gu", "pp",
     }  # fmt: skip
     assert rstore.keys.type_of("ml:other") is None
     assert rstore.keys.type_of("elsewhere:{typed}:m:a") is None

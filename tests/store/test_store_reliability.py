@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from dataclasses import replace
 
 import pytest
 from memlineage.lineage import (
@@ -434,3 +435,36 @@ def test_a_claim_recorded_again_and_again_compares_only_its_live_members(
         # the store's own index of the members a Record compares (no public view of it)
         space = store._spaces[NS]  # type: ignore[attr-defined]
         assert set(space.peers[("job:7", "state")]) == {"p59", "other", "probe"}
+    else:  # in Redis itself: the claim's peers hash (redis_keys: cp), whole ("~")
+        peers = store.client.hkeys(store.keys.claim_peers(NS, "job:7", "state"))  # type: ignore[attr-defined]
+        assert set(peers) == {"p59", "other", "probe", "~"}
+
+
+@pytest.mark.parametrize("how", ["a Record's supersession", "a revision", "a tainted dependency"])
+def test_a_member_brought_back_by_any_change_is_compared_again(
+    store: LineageStore, how: str
+) -> None:
+    """Every change that can bring an archived member back to pending_verification
+    (the cascade of a Record that supersedes the holder it rests on, the cascade of a
+    revision of it, a tainted dependency added to it) puts it back among the members a
+    Record compares: on Redis each of these scripts moves the namespace's claim
+    revivals, so the next Record reads the whole group once."""
+    base = MemoryRecord(
+        id="base", namespace=NS, creator_id="tool:feed", subject="job:1", attribute="owner"
+    )
+    store.record(replace(base, value="v1"))
+    store.record(claim("m", "agent:A", "x", "base"))
+    store.set_status(NS, "m", Status.ARCHIVED)
+    probe1 = store.record(claim("probe1", "agent:Q", "x"))
+    assert probe1.confirmed_by == ()  # m is not live: not compared
+    if how == "a Record's supersession":
+        store.record_claim(replace(base, id="base2", value="v2"), holder="base", supersede="base")
+    elif how == "a revision":
+        store.revise(replace(base, value="v1", tags=("again",)), expected_version=1)
+    else:
+        store.record(MemoryRecord(id="bad", namespace=NS, creator_id="user:u"))
+        store.revoke(NS, "bad")
+        store.add_dependencies(NS, "m", ["bad"], expected_version=store.get(NS, "m").version)
+    assert store.get(NS, "m").status == Status.PENDING_VERIFICATION
+    out = store.record(claim("probe2", "agent:R", "x"))
+    assert "agent:A" in out.confirmed_by

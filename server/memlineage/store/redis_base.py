@@ -142,7 +142,11 @@ class RedisBase(LineageStore):
         counter = redis_scripts.COUNTERS.get(name)
         if counter is not None:  # a writing script: it moves the namespace's counter
             assert namespace, f"script {name} counts its writes: pass the namespace"
-            keys = [*keys, self.keys.counter_of(namespace, counter)]
+            keys = [
+                *keys,
+                self.keys.claim_revivals(namespace),
+                self.keys.counter_of(namespace, counter),
+            ]
             args = [*args, random.getrandbits(52)]
         try:
             with self._guard():

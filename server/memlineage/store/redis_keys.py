@@ -19,6 +19,12 @@ Layout (prefix ``ml``)::
     ml:{ns}:ca                  string  access counter: every access-statistics flush
     ml:{ns}:ev                  stream  lineage event log (Watch), capped with MAXLEN ~
     ml:{ns}:cg:<subject>|<attr> set     claim group: every id ever recorded with that claim
+    ml:{ns}:cp:<subject>|<attr> hash    claim peers: the group's members a new claim still
+                                        compares with (id -> "1": live when last seen), and
+                                        field "~": the value of :cr when it was made whole
+    ml:{ns}:cr                  string  claim revivals: moved by every change that brings a
+                                        memory with a claim back from archived or
+                                        compressed (its claim's peers may miss it)
     ml:{ns}:src                 hash    source statistics: fields <source>|ok, <source>|bad
     ml:{ns}:rv                  zset    review schedule: member id, score = next review time
     ml:{ns}:dec                 stream  kept decisions (fields i id, m " memory ids ", d
@@ -46,12 +52,14 @@ _TYPED_BY_KIND = {
     "c": "string",
     "w": "zset",
     "cg": "set",
+    "cp": "hash",
 }
 """The Redis type of each ``<kind>:<name>`` key of a namespace, as the layout says."""
 _TYPED_BY_NAME = {
     "e": "string",
     "cw": "string",
     "ca": "string",
+    "cr": "string",
     "ev": "stream",
     "src": "hash",
     "rv": "zset",
@@ -112,6 +120,16 @@ class RedisKeys:
 
     def claim_group(self, namespace: str, subject: str, attribute: str) -> str:
         return f"{self.prefix}:{{{namespace}}}:cg:{subject}|{attribute}"
+
+    def claim_peers(self, namespace: str, subject: str, attribute: str) -> str:
+        """The claim group's members a new claim still compares with (see the layout)."""
+        return f"{self.prefix}:{{{namespace}}}:cp:{subject}|{attribute}"
+
+    def claim_revivals(self, namespace: str) -> str:
+        """Moved when a memory with a claim comes back to the live statuses; every
+        writing script takes it (`redis_scripts`), RECORD compares it with a peers
+        hash's ``~``."""
+        return f"{self.prefix}:{{{namespace}}}:cr"
 
     def sources(self, namespace: str) -> str:
         """Source statistics of the namespace: one hash, so scripts take it in KEYS."""

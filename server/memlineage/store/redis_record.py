@@ -113,6 +113,7 @@ class RedisRecord(RedisBase):
             k.review(ns),
             k.counter(ns, count) if count else rkey,
             *old,
+            k.claim_peers(ns, *claim) if claim else rkey,
         ]
         base += [k.record(ns, d) for d in deps]
         base += [k.derivations(ns, d) for d in deps]
@@ -146,27 +147,34 @@ class RedisRecord(RedisBase):
             repr(at - retention),
             int(retention * 1000),
         ]
-        # The members' record keys must be in KEYS, so read the group first; the script
-        # re-checks its size (a group only grows) and asks for a retry if it changed.
-        # Likewise the holder's descendants (they only grow too): the script names the
-        # ones it found missing.
-        members: list[str] = []
-        if claim:
-            with self._guard(gkey):
-                members = list(cast("set[str]", self.client.smembers(gkey)))
+        # The members' record keys must be in KEYS, so read them first: the claim's peers
+        # (the members still live when last seen), or its whole group when the peers hash
+        # may miss one that came back (see redis_keys); the script re-checks them and
+        # asks for a retry with what it saw if they changed. Likewise the holder's
+        # descendants (they only grow): the script names the ones it found missing.
+        members, whole = self._claim_members(ns, claim) if claim else ([], True)
         closure = self._closure(ns, [supersede], {supersede}) if supersede else []
         for _ in range(_GROUP_RETRIES):
             keys = base + [k.record(ns, m) for m in members] + k.triples(ns, closure)
             out = self._run(
                 "record",
                 keys,
-                [*head, len(members), *tail, len(closure), *fields, *deps, *closure],
+                [
+                    *head,
+                    len(members),
+                    *tail,
+                    len(closure),
+                    "1" if whole else "0",
+                    *fields,
+                    *deps,
+                    *closure,
+                ],
                 ns,
             )
             if out[0] != 0 or out[1] not in ("RETRY", "CLOSURE"):
                 break
-            if out[1] == "RETRY":
-                members = out[2]  # the group as the script saw it: try again with those
+            if out[1] == "RETRY":  # the members as the script saw them: try with those
+                members, whole = out[2], out[3] == "1"
             else:
                 known = set(closure) | {supersede or ""}
                 closure += self._closure(ns, out[2], known, start=True)
@@ -213,6 +221,26 @@ class RedisRecord(RedisBase):
             )
         # Recorded pending (a tainted dependency, or the cascade it started): as stored.
         return RecordOutcome(self._load(ns, [rec.id])[rec.id], superseded, affected)
+
+    def _claim_members(self, ns: str, claim: tuple[str, str]) -> tuple[list[str], bool]:
+        """The members a Record of `claim` compares with: its peers hash's, when that is
+        whole (its "~" is the namespace's claim revivals counter), else the whole group
+        (True), from which the script makes the peers hash whole again."""
+        k = self.keys
+        gkey, pkey, revivals = (
+            k.claim_group(ns, *claim),
+            k.claim_peers(ns, *claim),
+            k.claim_revivals(ns),
+        )
+        with self._guard(gkey, pkey, revivals):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.get(revivals)
+            pipe.hget(pkey, "~")
+            pipe.hkeys(pkey)
+            now, epoch, peers = pipe.execute()
+            if epoch is not None and epoch == (now or "0"):
+                return [m for m in peers if m != "~"], False
+            return list(cast("set[str]", self.client.smembers(gkey))), True
 
     def _closure(
         self, namespace: str, roots: list[str], known: set[str], *, start: bool = False

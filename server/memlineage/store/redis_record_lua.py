@@ -41,14 +41,16 @@ RECORD = (
 -- KEYS[8]            rate counter zset (KEYS[1] again when none)
 -- KEYS[9..11]        record hash, derivation list, history list of the holder to
 --                    supersede (KEYS[1] again when none)
--- KEYS[11+i]         record hash of dependency i            (i = 1..n)
--- KEYS[11+n+i]       derivation list of dependency i        (i = 1..n)
--- KEYS[11+2n+j]      record hash of claim group member j    (j = 1..g)
--- KEYS[11+2n+g+3k-2 .. +3k] record hash, derivation list, history list of descendant k
+-- KEYS[12]           claim peers hash (KEYS[1] again when no claim)
+-- KEYS[12+i]         record hash of dependency i            (i = 1..n)
+-- KEYS[12+n+i]       derivation list of dependency i        (i = 1..n)
+-- KEYS[12+2n+j]      record hash of member j: of the claim's peers, or of its whole
+--                    group when ARGV[27] is "1"             (j = 1..g)
+-- KEYS[12+2n+g+3k-2 .. +3k] record hash, derivation list, history list of descendant k
 --                    of the holder to supersede             (k = 1..c)
 -- ARGV[1] id    ARGV[2] n    ARGV[3] "1" if a claim    ARGV[4] " tainted statuses "
 -- ARGV[5] now   ARGV[6] history cap   ARGV[7] m = number of field/value items
--- ARGV[8] event retention   ARGV[9] g = group size the caller read
+-- ARGV[8] event retention   ARGV[9] g = members the caller read
 -- ARGV[10] first review time   ARGV[11] creator id   ARGV[12] "1" if a value
 -- ARGV[13] value (or "")   ARGV[14] digest of the proposal
 -- ARGV[15] "1" to check the claim holder   ARGV[16] the holder expected ("" none)
@@ -56,16 +58,22 @@ RECORD = (
 -- superseded "   ARGV[19] " statuses a cascade marks "   ARGV[20] supersede reason
 -- ARGV[21] cascade reason   ARGV[22] "1" to count   ARGV[23] counter member
 -- ARGV[24] counter cutoff   ARGV[25] counter TTL (ms)   ARGV[26] c = descendants passed
--- ARGV[27 .. 26+m]    field, value, field, value ...   (includes S = requested status)
--- ARGV[27+m .. 26+m+n] dependency ids
--- ARGV[27+m+n .. 26+m+n+c] descendant ids (KEYS order)
+-- ARGV[27] "1": the members are the claim's whole group (its peers hash is rebuilt from
+--          their statuses), "0": its peers hash (members no longer live are dropped)
+-- ARGV[28 .. 27+m]    field, value, field, value ...   (includes S = requested status)
+-- ARGV[28+m .. 27+m+n] dependency ids
+-- ARGV[28+m+n .. 27+m+n+c] descendant ids (KEYS order)
+-- The peers hash holds the members a new claim compares with (those live when last
+-- seen) and, in field "~", the claim revivals counter (ml_revivals) when it was last
+-- made whole: a different value now means a member may have come back since, and the
+-- caller is sent to read the whole group.
 -- Returns {1, final status, previous claim holder or "", confirmed_by, contradicted_by,
 --          superseded id or "", {affected ids}}
 --       | {2, "REPLAY", superseded id or "", affected ids (space-separated)} when the
 --         id exists with the same digest (nothing written)
 --       | {0, "EXISTS", ""} | {0, "NODEP", i-1}
---       | {0, "RETRY", current members} when the claim group is no longer the g members
---         read (the caller retries with these)
+--       | {0, "RETRY", current members, "1" whole group | "0" peers} when the members
+--         are no longer those read, or the peers hash is not whole (retry with these)
 --       | {0, "HOLDER", current holder or ""} the claim moved: decide again
 --       | {0, "TRANSITION", status} the holder cannot be superseded from its status
 --       | {0, "CLOSURE", {descendants missing}} (the caller retries with them)
@@ -73,8 +81,9 @@ local n = tonumber(ARGV[2])
 local m = tonumber(ARGV[7])
 local g = tonumber(ARGV[9])
 local c = tonumber(ARGV[26])
-local F = 26
-local D0 = 11 + 2 * n + g
+local F = 27
+local B = 12
+local D0 = B + 2 * n + g
 local new_id = ARGV[1]
 if ml_expect_type(KEYS[1], 'hash') then
   local kept = redis.call('HMGET', KEYS[1], 'D', 'R', 'A')
@@ -90,21 +99,49 @@ ml_expect_type(KEYS[4], 'stream')
 ml_expect_type(KEYS[7], 'zset')
 if ARGV[22] == '1' then ml_expect_type(KEYS[8], 'zset') end
 if ARGV[17] ~= '' then ml_expect_type(KEYS[11], 'list') end
-for i = 1, n do ml_expect_type(KEYS[11 + n + i], 'list') end
+if ARGV[3] == '1' then
+  ml_expect_type(KEYS[5], 'set')
+  ml_expect_type(KEYS[12], 'hash')
+end
+for i = 1, n do ml_expect_type(KEYS[B + n + i], 'list') end
 for k = 1, c do ml_expect_type(KEYS[D0 + 3 * k], 'list') end
 local taint_i = nil
 local taint_st = nil
 for i = 1, n do
-  local st = redis.call('HGET', KEYS[11 + i], 'S')
+  local st = redis.call('HGET', KEYS[B + i], 'S')
   if not st then return {0, 'NODEP', tostring(i - 1)} end
   if not taint_i and string.find(ARGV[4], ' ' .. st .. ' ', 1, true) then
     taint_i = i
     taint_st = st
   end
 end
--- A group only ever grows, so the same size means the same members.
-if ARGV[3] == '1' and redis.call('SCARD', KEYS[5]) ~= g then
-  return {0, 'RETRY', redis.call('SMEMBERS', KEYS[5])}
+-- The members read must still be the claim's: a group only ever grows (the same size
+-- is the same members); a peers hash must be whole (its "~") and hold exactly them.
+local skip = #KEYS[1] - #new_id + 1  -- a record key is a prefix, then the id
+local function peer_ids()
+  local ids = {}
+  for _, f in ipairs(redis.call('HKEYS', KEYS[12])) do
+    if f ~= '~' then ids[#ids + 1] = f end
+  end
+  return ids
+end
+if ARGV[3] == '1' then
+  if ARGV[27] == '1' then
+    if redis.call('SCARD', KEYS[5]) ~= g then
+      return {0, 'RETRY', redis.call('SMEMBERS', KEYS[5]), '1'}
+    end
+  else
+    if redis.call('HGET', KEYS[12], '~') ~= ml_revivals_now then
+      return {0, 'RETRY', redis.call('SMEMBERS', KEYS[5]), '1'}
+    end
+    local same = redis.call('HLEN', KEYS[12]) == g + 1
+    for j = 1, g do
+      if not same then break end
+      local id = string.sub(KEYS[B + 2 * n + j], skip)
+      same = redis.call('HEXISTS', KEYS[12], id) == 1
+    end
+    if not same then return {0, 'RETRY', peer_ids(), '0'} end
+  end
 end
 local previous = ''
 if ARGV[3] == '1' then previous = redis.call('GET', KEYS[3]) or '' end
@@ -151,10 +188,17 @@ local function count(field)
   end
   incr[field] = incr[field] + 1
 end
+local live, gone = {}, {}  -- the members by status: the peers hash keeps the live ones
 for j = 1, g do
-  local key = KEYS[11 + 2 * n + j]
+  local key = KEYS[B + 2 * n + j]
   local y = redis.call('HMGET', key, 'S', 'c', 'v', 'y', 'z')
-  if (y[1] == 'active' or y[1] == 'pending_verification') and y[2] ~= cx then
+  local alive = y[1] == 'active' or y[1] == 'pending_verification'
+  if alive then
+    live[#live + 1] = string.sub(key, skip)
+  else
+    gone[#gone + 1] = string.sub(key, skip)
+  end
+  if alive and y[2] ~= cx then
     local same
     if ARGV[12] == '1' then same = (y[3] == ARGV[13]) else same = (y[3] == false) end
     local f, idx, suffix = 'z', 5, '|bad'
@@ -213,12 +257,31 @@ fields[#fields + 1] = ARGV[14]
 redis.call('HSET', KEYS[1], unpack(fields))
 local deps = {}
 for i = 1, n do
-  redis.call('RPUSH', KEYS[11 + n + i], new_id)
+  redis.call('RPUSH', KEYS[B + n + i], new_id)
   deps[i] = ARGV[F + m + i]
 end
 if ARGV[3] == '1' then
   redis.call('SET', KEYS[3], new_id)
   redis.call('SADD', KEYS[5], new_id)
+  -- in slices, as above: unpack's limit
+  if ARGV[27] == '1' then
+    redis.call('DEL', KEYS[12])
+    for first = 1, #live, 1000 do
+      local part = {}
+      for i = first, math.min(first + 999, #live) do
+        part[#part + 1] = live[i]
+        part[#part + 1] = '1'
+      end
+      redis.call('HSET', KEYS[12], unpack(part))
+    end
+  else
+    for first = 1, #gone, 1000 do
+      redis.call('HDEL', KEYS[12], unpack(gone, first, math.min(first + 999, #gone)))
+    end
+  end
+  -- the counter as read before this script's own cascade (a member it brings back is
+  -- then found by the next Record, which reads the whole group)
+  redis.call('HSET', KEYS[12], new_id, '1', '~', ml_revivals_now)
 end
 redis.call('ZADD', KEYS[7], ARGV[10], new_id)
 if tainted then
@@ -261,6 +324,7 @@ if old ~= '' then
       local sv = held[at] or redis.call('HMGET', mkey, 'S', 'V')
       if sv[1] and string.find(ARGV[19], ' ' .. sv[1] .. ' ', 1, true) then
         redis.call('HSET', mkey, 'S', 'pending_verification', 'V', tonumber(sv[2]) + 1)
+        ml_revive(mkey, sv[1], 'pending_verification')
         push_history(hkey, ARGV[5] .. US .. sv[1] .. tail, cap)
         marked[#marked + 1] = id
         if id == new_id then status = 'pending_verification' end

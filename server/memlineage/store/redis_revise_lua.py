@@ -121,6 +121,7 @@ while head <= #queue do
     local sv = held[at] or redis.call('HMGET', KEYS[at], 'S', 'V')
     if sv[1] and string.find(ARGV[12], ' ' .. sv[1] .. ' ', 1, true) then
       redis.call('HSET', KEYS[at], 'S', 'pending_verification', 'V', tonumber(sv[2]) + 1)
+      ml_revive(KEYS[at], sv[1], 'pending_verification')
       push_history(KEYS[at + 2], ARGV[8] .. US .. sv[1] .. tail, cap)
       marked[#marked + 1] = kid
     end

@@ -82,6 +82,7 @@ if ARGV[9] == '1' and KEYS[4] ~= KEYS[1] then ml_expect_type(KEYS[4], 'string') 
 ml_expect_type(KEYS[6], 'stream')
 if ARGV[11] ~= '' then ml_expect_type(KEYS[7], 'hash') end
 redis.call('HSET', KEYS[1], 'S', ARGV[1])
+ml_revive(KEYS[1], cur, ARGV[1])
 if ARGV[11] ~= '' then redis.call('HSET', KEYS[7], ARGV[6], ARGV[11]) end
 local new_version = redis.call('HINCRBY', KEYS[1], 'V', 1)
 if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'u', ARGV[7]) end
@@ -148,6 +149,7 @@ for k = 1, n do
     damaged[#damaged + 1] = id
   end
   push_history(KEYS[i + 2], ARGV[2] .. US .. sts[k] .. tail, cap)
+  ml_revive(KEYS[i], sts[k], 'pending_verification')
   marked[k] = id
 end
 emit(KEYS[#KEYS], ARGV[6], 't', 'cascaded', 'm', ARGV[8], 'a', ARGV[2], 'r', ARGV[4],
@@ -288,6 +290,7 @@ local cur = redis.call('HGET', KEYS[1], 'S')
 if taint_i and string.find(ARGV[7], ' ' .. cur .. ' ', 1, true) then
   local why = 'dependency ' .. taint_st
   redis.call('HSET', KEYS[1], 'S', 'pending_verification')
+  ml_revive(KEYS[1], cur, 'pending_verification')
   push_history(KEYS[2], ARGV[8] .. US .. cur .. US .. 'pending_verification' .. US ..
     why .. US .. ARGV[10 + taint_i], tonumber(ARGV[9]))
   emit(KEYS[5], ARGV[10], 't', 'status_changed', 'm', ARGV[1], 'a', ARGV[8],
@@ -392,15 +395,19 @@ return #live
 # access statistics: the access counter), in the same atomic step as its writes: a
 # caller that read the counters before reading the store knows that an unchanged
 # counter means nothing it read has changed (decision reuse across sidecars). The
-# counter key is the script's last KEY and, when the counter does not exist yet, its
-# start value the last ARGV (random: a counter lost with its data never repeats the
-# values it had); both are taken off before the script proper sees KEYS and ARGV. A
+# counter key is the script's last KEY, the namespace's claim revivals (redis_keys: cr)
+# the one before it and, when the counter does not exist yet, its start value the last
+# ARGV (random: a counter lost with its data never repeats the values it had; the
+# revivals start there too); all are taken off before the script proper sees KEYS and
+# ARGV. A
 # refusal ({0, ...}) or a write of nothing (0, or a replay {2, ...}) leaves the counter
 # alone, as it leaves every other key.
 _COUNTED_HEAD = (
     EXPECT_TYPE
     + """
 local ml_counter = KEYS[#KEYS]
+KEYS[#KEYS] = nil
+local ml_revivals = KEYS[#KEYS]
 KEYS[#KEYS] = nil
 local ml_counter_start = ARGV[#ARGV]
 ARGV[#ARGV] = nil
@@ -426,6 +433,20 @@ local function ml_int(key, field)
 end
 local ml_counter_now = redis.call('GET', ml_counter)
 if ml_counter_now and not ml_is_int(ml_counter_now) then ml_corrupt(ml_counter, '') end
+-- Claim revivals (redis_keys: cr): a memory with a claim (field s) moved from archived
+-- or compressed back to active or pending_verification. Its claim's peers hash may
+-- lack it: RECORD then reads the whole group once (a peers hash's "~" no longer matches).
+local ml_revivals_now = redis.call('GET', ml_revivals)
+if ml_revivals_now and not ml_is_int(ml_revivals_now) then ml_corrupt(ml_revivals, '') end
+ml_revivals_now = ml_revivals_now or '0'
+local ml_revived = false
+local function ml_revive(key, from, to)
+  if (from == 'archived' or from == 'compressed')
+      and (to == 'active' or to == 'pending_verification')
+      and redis.call('HEXISTS', key, 's') == 1 then
+    ml_revived = true
+  end
+end
 -- The descendants of `start` by the derivation lists (`first`: its own list's key),
 -- each of which must be in KEYS (`node`: id -> the KEYS index of its record hash, its
 -- derivation list at the next index). Returns the S and V read of each by KEYS index
@@ -468,6 +489,10 @@ if not (ml_result == 0 or (type(ml_result) == 'table' and
     (ml_result[1] == 0 or ml_result[1] == 2))) then
   redis.call('SET', ml_counter, ml_counter_start, 'NX')
   redis.call('INCR', ml_counter)
+  if ml_revived then
+    redis.call('SET', ml_revivals, ml_counter_start, 'NX')
+    redis.call('INCR', ml_revivals)
+  end
 end
 return ml_result
 """
