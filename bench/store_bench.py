@@ -5,8 +5,11 @@ For the embedded store in memory, the embedded store with a data directory (SQLi
 Redis: records/s, get-many latency for 100 ids,
 revoke of a root with N descendants (time and time per descendant), lineage
 event log paging and wait_events wake-up latency, due_for_review of 1,000 on
-the record namespace, and Redis MEMORY USAGE per record (3 dependencies, 3 tags;
-plain and with confirmations/contradictions/feedback/review marks).  Embedded
+the record namespace, a claim polled 5,000 times by one source (each value
+superseding the last: the Record time of its first values beside its last; a
+Record compares with the claim's live members only), and Redis MEMORY USAGE per
+record (3 dependencies, 3 tags; plain and with confirmations/contradictions/
+feedback/review marks).  Embedded
 only: due_for_review of a batch of 1,000 on a namespace of 1,000,000 memories
 vs one of 10,000 (bulk-loaded with ``EmbeddedStore._bulk_load``): the time per
 call should not depend on the namespace size.  Without --redis-url a
@@ -292,6 +295,36 @@ def bench_review_scaling(sizes: list[int], batch: int = 1000, rounds: int = 50) 
         )
 
 
+def bench_polled_claim(store: LineageStore, values: int, window: int = 200) -> None:
+    """A claim re-recorded by one source without end (a price polled every minute):
+    each new value supersedes the last, in one Record. The first `window` Records
+    beside the last `window`: a Record compares with the claim's live members only,
+    so the late ones should cost what the early ones do, whatever the history."""
+    ns = f"{NS}:polled"
+    times: list[float] = []
+    for i in range(values):
+        rec = MemoryRecord(
+            id=f"p{i}",
+            namespace=ns,
+            creator_id="tool:price",
+            subject="flight:CA123",
+            attribute="price",
+            value=str(i),
+        )
+        t = time.perf_counter()
+        store.record_claim(
+            rec, holder=None if i == 0 else f"p{i - 1}", supersede=f"p{i - 1}" if i else None
+        )
+        times.append(time.perf_counter() - t)
+    early = statistics.median(times[:window]) * 1e3
+    late = statistics.median(times[-window:]) * 1e3
+    print(
+        f"  a polled claim, {values:,} values from one source (each supersedes the last): "
+        f"Record p50 {early:.3f} ms over the first {window}, {late:.3f} ms over the last "
+        f"{window} ({late / early:.2f}x)"
+    )
+
+
 def bench_memory(store: LineageStore) -> None:
     client = store.client  # type: ignore[attr-defined]
     ns = f"{NS}:mem"
@@ -445,6 +478,7 @@ def run(kind: str, url: str, args: argparse.Namespace) -> None:
     bench_cascade(store, args.descendants)
     bench_events(store)
     bench_due(store)
+    bench_polled_claim(store, args.claim_values)
     if kind == "redis":
         bench_memory(store)
     store.close()
@@ -476,6 +510,12 @@ def main() -> None:
         type=int,
         default=20_000,
         help="records replayed from ops in the sqlite restart bench",
+    )
+    parser.add_argument(
+        "--claim-values",
+        type=int,
+        default=5_000,
+        help="values of the polled claim (its last Records beside its first)",
     )
     parser.add_argument(
         "--review-sizes",
