@@ -30,7 +30,7 @@ TOKENS = (TokenGrant("tok", (NS,), name="t"),)
 DEADLINE = 5.0  # the client's deadline: a dead store must answer well within it
 BOUND = 2.5  # socket timeout (1 s) plus one reconnect and the RPC itself
 KEY_LAYOUT = re.compile(
-    r"ml:namespaces|ml:\{(?P<ns>[^{}]+)\}:(?:(?:m|d|h|c|w|cg):.+|e|cw|ca|ev|src|rv|dec|dix|pc)"
+    r"ml:namespaces|ml:\{(?P<ns>[^{}]+)\}:(?:(?:m|d|h|c|w|cg|cp):.+|e|cw|ca|cr|ev|src|rv|dec|dix|pc)"
 )
 
 
@@ -200,6 +200,13 @@ def check_invariants(r: redis.Redis, ok: dict[str, pb.RecordResponse]) -> None:
             assert len(live) <= 1, (key, live)
             holder = r.get(f"{tag}:c:" + key[len(f"{tag}:cg:") :])
             assert live == ([holder] if holder else []), (key, live, holder)
+            # the claim's peers (what a Record compares with): members of the group, and
+            # every live member among them while the hash is whole
+            peers_key = f"{tag}:cp:" + key[len(f"{tag}:cg:") :]
+            peers = set(r.hkeys(peers_key)) - {"~"}
+            assert peers <= r.smembers(key), (key, peers)
+            if r.hget(peers_key, "~") == (r.get(f"{tag}:cr") or "0"):
+                assert set(live) <= peers, (key, live, peers)
         if key.startswith(f"{tag}:m:"):
             mid = key[len(f"{tag}:m:") :]
             for dep in (r.hget(key, "d") or "").split():
