@@ -39,8 +39,8 @@ Raw = redis.Redis | RedisCluster
 
 
 def key(name: str) -> str:
-    """The namespace's key of that name (src, cw, e), else the record hash of that id."""
-    return f"ml:{{{NS}}}:{'' if name in ('src', 'cw', 'e') else 'm:'}{name}"
+    """The namespace's key of that name (src, cw, cr, e), else the record hash of that id."""
+    return f"ml:{{{NS}}}:{'' if name in ('src', 'cw', 'cr', 'e') else 'm:'}{name}"
 
 
 @pytest.fixture
@@ -111,6 +111,7 @@ DAMAGE: dict[str, tuple[str, str, str, bytes | None]] = {
     "descendant-version-text": ("supersedes", "d1", "V", b"abc"),
     "descendant-version-missing": ("supersedes", "d1", "V", None),
     "record-write-counter": ("supersedes", "cw", "", b"lots"),
+    "record-claim-revivals": ("claims", "cr", "", b"lots"),
     "revise-version-zero": ("revises", "r", "V", b"07"),
     "revise-version-plus": ("revises", "r", "V", b"+3"),
     "revise-descendant-plus": ("revises", "k2", "V", b"+3"),
@@ -118,6 +119,7 @@ DAMAGE: dict[str, tuple[str, str, str, bytes | None]] = {
     "revise-descendant-missing": ("revises", "k1", "V", None),
     "revise-epoch": ("revises", "e", "", b"07"),
     "revise-write-counter": ("revises", "cw", "", b"lots"),
+    "revise-claim-revivals": ("revises", "cr", "", b"1.5"),
 }
 
 

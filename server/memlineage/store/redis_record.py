@@ -235,11 +235,10 @@ class RedisRecord(RedisBase):
         with self._guard(gkey, pkey, revivals):
             pipe = self.client.pipeline(transaction=False)
             pipe.get(revivals)
-            pipe.hget(pkey, "~")
-            pipe.hkeys(pkey)
-            now, epoch, peers = pipe.execute()
-            if epoch is not None and epoch == (now or "0"):
-                return [m for m in peers if m != "~"], False
+            pipe.hgetall(pkey)
+            now, peers = pipe.execute()
+            if peers.pop("~", None) == (now or "0"):
+                return list(peers), False
             return list(cast("set[str]", self.client.smembers(gkey))), True
 
     def _closure(
