@@ -48,6 +48,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import math
 import os
 import random
 import re
@@ -1268,10 +1269,10 @@ async def run(opts: argparse.Namespace) -> int:
 
 
 IN_LOOP = """
-import sys, time
+import statistics, sys, time
 sys.path[:0] = [{bench!r}, {tests!r}]
-from instructions_bench import _check_workload
-run = _check_workload(2000)
+from instructions_bench import check_calls
+run, one, requests = check_calls(2000)
 for _ in range(2):
     run()
 n, t0 = 0, time.perf_counter()
@@ -1279,21 +1280,38 @@ while time.perf_counter() - t0 < {seconds}:
     run()
     n += 2000
 print((time.perf_counter() - t0) / n * 1e6)
+for idle in (0.001, 0.01):
+    took = []
+    for raw in requests[:{idle_calls}]:
+        time.sleep(idle)
+        t = time.perf_counter()
+        one(raw)
+        took.append((time.perf_counter() - t) * 1e6)
+    print(statistics.median(took))
 """
 
 
-def in_loop_check_us(seconds: float) -> float:
-    """A fresh Check's time in one loop in a process of its own, no gRPC: request bytes
-    in, answer bytes out through the servicer (`instructions_bench.py`'s `check`
-    workload: reuse off, views kept, 2,000 memories), caches hot. NaN if it fails."""
-    code = IN_LOOP.format(bench=str(REPO / "bench"), tests=str(REPO / "tests"), seconds=seconds)
+def in_loop_check_us(seconds: float, idle_calls: int = 200) -> tuple[float, float, float]:
+    """A fresh Check's time in a process of its own, no gRPC: request bytes in, answer
+    bytes out through the servicer (`instructions_bench.py`'s `check` workload: reuse
+    off, views kept, 2,000 memories). In one loop, caches hot; then the median of
+    `idle_calls` single Checks each after 1 ms, then 10 ms, asleep: the same code, with
+    what it touches gone from the CPU's caches meanwhile (at one call in flight the
+    handler starts after the server slept through the round trip). NaNs if it fails."""
+    code = IN_LOOP.format(
+        bench=str(REPO / "bench"),
+        tests=str(REPO / "tests"),
+        seconds=seconds,
+        idle_calls=idle_calls,
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300
     )
     try:
-        return float(out.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        return float("nan")
+        hot, after_1ms, after_10ms = (float(x) for x in out.stdout.split()[-3:])
+    except ValueError:
+        return math.nan, math.nan, math.nan
+    return hot, after_1ms, after_10ms
 
 
 def report_targets(
@@ -1336,13 +1354,18 @@ def report_targets(
             f"per call: bare sync {sync.server_us:,.0f} us, sidecar {r.server_us:,.0f} us"
             f"{rounds('fresh/sync')})"
         )
-        loop_us = in_loop_check_us(opts.duration)
+        loop_us, idle_1ms, idle_10ms = in_loop_check_us(opts.duration)
         print(
             f"where a fresh Check's time goes: the handler takes {r.handler_us:,.0f} us inside "
             f"the server (its latency histogram) of the {r.server_us:,.0f} us of server CPU "
             f"per call (the bare sync servicer's whole call: {sync.server_us:,.0f} us); the "
             f"same Check in one loop, no gRPC, caches hot: {loop_us:,.1f} us: in the server "
             f"it runs {r.handler_us / loop_us:.1f}x as long"
+        )
+        print(
+            f"the same Check, no gRPC, one call after the process slept (caches cold, the "
+            f"same code): after 1 ms {idle_1ms:,.1f} us ({idle_1ms / loop_us:.1f}x hot), "
+            f"after 10 ms {idle_10ms:,.1f} us ({idle_10ms / loop_us:.1f}x hot)"
         )
     else:
         print("target: fresh Check: not measured in this run (--rows fresh-check)")

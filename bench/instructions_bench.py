@@ -74,6 +74,13 @@ def _loaded(rng: random.Random) -> tuple[Any, list[str]]:
 
 
 def _check_workload(count: int) -> Callable[[], None]:
+    run, _one, _requests = check_calls(count)
+    return run
+
+
+def check_calls(count: int) -> tuple[Callable[[], None], Callable[[bytes], None], list[bytes]]:
+    """The `check` workload's loop over `count` encoded requests, one call of it on one
+    request, and the requests (grpc_bench times single calls after idle with them)."""
     from memlineage.grpc_api import serde
     from memlineage.grpc_api.auth import LOCAL, Authenticator
     from memlineage.grpc_api.servicer import MemLineageService
@@ -90,11 +97,14 @@ def _check_workload(count: int) -> Callable[[], None]:
     for raw in requests[:100]:  # warm: caches, the interpreter's specialisation
         service._check(serde.parse(pb.CheckRequest, raw), LOCAL, (LOCAL.scope, raw))
 
+    def one(raw: bytes) -> None:
+        service._check(serde.parse(pb.CheckRequest, raw), LOCAL, (LOCAL.scope, raw))
+
     def run() -> None:
         for raw in requests:
             service._check(serde.parse(pb.CheckRequest, raw), LOCAL, (LOCAL.scope, raw))
 
-    return run
+    return run, one, requests
 
 
 def _act_workload(count: int) -> Callable[[], None]:
