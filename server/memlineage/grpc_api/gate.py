@@ -1,9 +1,9 @@
 """Callers are authenticated from their headers, before a worker waits for their bytes.
 
-The synchronous gRPC server hands a call to a worker thread, which then waits for the
-request message; a client that opens calls and never sends one holds a worker each,
-and four of them (the embedded store's pool) stopped every other tenant's calls. With
-tokens configured, this interceptor checks the `authorization` header as the call
+The synchronous gRPC server hands a call to a thread, which then waits for the
+request message; a client that opens calls and never sends one holds a thread each
+(the pool grows for such calls, `registration.py`, up to a bound). With tokens
+configured, this interceptor checks the `authorization` header as the call
 arrives (on the server's own thread, before any worker is given the call): a call with
 no valid token, or with two `authorization` headers, is answered UNAUTHENTICATED by a
 handler that reads nothing, so it holds no worker. The health service stays open

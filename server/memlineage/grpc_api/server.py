@@ -1,8 +1,9 @@
 """Serve an engine over gRPC: the MemLineage and PolicyAdmin services, health,
 reflection, TLS, and a graceful shutdown.
 
-The gRPC server is the synchronous one (a pool of worker threads; Watch streams
-on a pool of their own): in this Python it serves a unary call for markedly less
+The gRPC server is the synchronous one (a pool of worker threads, grown for calls
+that never send their request: `registration.py`; Watch streams on a pool of their
+own): in this Python it serves a unary call for markedly less
 CPU than grpc.aio (bench/README.md). Health and reflection are registered apart
 from the business services; on shutdown health flips to NOT_SERVING before the
 server stops with a grace period. What is served is built elsewhere
@@ -29,6 +30,7 @@ from memlineage.engine.core import Engine
 from memlineage.grpc_api.admin_servicer import PolicyAdminService
 from memlineage.grpc_api.auth import Authenticator
 from memlineage.grpc_api.gate import AuthGate
+from memlineage.grpc_api.registration import CallPool
 from memlineage.grpc_api.servicer import MemLineageService, register
 from memlineage.grpc_api.standard import NamedHealth, add_health, add_reflection
 from memlineage.metrics import Metrics
@@ -152,6 +154,7 @@ class Served:
     health: Any  # grpc_health.v1.health.HealthServicer
     service: MemLineageService
     pools: tuple[ThreadPoolExecutor, ...] = ()  # health's and reflection's own threads
+    calls: CallPool | None = None  # the server's pool for unary calls
 
     def shut_down(self, grace: float) -> threading.Event:
         """Health to NOT_SERVING, open Watch streams told to end (within a poll, not at
@@ -189,8 +192,9 @@ def serve(
     workers = config.grpc_workers or (
         NETWORK_STORE_WORKERS if engine.store.waits_on_network else EMBEDDED_WORKERS
     )
+    pool = CallPool(workers)
     server = grpc.server(
-        ThreadPoolExecutor(max_workers=workers, thread_name_prefix="memlineage-grpc"),
+        pool,
         options=[
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
@@ -201,10 +205,10 @@ def serve(
         or None,
     )
     service = MemLineageService(engine, auth, metrics)
-    register(service, server)
+    register(service, server, pool)
     admin = PolicyAdminService(engine, auth, metrics)
     admin.sweep_batch = config.sweep_batch
-    register(admin, server)
+    register(admin, server, pool)
     health_servicer = NamedHealth()
     pools = (
         *add_health(health_servicer, server),
@@ -235,4 +239,4 @@ def serve(
     server.start()
     for name in ("", *SERVICE_NAMES):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return Served(server, port, health_servicer, service, pools)
+    return Served(server, port, health_servicer, service, pools, pool)

@@ -30,9 +30,10 @@ from memlineage_dsl.facts import Creator
 
 from memlineage.engine.core import Engine
 from memlineage.engine.outcomes import RecordResult, StatusResult
-from memlineage.grpc_api import serde, wire
+from memlineage.grpc_api import registration, serde, wire
 from memlineage.grpc_api.auth import LOCAL, Authenticator, Principal
 from memlineage.grpc_api.check_memo import CheckMemo, Remembered
+from memlineage.grpc_api.registration import CallPool
 from memlineage.lineage.errors import LineageError, StoreUnavailableError, ValidationError
 from memlineage.lineage.validation import check_id
 from memlineage.metrics import Metrics
@@ -545,56 +546,13 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
                         del self._watching[held]
 
 
-# Answers the servicers return already encoded (bytes), passed through untouched.
-ENCODED = ("Check", "FilterRank")
-
-
-def _as_is(response: Any) -> bytes:
-    return response if type(response) is bytes else response.SerializeToString()
-
-
-class _Handlers:
-    """Stands in for a server to catch what a generated ``add_*_to_server`` registers."""
-
-    def add_generic_rpc_handlers(self, handlers: Any) -> None:
-        pass
-
-    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
-        self.service, self.handlers = service, handlers
-
-
-def _on_pool(stream: Callable[..., Any], pool: ThreadPoolExecutor) -> Callable[..., Any]:
-    """A streaming handler run on `pool` instead of the server's workers (the sync
-    server's per-handler `experimental_thread_pool`): a Watch lives for minutes."""
-
-    def handler(request: Any, context: grpc.ServicerContext) -> Any:
-        yield from stream(request, context)
-
-    handler.experimental_thread_pool = pool  # type: ignore[attr-defined]  # grpc reads it off the function
-    return handler
-
-
-def register(service: ServiceBase, server: Any) -> None:
-    """``add_MemLineageServicer_to_server`` (or PolicyAdmin's), except that every
-    request comes in as its bytes (the servicer parses them, so undecodable bytes
-    are INVALID_ARGUMENT, not grpc's INTERNAL "Exception deserializing request!";
-    Check recognises requests it has seen before by them), Check's and
-    FilterRank's answers go out as the bytes the servicer encoded (no message
-    built, parsed or serialized again), and Watch runs on the servicer's own pool."""
-    caught = _Handlers()
+def register(service: ServiceBase, server: Any, pool: CallPool | None = None) -> None:
+    """The MemLineage or PolicyAdmin service on `server` (`registration.register`: its
+    requests in as bytes, Check's and FilterRank's answers out as the bytes encoded;
+    unary calls telling `pool`, the server's, when their request came), Watch on the
+    servicer's pool."""
     if isinstance(service, MemLineageService):
-        pb_grpc.add_MemLineageServicer_to_server(service, caught)
+        add, streams = pb_grpc.add_MemLineageServicer_to_server, {"Watch": service.watch_pool}
     else:
-        pb_grpc.add_PolicyAdminServicer_to_server(service, caught)
-    handlers = {name: h._replace(request_deserializer=None) for name, h in caught.handlers.items()}
-    for name in ENCODED:
-        if name in handlers:
-            handlers[name] = handlers[name]._replace(response_serializer=_as_is)
-    if isinstance(service, MemLineageService):
-        handlers["Watch"] = handlers["Watch"]._replace(
-            unary_stream=_on_pool(service.Watch, service.watch_pool)
-        )
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(caught.service, handlers),)
-    )
-    server.add_registered_method_handlers(caught.service, handlers)
+        add, streams = pb_grpc.add_PolicyAdminServicer_to_server, {}
+    registration.register(service, add, server, pool, streams)

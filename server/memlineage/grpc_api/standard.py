@@ -20,6 +20,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from memlineage.grpc_api.registration import Caught
+
 HEALTH_THREADS = 8
 """Threads of health Check, which probes ask (Kubernetes: liveness and readiness)."""
 HEALTH_WATCH_THREADS = 8
@@ -36,16 +38,6 @@ class _Undecodable:
 
     def __init__(self, problem: str) -> None:
         self.problem = problem
-
-
-class _Caught:
-    """Stands in for a server to catch what a generated ``add_*_to_server`` registers."""
-
-    def add_generic_rpc_handlers(self, handlers: Any) -> None:
-        pass
-
-    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
-        self.service, self.handlers = service, handlers
 
 
 def _safe(parse: Callable[[bytes], Any], name: str) -> Callable[[bytes], Any]:
@@ -102,7 +94,7 @@ def _guarded(h: grpc.RpcMethodHandler, pool: ThreadPoolExecutor, name: str) -> A
 
 
 def _register(
-    caught: _Caught,
+    caught: Caught,
     server: Any,
     pool: ThreadPoolExecutor,
     own: dict[str, ThreadPoolExecutor] | None = None,
@@ -138,7 +130,7 @@ class NamedHealth(health.HealthServicer):
 def add_health(servicer: health.HealthServicer, server: Any) -> list[ThreadPoolExecutor]:
     """Register `servicer` on `server`, Check and Watch each on a pool of its own;
     returns the pools (shut down with the server)."""
-    caught = _Caught()
+    caught = Caught()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, caught)
     check = ThreadPoolExecutor(HEALTH_THREADS, thread_name_prefix="memlineage-health")
     watch = ThreadPoolExecutor(HEALTH_WATCH_THREADS, thread_name_prefix="memlineage-health-watch")
@@ -148,7 +140,7 @@ def add_health(servicer: health.HealthServicer, server: Any) -> list[ThreadPoolE
 
 def add_reflection(names: tuple[str, ...], server: Any) -> list[ThreadPoolExecutor]:
     """Reflection of `names` (and of itself) on `server`; returns its pool."""
-    caught = _Caught()
+    caught = Caught()
     reflection.enable_server_reflection((*names, reflection.SERVICE_NAME), caught)
     pool = ThreadPoolExecutor(REFLECTION_THREADS, thread_name_prefix="memlineage-reflect")
     _register(caught, server, pool)

@@ -101,7 +101,7 @@ def _request_attributes(span: Span, request: Any, cls: type[Message]) -> None:
 
 def _response_attributes(span: Span, response: Any, cls: type[Message]) -> None:
     """Effect and decision id of the answer's decision; FilterRank's, one per candidate."""
-    if type(response) is bytes:  # Check and FilterRank answer encoded (servicer.ENCODED)
+    if type(response) is bytes:  # Check and FilterRank answer encoded (registration.ENCODED)
         response = cls.FromString(response)
     fields = response.DESCRIPTOR.fields_by_name
     if "decision" in fields and response.HasField("decision"):

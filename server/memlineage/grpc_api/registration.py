@@ -1,0 +1,172 @@
+"""How the servicers' methods are put on the synchronous gRPC server, and on which threads.
+
+The sync server hands a unary call to a worker thread, which then waits for the
+request message: a caller that opens calls and never sends one holds a worker each,
+and four of them (the embedded store's pool) stopped every other caller. A thread
+per call in flight instead (a wide pool) was slower at 32 calls in flight, the
+threads contending for the GIL. So the server's pool
+(`CallPool`) keeps its `workers` threads and knows which of its calls still wait
+for their request: once some have waited longer than `STUCK_SECONDS`, the next call
+finds the pool grown by as many threads (up to `MOST_THREADS`), so that `workers`
+threads again serve calls that came whole. Watch streams run on the servicer's own
+pool; health and reflection on theirs (`standard.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import grpc
+
+log = logging.getLogger("memlineage.server")
+
+STUCK_SECONDS = 0.1
+"""A call whose request has not come this long after a thread took it holds that
+thread: the pool grows by one for it. A whole unary request is there in microseconds."""
+MOST_THREADS = 256
+"""The pool never grows past this: a caller must hold this many calls open without
+sending their requests to stop others (each call's deadline still ends it)."""
+
+ENCODED = ("Check", "FilterRank")
+"""Answers the servicers return already encoded (bytes), passed through untouched."""
+
+
+class Caught:
+    """Stands in for a server to catch what a generated ``add_*_to_server`` registers."""
+
+    service: str
+    handlers: dict[str, Any]
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
+        self.service, self.handlers = service, handlers
+
+
+def on_pool(behaviour: Callable[..., Any], pool: ThreadPoolExecutor) -> Callable[..., Any]:
+    """`behaviour` (a unary-stream handler) run on `pool` instead of the server's
+    threads (the sync server's per-handler `experimental_thread_pool`): a Watch lives
+    for minutes."""
+
+    def handler(request: Any, context: grpc.ServicerContext) -> Any:
+        yield from behaviour(request, context)
+
+    handler.experimental_thread_pool = pool  # type: ignore[attr-defined]  # grpc reads it off the function
+    return handler
+
+
+class CallPool(ThreadPoolExecutor):
+    """The sync server's pool for unary calls (see the module's doc). It reads
+    ThreadPoolExecutor's `_max_workers`, the bound its `submit` starts threads up to."""
+
+    def __init__(self, workers: int, most: int = MOST_THREADS) -> None:
+        super().__init__(workers, thread_name_prefix="memlineage-grpc")
+        self.workers, self.most = workers, max(workers, most)
+        self._waiting: dict[object, float] = {}  # call token -> when a thread took it
+        self._local = threading.local()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future = super().submit(self._run, fn, args, kwargs)
+        waiting = self._waiting
+        if waiting:
+            since = time.monotonic() - STUCK_SECONDS
+            starts = tuple(waiting.values())  # others add and drop theirs meanwhile
+            if min(starts) < since:
+                self._grow(sum(1 for t in starts if t < since))
+        return future
+
+    def _grow(self, stuck: int) -> None:
+        """Threads for the `stuck` calls and for every call queued behind them (any of
+        those may be one more that never sends its request), `workers` beyond. Uses
+        ThreadPoolExecutor's `_adjust_thread_count`, which starts one thread unless one
+        is idle (then that one takes the queue: no more are needed now)."""
+        want = min(self.most, self.workers + stuck + self._work_queue.qsize())
+        with self._shutdown_lock:
+            if want > self._max_workers:
+                log.warning(
+                    "%d calls have waited over %gs for their request (a caller holding "
+                    "calls open without sending them?): the gRPC pool may grow to %d threads "
+                    "(at most %d)",
+                    stuck,
+                    STUCK_SECONDS,
+                    want,
+                    self.most,
+                )
+                self._max_workers = want
+            while len(self._threads) < want and not self._shutdown:
+                started = len(self._threads)
+                self._adjust_thread_count()
+                if len(self._threads) == started:
+                    break
+
+    def _run(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        token = object()
+        self._waiting[token] = time.monotonic()
+        self._local.token = token
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._waiting.pop(token, None)
+            self._local.token = None
+
+    def received(self) -> None:
+        """The call on this thread has its request (its handler is about to run)."""
+        token = getattr(self._local, "token", None)
+        if token is not None:
+            self._waiting.pop(token, None)
+
+    @property
+    def threads(self) -> int:
+        """Threads started so far (they stay until shutdown)."""
+        return len(self._threads)
+
+    def arrived(self, behaviour: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        """`behaviour` (a unary-unary handler), first telling the pool its request came."""
+        received = self.received
+
+        def handler(request: Any, context: grpc.ServicerContext) -> Any:
+            received()
+            return behaviour(request, context)
+
+        return handler
+
+
+def _as_is(response: Any) -> bytes:
+    return response if type(response) is bytes else response.SerializeToString()
+
+
+def register(
+    service: Any,
+    add_to_server: Callable[[Any, Any], None],
+    server: Any,
+    pool: CallPool | None = None,
+    streams: dict[str, ThreadPoolExecutor] | None = None,
+) -> None:
+    """What ``add_to_server`` (a generated ``add_*Servicer_to_server``) registers, except
+    that every request comes in as its bytes (the servicer parses them, so undecodable
+    bytes are INVALID_ARGUMENT, not grpc's INTERNAL "Exception deserializing request!";
+    Check recognises requests it has seen before by them), Check's and FilterRank's
+    answers go out as the bytes the servicer encoded (no message built, parsed or
+    serialized again), unary calls tell `pool` (the server's) when their request came,
+    and each stream named in `streams` runs on its pool."""
+    caught = Caught()
+    add_to_server(service, caught)
+    handlers = {name: h._replace(request_deserializer=None) for name, h in caught.handlers.items()}
+    for name, h in handlers.items():
+        if name in ENCODED:
+            h = h._replace(response_serializer=_as_is)
+        if h.unary_unary is not None and pool is not None:
+            h = h._replace(unary_unary=pool.arrived(h.unary_unary))
+        if h.unary_stream is not None and name in (streams or {}):
+            h = h._replace(unary_stream=on_pool(h.unary_stream, (streams or {})[name]))
+        handlers[name] = h
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(caught.service, handlers),)
+    )
+    server.add_registered_method_handlers(caught.service, handlers)

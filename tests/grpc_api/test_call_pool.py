@@ -1,0 +1,129 @@
+"""Unary calls that never send their request, against a real sidecar (embedded store,
+four workers): they hold threads the pool grows for them, not the workers that serve
+whole calls (before: four such calls made every other call run to its deadline)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import pytest
+from memlineage.client import MemLineageClient
+from memlineage.grpc_api.registration import STUCK_SECONDS, CallPool
+from memlineage.grpc_api.server import EMBEDDED_WORKERS
+from memlineage.v1 import memlineage_pb2 as pb
+from support.sidecar import RunningSidecar
+
+ML = "/memlineage.v1.MemLineage/"
+ADMIN = "/memlineage.v1.PolicyAdmin/"
+
+
+def _pool(running: RunningSidecar) -> CallPool:
+    assert running.sidecar is not None and running.sidecar.served.calls is not None
+    return running.sidecar.served.calls
+
+
+def _never(stop: threading.Event) -> Iterator[bytes]:
+    stop.wait(30)  # sends nothing until the test ends
+    yield b""
+
+
+def _open_without_request(
+    channel: grpc.Channel, methods: list[str], stop: threading.Event
+) -> list[grpc.Future]:
+    calls = []
+    for method in methods:
+        idle = channel.stream_unary(method, request_serializer=None, response_deserializer=None)
+        calls.append(idle.future(_never(stop), timeout=25))
+    return calls
+
+
+def test_whole_calls_are_served_while_many_calls_never_send_their_request(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Sixteen calls held open (Check, Record, an admin RPC) on a four-worker sidecar:
+    a Record and a Check of it are answered at once, the pool grew for the held calls
+    and said so once per step, and once they end the sidecar serves as before."""
+    caplog.set_level(logging.WARNING, logger="memlineage.server")
+    with RunningSidecar() as running:
+        pool = _pool(running)
+        assert pool.workers == EMBEDDED_WORKERS and pool.threads <= EMBEDDED_WORKERS
+        channel = grpc.insecure_channel(running.address)
+        client = MemLineageClient(running.address, timeout=5)
+        stop = threading.Event()
+        held = [ML + "Check"] * 10 + [ML + "Record"] * 4 + [ADMIN + "ListPolicies"] * 2
+        calls = _open_without_request(channel, held, stop)
+        try:
+            time.sleep(STUCK_SECONDS * 3)  # every worker holds one of them by now
+            started = time.monotonic()
+            client.record("m1", creator="user:alice")
+            assert client.check("read", "m1").effect == pb.EFFECT_ALLOW
+            assert time.monotonic() - started < 3.0
+            assert pool.threads >= len(held) + 1  # one per held call, and one that served
+            assert pool.threads <= len(held) + 2 * EMBEDDED_WORKERS
+            assert not any(call.done() for call in calls)  # still held, not refused
+        finally:
+            stop.set()
+            for call in calls:
+                call.cancel()
+        grew = [r.getMessage() for r in caplog.records if "waited over" in r.getMessage()]
+        assert grew and all("for their request" in line for line in grew)
+        for _ in range(20):  # whole calls after the held ones ended
+            assert client.check("read", "m1").effect == pb.EFFECT_ALLOW
+        client.close()
+        channel.close()
+
+
+def test_whole_calls_under_load_do_not_grow_the_pool() -> None:
+    """64 whole calls in flight, over and over: the pool keeps its four threads (a call
+    whose request is there never counts as held)."""
+    with RunningSidecar() as running:
+        client = MemLineageClient(running.address, timeout=10)
+        client.record("m1", creator="user:alice")
+        with ThreadPoolExecutor(64) as callers:
+            effects = list(callers.map(lambda _: client.check("read", "m1").effect, range(2000)))
+        assert set(effects) == {pb.EFFECT_ALLOW}
+        assert _pool(running).threads == EMBEDDED_WORKERS
+        client.close()
+
+
+def test_the_pool_grows_to_its_bound_and_no_further() -> None:
+    """A pool of two threads, at most five: seven tasks that never say their request
+    came hold five threads; an eighth, whole, waits until one of them ends."""
+    pool = CallPool(2, most=5)
+    release = threading.Event()
+    try:
+        held = [pool.submit(release.wait, 20) for _ in range(7)]
+        time.sleep(STUCK_SECONDS * 2)
+        whole = pool.submit(lambda: (pool.received(), "served")[1])
+        time.sleep(STUCK_SECONDS * 2)
+        assert pool.threads == 5
+        assert not whole.done()
+        release.set()
+        assert whole.result(timeout=10) == "served"
+        assert all(h.result(timeout=10) for h in held)
+    finally:
+        release.set()
+        pool.shutdown(wait=True)
+
+
+def test_a_pool_that_serves_no_held_call_keeps_its_workers() -> None:
+    """Tasks that say their request came at once never count as held, however slow the
+    handler: a task that runs 0.5 s after `received` grows nothing."""
+    pool = CallPool(2, most=50)
+    try:
+
+        def slow() -> str:
+            pool.received()
+            time.sleep(0.5)
+            return "done"
+
+        futures = [pool.submit(slow) for _ in range(6)]
+        assert [f.result(timeout=10) for f in futures] == ["done"] * 6
+        assert pool.threads == 2
+    finally:
+        pool.shutdown(wait=True)
