@@ -127,3 +127,28 @@ def test_a_pool_that_serves_no_held_call_keeps_its_workers() -> None:
         assert pool.threads == 2
     finally:
         pool.shutdown(wait=True)
+
+
+def test_a_probe_is_answered_while_health_checks_are_held_open() -> None:
+    """Anyone may call health without a token: twenty Checks held open without their
+    request (more than health's eight threads) leave a probe its answer (before: they
+    held every thread of health's Check, and an orchestrator's probes timed out)."""
+    from memlineage.grpc_api.standard import HEALTH_THREADS
+
+    with RunningSidecar() as running:
+        channel = grpc.insecure_channel(running.address)
+        stop = threading.Event()
+        check = "/grpc.health.v1.Health/Check"
+        calls = _open_without_request(channel, [check] * (HEALTH_THREADS + 12), stop)
+        try:
+            time.sleep(STUCK_SECONDS * 3)
+            probe = channel.unary_unary(check, request_serializer=None, response_deserializer=None)
+            started = time.monotonic()
+            assert probe(b"", timeout=5) == b"\x08\x01"  # SERVING
+            assert time.monotonic() - started < 3.0
+            assert not any(call.done() for call in calls)
+        finally:
+            stop.set()
+            for call in calls:
+                call.cancel()
+            channel.close()

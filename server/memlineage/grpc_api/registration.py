@@ -65,8 +65,10 @@ class CallPool(ThreadPoolExecutor):
     """The sync server's pool for unary calls (see the module's doc). It reads
     ThreadPoolExecutor's `_max_workers`, the bound its `submit` starts threads up to."""
 
-    def __init__(self, workers: int, most: int = MOST_THREADS) -> None:
-        super().__init__(workers, thread_name_prefix="memlineage-grpc")
+    def __init__(
+        self, workers: int, most: int = MOST_THREADS, name: str = "memlineage-grpc"
+    ) -> None:
+        super().__init__(workers, thread_name_prefix=name)
         self.workers, self.most = workers, max(workers, most)
         self._waiting: dict[object, float] = {}  # call token -> when a thread took it
         self._local = threading.local()

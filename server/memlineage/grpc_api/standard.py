@@ -7,7 +7,9 @@ request is parsed by a function that never raises and the handler answers
 INVALID_ARGUMENT `request: ...`, as every MemLineage RPC does. Each service also runs
 on a small pool of its own (the sync server's per-handler `experimental_thread_pool`):
 calls to them that never send their request hold those threads, not the workers the
-MemLineage RPCs need, and the reverse.
+MemLineage RPCs need, and the reverse. Health's pools grow for such calls as the
+server's does (`registration.CallPool`): a probe's Check is answered while they are
+held. Reflection's streams hold its threads while open.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from memlineage.grpc_api.registration import Caught
+from memlineage.grpc_api.registration import CallPool, Caught
 
 HEALTH_THREADS = 8
 """Threads of health Check, which probes ask (Kubernetes: liveness and readiness)."""
@@ -57,12 +59,14 @@ def _refused(request: Any, context: grpc.ServicerContext) -> None:
 
 def _guarded(h: grpc.RpcMethodHandler, pool: ThreadPoolExecutor, name: str) -> Any:
     """`h` with a request parser that never raises, its behaviour refusing what did not
-    parse, on `pool`."""
+    parse, on `pool` (a `CallPool`: told when a unary request came)."""
     parse = _safe(h.request_deserializer, name)
+    received = pool.received if isinstance(pool, CallPool) else lambda: None
     if h.unary_unary is not None:
         unary = h.unary_unary
 
         def one(request: Any, context: grpc.ServicerContext) -> Any:
+            received()
             _refused(request, context)
             return unary(request, context)
 
@@ -72,6 +76,7 @@ def _guarded(h: grpc.RpcMethodHandler, pool: ThreadPoolExecutor, name: str) -> A
         stream = h.unary_stream
 
         def many(request: Any, context: grpc.ServicerContext) -> Any:
+            received()
             _refused(request, context)
             yield from stream(request, context)
 
@@ -132,8 +137,8 @@ def add_health(servicer: health.HealthServicer, server: Any) -> list[ThreadPoolE
     returns the pools (shut down with the server)."""
     caught = Caught()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, caught)
-    check = ThreadPoolExecutor(HEALTH_THREADS, thread_name_prefix="memlineage-health")
-    watch = ThreadPoolExecutor(HEALTH_WATCH_THREADS, thread_name_prefix="memlineage-health-watch")
+    check = CallPool(HEALTH_THREADS, name="memlineage-health")
+    watch = CallPool(HEALTH_WATCH_THREADS, name="memlineage-health-watch")
     _register(caught, server, check, {"Watch": watch})
     return [check, watch]
 
