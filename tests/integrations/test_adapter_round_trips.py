@@ -12,19 +12,14 @@ Mem0 stores (Mem0 offline, as in test_mem0_memory.py). The clients only count.
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-# Mem0 reads these when imported: no telemetry, nothing under ~/.mem0.
-os.environ["MEM0_TELEMETRY"] = "False"
-os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="mem0-home-"))
-
 import pytest
+import support.mem0_offline  # noqa: F401  (before mem0: no telemetry, its home a temp dir)
 from langgraph.store.memory import InMemoryStore
 from mem0 import Memory
 from memlineage.client import MemLineageClient, PolicyDenied

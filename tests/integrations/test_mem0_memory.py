@@ -11,18 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import re
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-# Mem0 reads these when imported: no telemetry, nothing under ~/.mem0.
-os.environ["MEM0_TELEMETRY"] = "False"
-os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="mem0-home-"))
-
 import pytest
+import support.mem0_offline  # noqa: F401  (before mem0: no telemetry, its home a temp dir)
 from mem0 import AsyncMemory, Memory
 from memlineage.client import (
     AsyncMemLineageClient,

@@ -4,10 +4,12 @@ its built-in providers), and Mem0's own config with a local Qdrant and history d
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
 import re
+import shutil
 import tempfile
 import threading
 import zlib
@@ -17,9 +19,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-# Mem0 reads these when it is imported: no telemetry, nothing under ~/.mem0.
+# Mem0 reads these when it is imported: no telemetry, nothing under ~/.mem0. Import
+# this module before mem0. The directory goes when the process ends (before: one
+# was left in the temp dir by every process that imported Mem0 here).
 os.environ["MEM0_TELEMETRY"] = "False"
-os.environ.setdefault("MEM0_DIR", tempfile.mkdtemp(prefix="mem0-home-"))
+if "MEM0_DIR" not in os.environ:
+    os.environ["MEM0_DIR"] = tempfile.mkdtemp(prefix="mem0-home-")
+    atexit.register(shutil.rmtree, os.environ["MEM0_DIR"], ignore_errors=True)
 
 DIMS = 64
 
