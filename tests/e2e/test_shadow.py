@@ -232,3 +232,39 @@ def test_disagreements_are_exported_to_prometheus() -> None:
         'memlineage_shadow_disagreements_total{candidate="deny",policy="no_web_at_all",'
         'serving="degrade"} 3.0'
     ) in text
+
+
+WEAK_BELOW = """policy weak_below priority 90 {
+  on read
+  when any(d in descendants(memory) : d.confidence < 0.5)
+  deny "something built on it is weak"
+}
+"""
+
+
+def test_a_candidate_that_walks_descendants_sees_them_though_the_serving_set_does_not() -> None:
+    """No bundled policy walks descendants, so a decision of the serving set loads none;
+    a candidate that does makes them loaded too (the walk of both sets), and it
+    disagrees on the memory with a weak descendant only. After the candidate goes, the
+    walk is the serving set's again, and a new candidate is walked for anew."""
+    config = Config(policy_dir=BUNDLED_POLICIES, tokens=TOKENS, store="embedded")
+    with (
+        RunningSidecar(config) as s,
+        MemLineageClient(s.address, token="admin", timeout=10) as admin,
+        MemLineageClient(s.address, token="user", timeout=10) as user,
+    ):
+        user.record("base", creator="user:alice")
+        user.record("solid", creator="user:alice")
+        user.record("guess", creator="agent:planner", confidence=0.3, dependencies=["base"])
+        for mid in ("base", "solid"):  # walked for the serving set alone first
+            assert user.check("read", mid).effect == pb.EFFECT_ALLOW
+        files = _bundled_files()
+        files["zz_weak_below.mlp"] = WEAK_BELOW
+        for _ in range(2):  # loaded, dropped, loaded again
+            assert admin.shadow("load", files).active
+            for mid in ("base", "solid"):
+                assert user.check("read", mid).effect == pb.EFFECT_ALLOW  # still served
+            status = admin.shadow("status")
+            assert (status.compared, status.disagreed) == (2, 1)
+            assert {d.policy for d in status.diffs} == {"weak_below"}
+            admin.shadow("drop")

@@ -24,7 +24,7 @@ from memlineage.engine.decision_store import DecisionKeeper
 from memlineage.engine.outcomes import (
     store_down,
 )
-from memlineage.engine.policies import PolicyHolder
+from memlineage.engine.policies import PolicyHolder, ServingPolicies
 from memlineage.engine.records import (
     DecisionJournal,
     DecisionLog,
@@ -339,16 +339,14 @@ class EngineBase:
         return view.records, not view.truncated
 
     def _depths(self, op: str, compiled: CompiledPolicySet) -> tuple[int, int]:
-        """How far `_view` walks up (ancestors) and down (descendants) for `op`."""
-        uses = compiled.plans[op].uses
+        """How far `_view` walks up (ancestors) and down (descendants) for `op`: the
+        serving set's `walks` (worked out once per set), or, for another set `compiled`
+        (a shadow candidate's own decision), worked out here."""
+        serving = self.policies.current
         candidate = self.shadow.current
-        if candidate is not None:  # what the candidate walks is loaded too
-            uses = uses | candidate.compiled.plans[op].uses
-        # Reliability is capped by the chain a memory rests on: reads, actions and
-        # derivations load the ancestors even when no rule walks them.
-        chain = op in ("read", "act", "derive") or bool(uses & {"ancestors", "lineage"})
-        up = self.lineage_depth if chain else 0
-        return up, self.lineage_depth if "descendants" in uses else 0
+        if serving.compiled is compiled:
+            return serving.walks(op, self.lineage_depth, candidate)
+        return ServingPolicies(compiled, "", ()).walks(op, self.lineage_depth, candidate)
 
     def _bound(self, snap: StoreSnapshot, window: Window | None = None) -> None:
         """How fast this configuration's scores can fall: the snapshot's horizons, worked

@@ -35,6 +35,31 @@ class ServingPolicies:
     compiled: CompiledPolicySet
     version: str
     files: tuple[str, ...]
+    # `walks`' answers, worked out once per set (and candidate, depth): not per decision
+    _walks: dict[tuple[str, str, int], tuple[int, int]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def walks(
+        self, op: str, depth: int, candidate: ServingPolicies | None = None
+    ) -> tuple[int, int]:
+        """How far a decision on `op` loads lineage up (ancestors) and down
+        (descendants), `depth` at most, for this set and the shadow `candidate`'s rules
+        (what it walks is loaded too). Reliability is capped by the chain a memory rests
+        on: reads, actions and derivations load the ancestors even when no rule walks
+        them."""
+        key = (op, candidate.version if candidate is not None else "", depth)
+        known = self._walks.get(key)
+        if known is None:
+            uses = self.compiled.plans[op].uses
+            if candidate is not None:
+                uses = uses | candidate.compiled.plans[op].uses
+            chain = op in ("read", "act", "derive") or bool(uses & {"ancestors", "lineage"})
+            known = self._walks[key] = (
+                depth if chain else 0,
+                depth if "descendants" in uses else 0,
+            )
+        return known
 
 
 @dataclass
