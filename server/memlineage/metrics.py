@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from memlineage_dsl.decision import Decision
 from prometheus_client import CollectorRegistry, Counter
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0)
 
@@ -111,6 +111,32 @@ class Metrics:
                 )
 
         self.registry.register(_Reused())
+
+    def watch_pools(self, pools: Callable[[], Iterable[tuple[str, int, int]]]) -> None:
+        """Export the gRPC pools' threads and the calls on them still waiting for their
+        request longer than a whole one takes, read at scrape time. `pools()`: (pool,
+        threads, held calls)."""
+
+        class _Pools:
+            def collect(self) -> Iterator[GaugeMetricFamily]:
+                rows = list(pools())
+                threads = GaugeMetricFamily(
+                    "memlineage_grpc_threads",
+                    "Threads of a gRPC pool (grown for calls that never send their request)",
+                    labels=("pool",),
+                )
+                held = GaugeMetricFamily(
+                    "memlineage_grpc_calls_held",
+                    "Calls on a gRPC pool that have waited over 0.1 s for their request",
+                    labels=("pool",),
+                )
+                for name, n_threads, n_held in rows:
+                    threads.add_metric((name,), n_threads)
+                    held.add_metric((name,), n_held)
+                yield threads
+                yield held
+
+        self.registry.register(_Pools())
 
     def watch_shadow(
         self, table: Callable[[], tuple[int, Iterable[tuple[str, str, str, int]]]]

@@ -16,6 +16,7 @@ from memlineage.client import MemLineageClient
 from memlineage.grpc_api.registration import STUCK_SECONDS, CallPool
 from memlineage.grpc_api.server import EMBEDDED_WORKERS
 from memlineage.v1 import memlineage_pb2 as pb
+from prometheus_client import generate_latest
 from support.sidecar import RunningSidecar
 
 ML = "/memlineage.v1.MemLineage/"
@@ -66,6 +67,12 @@ def test_whole_calls_are_served_while_many_calls_never_send_their_request(
             assert pool.threads >= len(held) + 1  # one per held call, and one that served
             assert pool.threads <= len(held) + 2 * EMBEDDED_WORKERS
             assert not any(call.done() for call in calls)  # still held, not refused
+            time.sleep(STUCK_SECONDS * 2)  # the ones taken last have waited long enough too
+            assert running.sidecar is not None
+            scraped = generate_latest(running.sidecar.metrics.registry).decode()
+            assert f'memlineage_grpc_calls_held{{pool="memlineage-grpc"}} {len(held)}.0' in scraped
+            assert f'memlineage_grpc_threads{{pool="memlineage-grpc"}} {pool.threads}.0' in scraped
+            assert 'memlineage_grpc_calls_held{pool="memlineage-health"} 0.0' in scraped
         finally:
             stop.set()
             for call in calls:
@@ -74,6 +81,11 @@ def test_whole_calls_are_served_while_many_calls_never_send_their_request(
         assert grew and all("for their request" in line for line in grew)
         for _ in range(20):  # whole calls after the held ones ended
             assert client.check("read", "m1").effect == pb.EFFECT_ALLOW
+        deadline = time.monotonic() + 10  # the cancelled calls' threads let go of them
+        while pool.held and time.monotonic() < deadline:
+            time.sleep(0.05)
+        scraped = generate_latest(running.sidecar.metrics.registry).decode()
+        assert 'memlineage_grpc_calls_held{pool="memlineage-grpc"} 0.0' in scraped
         client.close()
         channel.close()
 

@@ -69,6 +69,7 @@ class CallPool(ThreadPoolExecutor):
         self, workers: int, most: int = MOST_THREADS, name: str = "memlineage-grpc"
     ) -> None:
         super().__init__(workers, thread_name_prefix=name)
+        self.name = name
         self.workers, self.most = workers, max(workers, most)
         self._waiting: dict[object, float] = {}  # call token -> when a thread took it
         self._local = threading.local()
@@ -127,6 +128,12 @@ class CallPool(ThreadPoolExecutor):
     def threads(self) -> int:
         """Threads started so far (they stay until shutdown)."""
         return len(self._threads)
+
+    @property
+    def held(self) -> int:
+        """Calls that have waited over `STUCK_SECONDS` for their request, now."""
+        since = time.monotonic() - STUCK_SECONDS
+        return sum(1 for t in tuple(self._waiting.values()) if t < since)
 
     def arrived(self, behaviour: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         """`behaviour` (a unary-unary handler), first telling the pool its request came."""

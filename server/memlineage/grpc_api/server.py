@@ -237,6 +237,8 @@ def serve(
         close()
         raise OSError(f"cannot listen on {config.listen}")
     server.start()
+    watched = [p for p in (pool, *pools) if isinstance(p, CallPool)]
+    metrics.watch_pools(lambda: [(p.name, p.threads, p.held) for p in watched])
     for name in ("", *SERVICE_NAMES):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return Served(server, port, health_servicer, service, pools, pool)
