@@ -164,3 +164,37 @@ def test_a_probe_is_answered_while_health_checks_are_held_open() -> None:
             for call in calls:
                 call.cancel()
             channel.close()
+
+
+def test_a_watch_opens_while_watch_calls_are_held_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Watch calls that never send their request hold threads of Watch's pool before
+    any per-caller count applies: with a pool of four (eight at most), six of them leave
+    a real Watch its stream (before: it never opened), and the pool's gauge names them."""
+    from memlineage.grpc_api.servicer import MemLineageService
+
+    monkeypatch.setattr(MemLineageService, "WATCH_THREADS", 4)
+    with RunningSidecar() as running, MemLineageClient(running.address, timeout=5) as client:
+        channel = grpc.insecure_channel(running.address)
+        stop = threading.Event()
+        calls = _open_without_request(channel, [ML + "Watch"] * 6, stop)
+        stream = None
+        try:
+            time.sleep(STUCK_SECONDS * 3)
+            stream = client.watch(from_oldest=True)
+            seen: list[str] = []
+            follower = threading.Thread(target=lambda: seen.append(next(iter(stream)).memory_id))
+            follower.start()
+            time.sleep(STUCK_SECONDS * 3)  # the held ones taken after the growth wait too
+            client.record("m1", creator="user:alice")
+            follower.join(10)
+            assert seen == ["m1"]
+            assert running.sidecar is not None
+            scraped = generate_latest(running.sidecar.metrics.registry).decode()
+            assert 'memlineage_grpc_calls_held{pool="memlineage-watch"} 6.0' in scraped
+        finally:
+            stop.set()
+            for call in calls:
+                call.cancel()
+            if stream is not None:
+                stream.cancel()
+            channel.close()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -47,18 +47,6 @@ class Caught:
 
     def add_registered_method_handlers(self, service: str, handlers: dict[str, Any]) -> None:
         self.service, self.handlers = service, handlers
-
-
-def on_pool(behaviour: Callable[..., Any], pool: ThreadPoolExecutor) -> Callable[..., Any]:
-    """`behaviour` (a unary-stream handler) run on `pool` instead of the server's
-    threads (the sync server's per-handler `experimental_thread_pool`): a Watch lives
-    for minutes."""
-
-    def handler(request: Any, context: grpc.ServicerContext) -> Any:
-        yield from behaviour(request, context)
-
-    handler.experimental_thread_pool = pool  # type: ignore[attr-defined]  # grpc reads it off the function
-    return handler
 
 
 class CallPool(ThreadPoolExecutor):
@@ -146,6 +134,21 @@ class CallPool(ThreadPoolExecutor):
         return handler
 
 
+def on_pool(behaviour: Callable[..., Any], pool: ThreadPoolExecutor) -> Callable[..., Any]:
+    """`behaviour` (a unary-stream handler) run on `pool` instead of the server's
+    threads (the sync server's per-handler `experimental_thread_pool`): a Watch lives
+    for minutes. A `CallPool` is told when the request came."""
+    received = pool.received if isinstance(pool, CallPool) else None
+
+    def handler(request: Any, context: grpc.ServicerContext) -> Any:
+        if received is not None:
+            received()
+        yield from behaviour(request, context)
+
+    handler.experimental_thread_pool = pool  # type: ignore[attr-defined]  # grpc reads it off the function
+    return handler
+
+
 def _as_is(response: Any) -> bytes:
     return response if type(response) is bytes else response.SerializeToString()
 
@@ -155,7 +158,7 @@ def register(
     add_to_server: Callable[[Any, Any], None],
     server: Any,
     pool: CallPool | None = None,
-    streams: dict[str, ThreadPoolExecutor] | None = None,
+    streams: Mapping[str, ThreadPoolExecutor] | None = None,
 ) -> None:
     """What ``add_to_server`` (a generated ``add_*Servicer_to_server``) registers, except
     that every request comes in as its bytes (the servicer parses them, so undecodable

@@ -237,7 +237,7 @@ def serve(
         close()
         raise OSError(f"cannot listen on {config.listen}")
     server.start()
-    watched = [p for p in (pool, *pools) if isinstance(p, CallPool)]
+    watched = [p for p in (pool, service.watch_pool, *pools) if isinstance(p, CallPool)]
     metrics.watch_pools(lambda: [(p.name, p.threads, p.held) for p in watched])
     for name in ("", *SERVICE_NAMES):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -21,7 +21,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeAlias, TypeVar
 
 import grpc
@@ -203,10 +202,15 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
     # A watcher blocks in the store for up to WATCH_POLL seconds at a time, on a
     # thread of `watch_pool` (see `register`).
     WATCH_POLL = 0.5
+    # Threads of open Watch streams; grown (up to twice as many) for Watch calls that
+    # never send their request, which would hold them before any per-caller count.
+    WATCH_THREADS = 256
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.watch_pool = ThreadPoolExecutor(max_workers=256, thread_name_prefix="ml-watch")
+        self.watch_pool = CallPool(
+            self.WATCH_THREADS, most=2 * self.WATCH_THREADS, name="memlineage-watch"
+        )
         self._watching: dict[str, int] = {}  # open Watch streams per caller
         self._watching_lock = threading.Lock()
         self.check_memo = CheckMemo()
