@@ -7,9 +7,10 @@ per call in flight instead (a wide pool) was slower at 32 calls in flight, the
 threads contending for the GIL. So the server's pool
 (`CallPool`) keeps its `workers` threads and knows which of its calls still wait
 for their request: once some have waited longer than `STUCK_SECONDS`, the next call
-finds the pool grown by as many threads (up to `MOST_THREADS`), so that `workers`
-threads again serve calls that came whole. Watch streams run on the servicer's own
-pool; health and reflection on theirs (`standard.py`).
+grows the pool by a thread for each of them and for each call queued behind them (up
+to `MOST_THREADS`), so that `workers` threads again serve calls that came whole.
+Watch streams run on the servicer's own pool, health on its own (`standard.py`):
+CallPools too, told by their handlers when the request came.
 """
 
 from __future__ import annotations
