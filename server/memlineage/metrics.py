@@ -127,7 +127,7 @@ class Metrics:
                 )
                 held = GaugeMetricFamily(
                     "memlineage_grpc_calls_held",
-                    "Calls on a gRPC pool that have waited over 0.1 s for their request",
+                    "Calls on a gRPC pool that have waited over 0.25 s for their request",
                     labels=("pool",),
                 )
                 for name, n_threads, n_held in rows:

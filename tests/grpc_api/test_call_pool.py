@@ -91,12 +91,13 @@ def test_whole_calls_are_served_while_many_calls_never_send_their_request(
 
 
 def test_whole_calls_under_load_do_not_grow_the_pool() -> None:
-    """64 whole calls in flight, over and over: the pool keeps its four threads (a call
-    whose request is there never counts as held)."""
+    """16 whole calls in flight (the callers in the sidecar's own process), over and
+    over: the pool keeps its four threads (a call whose request is there never counts
+    as held)."""
     with RunningSidecar() as running:
         client = MemLineageClient(running.address, timeout=10)
         client.record("m1", creator="user:alice")
-        with ThreadPoolExecutor(64) as callers:
+        with ThreadPoolExecutor(16) as callers:
             effects = list(callers.map(lambda _: client.check("read", "m1").effect, range(2000)))
         assert set(effects) == {pb.EFFECT_ALLOW}
         assert _pool(running).threads == EMBEDDED_WORKERS
@@ -198,3 +199,19 @@ def test_a_watch_opens_while_watch_calls_are_held_open(monkeypatch: pytest.Monke
             if stream is not None:
                 stream.cancel()
             channel.close()
+
+
+def test_a_call_queued_behind_calls_not_yet_held_is_served_with_no_call_after_it() -> None:
+    """Two tasks take both threads and never say their request came; a whole one
+    queued right behind them, before they count as held, and nothing after it: the
+    pool looks again on its own and serves it (before: it waited for them to end)."""
+    pool = CallPool(2, most=10)
+    release = threading.Event()
+    try:
+        held = [pool.submit(release.wait, 20) for _ in range(2)]
+        whole = pool.submit(lambda: (pool.received(), "served")[1])
+        assert whole.result(timeout=5) == "served"
+        assert not any(h.done() for h in held)
+    finally:
+        release.set()
+        pool.shutdown(wait=True)

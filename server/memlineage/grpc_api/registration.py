@@ -4,13 +4,13 @@ The sync server hands a unary call to a worker thread, which then waits for the
 request message: a caller that opens calls and never sends one holds a worker each,
 and four of them (the embedded store's pool) stopped every other caller. A thread
 per call in flight instead (a wide pool) was slower at 32 calls in flight, the
-threads contending for the GIL. So the server's pool
-(`CallPool`) keeps its `workers` threads and knows which of its calls still wait
-for their request: once some have waited longer than `STUCK_SECONDS`, the next call
-grows the pool by a thread for each of them and for each call queued behind them (up
-to `MOST_THREADS`), so that `workers` threads again serve calls that came whole.
-Watch streams run on the servicer's own pool, health on its own (`standard.py`):
-CallPools too, told by their handlers when the request came.
+threads contending for the GIL. So the server's pool (`CallPool`) keeps its
+`workers` threads and knows which of its calls still wait for their request: once
+some have waited longer than `STUCK_SECONDS`, the next call (or a timer, while calls
+queue) grows the pool by a thread for each of them and for each call queued behind
+them (up to `MOST_THREADS`), so that `workers` threads again serve calls that came
+whole. Watch streams run on the servicer's own pool, health on its own
+(`standard.py`): CallPools too, told by their handlers when the request came.
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ import grpc
 
 log = logging.getLogger("memlineage.server")
 
-STUCK_SECONDS = 0.1
+STUCK_SECONDS = 0.25
 """A call whose request has not come this long after a thread took it holds that
-thread: the pool grows by one for it. A whole unary request is there in microseconds."""
+thread: the pool grows by one for it. A whole unary request is there in microseconds;
+a thread that took one may still wait for the GIL behind every other thread of the
+process (0.1 s was seen with 64 callers in the sidecar's own process)."""
 MOST_THREADS = 256
 """The pool never grows past this: a caller must hold this many calls open without
 sending their requests to stop others (each call's deadline still ends it)."""
@@ -62,16 +64,32 @@ class CallPool(ThreadPoolExecutor):
         self.workers, self.most = workers, max(workers, most)
         self._waiting: dict[object, float] = {}  # call token -> when a thread took it
         self._local = threading.local()
+        self._recheck_due = False  # a timer will look again (see `_look`)
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future = super().submit(self._run, fn, args, kwargs)
-        waiting = self._waiting
-        if waiting:
-            since = time.monotonic() - STUCK_SECONDS
-            starts = tuple(waiting.values())  # others add and drop theirs meanwhile
-            if min(starts) < since:
-                self._grow(sum(1 for t in starts if t < since))
+        if self._waiting:
+            self._look()
         return future
+
+    def _look(self) -> None:
+        """Grow for the calls held now; while calls queue behind ones still waiting for
+        their request, look again in `STUCK_SECONDS` (else a call queued behind calls
+        that are not yet held, with no call after it, would wait for them to end)."""
+        waiting = self._waiting
+        since = time.monotonic() - STUCK_SECONDS
+        starts = tuple(waiting.values())  # others add and drop theirs meanwhile
+        if starts and min(starts) < since:
+            self._grow(sum(1 for t in starts if t < since))
+        if starts and self._work_queue.qsize() and not self._recheck_due and not self._shutdown:
+            self._recheck_due = True
+            timer = threading.Timer(STUCK_SECONDS, self._recheck)
+            timer.daemon = True
+            timer.start()
+
+    def _recheck(self) -> None:
+        self._recheck_due = False
+        self._look()
 
     def _grow(self, stuck: int) -> None:
         """Threads for the `stuck` calls and for every call queued behind them (any of
