@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
-from memlineage.client import MemLineageClient
+from memlineage.client import MemLineageClient, ResourceExhausted
 from memlineage.grpc_api.registration import STUCK_SECONDS, CallPool
 from memlineage.grpc_api.server import EMBEDDED_WORKERS
 from memlineage.v1 import memlineage_pb2 as pb
@@ -215,3 +215,60 @@ def test_a_call_queued_behind_calls_not_yet_held_is_served_with_no_call_after_it
     finally:
         release.set()
         pool.shutdown(wait=True)
+
+
+def test_a_caller_holding_its_share_is_refused_and_others_are_served() -> None:
+    """With tokens: a caller holding HELD_PER_CALLER calls without their request gets
+    RESOURCE_EXHAUSTED at once for its next ones, whole or not (before: it could take
+    every thread the pool grows); another caller is served throughout, and the first
+    is served again once its held calls end."""
+    from memlineage.config import Config
+    from memlineage.grpc_api.auth import TokenGrant
+    from memlineage.grpc_api.gate import HELD_PER_CALLER
+    from support.sidecar import BUNDLED_POLICIES
+
+    config = Config(
+        policy_dir=BUNDLED_POLICIES,
+        decision_log="off",
+        tokens=(TokenGrant("token-a", ("a",), name="a"), TokenGrant("token-b", ("b",), name="b")),
+    )
+    as_a = (("authorization", "Bearer token-a"),)
+    with (
+        RunningSidecar(config) as running,
+        MemLineageClient(running.address, token="token-a", timeout=5) as a,
+        MemLineageClient(running.address, token="token-b", timeout=5) as b,
+    ):
+        pool = _pool(running)
+        channel = grpc.insecure_channel(running.address)
+        stop = threading.Event()
+        idle = channel.stream_unary(
+            ML + "Check", request_serializer=None, response_deserializer=None
+        )
+        calls = [
+            idle.future(_never(stop), timeout=25, metadata=as_a) for _ in range(HELD_PER_CALLER)
+        ]
+        try:
+            deadline = time.monotonic() + 10
+            while pool.held_by("a") < HELD_PER_CALLER:  # every one on a thread, held
+                assert time.monotonic() < deadline, pool.held_by("a")
+                time.sleep(0.05)
+            one_more = idle.future(_never(stop), timeout=25, metadata=as_a)
+            err = one_more.exception(timeout=5)
+            assert err is not None and err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert f"holds {HELD_PER_CALLER} calls that have not sent their request" in (
+                err.details() or ""
+            )
+            with pytest.raises(ResourceExhausted, match="holds 32 calls"):
+                a.check("read", "m1")
+            b.record("m1", creator="user:bob")
+            assert b.check("read", "m1").effect == pb.EFFECT_ALLOW
+        finally:
+            stop.set()
+            for call in calls:
+                call.cancel()
+            channel.close()
+        deadline = time.monotonic() + 10
+        while pool.held_by("a") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        a.record("m1", creator="user:alice")
+        assert a.check("read", "m1").effect == pb.EFFECT_ALLOW

@@ -2,11 +2,13 @@
 
 The synchronous gRPC server hands a call to a thread, which then waits for the
 request message; a client that opens calls and never sends one holds a thread each
-(the pool grows for such calls, `registration.py`, up to a bound). With tokens
-configured, this interceptor checks the `authorization` header as the call
-arrives (on the server's own thread, before any worker is given the call): a call with
-no valid token, or with two `authorization` headers, is answered UNAUTHENTICATED by a
-handler that reads nothing, so it holds no worker. The health service stays open
+(the pool grows for such calls, `registration.py`, up to a bound; a caller holding
+`HELD_PER_CALLER` of them is answered RESOURCE_EXHAUSTED here, from its headers,
+until some end). With tokens configured, this interceptor checks the
+`authorization` header as the call arrives (on the server's own thread, before any
+worker is given the call): a call with no valid token, or with two `authorization`
+headers, is answered UNAUTHENTICATED by a handler that reads nothing, so it holds no
+worker. The health service stays open
 (orchestrators probe it without a token); the servicers check namespaces and admin
 rights as before. What an authenticated caller can still hold is in README.md
 ("Bounds a caller meets").
@@ -23,6 +25,7 @@ from typing import Any
 import grpc
 
 from memlineage.grpc_api.auth import Authenticator, Unauthenticated
+from memlineage.grpc_api.registration import CallPool
 from memlineage.grpc_api.servicer import abort_with, loggable
 from memlineage.metrics import Metrics
 
@@ -32,15 +35,25 @@ LOG_EVERY_SECONDS = 60.0
 most this often per reason, with how many since the last line (a flood of bad tokens
 must not flood the log)."""
 
+HELD_PER_CALLER = 32
+"""Calls one caller (a token) may hold on the server's pool without sending their
+request (`registration.CallPool.held_by`): past it, its next calls are answered
+RESOURCE_EXHAUSTED at once, so one tenant cannot take the threads the pool grows for
+everyone. Without tokens every caller is one: there is no such limit then."""
+
 log = logging.getLogger("memlineage.auth")
 
 
 class AuthGate(grpc.ServerInterceptor):
-    """UNAUTHENTICATED at the header stage for every call but the open services'."""
+    """UNAUTHENTICATED at the header stage for every call but the open services';
+    RESOURCE_EXHAUSTED for a caller holding `HELD_PER_CALLER` calls on `pool`."""
 
-    def __init__(self, auth: Authenticator, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self, auth: Authenticator, metrics: Metrics | None = None, pool: CallPool | None = None
+    ) -> None:
         self._auth = auth
         self._metrics = metrics
+        self._pool = pool
         self._lock = threading.Lock()
         self._said: dict[str, tuple[float, int]] = {}  # reason -> (last line, refused since)
 
@@ -48,21 +61,27 @@ class AuthGate(grpc.ServerInterceptor):
         """Count a refusal; log it unless a line for `reason` went out lately."""
         if self._metrics is not None:
             self._metrics.unauthenticated.labels(reason).inc()
+        more = self._say(reason)
+        if more is not None:
+            log.warning(
+                "refused a call without a valid token (%s) from %s to %s%s",
+                reason,
+                loggable(peer),
+                loggable(method),
+                more,
+            )
+
+    def _say(self, key: str) -> str | None:
+        """None when a line for `key` went out in the last LOG_EVERY_SECONDS (this one
+        is counted instead); else what to append: how many were not said since."""
         now = time.monotonic()
         with self._lock:
-            last, since = self._said.get(reason, (-LOG_EVERY_SECONDS, 0))
+            last, since = self._said.get(key, (-LOG_EVERY_SECONDS, 0))
             if now - last < LOG_EVERY_SECONDS:
-                self._said[reason] = (last, since + 1)
-                return
-            self._said[reason] = (now, 0)
-        more = f" ({since} more since the last line)" if since else ""
-        log.warning(
-            "refused a call without a valid token (%s) from %s to %s%s",
-            reason,
-            loggable(peer),
-            loggable(method),
-            more,
-        )
+                self._said[key] = (last, since + 1)
+                return None
+            self._said[key] = (now, 0)
+        return f" ({since} more since the last line)" if since else ""
 
     def intercept_service(
         self, continuation: Callable[[Any], Any], details: grpc.HandlerCallDetails
@@ -75,12 +94,33 @@ class AuthGate(grpc.ServerInterceptor):
         try:
             if len(headers) > 1:
                 raise Unauthenticated("more than one `authorization` header")
-            self._auth.principal({"authorization": headers[0]} if headers else {})
+            principal = self._auth.principal({"authorization": headers[0]} if headers else {})
         except Unauthenticated as exc:
             if reason == "unknown" and not str(headers[0]).lower().startswith("bearer "):
                 reason = "missing"  # a header that names no bearer token
             return self._refusal(exc, reason, method)
+        pool = self._pool
+        if pool is not None:
+            if pool.held_by(principal.name) >= HELD_PER_CALLER:
+                return self._holding(principal.name, method)
+            pool.for_caller(principal.name)  # grpc submits this call next, on this thread
         return continuation(details)
+
+    def _holding(self, caller: str, method: str) -> grpc.RpcMethodHandler:
+        """RESOURCE_EXHAUSTED at once (read nothing, as `_refusal`): `caller` holds its
+        share of calls that never sent their request."""
+        message = (
+            f"caller {caller!r} holds {HELD_PER_CALLER} calls that have not sent their "
+            "request: send or cancel them (each gives its thread back when it ends)"
+        )
+
+        def refuse(requests: Any, context: grpc.ServicerContext) -> Any:
+            more = self._say(f"held:{caller}")
+            if more is not None:
+                log.warning("refused a call of %s to %s: %s%s", caller, method, message, more)
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+
+        return grpc.stream_unary_rpc_method_handler(refuse)
 
     def _refusal(self, exc: Unauthenticated, reason: str, method: str) -> grpc.RpcMethodHandler:
         """A handler that answers at once: request-streaming, so grpc runs it without
@@ -94,4 +134,4 @@ class AuthGate(grpc.ServerInterceptor):
         return grpc.stream_unary_rpc_method_handler(refuse)
 
 
-__all__ = ["OPEN_SERVICES", "AuthGate"]
+__all__ = ["HELD_PER_CALLER", "OPEN_SERVICES", "AuthGate"]

@@ -62,12 +62,22 @@ class CallPool(ThreadPoolExecutor):
         super().__init__(workers, thread_name_prefix=name)
         self.name = name
         self.workers, self.most = workers, max(workers, most)
-        self._waiting: dict[object, float] = {}  # call token -> when a thread took it
+        # call token -> (when a thread took it, its caller when known)
+        self._waiting: dict[object, tuple[float, str | None]] = {}
         self._local = threading.local()
+        self._next = threading.local()  # the caller of the call submitted next (`for_caller`)
         self._recheck_due = False  # a timer will look again (see `_look`)
 
+    def for_caller(self, name: str) -> None:
+        """The call this thread submits next is `name`'s: the server's interceptor
+        (`gate.AuthGate`) says so on the server's thread just before grpc submits it."""
+        self._next.caller = name
+
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future = super().submit(self._run, fn, args, kwargs)
+        caller = getattr(self._next, "caller", None)
+        if caller is not None:
+            self._next.caller = None
+        future = super().submit(self._run, fn, args, kwargs, caller)
         if self._waiting:
             self._look()
         return future
@@ -78,7 +88,7 @@ class CallPool(ThreadPoolExecutor):
         that are not yet held, with no call after it, would wait for them to end)."""
         waiting = self._waiting
         since = time.monotonic() - STUCK_SECONDS
-        starts = tuple(waiting.values())  # others add and drop theirs meanwhile
+        starts = [t for t, _ in tuple(waiting.values())]  # others add and drop theirs
         if starts and min(starts) < since:
             self._grow(sum(1 for t in starts if t < since))
         if starts and self._work_queue.qsize() and not self._recheck_due and not self._shutdown:
@@ -115,9 +125,9 @@ class CallPool(ThreadPoolExecutor):
                 if len(self._threads) == started:
                     break
 
-    def _run(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    def _run(self, fn: Callable[..., Any], args: Any, kwargs: Any, caller: str | None) -> Any:
         token = object()
-        self._waiting[token] = time.monotonic()
+        self._waiting[token] = (time.monotonic(), caller)
         self._local.token = token
         try:
             return fn(*args, **kwargs)
@@ -140,7 +150,12 @@ class CallPool(ThreadPoolExecutor):
     def held(self) -> int:
         """Calls that have waited over `STUCK_SECONDS` for their request, now."""
         since = time.monotonic() - STUCK_SECONDS
-        return sum(1 for t in tuple(self._waiting.values()) if t < since)
+        return sum(1 for t, _ in tuple(self._waiting.values()) if t < since)
+
+    def held_by(self, caller: str) -> int:
+        """`held`, of `caller`'s calls only (those submitted after `for_caller`)."""
+        since = time.monotonic() - STUCK_SECONDS
+        return sum(1 for t, c in tuple(self._waiting.values()) if t < since and c == caller)
 
     def arrived(self, behaviour: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         """`behaviour` (a unary-unary handler), first telling the pool its request came."""

@@ -201,7 +201,7 @@ def serve(
             ("grpc.so_reuseport", 0),
         ],
         # with tokens, the gate first: a caller without one never holds a worker
-        interceptors=([AuthGate(auth, metrics)] if auth.enabled else []) + list(interceptors)
+        interceptors=([AuthGate(auth, metrics, pool)] if auth.enabled else []) + list(interceptors)
         or None,
     )
     service = MemLineageService(engine, auth, metrics)
