@@ -30,3 +30,25 @@ def test_store_bench_runs_every_backend_to_the_end() -> None:
     assert out.stdout.count("revoke root with 200 descendants") == 3
     assert "restart from the snapshot" in out.stdout
     assert "used_memory per record" in out.stdout  # the last Redis row
+
+
+def test_the_grpc_bench_shadow_candidate_is_one_the_sidecar_loads(tmp_path: Path) -> None:
+    """`grpc_bench.py` serves a shadow candidate (the bundled set plus SHADOW_RULE): it
+    must pass the set's own tests, or the sidecar refuses to start and the default run
+    dies at the shadow row (it did once, after a bundled test began to name the web
+    tools the rule denied)."""
+    import shutil
+
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        from grpc_bench import POLICIES, SHADOW_RULE
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    from memlineage.engine.policies import PolicyHolder
+
+    candidate = tmp_path / "candidate"
+    shutil.copytree(POLICIES, candidate)
+    (candidate / "zz_shadow.mlp").write_text(SHADOW_RULE)
+    serving, diagnostics = PolicyHolder.candidate(str(candidate))
+    assert serving is not None, [d.message for d in diagnostics]
+    assert [p.name for p in serving.compiled.policies if p.name.startswith("no_browser")]
