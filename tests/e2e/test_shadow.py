@@ -5,9 +5,11 @@ atomically."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,24 @@ def candidate(tmp_path: Path) -> Path:
 TOKENS = (TokenGrant("admin", ("default",), admin=True), TokenGrant("user", ("default",)))
 
 
+def _reusing() -> RunningSidecar:
+    """The bundled set with decision reuse on (the default), on the embedded store."""
+    return RunningSidecar(Config(policy_dir=BUNDLED_POLICIES, tokens=TOKENS, store="embedded"))
+
+
+@contextlib.contextmanager
+def _admin_and_user(
+    running: RunningSidecar,
+) -> Iterator[tuple[RunningSidecar, MemLineageClient, MemLineageClient]]:
+    """`running` started, with a client of the admin token and one of the user's."""
+    with (
+        running as s,
+        MemLineageClient(s.address, token="admin", timeout=10) as admin,
+        MemLineageClient(s.address, token="user", timeout=10) as user,
+    ):
+        yield s, admin, user
+
+
 def _sidecar(candidate: Path | None, store: str = "embedded") -> RunningSidecar:
     return RunningSidecar(
         Config(
@@ -56,11 +76,7 @@ def store_url(request: pytest.FixtureRequest) -> str:
 def test_the_candidate_is_compared_never_served_then_promoted(
     candidate: Path, store_url: str
 ) -> None:
-    with (
-        _sidecar(candidate, store_url) as s,
-        MemLineageClient(s.address, token="admin", timeout=10) as admin,
-        MemLineageClient(s.address, token="user", timeout=10) as user,
-    ):
+    with _admin_and_user(_sidecar(candidate, store_url)) as (s, admin, user):
         user.record("web", creator="tool:web_fetch")
         user.record("city", creator="user:alice")
         serving = admin.list_policies().version
@@ -124,12 +140,7 @@ def test_a_candidate_loaded_after_reused_decisions_compares_every_one() -> None:
     """With reuse on, a Check decided (and reused) before the load is compared on each
     later ask (before: answered by reuse, never compared, `0 disagreed` of traffic the
     candidate flips; an outside audit). After the candidate goes, reuse comes back."""
-    config = Config(policy_dir=BUNDLED_POLICIES, tokens=TOKENS, store="embedded")
-    with (
-        RunningSidecar(config) as s,
-        MemLineageClient(s.address, token="admin", timeout=10) as admin,
-        MemLineageClient(s.address, token="user", timeout=10) as user,
-    ):
+    with _admin_and_user(_reusing()) as (s, admin, user):
         user.record("web", creator="tool:web_fetch")
         engine = s.sidecar.engine
         for _ in range(5):  # decided once, then reused
@@ -175,11 +186,7 @@ def test_a_candidate_that_drops_an_obligation_disagrees_naming_its_policy() -> N
             'degrade annotate("from a tool that is not on the trusted list")',
         )
     )
-    with (
-        _sidecar(None) as s,
-        MemLineageClient(s.address, token="admin", timeout=10) as admin,
-        MemLineageClient(s.address, token="user", timeout=10) as user,
-    ):
+    with _admin_and_user(_sidecar(None)) as (_, admin, user):
         user.record("tip", creator="tool:some_tool")
         user.record("city", creator="user:alice")
         refused = admin.shadow("load", untested)
@@ -247,12 +254,7 @@ def test_a_candidate_that_walks_descendants_sees_them_though_the_serving_set_doe
     a candidate that does makes them loaded too (the walk of both sets), and it
     disagrees on the memory with a weak descendant only. After the candidate goes, the
     walk is the serving set's again, and a new candidate is walked for anew."""
-    config = Config(policy_dir=BUNDLED_POLICIES, tokens=TOKENS, store="embedded")
-    with (
-        RunningSidecar(config) as s,
-        MemLineageClient(s.address, token="admin", timeout=10) as admin,
-        MemLineageClient(s.address, token="user", timeout=10) as user,
-    ):
+    with _admin_and_user(_reusing()) as (_, admin, user):
         user.record("base", creator="user:alice")
         user.record("solid", creator="user:alice")
         user.record("guess", creator="agent:planner", confidence=0.3, dependencies=["base"])
