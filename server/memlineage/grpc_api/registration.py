@@ -9,8 +9,8 @@ threads contending for the GIL. So the server's pool (`CallPool`) keeps its
 some have waited longer than `STUCK_SECONDS`, the next call (or a timer, while calls
 queue) grows the pool by a thread for each of them and for each call queued behind
 them (up to `MOST_THREADS`), so that `workers` threads again serve calls that came
-whole. Watch streams run on the servicer's own pool, health on its own
-(`standard.py`): CallPools too, told by their handlers when the request came.
+whole. Watch streams run on the servicer's own pool, health and reflection on theirs
+(`standard.py`): CallPools too, told by their handlers when they start.
 """
 
 from __future__ import annotations
@@ -149,13 +149,17 @@ class CallPool(ThreadPoolExecutor):
     @property
     def held(self) -> int:
         """Calls that have waited over `STUCK_SECONDS` for their request, now."""
-        since = time.monotonic() - STUCK_SECONDS
-        return sum(1 for t, _ in tuple(self._waiting.values()) if t < since)
+        return self.held_by(None)
 
-    def held_by(self, caller: str) -> int:
-        """`held`, of `caller`'s calls only (those submitted after `for_caller`)."""
+    def held_by(self, caller: str | None) -> int:
+        """`held`, of `caller`'s calls only (those submitted after `for_caller`); None:
+        of every caller."""
         since = time.monotonic() - STUCK_SECONDS
-        return sum(1 for t, c in tuple(self._waiting.values()) if t < since and c == caller)
+        return sum(
+            1
+            for t, c in tuple(self._waiting.values())
+            if t < since and (caller is None or c == caller)
+        )
 
     def arrived(self, behaviour: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
         """`behaviour` (a unary-unary handler), first telling the pool its request came."""
@@ -168,15 +172,14 @@ class CallPool(ThreadPoolExecutor):
         return handler
 
 
-def on_pool(behaviour: Callable[..., Any], pool: ThreadPoolExecutor) -> Callable[..., Any]:
+def on_pool(behaviour: Callable[..., Any], pool: CallPool) -> Callable[..., Any]:
     """`behaviour` (a unary-stream handler) run on `pool` instead of the server's
-    threads (the sync server's per-handler `experimental_thread_pool`): a Watch lives
-    for minutes. A `CallPool` is told when the request came."""
-    received = pool.received if isinstance(pool, CallPool) else None
+    threads (the sync server's per-handler `experimental_thread_pool`), telling it when
+    the request came: a Watch lives for minutes."""
+    received = pool.received
 
     def handler(request: Any, context: grpc.ServicerContext) -> Any:
-        if received is not None:
-            received()
+        received()
         yield from behaviour(request, context)
 
     handler.experimental_thread_pool = pool  # type: ignore[attr-defined]  # grpc reads it off the function
@@ -192,7 +195,7 @@ def register(
     add_to_server: Callable[[Any, Any], None],
     server: Any,
     pool: CallPool | None = None,
-    streams: Mapping[str, ThreadPoolExecutor] | None = None,
+    streams: Mapping[str, CallPool] | None = None,
 ) -> None:
     """What ``add_to_server`` (a generated ``add_*Servicer_to_server``) registers, except
     that every request comes in as its bytes (the servicer parses them, so undecodable
@@ -201,6 +204,7 @@ def register(
     answers go out as the bytes the servicer encoded (no message built, parsed or
     serialized again), unary calls tell `pool` (the server's) when their request came,
     and each stream named in `streams` runs on its pool."""
+    streams = streams or {}
     caught = Caught()
     add_to_server(service, caught)
     handlers = {name: h._replace(request_deserializer=None) for name, h in caught.handlers.items()}
@@ -209,8 +213,8 @@ def register(
             h = h._replace(response_serializer=_as_is)
         if h.unary_unary is not None and pool is not None:
             h = h._replace(unary_unary=pool.arrived(h.unary_unary))
-        if h.unary_stream is not None and name in (streams or {}):
-            h = h._replace(unary_stream=on_pool(h.unary_stream, (streams or {})[name]))
+        if h.unary_stream is not None and name in streams:
+            h = h._replace(unary_stream=on_pool(h.unary_stream, streams[name]))
         handlers[name] = h
     server.add_generic_rpc_handlers(
         (grpc.method_handlers_generic_handler(caught.service, handlers),)

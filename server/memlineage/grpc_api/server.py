@@ -18,7 +18,6 @@ import ssl
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,7 +152,7 @@ class Served:
     port: int
     health: Any  # grpc_health.v1.health.HealthServicer
     service: MemLineageService
-    pools: tuple[ThreadPoolExecutor, ...] = ()  # health's and reflection's own threads
+    pools: tuple[CallPool, ...] = ()  # health's and reflection's own threads
     calls: CallPool | None = None  # the server's pool for unary calls
 
     def shut_down(self, grace: float) -> threading.Event:
@@ -237,7 +236,7 @@ def serve(
         close()
         raise OSError(f"cannot listen on {config.listen}")
     server.start()
-    watched = [p for p in (pool, service.watch_pool, *pools) if isinstance(p, CallPool)]
+    watched = (pool, service.watch_pool, *pools)
     metrics.watch_pools(lambda: [(p.name, p.threads, p.held) for p in watched])
     for name in ("", *SERVICE_NAMES):
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -9,13 +9,13 @@ on a small pool of its own (the sync server's per-handler `experimental_thread_p
 calls to them that never send their request hold those threads, not the workers the
 MemLineage RPCs need, and the reverse. Health's pools grow for such calls as the
 server's does (`registration.CallPool`): a probe's Check is answered while they are
-held. Reflection's streams hold its threads while open.
+held. Reflection's streams (request-streaming: started at once) hold its threads while
+open.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
@@ -57,11 +57,12 @@ def _refused(request: Any, context: grpc.ServicerContext) -> None:
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.problem)
 
 
-def _guarded(h: grpc.RpcMethodHandler, pool: ThreadPoolExecutor, name: str) -> Any:
+def _guarded(h: grpc.RpcMethodHandler, pool: CallPool, name: str) -> Any:
     """`h` with a request parser that never raises, its behaviour refusing what did not
-    parse, on `pool` (a `CallPool`: told when a unary request came)."""
+    parse, on `pool`, which its behaviour tells when it starts (a unary request came; a
+    request stream is read by the behaviour itself)."""
     parse = _safe(h.request_deserializer, name)
-    received = pool.received if isinstance(pool, CallPool) else lambda: None
+    received = pool.received
     if h.unary_unary is not None:
         unary = h.unary_unary
 
@@ -86,6 +87,8 @@ def _guarded(h: grpc.RpcMethodHandler, pool: ThreadPoolExecutor, name: str) -> A
         both = h.stream_stream
 
         def each(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            received()
+
             def checked() -> Iterator[Any]:
                 for request in requests:
                     _refused(request, context)
@@ -101,8 +104,8 @@ def _guarded(h: grpc.RpcMethodHandler, pool: ThreadPoolExecutor, name: str) -> A
 def _register(
     caught: Caught,
     server: Any,
-    pool: ThreadPoolExecutor,
-    own: dict[str, ThreadPoolExecutor] | None = None,
+    pool: CallPool,
+    own: dict[str, CallPool] | None = None,
 ) -> None:
     """Register the caught service on `pool`; `own`: methods on a pool of their own."""
     handlers = {
@@ -132,7 +135,7 @@ class NamedHealth(health.HealthServicer):
         return super().Check(request, context)
 
 
-def add_health(servicer: health.HealthServicer, server: Any) -> list[ThreadPoolExecutor]:
+def add_health(servicer: health.HealthServicer, server: Any) -> list[CallPool]:
     """Register `servicer` on `server`, Check and Watch each on a pool of its own;
     returns the pools (shut down with the server)."""
     caught = Caught()
@@ -143,11 +146,11 @@ def add_health(servicer: health.HealthServicer, server: Any) -> list[ThreadPoolE
     return [check, watch]
 
 
-def add_reflection(names: tuple[str, ...], server: Any) -> list[ThreadPoolExecutor]:
+def add_reflection(names: tuple[str, ...], server: Any) -> list[CallPool]:
     """Reflection of `names` (and of itself) on `server`; returns its pool."""
     caught = Caught()
     reflection.enable_server_reflection((*names, reflection.SERVICE_NAME), caught)
-    pool = ThreadPoolExecutor(REFLECTION_THREADS, thread_name_prefix="memlineage-reflect")
+    pool = CallPool(REFLECTION_THREADS, name="memlineage-reflect")
     _register(caught, server, pool)
     return [pool]
 
