@@ -8,10 +8,9 @@ until some end). With tokens configured, this interceptor checks the
 `authorization` header as the call arrives (on the server's own thread, before any
 worker is given the call): a call with no valid token, or with two `authorization`
 headers, is answered UNAUTHENTICATED by a handler that reads nothing, so it holds no
-worker. The health service stays open
-(orchestrators probe it without a token); the servicers check namespaces and admin
-rights as before. What an authenticated caller can still hold is in README.md
-("Bounds a caller meets").
+worker. The health service stays open (orchestrators probe it without a token); the
+servicers check namespaces and admin rights as before. What an authenticated caller
+can still hold is in README.md ("Bounds a caller meets").
 """
 
 from __future__ import annotations
@@ -89,6 +88,9 @@ class AuthGate(grpc.ServerInterceptor):
         method: str = details.method or ""
         if method.startswith(OPEN_SERVICES):
             return continuation(details)
+        pool = self._pool
+        if pool is not None:  # until it is known whose call this is (a refusal: no one's)
+            pool.for_caller(None)
         headers = [v for k, v in details.invocation_metadata or () if k == "authorization"]
         reason = "duplicate" if len(headers) > 1 else "missing" if not headers else "unknown"
         try:
@@ -99,7 +101,6 @@ class AuthGate(grpc.ServerInterceptor):
             if reason == "unknown" and not str(headers[0]).lower().startswith("bearer "):
                 reason = "missing"  # a header that names no bearer token
             return self._refusal(exc, reason, method)
-        pool = self._pool
         if pool is not None:
             if pool.held_by(principal.name) >= HELD_PER_CALLER:
                 return self._holding(principal.name, method)

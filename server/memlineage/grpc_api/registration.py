@@ -68,9 +68,11 @@ class CallPool(ThreadPoolExecutor):
         self._next = threading.local()  # the caller of the call submitted next (`for_caller`)
         self._recheck_due = False  # a timer will look again (see `_look`)
 
-    def for_caller(self, name: str) -> None:
-        """The call this thread submits next is `name`'s: the server's interceptor
-        (`gate.AuthGate`) says so on the server's thread just before grpc submits it."""
+    def for_caller(self, name: str | None) -> None:
+        """The call this thread submits next is `name`'s (None: no one's): the server's
+        interceptor (`gate.AuthGate`) says so on the server's thread just before grpc
+        submits it (a call to another pool, as Watch, leaves it for the next call, whose
+        interceptor says again)."""
         self._next.caller = name
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
