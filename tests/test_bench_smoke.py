@@ -1,6 +1,6 @@
-"""The store bench runs to the end in a tiny configuration (it asserts nothing about
-speed; this only keeps it from rotting: a stricter validation once broke its Redis
-memory rows, unnoticed until a full run)."""
+"""Benches run to the end in a tiny configuration (nothing about speed is asserted;
+this only keeps them from rotting: a stricter validation once broke the store bench's
+Redis memory rows, unnoticed until a full run)."""
 
 from __future__ import annotations
 
@@ -52,3 +52,16 @@ def test_the_grpc_bench_shadow_candidate_is_one_the_sidecar_loads(tmp_path: Path
     serving, diagnostics = PolicyHolder.candidate(str(candidate))
     assert serving is not None, [d.message for d in diagnostics]
     assert [p.name for p in serving.compiled.policies if p.name.startswith("no_browser")]
+
+def test_decision_log_bench_prints_every_row() -> None:
+    out = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "decision_log_bench.py")]
+        + ["--checks", "400", "--rounds", "1"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    for row in ("log off", "log to a file", "one lock across each write"):
+        assert out.stdout.count(f"{row} ") == 2, out.stdout  # 1 and 4 threads

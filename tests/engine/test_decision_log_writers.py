@@ -1,0 +1,182 @@
+"""Deciding threads write the decision log together: each one's lines are in the sink
+when `write_many` returns, lines queued while another thread writes go out in one
+write after it (no thread waits its turn behind each other one), a write the sink
+refuses is raised in every thread whose lines it held and leaves the chain where it
+was, and a line's text is what `json.dumps` writes for its fields."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from memlineage.engine.decision_log import DecisionLog, verify
+from memlineage.engine.records import DecisionRecord
+from memlineage_dsl.decision import Decision
+
+ALLOW = Decision("allow", 1.0, 0.0)
+
+
+def rec(i: int, **fields: object) -> DecisionRecord:
+    base: dict[str, object] = {
+        "decision_id": f"d{i}",
+        "namespace": "ns",
+        "memory_ids": (f"m{i}",),
+        "actor": "agent:a",
+        "policy_version": "v1",
+    }
+    base.update(fields)
+    return DecisionRecord(
+        str(base["decision_id"]),
+        ALLOW,
+        str(base["namespace"]),
+        "read",
+        tuple(base["memory_ids"]),  # type: ignore[call-overload]  # a tuple of ids above
+        str(base["actor"]),
+        1_700_000_000.25 + i,
+        str(base["policy_version"]),
+    )
+
+
+class HeldSink(io.StringIO):
+    """A stream whose first write waits until `release` is set (a slow disk), and
+    which counts its writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.entered = threading.Event()
+        self.writes = 0
+
+    def write(self, s: str) -> int:
+        self.writes += 1
+        if self.writes == 1:
+            self.entered.set()
+            assert self.release.wait(10)
+        return super().write(s)
+
+
+def test_lines_queued_during_a_write_go_out_together_after_it() -> None:
+    sink = HeldSink()
+    log = DecisionLog(sink)
+    returned: list[int] = []
+    first = threading.Thread(target=lambda: (log.write(rec(0)), returned.append(0)))
+    first.start()
+    assert sink.entered.wait(10)  # the first line's write is under way, held
+    others = [
+        threading.Thread(target=lambda i=i: (log.write(rec(i)), returned.append(i)))
+        for i in range(1, 6)
+    ]
+    for t in others:
+        t.start()
+    time.sleep(0.5)  # the five queue their lines (microseconds) behind the held write
+    assert returned == [], "a line was reported written before its write"
+    sink.release.set()
+    for t in [first, *others]:
+        t.join(10)
+    assert sorted(returned) == list(range(6))
+    # One write for the first line, one for the five queued behind it: with a lock
+    # held across each write, each thread wrote its own line in turn (six writes).
+    assert sink.writes == 2
+    lines = [json.loads(x) for x in sink.getvalue().splitlines()]
+    assert [x["seq"] for x in lines] == list(range(6))
+    assert {x["decision_id"] for x in lines} == {f"d{i}" for i in range(6)}
+
+
+class RefusingSink(io.StringIO):
+    """A stream that refuses its writes while `full` is set (a full disk)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full = False
+
+    def write(self, s: str) -> int:
+        if self.full:
+            raise OSError(28, "No space left on device")
+        return super().write(s)
+
+
+def test_a_refused_write_is_raised_and_the_chain_goes_on_from_the_last_line_written(
+    tmp_path: object,
+) -> None:
+    sink = RefusingSink()
+    log = DecisionLog(sink)
+    log.write_many([rec(0), rec(1)])
+    sink.full = True
+    try:
+        log.write(rec(2))
+    except OSError as exc:
+        assert exc.errno == 28
+    else:
+        raise AssertionError("a refused write was not raised")
+    sink.full = False
+    log.write(rec(3))
+    lines = [json.loads(x) for x in sink.getvalue().splitlines()]
+    assert [x["decision_id"] for x in lines] == ["d0", "d1", "d3"]
+    assert [x["seq"] for x in lines] == [0, 1, 2]
+    assert lines[2]["prev"] == lines[1]["hash"]
+
+
+def test_many_threads_writing_leave_one_chain_that_verifies(tmp_path: object) -> None:
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "d.log"
+    log = DecisionLog.open(str(path))
+
+    def writer(k: int) -> None:
+        for j in range(200):
+            if j % 7 == 0:
+                log.write_many([rec(k * 1000 + j), rec(k * 1000 + j + 500)])
+            else:
+                log.write(rec(k * 1000 + j))
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    log.close()
+    found = verify([str(path)])
+    assert found.ok, found.describe()
+    assert found.decisions == 6 * (200 + 29)
+
+
+text = st.text(st.characters(codec="utf-8"), max_size=12) | st.text(max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ns=text, mid=st.lists(text, min_size=1, max_size=3), actor=text, version=text)
+def test_a_line_reads_back_as_its_fields_whatever_their_characters(
+    ns: str, mid: list[str], actor: str, version: str
+) -> None:
+    sink = io.StringIO()
+    log = DecisionLog(sink)
+    log.write(rec(0, namespace=ns, memory_ids=tuple(mid), actor=actor, policy_version=version))
+    line = sink.getvalue()
+    assert line.isascii() and line.count("\n") == 1
+    got = json.loads(line)
+    assert (got["namespace"], got["memory_ids"], got["actor"], got["policy_version"]) == (
+        ns,
+        mid,
+        actor,
+        version,
+    )
+    assert got["ts"] == 1_700_000_000.25
+    # byte for byte what json.dumps writes for the same fields
+    head = json.dumps(
+        {
+            "ts": got["ts"],
+            "time": got["time"],
+            "decision_id": "d0",
+            "namespace": ns,
+            "op": "read",
+            "memory_ids": mid,
+            "actor": actor,
+            "policy_version": version,
+        },
+        separators=(",", ":"),
+    )[1:-1]
+    assert line.startswith('{"seq":0,' + head + ",")
