@@ -23,11 +23,11 @@ decision was made in (when tracing is on).
 line the writer wrote on finding the file cut behind its head record (`log_head`).
 Writing is thread-safe and each decision's line is written (handed to the OS) before
 `write_many` returns, so before the decision is answered: a SIGKILL loses no answered
-decision. Lines are chained under a short lock that does no I/O, and written in
-groups: whichever deciding thread finds the writer free writes every line chained so
-far in one write, and the threads whose lines it wrote return without writing. A
-lock held across the write made the deciding threads queue behind each other's
-system calls (a convoy: 4 threads spent ~2x the CPU per decision of one).
+decision. Lines are queued in order and written in groups: whichever deciding thread
+finds the writer free chains and writes every line queued so far in one write, and
+the threads whose lines it wrote return without writing. One lock held across each
+write made the deciding threads queue behind each other and hand the lock and the
+GIL back and forth (`bench/decision_log_bench.py` prints both designs).
 """
 
 from __future__ import annotations
