@@ -53,10 +53,11 @@ def test_the_grpc_bench_shadow_candidate_is_one_the_sidecar_loads(tmp_path: Path
     assert serving is not None, [d.message for d in diagnostics]
     assert [p.name for p in serving.compiled.policies if p.name.startswith("no_browser")]
 
+
 def test_decision_log_bench_prints_every_row() -> None:
+    bench = REPO / "bench" / "decision_log_bench.py"
     out = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "decision_log_bench.py")]
-        + ["--checks", "400", "--rounds", "1"],
+        [sys.executable, str(bench), "--checks", "400", "--rounds", "1"],
         capture_output=True,
         text=True,
         timeout=240,

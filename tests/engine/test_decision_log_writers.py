@@ -180,3 +180,34 @@ def test_a_line_reads_back_as_its_fields_whatever_their_characters(
         separators=(",", ":"),
     )[1:-1]
     assert line.startswith('{"seq":0,' + head + ",")
+
+
+class SlowFlushSink(io.StringIO):
+    """A stream whose flush (at close) waits until `release` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.flushing = threading.Event()
+
+    def flush(self) -> None:
+        if not self.flushing.is_set():
+            self.flushing.set()
+            assert self.release.wait(10)
+
+
+def test_a_thread_writing_while_the_log_closes_returns() -> None:
+    sink = SlowFlushSink()
+    log = DecisionLog(sink)
+    log.write(rec(0))
+    closer = threading.Thread(target=log.close)
+    closer.start()
+    assert sink.flushing.wait(10)  # close holds the writer while the stream flushes
+    late = threading.Thread(target=log.write_many, args=([rec(1)],), daemon=True)
+    late.start()
+    time.sleep(0.2)  # it queued its line and found the writer taken
+    sink.release.set()
+    closer.join(10)
+    late.join(10)
+    assert not late.is_alive(), "a line queued during close waited for ever"
+    assert [json.loads(x)["decision_id"] for x in sink.getvalue().splitlines()] == ["d0"]

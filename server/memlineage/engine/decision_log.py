@@ -403,16 +403,21 @@ class DecisionLog:
             self._write_queued()  # the lines queued so far go to the file they follow
             if self.sink is not None:
                 self._switch()
+        self._lead_if_left()  # lines queued while the file was switched
 
     def close(self) -> None:
         with self._io:
             self._write_queued()
-            sink, self.sink = self.sink, None
+            sink = self.sink
+            if sink is not None and self.path is None:
+                sink.flush()  # a stream it does not own stays open
+            self.sink = None
             if sink is not None and self.path is not None:
                 sink.close()
                 self._save_head()
-            elif sink is not None:
-                sink.flush()
+        # A thread that queued lines while the log closed sleeps until a writer takes
+        # them: they go nowhere now, and it returns.
+        self._lead_if_left()
 
 
 def _resume(path: str) -> tuple[int, str, bool]:
