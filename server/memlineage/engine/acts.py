@@ -30,6 +30,7 @@ from memlineage_dsl.facts import (
 )
 
 from memlineage.engine.context import EngineBase
+from memlineage.engine.decision_log import applied_before
 from memlineage.engine.outcomes import store_down
 from memlineage.engine.records import DecisionRecord
 from memlineage.engine.snapshot import StoreSnapshot, acts_counter, snapshot_of
@@ -250,7 +251,11 @@ class Acts(EngineBase):
             if self.fail_mode != "degraded":
                 raise
             decision, used = store_down("act"), ()
-        return self._issue(decision, ns, "act", ids, actor, now, serving.version, used)
+        spent = f"the grant uses it spent ({', '.join(used)})" if used else ""
+        counts = "the action count it moved" if decision.effect != DENY and action else ""
+        taken = " and ".join(x for x in (spent, counts) if x)
+        with applied_before(f"{taken} stay taken" if taken else "nothing changed"):
+            return self._issue(decision, ns, "act", ids, actor, now, serving.version, used)
 
     def record_grant(
         self, grant: GrantRecord, actor: Creator, time: float | None = None

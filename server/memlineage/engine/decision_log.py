@@ -27,13 +27,17 @@ decision. Lines are queued in order and written in groups: whichever deciding th
 finds the writer free chains and writes every line queued so far in one write, and
 the threads whose lines it wrote return without writing. One lock held across each
 write made the deciding threads queue behind each other and hand the lock and the
-GIL back and forth (`bench/decision_log_bench.py` prints both designs).
+GIL back and forth (`bench/decision_log_bench.py` prints both designs). A write the
+log cannot make is `DecisionLogError` (UNAVAILABLE) in every thread whose lines it
+held: their decisions are not answered. An owned file is written unbuffered, whole
+lines or nothing, so no refused line turns up later.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import hashlib
 import json
 import logging
@@ -42,12 +46,13 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _quote  # what json.dumps quotes with
-from typing import TYPE_CHECKING, TextIO
+from typing import IO, TYPE_CHECKING, Any, TextIO
 
 from memlineage.engine.log_head import HEAD_EVERY, Head, gap_after, read_head, write_head
+from memlineage.lineage.errors import LineageError
 
 if TYPE_CHECKING:
     from memlineage_dsl.decision import Decision
@@ -91,6 +96,51 @@ def _key_bytes(key: str | bytes | None) -> bytes | None:
     return key.encode("utf-8") if isinstance(key, str) else key
 
 
+class DecisionLogError(LineageError):
+    """The decision log refused a write (a full disk, a closed pipe): the decision is
+    not answered, since a line is written before its decision is answered (a store write
+    it allowed, done before, stays). UNAVAILABLE: another replica, or this one once the
+    log is writable again, answers it."""
+
+    code = "DECISION_LOG_UNAVAILABLE"
+    grpc_status = "UNAVAILABLE"
+
+    def __init__(self, where: str, why: str, *, applied: str = "") -> None:
+        self.where, self.why = where, why
+        super().__init__(
+            f"the decision log ({where}) cannot be written: {why}; the decision is not "
+            "answered, since each is logged first" + (f" ({applied})" if applied else "")
+        )
+
+
+def _append_whole(fh: IO[Any], data: bytes) -> None:
+    """`data` appended to the unbuffered file `fh`, or none of it: a write the disk
+    refuses part way (ENOSPC) is cut back off before the error is raised."""
+    done = 0
+    try:
+        while done < len(data):
+            wrote = fh.write(data[done:])
+            if not wrote:  # no progress (never for a regular file): not a loop for ever
+                raise OSError(errno.EIO, "the file took none of the bytes")
+            done += wrote
+    except OSError:
+        if done:
+            fd = fh.fileno()
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, os.fstat(fd).st_size - done)
+        raise
+
+
+@contextlib.contextmanager
+def applied_before(what: str) -> Iterator[None]:
+    """Around the issue of a decision whose store change is already made: a refused log
+    write says what stays changed (`what`), so the caller knows what a retry meets."""
+    try:
+        yield
+    except DecisionLogError as exc:
+        raise DecisionLogError(exc.where, exc.why, applied=what) from exc
+
+
 class _Entry:
     """One thread's lines waiting for the writer, and the lock it sleeps on (taken at
     birth, released by the thread that writes them)."""
@@ -115,14 +165,14 @@ class DecisionLog:
 
     def __init__(
         self,
-        sink: TextIO | None,
+        sink: IO[Any] | None,
         *,
         key: str | bytes | None = None,
         seq: int = -1,
         prev: str = GENESIS,
         labels: Mapping[str, str] | None = None,
     ) -> None:
-        self.sink = sink
+        self.sink: IO[Any] | None = sink  # a stream of text; an owned file: bytes
         # Constant per log: rendered once (`,"labels":{...}`, or nothing).
         self._labels = (
             ',"labels":' + json.dumps(dict(labels), separators=(",", ":")) if labels else ""
@@ -143,6 +193,7 @@ class DecisionLog:
         self._io = threading.Lock()
         self._queue: collections.deque[_Entry] = collections.deque()
         self._hash = _digester(_key_bytes(key))
+        self._refusals = 0  # writes refused since the last one that went through
         self._seq = seq  # the last line written's seq (-1: the next line is a genesis)
         self._prev = prev  # the last line written's hash
         self.path: str | None = None
@@ -163,10 +214,10 @@ class DecisionLog:
     ) -> DecisionLog:
         """A log appending to the file `path` (created if absent)."""
         seq, prev, torn = _resume(path)
-        fh = open(path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 - closed in close()
+        fh = open(path, "ab", buffering=0)  # noqa: SIM115 - closed in close()
         try:
             if torn:  # end the torn line so the genesis line after it stands alone
-                fh.write("\n")
+                _append_whole(fh, b"\n")
             out = cls(fh, key=key, seq=seq, prev=prev, labels=labels)
             # before its first head record is written; a torn last line (a killed
             # writer) is a problem of its own, which verify names
@@ -327,9 +378,20 @@ class DecisionLog:
             sink = self.sink
             if sink is not None:  # else closed meanwhile: the lines go nowhere
                 text, seq, prev = self._chain([f for e in entries for f in e.fields])
-                sink.write(text)
-                # a failed write leaves the chain where it was: the next line links
-                # to the last line written, not to one the sink refused
+                if self.path is not None:
+                    # All or nothing: a refused write leaves no part of these lines in
+                    # the file, and the chain where it was (the next line links to the
+                    # last line written).
+                    _append_whole(sink, text.encode())
+                else:
+                    try:
+                        sink.write(text)
+                    except OSError:
+                        # A stream keeps in its buffer what it could not write, and may
+                        # write it later: the chain goes on after these lines (if they
+                        # never come, `log verify` names the gap).
+                        self._seq, self._prev = seq, prev
+                        raise
                 self._seq, self._prev = seq, prev
                 if self.path is not None:
                     self._size += len(text)  # ASCII: the quoting escapes the rest
@@ -337,11 +399,38 @@ class DecisionLog:
                         self._rotate()
                     elif time.monotonic() - self._head_at >= HEAD_EVERY:
                         self._save_head()
-        except BaseException as exc:  # each thread whose lines these were raises it
+        except OSError as exc:  # each thread whose lines these were raises it
+            error = self._refused(exc)
+        except BaseException as exc:
             error = exc
+        else:
+            if self._refusals:
+                log.warning(
+                    "decision log %s: writable again, after %d refused writes",
+                    self._where(),
+                    self._refusals,
+                )
+                self._refusals = 0
         for e in entries:
             e.error = error
             e.done.release()
+
+    def _where(self) -> str:
+        return self.path if self.path is not None else "stream"
+
+    def _refused(self, exc: OSError) -> DecisionLogError:
+        """Under the writer's lock: a refused write as the error its threads raise;
+        said in the log at the first refusal (not once per decision)."""
+        why = exc.strerror or str(exc)
+        if not self._refusals:
+            log.error(
+                "decision log %s cannot be written (%s): decisions are refused "
+                "UNAVAILABLE until it can",
+                self._where(),
+                why,
+            )
+        self._refusals += 1
+        return DecisionLogError(self._where(), why)
 
     def _chain(self, fields: list[str]) -> tuple[str, int, str]:
         """Under the writer's lock: the lines of `fields`, chained after the last
@@ -383,7 +472,7 @@ class DecisionLog:
         cannot be opened, go on with the old one (and say so)."""
         assert self.path is not None
         try:
-            fh = open(self.path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+            fh = open(self.path, "ab", buffering=0)  # noqa: SIM115
         except OSError:
             log.exception(
                 "decision log %s cannot be opened; still writing to the old file", self.path

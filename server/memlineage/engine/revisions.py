@@ -16,6 +16,7 @@ from memlineage_dsl.decision import DENY
 from memlineage_dsl.facts import Creator, Request
 
 from memlineage.engine.context import EngineBase
+from memlineage.engine.decision_log import applied_before
 from memlineage.engine.records import DecisionRecord
 from memlineage.engine.snapshot import snapshot_of, to_facts
 from memlineage.lineage.errors import NotFoundError, UnknownDependencyError, ValidationError
@@ -110,7 +111,10 @@ class Revisions(EngineBase):
             return ReviseResult(False, rec, previous_version=stored.version)
         outcome = self.store.revise(proposed, expected_version=expected_version, now=now)
         self.credibility.invalidate_namespace(ns)
-        rec = self._issue(d, ns, "update", (proposed.id,), actor, now, serving.version)
+        with applied_before(
+            f"memory {proposed.id!r} is revised (version {outcome.memory.version})"
+        ):
+            rec = self._issue(d, ns, "update", (proposed.id,), actor, now, serving.version)
         return ReviseResult(
             True, rec, outcome.memory, outcome.previous_version, tuple(outcome.affected)
         )

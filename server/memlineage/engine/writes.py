@@ -10,6 +10,7 @@ from memlineage_dsl.decision import ALLOW, DENY, FIRED, Decision, Reason
 from memlineage_dsl.facts import DEFAULT_BUDGET, Creator, Request, UnknownMemory
 
 from memlineage.engine.context import EngineBase
+from memlineage.engine.decision_log import applied_before
 from memlineage.engine.decision_store import record_of
 from memlineage.engine.outcomes import (
     RecordResult,
@@ -136,7 +137,11 @@ class Writes(EngineBase):
                 continue
             if outcome.memory.claim is not None and not outcome.replayed:
                 self.credibility.invalidate_namespace(ns)
-            rec = self._issue(d, ns, op, (proposed.id,), actor, now, serving.version)
+            with applied_before(
+                f"memory {proposed.id!r} is recorded: the identical Record, once the log is "
+                "writable, answers its outcome as a replay"
+            ):
+                rec = self._issue(d, ns, op, (proposed.id,), actor, now, serving.version)
             return RecordResult(True, rec, outcome.memory, outcome.superseded_id, outcome.affected)
         raise AssertionError("unreachable: the last attempt returns or raises")
 
@@ -240,7 +245,8 @@ class Writes(EngineBase):
                 expected_version=expected_version,
                 now=now,
             )
-            rec = self._issue(d, ns, "update", (memory_id,), actor, now, serving.version)
+            with applied_before(f"memory {memory_id!r} is confirmed (version {stored.version})"):
+                rec = self._issue(d, ns, "update", (memory_id,), actor, now, serving.version)
             return StatusResult(True, rec, stored)
         if action == "compress":
             result = self.store.set_status(
@@ -264,7 +270,10 @@ class Writes(EngineBase):
                 expected_version=expected_version,
                 now=now,
             )
-        rec = self._issue(d, ns, "update", (memory_id,), actor, now, serving.version)
+        past = {"compress": "compressed", "revoke": "revoked"}.get(action, "superseded")
+        done = f"memory {memory_id!r} is {past} (version {result.root.version})"
+        with applied_before(done):
+            rec = self._issue(d, ns, "update", (memory_id,), actor, now, serving.version)
         return StatusResult(True, rec, result.root, tuple(result.affected))
 
     def feedback(

@@ -1,0 +1,103 @@
+"""A decision log that cannot be written (a full disk: `/dev/full` refuses every write
+with ENOSPC) refuses decisions UNAVAILABLE with the reason, the path and what stays
+changed, says so once in the sidecar's log (no traceback per call), and the sidecar
+goes on serving; since a line is written before its decision is answered, no decision
+is answered unlogged."""
+
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+
+import pytest
+from memlineage.client import MemLineageClient, Unavailable
+from memlineage.engine.decision_log import verify
+from support.serve_process import ServeProcess
+from support.sidecar import BUNDLED_POLICIES
+
+ENOSPC = "No space left on device"
+
+
+def test_a_full_disk_refuses_each_decision_unavailable_and_is_said_once() -> None:
+    sidecar = ServeProcess(
+        ["--policies", BUNDLED_POLICIES, "--decision-log", "/dev/full", "--sweep-interval", "0"]
+    )
+    try:
+        with MemLineageClient(sidecar.address, timeout=10, retries=0) as client:
+            with pytest.raises(Unavailable) as refused:
+                client.record("m1", creator="user:alice", tags=["tea"])
+            assert refused.value.reason == "DECISION_LOG_UNAVAILABLE"
+            details = refused.value.details
+            assert "the decision log (/dev/full) cannot be written" in details
+            assert ENOSPC in details
+            # the store write came before the log: the caller learns it stands
+            assert "memory 'm1' is recorded" in details and "replay" in details
+
+            for call in (
+                lambda: client.check("read", "m1"),
+                lambda: client.check("write", "m2"),
+                lambda: client.filter_rank([("m1", 0.9), ("m3", 0.5)]),
+            ):
+                with pytest.raises(Unavailable) as refused:
+                    call()
+                assert refused.value.reason == "DECISION_LOG_UNAVAILABLE"
+                assert "is recorded" not in refused.value.details
+            assert client.health() == "SERVING"  # the sidecar is up; its log is not
+    finally:
+        code = sidecar.stop()
+    out = "".join(iter_lines(sidecar))
+    assert code == 0, out
+    assert "Traceback" not in out, out
+    assert out.count("cannot be written") == 1, out  # the first refusal, not every one
+    assert "decisions are refused UNAVAILABLE until it can" in out
+
+
+def iter_lines(sidecar: ServeProcess) -> list[str]:
+    lines = []
+    while not sidecar.lines.empty():
+        lines.append(sidecar.lines.get_nowait())
+    return lines
+
+
+def test_a_write_cut_short_by_the_file_size_limit_leaves_no_part_of_a_line(
+    tmp_path: Path,
+) -> None:
+    """The sidecar's file size limit (RLIMIT_FSIZE, set from outside with prlimit) stops
+    a line part way (EFBIG after a short write): the part written is cut back off,
+    the decision is refused, and once the limit is lifted decisions are answered and
+    logged again in one chain that `memlineage log verify` finds intact, one line per
+    decision answered."""
+    path = tmp_path / "decisions.log"
+    sidecar = ServeProcess(
+        ["--policies", BUNDLED_POLICIES, "--decision-log", str(path), "--sweep-interval", "0"]
+    )
+    pid = sidecar.proc.pid
+    answered = 0
+    try:
+        with MemLineageClient(sidecar.address, timeout=10, retries=0) as client:
+            client.record("m1", creator="user:alice", tags=["tea"])
+            client.check("read", "m1")
+            answered += 2
+            size = path.stat().st_size
+            line = size // 2  # two lines so far, of about the same length
+            # room for a part of the next line only
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (size + line // 3, resource.RLIM_INFINITY))
+            with pytest.raises(Unavailable) as refused:
+                client.check("read", "m1")
+            assert refused.value.reason == "DECISION_LOG_UNAVAILABLE"
+            assert "File too large" in refused.value.details
+            assert path.stat().st_size == size  # the part written is cut off again
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
+            client.check("read", "m1")
+            client.record("m2", creator="user:alice", dependencies=["m1"])
+            answered += 2
+    finally:
+        assert sidecar.stop() == 0
+    out = "".join(iter_lines(sidecar))
+    assert "Traceback" not in out, out
+    assert "writable again, after 1 refused writes" in out, out
+    found = verify([str(path)])
+    assert found.ok, found.describe()
+    assert found.decisions == answered
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert len(lines) == answered and all(x.endswith(b"}\n") for x in lines)
