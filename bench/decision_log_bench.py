@@ -58,7 +58,7 @@ class OneLockLog(DecisionLog):
         with self._one:
             text, seq, prev = self._chain(fields)
             assert self.sink is not None
-            self.sink.write(text)
+            self.sink.write(text.encode())  # an unbuffered file, as the shipped writer's
             self._seq, self._prev = seq, prev
 
 

@@ -337,83 +337,103 @@ class DecisionLog:
     def _commit(self, fields: list[str]) -> None:
         """Return once the lines of `fields` (a line's fields without seq, prev and
         hash) are written. No thread ever blocks on a lock another deciding thread
-        holds: the writer's lock is only tried; a thread that finds it taken sleeps on
-        a lock of its own, which the thread that writes its lines releases."""
+        holds: the writer's lock is only tried. The thread that gets it writes what
+        others queued, then its own lines; a thread that finds it taken queues its
+        lines and sleeps on a lock of its own, which the thread that writes them
+        releases."""
+        if self._io.acquire(blocking=False):
+            self._lead(fields)
+            return
         entry = _Entry(fields)
         self._queue.append(entry)  # atomic: the queue's order is the chain's
-        if self._io.acquire(blocking=False):
-            self._lead()
+        if self._io.acquire(blocking=False):  # let go meanwhile: no one took the line
+            self._lead(())
         else:
             entry.done.acquire()  # released once written (or failed)
             self._lead_if_left()  # a thread woken by a write may find lines left behind
         if entry.error is not None:
             raise entry.error
 
-    def _lead(self) -> None:
-        """Holding the writer's lock: write the queue until it is empty, then let go.
-        After letting go, the queue is looked at again: a line queued by a thread that
-        tried the lock just before it was let go would otherwise wait forever."""
-        while True:
+    def _lead(self, own: Sequence[str]) -> None:
+        """Holding the writer's lock: write the queue and `own` (this thread's lines),
+        and the queue again until it is empty, then let go. After letting go, the
+        queue is looked at again: a line queued by a thread that tried the lock just
+        before it was let go would otherwise wait for ever. Raises `own`'s error."""
+        try:
+            error = self._write_queued(own)  # later rounds write other threads' lines
+        finally:
+            self._io.release()
+        while self._queue and self._io.acquire(blocking=False):
             try:
                 self._write_queued()
             finally:
                 self._io.release()
-            if not self._queue or not self._io.acquire(blocking=False):
-                return  # nothing left, or another thread writes now and looks after
+        if error is not None:
+            raise error
 
     def _lead_if_left(self) -> None:
         if self._queue and self._io.acquire(blocking=False):
-            self._lead()
+            self._lead(())
 
-    def _write_queued(self) -> None:
-        """Under the writer's lock: every queued line chained and written in one write;
-        each entry's thread woken, with the error when the write failed."""
+    def _write_queued(self, own: Sequence[str] = ()) -> BaseException | None:
+        """Under the writer's lock: every queued line, then `own`, chained and written
+        in one write; each queued entry's thread woken, with the error when the write
+        failed. Returns that error (None: written)."""
         queue, entries = self._queue, []
         while queue:
             entries.append(queue.popleft())
-        if not entries:
-            return
-        error: BaseException | None = None
-        try:
-            sink = self.sink
-            if sink is not None:  # else closed meanwhile: the lines go nowhere
-                text, seq, prev = self._chain([f for e in entries for f in e.fields])
-                if self.path is not None:
-                    # All or nothing: a refused write leaves no part of these lines in
-                    # the file, and the chain where it was (the next line links to the
-                    # last line written).
-                    _append_whole(sink, text.encode())
-                else:
-                    try:
-                        sink.write(text)
-                    except OSError:
-                        # A stream keeps in its buffer what it could not write, and may
-                        # write it later: the chain goes on after these lines (if they
-                        # never come, `log verify` names the gap).
-                        self._seq, self._prev = seq, prev
-                        raise
-                self._seq, self._prev = seq, prev
-                if self.path is not None:
-                    self._size += len(text)  # ASCII: the quoting escapes the rest
-                    if self._max_bytes and self._size >= self._max_bytes:
-                        self._rotate()
-                    elif time.monotonic() - self._head_at >= HEAD_EVERY:
-                        self._save_head()
-        except OSError as exc:  # each thread whose lines these were raises it
-            error = self._refused(exc)
-        except BaseException as exc:
-            error = exc
-        else:
-            if self._refusals:
-                log.warning(
-                    "decision log %s: writable again, after %d refused writes",
-                    self._where(),
-                    self._refusals,
-                )
-                self._refusals = 0
+        if not entries and not own:
+            return None
+        fields = [f for e in entries for f in e.fields] if entries else []
+        fields.extend(own)
+        error = self._write_lines(fields)
         for e in entries:
             e.error = error
             e.done.release()
+        return error
+
+    def _write_lines(self, fields: list[str]) -> BaseException | None:
+        """Under the writer's lock: the lines of `fields` chained and written in one
+        write (rotating or saving the head record after it when due); the error when
+        the sink refused it."""
+        sink = self.sink
+        if sink is None:  # closed meanwhile: the lines go nowhere
+            return None
+        try:
+            text, seq, prev = self._chain(fields)
+            if self.path is not None:
+                # All or nothing: a refused write leaves no part of these lines in the
+                # file, and the chain where it was (the next line links to the last
+                # line written).
+                _append_whole(sink, text.encode())
+            else:
+                try:
+                    sink.write(text)
+                except OSError:
+                    # A stream keeps in its buffer what it could not write, and may
+                    # write it later: the chain goes on after these lines (if they
+                    # never come, `log verify` names the gap).
+                    self._seq, self._prev = seq, prev
+                    raise
+            self._seq, self._prev = seq, prev
+            if self.path is not None:
+                self._size += len(text)  # ASCII: the quoting escapes the rest
+                if self._max_bytes and self._size >= self._max_bytes:
+                    self._rotate()
+                elif time.monotonic() - self._head_at >= HEAD_EVERY:
+                    self._save_head()
+        except OSError as exc:  # each thread whose lines these were raises it
+            return self._refused(exc)
+        except BaseException as exc:
+            return exc
+        if self._refusals:
+            log.warning(
+                "decision log %s: writable again, after %d refused writes",
+                self._where(),
+                self._refusals,
+            )
+            self._refusals = 0
+        return None
 
     def _where(self) -> str:
         return self.path if self.path is not None else "stream"
