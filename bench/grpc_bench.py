@@ -83,7 +83,6 @@ TARGET_FR_DECISIONS = 50_000  # FilterRank decisions/s (fresh; best case too)
 WRITE_EVERY = 20  # the mix: one Record of a new memory per 19 Checks (5% of calls)
 REUSE_OFF_TOML = "# grpc_bench: every decision fresh\nreuse_decisions = false\n"
 TARGET_SHADOW_SLOWDOWN = 0.15  # fresh Check with a shadow candidate loaded, at most
-# The shadow row's candidate: the bundled set plus one rule (it disagrees on web reads).
 # The shadow row's candidate: the bundled set plus this rule, which denies what the
 # bundled set degrades for a tool of the workload (`memories`: kind 5) that no bundled
 # test names, so the candidate's tests pass (a candidate whose tests fail is not loaded;
