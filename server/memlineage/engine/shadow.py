@@ -35,6 +35,7 @@ __all__ = ["ShadowControl", "ShadowDiff", "ShadowSet", "ShadowStatus"]
 
 _LOG = logging.getLogger("memlineage.shadow")
 EXAMPLES = 3
+VERDICTS_LIMIT = 4096  # pairs of decisions whose verdict is kept per candidate
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +66,23 @@ _Key = tuple[str, str, str, tuple[str, ...], tuple[str, ...]]
 @dataclass
 class _Loaded:
     serving: ServingPolicies
-    compared: int = 0
     disagreed: int = 0
     counts: Counter[_Key] = field(default_factory=Counter)
     examples: dict[_Key, list[str]] = field(default_factory=dict)
+    # Decisions compared, counted by each deciding thread in a cell of its own: an
+    # agreement (nearly every decision) takes no lock. One lock taken per decision
+    # by every worker made them queue behind each other and hand the lock and the
+    # GIL back and forth (two context switches per decision at four threads).
+    cells: list[list[int]] = field(default_factory=list)
+    mine: threading.local = field(default_factory=threading.local)
+    # (id(served), id(candidate's)) -> both decisions and the keys they disagree under
+    verdicts: dict[tuple[int, int], tuple[Decision, Decision, tuple[_Key, ...]]] = field(
+        default_factory=dict
+    )
+
+    @property
+    def compared(self) -> int:
+        return sum(cell[0] for cell in list(self.cells))
 
 
 class ShadowSet:
@@ -104,26 +118,37 @@ class ShadowSet:
             shadow = decide(loaded.serving.compiled, req, snap)
         except Exception:  # decide is total; this is defence for the serving path
             return
-        changed = _answer(shadow) != _answer(served)
-        with self._lock:
+        cell = getattr(loaded.mine, "cell", None)
+        if cell is None:  # this thread's first comparison of this candidate
+            cell = loaded.mine.cell = [0]
+            with self._lock:
+                loaded.cells.append(cell)
+        cell[0] += 1  # only this thread writes its cell
+        # The evaluator shares its decisions (one object per set of fired rules), so
+        # the verdict on a pair is worked out once and looked up by identity after.
+        pair = (id(served), id(shadow))
+        known = loaded.verdicts.get(pair)
+        if known is not None and known[0] is served and known[1] is shadow:
+            keys = known[2]
+        else:
+            keys = _disagreement(served, shadow)
+            if len(loaded.verdicts) >= VERDICTS_LIMIT:
+                loaded.verdicts.clear()
+            loaded.verdicts[pair] = (served, shadow, keys)
+        if not keys:
+            return
+        where = f"{op} {','.join(m.id for m in (req.memories or (req.memory,)))}"
+        with self._lock:  # only the tallies change under it
             if self._loaded is not loaded:
                 return  # dropped or replaced meanwhile
-            loaded.compared += 1
-            if not changed:
-                return
             loaded.disagreed += 1
-            where = f"{op} {','.join(m.id for m in (req.memories or (req.memory,)))}"
-            named = _changed_policies(served, shadow)
-            if not named:
-                only_score = _answer(shadow)[:2] == _answer(served)[:2]
-                named = ["<score>" if only_score else "<resolution>"]
-            a, b = _kinds(served, shadow)
-            for policy in named:
-                key = (policy, served.effect, shadow.effect, a, b)
+            for key in keys:
                 loaded.counts[key] += 1
                 shown = loaded.examples.setdefault(key, [])
                 if len(shown) < EXAMPLES and where not in shown:
                     shown.append(where)
+        if not _LOG.isEnabledFor(logging.INFO):  # `memlineage serve` logs WARNING and up
+            return
         _LOG.info(
             json.dumps(
                 {
@@ -150,6 +175,18 @@ class ShadowSet:
             return ShadowStatus(
                 True, loaded.serving.version, loaded.compared, loaded.disagreed, diffs
             )
+
+
+def _disagreement(served: Decision, shadow: Decision) -> tuple[_Key, ...]:
+    """The keys a disagreement is counted under; () when both answer the same."""
+    if _answer(shadow) == _answer(served):
+        return ()
+    named = _changed_policies(served, shadow)
+    if not named:
+        only_score = _answer(shadow)[:2] == _answer(served)[:2]
+        named = ["<score>" if only_score else "<resolution>"]
+    a, b = _kinds(served, shadow)
+    return tuple((policy, served.effect, shadow.effect, a, b) for policy in named)
 
 
 def _answer(d: Decision) -> tuple[object, ...]:
