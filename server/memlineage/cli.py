@@ -249,7 +249,7 @@ def _simulate(args: argparse.Namespace) -> int:
 def _log(args: argparse.Namespace) -> int:
     import os
 
-    from memlineage.engine.decision_log import verify_command
+    from memlineage.engine.log_verify import verify_command
 
     return verify_command(
         args.files,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from memlineage.client import MemLineageClient, Unavailable
-from memlineage.engine.decision_log import verify
+from memlineage.engine.log_verify import verify
 from support.serve_process import ServeProcess
 from support.sidecar import BUNDLED_POLICIES
 

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 from memlineage import cli
 from memlineage.config import ConfigError, load_config
-from memlineage.engine.decision_log import GENESIS, DecisionLog, Verified, verify
+from memlineage.engine.decision_log import DecisionLog
+from memlineage.engine.log_chain import GENESIS
+from memlineage.engine.log_verify import Verified, verify
 from memlineage.engine.records import DecisionLog as ReExported
 from memlineage.engine.records import DecisionRecord
 from memlineage_dsl.decision import Decision, Reason

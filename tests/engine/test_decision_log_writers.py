@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memlineage.engine.decision_log import DecisionLog, DecisionLogError, verify
+from memlineage.engine.decision_log import DecisionLog, DecisionLogError
+from memlineage.engine.log_verify import verify
 from memlineage.engine.records import DecisionRecord
 from memlineage_dsl.decision import Decision
 

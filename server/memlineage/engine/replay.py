@@ -268,7 +268,7 @@ def replay_command(
     from memlineage_dsl.pipeline import build_paths
     from memlineage_dsl.render import render_human
 
-    from memlineage.engine.decision_log import verify_command
+    from memlineage.engine.log_verify import verify_command
 
     err = err or sys.stderr
     if (key or partial) and not verify:
