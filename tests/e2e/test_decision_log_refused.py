@@ -45,18 +45,11 @@ def test_a_full_disk_refuses_each_decision_unavailable_and_is_said_once() -> Non
             assert client.health() == "SERVING"  # the sidecar is up; its log is not
     finally:
         code = sidecar.stop()
-    out = "".join(iter_lines(sidecar))
+    out = sidecar.rest()
     assert code == 0, out
     assert "Traceback" not in out, out
     assert out.count("cannot be written") == 1, out  # the first refusal, not every one
     assert "decisions are refused UNAVAILABLE until it can" in out
-
-
-def iter_lines(sidecar: ServeProcess) -> list[str]:
-    lines = []
-    while not sidecar.lines.empty():
-        lines.append(sidecar.lines.get_nowait())
-    return lines
 
 
 def test_a_write_cut_short_by_the_file_size_limit_leaves_no_part_of_a_line(
@@ -93,7 +86,7 @@ def test_a_write_cut_short_by_the_file_size_limit_leaves_no_part_of_a_line(
             answered += 2
     finally:
         assert sidecar.stop() == 0
-    out = "".join(iter_lines(sidecar))
+    out = sidecar.rest()
     assert "Traceback" not in out, out
     assert "writable again, after 1 refused writes" in out, out
     found = verify([str(path)])

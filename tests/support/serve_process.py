@@ -74,7 +74,8 @@ class ServeProcess:
             env={**os.environ, **env} if env else None,
         )
         self.lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
         try:
             ready = self.expect(_SERVING, timeout)
         except AssertionError:
@@ -101,6 +102,15 @@ class ServeProcess:
             if m:
                 return m
         raise AssertionError(f"no line matching {pattern!r}; output was: {''.join(seen)}")
+
+    def rest(self, timeout: float = 20.0) -> str:
+        """Once it has exited: every line of output not yet taken (read to its end)."""
+        assert self.proc.poll() is not None, "still running"
+        self._pump_thread.join(timeout)
+        out = []
+        while not self.lines.empty():
+            out.append(self.lines.get_nowait())
+        return "".join(out)
 
     def kill(self) -> None:
         """SIGKILL (when still running), and reap it."""
