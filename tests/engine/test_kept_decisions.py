@@ -246,3 +246,17 @@ def test_a_namespace_whose_decision_stream_is_of_another_type_fails_only_its_own
     assert said == [("INFO", "kept decisions of 'other' are written again")], said
     assert len(engine.explain("other", "m").decisions) == 1
     store.close()
+
+
+def test_a_kept_decision_nested_past_the_parser_reads_as_none() -> None:
+    """A store's kept decision is read back from bytes a damaged (or edited) store may
+    hold: text nested deeper than the JSON parser goes is not one (before: a
+    RecursionError out of Explain)."""
+    from memlineage.engine.decision_store import record_of
+    from memlineage.lineage.decisions import KeptDecision
+
+    deep = "[" * 5000
+    assert KeptDecision.from_json(deep) is None
+    kept = KeptDecision("d1", "ns", "read", ("m1",), "agent:a", T0, "v1", "allow", deep)
+    assert record_of(kept) is None
+    assert KeptDecision.from_json(kept.to_json()) == kept  # a sound one still reads

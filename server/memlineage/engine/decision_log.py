@@ -510,7 +510,7 @@ def _resume(path: str) -> tuple[int, str, bool]:
         try:
             entry = json.loads(last)
             seq, digest = entry["seq"], entry["hash"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             return -1, GENESIS, False
         if type(seq) is int and seq >= 0 and isinstance(digest, str) and HEX64.match(digest):
             return seq, digest, False

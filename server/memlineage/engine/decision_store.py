@@ -81,7 +81,7 @@ def record_of(k: KeptDecision) -> DecisionRecord | None:
             ),
             errors=tuple(str(e) for e in v["e"]),
         )
-    except (ValueError, TypeError, KeyError, IndexError):
+    except (ValueError, TypeError, KeyError, IndexError, RecursionError):
         return None
     return DecisionRecord(
         k.decision_id,

@@ -62,7 +62,7 @@ def read_head(path: str, digest: Callable[[bytes], str]) -> Head | str | None:
         return None
     except OSError as exc:
         return f"its head record cannot be read ({exc.strerror or exc})"
-    with contextlib.suppress(ValueError):
+    with contextlib.suppress(ValueError, RecursionError):  # nested past the parser's depth
         v = json.loads(raw)
         if isinstance(v, dict):
             seq, got, mac = v.get("seq"), v.get("hash"), v.get("mac")

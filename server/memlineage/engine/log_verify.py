@@ -69,6 +69,8 @@ def _entry(
         return "not UTF-8 text"
     except ValueError as exc:
         return f"not a JSON line ({str(exc).split(':')[0]})"
+    except RecursionError:
+        return "not a JSON line (nested deeper than the parser goes)"
     if not isinstance(entry, dict):
         return "not a decision line (a JSON object)"
     seq, prev = entry.get("seq"), entry.get("prev")

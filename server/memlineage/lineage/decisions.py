@@ -61,5 +61,5 @@ class KeptDecision:
                 str(v[7]),
                 str(v[8]),
             )
-        except (ValueError, TypeError, IndexError, KeyError):
+        except (ValueError, TypeError, IndexError, KeyError, RecursionError):
             return None

@@ -165,9 +165,9 @@ def _texts(value: Any) -> list[str]:
             out.append(v)
             stripped = v.strip()
             if stripped[:1] in ("{", "["):
-                try:
+                try:  # a tool's text is anyone's: nested past the parser, it stays text
                     parsed = json.loads(stripped)
-                except ValueError:
+                except (ValueError, RecursionError):
                     return
                 walk_parsed(parsed)
         elif isinstance(v, int | float):
@@ -184,17 +184,21 @@ def _texts(value: Any) -> list[str]:
         else:
             out.append(str(v))
 
-    def walk_parsed(v: Any) -> None:
-        if isinstance(v, Mapping):
-            for item in v.values():
-                walk_parsed(item)
-        elif isinstance(v, list):
-            for item in v:
-                walk_parsed(item)
-        elif isinstance(v, str):
-            out.append(v)
-        elif v is not None and not isinstance(v, bool):
-            out.append(str(v))
+    def walk_parsed(value: Any) -> None:
+        """The texts of parsed JSON, depth first in order; iterative: the parser
+        nests as deep as the interpreter's recursion limit allows, a recursive walk
+        of what it made would not."""
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, Mapping):
+                stack.extend(reversed(list(v.values())))
+            elif isinstance(v, list):
+                stack.extend(reversed(v))
+            elif isinstance(v, str):
+                out.append(v)
+            elif v is not None and not isinstance(v, bool):
+                out.append(str(v))
 
     walk(value)
     return [t for t in out if t.strip()]
