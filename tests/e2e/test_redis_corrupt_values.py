@@ -62,6 +62,7 @@ def pays(c: MemLineageClient, gid: str) -> None:
 # name: (the hash, the new value from the old, a piece of the problem)
 GRANT_DAMAGE: dict[str, tuple[str, Callable[[bytes], bytes], str]] = {
     "not-json": ("g", const(b'["g-1","tenant'), "is not valid JSON"),
+    "nested-past-the-parser": ("g", const(b"[" * 5000), "nested deeper than the parser goes"),
     "truncated": ("g", lambda t: t[: len(t) // 2], "is not valid JSON"),
     "not-utf8": ("g", const(b"\xff\xfe[\x00\x81"), "not UTF-8"),
     "an-object": ("g", const(b'{"id": "g-1"}'), "not a list"),
@@ -127,6 +128,7 @@ def test_a_grant_under_a_field_name_that_is_not_utf8_is_data_loss(
 
 PROPOSAL_DAMAGE: dict[str, tuple[Callable[[bytes], bytes], str]] = {
     "not-json": (const(b'["memo",'), "is not valid JSON"),
+    "nested-past-the-parser": (const(b"[" * 5000), "nested deeper than the parser goes"),
     "not-utf8": (const(b"\xff\xfe[\x00\x81"), "not UTF-8"),
     "empty": (const(b""), "is not valid JSON"),
     "a-number": (const(b"42"), "not a list"),

@@ -120,6 +120,10 @@ Damage = Callable[[Path, str], None]
 
 COMMON: dict[str, tuple[Damage, str]] = {
     "not-json": (lambda d, t: _set(d, t, '["g-pay","tenant'), "is not valid JSON"),
+    "nested-past-the-parser": (
+        lambda d, t: _set(d, t, "[" * 5000),
+        "nested deeper than the parser goes",
+    ),
     "truncated-blob": (_truncated_blob, "is not valid JSON"),
     "not-utf8-blob": (_not_utf8_blob, "is not valid JSON"),
     "a-number": (lambda d, t: _set(d, t, 42), "not a list"),

@@ -184,6 +184,15 @@ def _not_json(data: Path) -> None:
     con.close()
 
 
+def _nested_past_the_parser(data: Path) -> None:
+    """A checksum that matches a text nested deeper than the JSON parser goes (before:
+    RecursionError out of the open)."""
+    con = rw(data)
+    text = "[" * 5000
+    con.execute("UPDATE ops SET op = ?, crc = ? WHERE seq = 2", (text, persistence.crc(2, text)))
+    con.close()
+
+
 def _empty_file(data: Path) -> None:
     (data / DB_NAME).write_bytes(b"")
 
@@ -208,6 +217,10 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
         "op 4 cannot be replayed: refers to 'ghost', which is not stored",
     ),
     "not-json": (_not_json, "op 2 is not valid JSON"),
+    "nested-past-the-parser": (
+        _nested_past_the_parser,
+        "op 2 is not valid JSON (nested deeper than the parser goes)",
+    ),
     "empty-file": (_empty_file, "is not a MemLineage store"),
     "not-a-database": (_not_a_database, "file is not a database"),
     "damaged-page": (_header_page_damaged, "database disk image is malformed"),
@@ -433,6 +446,13 @@ def _middle_line_garbage(old: Path) -> tuple[str, str]:
     return "log.0.jsonl", "line 3 is not valid JSON"
 
 
+def _middle_line_nested_past_the_parser(old: Path) -> tuple[str, str]:
+    lines = (old / "log.0.jsonl").read_text().splitlines()
+    lines[2] = "[" * 5000
+    (old / "log.0.jsonl").write_text("\n".join(lines) + "\n")
+    return "log.0.jsonl", "line 3 is not valid JSON"
+
+
 def _renamed_dependency(old: Path) -> tuple[str, str]:
     text = (
         (old / "log.0.jsonl").read_text().replace('"dependencies":["m2"]', '"dependencies":["m2x"]')
@@ -448,8 +468,13 @@ def _truncated_snapshot(old: Path) -> tuple[str, str]:
 
 @pytest.mark.parametrize(
     "damage",
-    [_middle_line_garbage, _renamed_dependency, _truncated_snapshot],
-    ids=["bad-line", "renamed-dependency", "truncated-snapshot"],
+    [
+        _middle_line_garbage,
+        _middle_line_nested_past_the_parser,
+        _renamed_dependency,
+        _truncated_snapshot,
+    ],
+    ids=["bad-line", "nested-line", "renamed-dependency", "truncated-snapshot"],
 )
 def test_a_damaged_old_directory_is_refused_untouched(
     tmp_path: Path, damage: Callable[[Path], tuple[str, str]]

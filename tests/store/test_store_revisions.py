@@ -26,7 +26,7 @@ from memlineage.lineage import (
     VersionConflictError,
 )
 from memlineage.lineage.errors import LineageError
-from memlineage.store import EmbeddedStore, LineageStore
+from memlineage.store import EmbeddedStore, LineageStore, open_store
 from memlineage.store.embedded import persistence
 from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.persistence import DB_NAME
@@ -248,3 +248,32 @@ def test_an_op_of_unknown_kind_refuses_to_open(tmp_path: Path) -> None:
         )
     with pytest.raises(StoreCorruptError, match="unknown op kind 'Z'"):
         EmbeddedStore(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("stored", "problem"),
+    [
+        (b'["id","a",', "entry 0 is not a record hash as JSON"),
+        (b"[" * 5000, "entry 0 is not a record hash as JSON"),  # past the parser's depth
+        (b'{"id":"a"}', "entry 0 is not a record hash as JSON (not a JSON list of strings)"),
+    ],
+    ids=["not-json", "nested-past-the-parser", "an-object"],
+)
+def test_a_corrupt_kept_version_on_redis_is_refused_naming_its_entry(
+    redis_server: Any, stored: bytes, problem: str
+) -> None:
+    """Redis keeps each earlier version as a JSON entry of a list, bytes anyone with
+    access to Redis may have changed: a damaged entry is StoreCorruptError naming the
+    key and the entry, never another exception (one nested past the JSON parser's
+    depth raised RecursionError)."""
+    store = open_store(redis_server.emptied())
+    try:
+        graph(store)
+        store.revise(mem("a", "p2"), expected_version=1)
+        key = store.keys.versions(NS, "a")
+        store.client.lset(key, 0, stored)
+        with pytest.raises(StoreCorruptError) as refused:
+            store.versions(NS, "a")
+        assert refused.value.path == key and problem in refused.value.problem, refused.value
+    finally:
+        store.close()

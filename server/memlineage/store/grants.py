@@ -86,6 +86,10 @@ class GrantsMixin:
     def _use_grants(self, namespace: str, ids: list[str], now: float) -> bool: ...
 
 
+TOO_DEEP = "nested deeper than the parser goes"
+"""Why a stored JSON text that raised RecursionError is not read (said in errors)."""
+
+
 class DecodeProblem(ValueError):
     """What is wrong with one stored grant or proposal: the backend turns it into
     ``StoreCorruptError`` naming where it is stored (a row, a key and field)."""
@@ -105,6 +109,8 @@ def json_fields(data: object, least: int, most: int) -> list[Any]:
         v = json.loads(data)
     except ValueError as exc:
         raise DecodeProblem(f"is not valid JSON ({exc})") from None
+    except RecursionError:
+        raise DecodeProblem(f"is not valid JSON ({TOO_DEEP})") from None
     if not isinstance(v, list):
         raise DecodeProblem(f"is not a list of fields (a JSON {type(v).__name__})")
     if not least <= len(v) <= most:

@@ -157,7 +157,7 @@ class RedisRevise(RedisRecord):
                 raise StoreCorruptError(
                     key, f"entry {i}: {exc.problem}", store="redis", remedy=RECORD_REMEDY
                 ) from None
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 raise StoreCorruptError(
                     key,
                     f"entry {i} is not a record hash as JSON ({exc})",

@@ -48,7 +48,7 @@ def load_legacy(directory: Path, state: State) -> int:
             data = json.loads(snapshot.read_text(encoding="utf-8"))
             generation = int(data["generation"])
             _load_snapshot(data, state)
-        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as exc:
             raise StoreCorruptError(snapshot, _problem(exc)) from exc
     path = directory / f"log.{generation}.jsonl"
     return _replay(path, state) if path.exists() else 0
@@ -84,7 +84,7 @@ def _replay(path: Path, state: State) -> int:
             continue
         try:
             op = json.loads(line)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             if torn_ok and number == len(lines):
                 break  # a torn last line (a crash mid-write): never acknowledged
             raise StoreCorruptError(path, f"line {number} is not valid JSON ({exc})") from exc

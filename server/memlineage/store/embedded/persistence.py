@@ -79,6 +79,7 @@ from memlineage.store.embedded.score_mirror import SCORED
 from memlineage.store.embedded.snapshot_parts import FORMAT, crc, dumps, write_snapshot
 from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
 from memlineage.store.embedded.state import State
+from memlineage.store.grants import TOO_DEEP
 
 __all__ = [
     "DB_NAME",
@@ -179,6 +180,8 @@ def _decode(path: Path, what: str, position: int, text: str, stored: int) -> Any
         return json.loads(text)
     except ValueError as exc:
         raise StoreCorruptError(path, f"{what} is not valid JSON ({exc})") from exc
+    except RecursionError:
+        raise StoreCorruptError(path, f"{what} is not valid JSON ({TOO_DEEP})") from None
 
 
 def _problem(exc: BaseException) -> str:
