@@ -119,6 +119,11 @@ def _file_layer(path: str) -> dict[str, tuple[Any, str]]:
             data = tomllib.load(fh)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise ConfigError(
+            f"{path}: a value is nested deeper than the TOML parser goes (no setting nests "
+            "more than two levels)"
+        ) from None
     raw: dict[str, object] = {}
     for key, value in data.items():
         if key in _TABLES:
