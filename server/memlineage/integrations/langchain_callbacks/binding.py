@@ -3,6 +3,7 @@ values out of LangChain's inputs and outputs, to bind arguments to memories."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -200,7 +201,8 @@ def _texts(value: Any) -> list[str]:
             elif v is not None and not isinstance(v, bool):
                 out.append(str(v))
 
-    walk(value)
+    with contextlib.suppress(RecursionError):  # nested past the interpreter: what was read
+        walk(value)
     return [t for t in out if t.strip()]
 
 
@@ -243,7 +245,8 @@ def _user_texts(value: Any) -> list[str]:
             for item in v:
                 walk(item)
 
-    walk(value)
+    with contextlib.suppress(RecursionError):  # nested past the interpreter: words so far
+        walk(value)
     return out
 
 

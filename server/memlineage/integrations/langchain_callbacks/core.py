@@ -259,6 +259,12 @@ class _Core:
         first: no part's origin is cut away (an injected part among many of the user's)."""
         with self.lock:
             sources = [s for s in self.sources if not (exclude and s.memory_id.startswith(exclude))]
+        try:
+            return self._sources(value, sources)
+        except RecursionError:  # nested past the interpreter's depth: not traceable
+            return []
+
+    def _sources(self, value: Any, sources: list[_Source]) -> list[str] | None:
         parts: list[list[str]] = []
         any_leaf = False
         for leaf in _leaves(value):
