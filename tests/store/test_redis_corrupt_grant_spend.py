@@ -37,6 +37,7 @@ def grant(ns: str, gid: str) -> GrantRecord:
 # refused (False, nothing spent).
 DAMAGE: dict[str, tuple[str, Callable[[bytes], bytes], str]] = {
     "not-json": ("g", const(b'["g-1",'), "is not valid JSON"),
+    "nested-past-the-parser": ("g", const(b"[" * 5000), "is not valid JSON"),
     "uses-a-string": ("g", json_edit(7, "many"), "field 7 (uses)"),
     "created-a-string": ("g", json_edit(10, "now"), "field 10 (created_at)"),
     "used-a-word": ("gu", const(b"lots"), "is not a count of uses"),
