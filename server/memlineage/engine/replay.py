@@ -6,6 +6,7 @@ them, examples; guards for CI ("no allow may become deny")."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections import Counter
@@ -90,6 +91,12 @@ def _logged(text: str) -> dict[str, Any]:
         raise _Unreadable(f"not a decision: a JSON {type(line).__name__}, not an object")
     if line.get("effect") not in _EFFECTS:
         raise _Unreadable(f"effect: {line.get('effect')!r} is not one of allow, deny, degrade")
+    score = line.get("score", 0.0)
+    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+        raise _Unreadable(f"score: {score!r} is not a number")
+    reasons = line.get("reasons", [])
+    if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
+        raise _Unreadable("reasons: not a list of texts")
     return line
 
 
@@ -110,7 +117,9 @@ def replay_lines(
         except (_Unreadable, BadInput) as exc:
             report.unreadable.append(f"{path}:{n}: {exc}")
             continue
-        except (ValueError, KeyError, TypeError, IndexError, RecursionError) as exc:
+        except Exception as exc:  # an edited input can break decoding anywhere
+            # (None where a mapping goes, a number past float's range, ...): the line is
+            # not one the log writes, said with what broke
             report.unreadable.append(f"{path}:{n}: {type(exc).__name__}: {exc}")
             continue
         d = decide(candidate, req, snap)
