@@ -25,10 +25,10 @@ def checked_lineage(fields: Any, where: str) -> dict[str, Any]:
     or, for the LangGraph store, a ``[namespace, key]`` pair (its adapter reads it)."""
     if not isinstance(fields, Mapping):
         raise ValueError(f"{where}: lineage must be a mapping, got {type(fields).__name__}")
-    unknown = sorted(set(fields) - set(LINEAGE_FIELDS))
+    unknown = sorted(map(repr, set(fields) - set(LINEAGE_FIELDS)))  # keys of any type
     if unknown:
         raise ValueError(
-            f"{where}: unknown lineage field(s) {', '.join(map(repr, unknown))}; "
+            f"{where}: unknown lineage field(s) {', '.join(unknown)}; "
             f"expected some of {', '.join(LINEAGE_FIELDS)}"
         )
     for name, value in fields.items():
@@ -52,16 +52,25 @@ def _kind_named(creator: str, where: str) -> None:
         raise ValueError(f"{where}: {exc}") from None
 
 
+def _finite(value: float) -> bool:
+    """A finite number a float holds (an int past float's range is not one: isfinite
+    of it raises OverflowError)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _problem(name: str, value: Any) -> str:
     if name in _TEXTS:
         return "" if isinstance(value, str) and value else "is not a non-empty string"
     if name == "confidence":
         if isinstance(value, bool) or not isinstance(value, int | float):
             return "is not a number"
-        return "" if math.isfinite(value) and 0.0 <= value <= 1.0 else "is not in [0, 1]"
+        return "" if _finite(value) and 0.0 <= value <= 1.0 else "is not in [0, 1]"
     if name == "created_at":
         ok = not isinstance(value, bool) and isinstance(value, int | float)
-        return "" if ok and math.isfinite(value) else "is not a time (seconds since the epoch)"
+        return "" if ok and _finite(value) else "is not a time (seconds since the epoch)"
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, list | tuple):
         return "is not a list"
     if name == "tags":
