@@ -75,6 +75,11 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
         ("[scoring]\ndefault_volatility = 'weird'", "default_volatility 'weird' is not one of"),
         ("[scoring.half_lives]\nhigh = 0", "scoring: half_lives.high must be > 0, got 0.0"),
         ("[scoring]\nprior_strength = 0", "scoring: prior_strength must be > 0"),
+        # an int past float's range (before: OverflowError, a traceback)
+        (
+            "lineage_depth = " + "9" * 400,
+            "lineage_depth: must be 1 to 64, got 999999... (400 digits)",
+        ),
         # nested past tomllib's recursion (before: RecursionError, a traceback)
         ("decision_log = " + "[" * 5000 + "]" * 5000, "nested deeper than the TOML parser goes"),
     ],

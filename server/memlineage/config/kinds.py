@@ -30,6 +30,16 @@ class TokenGrant:
     name: str = ""  # how logs name the caller (the `[tokens.NAME]` table, or envN/flagN)
 
 
+def _shown(value: float) -> str:
+    """A number as an error shows it; an int past float's range by its digits (`:g`
+    of it raised OverflowError, a traceback for a setting of 400 digits)."""
+    try:
+        return f"{value:g}"
+    except OverflowError:
+        digits = str(abs(int(value)))
+        return f"{'-' if value < 0 else ''}{digits[:6]}... ({len(digits)} digits)"
+
+
 @dataclass(frozen=True, slots=True)
 class Range:
     """The values a numeric setting takes: ``lo`` to ``hi`` (either None: unbounded),
@@ -49,7 +59,7 @@ class Range:
             return f"must be a finite number ({self.describe()}), got {value}"
         low = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
         if low or (self.hi is not None and value > self.hi):
-            return f"must be {self.describe()}, got {value:g}"
+            return f"must be {self.describe()}, got {_shown(value)}"
         return None
 
     def describe(self) -> str:
