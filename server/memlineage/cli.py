@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memlineage import __version__
-from memlineage.cli_remote import remote_client, remote_error, seconds
+from memlineage.cli_remote import count, remote_client, remote_error, seconds
 from memlineage.config import add_setting_flags
 
 if TYPE_CHECKING:
@@ -125,14 +125,14 @@ def _parser() -> argparse.ArgumentParser:
         default="text",
         help="prov: W3C PROV-JSON (memlineage/prov_export.py)",
     )
-    explain.add_argument("--depth", type=int, default=0, help="ancestor/descendant depth")
+    explain.add_argument("--depth", type=count, default=0, help="ancestor/descendant depth")
     remote(explain)
     sweep = sub.add_parser(
         "sweep",
         help="one lifecycle governance pass (archive / evict by "
         "value): on the running sidecar, or directly on a store",
     )
-    sweep.add_argument("--batch", type=int, default=1000, help="memories per namespace")
+    sweep.add_argument("--batch", type=count, default=1000, help="memories per namespace")
     sweep.add_argument(
         "--store",
         help="run on this store directly (redis://…, "

@@ -26,6 +26,18 @@ def seconds(text: str) -> float:
     return value
 
 
+def count(text: str) -> int:
+    """A ``--depth`` or ``--batch``: an integer 0 to 2,147,483,647, the requests' int32
+    (argparse's one-line error else: a larger one was a protobuf traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value <= 2**31 - 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be 0 to 2,147,483,647")
+    return value
+
+
 def remote_error(exc: Exception, args: argparse.Namespace) -> None:
     """A failed call to the sidecar, in one line: one that never answered says where it
     was asked and what to check (before: `DEADLINE_EXCEEDED: Deadline Exceeded`)."""

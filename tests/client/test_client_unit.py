@@ -682,6 +682,19 @@ def test_a_sidecar_never_reached_is_named_in_the_deadline() -> None:
     assert f"the sidecar at {target} was never reachable" in caught.value.details
 
 
+def test_counts_past_the_requests_int32_are_named_before_anything_is_sent() -> None:
+    """Before: protobuf's "Value out of range: N", naming no argument."""
+    c = MemLineageClient("127.0.0.1:1", timeout=1, retries=0)
+    with pytest.raises(ValueError, match=r"^ancestor_depth: 2147483648 is out of range"):
+        c.explain("m", ancestor_depth=2**31)
+    with pytest.raises(ValueError, match=r"^batch: -2147483649 is out of range"):
+        c.run_sweep(batch=-(2**31) - 1)
+    with pytest.raises(ValueError, match=r"^limit: "):
+        c.filter_rank([("m", 0.5)], limit=10**20)
+    with pytest.raises(ValueError, match=r"^uses: "):
+        c.grant(["send_money"], memory_id="m", uses=2**40)
+
+
 def test_constructor_validates() -> None:
     with pytest.raises(ValueError, match="timeout"):
         MemLineageClient("127.0.0.1:1", timeout=0)

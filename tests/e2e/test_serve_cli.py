@@ -229,6 +229,13 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
             assert out.stderr.strip().endswith(
                 f"argument --timeout: {bad!r}: must be a finite number of seconds > 0"
             ), out.stderr
+    # a depth or batch past the requests' int32: argparse's line (before: a protobuf
+    # "Value out of range" traceback)
+    for command, option in ((["explain", "m"], "--depth"), (["sweep"], "--batch")):
+        for bad, said in (("9" * 21, ": must be 0 to 2,147,483,647"), ("x", " is not an integer")):
+            out = cli(*command, option, bad, "--target", "127.0.0.1:1")
+            assert out.returncode == 2, (command, bad, out.stderr)
+            assert out.stderr.strip().endswith(f"argument {option}: {bad!r}{said}"), out.stderr
 
 
 def test_metrics_listen_where_metrics_host_says(tmp_path: Path) -> None:

@@ -20,6 +20,19 @@ from memlineage.client.convert import (
 )
 from memlineage.v1 import memlineage_pb2 as pb
 
+INT32 = (-(2**31), 2**31 - 1)
+
+
+def int32(name: str, value: int) -> int:
+    """`value` for an int32 field of the request, or ValueError naming `name` (protobuf
+    said only "Value out of range: N", a traceback in `memlineage explain --depth`)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: {value!r} is not an integer")
+    if not INT32[0] <= value <= INT32[1]:
+        raise ValueError(f"{name}: {value} is out of range ({INT32[0]} to {INT32[1]})")
+    return value
+
+
 __all__ = [
     "REPLAYED",
     "VERSION_READ",
@@ -234,7 +247,7 @@ def filter_rank(
     request = pb.FilterRankRequest(
         namespace=namespace,
         historical=options.get("historical", False),
-        limit=options.get("limit", 0),
+        limit=int32("limit", options.get("limit", 0)),
         candidates=[pb.Candidate(memory_id=i, similarity=s) for i, s in candidates],
     )
     decision_context(
@@ -317,7 +330,7 @@ def grant(namespace: str, actions: Sequence[str], **fields: Unpack[GrantFields])
         arguments=list(fields.get("arguments", ())),
         source=fields.get("source", ""),
         memory_id=fields.get("memory_id", ""),
-        uses=fields.get("uses", 1),
+        uses=int32("uses", fields.get("uses", 1)),
         value=fields.get("value", ""),
         digest=fields.get("digest", ""),
     )
@@ -355,9 +368,9 @@ def explain(
     return pb.ExplainRequest(
         namespace=namespace,
         memory_id=memory_id,
-        ancestor_depth=ancestor_depth,
-        descendant_depth=descendant_depth,
-        decisions=decisions,
+        ancestor_depth=int32("ancestor_depth", ancestor_depth),
+        descendant_depth=int32("descendant_depth", descendant_depth),
+        decisions=int32("decisions", decisions),
     )
 
 
@@ -367,7 +380,7 @@ def watch(namespace: str, after: str, from_oldest: bool) -> pb.WatchRequest:
 
 
 def run_sweep(namespace: str, batch: int, at: float | None) -> pb.RunSweepRequest:
-    request = pb.RunSweepRequest(namespace=namespace, batch=batch)
+    request = pb.RunSweepRequest(namespace=namespace, batch=int32("batch", batch))
     if at is not None:
         request.time.CopyFrom(to_timestamp(at))
     return request
