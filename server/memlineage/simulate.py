@@ -118,7 +118,7 @@ class _Step:
     def raw(self, name: str, required: bool = False) -> Any:
         """The field as the JSON has it (None when absent)."""
         self.seen.add(name)
-        if name not in self.obj and required:
+        if required and self.obj.get(name) is None:  # absent, or null
             raise self.fail(f"{name} is required")
         return self.obj.get(name)
 
@@ -144,7 +144,13 @@ class _Step:
         value = self.raw(name, False)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
             raise self.fail(f"{name} must be a number")
-        return None if value is None else float(value)
+        return None if value is None else self._float(name, value)
+
+    def _float(self, name: str, value: float) -> float:
+        try:
+            return float(value)
+        except OverflowError:  # an integer of hundreds of digits (before: a traceback)
+            raise self.fail(f"{name}: a number past a float's range") from None
 
     def integer(self, name: str, default: int) -> int:
         value = self.raw(name, False)
@@ -165,6 +171,8 @@ class _Step:
     def creator(self, name: str, required: bool = False) -> Creator | None:
         text = self.text(name, required=required)
         if not text:
+            if required:  # "" names no one
+                raise self.fail(f"{name} is required")
             return None
         if text.split(":", 1)[0] not in _KINDS or ":" not in text:
             raise self.fail(f'{name}: {text!r} is not "kind:id" with kind one of {_KINDS}')
@@ -176,7 +184,7 @@ class _Step:
         if value is None:
             return None
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
+            return self._float(name, value)
         if not isinstance(value, str):
             raise self.fail(f"{name} must be a time")
         try:
