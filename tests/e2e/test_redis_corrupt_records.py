@@ -31,9 +31,11 @@ RECORD_DAMAGE: dict[str, tuple[str, bytes | None, str]] = {
     "version-a-float": ("V", b"1.5", "field 'V' (version)"),
     "version-zero": ("V", b"0", "field 'V' (version)"),
     # what Python's int() takes but Redis's HINCRBY refuses: refused at the read
-    "version-leading-zero": ("V", b"07", "field 'V' (version)"),
+    "version-leading-zero": ("V", b"07", "field 'V' (version) is not an integer ("),
+    # past what the store writes (and past int32, the answer's field)
+    "version-of-30-digits": ("V", b"9" * 30, "field 'V' (version) is not an integer ("),
     "version-plus-sign": ("V", b"+3", "field 'V' (version)"),
-    "access-count-underscore": ("n", b"1_0", "field 'n' (access_count)"),
+    "access-count-underscore": ("n", b"1_0", "field 'n' (access_count) is not an integer ("),
     "uses-ok-spaced": ("j", b" 2", "field 'j' (uses_ok)"),
     "access-count-a-word": ("n", b"many", "field 'n' (access_count)"),
     "last-access-a-word": ("l", b"noon", "field 'l' (last_access)"),

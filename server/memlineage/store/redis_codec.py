@@ -217,7 +217,7 @@ def _corrupt_record(
         "a number"
         if conv is float
         else "an integer"
-        if conv is int
+        if conv is redis_int  # (before: `int`, so an integer field was "a list of names")
         else "a list of names joined by spaces"
     )
     return _corrupt(where, f"the value of {_field(short)} is not {kind} ({exc})")
