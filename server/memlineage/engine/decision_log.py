@@ -323,10 +323,10 @@ class DecisionLog:
         queue is looked at again: a line queued by a thread that tried the lock just
         before it was let go would otherwise wait for ever. Raises `own`'s error."""
         try:
-            error = self._write_queued(own)  # later rounds write other threads' lines
+            error = self._write_queued(own)
         finally:
             self._io.release()
-        while self._queue and self._io.acquire(blocking=False):
+        while self._queue and self._io.acquire(blocking=False):  # other threads' lines
             try:
                 self._write_queued()
             finally:
