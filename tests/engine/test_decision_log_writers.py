@@ -219,3 +219,30 @@ def test_a_thread_writing_while_the_log_closes_returns() -> None:
     late.join(10)
     assert not late.is_alive(), "a line queued during close waited for ever"
     assert [json.loads(x)["decision_id"] for x in sink.getvalue().splitlines()] == ["d0"]
+
+
+def test_threads_writing_across_rotations_leave_one_chain(tmp_path: Path) -> None:
+    """Rotation happens on the writer's turn, between two group writes: every file
+    the threads' lines went to verifies as one chain, oldest first, and holds each
+    line once."""
+    path = tmp_path / "d.log"
+    log = DecisionLog.open(str(path), max_bytes=20_000, keep=200)
+
+    def writer(k: int) -> None:
+        for j in range(150):
+            log.write(rec(k * 1000 + j))
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    log.close()
+    rotated = sorted(tmp_path.glob("d.log.*[0-9]"), key=lambda p: -int(p.suffix[1:]))
+    assert len(rotated) > 5  # it did rotate, many times
+    files = [str(p) for p in (*rotated, path)]
+    found = verify(files)
+    assert found.ok, found.describe()
+    assert found.decisions == 6 * 150
+    ids = [json.loads(x)["decision_id"] for f in files for x in Path(f).read_text().splitlines()]
+    assert sorted(ids) == sorted(f"d{k * 1000 + j}" for k in range(6) for j in range(150))
