@@ -9,6 +9,9 @@ each row beside the same Checks with the log off in the same run:
 - ``log to a file``: the shipped writer (``engine/decision_log.py``: lines chained
   and written by whichever thread finds the writer free, threads whose lines it
   wrote return without writing);
+- ``log to a pipe (the default: stderr)``: the same writer on a line-buffered text
+  stream into a pipe that another process (``cat``) drains, as stderr is under a
+  container runtime or a supervisor;
 - ``one lock across each write``: the design before it, for comparison (with today's
   line rendering): a lock held while a thread chains and writes its own lines, so
   threads queue behind each other's writes (and, once they queue, hand the lock and
@@ -24,10 +27,12 @@ decision (``getrusage``), and its ratio to the log-off row of the same thread co
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import random
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -98,9 +103,15 @@ def main() -> int:
     engine, ids = _loaded(rng)
     requests = [rng.choice(ids) for _ in range(opts.checks)]
     tmp = Path(tempfile.mkdtemp(prefix="log-bench-"))
+    # The default `decision_log = "-"`: stderr, here a pipe another process drains (as
+    # a container runtime or supervisor does), written as a stream (line-buffered text).
+    drain = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    assert drain.stdin is not None
+    pipe = io.TextIOWrapper(drain.stdin, encoding="utf-8", line_buffering=True)
     logs: dict[str, Callable[[], DecisionLog]] = {
         "log off": lambda: DecisionLog(None),
         "log to a file": lambda: DecisionLog.open(str(tmp / "shipped.log")),
+        "log to a pipe (the default: stderr)": lambda: DecisionLog(pipe),
         "one lock across each write": lambda: OneLockLog.open(str(tmp / "one-lock.log")),
     }
     engine.log = DecisionLog(None)
@@ -123,13 +134,15 @@ def main() -> int:
                     )
         engine.log.close()
     finally:
+        pipe.close()
+        drain.wait(10)
         for f in tmp.iterdir():
             f.unlink()
         tmp.rmdir()
     print()
     head = ("writer", "threads", "decisions/s", "CPU us", "vcsw", "vs off")
-    print(f"{head[0]:28} {head[1]:>7} {head[2]:>12} {head[3]:>7} {head[4]:>6} {head[5]:>7}")
-    print("-" * 72)
+    print(f"{head[0]:36} {head[1]:>7} {head[2]:>12} {head[3]:>7} {head[4]:>6} {head[5]:>7}")
+    print("-" * 80)
     for threads in (1, 4):
         off = statistics.median(r[0] for r in results[("log off", threads)])
         for name in logs:
@@ -138,7 +151,7 @@ def main() -> int:
             cpu = statistics.median(r[1] for r in rows)
             vcsw = statistics.median(r[2] for r in rows)
             print(
-                f"{name:28} {threads:>7} {rate:>12,.0f} {cpu:>7.1f} {vcsw:>6.2f} {rate / off:>7.0%}"
+                f"{name:36} {threads:>7} {rate:>12,.0f} {cpu:>7.1f} {vcsw:>6.2f} {rate / off:>7.0%}"
             )
     print()
     print(

@@ -64,5 +64,6 @@ def test_decision_log_bench_prints_every_row() -> None:
         check=False,
     )
     assert out.returncode == 0, out.stderr[-3000:]
-    for row in ("log off", "log to a file", "one lock across each write"):
+    rows = ("log off", "log to a file", "log to a pipe (the default: stderr)", "one lock")
+    for row in rows:
         assert out.stdout.count(f"{row} ") == 2, out.stdout  # 1 and 4 threads
