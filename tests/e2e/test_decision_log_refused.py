@@ -97,16 +97,21 @@ def test_a_write_cut_short_by_the_file_size_limit_leaves_no_part_of_a_line(
     assert len(lines) == answered and all(x.endswith(b"}\n") for x in lines)
 
 
-def test_a_sidecar_killed_under_load_logged_every_decision_it_answered(tmp_path: Path) -> None:
+@pytest.mark.parametrize("target", ["file", "stderr"])
+def test_a_sidecar_killed_under_load_logged_every_decision_it_answered(
+    tmp_path: Path, target: str
+) -> None:
     """SIGKILL of a sidecar deciding for eight callers at once: every decision a caller
     got an answer for is in the log (each line is written before its decision is
-    answered), the file ends with a whole line, and a sidecar started again on it
-    continues the chain, which `log verify` finds intact."""
+    answered), the log ends with a whole line, and (a file) a sidecar started again
+    on it continues the chain, which `log verify` finds intact. The default log,
+    stderr, holds the same lines up to the kill."""
     import threading
     import time
 
     path = tmp_path / "decisions.log"
-    args = ["--policies", BUNDLED_POLICIES, "--decision-log", str(path), "--sweep-interval", "0"]
+    log = str(path) if target == "file" else "-"
+    args = ["--policies", BUNDLED_POLICIES, "--decision-log", log, "--sweep-interval", "0"]
     sidecar = ServeProcess(args)
     answered: list[str] = []
     stop = threading.Event()
@@ -136,6 +141,9 @@ def test_a_sidecar_killed_under_load_logged_every_decision_it_answered(tmp_path:
     for t in callers:
         t.join(20)
     assert len(answered) >= 300
+    if target == "stderr":  # the decision lines among the sidecar's output
+        out = sidecar.rest()
+        path.write_text("".join(x for x in out.splitlines(True) if x.startswith('{"seq":')))
     data = path.read_bytes()
     assert data.endswith(b"\n")  # whole lines only: each went out in one write
     logged = {json.loads(line)["decision_id"] for line in data.splitlines()}
@@ -143,6 +151,8 @@ def test_a_sidecar_killed_under_load_logged_every_decision_it_answered(tmp_path:
     assert not missing, f"{len(missing)} answered decisions are not in the log"
     found = verify([str(path)])
     assert found.ok, found.describe()
+    if target == "stderr":
+        return
 
     again = ServeProcess(args)  # continues the chain of the killed one
     try:
