@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -693,6 +694,31 @@ def test_counts_past_the_requests_int32_are_named_before_anything_is_sent() -> N
         c.filter_rank([("m", 0.5)], limit=10**20)
     with pytest.raises(ValueError, match=r"^uses: "):
         c.grant(["send_money"], memory_id="m", uses=2**40)
+
+
+def test_a_lone_string_for_a_list_and_numbers_past_floats_are_named() -> None:
+    """Before: `tags="urgent"` sent six tags and `dependencies="m0"` the memories "m"
+    and "0" (a string is a sequence of characters); a number past a float's range
+    raised OverflowError; an item that is not a string, protobuf's "bad argument
+    type for built-in operation"."""
+    c = MemLineageClient("127.0.0.1:1", timeout=1, retries=0)
+    for call, said in [
+        (lambda: c.record("m", creator="user:a", tags="urgent"), "tags: a list of strings"),
+        (lambda: c.record("m", creator="user:a", dependencies="m0"), "dependencies: a list"),
+        (lambda: c.record("m", creator="user:a", tags=["a", 1]), "tags[1]: 1 is not a string"),
+        (lambda: c.grant("send", memory_id="m"), "actions: a list of strings"),
+        (lambda: c.feedback("d1", "m1", success=True), "memory_ids: a list of strings"),
+    ]:
+        with pytest.raises(TypeError, match=re.escape(said)):
+            call()
+    for call, name in [
+        (lambda: c.record("m", creator="user:a", confidence=10**400), "confidence"),
+        (lambda: c.record("m", creator="user:a", created_at=-(10**400)), "created_at"),
+        (lambda: c.check("read", "m", budget=10**400), "budget"),
+        (lambda: c.filter_rank([("m", 10**400)]), "candidates[0].similarity"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(f"{name}: a number past a float's range")):
+            call()
 
 
 def test_constructor_validates() -> None:

@@ -7,6 +7,7 @@ drift apart.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, Unpack
 
@@ -21,6 +22,31 @@ from memlineage.client.convert import (
 from memlineage.v1 import memlineage_pb2 as pb
 
 INT32 = (-(2**31), 2**31 - 1)
+
+
+def texts(name: str, value: Any) -> list[str]:
+    """A list-of-strings argument, or TypeError naming `name`: a lone string was
+    taken one character per item (`tags="urgent"`: six tags; `dependencies="m0"`:
+    the memories "m" and "0"), and protobuf named no argument for an item that is not
+    a string."""
+    if isinstance(value, str | bytes):
+        raise TypeError(f"{name}: a list of strings, got the string {value!r}")
+    items = list(value)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise TypeError(f"{name}[{i}]: {item!r} is not a string")
+    return items
+
+
+def number(name: str, value: Any) -> float:
+    """A number argument as a float, or TypeError / ValueError naming `name` (an int
+    past a float's range raised OverflowError from protobuf)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # numpy's too
+        raise TypeError(f"{name}: {value!r} is not a number")
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(f"{name}: a number past a float's range") from None
 
 
 def int32(name: str, value: int) -> int:
@@ -79,9 +105,9 @@ def decision_context(
     if actor is not None:
         request.actor.CopyFrom(parse_actor(actor))
     if budget is not None:
-        request.budget = budget
+        request.budget = number("budget", budget)
     if at is not None:
-        request.time.CopyFrom(to_timestamp(at))
+        request.time.CopyFrom(to_timestamp(number("at", at)))
 
 
 class _Creator(TypedDict):
@@ -172,12 +198,12 @@ def record(namespace: str, memory_id: str, **fields: Unpack[MemoryFields]) -> pb
     memory = pb.Memory(
         id=memory_id,
         type=fields.get("type", "fact"),
-        tags=list(fields.get("tags", ())),
+        tags=texts("tags", fields.get("tags", ())),
         volatility=fields.get("volatility", ""),
         creator=parse_creator(fields["creator"]),
-        creator_confidence=fields.get("confidence", 1.0),
+        creator_confidence=number("confidence", fields.get("confidence", 1.0)),
         context_id=fields.get("context_id", ""),
-        dependencies=list(fields.get("dependencies", ())),
+        dependencies=texts("dependencies", fields.get("dependencies", ())),
     )
     claim = fields.get("claim")
     if claim is not None:
@@ -189,7 +215,7 @@ def record(namespace: str, memory_id: str, **fields: Unpack[MemoryFields]) -> pb
         memory.claim.CopyFrom(pb.Claim(subject=subject, attribute=attribute, value=value))
     created_at = fields.get("created_at")
     if created_at is not None:
-        memory.created_at.CopyFrom(to_timestamp(created_at))
+        memory.created_at.CopyFrom(to_timestamp(number("created_at", created_at)))
     request = pb.RecordRequest(namespace=namespace, memory=memory)
     decision_context(
         request, actor=fields.get("actor"), budget=fields.get("budget"), at=fields.get("at")
@@ -248,7 +274,10 @@ def filter_rank(
         namespace=namespace,
         historical=options.get("historical", False),
         limit=int32("limit", options.get("limit", 0)),
-        candidates=[pb.Candidate(memory_id=i, similarity=s) for i, s in candidates],
+        candidates=[
+            pb.Candidate(memory_id=i, similarity=number(f"candidates[{n}].similarity", s))
+            for n, (i, s) in enumerate(candidates)
+        ],
     )
     decision_context(
         request, actor=options.get("actor"), budget=options.get("budget"), at=options.get("at")
@@ -293,7 +322,7 @@ def act(
         namespace=namespace,
         operation=pb.OPERATION_ACT,
         action=action,
-        memory_ids=list(relies_on),
+        memory_ids=texts("relies_on", relies_on),
         arguments=act_arguments(args),
     )
     decision_context(request, actor=actor, budget=budget, at=at)
@@ -326,8 +355,8 @@ def grant(namespace: str, actions: Sequence[str], **fields: Unpack[GrantFields])
     keywords("grant", fields, GrantFields)
     message = pb.Grant(
         id=fields.get("grant_id", ""),
-        actions=list(actions),
-        arguments=list(fields.get("arguments", ())),
+        actions=texts("actions", actions),
+        arguments=texts("arguments", fields.get("arguments", ())),
         source=fields.get("source", ""),
         memory_id=fields.get("memory_id", ""),
         uses=int32("uses", fields.get("uses", 1)),
@@ -336,7 +365,7 @@ def grant(namespace: str, actions: Sequence[str], **fields: Unpack[GrantFields])
     )
     expires_at = fields.get("expires_at")
     if expires_at is not None:
-        message.expires_at.CopyFrom(to_timestamp(expires_at))
+        message.expires_at.CopyFrom(to_timestamp(number("expires_at", expires_at)))
     request = pb.GrantRequest(namespace=namespace, grant=message)
     decision_context(request, actor=fields.get("actor"), budget=None, at=fields.get("at"))
     return request
@@ -353,7 +382,7 @@ def feedback(
     request = pb.FeedbackRequest(
         namespace=namespace,
         decision_id=decision_id,
-        memory_ids=list(memory_ids),
+        memory_ids=texts("memory_ids", memory_ids),
         success=success,
         note=note,
     )
