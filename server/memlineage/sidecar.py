@@ -92,13 +92,18 @@ def _decision_log(config: Config) -> DecisionLog:
         return DecisionLog(None)
     if target == "-":
         return DecisionLog(sys.stderr, key=key, labels=labels)
-    return DecisionLog.open(
-        target,
-        key=key,
-        max_bytes=config.decision_log_max_bytes,
-        keep=config.decision_log_keep,
-        labels=labels,
-    )
+    try:
+        return DecisionLog.open(
+            target,
+            key=key,
+            max_bytes=config.decision_log_max_bytes,
+            keep=config.decision_log_keep,
+            labels=labels,
+        )
+    except OSError as exc:  # said as the setting it is (before: "[Errno 22] Invalid argument")
+        raise OSError(
+            f"decision_log {target}: cannot be opened to append to ({exc.strerror or exc})"
+        ) from exc
 
 
 def _tracing(config: Config) -> Tracing | None:

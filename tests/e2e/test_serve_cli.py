@@ -238,6 +238,19 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
             assert out.stderr.strip().endswith(f"argument {option}: {bad!r}{said}"), out.stderr
 
 
+def test_a_decision_log_that_cannot_be_opened_is_named_with_its_setting(tmp_path: Path) -> None:
+    """Before: "error: [Errno 21] Is a directory: ...", or for a device file "[Errno 22]
+    Invalid argument", naming neither the setting nor, then, the file."""
+    (tmp_path / "a-file").write_text("")
+    for target, why in (
+        (str(tmp_path / "no" / "such" / "dir" / "d.log"), "No such file or directory"),
+        (str(tmp_path / "a-file" / "d.log"), "Not a directory"),
+        (str(tmp_path), "Is a directory"),
+    ):
+        line = serve_refusal(["--decision-log", target])
+        assert line == f"error: decision_log {target}: cannot be opened to append to ({why})"
+
+
 def test_metrics_listen_where_metrics_host_says(tmp_path: Path) -> None:
     """metrics_host moves the endpoint off 127.0.0.1 (before: loopback only, whatever a
     container or pod needed); a metrics port in use is one line naming the settings."""
