@@ -10,6 +10,7 @@ import io
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,16 @@ def test_lines_queued_during_a_write_go_out_together_after_it() -> None:
     assert {x["decision_id"] for x in lines} == {f"d{i}" for i in range(6)}
 
 
+def _in_six_threads(writer: Callable[[int], None]) -> None:
+    """`writer(0)` to `writer(5)` at once, each on a thread of its own, to their end."""
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+
+
 class RefusingSink(io.StringIO):
     """A stream that refuses its writes while `full` is set (a full disk)."""
 
@@ -141,11 +152,7 @@ def test_many_threads_writing_leave_one_chain_that_verifies(tmp_path: Path) -> N
             else:
                 log.write(rec(k * 1000 + j))
 
-    threads = [threading.Thread(target=writer, args=(k,)) for k in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    _in_six_threads(writer)
     log.close()
     found = verify([str(path)])
     assert found.ok, found.describe()
@@ -232,11 +239,7 @@ def test_threads_writing_across_rotations_leave_one_chain(tmp_path: Path) -> Non
         for j in range(150):
             log.write(rec(k * 1000 + j))
 
-    threads = [threading.Thread(target=writer, args=(k,)) for k in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    _in_six_threads(writer)
     log.close()
     rotated = sorted(tmp_path.glob("d.log.*[0-9]"), key=lambda p: -int(p.suffix[1:]))
     assert len(rotated) > 5  # it did rotate, many times

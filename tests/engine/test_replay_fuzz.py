@@ -19,6 +19,7 @@ from memlineage.engine.replay import replay_lines
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store.embedded import EmbeddedStore
 from memlineage_dsl.facts import Creator
+from support.json_values import json_like
 from support.sidecar import BUNDLED_POLICIES
 
 
@@ -45,13 +46,7 @@ def logged() -> tuple[list[dict[str, Any]], Any]:
     return lines, holder.current.compiled
 
 
-values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
-    ),
-    max_leaves=6,
-)
+values = json_like(st.text(max_size=8))
 
 
 def _paths(v: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

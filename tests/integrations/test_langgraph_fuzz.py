@@ -6,7 +6,6 @@ exception from the adapter or the client."""
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 from langgraph.store.memory import InMemoryStore
 from memlineage.client import MemLineageClient, PolicyDenied
 from memlineage.integrations.langgraph_store import GuardedLangGraphStore
+from support.json_values import json_like
 from support.sidecar import RunningSidecar
 
 REFUSALS = (ValueError, PolicyDenied)
@@ -32,18 +32,7 @@ parts = st.sampled_from(
     ["user-1", "trip", "", "a/b", "a.b", "x" * 200, "é", "\x00", " "]
 ) | st.text(max_size=6)
 namespaces = st.lists(parts, min_size=0, max_size=3).map(tuple)
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.integers(min_value=10**300, max_value=10**400)
-    | st.floats()
-    | st.text(max_size=6),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
-    ),
-    max_leaves=6,
-)
+json_values = json_like()
 lineage = st.dictionaries(
     st.sampled_from(["creator", "confidence", "dependencies", "tags", "type", "claim", "x"]),
     json_values | st.sampled_from(["user:alice", "tool:web", [["user-1", "k"]], ["k"]]),
@@ -54,7 +43,6 @@ values = st.dictionaries(st.text(max_size=4), json_values, max_size=3) | st.buil
     st.dictionaries(st.text(max_size=4), json_values, max_size=2),
     lineage | json_values,
 )
-_n = itertools.count()
 
 
 @settings(
