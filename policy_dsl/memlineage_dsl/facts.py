@@ -14,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from mypy_extensions import mypyc_attr
+
 from .horizon import crossing, window_change
 
 # What a request may spend on obligations when it does not say (cost units).
@@ -253,7 +255,7 @@ class LineageSnapshot(Protocol):
 
     def descendants(self, memory_id: str, depth: int | None = None) -> Sequence[MemoryFacts]: ...
 
-    def calls(self, source: str, window_seconds: float, now: float) -> int: ...
+    def calls(self, source: str | Creator, window_seconds: float, now: float) -> int: ...
 
     def acts(self, pattern: str | tuple[str, ...], window_seconds: float, now: float) -> int:
         """Allowed actions matching `pattern` (a glob, or a list of them) in the window."""
@@ -299,6 +301,7 @@ def _walk(start: str, edges: dict[str, tuple[str, ...]], depth: int | None) -> l
     return list(seen)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DictSnapshot:
     """An immutable in-memory LineageSnapshot over memories and call events."""
 
@@ -372,7 +375,7 @@ class DictSnapshot:
             hit = self._walks[key] = [self.memories[i] for i in ids if i in self.memories]
         return hit
 
-    def calls(self, source: str, window_seconds: float, now: float) -> int:
+    def calls(self, source: str | Creator, window_seconds: float, now: float) -> int:
         # one exact source, as the sidecar's counters count (the checker refuses a glob)
         source = str(source)
         times = sorted(at for src, at in self.call_events if src == source)

@@ -188,7 +188,7 @@ class _Step:
         if not isinstance(value, str):
             raise self.fail(f"{name} must be a time")
         try:
-            if value[:1] in "+-":
+            if value[:1] in ("+", "-"):
                 return now + (span(value[1:]) if value[0] == "+" else -span(value[1:]))
             return absolute(value)
         except ValueError as exc:

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from memlineage.engine.core import Engine
+from memlineage.engine.decision_input import ReplaySnapshot
 from memlineage.engine.policies import PolicyHolder
 from memlineage.lineage.clock import ManualClock
 from memlineage.lineage.model import MemoryRecord
@@ -106,3 +107,13 @@ def test_the_sidecar_runs_a_creator_as_its_id() -> None:
         assert record("t1", "tool:echo") and record("t2", "tool:echo")
         assert not record("t3", "tool:echo")  # its third in the hour
         assert record("t4", "tool:other")
+
+
+def test_a_replay_counts_a_creators_calls_by_its_id() -> None:
+    """`memlineage replay` reads the counts a decision logged, keyed by the source's
+    id; `calls(memory.creator, 1h)` hands it the creator (before: looked up as the
+    object, so the count was 0 and reported missing)."""
+    snap = ReplaySnapshot([], {("tool:weather", 3600.0): 2})
+    assert snap.calls(Creator("tool", "tool:weather"), 3600.0, T0) == 2
+    assert snap.calls("tool:weather", 3600.0, T0) == 2
+    assert snap.missing == []

@@ -10,11 +10,9 @@ import random
 
 import pytest
 from memlineage.engine.core import Engine
-from memlineage.engine.credibility import CredibilityCache
 from memlineage.engine.policies import PolicyHolder
 from memlineage.lineage.clock import ManualClock
 from memlineage.lineage.model import MemoryRecord, Status
-from memlineage.scoring.config import ScoringConfig
 from memlineage.store import open_store
 from memlineage.store.embedded import EmbeddedStore
 from memlineage_dsl.facts import Creator
@@ -144,7 +142,7 @@ def test_reuse_over_redis_sees_every_other_writer(seed: int, redis_server) -> No
         clock=clock,
         reuse_decisions=False,
         record_access=False,
-        credibility=CredibilityCache(writer, ScoringConfig(), ttl=0.0),
+        credibility_ttl=0.0,
     )
     reusing = Engine(reader, holder, clock=clock, record_access=False)
     ticketed = Ticketed(Engine(reader, holder, clock=clock, record_access=False))

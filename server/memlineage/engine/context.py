@@ -15,6 +15,7 @@ from memlineage_dsl.compiler import CompiledPolicySet
 from memlineage_dsl.decision import Decision
 from memlineage_dsl.evaluator import decide
 from memlineage_dsl.facts import DEFAULT_BUDGET, Creator, Request
+from mypy_extensions import mypyc_attr
 
 from memlineage.engine.access import AccessBuffer
 from memlineage.engine.batch_views import Heights
@@ -63,6 +64,7 @@ def _iso(t: float) -> str:
     return whole.replace(".000+00:00", "Z").replace("+00:00", "Z")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass
 class EngineBase:
     """What every operation of the engine shares: its parts (store, policies,
@@ -84,8 +86,8 @@ class EngineBase:
     # (`_now`); set by the `simulation` setting, never during serving.
     simulation: bool = False
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
-    # None: built from the store and scoring in __post_init__
-    credibility: CredibilityCache = None  # type: ignore[assignment]  # set in __post_init__
+    # How long a source's credibility is kept between its counters' changes (seconds)
+    credibility_ttl: float = 1.0
     # Reuse a Check decision for the same request until the store is written or its
     # horizon passes (stores that count their writes: `LineageStore.epochs`).
     reuse_decisions: bool = True
@@ -96,26 +98,30 @@ class EngineBase:
     # from `shadow_dir` when the admin asks for it without files.
     shadow: ShadowSet = field(default_factory=ShadowSet)
     shadow_dir: str | None = None
-    access: AccessBuffer = None  # type: ignore[assignment]  # set in __post_init__
+    # Built from the store (and scoring) in __post_init__
+    credibility: CredibilityCache = field(init=False, repr=False)
+    access: AccessBuffer = field(init=False, repr=False)
     reuse: DecisionReuse = field(init=False, repr=False)
     # The journal's decisions written to the store in batches (engine/decision_store.py)
     decisions: DecisionKeeper = field(init=False, repr=False)
     # score() memo for records the store shares (see scoring.batch.score)
     _memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
-    _memo_for: ScoringConfig | None = field(default=None, init=False, repr=False)
+    _memo_for: ScoringConfig | None = field(init=False, repr=False)
     # divergent() heights of candidates' ancestries, kept across batches (batch_views)
     _heights: Heights = field(default_factory=dict, init=False, repr=False)
     # Views of one memory kept between fresh Checks (engine/view_cache.py): on a store
     # that stamps changes per memory, unless `keep_views` is off; None otherwise
-    views: ViewCache | None = field(default=None, init=False, repr=False)
+    views: ViewCache | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.simulation and not isinstance(self.clock, ManualClock):
             raise TypeError("a simulation runs on a ManualClock the callers advance")
-        if self.credibility is None:
-            self.credibility = CredibilityCache(self.store, self.scoring)
-        if self.access is None:
-            self.access = AccessBuffer(self.store)
+        # Compiled (mypyc) classes have no class-level defaults to fall back on: every
+        # field not set by __init__ is set here.
+        self._memo_for = None
+        self.views = None
+        self.credibility = CredibilityCache(self.store, self.scoring, ttl=self.credibility_ttl)
+        self.access = AccessBuffer(self.store)
         self.reuse = DecisionReuse(self.store) if self.reuse_decisions else NoReuse(self.store)
         self.decisions = DecisionKeeper(self.store, self.journal)
         if self.keep_views and self.store.change_mark() is not None:

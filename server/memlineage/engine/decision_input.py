@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import fields
 from typing import Any
 
 from memlineage_dsl.facts import (
@@ -30,7 +31,7 @@ from memlineage.engine.snapshot import StoreSnapshot, acts_counter
 
 __all__ = ["ReplaySnapshot", "decode_input", "encode_input"]
 
-_FACT_FIELDS: tuple[str, ...] = tuple(MemoryFacts.__slots__)  # what a policy may read
+_FACT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MemoryFacts))  # what a policy may read
 _CREATOR = _FACT_FIELDS.index("creator")
 _TUPLES = tuple(_FACT_FIELDS.index(n) for n in ("tags", "dependencies"))
 
@@ -142,8 +143,9 @@ class ReplaySnapshot(DictSnapshot):
             return 0
         return hit
 
-    def calls(self, source: str, window_seconds: float, now: float) -> int:
-        return self._count(source, window_seconds)  # StoreSnapshot keys calls by source
+    def calls(self, source: str | Creator, window_seconds: float, now: float) -> int:
+        # StoreSnapshot keys calls by source, a creator by its id
+        return self._count(str(source), window_seconds)
 
     def acts(self, pattern: str | tuple[str, ...], window_seconds: float, now: float) -> int:
         return self._count(acts_counter(pattern), window_seconds)

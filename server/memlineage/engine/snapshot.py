@@ -114,7 +114,7 @@ class StoreSnapshot(DictSnapshot):
         """Whether evaluation read a rate counter (a decision then depends on them)."""
         return bool(self._counts)
 
-    def calls(self, source: str, window_seconds: float, now: float) -> int:
+    def calls(self, source: str | Creator, window_seconds: float, now: float) -> int:
         source = str(source)  # a creator stands for its id: `calls(memory.creator, 1h)`
         key = (source, window_seconds)
         hit = self._counts.get(key)
