@@ -100,7 +100,6 @@ BEST_LOG = "sidecar + decision log, best case"
 FRESH = "sidecar, every decision fresh (reuse off)"
 SHADOW = "sidecar, every decision fresh, a shadow candidate loaded"
 COLD = "sidecar, every decision fresh, no kept views"
-PLAIN = "sidecar, every decision fresh, plain Python (nothing compiled)"
 MIX = "sidecar, 5% Record mix (reuse on)"
 
 # --rows: names and groups.
@@ -114,12 +113,11 @@ ROWS = (
     "log",
     "shadow",
     "views",
-    "plain",
 )
 ROW_GROUPS = {
     "all": ROWS,
     "headline": ("fresh-check", "fresh-fr", "latency", "mix"),
-    "fresh": ("fresh-check", "fresh-fr", "latency", "views", "plain"),
+    "fresh": ("fresh-check", "fresh-fr", "latency", "views"),
     "best": ("best-check", "best-fr"),
 }
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -285,10 +283,10 @@ def handler_totals(metrics_port: int | None) -> tuple[float, float]:
     return sums["sum"], sums["count"]
 
 
-def launch(args: list[str], log: Path, env: dict[str, str] | None = None) -> ServerProcess:
+def launch(args: list[str], log: Path) -> ServerProcess:
     """Start a server process; its stderr goes to `log`, where it announces its port."""
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=fh, cwd=REPO, env=env)
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=fh, cwd=REPO)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         m = READY.search(log.read_text(errors="replace"))
@@ -315,24 +313,8 @@ def launch_ceiling(tmp: Path, spin_us: float = 0.0, sync: bool = False) -> Serve
     )
 
 
-def plain_sources(dest: Path) -> dict[str, str]:
-    """The checkout's sources copied to `dest` without the modules setup.py compiled,
-    and the environment that runs a sidecar from them: the same code, plain Python."""
-    for package in ("server", "policy_dsl"):
-        shutil.copytree(
-            REPO / package, dest / package, ignore=shutil.ignore_patterns("*.so", "__pycache__")
-        )
-    path = os.pathsep.join(str(dest / p) for p in ("server", "policy_dsl"))
-    return {**os.environ, "PYTHONPATH": path}
-
-
 def launch_sidecar(
-    tmp: Path,
-    store: str,
-    decision_log: str,
-    label: str,
-    config: Path | None = None,
-    env: dict[str, str] | None = None,
+    tmp: Path, store: str, decision_log: str, label: str, config: Path | None = None
 ) -> ServerProcess:
     """`memlineage serve`; `config`: a TOML file for `--config` (its flags still win).
     Its metrics endpoint is on: the bench reads the handlers' own time from it."""
@@ -356,7 +338,6 @@ def launch_sidecar(
             str(metrics_port),
         ],
         tmp / f"{label}.log",
-        env,
     )
     proc.metrics_port = metrics_port
     return proc
@@ -1112,27 +1093,6 @@ async def run(opts: argparse.Namespace) -> int:
                                 extra,
                             )
                         )
-                    if backend == "embedded" and "plain" in rows and opts.rounds:
-                        env = plain_sources(tmp / "plain")
-                        plain = launch_sidecar(
-                            tmp, "embedded", "off", "fresh-plain", reuse_off, env
-                        )
-                        try:
-                            await load(plain.address, opts.memories, opts.seed, "f")
-                            interleaved["plain/fresh"] = await paired(
-                                plain, sidecar, "Check", workload.check, opts, PLAIN, FRESH
-                            )
-                            interleaved["plain/fresh-fr"] = await paired(
-                                plain,
-                                sidecar,
-                                "FilterRank",
-                                workload.filter_rank,
-                                opts,
-                                PLAIN,
-                                FRESH,
-                            )
-                        finally:
-                            plain.stop()
                     if not calibrated:
                         await calibration(workload)
                         calibrated = True
@@ -1422,17 +1382,6 @@ def report_targets(
             f"{opts.rounds} alternating windows; median round "
             f"{1 - statistics.median(ratios):.0%} slower)"
         )
-    for key, rpc in (("plain/fresh", "Check"), ("plain/fresh-fr", "FilterRank x100")):
-        if key in interleaved:
-            plain_r, compiled_r, ratios = interleaved[key]
-            print(
-                f"compiled hot path (setup.py): fresh {rpc} {compiled_r.rps:,.0f}/s compiled vs "
-                f"{plain_r.rps:,.0f}/s plain Python = {compiled_r.rps / plain_r.rps:.2f}x "
-                f"(interleaved, {len(ratios)} alternating windows, median round "
-                f"{statistics.median(ratios):.2f}x; server CPU per call "
-                f"{compiled_r.server_us:,.0f} us vs {plain_r.server_us:,.0f} us; p50 "
-                f"{compiled_r.pct(0.5):.2f} vs {plain_r.pct(0.5):.2f} ms)"
-            )
     if "views/fresh" in interleaved:
         cold_r, kept_r, ratios = interleaved["views/fresh"]
         print(

@@ -1,7 +1,5 @@
 # Sourced by scripts/test.sh and scripts/run.sh: idempotent environment setup.
-# ensure_venv EXTRAS  -> .venv with the project installed editable (+ extras), its
-#                        compiled modules (setup.py) current with their sources
-# ensure_compiler     -> cc and Python.h for setup.py's compiled modules (Debian when root)
+# ensure_venv EXTRAS  -> .venv with the project installed editable (+ extras)
 # ensure_redis        -> redis-server and redis-cli on PATH (Debian package when root)
 # ensure_openssl      -> openssl on PATH (the TLS test makes a throwaway certificate)
 # ensure_protoc       -> .venv-protoc, the pinned generator of scripts/gen_proto.py
@@ -19,55 +17,10 @@ ensure_venv() {
     # Re-install only when pyproject.toml changed since the last install.
     local stamp=".venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)-${extras:-none}"
     if [ ! -f "$stamp" ]; then
-        ensure_compiler
         .venv/bin/python -m pip install -q --upgrade pip >/dev/null
         .venv/bin/python -m pip install -q -e "$spec"
         touch "$stamp"
     fi
-    native_current || build_native
-}
-
-# True when the compiled modules match the build mode: none with
-# MEMLINEAGE_PURE_PYTHON=1, else present and newer than their sources.
-native_current() {
-    local so count=0
-    while IFS= read -r so; do
-        [ "${MEMLINEAGE_PURE_PYTHON:-0}" != "0" ] && return 1
-        count=$((count + 1))
-        [ "${so%%.cpython*}.py" -nt "$so" ] && return 1
-    done < <(find server policy_dsl -name '*.so' ! -name '*__mypyc*')
-    [ "${MEMLINEAGE_PURE_PYTHON:-0}" != "0" ] || [ "$count" -gt 0 ]
-}
-
-# Compile the hot path again (an editable install puts each extension beside its
-# source), or with MEMLINEAGE_PURE_PYTHON=1 remove it.
-build_native() {
-    find server policy_dsl -name '*.so' -delete
-    [ "${MEMLINEAGE_PURE_PYTHON:-0}" != "0" ] && return 0
-    ensure_compiler
-    echo "compiling the hot path (setup.py, mypyc; about a minute)..." >&2
-    .venv/bin/python -m pip install -q --no-deps -e . >.venv/build-native.log 2>&1 \
-        || { cat .venv/build-native.log >&2; return 1; }
-}
-
-# A C compiler and Python's headers, for the compiled hot path (setup.py); not
-# needed with MEMLINEAGE_PURE_PYTHON=1.
-ensure_compiler() {
-    [ "${MEMLINEAGE_PURE_PYTHON:-0}" != "0" ] && return 0
-    local headers
-    headers="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
-    command -v cc >/dev/null 2>&1 && [ -f "$headers/Python.h" ] && return 0
-    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-        echo "installing a C compiler and Python's headers (Debian packages)..." >&2
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q gcc python3-dev >/dev/null 2>&1 \
-            || { apt-get update -q >/dev/null 2>&1 && \
-                 DEBIAN_FRONTEND=noninteractive apt-get install -y -q gcc python3-dev >/dev/null; }
-        return 0
-    fi
-    echo "error: compiling the hot path needs a C compiler and Python's headers" >&2
-    echo "       (Debian/Ubuntu: sudo apt-get install gcc python3-dev), or run with" >&2
-    echo "       MEMLINEAGE_PURE_PYTHON=1 to use the plain Python modules." >&2
-    return 1
 }
 
 ensure_redis() {
@@ -112,11 +65,9 @@ ensure_range_venv() {
     [ -f "$stamp" ] && return 0
     rm -rf "$dir"
     python3 -m venv "$dir"
-    # pip's chatter goes to a log, shown only when the install fails. Not compiled
-    # again: the extensions ensure_venv built into the checkout serve it (same Python).
+    # pip's chatter goes to a log, shown only when the install fails.
     { "$dir/bin/python" -m pip install -q --upgrade pip \
-        && MEMLINEAGE_PURE_PYTHON=1 "$dir/bin/python" -m pip install -q -e . pytest \
-            ${constraints:+-c "$constraints"} \
+        && "$dir/bin/python" -m pip install -q -e . pytest ${constraints:+-c "$constraints"} \
         && "$dir/bin/python" -m pip check; } >"$dir/install.log" 2>&1 \
         || { cat "$dir/install.log" >&2; return 1; }
     touch "$stamp"

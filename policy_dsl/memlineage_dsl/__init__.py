@@ -11,11 +11,6 @@ module; the submodules they come from remain importable as before.
 from __future__ import annotations
 
 import importlib
-import os
-
-from .native import refuse_stale
-
-refuse_stale(os.path.dirname(__file__))
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:

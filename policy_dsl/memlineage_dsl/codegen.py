@@ -15,8 +15,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from mypy_extensions import mypyc_attr
-
 from . import ast as A
 from .facts import (
     Argument,
@@ -268,7 +266,6 @@ RUNTIME: dict[str, object] = {
 
 
 @dataclass
-@mypyc_attr(allow_interpreted_subclasses=True)
 class CodeGen:
     """Translates expressions; collects the globals the generated code needs."""
 

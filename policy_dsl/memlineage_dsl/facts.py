@@ -14,8 +14,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from mypy_extensions import mypyc_attr
-
 from .horizon import crossing, window_change
 
 # What a request may spend on obligations when it does not say (cost units).
@@ -301,7 +299,6 @@ def _walk(start: str, edges: dict[str, tuple[str, ...]], depth: int | None) -> l
     return list(seen)
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)
 class DictSnapshot:
     """An immutable in-memory LineageSnapshot over memories and call events."""
 

@@ -111,8 +111,7 @@ def test_the_sidecar_runs_a_creator_as_its_id() -> None:
 
 def test_a_replay_counts_a_creators_calls_by_its_id() -> None:
     """`memlineage replay` reads the counts a decision logged, keyed by the source's
-    id; `calls(memory.creator, 1h)` hands it the creator (before: looked up as the
-    object, so the count was 0 and reported missing)."""
+    id; `calls(memory.creator, 1h)` hands it the creator, which finds the same count."""
     snap = ReplaySnapshot([], {("tool:weather", 3600.0): 2})
     assert snap.calls(Creator("tool", "tool:weather"), 3600.0, T0) == 2
     assert snap.calls("tool:weather", 3600.0, T0) == 2

@@ -12,7 +12,6 @@ from memlineage_dsl.decision import DENY, Decision
 from memlineage_dsl.evaluator import decide
 from memlineage_dsl.facts import Creator, Memory, Request, UnknownMemory
 from memlineage_dsl.schema import OPERATIONS
-from mypy_extensions import mypyc_attr
 
 from memlineage.engine.batch_views import divergent
 from memlineage.engine.context import EngineBase
@@ -45,7 +44,6 @@ from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring.formulas import rank_score
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)
 class Checks(EngineBase):
     """Check (one decision, with a reuse ticket) and FilterRank (one decision per
     candidate, ranked by `scoring.formulas.rank_score`)."""

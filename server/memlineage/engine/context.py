@@ -15,7 +15,6 @@ from memlineage_dsl.compiler import CompiledPolicySet
 from memlineage_dsl.decision import Decision
 from memlineage_dsl.evaluator import decide
 from memlineage_dsl.facts import DEFAULT_BUDGET, Creator, Request
-from mypy_extensions import mypyc_attr
 
 from memlineage.engine.access import AccessBuffer
 from memlineage.engine.batch_views import Heights
@@ -64,7 +63,6 @@ def _iso(t: float) -> str:
     return whole.replace(".000+00:00", "Z").replace("+00:00", "Z")
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)
 @dataclass
 class EngineBase:
     """What every operation of the engine shares: its parts (store, policies,
@@ -106,20 +104,16 @@ class EngineBase:
     decisions: DecisionKeeper = field(init=False, repr=False)
     # score() memo for records the store shares (see scoring.batch.score)
     _memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
-    _memo_for: ScoringConfig | None = field(init=False, repr=False)
+    _memo_for: ScoringConfig | None = field(default=None, init=False, repr=False)
     # divergent() heights of candidates' ancestries, kept across batches (batch_views)
     _heights: Heights = field(default_factory=dict, init=False, repr=False)
     # Views of one memory kept between fresh Checks (engine/view_cache.py): on a store
     # that stamps changes per memory, unless `keep_views` is off; None otherwise
-    views: ViewCache | None = field(init=False, repr=False)
+    views: ViewCache | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.simulation and not isinstance(self.clock, ManualClock):
             raise TypeError("a simulation runs on a ManualClock the callers advance")
-        # Compiled (mypyc) classes have no class-level defaults to fall back on: every
-        # field not set by __init__ is set here.
-        self._memo_for = None
-        self.views = None
         self.credibility = CredibilityCache(self.store, self.scoring, ttl=self.credibility_ttl)
         self.access = AccessBuffer(self.store)
         self.reuse = DecisionReuse(self.store) if self.reuse_decisions else NoReuse(self.store)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import fields
 from typing import Any
 
 from memlineage_dsl.facts import (
@@ -31,7 +30,7 @@ from memlineage.engine.snapshot import StoreSnapshot, acts_counter
 
 __all__ = ["ReplaySnapshot", "decode_input", "encode_input"]
 
-_FACT_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MemoryFacts))  # what a policy may read
+_FACT_FIELDS: tuple[str, ...] = tuple(MemoryFacts.__slots__)  # what a policy may read
 _CREATOR = _FACT_FIELDS.index("creator")
 _TUPLES = tuple(_FACT_FIELDS.index(n) for n in ("tags", "dependencies"))
 
