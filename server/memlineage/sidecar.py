@@ -194,7 +194,9 @@ async def start_sidecar(
             _flush_forever(engine, config.access_flush_seconds, config.compact_log_bytes)
         )
     )
-    sidecar.tasks.append(asyncio.create_task(_watch_store(store, served, STORE_PING_SECONDS)))
+    sidecar.tasks.append(
+        asyncio.create_task(_watch_serving(store, engine.log, served, STORE_PING_SECONDS))
+    )
     sidecar.tasks.append(asyncio.create_task(_finish_cascades_forever(store, CASCADE_SECONDS)))
     return sidecar
 
@@ -256,28 +258,50 @@ async def _flush_forever(engine: Engine, interval: float, compact_log_bytes: int
         faults.cleared("flush", "background flush goes through again")
 
 
-async def _watch_store(store: LineageStore, served: Served, interval: float) -> None:
-    """Ping the store every `interval` s on a thread of its own (a ping waits at most
-    the client's timeouts) and report the store-dependent services NOT_SERVING while
-    it does not answer, SERVING once it does again: the health check itself only reads
-    the status, it never waits on the store."""
+async def _watch_serving(
+    store: LineageStore, decisions: DecisionLog, served: Served, interval: float
+) -> None:
+    """Every `interval` s, on a thread of its own: ping the store (a ping waits at most
+    the client's timeouts) and, while the decision log refuses writes, probe it
+    (`DecisionLog.writable`). The services that decide are NOT_SERVING while the store
+    does not answer or the log refuses (every decision would be UNAVAILABLE), SERVING
+    once both work again: the health check itself only reads the status, it never
+    waits on the store or the disk."""
     loop = asyncio.get_running_loop()
     pinger = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memlineage-ping")
-    healthy = True
+    store_ok = log_ok = True
     try:
         while True:
             await asyncio.sleep(interval)
             try:
-                ok = await loop.run_in_executor(pinger, store.ping)
+                pinged = await loop.run_in_executor(pinger, store.ping)
             except Exception:  # a ping never raises; a closed store may
-                ok = False
-            if ok != healthy:
-                healthy = ok
-                served.set_store_serving(ok)
-                if ok:
-                    log.warning("lineage store answers again: health SERVING")
-                else:
-                    log.error("lineage store does not answer: health NOT_SERVING")
+                pinged = False
+            logged = True
+            if decisions.refusing:
+                logged = await loop.run_in_executor(pinger, decisions.writable)
+            if (pinged, logged) == (store_ok, log_ok):
+                continue
+            if pinged != store_ok:
+                log.log(
+                    logging.WARNING if pinged else logging.ERROR,
+                    "lineage store %s",
+                    "answers again" if pinged else "does not answer",
+                )
+            if logged != log_ok:
+                log.log(
+                    logging.WARNING if logged else logging.ERROR,
+                    "decision log %s",
+                    "takes lines again" if logged else "refuses writes",
+                )
+            if (pinged and logged) != (store_ok and log_ok):
+                served.set_store_serving(pinged and logged)
+                log.log(
+                    logging.WARNING if pinged and logged else logging.ERROR,
+                    "health %s",
+                    "SERVING" if pinged and logged else "NOT_SERVING",
+                )
+            store_ok, log_ok = pinged, logged
     finally:
         pinger.shutdown(wait=False)
 

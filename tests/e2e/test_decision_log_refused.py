@@ -1,22 +1,43 @@
 """A decision log that cannot be written (a full disk: `/dev/full` refuses every write
 with ENOSPC) refuses decisions UNAVAILABLE with the reason, the path and what stays
-changed, says so once in the sidecar's log (no traceback per call), and the sidecar
-goes on serving; since a line is written before its decision is answered, no decision
-is answered unlogged, which a sidecar SIGKILLed under load also shows."""
+changed, says so once in the sidecar's log (no traceback per call), and the services
+that decide report NOT_SERVING until it takes lines again (PolicyAdmin, the liveness
+probe's service, stays SERVING); since a line is written before its decision is
+answered, no decision is answered unlogged, which a sidecar SIGKILLed under load also
+shows."""
 
 from __future__ import annotations
 
 import json
 import resource
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from memlineage.client import MemLineageClient, Unavailable
 from memlineage.engine.log_verify import verify
+from memlineage.grpc_api.server import SERVICE_NAMES
 from support.serve_process import ServeProcess
 from support.sidecar import BUNDLED_POLICIES
 
 ENOSPC = "No space left on device"
+
+
+def health_becomes(client: MemLineageClient, status: str, within: float = 10.0) -> float:
+    """Seconds until the server's health ("") reads `status` (the sidecar checks every
+    0.5 s); fails past `within`."""
+    start = time.monotonic()
+    while client.health() != status:
+        assert time.monotonic() - start < within, f"health never became {status}"
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+def never(call: Callable[[], object]) -> None:
+    with pytest.raises(Unavailable) as refused:
+        call()
+    assert refused.value.reason == "DECISION_LOG_UNAVAILABLE"
 
 
 def test_a_full_disk_refuses_each_decision_unavailable_and_is_said_once() -> None:
@@ -43,7 +64,13 @@ def test_a_full_disk_refuses_each_decision_unavailable_and_is_said_once() -> Non
                     call()
                 assert refused.value.reason == "DECISION_LOG_UNAVAILABLE"
                 assert "is recorded" not in refused.value.details
-            assert client.health() == "SERVING"  # the sidecar is up; its log is not
+            # every decision would be refused: not ready; the process itself is alive
+            health_becomes(client, "NOT_SERVING")
+            assert client.health(SERVICE_NAMES[0]) == "NOT_SERVING"
+            assert client.health(SERVICE_NAMES[1]) == "SERVING"
+            time.sleep(1.5)  # a device cannot be probed: only a decision would tell
+            assert client.health() == "NOT_SERVING"
+            never(lambda: client.check("read", "m1"))
     finally:
         code = sidecar.stop()
     out = sidecar.rest()
@@ -51,6 +78,7 @@ def test_a_full_disk_refuses_each_decision_unavailable_and_is_said_once() -> Non
     assert "Traceback" not in out, out
     assert out.count("cannot be written") == 1, out  # the first refusal, not every one
     assert "decisions are refused UNAVAILABLE until it can" in out
+    assert out.count("health NOT_SERVING") == 1, out
 
 
 def test_a_write_cut_short_by_the_file_size_limit_leaves_no_part_of_a_line(
@@ -58,9 +86,10 @@ def test_a_write_cut_short_by_the_file_size_limit_leaves_no_part_of_a_line(
 ) -> None:
     """The sidecar's file size limit (RLIMIT_FSIZE, set from outside with prlimit) stops
     a line part way (EFBIG after a short write): the part written is cut back off,
-    the decision is refused, and once the limit is lifted decisions are answered and
-    logged again in one chain that `memlineage log verify` finds intact, one line per
-    decision answered."""
+    the decision is refused and health goes NOT_SERVING. Once the limit is lifted
+    health is SERVING again before any decision is tried (a probe found room, writing
+    nothing to the log), decisions are answered and logged again in one chain that
+    `memlineage log verify` finds intact, one line per decision answered."""
     path = tmp_path / "decisions.log"
     sidecar = ServeProcess(
         ["--policies", BUNDLED_POLICIES, "--decision-log", str(path), "--sweep-interval", "0"]
@@ -81,7 +110,16 @@ def test_a_write_cut_short_by_the_file_size_limit_leaves_no_part_of_a_line(
             assert refused.value.reason == "DECISION_LOG_UNAVAILABLE"
             assert "File too large" in refused.value.details
             assert path.stat().st_size == size  # the part written is cut off again
+            health_becomes(client, "NOT_SERVING")
+            time.sleep(1.0)  # probed twice meanwhile: still no room
+            assert client.health() == "NOT_SERVING"
             resource.prlimit(pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
+            health_becomes(client, "SERVING")
+            assert path.stat().st_size == size  # the probe wrote nothing to the log
+            assert sorted(p.name for p in tmp_path.iterdir()) == [
+                "decisions.log",
+                "decisions.log.head",
+            ]
             client.check("read", "m1")
             client.record("m2", creator="user:alice", dependencies=["m1"])
             answered += 2
@@ -89,7 +127,8 @@ def test_a_write_cut_short_by_the_file_size_limit_leaves_no_part_of_a_line(
         assert sidecar.stop() == 0
     out = sidecar.rest()
     assert "Traceback" not in out, out
-    assert "writable again, after 1 refused writes" in out, out
+    assert "writable again (room for a line), after 1 refused writes" in out, out
+    assert out.count("health NOT_SERVING") == 1 and out.count("health SERVING") == 1, out
     found = verify([str(path)])
     assert found.ok, found.describe()
     assert found.decisions == answered

@@ -47,6 +47,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from memlineage.engine.log_chain import GENESIS, HEX64, digester, key_bytes
 from memlineage.engine.log_head import HEAD_EVERY, Head, gap_after, read_head, write_head
+from memlineage.engine.log_probe import room_for
 from memlineage.lineage.errors import LineageError
 
 if TYPE_CHECKING:
@@ -157,6 +158,7 @@ class DecisionLog:
         self._queue: collections.deque[_Entry] = collections.deque()
         self._hash = digester(key_bytes(key))
         self._refusals = 0  # writes refused since the last one that went through
+        self._wanted = 0  # bytes of the last write tried (a probe's size)
         self._seq = seq  # the last line written's seq (-1: the next line is a genesis)
         self._prev = prev  # the last line written's hash
         self.path: str | None = None
@@ -364,6 +366,7 @@ class DecisionLog:
             return None
         try:
             text, seq, prev = self._chain(fields)
+            self._wanted = len(text)
             if self.path is not None:
                 # All or nothing: a refused write leaves no part of these lines in the
                 # file, and the chain where it was (the next line links to the last
@@ -397,6 +400,36 @@ class DecisionLog:
             )
             self._refusals = 0
         return None
+
+    @property
+    def refusing(self) -> bool:
+        """Whether the last write was refused (until one goes through again)."""
+        return self._refusals > 0
+
+    def writable(self) -> bool:
+        """Whether a decision's lines would be written now. While refusing: for an owned
+        regular file, whether the room the last write lacked is there again
+        (`log_probe.room_for`, which writes nothing to the log); if so the refusal
+        is over. A stream or a device is known writable only by its next line."""
+        if not self._refusals:
+            return True
+        if self.path is None or not self._io.acquire(blocking=False):
+            return False  # a writer holds the lock: its result is the answer
+        try:
+            if not self._refusals:
+                return True
+            if room_for(self.path, self._size, self._wanted) is not None:
+                return False
+            log.warning(
+                "decision log %s: writable again (room for a line), after %d refused writes",
+                self._where(),
+                self._refusals,
+            )
+            self._refusals = 0
+            return True
+        finally:
+            self._io.release()
+            self._lead_if_left()  # lines queued while the probe held the lock
 
     def _where(self) -> str:
         return self.path if self.path is not None else "stream"
