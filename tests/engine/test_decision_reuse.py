@@ -326,7 +326,11 @@ def test_a_ticket_is_void_after_a_write_its_horizon_or_a_reload(tmp_path) -> Non
     assert reusing.reissue(ticket) is None
     rec, ticket = reusing.check_ticketed(NS, "read", ["pref"], USER)
     assert reusing.reissue(ticket) is not None
-    store.feedback(NS, ["quote"], success=True)  # any write
+    store.feedback(NS, ["quote"], success=True)  # another source's memory: no bearing
+    assert reusing.reissue(ticket) is not None
+    _record(fresh, "pref-note", "user:alice", type="fact")
+    assert reusing.reissue(ticket) is not None  # a memory outside its lineage
+    store.feedback(NS, ["pref-note"], success=False)  # pref's source: its credibility
     assert reusing.reissue(ticket) is None
     rec, ticket = reusing.check_ticketed(NS, "read", ["pref"], USER)
     assert reusing.policies.reload().applied  # same files, a new serving set

@@ -1,7 +1,7 @@
 """On the embedded store a reused decision depends on what it read, not on the whole
 namespace: a write elsewhere leaves it standing; a write to a memory of its lineage,
-to the namespace's source statistics, or (when it read one) to a rate counter ends
-it. Each reuse is checked against an engine deciding afresh on the same store."""
+to the statistics of a source whose memory it read, or (when it read one) to a rate
+counter ends it. Each reuse is checked against an engine deciding afresh on the same store."""
 
 from __future__ import annotations
 
@@ -77,15 +77,35 @@ def test_a_write_in_its_lineage_ends_it() -> None:
     assert not w.read("thought")[0]
 
 
-def test_a_claim_anywhere_ends_it_credibility_moved() -> None:
+def test_a_claim_ends_the_decisions_that_read_a_source_it_moved() -> None:
     w = _world()
     w.record("seat", "tool:crm", subject="user:alice", attribute="seat", value="aisle")
-    w.read("plan")
-    assert w.read("plan")[0]
-    # Another source contradicts the claim: source statistics move, and with them the
-    # credibility every reliability is computed from.
+    w.record("crm-note", "tool:crm", type="fact")  # another memory of that source
+    for mid in ("plan", "crm-note", "seat"):
+        w.read(mid)
+        assert w.read(mid)[0], mid
+    # Another source contradicts the claim: both sources' statistics move, and with
+    # them the credibility of every memory they made (read() checks each answer
+    # against a fresh decision, so a decision kept past the move would fail there).
     w.record("seat2", "tool:airline", subject="user:alice", attribute="seat", value="window")
-    assert not w.read("plan")[0]
+    assert not w.read("crm-note")[0]
+    assert not w.read("seat")[0]
+    assert w.read("plan")[0]  # its sources' statistics did not move
+    # A claim that meets no other source's moves nothing.
+    w.record("meal", "tool:crm", subject="user:alice", attribute="meal", value="veg")
+    assert w.read("crm-note")[0]
+
+
+def test_feedback_ends_the_decisions_that_read_its_source() -> None:
+    w = _world()
+    w.record("crm-note", "tool:crm", type="fact")
+    w.record("crm-other", "tool:crm", type="fact")
+    for mid in ("plan", "crm-note", "crm-other"):
+        w.read(mid)
+    used = w.fresh.check(NS, "read", ["crm-note"], USER).decision_id
+    assert w.fresh.feedback(NS, used, ["crm-note"], False) == 1  # tool:crm failed once
+    assert not w.read("crm-other")[0]  # the same source: its credibility moved
+    assert w.read("plan")[0]
 
 
 def test_a_decision_that_read_a_rate_counter_ends_with_the_next_count() -> None:

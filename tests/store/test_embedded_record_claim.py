@@ -216,7 +216,6 @@ def test_a_record_derived_from_the_holder_is_reached_by_its_cascade(tmp_path: Pa
 def test_the_op_moves_the_write_counters_and_stamps(tmp_path: Path) -> None:
     store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
     lineage(store)
-    sp = store._spaces[NS]
     epoch, mark = store.epoch, store.change_mark()
     store.record_claim(mem("n"), now=NOW, count=COUNT)  # no claim, counted
     assert store.epoch == epoch + 1
@@ -226,14 +225,29 @@ def test_the_op_moves_the_write_counters_and_stamps(tmp_path: Path) -> None:
     mark = store.change_mark()
     store.record_claim(
         mem("h", value="yes", subject="user:2", attribute="home"), now=NOW, holder=None
-    )  # a claim, not counted
-    assert not store.unchanged_since(NS, ["x"], mark)
-    assert sp.stats_written >= mark > sp.counted
+    )  # a claim that meets no other source's, not counted: no statistics move
+    assert store.unchanged_since(NS, ["x"], mark, counters=True)
+    assert not store.unchanged_since(NS, ["h"], mark)
     mark = store.change_mark()
-    store.record_claim(SUPERSEDE[0], now=NOW, **SUPERSEDE[1])  # both
-    assert sp.stats_written >= mark and sp.counted >= mark
+    store.record_claim(SUPERSEDE[0], now=NOW, **SUPERSEDE[1])  # counted
+    assert not store.unchanged_since(NS, ["x"], mark, counters=True)
     assert store.epoch == epoch + 3
     assert [op["o"] for op in ops(tmp_path)[4:]] == ["R", "R", "R"]
+    store.close()
+
+
+def test_a_contradiction_moves_the_statistics_of_both_sources_only(tmp_path: Path) -> None:
+    """Source statistics are stamped per source: a claim contradicting another
+    source's moves those two, so what was read of a third source still stands."""
+    store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    lineage(store)  # user:alice's
+    store.record(mem("y", creator_id="agent:y", creator_kind="agent"), now=NOW - 20)
+    mark = store.change_mark()
+    contradiction = mem("a2", value="Rome", **OTHER, **CITY)
+    store.record_claim(contradiction, now=NOW, holder="a", count="calls:agent:x")
+    assert store.get(NS, "a").contradicted_by == ("agent:x",)
+    assert not store.unchanged_since(NS, ["x"], mark)  # user:alice's statistics moved
+    assert store.unchanged_since(NS, ["y"], mark)  # agent:y's did not
     store.close()
 
 

@@ -40,8 +40,9 @@ class Space:
     events: deque[LineageEvent] = field(default_factory=deque)
     seq: int = 0
     """Sequence number (cursor) of the last event ever appended in this namespace."""
-    stats_written: int = 0
-    """Change stamp (``row.STAMPS``) of the last change of the source statistics."""
+    source_written: dict[str, int] = field(default_factory=dict)
+    """Change stamp (``row.STAMPS``) of the last change of each source's statistics
+    (``sources``): a decision that read a memory of that source read its credibility."""
     counted: int = 0
     """Change stamp of the last event counted in ``counters``."""
 

@@ -30,7 +30,7 @@ from memlineage.lineage.model import (
 )
 from memlineage.lineage.validation import StoreLimits
 from memlineage.store.base import cascade_reason
-from memlineage.store.embedded.row import Row
+from memlineage.store.embedded.row import STAMPS, Row
 from memlineage.store.embedded.space import Space
 from memlineage.store.revisions import revision_reason
 
@@ -193,6 +193,7 @@ class State:
                 setattr(row, name, (*ours, cy))
             sources.setdefault(cx, [0.0, 0.0])[k] += 1.0
             sources.setdefault(cy, [0.0, 0.0])[k] += 1.0
+            sp.source_written[cx] = sp.source_written[cy] = next(STAMPS)
         for member_id in gone:
             del members[member_id]
         # The new memory's own lists are sorted (members' lists are in arrival order).
@@ -466,6 +467,7 @@ class State:
             else:
                 row.uses_failed += 1
             sp.sources.setdefault(row.creator_id, [0.0, 0.0])[k] += 1.0
+            sp.source_written[row.creator_id] = next(STAMPS)
             hit += 1
         return hit
 

@@ -135,11 +135,9 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
             self.access_epoch += 1
         elif kind not in _SCHEDULE_OPS:
             self.epoch += 1
-            # What rows do not show moves namespace-wide: source statistics (a claim
-            # confirms or contradicts, feedback) and rate counters. A Record ("R") may
-            # do both: a memory with a claim, and the creator's counter.
-            if kind == "f" or (kind in ("r", "R") and op["r"].get("subject") is not None):
-                self._state.space(op["n"]).stats_written = STAMPS.__next__()
+            # What rows do not show moves namespace-wide: rate counters (a Record "R"
+            # may count its creator). Source statistics are stamped per source where
+            # they change (`State.compare_claims`, `State.apply_feedback`).
             if kind == "c" or (kind == "R" and op.get("k") is not None):
                 self._state.space(op["n"]).counted = STAMPS.__next__()
         if self._log is not None:
@@ -160,15 +158,17 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
         counters: bool = False,
     ) -> bool:
         """Nothing the records ``ids`` hold (their access statistics with ``access``),
-        nor the namespace's source statistics (nor its rate counters, with
+        nor their creators' source statistics (nor the namespace's rate counters, with
         ``counters``), changed since ``mark``; a record gone is a change."""
         sp = self._spaces.get(namespace)
-        if sp is None or sp.stats_written >= mark or (counters and sp.counted >= mark):
+        if sp is None or (counters and sp.counted >= mark):
             return False
-        rows = sp.rows
+        rows, sources = sp.rows, sp.source_written
         for memory_id in ids:
             row = rows.get(memory_id)
             if row is None or row.written >= mark or (access and row.accessed >= mark):
+                return False
+            if sources and sources.get(row.creator_id, 0) >= mark:
                 return False
         return True
 
