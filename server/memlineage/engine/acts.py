@@ -245,8 +245,9 @@ class Acts(EngineBase):
                     break
                 decision, used = _RACED, ()
             if decision.effect != DENY and action:
-                for pattern in counted:
-                    self.store.incr_counter(ns, acts_counter(pattern), now=now)
+                # once per counter: two spellings of one pattern share it
+                for counter in dict.fromkeys(acts_counter(p) for p in counted):
+                    self.store.incr_counter(ns, counter, now=now)
         except StoreUnavailableError:
             if self.fail_mode != "degraded":
                 raise

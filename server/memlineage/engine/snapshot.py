@@ -73,8 +73,11 @@ def calls_counter(source: str) -> str:
 def acts_counter(pattern: str | tuple[str, ...]) -> str:
     """The store counter of allowed actions matching `pattern` (a glob or a list of
     them, as `acts()` names it): the engine counts an allowed action under every
-    pattern of the serving set it matches (`CompiledPolicySet.counts_action`)."""
-    text = json.dumps(pattern if isinstance(pattern, str) else list(pattern))
+    pattern of the serving set it matches (`CompiledPolicySet.counts_action`).
+    Keyed by the set of globs, so a list reordered, repeated or of one glob counts on
+    where it was: a policy edit that keeps what the pattern matches keeps its count."""
+    globs = sorted({pattern} if isinstance(pattern, str) else set(pattern))
+    text = json.dumps(globs[0] if len(globs) == 1 else globs)
     return "acts:" + hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
