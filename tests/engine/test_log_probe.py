@@ -98,3 +98,13 @@ def test_a_line_queued_while_the_probe_held_the_log_is_written(tmp_path: Path) -
         "writer done: True",
         "lines: 2",
     ]
+
+
+def test_a_directory_refusing_the_probe_file_is_no_room_yet(tmp_path: Path) -> None:
+    """Where the probe file cannot be made (here: a directory in its place), the
+    answer is the error, not room: only the log's next line can tell then."""
+    log = tmp_path / "decisions.log"
+    log.write_bytes(b"x")
+    (tmp_path / "decisions.log.probe").mkdir()
+    assert room_for(str(log), 1, 100) == "Is a directory"
+    assert log.read_bytes() == b"x"

@@ -20,7 +20,8 @@ PROBE_SUFFIX = ".probe"
 def room_for(path: str, size: int, nbytes: int) -> str | None:
     """Why `nbytes` more could not be appended now to the log file `path`, which holds
     `size` bytes; None when they could. A device or a pipe cannot be tried without
-    writing to it: only its next line tells."""
+    writing to it, nor a log whose directory refuses the probe file (read-only, not
+    ours): only its next line tells, and until then the answer is no."""
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
