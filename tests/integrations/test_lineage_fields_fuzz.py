@@ -12,19 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
+from support.json_values import json_like
 
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.integers(min_value=10**300, max_value=10**400)
-    | st.floats()
-    | st.text(max_size=8)
-    | st.binary(max_size=4)
-)
-values = st.recursive(
-    scalars, lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner), max_leaves=8
-)
+values = json_like(st.text(max_size=8), max_leaves=8, also=st.binary(max_size=4), tuples=True)
 keys = st.sampled_from(LINEAGE_FIELDS) | st.text(max_size=6) | st.integers() | st.none()
 
 

@@ -12,9 +12,15 @@ from hypothesis.strategies import SearchStrategy
 
 
 def json_like(
-    words: SearchStrategy[str] | None = None, *, max_leaves: int = 6
+    words: SearchStrategy[str] | None = None,
+    *,
+    max_leaves: int = 6,
+    also: SearchStrategy[Any] | None = None,
+    tuples: bool = False,
 ) -> SearchStrategy[Any]:
-    """Values as JSON can hold them; `words`: the strings (default: any, short)."""
+    """Values as JSON can hold them; `words`: the strings (default: any, short).
+    What Python callers hand over besides: `also`, more leaves (bytes, say), and
+    with `tuples`, tuples of two beside the lists."""
     scalars = (
         st.none()
         | st.booleans()
@@ -23,10 +29,11 @@ def json_like(
         | st.floats()
         | (words if words is not None else st.text(max_size=6))
     )
-    return st.recursive(
-        scalars,
-        lambda inner: (
-            st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
-        ),
-        max_leaves=max_leaves,
-    )
+    if also is not None:
+        scalars = scalars | also
+
+    def nested(inner: SearchStrategy[Any]) -> SearchStrategy[Any]:
+        made = st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+        return made | st.tuples(inner, inner) if tuples else made
+
+    return st.recursive(scalars, nested, max_leaves=max_leaves)
