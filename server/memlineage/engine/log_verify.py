@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from memlineage.engine.log_chain import GENESIS, HASH_RE, HEX64, digester, key_bytes
+from memlineage.lineage.errors import TOO_DEEP
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +71,7 @@ def _entry(
     except ValueError as exc:
         return f"not a JSON line ({str(exc).split(':')[0]})"
     except RecursionError:
-        return "not a JSON line (nested deeper than the parser goes)"
+        return f"not a JSON line ({TOO_DEEP})"
     if not isinstance(entry, dict):
         return "not a decision line (a JSON object)"
     seq, prev = entry.get("seq"), entry.get("prev")

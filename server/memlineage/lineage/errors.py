@@ -149,6 +149,11 @@ EMBEDDED_REMEDY = (
 """The end of a ``StoreCorruptError`` for a file of the embedded store."""
 
 
+TOO_DEEP = "nested deeper than the parser goes"
+"""Why a stored or logged JSON text that raised RecursionError is not read (said in
+errors of the stores and of `log verify`)."""
+
+
 class StoreCorruptError(LineageError):
     """What a store holds cannot be read back as it was written (nothing is changed):
     the embedded store refuses to open; on Redis the read that met the value is

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from memlineage.lineage.errors import TOO_DEEP
 from memlineage.lineage.grants import MAX_GRANT_USES, GrantRecord, validated_grant
 from memlineage.lineage.validation import check_id
 
@@ -84,10 +85,6 @@ class GrantsMixin:
 
     @abstractmethod
     def _use_grants(self, namespace: str, ids: list[str], now: float) -> bool: ...
-
-
-TOO_DEEP = "nested deeper than the parser goes"
-"""Why a stored JSON text that raised RecursionError is not read (said in errors)."""
 
 
 class DecodeProblem(ValueError):

@@ -67,7 +67,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any
 
-from memlineage.lineage.errors import StoreUnavailableError
+from memlineage.lineage.errors import TOO_DEEP, StoreUnavailableError
 from memlineage.lineage.validation import StoreLimits
 from memlineage.store.embedded import legacy
 from memlineage.store.embedded.checkpointer import Checkpointer
@@ -79,7 +79,6 @@ from memlineage.store.embedded.score_mirror import SCORED
 from memlineage.store.embedded.snapshot_parts import FORMAT, crc, dumps, write_snapshot
 from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
 from memlineage.store.embedded.state import State
-from memlineage.store.grants import TOO_DEEP
 
 __all__ = [
     "DB_NAME",
