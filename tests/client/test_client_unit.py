@@ -716,6 +716,7 @@ def test_a_lone_string_for_a_list_and_numbers_past_floats_are_named() -> None:
         (lambda: c.record("m", creator="user:a", created_at=-(10**400)), "created_at"),
         (lambda: c.check("read", "m", budget=10**400), "budget"),
         (lambda: c.filter_rank([("m", 10**400)]), "candidates[0].similarity"),
+        (lambda: c.run_sweep(at=10**400), "at"),
     ]:
         with pytest.raises(ValueError, match=re.escape(f"{name}: a number past a float's range")):
             call()

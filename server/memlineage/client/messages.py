@@ -411,5 +411,5 @@ def watch(namespace: str, after: str, from_oldest: bool) -> pb.WatchRequest:
 def run_sweep(namespace: str, batch: int, at: float | None) -> pb.RunSweepRequest:
     request = pb.RunSweepRequest(namespace=namespace, batch=int32("batch", batch))
     if at is not None:
-        request.time.CopyFrom(to_timestamp(at))
+        request.time.CopyFrom(to_timestamp(number("at", at)))
     return request
