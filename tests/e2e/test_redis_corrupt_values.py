@@ -70,6 +70,7 @@ GRANT_DAMAGE: dict[str, tuple[str, Callable[[bytes], bytes], str]] = {
     "uses-a-string": ("g", json_edit(7, "many"), "field 7 (uses)"),
     "actions-a-number": ("g", json_edit(3, 7), "field 3 (actions)"),
     "created-null": ("g", json_edit(10, None), "field 10 (created_at)"),
+    "created-past-a-float": ("g", json_edit(10, 10**400), "field 10 (created_at)"),
     "issuer-an-object": ("g", json_edit(2, {"k": 1}), "field 2 (issuer)"),
     "another-id": ("g", json_edit(0, "g-other"), "holds the grant id 'g-other'"),
     "used-not-a-number": ("gu", const(b"lots"), "is not a count of uses"),

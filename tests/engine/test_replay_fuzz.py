@@ -79,3 +79,18 @@ def test_an_edited_line_is_reported_never_raised(
     report = replay_lines([("edited.log", 1, json.dumps(line))], compiled)  # never raises
     assert report.lines == 1
     assert report.replayed + report.without_input + len(report.unreadable) == 1
+
+
+@pytest.mark.parametrize(
+    "score", [10**400, float("nan"), "0.5", True], ids=["past-a-float", "nan", "text", "bool"]
+)
+def test_a_score_that_is_no_finite_number_is_named(
+    logged: tuple[list[dict[str, Any]], Any], score: Any
+) -> None:
+    """An edited score is unreadable with its field named (an integer past a float's
+    range was reported as an OverflowError from deep inside)."""
+    lines, compiled = logged
+    line = {**lines[0], "score": score}
+    report = replay_lines([("edited.log", 1, json.dumps(line))], compiled)
+    assert len(report.unreadable) == 1
+    assert report.unreadable[0].startswith("edited.log:1: score: "), report.unreadable

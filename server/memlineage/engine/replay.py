@@ -6,7 +6,6 @@ them, examples; guards for CI ("no allow may become deny")."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from collections import Counter
@@ -19,6 +18,7 @@ from memlineage_dsl.decision import FIRED
 from memlineage_dsl.evaluator import decide
 
 from memlineage.engine.decision_input import BadInput, decode_input
+from memlineage.lineage.validation import finite_number
 
 __all__ = ["ReplayReport", "parse_guards", "replay_command", "replay_lines"]
 
@@ -92,7 +92,7 @@ def _logged(text: str) -> dict[str, Any]:
     if line.get("effect") not in _EFFECTS:
         raise _Unreadable(f"effect: {line.get('effect')!r} is not one of allow, deny, degrade")
     score = line.get("score", 0.0)
-    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+    if not finite_number(score):
         raise _Unreadable(f"score: {score!r} is not a number")
     reasons = line.get("reasons", [])
     if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):

@@ -139,12 +139,28 @@ def check_action_name(value: str, field: str, *, glob: bool = False) -> str:
     return value
 
 
+def finite_number(value: object) -> bool:
+    """A number a float holds, finite, not a bool. An integer past a float's range (as
+    JSON may hold) is not one: `math.isfinite` of it raises OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def check_confidence(value: Any, field: str = "creator_confidence") -> float:
     """A finite float in [0, 1] (NaN and booleans are refused)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationError("must be a number", field=field, code="INVALID_CONFIDENCE")
+    if not finite_number(value):
+        shown = repr(value) if isinstance(value, float) else "an integer past a float's range"
+        raise ValidationError(
+            f"must be in [0, 1], got {shown}", field=field, code="INVALID_CONFIDENCE"
+        )
     value = float(value)
-    if math.isnan(value) or not 0.0 <= value <= 1.0:
+    if not 0.0 <= value <= 1.0:
         raise ValidationError(
             f"must be in [0, 1], got {value!r}", field=field, code="INVALID_CONFIDENCE"
         )
@@ -155,8 +171,13 @@ def check_time(value: Any, field: str) -> float:
     """A finite, non-negative epoch-seconds float."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationError("must be a number of epoch seconds", field=field, code="INVALID_TIME")
+    if not finite_number(value):
+        shown = repr(value) if isinstance(value, float) else "an integer past a float's range"
+        raise ValidationError(
+            f"must be finite and >= 0, got {shown}", field=field, code="INVALID_TIME"
+        )
     value = float(value)
-    if not math.isfinite(value) or value < 0:
+    if value < 0:
         raise ValidationError(
             f"must be finite and >= 0, got {value!r}", field=field, code="INVALID_TIME"
         )

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from memlineage.lineage.errors import TOO_DEEP
 from memlineage.lineage.grants import MAX_GRANT_USES, GrantRecord, validated_grant
-from memlineage.lineage.validation import check_id
+from memlineage.lineage.validation import check_id, finite_number
 
 __all__ = [
     "MAX_GRANTS_PER_NAMESPACE",
@@ -137,7 +137,7 @@ def int_at(v: list[Any], i: int, name: str) -> int:
 def number_at(v: list[Any], i: int, name: str) -> float:
     """A finite number (JSON's NaN and Infinity are not)."""
     x = v[i]
-    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+    if not finite_number(x):
         raise DecodeProblem(f"field {i} ({name}) is not a finite number: {x!r}")
     return float(x)
 
