@@ -6,6 +6,7 @@ request or batch; rate counters are read lazily, once per (source, window).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -70,6 +71,7 @@ def calls_counter(source: str) -> str:
     return f"calls:{source}"
 
 
+@functools.lru_cache(maxsize=1024)  # the patterns of the policy sets: worked out once each
 def acts_counter(pattern: str | tuple[str, ...]) -> str:
     """The store counter of allowed actions matching `pattern` (a glob or a list of
     them, as `acts()` names it): the engine counts an allowed action under every
