@@ -269,18 +269,23 @@ _HANDLER = re.compile(
 )
 
 
-def handler_totals(metrics_port: int | None) -> tuple[float, float]:
+_REUSED = re.compile(r"^memlineage_decisions_reused_total (\S+)$", re.M)
+
+
+def handler_totals(metrics_port: int | None) -> tuple[float, float, float]:
     """(seconds, calls) the sidecar's handlers took so far, summed over its methods,
     from its own `memlineage_rpc_latency_seconds` histogram: the wall time from the
-    request's bytes in to the answer's bytes out, inside the gRPC stack. NaN without
-    an endpoint."""
+    request's bytes in to the answer's bytes out, inside the gRPC stack; and how many
+    decisions it answered by reuse (`memlineage_decisions_reused`). NaN without an
+    endpoint."""
     if metrics_port is None:
-        return float("nan"), float("nan")
+        return float("nan"), float("nan"), float("nan")
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5).read()
     sums = {"sum": 0.0, "count": 0.0}
     for kind, _method, value in _HANDLER.findall(text.decode()):
         sums[kind] += float(value)
-    return sums["sum"], sums["count"]
+    reused = _REUSED.search(text.decode())
+    return sums["sum"], sums["count"], float(reused.group(1)) if reused else float("nan")
 
 
 def launch(args: list[str], log: Path) -> ServerProcess:
@@ -509,6 +514,7 @@ class Result:
     # The sidecar's handlers in the window, from its latency histogram (NaN: a ceiling).
     handler_seconds: float = float("nan")
     handler_calls: float = float("nan")
+    reused: float = float("nan")  # decisions the sidecar answered by reuse in the window
 
     @property
     def handler_us(self) -> float:
@@ -565,15 +571,16 @@ async def drive(
     pids: list[int],
     writes: Writes | None = None,
     metrics_port: int | None = None,
-) -> tuple[list[float], list[float], int, float, float, tuple[float, float]]:
+) -> tuple[list[float], list[float], int, float, float, tuple[float, float, float]]:
     """`concurrency` coroutines, each one call in flight; only completions inside the
     measured window count (their latency is from send to answer). Also the CPU time the
     server processes (`pids`) and this client process spent during the window.
     With `writes`, every `WRITE_EVERY`-th call of each coroutine is a `Record` of
     `writes.next()` instead (coroutines start at spread offsets, so the writes are
     spread too). Returns the latencies of `rpc` calls and of Record calls, and with a
-    `metrics_port` the (seconds, calls) the sidecar's handlers took in the window (one
-    scrape at each end of it, a few ms of this client's loop each)."""
+    `metrics_port` the (seconds, calls) the sidecar's handlers took in the window and
+    the decisions it reused in it (one scrape at each end of it, a few ms of this
+    client's loop each)."""
     async with grpc.aio.insecure_channel(
         address, options=[("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
     ) as channel:
@@ -621,8 +628,8 @@ async def drive(
 
         await asyncio.gather(*(worker(k) for k in range(concurrency)))
     (s0, c0), (s1, c1) = cpu["from"], cpu["to"]
-    (h0, n0), (h1, n1) = handlers["from"], handlers["to"]
-    return latencies, write_latencies, errors, s1 - s0, c1 - c0, (h1 - h0, n1 - n0)
+    (h0, n0, r0), (h1, n1, r1) = handlers["from"], handlers["to"]
+    return latencies, write_latencies, errors, s1 - s0, c1 - c0, (h1 - h0, n1 - n0, r1 - r0)
 
 
 async def measure(
@@ -646,7 +653,7 @@ async def measure(
         sampler = profiler.start(
             f"{tag}-{store}-{rpc}-{inflight}", proc, opts.warmup, opts.duration
         )
-    lat, wlat, errors, server_cpu, client_cpu, (handler_s, handler_n) = await drive(
+    lat, wlat, errors, server_cpu, client_cpu, (handler_s, handler_n, reused) = await drive(
         proc.address,
         rpc,
         requests,
@@ -675,6 +682,7 @@ async def measure(
         wlat if writes else None,
         handler_s,
         handler_n,
+        reused,
     )
 
 
@@ -1115,7 +1123,8 @@ async def run(opts: argparse.Namespace) -> int:
                             f"{backend}, 5% Record mix: {mix.writes:,} Records in the window "
                             f"({mix.writes / max(mix.calls, 1):.1%} of calls), Record p50 "
                             f"{mix.pct(0.5, mix.write_latencies):.2f} ms, p99 "
-                            f"{mix.pct(0.99, mix.write_latencies):.2f} ms; over warm-up + "
+                            f"{mix.pct(0.99, mix.write_latencies):.2f} ms; Checks answered by reuse "
+                            f"{mix.reused / max(mix.calls - mix.writes, 1):.0%}; over warm-up + "
                             f"window {writes.accepted:,} recorded, {writes.refused:,} refused "
                             f"by the policies"
                         )
