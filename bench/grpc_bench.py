@@ -694,10 +694,13 @@ async def paired(
     opts: argparse.Namespace,
     label: str = AIO,
     sidecar_label: str = BEST,
+    writes: Writes | None = None,
 ) -> tuple[Result, Result, list[float]]:
     """The ceiling and the sidecar measured in alternation, `opts.rounds` short windows
     each (the same total time as one row): what else runs on the machine weighs on
-    both alike. Returns the summed results and the ratio of each round."""
+    both alike. With `writes`, the sidecar's windows are the Record mix (the ceiling
+    serves Checks only, as in the mix row). Returns the summed results and the ratio
+    of each round."""
     short = argparse.Namespace(
         **{**vars(opts), "duration": opts.duration / opts.rounds, "warmup": 0.3}
     )
@@ -706,7 +709,9 @@ async def paired(
         pairs.append(
             (
                 await measure(label, "-", rpc, ceiling, requests, short),
-                await measure(sidecar_label, "embedded", rpc, sidecar, requests, short),
+                await measure(
+                    sidecar_label, "embedded", rpc, sidecar, requests, short, writes=writes
+                ),
             )
         )
 
@@ -726,6 +731,8 @@ async def paired(
             first.inflight,
             handler_seconds=sum(r.handler_seconds for r in rows),
             handler_calls=sum(r.handler_calls for r in rows),
+            writes=sum(r.writes for r in rows),
+            reused=sum(r.reused for r in rows),
         )
 
     return (
@@ -1123,11 +1130,23 @@ async def run(opts: argparse.Namespace) -> int:
                             f"{backend}, 5% Record mix: {mix.writes:,} Records in the window "
                             f"({mix.writes / max(mix.calls, 1):.1%} of calls), Record p50 "
                             f"{mix.pct(0.5, mix.write_latencies):.2f} ms, p99 "
-                            f"{mix.pct(0.99, mix.write_latencies):.2f} ms; Checks answered by reuse "
-                            f"{mix.reused / max(mix.calls - mix.writes, 1):.0%}; over warm-up + "
+                            f"{mix.pct(0.99, mix.write_latencies):.2f} ms; Checks answered "
+                            f"by reuse {mix.reused / max(mix.calls - mix.writes, 1):.0%}; "
+                            f"over warm-up + "
                             f"window {writes.accepted:,} recorded, {writes.refused:,} refused "
                             f"by the policies"
                         )
+                        if backend == "embedded" and opts.rounds:
+                            interleaved["mix/sync"] = await paired(
+                                sync_ceiling,
+                                sidecar,
+                                "Check",
+                                workload.check,
+                                opts,
+                                SYNC,
+                                MIX,
+                                writes=writes,
+                            )
                 finally:
                     sidecar.stop()
 
@@ -1408,7 +1427,7 @@ def report_targets(
             f"{r.rps:,.0f} calls/s (Check + Record) vs bare sync {sync.rps:,.0f} Check "
             f"calls/s = {ratio:.0%}: {_met(ratio >= TARGET_MIX_RATIO)} (vs aio "
             f"{r.rps / aio.rps:.0%}; Check p50 {r.pct(0.5):.2f} ms, p99 {r.pct(0.99):.2f} ms; "
-            f"server CPU per call {r.server_us:,.0f} us)"
+            f"server CPU per call {r.server_us:,.0f} us{rounds('mix/sync')})"
         )
     else:
         print("target: 5%-write mix: not measured in this run (--rows mix)")
