@@ -1345,6 +1345,22 @@ def in_loop_check_us(seconds: float, idle_calls: int = 200) -> tuple[float, floa
     return hot, after_1ms, after_10ms
 
 
+def cpu_bound(ceiling: Result, sidecar: Result, target: float) -> str:
+    """What bounds a 32-in-flight ratio: each server runs its Python under one GIL, so
+    at about one core its calls/s are one over its CPU per call (the cores in use say
+    whether it got there)."""
+    c_cores = ceiling.server_cpu / ceiling.seconds
+    s_cores = sidecar.server_cpu / sidecar.seconds
+    return (
+        f"the bound: the servers ran at {c_cores:.2f} (bare sync) and {s_cores:.2f} "
+        f"(sidecar) cores, the client at {ceiling.client_cpu / ceiling.seconds:.2f} and "
+        f"{sidecar.client_cpu / sidecar.seconds:.2f}; server CPU per call "
+        f"{ceiling.server_us:,.0f} vs {sidecar.server_us:,.0f} us = "
+        f"{ceiling.server_us / sidecar.server_us:.0%}: at one core each, {target:.0%} needs "
+        f"the sidecar's at {ceiling.server_us / target:,.0f} us or less"
+    )
+
+
 def report_targets(
     results: list[Result],
     ceilings: dict[tuple[str, int], tuple[Result, Result]],
@@ -1385,6 +1401,7 @@ def report_targets(
             f"per call: bare sync {sync.server_us:,.0f} us, sidecar {r.server_us:,.0f} us"
             f"{rounds('fresh/sync')})"
         )
+        print(cpu_bound(sync, r, TARGET_FRESH_RATIO))
         loop_us, idle_1ms, idle_10ms = in_loop_check_us(opts.duration)
         print(
             f"where a fresh Check's time goes: the handler takes {r.handler_us:,.0f} us inside "
@@ -1429,6 +1446,7 @@ def report_targets(
             f"{r.rps / aio.rps:.0%}; Check p50 {r.pct(0.5):.2f} ms, p99 {r.pct(0.99):.2f} ms; "
             f"server CPU per call {r.server_us:,.0f} us{rounds('mix/sync')})"
         )
+        print(cpu_bound(sync, r, TARGET_MIX_RATIO))
     else:
         print("target: 5%-write mix: not measured in this run (--rows mix)")
     r = row(FRESH, "Check", 1)
