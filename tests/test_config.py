@@ -187,3 +187,13 @@ def test_token_grants_are_configuration() -> None:
     from memlineage.grpc_api import auth
 
     assert auth.TokenGrant is TokenGrant and TokenGrant.__module__.startswith("memlineage.config")
+
+
+def test_an_unreadable_config_file_is_named_with_the_system_reason(tmp_path: Path) -> None:
+    """Not Python's "[Errno 2] No such file or directory: 'PATH'" after the path again."""
+    with pytest.raises(ConfigError) as missing:
+        load_config(str(tmp_path / "none.toml"), env={})
+    assert str(missing.value) == f"{tmp_path / 'none.toml'}: No such file or directory"
+    with pytest.raises(ConfigError) as directory:
+        load_config(str(tmp_path), env={})
+    assert str(directory.value) == f"{tmp_path}: Is a directory"

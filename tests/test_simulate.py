@@ -259,11 +259,18 @@ def test_command_errors_are_script_line_message(tmp_path: Path) -> None:
     assert done.stderr == f"{script}:2: check: operation is required\n"
     assert "1  clock" in done.stdout  # what ran before the bad step is printed
     missing = simulate(str(tmp_path / "none.jsonl"))
-    assert missing.returncode == 2 and "cannot read the script" in missing.stderr
+    assert missing.returncode == 2
+    none = tmp_path / "none.jsonl"
+    assert missing.stderr == f"{none}: cannot read the script: No such file or directory\n"
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b'{"op": "advance"}\n\xff\n')
+    undecodable = simulate(str(binary))
+    assert undecodable.returncode == 2
+    assert undecodable.stderr == f"{binary}: cannot read the script: not UTF-8 (byte 18)\n"
     bad_policies = tmp_path / "p"
     bad_policies.mkdir()
     (bad_policies / "x.mlp").write_text("policy {\n")
     broken = simulate(str(script), "--policies", str(bad_policies))
     assert broken.returncode == 1 and "x.mlp:" in broken.stderr
-    for result in (done, missing, broken):
+    for result in (done, missing, undecodable, broken):
         assert "Traceback" not in result.stderr

@@ -47,8 +47,13 @@ def fmt_paths(paths: Iterable[str], check: bool, diff: bool, out: TextIO) -> int
             with open(path, "rb") as fh:
                 raw = fh.read()
             text = _read(path)
-        except (OSError, UnicodeDecodeError) as err:
-            out.write(f"{path}:1:1: error[E006]: cannot read `{path}`: {err}\n")
+        except OSError as err:
+            out.write(f"{path}:1:1: error[E006]: cannot read `{path}`: {err.strerror or err}\n")
+            status = BROKEN
+            continue
+        except UnicodeDecodeError as err:
+            where = f"{path}:1:1: error[E006]: cannot read `{path}`"
+            out.write(f"{where}: not UTF-8 (byte {err.start})\n")
             status = BROKEN
             continue
         formatted, diags = format_source(text, path)

@@ -524,7 +524,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from memlineage.oserrors import said
+
+        print(f"error: {said(exc)}", file=sys.stderr)
         return 1
 
 

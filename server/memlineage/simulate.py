@@ -34,6 +34,7 @@ from memlineage.lineage.clock import ManualClock
 from memlineage.lineage.errors import LineageError
 from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.model import MemoryRecord
+from memlineage.oserrors import reason
 from memlineage.store.embedded import EmbeddedStore
 
 NAMESPACE = "default"
@@ -540,8 +541,11 @@ def simulate_command(path: str, policies: str, fmt: str, out: TextIO, err: TextI
     try:
         with open(path, encoding="utf-8") as fh:
             lines = fh.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        err.write(f"{path}: cannot read the script: {exc}\n")
+    except OSError as exc:
+        err.write(f"{path}: cannot read the script: {reason(exc)}\n")
+        return 2
+    except UnicodeDecodeError as exc:
+        err.write(f"{path}: cannot read the script: not UTF-8 (byte {exc.start})\n")
         return 2
     try:
         for event in run(lines, policies):

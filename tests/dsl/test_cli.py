@@ -90,3 +90,16 @@ def test_fmt_check_lists_files_and_rewrite_fixes_them(tmp_path: Path) -> None:
 
 def test_no_files_is_a_usage_error(tmp_path: Path) -> None:
     assert run("lint", str(tmp_path), cwd=tmp_path).returncode == 2
+
+
+def test_fmt_says_why_a_file_cannot_be_read(tmp_path: Path) -> None:
+    """The system's reason or the byte that is not UTF-8, as lint's E006 names the file:
+    before, Python's "[Errno 2] No such file or directory: 'gone.mlp'" or the whole
+    codec message."""
+    (tmp_path / "binary.mlp").write_bytes(b"policy p {\n\xff")
+    out = run("fmt", "--check", "gone.mlp", "binary.mlp", cwd=tmp_path)
+    assert out.returncode == 2, out
+    assert out.stdout.splitlines() == [
+        "gone.mlp:1:1: error[E006]: cannot read `gone.mlp`: No such file or directory",
+        "binary.mlp:1:1: error[E006]: cannot read `binary.mlp`: not UTF-8 (byte 11)",
+    ]

@@ -431,7 +431,10 @@ def test_log_verify_command(
     assert cli.main(["log", "verify", "--partial", str(path)]) == 0
     assert "from seq 1 (--partial" in capsys.readouterr().out
     assert cli.main(["log", "verify", str(tmp_path / "missing")]) == 2
-    assert capsys.readouterr().err.startswith("error: [Errno 2] No such file")
+    # the path and the system's reason, not Python's "[Errno 2] ...: 'PATH'"
+    assert capsys.readouterr().err == f"error: {tmp_path / 'missing'}: No such file or directory\n"
+    assert cli.main(["log", "verify", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"error: {tmp_path}: Is a directory\n"
 
 
 def test_decision_log_settings(tmp_path: Path) -> None:

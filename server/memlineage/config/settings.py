@@ -13,6 +13,7 @@ from typing import Any
 from memlineage.config.definition import _META, _TABLE_META, Config, _Meta
 from memlineage.config.help import _SCORING_HELP, SECTIONS
 from memlineage.config.kinds import _KINDS, BOOL, CONFIG_ENV, ConfigError, Kind, Range
+from memlineage.oserrors import reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,9 @@ def _file_layer(path: str) -> dict[str, tuple[Any, str]]:
     try:
         with open(path, "rb") as fh:
             data = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"{path}: {reason(exc)}") from exc
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     except RecursionError:  # tomllib parses nested arrays and tables recursively
         raise ConfigError(

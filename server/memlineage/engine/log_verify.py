@@ -13,6 +13,7 @@ from typing import TextIO
 
 from memlineage.engine.log_chain import GENESIS, HASH_RE, HEX64, digester, key_bytes
 from memlineage.lineage.errors import TOO_DEEP
+from memlineage.oserrors import said
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +174,7 @@ def verify_command(
     try:
         found = verify(paths, key, partial=partial)
     except OSError as exc:
-        print(f"error: {exc}", file=err)
+        print(f"error: {said(exc)}", file=err)
         return 2
     if found.problem is not None:
         print(found.describe(), file=err)
