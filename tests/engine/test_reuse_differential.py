@@ -648,6 +648,18 @@ def test_reuse_equals_fresh_over_random_writes_and_time(
     assert w.fresh.reused == 0
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_reuse_equals_fresh_where_a_contradicting_source_moved(
+    tmp_path: Path, strategy: str
+) -> None:
+    """Seed 369 of a wider run (300 steps): a kept view of `seat` scored its reliability
+    with the credibility of a source that contradicted it as it was before feedback on
+    that source's own memories, and decided `weakest_link` at a replayed time where a
+    fresh read did not (only the creator's statistics ended a kept view or decision)."""
+    w = _run(_policy_dir(tmp_path / "policies", strategy), 369, steps=300)
+    assert w.fresh.reused == 0 and w.reusing.reused > 0
+
+
 def test_policy_set_is_time_exact(tmp_path: Path) -> None:
     """Every plan the random runs exercise can be reused (else they prove nothing)."""
     holder = PolicyHolder(_policy_dir(tmp_path / "p", STRATEGIES[0]))

@@ -158,3 +158,28 @@ def test_filter_rank_candidates_depend_on_their_own_lineage() -> None:
     before = w.reusing.reused
     assert dict((m, e) for m, e, _ in rank())["other"] == "deny"
     assert w.reusing.reused == before + 1  # plan reused, other decided afresh
+
+
+def test_a_source_that_contradicted_or_confirmed_a_memory_is_one_of_its_sources() -> None:
+    """A memory's reliability weighs the credibility of the sources that confirmed or
+    contradicted it, not only its creator's: feedback on another memory of one of them
+    ends what was kept for it. Before, only the creator's statistics were checked, and
+    the seeded differential run (seed 369, below) found a kept view scored with the
+    old credibility deciding `weakest_link` where a fresh read did not."""
+    w = _world()
+    w.record("seat", "tool:crm", subject="user:alice", attribute="seat", value="aisle")
+    w.record("seat-no", "tool:airline", subject="user:alice", attribute="seat", value="window")
+    w.record("seat-yes", "tool:hotel", subject="user:alice", attribute="seat", value="aisle")
+    w.record("airline-note", "tool:airline", type="fact")
+    w.record("hotel-note", "tool:hotel", type="fact")
+    w.read("plan")
+    for source, note in (("tool:airline", "airline-note"), ("tool:hotel", "hotel-note")):
+        w.read("seat")
+        assert w.read("seat")[0]
+        mark = w.store.change_mark()
+        assert mark is not None and w.store.unchanged_since(NS, ["seat"], mark)
+        used = w.fresh.check(NS, "read", [note], USER).decision_id
+        assert w.fresh.feedback(NS, used, [note], False) == 1, source  # its credibility moves
+        assert not w.store.unchanged_since(NS, ["seat"], mark), source
+        assert not w.read("seat")[0], source
+        assert w.read("plan")[0]  # no source of plan moved

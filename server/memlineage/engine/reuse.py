@@ -12,11 +12,12 @@ reuse is off; the engine's code reads the same either way.
 What "nothing it read has been written since" means depends on the store. The
 embedded store stamps every change per memory (`LineageStore.change_mark` /
 `unchanged_since`): a decision holds while none of the memories it read (the
-memory and the lineage loaded with it), nor their creators' source statistics
-(credibility), nor, when it read one, the rate counters, changed, so a write
-elsewhere in the namespace leaves it standing. Redis counts writes per namespace
-(`LineageStore.epochs`): any write to a namespace ends reuse for all of it there
-(asking per memory would cost a round trip per decision; bench/README.md).
+memory and the lineage loaded with it), nor the source statistics (credibility)
+of their sources (creator, confirmers, contradictors), nor, when it read one, the
+rate counters, changed, so a write elsewhere in the namespace leaves it standing.
+Redis counts writes per namespace (`LineageStore.epochs`): any write to a namespace
+ends reuse for all of it there (asking per memory would cost a round trip per
+decision; bench/README.md).
 """
 
 from __future__ import annotations

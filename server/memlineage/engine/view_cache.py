@@ -4,7 +4,8 @@ per memory (the embedded store: `LineageStore.change_mark` / `unchanged_since`).
 A Check of one memory reads its record and lineage (`EngineBase._view`) and scores
 them; most of that is the same the next time the memory is asked about. A view is
 kept with the change mark taken before it was read and is used again only while
-none of its records, nor their creators' source statistics (credibility), changed
+none of its records, nor the source statistics (credibility) of their sources (the
+creator and the sources that confirmed or contradicted it), changed
 since: what a fresh read would return. The decision itself is always taken again
 (this is not decision reuse: reuse off still decides every request). Its scores are
 kept too when nothing in them depends on the time: no record decays and no value

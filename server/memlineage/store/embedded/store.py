@@ -158,8 +158,11 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
         counters: bool = False,
     ) -> bool:
         """Nothing the records ``ids`` hold (their access statistics with ``access``),
-        nor their creators' source statistics (nor the namespace's rate counters, with
-        ``counters``), changed since ``mark``; a record gone is a change."""
+        nor the source statistics of their sources (nor the namespace's rate counters,
+        with ``counters``), changed since ``mark``; a record gone is a change. A
+        record's sources are its creator and the sources that confirmed or contradicted
+        it: a record's reliability weighs each by its credibility (`scoring.batch.
+        sources_of`)."""
         sp = self._spaces.get(namespace)
         if sp is None or (counters and sp.counted >= mark):
             return False
@@ -168,7 +171,11 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
             row = rows.get(memory_id)
             if row is None or row.written >= mark or (access and row.accessed >= mark):
                 return False
-            if sources and sources.get(row.creator_id, 0) >= mark:
+            if sources and (
+                sources.get(row.creator_id, 0) >= mark
+                or any(sources.get(s, 0) >= mark for s in row.confirmed_by)
+                or any(sources.get(s, 0) >= mark for s in row.contradicted_by)
+            ):
                 return False
         return True
 
