@@ -67,3 +67,23 @@ def test_decision_log_bench_prints_every_row() -> None:
     rows = ("log off", "log to a file", "log to a pipe (the default: stderr)", "one lock")
     for row in rows:
         assert out.stdout.count(f"{row} ") == 2, out.stdout  # 1 and 4 threads
+
+
+def test_runtime_bench_serves_both_runtimes_to_the_end() -> None:
+    """Both served processes start, load and answer every row (the aio one is built by
+    the bench from the servicer's registration: a change there would break it)."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "runtime_bench.py"),
+            *("--rounds", "1", "--window", "0.2", "--memories", "200"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [line.split()[0] for line in out.stdout.splitlines() if line.endswith("us/call")]
+    assert rows == ["sync", "aio"] * 3, out.stdout
+    assert "aio / sync p50: median round" in out.stdout
