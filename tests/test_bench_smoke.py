@@ -11,20 +11,25 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_store_bench_runs_every_backend_to_the_end() -> None:
+def run_bench(script: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """`bench/<script> args...` run to its end, which must be a success."""
     out = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "store_bench.py"),
-            *("--descendants", "200", "--records", "100", "--restart-records", "500"),
-            *("--replay-records", "100", "--review-sizes", "1000,2000"),
-        ],
+        [sys.executable, str(REPO / "bench" / script), *args],
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=timeout,
         check=False,
     )
     assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def test_store_bench_runs_every_backend_to_the_end() -> None:
+    out = run_bench(
+        "store_bench.py",
+        *("--descendants", "200", "--records", "100", "--restart-records", "500"),
+        *("--replay-records", "100", "--review-sizes", "1000,2000"),
+    )
     for backend in ("embedded", "sqlite", "redis"):
         assert f"== {backend} (" in out.stdout
     assert out.stdout.count("revoke root with 200 descendants") == 3
@@ -55,15 +60,7 @@ def test_the_grpc_bench_shadow_candidate_is_one_the_sidecar_loads(tmp_path: Path
 
 
 def test_decision_log_bench_prints_every_row() -> None:
-    bench = REPO / "bench" / "decision_log_bench.py"
-    out = subprocess.run(
-        [sys.executable, str(bench), "--checks", "400", "--rounds", "1"],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
+    out = run_bench("decision_log_bench.py", "--checks", "400", "--rounds", "1")
     rows = ("log off", "log to a file", "log to a pipe (the default: stderr)", "one lock")
     for row in rows:
         assert out.stdout.count(f"{row} ") == 2, out.stdout  # 1 and 4 threads
@@ -72,18 +69,9 @@ def test_decision_log_bench_prints_every_row() -> None:
 def test_runtime_bench_serves_both_runtimes_to_the_end() -> None:
     """Both served processes start, load and answer every row (the aio one is built by
     the bench from the servicer's registration: a change there would break it)."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "runtime_bench.py"),
-            *("--rounds", "1", "--window", "0.2", "--memories", "200"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
+    out = run_bench(
+        "runtime_bench.py", "--rounds", "1", "--window", "0.2", "--memories", "200", timeout=180
     )
-    assert out.returncode == 0, out.stderr[-3000:]
     rows = [line.split()[0] for line in out.stdout.splitlines() if line.endswith("us/call")]
     assert rows == ["sync", "aio"] * 3, out.stdout
     assert "aio / sync p50: median round" in out.stdout

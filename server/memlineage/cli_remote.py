@@ -67,11 +67,13 @@ def tls_ca(path: str) -> bytes:
     out as "no answer ... is a sidecar serving there?"."""
     import ssl
 
+    from memlineage.oserrors import reason
+
     try:
         with open(path, "rb") as f:
             data = f.read(1 << 20)
     except OSError as exc:
-        raise OSError(f"--tls-ca {path}: cannot be read ({exc.strerror or exc})") from None
+        raise OSError(f"--tls-ca {path}: cannot be read ({reason(exc)})") from None
     if b"-----BEGIN CERTIFICATE-----" not in data:
         raise OSError(f"--tls-ca {path}: is not a PEM certificate (no BEGIN CERTIFICATE block)")
     try:

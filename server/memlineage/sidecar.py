@@ -27,6 +27,7 @@ from memlineage.grpc_api.servicer import MemLineageService, current_caller
 from memlineage.lineage.clock import Clock, ManualClock, system_clock
 from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.metrics import Metrics
+from memlineage.oserrors import reason
 from memlineage.store import open_store
 from memlineage.store.base import LineageStore
 
@@ -102,7 +103,7 @@ def _decision_log(config: Config) -> DecisionLog:
         )
     except OSError as exc:  # said as the setting it is (before: "[Errno 22] Invalid argument")
         raise OSError(
-            f"decision_log {target}: cannot be opened to append to ({exc.strerror or exc})"
+            f"decision_log {target}: cannot be opened to append to ({reason(exc)})"
         ) from exc
 
 
@@ -347,7 +348,7 @@ async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
             await sidecar.stop(0)
             raise OSError(
                 f"cannot serve metrics on {config.metrics_host}:{config.metrics_port} "
-                f"(metrics_host, metrics_port): {exc.strerror or exc}"
+                f"(metrics_host, metrics_port): {reason(exc)}"
             ) from exc
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -49,6 +49,7 @@ from memlineage.engine.log_chain import GENESIS, HEX64, digester, key_bytes
 from memlineage.engine.log_head import HEAD_EVERY, Head, gap_after, read_head, write_head
 from memlineage.engine.log_probe import room_for
 from memlineage.lineage.errors import LineageError
+from memlineage.oserrors import reason
 
 if TYPE_CHECKING:
     from memlineage_dsl.decision import Decision
@@ -437,7 +438,7 @@ class DecisionLog:
     def _refused(self, exc: OSError) -> DecisionLogError:
         """Under the writer's lock: a refused write as the error its threads raise;
         said in the log at the first refusal (not once per decision)."""
-        why = exc.strerror or str(exc)
+        why = reason(exc)
         if not self._refusals:
             log.error(
                 "decision log %s cannot be written (%s): decisions are refused "

@@ -19,6 +19,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from memlineage.oserrors import reason
+
 HEAD_EVERY = 1.0  # seconds between two writes of the head record while writing
 _SUFFIX = ".head"
 
@@ -61,7 +63,7 @@ def read_head(path: str, digest: Callable[[bytes], str]) -> Head | str | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        return f"its head record cannot be read ({exc.strerror or exc})"
+        return f"its head record cannot be read ({reason(exc)})"
     with contextlib.suppress(ValueError, RecursionError):  # nested past the parser's depth
         v = json.loads(raw)
         if isinstance(v, dict):

@@ -14,6 +14,8 @@ import os
 import resource
 import stat
 
+from memlineage.oserrors import reason
+
 PROBE_SUFFIX = ".probe"
 
 
@@ -25,7 +27,7 @@ def room_for(path: str, size: int, nbytes: int) -> str | None:
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
-        return exc.strerror or str(exc)
+        return reason(exc)
     if not stat.S_ISREG(mode):
         return "not a regular file: only its next line tells"
     soft, _hard = resource.getrlimit(resource.RLIMIT_FSIZE)
@@ -42,5 +44,5 @@ def room_for(path: str, size: int, nbytes: int) -> str | None:
             os.close(fd)
             os.unlink(probe)
     except OSError as exc:
-        return exc.strerror or str(exc)
+        return reason(exc)
     return None

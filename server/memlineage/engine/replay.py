@@ -19,6 +19,7 @@ from memlineage_dsl.evaluator import decide
 
 from memlineage.engine.decision_input import BadInput, decode_input
 from memlineage.lineage.validation import finite_number
+from memlineage.oserrors import said
 
 __all__ = ["ReplayReport", "parse_guards", "replay_command", "replay_lines"]
 
@@ -298,7 +299,7 @@ def replay_command(
     try:
         report = replay_parallel(paths, policy_dir, jobs or os.cpu_count() or 1)
     except OSError as exc:
-        out.write(f"cannot read {exc.filename}: {exc.strerror}\n")
+        out.write(f"cannot read {said(exc)}\n")
         return 2
     render(report, out)
     crossed = [t for t in report.transitions if t in guards]

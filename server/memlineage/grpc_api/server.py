@@ -33,6 +33,7 @@ from memlineage.grpc_api.registration import CallPool
 from memlineage.grpc_api.servicer import MemLineageService, register
 from memlineage.grpc_api.standard import NamedHealth, add_health, add_reflection
 from memlineage.metrics import Metrics
+from memlineage.oserrors import reason
 from memlineage.v1 import memlineage_pb2 as pb
 
 log = logging.getLogger("memlineage.server")
@@ -66,7 +67,7 @@ def _read(path: str, what: str) -> bytes:
         with open(path, "rb") as fh:
             data = fh.read(MAX_PEM_BYTES + 1)
     except OSError as exc:
-        raise TLSError(f"TLS {what} {path}: cannot be read ({exc.strerror or exc})") from exc
+        raise TLSError(f"TLS {what} {path}: cannot be read ({reason(exc)})") from exc
     if len(data) > MAX_PEM_BYTES:
         raise TLSError(f"TLS {what} {path}: is larger than 1 MiB: not a PEM {what} file")
     return data

@@ -150,14 +150,18 @@ def finite_number(value: object) -> bool:
         return False
 
 
+def _past_float(value: int | float) -> str:
+    """A number `finite_number` refused, as an error message shows it."""
+    return repr(value) if isinstance(value, float) else "an integer past a float's range"
+
+
 def check_confidence(value: Any, field: str = "creator_confidence") -> float:
     """A finite float in [0, 1] (NaN and booleans are refused)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationError("must be a number", field=field, code="INVALID_CONFIDENCE")
     if not finite_number(value):
-        shown = repr(value) if isinstance(value, float) else "an integer past a float's range"
         raise ValidationError(
-            f"must be in [0, 1], got {shown}", field=field, code="INVALID_CONFIDENCE"
+            f"must be in [0, 1], got {_past_float(value)}", field=field, code="INVALID_CONFIDENCE"
         )
     value = float(value)
     if not 0.0 <= value <= 1.0:
@@ -172,9 +176,8 @@ def check_time(value: Any, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValidationError("must be a number of epoch seconds", field=field, code="INVALID_TIME")
     if not finite_number(value):
-        shown = repr(value) if isinstance(value, float) else "an integer past a float's range"
         raise ValidationError(
-            f"must be finite and >= 0, got {shown}", field=field, code="INVALID_TIME"
+            f"must be finite and >= 0, got {_past_float(value)}", field=field, code="INVALID_TIME"
         )
     value = float(value)
     if value < 0:
