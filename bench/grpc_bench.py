@@ -319,10 +319,16 @@ def launch_ceiling(tmp: Path, spin_us: float = 0.0, sync: bool = False) -> Serve
 
 
 def launch_sidecar(
-    tmp: Path, store: str, decision_log: str, label: str, config: Path | None = None
+    tmp: Path,
+    store: str,
+    decision_log: str,
+    label: str,
+    config: Path | None = None,
+    runtime: str = "sync",
 ) -> ServerProcess:
-    """`memlineage serve`; `config`: a TOML file for `--config` (its flags still win).
-    Its metrics endpoint is on: the bench reads the handlers' own time from it."""
+    """`memlineage serve`; `config`: a TOML file for `--config` (its flags still win);
+    `runtime`: its `--grpc-runtime`. Its metrics endpoint is on: the bench reads the
+    handlers' own time from it."""
     metrics_port = free_port()
     proc = launch(
         [
@@ -341,6 +347,8 @@ def launch_sidecar(
             decision_log,
             "--metrics-port",
             str(metrics_port),
+            "--grpc-runtime",
+            runtime,
         ],
         tmp / f"{label}.log",
     )
@@ -1002,9 +1010,17 @@ async def run(opts: argparse.Namespace) -> int:
         f"per row: warm-up {opts.warmup:g} s, measured {opts.duration:g} s; FilterRank: "
         f"{FR_CANDIDATES} candidates per call (decisions/s = calls/s x {FR_CANDIDATES}); "
         f"sidecar: bundled policies/, record_access on, decision log off unless stated; "
-        f"reuse off: --config with `reuse_decisions = false`"
+        f"reuse off: --config with `reuse_decisions = false`; --grpc-runtime {opts.runtime}"
     )
     print(f"rows: {', '.join(r for r in ROWS if r in rows)}; backends: {', '.join(opts.backends)}")
+
+    same_label = SYNC if opts.runtime == "sync" else AIO
+
+    def same() -> ServerProcess:
+        """The ceiling on the stack the sidecar serves with (`--runtime`)."""
+        process = sync_ceiling if opts.runtime == "sync" else ceiling
+        assert process is not None
+        return process
 
     async def ceiling_rows(rpc: str, requests: list, inflight: int) -> None:
         """Both ceilings for this RPC and concurrency, once, right before the first
@@ -1064,7 +1080,9 @@ async def run(opts: argparse.Namespace) -> int:
 
             # Reuse on (the default sidecar): best case first, then the mix (it writes).
             if rows & {"best-check", "best-fr", "mix"}:
-                sidecar = launch_sidecar(tmp, store_url, "off", f"sidecar-{backend}")
+                sidecar = launch_sidecar(
+                    tmp, store_url, "off", f"sidecar-{backend}", runtime=opts.runtime
+                )
                 try:
                     t0 = time.perf_counter()
                     workload = await load(sidecar.address, opts.memories, opts.seed)
@@ -1091,8 +1109,8 @@ async def run(opts: argparse.Namespace) -> int:
                             interleaved["best/aio"] = await paired(
                                 ceiling, sidecar, "Check", workload.check, opts
                             )
-                            interleaved["best/sync"] = await paired(
-                                sync_ceiling, sidecar, "Check", workload.check, opts, SYNC
+                            interleaved["best/same"] = await paired(
+                                same(), sidecar, "Check", workload.check, opts, same_label
                             )
                     if "best-fr" in rows:
                         await ceiling_rows("FilterRank", workload.filter_rank, opts.concurrency)
@@ -1137,13 +1155,13 @@ async def run(opts: argparse.Namespace) -> int:
                             f"by the policies"
                         )
                         if backend == "embedded" and opts.rounds:
-                            interleaved["mix/sync"] = await paired(
-                                sync_ceiling,
+                            interleaved["mix/same"] = await paired(
+                                same(),
                                 sidecar,
                                 "Check",
                                 workload.check,
                                 opts,
-                                SYNC,
+                                same_label,
                                 MIX,
                                 writes=writes,
                             )
@@ -1153,7 +1171,9 @@ async def run(opts: argparse.Namespace) -> int:
             # Reuse off: every decision fresh.
             latency = backend == "embedded" and "latency" in rows
             if rows & {"fresh-check", "fresh-fr", "shadow", "views"} or latency:
-                sidecar = launch_sidecar(tmp, fresh_url, "off", f"fresh-{backend}", reuse_off)
+                sidecar = launch_sidecar(
+                    tmp, fresh_url, "off", f"fresh-{backend}", reuse_off, opts.runtime
+                )
                 try:
                     t0 = time.perf_counter()
                     workload = await load(sidecar.address, opts.memories, opts.seed, "f")
@@ -1177,8 +1197,8 @@ async def run(opts: argparse.Namespace) -> int:
                             )
                         )
                         if backend == "embedded" and opts.rounds:
-                            interleaved["fresh/sync"] = await paired(
-                                sync_ceiling, sidecar, "Check", workload.check, opts, SYNC, FRESH
+                            interleaved["fresh/same"] = await paired(
+                                same(), sidecar, "Check", workload.check, opts, same_label, FRESH
                             )
                     if "fresh-fr" in rows:
                         await ceiling_rows("FilterRank", workload.filter_rank, opts.concurrency)
@@ -1211,7 +1231,12 @@ async def run(opts: argparse.Namespace) -> int:
                         )
                     if backend == "embedded" and "shadow" in rows:
                         shadow = launch_sidecar(
-                            tmp, "embedded", "off", "fresh-shadow-embedded", with_shadow
+                            tmp,
+                            "embedded",
+                            "off",
+                            "fresh-shadow-embedded",
+                            with_shadow,
+                            opts.runtime,
                         )
                         try:
                             twin = await load(shadow.address, opts.memories, opts.seed, "f")
@@ -1237,7 +1262,9 @@ async def run(opts: argparse.Namespace) -> int:
                         finally:
                             shadow.stop()
                     if backend == "embedded" and "views" in rows and opts.rounds:
-                        cold = launch_sidecar(tmp, "embedded", "off", "fresh-cold", no_views)
+                        cold = launch_sidecar(
+                            tmp, "embedded", "off", "fresh-cold", no_views, opts.runtime
+                        )
                         try:
                             await load(cold.address, opts.memories, opts.seed, "f")
                             interleaved["views/fresh"] = await paired(
@@ -1254,7 +1281,11 @@ async def run(opts: argparse.Namespace) -> int:
             if backend == "embedded" and "log" in rows:
                 decision_log = tmp / "decisions.jsonl"
                 sidecar = launch_sidecar(
-                    tmp, "embedded", str(decision_log), "sidecar+decision-log-embedded"
+                    tmp,
+                    "embedded",
+                    str(decision_log),
+                    "sidecar+decision-log-embedded",
+                    runtime=opts.runtime,
                 )
                 try:
                     workload = await load(sidecar.address, opts.memories, opts.seed)
@@ -1345,14 +1376,14 @@ def in_loop_check_us(seconds: float, idle_calls: int = 200) -> tuple[float, floa
     return hot, after_1ms, after_10ms
 
 
-def cpu_bound(ceiling: Result, sidecar: Result, target: float) -> str:
+def cpu_bound(ceiling: Result, sidecar: Result, target: float, stack: str) -> str:
     """What bounds a 32-in-flight ratio: each server runs its Python under one GIL, so
     at about one core its calls/s are one over its CPU per call (the cores in use say
     whether it got there)."""
     c_cores = ceiling.server_cpu / ceiling.seconds
     s_cores = sidecar.server_cpu / sidecar.seconds
     return (
-        f"the bound: the servers ran at {c_cores:.2f} (bare sync) and {s_cores:.2f} "
+        f"the bound: the servers ran at {c_cores:.2f} ({stack}) and {s_cores:.2f} "
         f"(sidecar) cores, the client at {ceiling.client_cpu / ceiling.seconds:.2f} and "
         f"{sidecar.client_cpu / sidecar.seconds:.2f}; server CPU per call "
         f"{ceiling.server_us:,.0f} vs {sidecar.server_us:,.0f} us = "
@@ -1389,24 +1420,29 @@ def report_targets(
         )
 
     n = opts.concurrency
+    stack = f"bare {opts.runtime}"  # the ceiling on the sidecar's own stack
     aio, sync = ceilings.get(("Check", n), (None, None))
-    print("headline targets (embedded; the same-stack ceiling is the bare sync servicer):")
+    same = sync if opts.runtime == "sync" else aio
+    print(
+        f"headline targets (embedded; the sidecar serves on --runtime {opts.runtime}: the "
+        f"same-stack ceiling is the {stack} servicer):"
+    )
     r = row(FRESH, "Check", n)
-    if r and sync and aio:
-        ratio = r.rps / sync.rps
+    if r and sync and aio and same:
+        ratio = r.rps / same.rps
         print(
             f"target: fresh Check >= {TARGET_FRESH_RATIO:.0%} of the same-stack ceiling -> "
-            f"{r.rps:,.0f}/s vs bare sync {sync.rps:,.0f}/s = {ratio:.0%}: "
-            f"{_met(ratio >= TARGET_FRESH_RATIO)} (vs aio {r.rps / aio.rps:.0%}; server CPU "
-            f"per call: bare sync {sync.server_us:,.0f} us, sidecar {r.server_us:,.0f} us"
-            f"{rounds('fresh/sync')})"
+            f"{r.rps:,.0f}/s vs {stack} {same.rps:,.0f}/s = {ratio:.0%}: "
+            f"{_met(ratio >= TARGET_FRESH_RATIO)} (vs aio {r.rps / aio.rps:.0%}, vs sync "
+            f"{r.rps / sync.rps:.0%}; server CPU per call: {stack} {same.server_us:,.0f} us, "
+            f"sidecar {r.server_us:,.0f} us{rounds('fresh/same')})"
         )
-        print(cpu_bound(sync, r, TARGET_FRESH_RATIO))
+        print(cpu_bound(same, r, TARGET_FRESH_RATIO, stack))
         loop_us, idle_1ms, idle_10ms = in_loop_check_us(opts.duration)
         print(
             f"where a fresh Check's time goes: the handler takes {r.handler_us:,.0f} us inside "
             f"the server (its latency histogram) of the {r.server_us:,.0f} us of server CPU "
-            f"per call (the bare sync servicer's whole call: {sync.server_us:,.0f} us); the "
+            f"per call (the {stack} servicer's whole call: {same.server_us:,.0f} us); the "
             f"same Check in one loop, no gRPC, caches hot: {loop_us:,.1f} us: in the server "
             f"it runs {r.handler_us / loop_us:.1f}x as long"
         )
@@ -1437,28 +1473,30 @@ def report_targets(
             f"vs {cold_r.server_us:,.0f} us; p50 {kept_r.pct(0.5):.2f} vs {cold_r.pct(0.5):.2f} ms)"
         )
     r = row(MIX, "Check", n, mix=True)
-    if r and sync and aio:
-        ratio = r.rps / sync.rps
+    if r and sync and aio and same:
+        ratio = r.rps / same.rps
         print(
             f"target: 5%-write mix >= {TARGET_MIX_RATIO:.0%} of the same-stack ceiling -> "
-            f"{r.rps:,.0f} calls/s (Check + Record) vs bare sync {sync.rps:,.0f} Check "
+            f"{r.rps:,.0f} calls/s (Check + Record) vs {stack} {same.rps:,.0f} Check "
             f"calls/s = {ratio:.0%}: {_met(ratio >= TARGET_MIX_RATIO)} (vs aio "
-            f"{r.rps / aio.rps:.0%}; Check p50 {r.pct(0.5):.2f} ms, p99 {r.pct(0.99):.2f} ms; "
-            f"server CPU per call {r.server_us:,.0f} us{rounds('mix/sync')})"
+            f"{r.rps / aio.rps:.0%}, vs sync {r.rps / sync.rps:.0%}; Check p50 "
+            f"{r.pct(0.5):.2f} ms, p99 {r.pct(0.99):.2f} ms; "
+            f"server CPU per call {r.server_us:,.0f} us{rounds('mix/same')})"
         )
-        print(cpu_bound(sync, r, TARGET_MIX_RATIO))
+        print(cpu_bound(same, r, TARGET_MIX_RATIO, stack))
     else:
         print("target: 5%-write mix: not measured in this run (--rows mix)")
     r = row(FRESH, "Check", 1)
     aio1, sync1 = ceilings.get(("Check", 1), (None, None))
-    if r and sync1 and aio1:
-        factor = r.pct(0.5) / sync1.pct(0.5)
+    same1 = sync1 if opts.runtime == "sync" else aio1
+    if r and sync1 and aio1 and same1:
+        factor = r.pct(0.5) / same1.pct(0.5)
         print(
-            f"target: p50 at one call in flight <= {TARGET_P50_FACTOR:g}x the bare sync call "
-            f"-> sidecar fresh {r.pct(0.5):.3f} ms / bare sync {sync1.pct(0.5):.3f} ms = "
+            f"target: p50 at one call in flight <= {TARGET_P50_FACTOR:g}x the {stack} call "
+            f"-> sidecar fresh {r.pct(0.5):.3f} ms / {stack} {same1.pct(0.5):.3f} ms = "
             f"{factor:.2f}x: {_met(factor <= TARGET_P50_FACTOR)} (p99: sidecar "
-            f"{r.pct(0.99):.3f} ms, bare sync {sync1.pct(0.99):.3f} ms; bare aio p50 "
-            f"{aio1.pct(0.5):.3f} ms, p99 {aio1.pct(0.99):.3f} ms)"
+            f"{r.pct(0.99):.3f} ms, {stack} {same1.pct(0.99):.3f} ms; bare sync p50 "
+            f"{sync1.pct(0.5):.3f} ms, bare aio p50 {aio1.pct(0.5):.3f} ms)"
         )
     else:
         print("target: p50 at one call in flight: not measured in this run (--rows latency)")
@@ -1493,7 +1531,7 @@ def report_targets(
         "best case (repeated requests, no writes: decision reuse and the Check memo answer "
         "almost everything):"
     )
-    if best and aio and sync:
+    if best and aio and same:
         ratio = best.rps / aio.rps
         print(
             f"target (best case): Check >= {TARGET_CHECK_RATIO:.0%} of the aio ceiling -> "
@@ -1503,9 +1541,9 @@ def report_targets(
             f"the ceiling){rounds('best/aio')}"
         )
         print(
-            f"same stack (best case): sidecar Check / bare sync servicer: "
-            f"{best.rps / sync.rps:.0%} (server CPU per call: bare {sync.server_us:,.0f} us, "
-            f"sidecar {best.server_us:,.0f} us){rounds('best/sync')}"
+            f"same stack (best case): sidecar Check / {stack} servicer: "
+            f"{best.rps / same.rps:.0%} (server CPU per call: bare {same.server_us:,.0f} us, "
+            f"sidecar {best.server_us:,.0f} us){rounds('best/same')}"
         )
     if best_fr and fr_sync:
         print(
@@ -1576,6 +1614,13 @@ def main() -> int:
         help="Check on embedded (best case against both ceilings, fresh "
         "against the sync one) also measured in this many alternating "
         "windows (0: off)",
+    )
+    p.add_argument(
+        "--runtime",
+        choices=("sync", "aio"),
+        default="sync",
+        help="the sidecars' --grpc-runtime; the targets' same-stack ceiling is the bare one "
+        "of that runtime",
     )
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--serve-ceiling", action="store_true", help=argparse.SUPPRESS)

@@ -3,7 +3,8 @@
 # redis-server is available, lint and format-check (ruff) and type-check (mypy)
 # the code, lint the bundled policies, run pytest (which also validates deploy/ and
 # the policy CI example offline: tests/test_deploy.py). Without arguments it then runs
-# the client and a served sidecar's API contract again in two more venvs: on the
+# the served tests again on the grpc.aio runtime, and the client and a served sidecar's
+# API contract again in two more venvs: on the
 # lowest supported dependencies (.venv-lowest, constraints-lowest.txt: protobuf
 # 5.26.1, grpcio 1.64.0, ...) and on the newest ones pip resolves (.venv-newest,
 # protobuf 7.x), the ends of the range pyproject.toml declares.
@@ -26,10 +27,23 @@ fi
 .venv/bin/memlineage test policies
 .venv/bin/python -m pytest -q "$@"
 if [ "$#" -eq 0 ]; then
+    # The served tests again with every sidecar on grpc_runtime = "aio" (the setting's
+    # own variable: in-process sidecars and `memlineage serve` both read it).
+    AIO_TESTS=(tests/e2e/test_api_contract.py tests/e2e/test_request_errors.py
+               tests/e2e/test_request_fuzz.py tests/e2e/test_concurrent_serving.py
+               tests/e2e/test_tls.py tests/e2e/test_metrics.py tests/e2e/test_tracing.py
+               tests/e2e/test_serve_cli.py tests/e2e/test_store_outage.py
+               tests/e2e/test_check_memo.py tests/e2e/test_act_gate.py tests/grpc_api
+               tests/client/test_error_codes.py tests/client/test_async_client.py
+               tests/integrations/test_langgraph_store.py)
+    echo "== the served tests on grpc_runtime = aio"
+    MEMLINEAGE_GRPC_RUNTIME=aio .venv/bin/python -m pytest -q -p no:cacheprovider "${AIO_TESTS[@]}"
     RANGE_TESTS=(tests/client tests/e2e/test_api_contract.py tests/test_dependency_bounds.py
                  tests/test_proto_generated.py::test_committed_code_is_the_pinned_old_gencode)
     for venv in .venv-lowest .venv-newest; do
         echo "== $venv: $("$venv/bin/python" -c 'import google.protobuf as p, grpc; print("protobuf", p.__version__, "grpcio", grpc.__version__)')"
         "$venv/bin/python" -m pytest -q -p no:cacheprovider "${RANGE_TESTS[@]}"
+        MEMLINEAGE_GRPC_RUNTIME=aio "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+            tests/e2e/test_api_contract.py tests/grpc_api/test_aio_runtime.py
     done
 fi

@@ -22,6 +22,7 @@ from memlineage.engine.core import Engine
 from memlineage.engine.fault_log import FaultLog
 from memlineage.engine.policies import PolicyHolder, PolicyLoadError
 from memlineage.engine.records import DecisionLog
+from memlineage.grpc_api.aio_server import AioServed, serve_aio
 from memlineage.grpc_api.server import Served, serve
 from memlineage.grpc_api.servicer import MemLineageService, current_caller
 from memlineage.lineage.clock import Clock, ManualClock, system_clock
@@ -46,7 +47,7 @@ class Sidecar:
     engine: Engine
     store: LineageStore
     metrics: Metrics
-    served: Served
+    served: Served | AioServed
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     tracing: Tracing | None = None  # `tracing` on: flushed and ended by stop()
 
@@ -61,8 +62,7 @@ class Sidecar:
     async def stop(self, grace: float = 5.0) -> None:
         for task in self.tasks:
             task.cancel()
-        stopped = self.served.shut_down(grace)
-        await asyncio.get_running_loop().run_in_executor(None, stopped.wait)
+        await self.served.stop(grace)
         try:
             self.engine.flush_access()
         except Exception:  # the store may be the reason we stop
@@ -177,7 +177,12 @@ async def start_sidecar(
         tracing = _tracing(config)
         if tracing is not None:
             decision_log.trace_ids = tracing.current_ids
-        served = serve(engine, config, metrics, tracing.interceptors if tracing else ())
+        interceptors = tracing.interceptors if tracing else ()
+        served: Served | AioServed
+        if config.grpc_runtime == "aio":
+            served = await serve_aio(engine, config, metrics, interceptors)
+        else:
+            served = serve(engine, config, metrics, interceptors)
     except BaseException:
         store.close()
         decision_log.close()
@@ -260,7 +265,7 @@ async def _flush_forever(engine: Engine, interval: float, compact_log_bytes: int
 
 
 async def _watch_serving(
-    store: LineageStore, decisions: DecisionLog, served: Served, interval: float
+    store: LineageStore, decisions: DecisionLog, served: Served | AioServed, interval: float
 ) -> None:
     """Every `interval` s, on a thread of its own: ping the store (a ping waits at most
     the client's timeouts) and, while the decision log refuses writes, probe it

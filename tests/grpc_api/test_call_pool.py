@@ -1,6 +1,7 @@
-"""Unary calls that never send their request, against a real sidecar (embedded store,
-four workers): they hold threads the pool grows for them, not the workers that serve
-whole calls (before: four such calls made every other call run to its deadline)."""
+"""Unary calls that never send their request, against a real sidecar on the synchronous
+server (embedded store, four workers): they hold threads the pool grows for them, not
+the workers that serve whole calls (before: four such calls made every other call run
+to its deadline). On grpc.aio such a call holds no thread: test_aio_runtime.py."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def test_whole_calls_are_served_while_many_calls_never_send_their_request(
     a Record and a Check of it are answered at once, the pool grew for the held calls
     and said so once per step, and once they end the sidecar serves as before."""
     caplog.set_level(logging.WARNING, logger="memlineage.server")
-    with RunningSidecar() as running:
+    with RunningSidecar(pinned=True) as running:
         pool = _pool(running)
         assert pool.workers == EMBEDDED_WORKERS and pool.threads <= EMBEDDED_WORKERS
         channel = grpc.insecure_channel(running.address)
@@ -108,7 +109,7 @@ def test_whole_calls_under_load_do_not_grow_the_pool() -> None:
     held). With the 16 callers in the sidecar's own process, their threads starved
     its workers of the GIL past `STUCK_SECONDS` now and then on a loaded machine, and
     the pool grew by a thread or two."""
-    with RunningSidecar() as running:
+    with RunningSidecar(pinned=True) as running:
         with MemLineageClient(running.address, timeout=10) as client:
             client.record("m1", creator="user:alice")
         out = subprocess.run(
@@ -167,7 +168,7 @@ def test_a_probe_is_answered_while_health_checks_are_held_open() -> None:
     held every thread of health's Check, and an orchestrator's probes timed out)."""
     from memlineage.grpc_api.standard import HEALTH_THREADS
 
-    with RunningSidecar() as running:
+    with RunningSidecar(pinned=True) as running:
         channel = grpc.insecure_channel(running.address)
         stop = threading.Event()
         check = "/grpc.health.v1.Health/Check"
@@ -193,7 +194,10 @@ def test_a_watch_opens_while_watch_calls_are_held_open(monkeypatch: pytest.Monke
     from memlineage.grpc_api.servicer import MemLineageService
 
     monkeypatch.setattr(MemLineageService, "WATCH_THREADS", 4)
-    with RunningSidecar() as running, MemLineageClient(running.address, timeout=5) as client:
+    with (
+        RunningSidecar(pinned=True) as running,
+        MemLineageClient(running.address, timeout=5) as client,
+    ):
         channel = grpc.insecure_channel(running.address)
         stop = threading.Event()
         calls = _open_without_request(channel, [ML + "Watch"] * 6, stop)
@@ -253,7 +257,7 @@ def test_a_caller_holding_its_share_is_refused_and_others_are_served() -> None:
     )
     as_a = (("authorization", "Bearer token-a"),)
     with (
-        RunningSidecar(config) as running,
+        RunningSidecar(config, pinned=True) as running,
         MemLineageClient(running.address, token="token-a", timeout=5) as a,
         MemLineageClient(running.address, token="token-b", timeout=5) as b,
     ):

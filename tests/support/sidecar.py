@@ -1,4 +1,4 @@
-"""Run a real sidecar (grpc.aio server) on a free loopback port in a thread.
+"""Run a real sidecar on a free loopback port in a thread.
 
 Tests talk to it over the network through the client; its clock is injected
 (a ManualClock) so time-dependent scenarios never sleep.
@@ -7,6 +7,7 @@ Tests talk to it over the network through the client; its clock is injected
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,15 +21,27 @@ from support.memories import T0
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLED_POLICIES = str(REPO / "policies")
+RUNTIME_VARIABLE = "MEMLINEAGE_GRPC_RUNTIME"
+"""The setting's own variable: set (to `aio`), every sidecar the tests start serves on
+that runtime, in this process and in the ones they start (`memlineage serve` reads it);
+the test command runs the served tests once more so (scripts/test.sh)."""
 
 
 class RunningSidecar:
     """`with RunningSidecar(config, clock) as s:` -> s.address, s.sidecar, s.clock."""
 
-    def __init__(self, config: Config | None = None, clock: Clock | None = None) -> None:
+    def __init__(
+        self, config: Config | None = None, clock: Clock | None = None, *, pinned: bool = False
+    ) -> None:
+        """`pinned`: serve on the config's `grpc_runtime` whatever RUNTIME_VARIABLE says
+        (tests of one runtime's own machinery)."""
         base = config or Config(policy_dir=BUNDLED_POLICIES)
+        runtime = base.grpc_runtime if pinned else os.environ.get(RUNTIME_VARIABLE)
         self.config = replace(
-            base, listen="127.0.0.1:0", decision_log=base.decision_log if config else "off"
+            base,
+            listen="127.0.0.1:0",
+            decision_log=base.decision_log if config else "off",
+            grpc_runtime=runtime or base.grpc_runtime,
         )
         self.clock = clock or ManualClock(T0)
         self.loop = asyncio.new_event_loop()

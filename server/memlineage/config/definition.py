@@ -8,7 +8,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from memlineage.config.kinds import FAIL_MODES, ConfigError, Range, T, TokenGrant, check_tokens
+from memlineage.config.kinds import (
+    FAIL_MODES,
+    GRPC_RUNTIMES,
+    ConfigError,
+    Range,
+    T,
+    TokenGrant,
+    check_tokens,
+)
 from memlineage.scoring.config import ScoringConfig
 
 # ------------------------------------------------------------------ the definition
@@ -63,6 +71,14 @@ class Config:
         "32 on Redis (waits on the network). Watch streams have a pool of their own",
         "serving",
         range=Range(0, 1024),
+    )
+    grpc_runtime: str = _setting(
+        "sync",
+        "the gRPC server: `sync` (grpcio's threaded server) or `aio` (grpc.aio: calls that "
+        "only use the CPU answered on the event loop, no thread hand-off; what waits on "
+        "threads); bench/runtime_bench.py measures both",
+        "serving",
+        choices=GRPC_RUNTIMES,
     )
     grace_seconds: float = _setting(
         5.0,
@@ -273,6 +289,10 @@ class Config:
             check_tokens(self.tokens)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        if self.grpc_runtime not in GRPC_RUNTIMES:
+            raise ConfigError(
+                f"grpc_runtime must be one of {GRPC_RUNTIMES}, got {self.grpc_runtime!r}"
+            )
         if self.fail_mode not in FAIL_MODES:
             raise ConfigError(f"fail_mode must be one of {FAIL_MODES}, got {self.fail_mode!r}")
         host, sep, port = self.listen.rpartition(":")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 FAIL_MODES = ("closed", "degraded")
+GRPC_RUNTIMES = ("sync", "aio")
 CONFIG_ENV = "MEMLINEAGE_CONFIG"  # the file's path, when --config is not given
 
 T = TypeVar("T")

@@ -19,11 +19,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple, cast
 
 import grpc
 
-from memlineage.grpc_api.auth import Authenticator, Unauthenticated
+from memlineage.grpc_api.aio_handlers import Aborted, SyncContext, end
+from memlineage.grpc_api.auth import Authenticator, Principal, Unauthenticated
 from memlineage.grpc_api.registration import CallPool
 from memlineage.grpc_api.servicer import abort_with, loggable
 from memlineage.metrics import Metrics
@@ -41,6 +42,13 @@ RESOURCE_EXHAUSTED at once, so one tenant cannot take the threads the pool grows
 everyone. Without tokens every caller is one: there is no such limit then."""
 
 log = logging.getLogger("memlineage.auth")
+
+
+class Refusal(NamedTuple):
+    """Why a call is refused at the header stage: the error, and its metric label."""
+
+    exc: Unauthenticated
+    reason: str
 
 
 class AuthGate(grpc.ServerInterceptor):
@@ -82,29 +90,39 @@ class AuthGate(grpc.ServerInterceptor):
             self._said[key] = (now, 0)
         return f" ({since} more since the last line)" if since else ""
 
-    def intercept_service(
-        self, continuation: Callable[[Any], Any], details: grpc.HandlerCallDetails
-    ) -> Any:
-        method: str = details.method or ""
+    def admit(self, method: str, metadata: Any) -> Principal | Refusal | None:
+        """Whether a call to `method` with `metadata` (its headers) goes on: None for
+        the open services (no token asked), the caller's principal, or why it is
+        refused."""
         if method.startswith(OPEN_SERVICES):
-            return continuation(details)
-        pool = self._pool
-        if pool is not None:  # until it is known whose call this is (a refusal: no one's)
-            pool.for_caller(None)
-        headers = [v for k, v in details.invocation_metadata or () if k == "authorization"]
+            return None
+        headers = [v for k, v in metadata or () if k == "authorization"]
         reason = "duplicate" if len(headers) > 1 else "missing" if not headers else "unknown"
         try:
             if len(headers) > 1:
                 raise Unauthenticated("more than one `authorization` header")
-            principal = self._auth.principal({"authorization": headers[0]} if headers else {})
+            return self._auth.principal({"authorization": headers[0]} if headers else {})
         except Unauthenticated as exc:
             if reason == "unknown" and not str(headers[0]).lower().startswith("bearer "):
                 reason = "missing"  # a header that names no bearer token
-            return self._refusal(exc, reason, method)
+            return Refusal(exc, reason)
+
+    def intercept_service(
+        self, continuation: Callable[[Any], Any], details: grpc.HandlerCallDetails
+    ) -> Any:
+        method: str = details.method or ""
+        verdict = self.admit(method, details.invocation_metadata)
+        if verdict is None:
+            return continuation(details)
+        pool = self._pool
+        if pool is not None:  # until it is known whose call this is (a refusal: no one's)
+            pool.for_caller(None)
+        if isinstance(verdict, Refusal):
+            return self._refusal(verdict.exc, verdict.reason, method)
         if pool is not None:
-            if pool.held_by(principal.name) >= HELD_PER_CALLER:
-                return self._holding(principal.name, method)
-            pool.for_caller(principal.name)  # grpc submits this call next, on this thread
+            if pool.held_by(verdict.name) >= HELD_PER_CALLER:
+                return self._holding(verdict.name, method)
+            pool.for_caller(verdict.name)  # grpc submits this call next, on this thread
         return continuation(details)
 
     def _holding(self, caller: str, method: str) -> grpc.RpcMethodHandler:
@@ -135,4 +153,32 @@ class AuthGate(grpc.ServerInterceptor):
         return grpc.stream_unary_rpc_method_handler(refuse)
 
 
-__all__ = ["HELD_PER_CALLER", "OPEN_SERVICES", "AuthGate"]
+class AioAuthGate(grpc.aio.ServerInterceptor):
+    """`AuthGate` on grpc.aio (`grpc_runtime = "aio"`): the same refusals, at the same
+    stage. No per-caller bound on held calls: a call there waiting for its request
+    holds no thread."""
+
+    def __init__(self, gate: AuthGate) -> None:
+        self._gate = gate
+
+    async def intercept_service(
+        self, continuation: Callable[[Any], Any], details: grpc.HandlerCallDetails
+    ) -> Any:
+        method: str = details.method or ""
+        verdict = self._gate.admit(method, details.invocation_metadata)
+        if not isinstance(verdict, Refusal):
+            return await continuation(details)
+        gate = self._gate
+
+        async def refuse(requests: Any, call: grpc.aio.ServicerContext) -> None:
+            gate._refused(verdict.reason, method, call.peer() or "")
+            context = SyncContext(call)
+            try:
+                abort_with(verdict.exc, cast(grpc.ServicerContext, context))
+            except Aborted as aborted:
+                await end(call, context, aborted)
+
+        return grpc.stream_unary_rpc_method_handler(refuse)
+
+
+__all__ = ["HELD_PER_CALLER", "OPEN_SERVICES", "AioAuthGate", "AuthGate", "Refusal"]

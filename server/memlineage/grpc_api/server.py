@@ -12,6 +12,7 @@ server stops with a grace period. What is served is built elsewhere
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import ssl
@@ -163,6 +164,11 @@ class Served:
         self.service.stopping.set()
         stopped: threading.Event = self.server.stop(grace)
         return stopped
+
+    async def stop(self, grace: float) -> None:
+        """`shut_down`, waited for off the loop."""
+        stopped = self.shut_down(grace)
+        await asyncio.get_running_loop().run_in_executor(None, stopped.wait)
 
     def set_store_serving(self, serving: bool) -> None:
         """Health of what needs the store (the MemLineage service and the server as a

@@ -33,7 +33,7 @@ probe time out (a restart loop for an orchestrator that probes it)."""
 REFLECTION_THREADS = 4
 
 
-class _Undecodable:
+class Undecodable:
     """What the safe parser hands over for bytes that are not the message."""
 
     __slots__ = ("problem",)
@@ -42,18 +42,18 @@ class _Undecodable:
         self.problem = problem
 
 
-def _safe(parse: Callable[[bytes], Any], name: str) -> Callable[[bytes], Any]:
+def safe_parser(parse: Callable[[bytes], Any], name: str) -> Callable[[bytes], Any]:
     def parsed(data: bytes) -> Any:
         try:
             return parse(data)
         except Exception as exc:  # DecodeError, or anything the bytes make it raise
-            return _Undecodable(f"request: is not a valid {name} message ({exc})")
+            return Undecodable(f"request: is not a valid {name} message ({exc})")
 
     return parsed
 
 
 def _refused(request: Any, context: grpc.ServicerContext) -> None:
-    if isinstance(request, _Undecodable):
+    if isinstance(request, Undecodable):
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.problem)
 
 
@@ -61,7 +61,7 @@ def _guarded(h: grpc.RpcMethodHandler, pool: CallPool, name: str) -> Any:
     """`h` with a request parser that never raises, its behaviour refusing what did not
     parse, on `pool`, which its behaviour tells when it starts (a unary request came; a
     request stream is read by the behaviour itself)."""
-    parse = _safe(h.request_deserializer, name)
+    parse = safe_parser(h.request_deserializer, name)
     received = pool.received
     if h.unary_unary is not None:
         unary = h.unary_unary
@@ -126,13 +126,17 @@ class NamedHealth(health.HealthServicer):
         with self._lock:
             served = sorted(self._server_status)
         if request.service not in served:
-            names = ", ".join(repr(n) for n in served)
-            context.abort(
-                grpc.StatusCode.NOT_FOUND,
-                f"service: {request.service!r} is not served here; health knows {names} "
-                "('' is the server as a whole)",
-            )
+            context.abort(grpc.StatusCode.NOT_FOUND, not_served(request.service, served))
         return super().Check(request, context)
+
+
+def not_served(service: str, served: list[str]) -> str:
+    """Health's NOT_FOUND message: the service asked for, and those it knows."""
+    names = ", ".join(repr(n) for n in served)
+    return (
+        f"service: {service!r} is not served here; health knows {names} "
+        "('' is the server as a whole)"
+    )
 
 
 def add_health(servicer: health.HealthServicer, server: Any) -> list[CallPool]:
@@ -160,6 +164,9 @@ __all__ = [
     "HEALTH_WATCH_THREADS",
     "REFLECTION_THREADS",
     "NamedHealth",
+    "Undecodable",
     "add_health",
     "add_reflection",
+    "not_served",
+    "safe_parser",
 ]
