@@ -67,8 +67,7 @@ def test_decision_log_bench_prints_every_row() -> None:
 
 
 def test_runtime_bench_serves_both_runtimes_to_the_end() -> None:
-    """Both served processes start, load and answer every row (the aio one is built by
-    the bench from the servicer's registration: a change there would break it)."""
+    """Both sidecars (`--grpc-runtime sync` and `aio`) start, load and answer every row."""
     out = run_bench(
         "runtime_bench.py", "--rounds", "1", "--window", "0.2", "--memories", "200", timeout=180
     )
