@@ -139,3 +139,41 @@ def test_calls_that_never_send_their_request_hold_no_thread() -> None:
             for call in calls:
                 call.cancel()
             channel.close()
+
+
+def test_while_another_thread_holds_the_store_the_loop_stays_free() -> None:
+    """A compaction of a large store (or a cascade, a sweep batch) holds the embedded
+    store for up to seconds. A Check that comes meanwhile runs on a thread, not on the
+    loop: health is answered at once while the Check waits for the store, and the
+    Check is answered once it is free (inline, it would hold the loop, and health
+    with it, until then)."""
+    with RunningSidecar(AIO) as s, MemLineageClient(s.address, timeout=10) as c:
+        assert s.sidecar is not None
+        store = s.sidecar.store
+        c.record("fact", creator="user:alice")
+        assert not store.busy()
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:  # as a long compaction does (`EmbeddedStore.compact`)
+            with store._lock:  # type: ignore[attr-defined]  # the embedded store's lock
+                held.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            assert held.wait(5) and store.busy()
+            channel = grpc.insecure_channel(s.address)
+            check = channel.unary_unary(ML + "Check").future(
+                pb.CheckRequest(operation=pb.OPERATION_READ, memory_id="fact").SerializeToString(),
+                timeout=10,
+            )
+            time.sleep(0.2)  # the Check has come and waits for the store
+            assert not check.done()
+            with MemLineageClient(s.address, timeout=1, retries=0) as probe:
+                assert probe.health() == "SERVING"
+        finally:
+            release.set()
+            holder.join(10)
+        assert pb.CheckResponse.FromString(check.result(10)).decision.effect == pb.EFFECT_ALLOW
+        channel.close()

@@ -6,9 +6,10 @@ uses (metadata, peer, trailing metadata, code, details, `is_active`, an `abort` 
 raises `Aborted`), and the wrappers here end the call with the status it carried.
 
 A method runs either inline on the event loop (no thread hand-off: the point of this
-runtime, for calls that only use the CPU) or on a thread pool (calls that wait on a
-network store or the disk, cascades, admin calls, and each step of a Watch stream),
-with the metadata and peer read on the loop first.
+runtime, for calls that only use the CPU, while no other thread holds the store) or
+on a thread pool (calls that wait on a network store or the disk, cascades, admin
+calls, each step of a Watch stream, and any call that comes while the store is
+held), with the metadata and peer read on the loop first.
 """
 
 from __future__ import annotations
@@ -80,34 +81,25 @@ async def end(call: grpc.aio.ServicerContext, context: SyncContext, aborted: Abo
     await call.abort(aborted.code, aborted.details, context.trailers or ())
 
 
-def inline(behaviour: Callable[[Any, Any], Any]) -> Callable[..., Any]:
-    """`behaviour` (sync unary-unary) run on the event loop."""
+def served(
+    behaviour: Callable[[Any, Any], Any], pool: Executor, busy: Callable[[], bool] | None
+) -> Callable[..., Any]:
+    """`behaviour` (sync unary-unary) run inline on the event loop, or on `pool` when
+    `busy` is None (a method that may wait) or says the store is held by another
+    thread now (the call would wait for it, and the loop with it)."""
 
     async def handler(request: Any, call: grpc.aio.ServicerContext) -> Any:
-        context = SyncContext(call)
+        on_loop = busy is not None and not busy()
+        context = SyncContext(call, snapshot=not on_loop)
         try:
-            response = behaviour(request, context)
+            if on_loop:
+                response = behaviour(request, context)
+            else:
+                loop = asyncio.get_running_loop()
+                response = await loop.run_in_executor(pool, behaviour, request, context)
         except Aborted as aborted:
             await end(call, context, aborted)
             return None  # not reached: `end` raises
-        if context.trailers:
-            call.set_trailing_metadata(context.trailers)
-        return response
-
-    return handler
-
-
-def offloaded(behaviour: Callable[[Any, Any], Any], pool: Executor) -> Callable[..., Any]:
-    """`behaviour` (sync unary-unary) run on `pool`, the loop free meanwhile."""
-
-    async def handler(request: Any, call: grpc.aio.ServicerContext) -> Any:
-        context = SyncContext(call, snapshot=True)
-        loop = asyncio.get_running_loop()
-        try:
-            response = await loop.run_in_executor(pool, behaviour, request, context)
-        except Aborted as aborted:
-            await end(call, context, aborted)
-            return None
         if context.trailers:
             call.set_trailing_metadata(context.trailers)
         return response
@@ -173,12 +165,14 @@ def register(
     inline_methods: Collection[str],
     pool: Executor,
     stream_pool: Executor,
+    busy: Callable[[], bool],
     interceptors: Sequence[grpc.ServerInterceptor] = (),
 ) -> None:
     """What ``add_to_server`` registers, on a grpc.aio server: requests in as bytes (the
     servicer parses them), Check's and FilterRank's answers out as the bytes it encoded
     (as `registration.register`), the unary methods named in `inline_methods` on the
-    loop and the others on `pool`, streams stepped on `stream_pool`. `interceptors`:
+    loop unless `busy()` (then on `pool`, as the others), streams stepped on
+    `stream_pool`. `interceptors`:
     synchronous ones that wrap a unary handler (tracing's), applied to the synchronous
     method before it is made a coroutine."""
     caught = Caught()
@@ -194,9 +188,7 @@ def register(
                 h = interceptor.intercept_service(lambda _d, h=h: h, _Details(method)) or h
             behaviour = h.unary_unary
             h = h._replace(
-                unary_unary=inline(behaviour)
-                if name in inline_methods
-                else offloaded(behaviour, pool)
+                unary_unary=served(behaviour, pool, busy if name in inline_methods else None)
             )
         elif h.unary_stream is not None:
             h = h._replace(unary_stream=streamed(h.unary_stream, stream_pool))
@@ -218,4 +210,4 @@ class _Details:
         self.invocation_metadata = ()
 
 
-__all__ = ["Aborted", "SyncContext", "end", "inline", "offloaded", "register", "streamed"]
+__all__ = ["Aborted", "SyncContext", "end", "register", "served", "streamed"]

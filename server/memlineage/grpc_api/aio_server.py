@@ -6,7 +6,10 @@ methods run inline on the loop where they only use the CPU (`aio_handlers`): no
 hand-off to a worker thread per call, which is what the synchronous server pays
 (bench/runtime_bench.py measures both). What waits runs on threads: every call on a
 network store, writes on a store that fsyncs each one, cascades and erasures
-(UpdateStatus, Revise, Object), the admin calls, and each step of a Watch stream.
+(UpdateStatus, Revise, Object), the admin calls, each step of a Watch stream, and
+any call that comes while another thread holds the store (`LineageStore.busy`: a
+compaction of a large store holds it for seconds; health, on the loop, still
+answers).
 """
 
 from __future__ import annotations
@@ -210,6 +213,7 @@ async def serve_aio(
         inline_methods=inline_methods(store.waits_on_network, store.waits_on_disk),
         pool=pool,
         stream_pool=streams,
+        busy=store.busy,
         interceptors=interceptors,
     )
     admin = PolicyAdminService(engine, auth, metrics)
@@ -221,6 +225,7 @@ async def serve_aio(
         inline_methods=(),
         pool=pool,
         stream_pool=streams,
+        busy=store.busy,
         interceptors=interceptors,
     )
     health_servicer = NamedHealth()

@@ -122,6 +122,13 @@ class LineageStore(
     # sets it from `decision_retention`.
     decision_retention: int = 10_000
 
+    def busy(self) -> bool:
+        """Whether another thread holds the store now (a compaction, a cascade, a sweep
+        batch), so that a call would wait for it: a server answering on an event loop
+        then runs the call on a thread instead, and the loop (health among it) stays
+        free. A store that never makes callers wait on each other says False."""
+        return False
+
     def __init__(self, *, clock: Clock = system_clock, limits: StoreLimits | None = None):
         self.clock = clock
         self.limits = limits or StoreLimits()

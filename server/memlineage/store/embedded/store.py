@@ -188,6 +188,13 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
         with self._lock:
             self._log.compact(self._state)
 
+    def busy(self) -> bool:
+        """Another thread holds the store's lock (one probe, never waits)."""
+        if self._lock.acquire(blocking=False):
+            self._lock.release()
+            return False
+        return True
+
     def maybe_compact(self, max_log_bytes: int) -> bool:
         """Snapshot when the ops written since the last snapshot exceed `max_log_bytes`
         of JSON text (the server calls this periodically: every access flush is an op),
