@@ -21,7 +21,7 @@ from typing import Any
 
 import grpc
 
-from memlineage.grpc_api.registration import ENCODED, Caught, _as_is
+from memlineage.grpc_api.registration import ENCODED, Caught, as_is
 
 
 class Aborted(Exception):
@@ -181,7 +181,7 @@ def register(
     for name, h in caught.handlers.items():
         h = h._replace(request_deserializer=None)
         if name in ENCODED:
-            h = h._replace(response_serializer=_as_is)
+            h = h._replace(response_serializer=as_is)
         if h.unary_unary is not None:
             for interceptor in interceptors:
                 method = f"/{caught.service}/{name}"

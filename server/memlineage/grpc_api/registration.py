@@ -188,7 +188,9 @@ def on_pool(behaviour: Callable[..., Any], pool: CallPool) -> Callable[..., Any]
     return handler
 
 
-def _as_is(response: Any) -> bytes:
+def as_is(response: Any) -> bytes:
+    """The serializer of Check's and FilterRank's answers: the bytes the servicer
+    encoded, passed through (a message, as other servers' stubs may return, serialized)."""
     return response if type(response) is bytes else response.SerializeToString()
 
 
@@ -212,7 +214,7 @@ def register(
     handlers = {name: h._replace(request_deserializer=None) for name, h in caught.handlers.items()}
     for name, h in handlers.items():
         if name in ENCODED:
-            h = h._replace(response_serializer=_as_is)
+            h = h._replace(response_serializer=as_is)
         if h.unary_unary is not None and pool is not None:
             h = h._replace(unary_unary=pool.arrived(h.unary_unary))
         if h.unary_stream is not None and name in streams:
