@@ -13,7 +13,7 @@ from typing import TextIO
 
 from .diagnostics import Severity
 from .formatter import format_source
-from .loader import collect_files
+from .loader import Unreadable, collect_files
 
 OK, WOULD_CHANGE, BROKEN = 0, 1, 2
 
@@ -47,13 +47,9 @@ def fmt_paths(paths: Iterable[str], check: bool, diff: bool, out: TextIO) -> int
             with open(path, "rb") as fh:
                 raw = fh.read()
             text = _read(path)
-        except OSError as err:
-            out.write(f"{path}:1:1: error[E006]: cannot read `{path}`: {err.strerror or err}\n")
-            status = BROKEN
-            continue
-        except UnicodeDecodeError as err:
-            where = f"{path}:1:1: error[E006]: cannot read `{path}`"
-            out.write(f"{where}: not UTF-8 (byte {err.start})\n")
+        except (OSError, UnicodeDecodeError) as err:
+            why = Unreadable.of(err).reason
+            out.write(f"{path}:1:1: error[E006]: cannot read `{path}`: {why}\n")
             status = BROKEN
             continue
         formatted, diags = format_source(text, path)

@@ -44,36 +44,54 @@ def collect_files(paths: Iterable[str]) -> list[str]:
     return out
 
 
-Reader = Callable[[str], str | None]  # path -> its text, None when it cannot be read
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """A file that could not be read, and why (said after `cannot read`)."""
+
+    reason: str
+    missing: bool = False  # there is no such file (an include then is "not found")
+
+    @classmethod
+    def of(cls, err: OSError | UnicodeDecodeError) -> Unreadable:
+        """The system's reason (`No such file or directory`), or the first byte that
+        is not UTF-8: what `cat` or an editor would say, not Python's exception text."""
+        if isinstance(err, UnicodeDecodeError):
+            return cls(f"not UTF-8 (byte {err.start})")
+        return cls(err.strerror or str(err), isinstance(err, FileNotFoundError))
+
+
+Text = str | Unreadable | None
+"""A file's text; Unreadable (or None, without a reason) when it cannot be read."""
+Reader = Callable[[str], Text]  # path -> its text
 
 
 def _norm(path: str) -> str:
     return os.path.normpath(path)
 
 
-def read_file(path: str) -> str | None:
-    """The UTF-8 text of a file on disk, or None when it cannot be read."""
+def read_file(path: str) -> str | Unreadable:
+    """The UTF-8 text of a file on disk, or why it cannot be read."""
     try:
         with open(path, encoding="utf-8") as fh:
             return fh.read()
-    except (OSError, UnicodeDecodeError):
-        return None
+    except (OSError, UnicodeDecodeError) as err:
+        return Unreadable.of(err)
 
 
-def read_files(paths: Iterable[str]) -> dict[str, str | None]:
-    """`path -> text` (None: unreadable) for the `.mlp` files of files and directories."""
+def read_files(paths: Iterable[str]) -> dict[str, str | Unreadable]:
+    """`path -> text` (or why not) for the `.mlp` files of files and directories."""
     return {f: read_file(f) for f in collect_files(paths)}
 
 
-def load_texts(texts: Mapping[str, str | None], read: Reader | None = None) -> LoadedSet:
-    """Load a policy set from texts (path -> text; None: a file that could not be read),
-    loading the roots in the order given. An include is looked up among the texts,
-    then with `read` when given (the CLI reads disk; a server never does)."""
-    table: dict[str, str | None] = {}
+def load_texts(texts: Mapping[str, Text], read: Reader | None = None) -> LoadedSet:
+    """Load a policy set from texts (path -> text; Unreadable or None: a file that could
+    not be read), loading the roots in the order given. An include is looked up among
+    the texts, then with `read` when given (the CLI reads disk; a server never does)."""
+    table: dict[str, Text] = {}
     for path, text in texts.items():
         table.setdefault(_norm(path), text)
 
-    def lookup(path: str) -> str | None:
+    def lookup(path: str) -> Text:
         if path in table:
             return table[path]
         return read(path) if read is not None else None
@@ -139,26 +157,29 @@ class _Loader:
         self, path: str, at: tuple[SourceFile, A.Include] | None
     ) -> tuple[A.Module | None, SourceFile | None]:
         text = self.read(path)
-        if text is None:
+        if not isinstance(text, str):
+            why = f": {text.reason}" if isinstance(text, Unreadable) else ""
             if at is None:
                 self.out.diagnostics.append(
                     Diagnostic(
                         "E006",
                         Severity.ERROR,
-                        f"cannot read `{path}`",
+                        f"cannot read `{path}`{why}",
                         path,
                         A.Span(1, 1, 1, 1),
                         "",
                         "check the path and that it is UTF-8",
                     )
                 )
-            else:
+            else:  # as a server, which reads no include from disk, says it: not found
                 src, inc = at
+                found = isinstance(text, Unreadable) and not text.missing
                 self.out.diagnostics.append(
                     src.diag(
                         "E004",
                         inc.span,
-                        f"included file `{inc.path}` not found",
+                        f"included file `{inc.path}` "
+                        + (f"cannot be read{why}" if found else "not found"),
                         f"looked for `{path}`",
                     )
                 )

@@ -22,7 +22,7 @@ from .compiler import CompiledPolicySet, compile_env
 from .diagnostics import Diagnostic, Severity, SourceFile, has_errors, sort_diagnostics
 from .env import Decl, Env, Located, build_env
 from .limits import MAX_DEPTH, ConstDepths, item_exprs, too_deep
-from .loader import LoadedSet, Reader, load_paths, load_texts
+from .loader import LoadedSet, Reader, Text, load_paths, load_texts
 
 
 @dataclass
@@ -104,12 +104,12 @@ def build_paths(paths: Iterable[str]) -> Build:
     return build(load_paths(paths))
 
 
-def build_texts(texts: Mapping[str, str | None], read: Reader | None = None) -> Build:
-    """`build` of texts (path -> text; None: unreadable); includes among them, then `read`."""
+def build_texts(texts: Mapping[str, Text], read: Reader | None = None) -> Build:
+    """`build` of texts (path -> text, or Unreadable); includes among them, then `read`."""
     return build(load_texts(texts, read))
 
 
-def lint_set(texts: Mapping[str, str | None], read: Reader | None = None) -> Build:
+def lint_set(texts: Mapping[str, Text], read: Reader | None = None) -> Build:
     """The lint of one policy set: `build` with the files loaded in path order, so the
     answer depends on which files there are, never on the order a caller (or a protobuf
     map) lists them. `read` resolves includes of files not in `texts`: the CLI reads
@@ -118,6 +118,6 @@ def lint_set(texts: Mapping[str, str | None], read: Reader | None = None) -> Bui
     return build_texts(ordered, read)
 
 
-def lint_texts(texts: Mapping[str, str | None], read: Reader | None = None) -> list[Diagnostic]:
+def lint_texts(texts: Mapping[str, Text], read: Reader | None = None) -> list[Diagnostic]:
     """Every diagnostic of the policy set `texts` (see `lint_set`), sorted by location."""
     return lint_set(texts, read).diagnostics

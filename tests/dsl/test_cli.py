@@ -92,6 +92,23 @@ def test_no_files_is_a_usage_error(tmp_path: Path) -> None:
     assert run("lint", str(tmp_path), cwd=tmp_path).returncode == 2
 
 
+def test_lint_says_why_a_file_cannot_be_read(tmp_path: Path) -> None:
+    """E006 names the reason, as fmt does (before: `cannot read `gone.mlp`` alone); an
+    include that is there but cannot be read says why (a missing one stays "not
+    found", as the LintPolicy RPC says it)."""
+    (tmp_path / "binary.mlp").write_bytes(b"policy p {\n\xff")
+    (tmp_path / "inc.mlp").write_text('include "binary.mlp"\n')
+    out = run("lint", "gone.mlp", "binary.mlp", cwd=tmp_path)
+    assert out.returncode == 1, out
+    lines = out.stdout.splitlines()
+    assert "gone.mlp:1:1: error[E006]: cannot read `gone.mlp`: No such file or directory" in lines
+    assert "binary.mlp:1:1: error[E006]: cannot read `binary.mlp`: not UTF-8 (byte 11)" in lines
+    included = run("lint", "inc.mlp", cwd=tmp_path)
+    assert included.stdout.startswith(
+        "inc.mlp:1:1: error[E004]: included file `binary.mlp` cannot be read: not UTF-8 (byte 11)"
+    )
+
+
 def test_fmt_says_why_a_file_cannot_be_read(tmp_path: Path) -> None:
     """The system's reason or the byte that is not UTF-8, as lint's E006 names the file:
     before, Python's "[Errno 2] No such file or directory: 'gone.mlp'" or the whole
