@@ -35,7 +35,9 @@ if [ "$#" -eq 0 ]; then
                tests/e2e/test_serve_cli.py tests/e2e/test_store_outage.py
                tests/e2e/test_check_memo.py tests/e2e/test_act_gate.py tests/grpc_api
                tests/client/test_error_codes.py tests/client/test_async_client.py
-               tests/integrations/test_langgraph_store.py)
+               tests/integrations/test_langgraph_store.py
+               tests/e2e/test_embedded_durability.py tests/e2e/test_redis_faults.py
+               tests/e2e/test_flush_outage.py)
     echo "== the served tests on grpc_runtime = aio"
     MEMLINEAGE_GRPC_RUNTIME=aio .venv/bin/python -m pytest -q -p no:cacheprovider "${AIO_TESTS[@]}"
     RANGE_TESTS=(tests/client tests/e2e/test_api_contract.py tests/test_dependency_bounds.py
