@@ -25,6 +25,7 @@ from typing import Any, TextIO
 
 from memlineage_dsl.decision import Decision
 from memlineage_dsl.facts import Creator
+from memlineage_dsl.loader import Unreadable
 
 from memlineage.engine.acts import ActArgument
 from memlineage.engine.core import Engine
@@ -34,7 +35,6 @@ from memlineage.lineage.clock import ManualClock
 from memlineage.lineage.errors import LineageError
 from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.model import MemoryRecord
-from memlineage.oserrors import reason
 from memlineage.store.embedded import EmbeddedStore
 
 NAMESPACE = "default"
@@ -541,11 +541,8 @@ def simulate_command(path: str, policies: str, fmt: str, out: TextIO, err: TextI
     try:
         with open(path, encoding="utf-8") as fh:
             lines = fh.read().splitlines()
-    except OSError as exc:
-        err.write(f"{path}: cannot read the script: {reason(exc)}\n")
-        return 2
-    except UnicodeDecodeError as exc:
-        err.write(f"{path}: cannot read the script: not UTF-8 (byte {exc.start})\n")
+    except (OSError, UnicodeDecodeError) as exc:  # said as lint and fmt say it
+        err.write(f"{path}: cannot read the script: {Unreadable.of(exc).reason}\n")
         return 2
     try:
         for event in run(lines, policies):

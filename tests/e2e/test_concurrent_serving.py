@@ -6,7 +6,6 @@ unary calls need."""
 from __future__ import annotations
 
 import random
-import re
 import threading
 import time
 
@@ -16,7 +15,6 @@ from memlineage.config import Config
 from memlineage.engine.core import Engine
 from memlineage.grpc_api.server import EMBEDDED_WORKERS
 from memlineage.v1 import memlineage_pb2 as pb
-from prometheus_client import generate_latest
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
 NS = "default"
@@ -109,15 +107,6 @@ def engine_actor(s: RunningSidecar):
     return s.sidecar.service.default_actor(NS)
 
 
-def watch_threads(s: RunningSidecar) -> int:
-    """Threads of the Watch pool, as the metrics endpoint exports them."""
-    assert s.sidecar is not None
-    text = generate_latest(s.sidecar.metrics.registry).decode()
-    found = re.search(r'memlineage_grpc_threads\{pool="memlineage-watch"\} (\d+)', text)
-    assert found is not None, text
-    return int(found.group(1))
-
-
 def test_watch_streams_do_not_hold_the_workers() -> None:
     """More open Watch streams than gRPC workers: unary calls are still answered."""
     with (
@@ -140,7 +129,7 @@ def test_watch_streams_do_not_hold_the_workers() -> None:
             deadline = time.monotonic() + 10
             # every stream has a thread of the Watch pool (the threads gauge), on either
             # runtime
-            while watch_threads(s) < len(streams):
+            while s.pool_threads("memlineage-watch") < len(streams):
                 assert time.monotonic() < deadline, "the streams did not all open"
                 time.sleep(0.05)
             c.record("m", creator="user:alice")  # 5 s deadline: a free worker answers

@@ -5,7 +5,6 @@ loop, that the loop is never held by what waits, and the setting itself."""
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -16,20 +15,11 @@ from memlineage.client import MemLineageClient
 from memlineage.config import Config, ConfigError
 from memlineage.grpc_api.aio_server import inline_methods
 from memlineage.v1 import memlineage_pb2 as pb
-from prometheus_client import generate_latest
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
 AIO = Config(policy_dir=BUNDLED_POLICIES, decision_log="off", grpc_runtime="aio")
 ML = "/memlineage.v1.MemLineage/"
 ADMIN = "/memlineage.v1.PolicyAdmin/"
-
-
-def _threads(s: RunningSidecar, pool: str) -> int:
-    assert s.sidecar is not None
-    text = generate_latest(s.sidecar.metrics.registry).decode()
-    found = re.search(rf'memlineage_grpc_threads\{{pool="{pool}"\}} (\d+)', text)
-    assert found is not None, text
-    return int(found.group(1))
 
 
 def test_the_setting_takes_sync_or_aio_only() -> None:
@@ -40,11 +30,8 @@ def test_the_setting_takes_sync_or_aio_only() -> None:
 
 
 def test_what_waits_leaves_the_loop() -> None:
-    assert inline_methods(waits_on_network=True, waits_on_disk=False) == ()
-    on_disk = inline_methods(waits_on_network=False, waits_on_disk=True)
-    assert "Check" in on_disk and "FilterRank" in on_disk
-    assert not {"Record", "Feedback", "RecordGrant"} & set(on_disk)
-    in_memory = inline_methods(waits_on_network=False, waits_on_disk=False)
+    assert inline_methods(waits_on_network=True) == ()
+    in_memory = inline_methods(waits_on_network=False)
     assert {"Check", "FilterRank", "Record"} <= set(in_memory)
     assert not {"UpdateStatus", "Revise", "Object", "Watch"} & set(in_memory)
 
@@ -59,9 +46,9 @@ def test_decisions_are_answered_on_the_loop_and_cascades_on_threads() -> None:
         for _ in range(20):
             c.check("read", "plan")
         c.filter_rank([("fact", 0.5), ("plan", 0.9)])
-        assert _threads(s, "memlineage-grpc") == 0
+        assert s.pool_threads("memlineage-grpc") == 0
         c.revoke("fact", reason="wrong")
-        assert _threads(s, "memlineage-grpc") == 1
+        assert s.pool_threads("memlineage-grpc") == 1
         assert c.check("read", "fact").effect == pb.EFFECT_DENY
         assert c.check("read", "plan").effect == pb.EFFECT_DEGRADE  # the cascade reached it
 
@@ -83,7 +70,7 @@ def test_watch_streams_waiting_on_the_store_do_not_hold_the_loop() -> None:
             for _ in range(50):
                 c.check("read", "fact")
             assert time.monotonic() - started < 10  # each would wait a Watch poll
-            assert _threads(s, "memlineage-watch") >= 8
+            assert s.pool_threads("memlineage-watch") >= 8
         finally:
             for stream in streams:
                 stream.cancel()
@@ -133,7 +120,7 @@ def test_calls_that_never_send_their_request_hold_no_thread() -> None:
             c.record("m1", creator="user:alice")
             assert c.check("read", "m1").effect == pb.EFFECT_ALLOW
             assert not any(call.done() for call in calls)  # still held, not refused
-            assert _threads(s, "memlineage-grpc") == 0
+            assert s.pool_threads("memlineage-grpc") == 0
         finally:
             stop.set()
             for call in calls:

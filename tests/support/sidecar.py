@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,6 +17,7 @@ from memlineage.client import MemLineageClient
 from memlineage.config import Config
 from memlineage.lineage.clock import Clock, ManualClock
 from memlineage.sidecar import Sidecar, start_sidecar
+from prometheus_client import generate_latest
 
 from support.memories import T0
 
@@ -60,6 +62,15 @@ class RunningSidecar:
         )
         self.sidecar = future.result(timeout=30)
         return self
+
+    def pool_threads(self, pool: str) -> int:
+        """Threads of the gRPC pool `pool` (`memlineage-grpc`, `memlineage-watch`, ...), as
+        the metrics endpoint exports them: the same names on either runtime."""
+        assert self.sidecar is not None
+        text = generate_latest(self.sidecar.metrics.registry).decode()
+        found = re.search(rf'memlineage_grpc_threads\{{pool="{pool}"\}} (\d+)', text)
+        assert found is not None, text
+        return int(found.group(1))
 
     def __exit__(self, *exc: object) -> None:
         if self.sidecar is not None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import grpc
 
-from memlineage.grpc_api.registration import ENCODED, Caught, as_is
+from memlineage.grpc_api.registration import as_bytes
 
 
 class Aborted(Exception):
@@ -175,16 +175,11 @@ def register(
     `stream_pool`. `interceptors`:
     synchronous ones that wrap a unary handler (tracing's), applied to the synchronous
     method before it is made a coroutine."""
-    caught = Caught()
-    add_to_server(service, caught)
-    handlers = {}
-    for name, h in caught.handlers.items():
-        h = h._replace(request_deserializer=None)
-        if name in ENCODED:
-            h = h._replace(response_serializer=as_is)
+    service_name, handlers = as_bytes(service, add_to_server)
+    for name, h in handlers.items():
         if h.unary_unary is not None:
             for interceptor in interceptors:
-                method = f"/{caught.service}/{name}"
+                method = f"/{service_name}/{name}"
                 h = interceptor.intercept_service(lambda _d, h=h: h, _Details(method)) or h
             behaviour = h.unary_unary
             h = h._replace(
@@ -193,11 +188,9 @@ def register(
         elif h.unary_stream is not None:
             h = h._replace(unary_stream=streamed(h.unary_stream, stream_pool))
         else:
-            raise TypeError(f"{caught.service}.{name}: a handler kind this runtime does not serve")
+            raise TypeError(f"{service_name}.{name}: a handler kind this runtime does not serve")
         handlers[name] = h
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(caught.service, handlers),)
-    )
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service_name, handlers),))
 
 
 class _Details:

@@ -5,7 +5,7 @@ TLS, the token gate, tracing, a graceful stop), with the servicers' synchronous
 methods run inline on the loop where they only use the CPU (`aio_handlers`): no
 hand-off to a worker thread per call, which is what the synchronous server pays
 (bench/runtime_bench.py measures both). What waits runs on threads: every call on a
-network store, writes on a store that fsyncs each one, cascades and erasures
+network store, cascades and erasures
 (UpdateStatus, Revise, Object), the admin calls, each step of a Watch stream, and
 any call that comes while another thread holds the store (`LineageStore.busy`: a
 compaction of a large store holds it for seconds; health, on the loop, still
@@ -46,16 +46,13 @@ from memlineage.metrics import Metrics
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
 
 CPU_ONLY = ("Check", "FilterRank", "Explain", "Record", "Feedback", "RecordGrant")
-"""MemLineage calls run on the loop on a store that neither waits on the network nor
-on the disk (the writes among them on one that does not fsync each write)."""
-WRITES = ("Record", "Feedback", "RecordGrant")
+"""MemLineage calls run on the loop on a store that does not wait on the network (the
+embedded store's writes commit to SQLite without an fsync: `persistence.py`)."""
 
 
-def inline_methods(waits_on_network: bool, waits_on_disk: bool) -> tuple[str, ...]:
+def inline_methods(waits_on_network: bool) -> tuple[str, ...]:
     """The MemLineage methods served on the loop for a store that waits so."""
-    if waits_on_network:
-        return ()
-    return tuple(m for m in CPU_ONLY if not (waits_on_disk and m in WRITES))
+    return () if waits_on_network else CPU_ONLY
 
 
 class NamedHealth(health.aio.HealthServicer):
@@ -210,7 +207,7 @@ async def serve_aio(
         service,
         pb_grpc.add_MemLineageServicer_to_server,
         server,
-        inline_methods=inline_methods(store.waits_on_network, store.waits_on_disk),
+        inline_methods=inline_methods(store.waits_on_network),
         pool=pool,
         stream_pool=streams,
         busy=store.busy,

@@ -64,7 +64,7 @@ class AuthGate(grpc.ServerInterceptor):
         self._lock = threading.Lock()
         self._said: dict[str, tuple[float, int]] = {}  # reason -> (last line, refused since)
 
-    def _refused(self, reason: str, method: str, peer: str) -> None:
+    def refused(self, reason: str, method: str, peer: str) -> None:
         """Count a refusal; log it unless a line for `reason` went out lately."""
         if self._metrics is not None:
             self._metrics.unauthenticated.labels(reason).inc()
@@ -147,7 +147,7 @@ class AuthGate(grpc.ServerInterceptor):
         same status)."""
 
         def refuse(requests: Any, context: grpc.ServicerContext) -> Any:
-            self._refused(reason, method, context.peer() or "")
+            self.refused(reason, method, context.peer() or "")
             abort_with(exc, context)
 
         return grpc.stream_unary_rpc_method_handler(refuse)
@@ -171,7 +171,7 @@ class AioAuthGate(grpc.aio.ServerInterceptor):
         gate = self._gate
 
         async def refuse(requests: Any, call: grpc.aio.ServicerContext) -> None:
-            gate._refused(verdict.reason, method, call.peer() or "")
+            gate.refused(verdict.reason, method, call.peer() or "")
             context = SyncContext(call)
             try:
                 abort_with(verdict.exc, cast(grpc.ServicerContext, context))

@@ -194,6 +194,20 @@ def as_is(response: Any) -> bytes:
     return response if type(response) is bytes else response.SerializeToString()
 
 
+def as_bytes(service: Any, add_to_server: Callable[[Any, Any], None]) -> tuple[str, dict[str, Any]]:
+    """The service name and method handlers ``add_to_server`` (a generated
+    ``add_*Servicer_to_server``) registers, with every request handed over as its bytes
+    and Check's and FilterRank's answers sent as the bytes the servicer encoded: what
+    both runtimes serve (`register` here, `aio_handlers.register`)."""
+    caught = Caught()
+    add_to_server(service, caught)
+    handlers = {}
+    for name, h in caught.handlers.items():
+        h = h._replace(request_deserializer=None)
+        handlers[name] = h._replace(response_serializer=as_is) if name in ENCODED else h
+    return caught.service, handlers
+
+
 def register(
     service: Any,
     add_to_server: Callable[[Any, Any], None],
@@ -209,18 +223,14 @@ def register(
     serialized again), unary calls tell `pool` (the server's) when their request came,
     and each stream named in `streams` runs on its pool."""
     streams = streams or {}
-    caught = Caught()
-    add_to_server(service, caught)
-    handlers = {name: h._replace(request_deserializer=None) for name, h in caught.handlers.items()}
+    name_of_service, handlers = as_bytes(service, add_to_server)
     for name, h in handlers.items():
-        if name in ENCODED:
-            h = h._replace(response_serializer=as_is)
         if h.unary_unary is not None and pool is not None:
             h = h._replace(unary_unary=pool.arrived(h.unary_unary))
         if h.unary_stream is not None and name in streams:
             h = h._replace(unary_stream=on_pool(h.unary_stream, streams[name]))
         handlers[name] = h
     server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(caught.service, handlers),)
+        (grpc.method_handlers_generic_handler(name_of_service, handlers),)
     )
-    server.add_registered_method_handlers(caught.service, handlers)
+    server.add_registered_method_handlers(name_of_service, handlers)

@@ -157,17 +157,12 @@ class Served:
     pools: tuple[CallPool, ...] = ()  # health's and reflection's own threads
     calls: CallPool | None = None  # the server's pool for unary calls
 
-    def shut_down(self, grace: float) -> threading.Event:
+    async def stop(self, grace: float) -> None:
         """Health to NOT_SERVING, open Watch streams told to end (within a poll, not at
-        the grace), then the server stopped; the event is set once it has."""
+        the grace), then the server stopped, waited for off the loop."""
         self.health.enter_graceful_shutdown()
         self.service.stopping.set()
         stopped: threading.Event = self.server.stop(grace)
-        return stopped
-
-    async def stop(self, grace: float) -> None:
-        """`shut_down`, waited for off the loop."""
-        stopped = self.shut_down(grace)
         await asyncio.get_running_loop().run_in_executor(None, stopped.wait)
 
     def set_store_serving(self, serving: bool) -> None:

@@ -107,9 +107,6 @@ class LineageStore(
     # True when calls wait on another process (a network store): a server then wants
     # more threads in flight than cores; an in-process store keeps them on the CPU.
     waits_on_network: bool = False
-    # True when each write waits for the disk (an fsync per commit): a server keeps
-    # writes off a thread that serves other calls meanwhile (`grpc_runtime = "aio"`).
-    waits_on_disk: bool = False
     # True when reads hand out the same immutable record object until the memory
     # changes (callers may then cache what they derive from it, keyed on the object).
     shares_records: bool = False

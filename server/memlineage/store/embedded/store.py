@@ -107,7 +107,6 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
         self.access_epoch = 0
         self._dir = os.fspath(data_dir) if data_dir is not None else None
         self._log = SqliteLog(data_dir, fsync=fsync) if data_dir is not None else None
-        self.waits_on_disk = fsync and self._log is not None
         if self._log is not None:
             with self._lock:
                 self._log.open(self._state)
