@@ -5,10 +5,12 @@ same run, interleaved op by op (what else runs on the machine weighs on both ali
 with a real `memlineage serve` (embedded store, bundled policies) on loopback:
 
 - LangGraph: `InMemoryStore` bare vs `GuardedLangGraphStore(InMemoryStore(), client)`:
-  put, get and search (limit 10) latency p50/p99 and ops/s;
+  put (a new key), update (a put over an existing key), get and search (limit 10)
+  latency p50/p99 and ops/s;
 - Mem0: `Memory` running offline (infer=False, local Qdrant in a temporary directory,
   a deterministic embedder on loopback: tests/support/mem0_offline.py) bare vs
-  `GuardedMem0Memory` over another such `Memory` (its own directory): add and search
+  `GuardedMem0Memory` over another such `Memory` (its own directory): add, update
+  (the writer named: a new version of the record) and search
   (top_k 10), interleaved too.
 
 Both adapters ask the store for ``overfetch x`` the results they return (hidden
@@ -70,6 +72,14 @@ class CountingClient(MemLineageClient):
         self.calls["FilterRank"] += 1
         return super().filter_rank(*args, **kwargs)
 
+    def explain(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls["Explain"] += 1
+        return super().explain(*args, **kwargs)
+
+    def revise(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls["Revise"] += 1
+        return super().revise(*args, **kwargs)
+
 
 WIDE = (
     "bare at %d, what the wrapper asks the store for (overfetch x 10): the rest is "
@@ -119,6 +129,11 @@ def langgraph(client: CountingClient, items: int) -> list[float]:
         timed(lat.setdefault(("put", "bare"), []), bare.put, ns, key, value)
         timed(lat.setdefault(("put", "wrapped"), []), wrapped.put, ns, key, value)
     calls["put"], before = per_op(client, before, items), client.calls.copy()
+    for i in range(items):  # a put over an existing key: the update path
+        ns, key, value = ("alice", "trip"), f"k{i}", {"text": f"hotel {i} in Beijing"}
+        timed(lat.setdefault(("update", "bare"), []), bare.put, ns, key, value)
+        timed(lat.setdefault(("update", "wrapped"), []), wrapped.put, ns, key, value)
+    calls["update"], before = per_op(client, before, items), client.calls.copy()
     for i in range(items):
         ns, key = ("alice", "trip"), f"k{i}"
         timed(lat.setdefault(("get", "bare"), []), bare.get, ns, key)
@@ -131,7 +146,7 @@ def langgraph(client: CountingClient, items: int) -> list[float]:
         timed(lat.setdefault(("search", "wrapped"), []), wrapped.search, ("alice",), limit=10)
         timed(lat.setdefault(("search", "wide"), []), bare.search, ("alice",), limit=wide)
     calls["search"] = per_op(client, before, searches)
-    for op in ("put", "get", "search"):
+    for op in ("put", "update", "get", "search"):
         row("langgraph", op, lat[(op, "bare")], lat[(op, "wrapped")], f"calls/op: {calls[op]}")
         added.append(statistics.median(lat[(op, "wrapped")]) - statistics.median(lat[(op, "bare")]))
     row("langgraph", "search*", lat[("search", "wide")], lat[("search", "wrapped")], WIDE % wide)
@@ -149,13 +164,27 @@ def _mem0_run(
     """The two memories op by op, as the LangGraph rows: what else runs weighs on both."""
     targets = (("bare", bare), ("wrapped", wrapped))
     before = client.calls.copy()
+    added: dict[str, list[str]] = {"bare": [], "wrapped": []}
     for i in range(items):
         text = f"the user prefers hotel {i} near the station"
         for which, memory in targets:
-            timed(
-                lat.setdefault(("add", which), []), memory.add, text, user_id="alice", infer=False
-            )
+            t = time.perf_counter()
+            result = memory.add(text, user_id="alice", infer=False)
+            lat.setdefault(("add", which), []).append((time.perf_counter() - t) * 1e3)
+            added[which] += [r["id"] for r in result["results"]]
     calls["add"], before = per_op(client, before, items), client.calls.copy()
+    for i, (bare_id, wrapped_id) in enumerate(zip(added["bare"], added["wrapped"], strict=True)):
+        text = f"the user now prefers hotel {i} by the river"
+        timed(lat.setdefault(("update", "bare"), []), bare.update, bare_id, text)
+        # the writer named: the update is a new version of the record (Explain + Revise)
+        timed(
+            lat.setdefault(("update", "wrapped"), []),
+            wrapped.update,
+            wrapped_id,
+            text,
+            actor="user:alice",
+        )
+    calls["update"], before = per_op(client, before, len(added["bare"])), client.calls.copy()
     searches = max(1, items // 2)
     wide = 10 * wrapped.overfetch
     for i in range(searches):
@@ -207,7 +236,7 @@ def mem0(client: CountingClient, items: int, tmp: Path) -> list[float]:
         finally:
             bare.close()
             inner.close()
-    for op in ("add", "search"):
+    for op in ("add", "update", "search"):
         row("mem0", op, lat[(op, "bare")], lat[(op, "wrapped")], f"calls/op: {calls[op]}")
         added.append(statistics.median(lat[(op, "wrapped")]) - statistics.median(lat[(op, "bare")]))
     row("mem0", "search*", lat[("search", "wide")], lat[("search", "wrapped")], calls["wide"])
