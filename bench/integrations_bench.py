@@ -5,8 +5,8 @@ same run, interleaved op by op (what else runs on the machine weighs on both ali
 with a real `memlineage serve` (embedded store, bundled policies) on loopback:
 
 - LangGraph: `InMemoryStore` bare vs `GuardedLangGraphStore(InMemoryStore(), client)`:
-  put (a new key), update (a put over an existing key), get and search (limit 10)
-  latency p50/p99 and ops/s;
+  put (a new key), update (a put over an existing key), get, ten gets in one batch
+  and search (limit 10) latency p50/p99 and ops/s;
 - Mem0: `Memory` running offline (infer=False, local Qdrant in a temporary directory,
   a deterministic embedder on loopback: tests/support/mem0_offline.py) bare vs
   `GuardedMem0Memory` over another such `Memory` (its own directory): add, update
@@ -115,6 +115,7 @@ def row(system: str, op: str, bare: list[float], wrapped: list[float], note: str
 
 
 def langgraph(client: CountingClient, items: int) -> list[float]:
+    from langgraph.store.base import GetOp
     from langgraph.store.memory import InMemoryStore
     from memlineage.integrations.langgraph_store import GuardedLangGraphStore
 
@@ -139,6 +140,12 @@ def langgraph(client: CountingClient, items: int) -> list[float]:
         timed(lat.setdefault(("get", "bare"), []), bare.get, ns, key)
         timed(lat.setdefault(("get", "wrapped"), []), wrapped.get, ns, key)
     calls["get"], before = per_op(client, before, items), client.calls.copy()
+    batches = max(1, items // 10)
+    for b in range(batches):  # ten gets in one batch (LangGraph's async store gathers so)
+        gets = [GetOp(("alice", "trip"), f"k{(b * 10 + j) % items}") for j in range(10)]
+        timed(lat.setdefault(("get x10", "bare"), []), bare.batch, gets)
+        timed(lat.setdefault(("get x10", "wrapped"), []), wrapped.batch, gets)
+    calls["get x10"], before = per_op(client, before, batches), client.calls.copy()
     searches = max(1, items // 5)
     wide = 10 * wrapped.overfetch
     for _ in range(searches):
@@ -146,7 +153,7 @@ def langgraph(client: CountingClient, items: int) -> list[float]:
         timed(lat.setdefault(("search", "wrapped"), []), wrapped.search, ("alice",), limit=10)
         timed(lat.setdefault(("search", "wide"), []), bare.search, ("alice",), limit=wide)
     calls["search"] = per_op(client, before, searches)
-    for op in ("put", "update", "get", "search"):
+    for op in ("put", "update", "get", "get x10", "search"):
         row("langgraph", op, lat[(op, "bare")], lat[(op, "wrapped")], f"calls/op: {calls[op]}")
         added.append(statistics.median(lat[(op, "wrapped")]) - statistics.median(lat[(op, "bare")]))
     row("langgraph", "search*", lat[("search", "wide")], lat[("search", "wrapped")], WIDE % wide)

@@ -101,12 +101,17 @@ def inner(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseStore]
         yield store
 
 
-def filter_ranks(sidecar: RunningSidecar) -> int:
-    """FilterRank RPCs the sidecar has served (its own latency histogram's count)."""
+def served(sidecar: RunningSidecar, method: str) -> int:
+    """`method` RPCs the sidecar has served (its own latency histogram's count)."""
     assert sidecar.sidecar is not None
     text = generate_latest(sidecar.sidecar.metrics.registry).decode()
-    found = re.search(r'memlineage_rpc_latency_seconds_count\{method="FilterRank"\} (\S+)', text)
+    found = re.search(rf'memlineage_rpc_latency_seconds_count\{{method="{method}"\}} (\S+)', text)
     return int(float(found.group(1))) if found else 0
+
+
+def filter_ranks(sidecar: RunningSidecar) -> int:
+    """FilterRank RPCs the sidecar has served."""
+    return served(sidecar, "FilterRank")
 
 
 def held(store: BaseStore, prefix: tuple[str, ...]) -> dict[str, dict[str, Any]]:
@@ -559,13 +564,51 @@ def test_one_batch_with_every_op_kind(
             PutOp(ns, "hotel-old", None),
         ]
     )
-    assert filter_ranks(sidecar) == before + 1
+    assert filter_ranks(sidecar) == before + 2  # the search's, and one for the two gets
     guess, found, spaces, put, tip, deleted = results
     assert guess is None and put is None and deleted is None
     assert [i.key for i in found] == ["city", "tip"]  # type: ignore[union-attr]
     assert spaces == [ns]
     assert isinstance(tip, Item) and DECISION_KEY in tip.value
     assert inner.get(ns, "hotel") is not None
+
+
+def _seen(item: Item | None) -> Any:
+    """A get's answer without what differs between two decisions of it (their ids)."""
+    if item is None:
+        return None
+    value = dict(item.value)
+    decision = value.pop(DECISION_KEY, None)
+    return item.key, value, decision and (decision["effect"], decision["obligations"])
+
+
+def test_the_gets_of_a_batch_are_one_call_deciding_each_as_its_check(
+    sidecar: RunningSidecar, ml: MemLineageClient, inner: BaseStore, ns: tuple[str, str]
+) -> None:
+    """Ten gets cost one FilterRank, not ten Checks, and each answer is what a get of
+    its own (one Check) answers: the denied one hidden, the degraded one marked."""
+    store = GuardedLangGraphStore(inner, ml)
+    trip(store, ns)
+    keys = ["city", "tip", "guess", "missing", "city"]
+    alone = [store.get(ns, k) for k in keys]
+    assert [_seen(i) is None for i in alone] == [False, False, True, True, False]
+    checks, ranks = served(sidecar, "Check"), filter_ranks(sidecar)
+    together = store.batch([GetOp(ns, k) for k in keys])
+    assert (served(sidecar, "Check"), filter_ranks(sidecar)) == (checks, ranks + 1)
+    assert [_seen(i) for i in together] == [_seen(i) for i in alone]  # type: ignore[arg-type]
+
+    if not isinstance(inner, InMemoryStore):
+        return  # SqliteStore serves no abatch: its async twin is another class
+
+    async def gathered() -> list[Item | None]:
+        async with AsyncMemLineageClient(sidecar.address, timeout=10) as client:
+            results = await GuardedLangGraphStore(inner, client).abatch(
+                [GetOp(ns, k) for k in keys]
+            )
+            return results  # type: ignore[return-value]
+
+    assert [_seen(i) for i in asyncio.run(gathered())] == [_seen(i) for i in alone]
+    assert (served(sidecar, "Check"), filter_ranks(sidecar)) == (checks, ranks + 2)
 
 
 # ---------------------------------------------------------------- abatch
@@ -639,8 +682,8 @@ def test_abatch_runs_every_op_kind(
 def test_an_async_client_answers_a_batch_of_reads_at_once_and_refuses_the_sync_path(
     sidecar: RunningSidecar, ml: MemLineageClient, ns: tuple[str, str]
 ) -> None:
-    """One abatch with several gets and a search: the async client's checks and the
-    FilterRank of that step are gathered, each answer in its op's place; the sync
+    """One abatch with several gets and a search: the gets' FilterRank and the
+    search's are gathered, each answer in its op's place; the sync
     methods need the sync client (nothing is called or written)."""
     inner = InMemoryStore()
     trip(GuardedLangGraphStore(inner, ml), ns)
@@ -658,7 +701,7 @@ def test_an_async_client_answers_a_batch_of_reads_at_once_and_refuses_the_sync_p
                     SearchOp(ns, limit=5),
                 ]
             )
-            assert filter_ranks(sidecar) == before + 1
+            assert filter_ranks(sidecar) == before + 2  # the gets', the search's
             assert city is not None and city.value["text"] == "Shanghai is the city"
             assert guess is None and missing is None
             assert tip is not None and DECISION_KEY in tip.value

@@ -50,8 +50,8 @@ from memlineage.client.sync import MemLineageClient
 from memlineage.integrations import langgraph_search as paging
 from memlineage.integrations.answers import DECISION_KEY
 from memlineage.integrations.concurrency import KeyLocks, finished
+from memlineage.integrations.langgraph_gets import get_result, gets_asked, gets_decided
 from memlineage.integrations.langgraph_ids import MAX_ID_LENGTH, memory_id, split_memory_id
-from memlineage.integrations.langgraph_search import shown as _shown
 from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -322,25 +322,33 @@ class GuardedLangGraphStore(BaseStore):
     def _filtered(
         self, ops: list[Op], ids: dict[int, str], results: list[Result]
     ) -> Generator[_Step, Any, list[Result]]:
-        """The batch's reads filtered: one step with every get's check and every
-        search's FilterRank (then more rounds only for a search left short)."""
-        checks = [i for i, op in enumerate(ops) if isinstance(op, GetOp) and results[i] is not None]
+        """The batch's reads filtered: one step with the gets' decisions (one Check for
+        a lone get; for several, one FilterRank per `GETS_PER_RANK`, which decides
+        each as its Check would, in one call instead of one each) and every search's
+        FilterRank (then more rounds only for a search left short)."""
+        gets = [i for i, op in enumerate(ops) if isinstance(op, GetOp) and results[i] is not None]
         pools = {
             i: paging.pool_of(op, self.overfetch, paging.first_ask(op, self.overfetch), results[i])
             for i, op in enumerate(ops)
             if isinstance(op, SearchOp) and op.limit
         }
         ranked = [i for i, pool in pools.items() if pool.found]
-        calls = [self._read_check(ids[i]) for i in checks]
+        asked = gets_asked(gets)
+        calls = [
+            self._read_check(ids[a]) if isinstance(a, int) else self._gets_call(a, ids)
+            for a in asked
+        ]
         calls += [self._rank_call(pools[i]) for i in ranked]
-        decided = dict(zip(checks + ranked, (yield _Calls(calls)) if calls else [], strict=True))
+        replies = list((yield _Calls(calls)) if calls else [])
+        decided = gets_decided(asked, replies[: len(asked)])
+        decided.update(zip(ranked, replies[len(asked) :], strict=True))
         pages = yield from self._pages(ops, pools, {i: decided[i] for i in ranked})
         out: list[Result] = []
         for i, op in enumerate(ops):
             if isinstance(op, GetOp):
                 item = results[i]
                 assert item is None or isinstance(item, Item)
-                out.append(None if item is None else self._get_result(item, _answer(decided[i])))
+                out.append(None if item is None else get_result(item, _answer(decided[i])))
             elif isinstance(op, SearchOp):
                 out.append(pages.get(i, []))
             elif isinstance(op, PutOp):
@@ -492,24 +500,15 @@ class GuardedLangGraphStore(BaseStore):
     def _read_check(self, mid: str) -> _Call:
         return _Call("check", ("read", mid), {"actor": self.actor, "historical": self.historical})
 
+    def _gets_call(self, gets: list[int], ids: dict[int, str]) -> _Call:
+        """One FilterRank deciding gets (read, as `_read_check`), none of them cut."""
+        kwargs = {"actor": self.actor, "historical": self.historical}
+        return _Call("filter_rank", ([(ids[i], 1.0) for i in gets],), kwargs)
+
     def _rank_call(self, pool: paging.Pool) -> _Call:
         """One FilterRank of a search's hits: all kept (no limit), paged by blocks."""
         kwargs = {"actor": self.actor, "historical": self.historical}
         return _Call("filter_rank", (paging.rank_pairs(pool),), kwargs)
-
-    @staticmethod
-    def _get_result(item: Item, decision: pb.Decision) -> Item | None:
-        if decision.effect == pb.EFFECT_DENY:
-            return None
-        if decision.effect != pb.EFFECT_DEGRADE:
-            return item
-        return Item(
-            value=_shown(item.value, decision),
-            key=item.key,
-            namespace=item.namespace,
-            created_at=item.created_at,
-            updated_at=item.updated_at,
-        )
 
     # -- lineage
     @staticmethod
