@@ -5,12 +5,15 @@ same run, interleaved op by op (what else runs on the machine weighs on both ali
 with a real `memlineage serve` (embedded store, bundled policies) on loopback:
 
 - LangGraph: `InMemoryStore` bare vs `GuardedLangGraphStore(InMemoryStore(), client)`:
-  put (a new key), update (a put over an existing key), get, ten gets in one batch
-  and search (limit 10) latency p50/p99 and ops/s;
+  put (a new key), update (a put over a key this wrapper wrote: it revises over the
+  version it recorded), update* (the same through another wrapper of that store,
+  which reads the version first), get, ten gets in one batch and search (limit 10)
+  latency p50/p99 and ops/s;
 - Mem0: `Memory` running offline (infer=False, local Qdrant in a temporary directory,
   a deterministic embedder on loopback: tests/support/mem0_offline.py) bare vs
   `GuardedMem0Memory` over another such `Memory` (its own directory): add, update
-  (the writer named: a new version of the record) and search
+  (the writer named: a Revise over the version the wrapper recorded at the add)
+  and search
   (top_k 10), interleaved too.
 
 Both adapters ask the store for ``overfetch x`` the results they return (hidden
@@ -81,6 +84,8 @@ class CountingClient(MemLineageClient):
         return super().revise(*args, **kwargs)
 
 
+UPDATE_ELSEWHERE = "; a wrapper that did not write the key: it reads the version first"
+
 WIDE = (
     "bare at %d, what the wrapper asks the store for (overfetch x 10): the rest is "
     "the sidecar's share"
@@ -135,6 +140,13 @@ def langgraph(client: CountingClient, items: int) -> list[float]:
         timed(lat.setdefault(("update", "bare"), []), bare.put, ns, key, value)
         timed(lat.setdefault(("update", "wrapped"), []), wrapped.put, ns, key, value)
     calls["update"], before = per_op(client, before, items), client.calls.copy()
+    # the same, through another wrapper of the same store: it knows no version, reads it
+    other = GuardedLangGraphStore(wrapped.store, client, defaults={"creator": "user:alice"})
+    for i in range(items):
+        ns, key, value = ("alice", "trip"), f"k{i}", {"text": f"hotel {i} in Xi'an"}
+        timed(lat.setdefault(("update*", "bare"), []), bare.put, ns, key, value)
+        timed(lat.setdefault(("update*", "wrapped"), []), other.put, ns, key, value)
+    calls["update*"], before = per_op(client, before, items), client.calls.copy()
     for i in range(items):
         ns, key = ("alice", "trip"), f"k{i}"
         timed(lat.setdefault(("get", "bare"), []), bare.get, ns, key)
@@ -153,8 +165,9 @@ def langgraph(client: CountingClient, items: int) -> list[float]:
         timed(lat.setdefault(("search", "wrapped"), []), wrapped.search, ("alice",), limit=10)
         timed(lat.setdefault(("search", "wide"), []), bare.search, ("alice",), limit=wide)
     calls["search"] = per_op(client, before, searches)
-    for op in ("put", "update", "get", "get x10", "search"):
-        row("langgraph", op, lat[(op, "bare")], lat[(op, "wrapped")], f"calls/op: {calls[op]}")
+    for op in ("put", "update", "update*", "get", "get x10", "search"):
+        note = f"calls/op: {calls[op]}" + (UPDATE_ELSEWHERE if op == "update*" else "")
+        row("langgraph", op, lat[(op, "bare")], lat[(op, "wrapped")], note)
         added.append(statistics.median(lat[(op, "wrapped")]) - statistics.median(lat[(op, "bare")]))
     row("langgraph", "search*", lat[("search", "wide")], lat[("search", "wrapped")], WIDE % wide)
     return added

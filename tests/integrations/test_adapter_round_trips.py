@@ -125,6 +125,24 @@ def user() -> str:
 # ---------------------------------------------------------------- LangGraph
 
 
+def test_a_version_remembered_from_a_sidecar_that_lost_the_record_is_read_again(
+    ml: CountingClient, user: str
+) -> None:
+    """A put over a key this wrapper recorded, after its sidecar lost the record (here:
+    another sidecar, an in-memory store of its own): the Revise over the remembered
+    version finds none, so the wrapper forgets it, reads (none either) and records."""
+    inner, ns, me = InMemoryStore(), (user, "trip"), {"creator": f"user:{user}"}
+    store = GuardedLangGraphStore(inner, ml)
+    store.put(ns, "city", {"text": "Shanghai", "_lineage": me})
+    with RunningSidecar() as fresh, CountingClient(fresh.address, timeout=10) as other:
+        store.client = other
+        store.put(ns, "city", {"text": "Lyon", "_lineage": me})
+        assert other.taken() == {"check:update": 1, "revise": 1, "explain": 1, "record": 1}
+        recorded = MemLineageClient.explain(other, memory_id(ns, "city")).memory
+        assert (recorded.version, recorded.creator.id) == (1, f"user:{user}")
+    assert inner.get(ns, "city").value == {"text": "Lyon"}  # type: ignore[union-attr]
+
+
 def test_each_langgraph_op_makes_its_sidecar_calls_and_decides_as_documented(
     ml: CountingClient, user: str
 ) -> None:
@@ -133,6 +151,7 @@ def test_each_langgraph_op_makes_its_sidecar_calls_and_decides_as_documented(
     ns = (user, "trip")
     me = f"user:{user}"
     claim = [me, "destination_city", "Shanghai"]
+    kept_as = {"creator": me}
 
     # a new item: its Record is its write decision, nothing else is asked
     store.put(ns, "city", {"text": "Shanghai", "_lineage": {"creator": me, "claim": claim}})
@@ -145,17 +164,26 @@ def test_each_langgraph_op_makes_its_sidecar_calls_and_decides_as_documented(
     assert inner.get(ns, "web-city") is None
 
     # an item the wrapped store holds: the update decided first (denied: nothing is
-    # written, nothing revised); allowed, written, then its version read and a Revise
-    # (the new version's lineage), no Record
+    # written, nothing revised); allowed, written, then a Revise (the new version's
+    # lineage) over the version this wrapper recorded, no Record and no Explain
     with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
         store.put(ns, "city", {"text": "Lyon", "_lineage": {"creator": "agent:planner"}})
     assert ml.taken() == {"check:update": 1}
     assert inner.get(ns, "city").value == {"text": "Shanghai"}  # type: ignore[union-attr]
     store.put(ns, "city", {"text": "Shanghai!", "_lineage": {"creator": me}})
-    assert ml.taken() == {"check:update": 1, "explain": 1, "revise": 1}
+    assert ml.taken() == {"check:update": 1, "revise": 1}
     assert inner.get(ns, "city").value == {"text": "Shanghai!"}  # type: ignore[union-attr]
     kept = MemLineageClient.explain(ml, memory_id(ns, "city"))  # not counted: the test's
     assert kept.memory.claim.value == "Shanghai"  # a put naming no claim keeps it
+    # another wrapper knows no version of it: it reads the version first
+    GuardedLangGraphStore(inner, ml).put(ns, "city", {"text": "Shanghai!!", "_lineage": kept_as})
+    assert ml.taken() == {"check:update": 1, "explain": 1, "revise": 1}
+    # the first one's is stale now: its Revise is refused, it reads and revises again
+    store.put(ns, "city", {"text": "Shanghai!!!", "_lineage": kept_as})
+    assert ml.taken() == {"check:update": 1, "revise": 2, "explain": 1}
+    kept = MemLineageClient.explain(ml, memory_id(ns, "city"))
+    assert (kept.memory.version, kept.memory.claim.value) == (4, "Shanghai")
+    assert inner.get(ns, "city").value == {"text": "Shanghai!!!"}  # type: ignore[union-attr]
 
     # get: one read check; degraded, the copy carries the decision's obligations
     store.put(ns, "tip", {"text": "the Bund", "_lineage": {"creator": "tool:web_search"}})
@@ -250,6 +278,27 @@ def test_a_mem0_add_is_one_mem0_add_a_write_check_per_creator_and_a_record_per_m
     assert len(added) == 2
     assert memory.taken() == {"add": 1}
     assert ml.taken() == {"check:write": 2, "record": 2}  # user:<id> and agent:mem0
+
+
+def test_a_mem0_update_by_a_writer_revises_over_the_version_this_wrapper_recorded(
+    memory: CountingMemory, ml: CountingClient, user: str
+) -> None:
+    """An update naming its writer is a Revise over the record's version: the one this
+    wrapper recorded (no Explain); another wrapper, which knows none, reads it first;
+    a version moved since is refused and read again."""
+    me = f"user:{user}"
+    guarded = GuardedMem0Memory(memory, ml, actor=me)
+    (one,) = guarded.add("I am vegetarian", user_id=user, infer=False)["results"]
+    ml.taken()
+    guarded.update(one["id"], "I am vegan")
+    assert ml.taken() == {"check:update": 1, "revise": 1}
+    GuardedMem0Memory(memory, ml, actor=me).update(one["id"], "I eat fish")
+    assert ml.taken() == {"check:update": 1, "explain": 1, "revise": 1}
+    guarded.update(one["id"], "I am vegetarian again")  # its version is stale now
+    assert ml.taken() == {"check:update": 1, "revise": 2, "explain": 1}
+    stored = MemLineageClient.explain(ml, one["id"]).memory
+    assert (stored.version, stored.creator.id) == (4, me)
+    assert memory.memory.get(one["id"])["memory"] == "I am vegetarian again"
 
 
 def test_a_denied_provisional_write_leaves_mem0_uncalled(

@@ -50,6 +50,7 @@ from memlineage.client.sync import MemLineageClient
 from memlineage.integrations import langgraph_search as paging
 from memlineage.integrations.answers import DECISION_KEY
 from memlineage.integrations.concurrency import KeyLocks, finished
+from memlineage.integrations.known_versions import KnownVersions
 from memlineage.integrations.langgraph_gets import get_result, gets_asked, gets_decided
 from memlineage.integrations.langgraph_ids import MAX_ID_LENGTH, memory_id, split_memory_id
 from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
@@ -171,6 +172,7 @@ class GuardedLangGraphStore(BaseStore):
         self.supports_ttl = getattr(store, "supports_ttl", False)
         self.ttl_config = getattr(store, "ttl_config", None)
         self._locks = KeyLocks()  # one writer of a key at a time, in this instance
+        self._known = KnownVersions()  # the records it last wrote: updates need no Explain
 
     # -- the drivers
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -404,6 +406,7 @@ class GuardedLangGraphStore(BaseStore):
                 if not response.recorded:
                     raise PolicyDenied(response.decision)
                 if not replayed(response):
+                    self._known.remember(response.memory)
                     return False
         # An update: decided now, its new version recorded once the store holds the
         # new value (`_update`); before, it was recorded first, and a put the batch
@@ -448,21 +451,29 @@ class GuardedLangGraphStore(BaseStore):
     def _update(self, mid: str, lineage: dict[str, Any]) -> Generator[_Step, Any, None]:
         """A put over a memory: a new version of its record with this put's lineage
         (Revise, decided as an update, asked as ``actor`` or else the put's creator),
-        so what the store holds is always what its record says made it. Over an item
-        the sidecar has no record of (written around the wrapper): the Record of it."""
+        so what the store holds is always what its record says made it, revised over
+        the version this wrapper last wrote (`KnownVersions`) or else the one Explain
+        reads. Over an item the sidecar has no record of (written around the
+        wrapper): the Record of it."""
         for _ in range(_REVISE_ATTEMPTS):
-            [found] = yield _Calls([_Call("explain", (mid,), dict(VERSION_READ))])
-            if isinstance(found, NotFound):
-                [reply] = yield _Calls([_Call("record", (mid,), {**lineage, "actor": self.actor})])
-                if _already_exists(reply):
-                    continue  # recorded meanwhile: revise that
-                recorded: pb.RecordResponse = _answer(reply)
-                if not recorded.recorded:
-                    raise PolicyDenied(recorded.decision)
-                if not replayed(recorded):
-                    return
-                continue
-            stored: pb.Memory = _answer(found).memory
+            known = self._known.get(mid)  # as this wrapper last wrote it: no Explain
+            if known is not None:
+                stored = known
+            else:
+                [found] = yield _Calls([_Call("explain", (mid,), dict(VERSION_READ))])
+                if isinstance(found, NotFound):
+                    call = _Call("record", (mid,), {**lineage, "actor": self.actor})
+                    [reply] = yield _Calls([call])
+                    if _already_exists(reply):
+                        continue  # recorded meanwhile: revise that
+                    recorded: pb.RecordResponse = _answer(reply)
+                    if not recorded.recorded:
+                        raise PolicyDenied(recorded.decision)
+                    if not replayed(recorded):
+                        self._known.remember(recorded.memory)
+                        return
+                    continue
+                stored = _answer(found).memory
             fields = dict(lineage)
             if "claim" not in fields and stored.HasField("claim"):  # a put naming none keeps it
                 c = stored.claim
@@ -476,10 +487,15 @@ class GuardedLangGraphStore(BaseStore):
             if isinstance(reply, FailedPrecondition) and reply.details.startswith(
                 "expected_version"
             ):
+                self._known.forget(mid)
                 continue  # a concurrent put revised it first
+            if known is not None and isinstance(reply, NotFound):
+                self._known.forget(mid)
+                continue  # the sidecar holds it no more: read it (and record it) again
             revised: pb.ReviseResponse = _answer(reply)
             if not revised.applied:
                 raise PolicyDenied(revised.decision)
+            self._known.remember(revised.memory)
             return
         raise revised_concurrently(mid, _REVISE_ATTEMPTS)
 

@@ -25,11 +25,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from memlineage.client.aio import AsyncMemLineageClient
-from memlineage.client.errors import FailedPrecondition, PolicyDenied, revised_concurrently
+from memlineage.client.errors import (
+    FailedPrecondition,
+    NotFound,
+    PolicyDenied,
+    revised_concurrently,
+)
 from memlineage.client.messages import VERSION_READ
 from memlineage.client.sync import MemLineageClient
 from memlineage.integrations.answers import DECISION_KEY, mem0_decision, mem0_history, mem0_shown
 from memlineage.integrations.concurrency import finished
+from memlineage.integrations.known_versions import KnownVersions
 from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
 from memlineage.integrations.mem0_add import (
     ADD_KEY,
@@ -95,6 +101,7 @@ class _Mem0Guard(Generic[_C]):
         self.overfetch = overfetch
         self.historical = historical
         self.precheck = precheck
+        self._known = KnownVersions()  # the records it last wrote: updates need no Explain
 
     def _plan(
         self,
@@ -201,10 +208,17 @@ class _Mem0Guard(Generic[_C]):
             fields["claim"] = (c.subject, c.attribute, c.value)
         return fields
 
-    @staticmethod
-    def _stale(exc: FailedPrecondition) -> bool:
-        """A concurrent update revised the record first: read it again."""
-        return exc.details.startswith("expected_version")
+    def _retried(
+        self, exc: FailedPrecondition | NotFound, known: pb.Memory | None, memory_id: str
+    ) -> bool:
+        """Whether a refused Revise is read again and retried (the record forgotten): a
+        concurrent update revised it first (a stale ``expected_version``), or the
+        sidecar no longer holds the record this wrapper remembered."""
+        stale = isinstance(exc, FailedPrecondition) and exc.details.startswith("expected_version")
+        if stale or (known is not None and isinstance(exc, NotFound)):
+            self._known.forget(memory_id)
+            return True
+        return False
 
     @staticmethod
     def _no_lineage_change(metadata: Mapping[str, Any] | None) -> None:
@@ -251,6 +265,7 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
                 response = self.client.record(*args, **record_kwargs)
                 if not response.recorded:
                     raise PolicyDenied(response.decision)
+                self._known.remember(response.memory)
         except BaseException:
             for item in added:  # roll back: Mem0 keeps no memory without lineage
                 with contextlib.suppress(Exception):
@@ -346,15 +361,19 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
         return self._changed(result, decision)
 
     def _update_decision(self, memory_id: str, writer: str) -> pb.Decision:
-        """The new version by `writer` (Revise, decided as an update)."""
+        """The new version by `writer` (Revise, decided as an update), over the record
+        this wrapper last wrote (`KnownVersions`) or else the one Explain reads."""
         for _ in range(_REVISE_ATTEMPTS):
-            stored = self.client.explain(memory_id, **VERSION_READ).memory
+            known = self._known.get(memory_id)
+            stored = known or self.client.explain(memory_id, **VERSION_READ).memory
             try:
-                revision = self._revision(stored, writer)
-                return self.client.revise(memory_id, **revision).decision
-            except FailedPrecondition as exc:
-                if not self._stale(exc):
+                revised = self.client.revise(memory_id, **self._revision(stored, writer))
+            except (FailedPrecondition, NotFound) as exc:
+                if not self._retried(exc, known, memory_id):
                     raise
+                continue
+            self._known.remember(revised.memory)
+            return revised.decision
         raise revised_concurrently(memory_id, _REVISE_ATTEMPTS)
 
     def delete(self, memory_id: str, *, actor: str | None = None) -> Any:
@@ -430,6 +449,7 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
                 response = await self._acall("record", *args, **record_kwargs)
                 if not response.recorded:
                     raise PolicyDenied(response.decision)
+                self._known.remember(response.memory)
         except BaseException:
             for item in added:  # roll back: Mem0 keeps no memory without lineage
                 with contextlib.suppress(Exception):
@@ -529,14 +549,16 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
     async def _update_decision(self, memory_id: str, writer: str) -> pb.Decision:
         """`GuardedMem0Memory._update_decision`, awaited."""
         for _ in range(_REVISE_ATTEMPTS):
-            stored = (await self._acall("explain", memory_id, **VERSION_READ)).memory
+            known = self._known.get(memory_id)
+            stored = known or (await self._acall("explain", memory_id, **VERSION_READ)).memory
             try:
-                revision = self._revision(stored, writer)
-                revised = await self._acall("revise", memory_id, **revision)
-                return revised.decision
-            except FailedPrecondition as exc:
-                if not self._stale(exc):
+                revised = await self._acall("revise", memory_id, **self._revision(stored, writer))
+            except (FailedPrecondition, NotFound) as exc:
+                if not self._retried(exc, known, memory_id):
                     raise
+                continue
+            self._known.remember(revised.memory)
+            return revised.decision
         raise revised_concurrently(memory_id, _REVISE_ATTEMPTS)
 
     async def delete(self, memory_id: str, *, actor: str | None = None) -> Any:

@@ -1,0 +1,53 @@
+"""The records an adapter itself last wrote, so that an update of one needs no Explain.
+
+An update through an adapter is a Revise over the record's current version, with
+its lineage kept (the claim, and for Mem0 every field): the adapters asked Explain
+for that record before each one, a round trip of its own. The Record and Revise
+answers hold the record as stored, so an adapter keeps the last one it saw per
+memory and revises over it. This stays exact: a record another writer moved since
+has another version, so the Revise is refused (FailedPrecondition on
+``expected_version``, nothing written) and the adapter forgets it and asks Explain,
+as it did every time before; one the sidecar no longer holds (NotFound) is
+forgotten too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from memlineage.v1 import memlineage_pb2 as pb
+
+KEEP = 10_000
+"""Records kept per adapter; past that the least recently used is dropped (its next
+update asks Explain)."""
+
+
+class KnownVersions:
+    """The last record written through this adapter, per memory id (thread-safe)."""
+
+    def __init__(self, keep: int = KEEP) -> None:
+        self._keep = keep
+        self._records: OrderedDict[str, pb.Memory] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, memory: pb.Memory) -> None:
+        """`memory` as the sidecar answered a Record or a Revise of it."""
+        if not memory.id:  # nothing recorded (a denied write answers no memory)
+            return
+        with self._lock:
+            self._records[memory.id] = memory
+            self._records.move_to_end(memory.id)
+            if len(self._records) > self._keep:
+                self._records.popitem(last=False)
+
+    def get(self, memory_id: str) -> pb.Memory | None:
+        with self._lock:
+            found = self._records.get(memory_id)
+            if found is not None:
+                self._records.move_to_end(memory_id)
+            return found
+
+    def forget(self, memory_id: str) -> None:
+        with self._lock:
+            self._records.pop(memory_id, None)
