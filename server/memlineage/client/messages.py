@@ -274,11 +274,15 @@ def filter_rank(
         namespace=namespace,
         historical=options.get("historical", False),
         limit=int32("limit", options.get("limit", 0)),
-        candidates=[
-            pb.Candidate(memory_id=i, similarity=number(f"candidates[{n}].similarity", s))
-            for n, (i, s) in enumerate(candidates)
-        ],
     )
+    # Added in place, a float taken as it is: a search's candidates cost ~0.6 us each
+    # (before, a Candidate built apart and a checked, named number: ~2.8 us each).
+    add = request.candidates.add
+    for n, (i, s) in enumerate(candidates):
+        add(
+            memory_id=i,
+            similarity=s if type(s) is float else number(f"candidates[{n}].similarity", s),
+        )
     decision_context(
         request, actor=options.get("actor"), budget=options.get("budget"), at=options.get("at")
     )
