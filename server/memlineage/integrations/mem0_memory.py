@@ -365,7 +365,11 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
         this wrapper last wrote (`KnownVersions`) or else the one Explain reads."""
         for _ in range(_REVISE_ATTEMPTS):
             known = self._known.get(memory_id)
-            stored = known or self.client.explain(memory_id, **VERSION_READ).memory
+            stored = (
+                known
+                if known is not None
+                else self.client.explain(memory_id, **VERSION_READ).memory
+            )
             try:
                 revised = self.client.revise(memory_id, **self._revision(stored, writer))
             except (FailedPrecondition, NotFound) as exc:
@@ -550,7 +554,10 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
         """`GuardedMem0Memory._update_decision`, awaited."""
         for _ in range(_REVISE_ATTEMPTS):
             known = self._known.get(memory_id)
-            stored = known or (await self._acall("explain", memory_id, **VERSION_READ)).memory
+            if known is not None:
+                stored = known
+            else:
+                stored = (await self._acall("explain", memory_id, **VERSION_READ)).memory
             try:
                 revised = await self._acall("revise", memory_id, **self._revision(stored, writer))
             except (FailedPrecondition, NotFound) as exc:
