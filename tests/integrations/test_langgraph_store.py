@@ -44,7 +44,6 @@ from memlineage.integrations.langgraph_store import (
     memory_id,
     split_memory_id,
 )
-from prometheus_client import generate_latest
 from support.faults import LosesRevise
 from support.sidecar import RunningSidecar
 from test_layering import Rule, tree_imports, violations
@@ -101,17 +100,9 @@ def inner(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseStore]
         yield store
 
 
-def served(sidecar: RunningSidecar, method: str) -> int:
-    """`method` RPCs the sidecar has served (its own latency histogram's count)."""
-    assert sidecar.sidecar is not None
-    text = generate_latest(sidecar.sidecar.metrics.registry).decode()
-    found = re.search(rf'memlineage_rpc_latency_seconds_count\{{method="{method}"\}} (\S+)', text)
-    return int(float(found.group(1))) if found else 0
-
-
 def filter_ranks(sidecar: RunningSidecar) -> int:
     """FilterRank RPCs the sidecar has served."""
-    return served(sidecar, "FilterRank")
+    return sidecar.served("FilterRank")
 
 
 def held(store: BaseStore, prefix: tuple[str, ...]) -> dict[str, dict[str, Any]]:
@@ -592,9 +583,9 @@ def test_the_gets_of_a_batch_are_one_call_deciding_each_as_its_check(
     keys = ["city", "tip", "guess", "missing", "city"]
     alone = [store.get(ns, k) for k in keys]
     assert [_seen(i) is None for i in alone] == [False, False, True, True, False]
-    checks, ranks = served(sidecar, "Check"), filter_ranks(sidecar)
+    checks, ranks = sidecar.served("Check"), filter_ranks(sidecar)
     together = store.batch([GetOp(ns, k) for k in keys])
-    assert (served(sidecar, "Check"), filter_ranks(sidecar)) == (checks, ranks + 1)
+    assert (sidecar.served("Check"), filter_ranks(sidecar)) == (checks, ranks + 1)
     assert [_seen(i) for i in together] == [_seen(i) for i in alone]  # type: ignore[arg-type]
 
     if not isinstance(inner, InMemoryStore):
@@ -608,7 +599,7 @@ def test_the_gets_of_a_batch_are_one_call_deciding_each_as_its_check(
             return results  # type: ignore[return-value]
 
     assert [_seen(i) for i in asyncio.run(gathered())] == [_seen(i) for i in alone]
-    assert (served(sidecar, "Check"), filter_ranks(sidecar)) == (checks, ranks + 2)
+    assert (sidecar.served("Check"), filter_ranks(sidecar)) == (checks, ranks + 2)
 
 
 # ---------------------------------------------------------------- abatch

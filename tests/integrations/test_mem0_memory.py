@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,6 @@ from memlineage.integrations.mem0_memory import (
 )
 from memlineage.v1 import memlineage_pb2 as pb
 from openai import BadRequestError
-from prometheus_client import generate_latest
 from support.faults import LosesRevise
 from support.mem0_offline import REFUSED, embedder, mem0_config
 from support.sidecar import RunningSidecar
@@ -77,11 +75,8 @@ def user() -> str:
 
 
 def filter_ranks(sidecar: RunningSidecar) -> int:
-    """FilterRank RPCs the sidecar has served (its own latency histogram's count)."""
-    assert sidecar.sidecar is not None
-    text = generate_latest(sidecar.sidecar.metrics.registry).decode()
-    found = re.search(r'memlineage_rpc_latency_seconds_count\{method="FilterRank"\} (\S+)', text)
-    return int(float(found.group(1))) if found else 0
+    """FilterRank RPCs the sidecar has served."""
+    return sidecar.served("FilterRank")
 
 
 def creator_of(ml: MemLineageClient, memory_id: str) -> str:
@@ -467,6 +462,44 @@ def test_the_async_twin_over_mem0_async_memory(
             await aml.close()
 
     asyncio.run(scenario())
+
+
+def test_an_async_update_by_a_writer_revises_over_the_version_its_add_recorded(
+    tmp_path: Path, embedder_url: str, sidecar: RunningSidecar, ml: MemLineageClient, user: str
+) -> None:
+    """The async twin keeps what its adds and updates recorded, as the sync one does:
+    an update naming its writer is a Revise over it, no Explain; another wrapper reads
+    the version first; a version moved since is refused and read again."""
+    me = f"user:{user}"
+
+    async def scenario() -> list[tuple[int, int]]:
+        inner = AsyncMemory.from_config(mem0_config(tmp_path, embedder_url))
+        aml = AsyncMemLineageClient(sidecar.address, timeout=10)
+        guarded = GuardedAsyncMem0Memory(inner, aml, actor=me)
+        counts = []
+
+        def calls() -> tuple[int, int]:
+            return sidecar.served("Explain"), sidecar.served("Revise")
+
+        try:
+            (item,) = (await guarded.add("window seat", user_id=user, infer=False))["results"]
+            counts.append(calls())
+            await guarded.update(item["id"], "aisle seat")
+            counts.append(calls())
+            await GuardedAsyncMem0Memory(inner, aml, actor=me).update(item["id"], "any seat")
+            counts.append(calls())
+            await guarded.update(item["id"], "window seat again")  # its version is stale
+            counts.append(calls())
+            assert (await inner.get(item["id"]))["memory"] == "window seat again"
+            stored = ml.explain(item["id"]).memory
+            assert (stored.version, stored.creator.id) == (4, me)
+        finally:
+            inner.close()
+            await aml.close()
+        return counts
+
+    (e0, r0), *rest = asyncio.run(scenario())
+    assert [(e - e0, r - r0) for e, r in rest] == [(0, 1), (1, 2), (2, 4)]
 
 
 HALF_WAY = [

@@ -72,6 +72,15 @@ class RunningSidecar:
         assert found is not None, text
         return int(found.group(1))
 
+    def served(self, method: str) -> int:
+        """Calls of the RPC `method` (`Check`, `FilterRank`, ...) the sidecar has served:
+        its own latency histogram's count."""
+        assert self.sidecar is not None
+        count = self.sidecar.metrics.registry.get_sample_value(
+            "memlineage_rpc_latency_seconds_count", {"method": method}
+        )
+        return int(count or 0)
+
     def __exit__(self, *exc: object) -> None:
         if self.sidecar is not None:
             asyncio.run_coroutine_threadsafe(self.sidecar.stop(0.2), self.loop).result(30)
