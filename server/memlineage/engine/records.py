@@ -172,7 +172,8 @@ class DecisionJournal:
     update) are found through a third typed array, each slot's `_key` (its memory
     id's hash): one vectorised comparison, then only the slots it names are read.
     Before, Explain read all `limit` slots in Python: ~5-12 ms with the GIL held,
-    on every update a LangGraph or Mem0 adapter made."""
+    on every update a LangGraph or Mem0 adapter made. Keeping a key costs each
+    decision ~0.1 us (a FilterRank of 100: ~11 us, of ~1.6 ms)."""
 
     def __init__(self, per_memory: int = 20, limit: int = 100_000) -> None:
         self._per_memory = per_memory
