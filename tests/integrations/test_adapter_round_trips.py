@@ -143,6 +143,40 @@ def test_a_version_remembered_from_a_sidecar_that_lost_the_record_is_read_again(
     assert inner.get(ns, "city").value == {"text": "Lyon"}  # type: ignore[union-attr]
 
 
+class MovedAfterRead(CountingClient):
+    """Another writer revises the record right after each of the next `moves` Explains."""
+
+    moves = 0
+
+    def explain(self, memory_id: str, **kwargs: Any) -> Any:
+        out = super().explain(memory_id, **kwargs)
+        if self.moves > 0:
+            self.moves -= 1
+            m = out.memory
+            MemLineageClient.revise(
+                self, memory_id, creator=m.creator.id, expected_version=m.version
+            )
+        return out
+
+
+def test_a_stale_remembered_version_costs_no_attempt(ml: CountingClient, user: str) -> None:
+    """A put over a version this wrapper remembers but another writer moved: that
+    Revise is refused and costs none of the four reads an update may make. Here the
+    record moves again after each of the first three reads: the fourth revises."""
+    inner, ns, me = InMemoryStore(), (user, "trip"), {"creator": f"user:{user}"}
+    with MovedAfterRead(ml.target, timeout=10) as moved:
+        store = GuardedLangGraphStore(inner, moved)
+        store.put(ns, "city", {"text": "Shanghai", "_lineage": me})
+        MemLineageClient.revise(moved, memory_id(ns, "city"), expected_version=1, **me)
+        moved.taken()
+        moved.moves = 3
+        store.put(ns, "city", {"text": "Lyon", "_lineage": me})
+        assert moved.taken() == {"check:update": 1, "explain": 4, "revise": 5}  # its own only
+        kept = MemLineageClient.explain(moved, memory_id(ns, "city")).memory
+        assert kept.version == 6
+    assert inner.get(ns, "city").value == {"text": "Lyon"}  # type: ignore[union-attr]
+
+
 def test_each_langgraph_op_makes_its_sidecar_calls_and_decides_as_documented(
     ml: CountingClient, user: str
 ) -> None:
@@ -299,6 +333,24 @@ def test_a_mem0_update_by_a_writer_revises_over_the_version_this_wrapper_recorde
     stored = MemLineageClient.explain(ml, one["id"]).memory
     assert (stored.version, stored.creator.id) == (4, me)
     assert memory.memory.get(one["id"])["memory"] == "I am vegetarian again"
+
+
+def test_a_stale_remembered_version_costs_a_mem0_update_no_attempt(
+    memory: CountingMemory, ml: CountingClient, user: str
+) -> None:
+    """As for LangGraph: the Revise over a remembered version another writer moved is
+    refused and costs none of the four reads; the record moves after three of them."""
+    me = f"user:{user}"
+    with MovedAfterRead(ml.target, timeout=10) as moved:
+        guarded = GuardedMem0Memory(memory, moved, actor=me)
+        (one,) = guarded.add("I am vegetarian", user_id=user, infer=False)["results"]
+        MemLineageClient.revise(moved, one["id"], expected_version=1, creator=me)
+        moved.taken()
+        moved.moves = 3
+        guarded.update(one["id"], "I am vegan")
+        assert moved.taken() == {"check:update": 1, "explain": 4, "revise": 5}  # its own only
+        assert MemLineageClient.explain(moved, one["id"]).memory.version == 6
+    assert memory.memory.get(one["id"])["memory"] == "I am vegan"
 
 
 def test_a_denied_provisional_write_leaves_mem0_uncalled(

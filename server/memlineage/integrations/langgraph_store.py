@@ -455,11 +455,13 @@ class GuardedLangGraphStore(BaseStore):
         the version this wrapper last wrote (`KnownVersions`) or else the one Explain
         reads. Over an item the sidecar has no record of (written around the
         wrapper): the Record of it."""
-        for _ in range(_REVISE_ATTEMPTS):
-            known = self._known.get(mid)  # as this wrapper last wrote it: no Explain
+        known = self._known.get(mid)  # as this wrapper last wrote it: no Explain
+        attempts = 0  # versions read: a remembered one that proved stale costs none
+        while attempts < _REVISE_ATTEMPTS:
             if known is not None:
                 stored = known
             else:
+                attempts += 1
                 [found] = yield _Calls([_Call("explain", (mid,), dict(VERSION_READ))])
                 if isinstance(found, NotFound):
                     call = _Call("record", (mid,), {**lineage, "actor": self.actor})
@@ -484,14 +486,15 @@ class GuardedLangGraphStore(BaseStore):
                 {**fields, "expected_version": stored.version, "actor": self.actor},
             )
             [reply] = yield _Calls([call])
-            if isinstance(reply, FailedPrecondition) and reply.details.startswith(
+            stale = isinstance(reply, FailedPrecondition) and reply.details.startswith(
                 "expected_version"
-            ):
+            )
+            # A concurrent put revised it first, or the sidecar holds the remembered
+            # record no more: read it (and record it) again.
+            if stale or (known is not None and isinstance(reply, NotFound)):
                 self._known.forget(mid)
-                continue  # a concurrent put revised it first
-            if known is not None and isinstance(reply, NotFound):
-                self._known.forget(mid)
-                continue  # the sidecar holds it no more: read it (and record it) again
+                known = None
+                continue
             revised: pb.ReviseResponse = _answer(reply)
             if not revised.applied:
                 raise PolicyDenied(revised.decision)

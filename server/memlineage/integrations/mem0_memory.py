@@ -363,8 +363,11 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
     def _update_decision(self, memory_id: str, writer: str) -> pb.Decision:
         """The new version by `writer` (Revise, decided as an update), over the record
         this wrapper last wrote (`KnownVersions`) or else the one Explain reads."""
-        for _ in range(_REVISE_ATTEMPTS):
-            known = self._known.get(memory_id)
+        known = self._known.get(memory_id)
+        attempts = 0  # versions read: a remembered one that proved stale costs none
+        while attempts < _REVISE_ATTEMPTS:
+            if known is None:
+                attempts += 1
             stored = (
                 known
                 if known is not None
@@ -375,6 +378,7 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
             except (FailedPrecondition, NotFound) as exc:
                 if not self._retried(exc, known, memory_id):
                     raise
+                known = None
                 continue
             self._known.remember(revised.memory)
             return revised.decision
@@ -552,17 +556,20 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
 
     async def _update_decision(self, memory_id: str, writer: str) -> pb.Decision:
         """`GuardedMem0Memory._update_decision`, awaited."""
-        for _ in range(_REVISE_ATTEMPTS):
-            known = self._known.get(memory_id)
+        known = self._known.get(memory_id)
+        attempts = 0  # versions read: a remembered one that proved stale costs none
+        while attempts < _REVISE_ATTEMPTS:
             if known is not None:
                 stored = known
             else:
+                attempts += 1
                 stored = (await self._acall("explain", memory_id, **VERSION_READ)).memory
             try:
                 revised = await self._acall("revise", memory_id, **self._revision(stored, writer))
             except (FailedPrecondition, NotFound) as exc:
                 if not self._retried(exc, known, memory_id):
                     raise
+                known = None
                 continue
             self._known.remember(revised.memory)
             return revised.decision
