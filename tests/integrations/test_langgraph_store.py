@@ -37,6 +37,7 @@ from memlineage.client import (
     PolicyDenied,
     Unavailable,
 )
+from memlineage.integrations import langgraph_gets
 from memlineage.integrations.langgraph_store import (
     DECISION_KEY,
     DEFAULT_ACTOR,
@@ -600,6 +601,26 @@ def test_the_gets_of_a_batch_are_one_call_deciding_each_as_its_check(
 
     assert [_seen(i) for i in asyncio.run(gathered())] == [_seen(i) for i in alone]
     assert (sidecar.served("Check"), filter_ranks(sidecar)) == (checks, ranks + 2)
+
+
+def test_a_batch_of_more_gets_than_one_call_decides_is_split(
+    sidecar: RunningSidecar,
+    ml: MemLineageClient,
+    ns: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past `GETS_PER_RANK` gets (1,000; 2 here) a batch's gets take one FilterRank per
+    that many, each get's answer still in its own place."""
+    monkeypatch.setattr(langgraph_gets, "GETS_PER_RANK", 2)
+    inner = InMemoryStore()
+    store = GuardedLangGraphStore(inner, ml)
+    trip(store, ns)
+    keys = ["city", "guess", "tip", "city", "missing", "tip"]
+    alone = [_seen(store.get(ns, k)) for k in keys]
+    ranks = filter_ranks(sidecar)
+    together = store.batch([GetOp(ns, k) for k in keys])
+    assert filter_ranks(sidecar) == ranks + 3  # five found: 2 + 2 + 1
+    assert [_seen(i) for i in together] == alone  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- abatch
