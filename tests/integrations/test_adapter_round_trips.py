@@ -18,11 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import support.mem0_offline  # noqa: F401  (before mem0: no telemetry, its home a temp dir)
 from langgraph.store.memory import InMemoryStore
 from mem0 import Memory
-from memlineage.client import MemLineageClient, PolicyDenied
+from memlineage.client import MemLineageClient, NotFound, PolicyDenied
 from memlineage.config import Config
 from memlineage.integrations.langgraph_store import DECISION_KEY, GuardedLangGraphStore, memory_id
 from memlineage.integrations.mem0_memory import LINEAGE_KEY, GuardedMem0Memory
@@ -125,21 +126,52 @@ def user() -> str:
 # ---------------------------------------------------------------- LangGraph
 
 
-def test_a_version_remembered_from_a_sidecar_that_lost_the_record_is_read_again(
+def test_an_adapter_given_another_client_reads_the_version_there(
     ml: CountingClient, user: str
 ) -> None:
-    """A put over a key this wrapper recorded, after its sidecar lost the record (here:
-    another sidecar, an in-memory store of its own): the Revise over the remembered
-    version finds none, so the wrapper forgets it, reads (none either) and records."""
+    """The versions an adapter remembers are its client's sidecar's: given another
+    client (here another sidecar, an in-memory store of its own, which holds no
+    record of the key), a put over the key reads there first, finds none, records."""
     inner, ns, me = InMemoryStore(), (user, "trip"), {"creator": f"user:{user}"}
     store = GuardedLangGraphStore(inner, ml)
     store.put(ns, "city", {"text": "Shanghai", "_lineage": me})
     with RunningSidecar() as fresh, CountingClient(fresh.address, timeout=10) as other:
         store.client = other
         store.put(ns, "city", {"text": "Lyon", "_lineage": me})
-        assert other.taken() == {"check:update": 1, "revise": 1, "explain": 1, "record": 1}
+        assert other.taken() == {"check:update": 1, "explain": 1, "record": 1}
         recorded = MemLineageClient.explain(other, memory_id(ns, "city")).memory
         assert (recorded.version, recorded.creator.id) == (1, f"user:{user}")
+    assert inner.get(ns, "city").value == {"text": "Lyon"}  # type: ignore[union-attr]
+
+
+class LostOnce(CountingClient):
+    """The next Revise is answered NOT_FOUND, as by a sidecar that lost the record
+    (one on an in-memory store, restarted) before it was recorded again."""
+
+    lose = False
+
+    def revise(self, *args: Any, **kwargs: Any) -> Any:
+        if self.lose:
+            self.lose = False
+            self.calls["revise"] += 1
+            raise NotFound(grpc.StatusCode.NOT_FOUND, "memory_id: no such memory")
+        return super().revise(*args, **kwargs)
+
+
+def test_a_remembered_record_the_sidecar_no_longer_holds_is_read_again(
+    ml: CountingClient, user: str
+) -> None:
+    """A Revise over a remembered version answered NOT_FOUND: the wrapper forgets it
+    and reads the record (here held again), then revises over what it read."""
+    inner, ns, me = InMemoryStore(), (user, "trip"), {"creator": f"user:{user}"}
+    with LostOnce(ml.target, timeout=10) as client:
+        store = GuardedLangGraphStore(inner, client)
+        store.put(ns, "city", {"text": "Shanghai", "_lineage": me})
+        client.taken()
+        client.lose = True
+        store.put(ns, "city", {"text": "Lyon", "_lineage": me})
+        assert client.taken() == {"check:update": 1, "revise": 2, "explain": 1}
+        assert MemLineageClient.explain(client, memory_id(ns, "city")).memory.version == 2
     assert inner.get(ns, "city").value == {"text": "Lyon"}  # type: ignore[union-attr]
 
 

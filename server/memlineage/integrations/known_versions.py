@@ -8,7 +8,8 @@ memory and revises over it. This stays exact: a record another writer moved sinc
 has another version, so the Revise is refused (FailedPrecondition on
 ``expected_version``, nothing written) and the adapter forgets it and asks Explain,
 as it did every time before; one the sidecar no longer holds (NotFound) is
-forgotten too.
+forgotten too. They are the records of one sidecar and namespace, the adapter's
+client's: an adapter given another client starts over.
 """
 
 from __future__ import annotations
@@ -29,23 +30,34 @@ class KnownVersions:
     def __init__(self, keep: int = KEEP) -> None:
         self._keep = keep
         self._records: OrderedDict[str, pb.Memory] = OrderedDict()
+        self._client: object = None  # whose records they are
         self._lock = threading.Lock()
 
-    def remember(self, memory: pb.Memory) -> None:
-        """`memory` as the sidecar answered a Record or a Revise of it."""
+    def _of(self, client: object) -> OrderedDict[str, pb.Memory]:
+        """The records kept through `client` (none when they were another's). Locked."""
+        if client is not self._client:
+            self._records.clear()
+            self._client = client
+        return self._records
+
+    def remember(self, memory: pb.Memory, client: object) -> None:
+        """`memory` as the sidecar answered a Record or a Revise of it through `client`."""
         if not memory.id:  # nothing recorded (a denied write answers no memory)
             return
         with self._lock:
-            self._records[memory.id] = memory
-            self._records.move_to_end(memory.id)
-            if len(self._records) > self._keep:
-                self._records.popitem(last=False)
+            records = self._of(client)
+            records[memory.id] = memory
+            records.move_to_end(memory.id)
+            if len(records) > self._keep:
+                records.popitem(last=False)
 
-    def get(self, memory_id: str) -> pb.Memory | None:
+    def get(self, memory_id: str, client: object) -> pb.Memory | None:
+        """The record last written of `memory_id` through `client`, or None."""
         with self._lock:
-            found = self._records.get(memory_id)
+            records = self._of(client)
+            found = records.get(memory_id)
             if found is not None:
-                self._records.move_to_end(memory_id)
+                records.move_to_end(memory_id)
             return found
 
     def forget(self, memory_id: str) -> None:

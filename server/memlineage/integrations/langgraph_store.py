@@ -406,7 +406,7 @@ class GuardedLangGraphStore(BaseStore):
                 if not response.recorded:
                     raise PolicyDenied(response.decision)
                 if not replayed(response):
-                    self._known.remember(response.memory)
+                    self._known.remember(response.memory, self.client)
                     return False
         # An update: decided now, its new version recorded once the store holds the
         # new value (`_update`); before, it was recorded first, and a put the batch
@@ -455,7 +455,7 @@ class GuardedLangGraphStore(BaseStore):
         the version this wrapper last wrote (`KnownVersions`) or else the one Explain
         reads. Over an item the sidecar has no record of (written around the
         wrapper): the Record of it."""
-        known = self._known.get(mid)  # as this wrapper last wrote it: no Explain
+        known = self._known.get(mid, self.client)  # as this wrapper last wrote it: no Explain
         attempts = 0  # versions read: a remembered one that proved stale costs none
         while attempts < _REVISE_ATTEMPTS:
             if known is not None:
@@ -472,7 +472,7 @@ class GuardedLangGraphStore(BaseStore):
                     if not recorded.recorded:
                         raise PolicyDenied(recorded.decision)
                     if not replayed(recorded):
-                        self._known.remember(recorded.memory)
+                        self._known.remember(recorded.memory, self.client)
                         return
                     continue
                 stored = _answer(found).memory
@@ -498,7 +498,7 @@ class GuardedLangGraphStore(BaseStore):
             revised: pb.ReviseResponse = _answer(reply)
             if not revised.applied:
                 raise PolicyDenied(revised.decision)
-            self._known.remember(revised.memory)
+            self._known.remember(revised.memory, self.client)
             return
         raise revised_concurrently(mid, _REVISE_ATTEMPTS)
 

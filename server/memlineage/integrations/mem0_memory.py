@@ -265,7 +265,7 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
                 response = self.client.record(*args, **record_kwargs)
                 if not response.recorded:
                     raise PolicyDenied(response.decision)
-                self._known.remember(response.memory)
+                self._known.remember(response.memory, self.client)
         except BaseException:
             for item in added:  # roll back: Mem0 keeps no memory without lineage
                 with contextlib.suppress(Exception):
@@ -363,7 +363,7 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
     def _update_decision(self, memory_id: str, writer: str) -> pb.Decision:
         """The new version by `writer` (Revise, decided as an update), over the record
         this wrapper last wrote (`KnownVersions`) or else the one Explain reads."""
-        known = self._known.get(memory_id)
+        known = self._known.get(memory_id, self.client)
         attempts = 0  # versions read: a remembered one that proved stale costs none
         while attempts < _REVISE_ATTEMPTS:
             if known is None:
@@ -380,7 +380,7 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
                     raise
                 known = None
                 continue
-            self._known.remember(revised.memory)
+            self._known.remember(revised.memory, self.client)
             return revised.decision
         raise revised_concurrently(memory_id, _REVISE_ATTEMPTS)
 
@@ -457,7 +457,7 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
                 response = await self._acall("record", *args, **record_kwargs)
                 if not response.recorded:
                     raise PolicyDenied(response.decision)
-                self._known.remember(response.memory)
+                self._known.remember(response.memory, self.client)
         except BaseException:
             for item in added:  # roll back: Mem0 keeps no memory without lineage
                 with contextlib.suppress(Exception):
@@ -556,7 +556,7 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
 
     async def _update_decision(self, memory_id: str, writer: str) -> pb.Decision:
         """`GuardedMem0Memory._update_decision`, awaited."""
-        known = self._known.get(memory_id)
+        known = self._known.get(memory_id, self.client)
         attempts = 0  # versions read: a remembered one that proved stale costs none
         while attempts < _REVISE_ATTEMPTS:
             if known is not None:
@@ -571,7 +571,7 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
                     raise
                 known = None
                 continue
-            self._known.remember(revised.memory)
+            self._known.remember(revised.memory, self.client)
             return revised.decision
         raise revised_concurrently(memory_id, _REVISE_ATTEMPTS)
 
