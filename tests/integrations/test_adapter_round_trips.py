@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,36 +41,43 @@ UNTRUSTED = "from a tool that is not on the trusted list"
 
 
 class CountingClient(MemLineageClient):
-    """The real client; ``calls`` counts its sidecar calls, a Check by operation."""
+    """The real client; ``calls`` counts its sidecar calls, a Check by operation (from
+    any thread: a step's calls run at once)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.calls: Counter[str] = Counter()
+        self._lock = threading.Lock()
 
     def taken(self) -> dict[str, int]:
         """The calls counted since the last `taken`."""
-        out = dict(self.calls)
-        self.calls.clear()
+        with self._lock:
+            out = dict(self.calls)
+            self.calls.clear()
         return out
 
+    def count(self, name: str) -> None:
+        with self._lock:
+            self.calls[name] += 1
+
     def record(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls["record"] += 1
+        self.count("record")
         return super().record(*args, **kwargs)
 
     def check(self, operation: str, *args: Any, **kwargs: Any) -> Any:
-        self.calls[f"check:{operation}"] += 1
+        self.count(f"check:{operation}")
         return super().check(operation, *args, **kwargs)
 
     def filter_rank(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls["filter_rank"] += 1
+        self.count("filter_rank")
         return super().filter_rank(*args, **kwargs)
 
     def explain(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls["explain"] += 1
+        self.count("explain")
         return super().explain(*args, **kwargs)
 
     def revise(self, *args: Any, **kwargs: Any) -> Any:
-        self.calls["revise"] += 1
+        self.count("revise")
         return super().revise(*args, **kwargs)
 
 
@@ -153,7 +161,7 @@ class LostOnce(CountingClient):
     def revise(self, *args: Any, **kwargs: Any) -> Any:
         if self.lose:
             self.lose = False
-            self.calls["revise"] += 1
+            self.count("revise")
             raise NotFound(grpc.StatusCode.NOT_FOUND, "memory_id: no such memory")
         return super().revise(*args, **kwargs)
 
@@ -172,6 +180,38 @@ def test_a_remembered_record_the_sidecar_no_longer_holds_is_read_again(
         store.put(ns, "city", {"text": "Lyon", "_lineage": me})
         assert client.taken() == {"check:update": 1, "revise": 2, "explain": 1}
         assert MemLineageClient.explain(client, memory_id(ns, "city")).memory.version == 2
+    assert inner.get(ns, "city").value == {"text": "Lyon"}  # type: ignore[union-attr]
+
+
+class Meeting(CountingClient):
+    """Its Checks and Explains wait for each other (a barrier of two): they return only
+    when made at once, and break the barrier after 5 s when made one after the other."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.barrier = threading.Barrier(2, timeout=5)
+
+    def check(self, operation: str, *args: Any, **kwargs: Any) -> Any:
+        self.barrier.wait()
+        return super().check(operation, *args, **kwargs)
+
+    def explain(self, *args: Any, **kwargs: Any) -> Any:
+        self.barrier.wait()
+        return super().explain(*args, **kwargs)
+
+
+def test_an_update_reads_the_unknown_version_at_once_with_its_decision(
+    ml: CountingClient, user: str
+) -> None:
+    """A put over a key another wrapper wrote: its update check and the read of the
+    version it revises over are one step, made at once on the sync client too (one
+    round trip for both, not two)."""
+    inner, ns, me = InMemoryStore(), (user, "trip"), {"creator": f"user:{user}"}
+    GuardedLangGraphStore(inner, ml).put(ns, "city", {"text": "Shanghai", "_lineage": me})
+    with Meeting(ml.target, timeout=10) as meeting:
+        GuardedLangGraphStore(inner, meeting).put(ns, "city", {"text": "Lyon", "_lineage": me})
+        assert meeting.taken() == {"check:update": 1, "explain": 1, "revise": 1}
+        assert not meeting.barrier.broken
     assert inner.get(ns, "city").value == {"text": "Lyon"}  # type: ignore[union-attr]
 
 

@@ -83,3 +83,16 @@ def split_memory_id(memory_id: str) -> tuple[tuple[str, ...], str]:
     if not dot or not head or not key:
         raise ValueError(f"memory_id: {memory_id!r} is not a mapped LangGraph item id")
     return tuple(head.split("/")), key
+
+
+def dependency_id(namespace: tuple[str, ...], dependency: Any) -> str:
+    """A dependency named by a key (same namespace) or by ``[namespace, key]``."""
+    if isinstance(dependency, str):
+        return memory_id(namespace, dependency)
+    if (
+        isinstance(dependency, tuple | list)
+        and len(dependency) == 2
+        and isinstance(dependency[0], tuple | list)
+    ):
+        return memory_id(tuple(dependency[0]), dependency[1])
+    raise ValueError(f"dependencies: {dependency!r} is neither a key nor [namespace, key]")

@@ -21,7 +21,9 @@ even when cancelled (`concurrency`); search pages by blocks (`langgraph_search`)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator, Iterable, Mapping
+import threading
+from collections.abc import Generator, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -52,7 +54,12 @@ from memlineage.integrations.answers import DECISION_KEY
 from memlineage.integrations.concurrency import KeyLocks, finished
 from memlineage.integrations.known_versions import KnownVersions
 from memlineage.integrations.langgraph_gets import get_result, gets_asked, gets_decided
-from memlineage.integrations.langgraph_ids import MAX_ID_LENGTH, memory_id, split_memory_id
+from memlineage.integrations.langgraph_ids import (
+    MAX_ID_LENGTH,
+    memory_id,
+    split_memory_id,
+)
+from memlineage.integrations.langgraph_lineage import LINEAGE_KEY, LineageHook, put_lineage
 from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -73,15 +80,7 @@ DEFAULT_ACTOR = "agent:langgraph"
 sidecar's own default is the namespace's user, which let any node delete what the
 user stated; an outside audit)."""
 
-LINEAGE_KEY = "_lineage"
-"""The key of a put value holding that memory's lineage; never stored."""
 _RESERVED = (LINEAGE_KEY, DECISION_KEY)
-
-
-LineageHook: TypeAlias = Callable[
-    [tuple[str, ...], str, Mapping[str, Any]], Mapping[str, Any] | None
-]
-"""``hook(namespace, key, value)`` -> lineage fields for that put (or None)."""
 
 
 # ---------------------------------------------------------------- the plan's steps
@@ -173,6 +172,8 @@ class GuardedLangGraphStore(BaseStore):
         self.ttl_config = getattr(store, "ttl_config", None)
         self._locks = KeyLocks()  # one writer of a key at a time, in this instance
         self._known = KnownVersions()  # the records it last wrote: updates need no Explain
+        self._pool: ThreadPoolExecutor | None = None  # a step's calls at once (`_call`)
+        self._pool_lock = threading.Lock()
 
     # -- the drivers
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -256,13 +257,22 @@ class GuardedLangGraphStore(BaseStore):
         return self._locks.stripes(keys)
 
     def _call(self, calls: list[_Call]) -> list[Any]:
-        out: list[Any] = []
-        for c in calls:
-            try:
-                out.append(getattr(self.client, c.method)(*c.args, **c.kwargs))
-            except MemLineageError as exc:  # the plan decides (ALREADY_EXISTS is not fatal)
-                out.append(exc)
-        return out
+        """A step's calls (independent: reads, or one write decision), several at once:
+        all but the first on the wrapper's threads (one round trip for the step, not
+        one per call, as on an async client)."""
+        if len(calls) == 1:
+            return [self._one(calls[0])]
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(8, thread_name_prefix="memlineage-langgraph")
+        later = [self._pool.submit(self._one, c) for c in calls[1:]]
+        return [self._one(calls[0]), *(f.result() for f in later)]
+
+    def _one(self, c: _Call) -> Any:
+        try:
+            return getattr(self.client, c.method)(*c.args, **c.kwargs)
+        except MemLineageError as exc:  # the plan decides (ALREADY_EXISTS is not fatal)
+            return exc
 
     async def _acall(self, calls: list[_Call]) -> list[Any]:
         """An async client's calls gathered (a step's calls are independent reads, or
@@ -292,7 +302,7 @@ class GuardedLangGraphStore(BaseStore):
             if isinstance(op, GetOp | PutOp):
                 ids[i] = memory_id(op.namespace, op.key)
             if isinstance(op, PutOp) and op.value is not None:
-                lineage[i] = self._lineage_of(op)
+                lineage[i] = put_lineage(op, self.defaults, self.lineage_hook)
             elif isinstance(op, SearchOp) and (op.limit < 0 or op.offset < 0):
                 raise ValueError(f"search: limit {op.limit} and offset {op.offset} must be >= 0")
             elif not isinstance(op, GetOp | PutOp | SearchOp | ListNamespacesOp):
@@ -309,16 +319,19 @@ class GuardedLangGraphStore(BaseStore):
             held = yield _StoreBatch(probe)
             exists = {i: item is not None for i, item in zip(lineage, held, strict=True)}
         pending: list[int] = []  # updates decided, recorded once the store holds them
+        reads: dict[str, Any] = {}  # an update's record, read beside its decision
         for i, op in enumerate(ops):
             if isinstance(op, PutOp) and (
-                yield from self._authorise(ids[i], lineage.get(i), exists=exists.get(i, False))
+                yield from self._authorise(
+                    ids[i], lineage.get(i), exists=exists.get(i, False), reads=reads
+                )
             ):
                 pending.append(i)
         before = {i: item for i, item in zip(lineage, held, strict=True)} if lineage else {}
 
         writes = any(isinstance(op, PutOp) for op in ops)
         results = yield _StoreBatch([self._forwarded(op) for op in ops], protected=writes)
-        yield from self._apply_updates(ops, ids, lineage, pending, before)
+        yield from self._apply_updates(ops, ids, lineage, pending, before, reads)
         return (yield from self._filtered(ops, ids, results))
 
     def _filtered(
@@ -387,12 +400,13 @@ class GuardedLangGraphStore(BaseStore):
             ranked = dict(zip(again, replies, strict=True))
 
     def _authorise(
-        self, mid: str, lineage: dict[str, Any] | None, *, exists: bool
+        self, mid: str, lineage: dict[str, Any] | None, *, exists: bool, reads: dict[str, Any]
     ) -> Generator[_Step, Any, bool]:
         """Delete: check ``delete``, asked as ``actor`` or else `DEFAULT_ACTOR`.
         New item: Record (its write decision). An item the sidecar already holds a
         record of (the wrapped store has it, or the Record met one: after a delete,
-        even with the same lineage): `_update`."""
+        even with the same lineage): `_update`, its record read into `reads` in the
+        step of its decision when this wrapper knows no version of it."""
         if lineage is None:
             who = self.actor or DEFAULT_ACTOR
             [decision] = yield _Calls([_Call("check", ("delete", mid), {"actor": who})])
@@ -413,7 +427,12 @@ class GuardedLangGraphStore(BaseStore):
         # then refused, or a store that failed, left the old value credited to the new
         # writer (a hidden guess served as the user's; an outside audit).
         asker = self.actor or lineage.get("creator")
-        [decision] = yield _Calls([_Call("check", ("update", mid), {"actor": asker})])
+        calls = [_Call("check", ("update", mid), {"actor": asker})]
+        if self._known.get(mid, self.client) is None:  # read now, beside the decision
+            calls.append(_Call("explain", (mid,), dict(VERSION_READ)))
+        decision, *read = yield _Calls(calls)
+        if read:
+            reads[mid] = read[0]
         if isinstance(decision, NotFound):  # no record (written around the wrapper)
             return True  # `_update` records it
         self._allowed(_answer(decision))
@@ -426,6 +445,7 @@ class GuardedLangGraphStore(BaseStore):
         lineage: dict[int, dict[str, Any]],
         pending: list[int],
         before: dict[int, Any],
+        reads: dict[str, Any],
     ) -> Generator[_Step, Any, None]:
         """Record the new versions of the updates the store now holds; one the sidecar
         refuses now (a concurrent change, its policies, an error) has its old value put
@@ -434,7 +454,7 @@ class GuardedLangGraphStore(BaseStore):
         failed: list[tuple[int, Exception]] = []
         for i in pending:
             try:
-                yield from self._update(ids[i], lineage[i])
+                yield from self._update(ids[i], lineage[i], reads.pop(ids[i], None))
             except (MemLineageError, PolicyDenied) as exc:
                 failed.append((i, exc))
         if not failed:
@@ -448,13 +468,15 @@ class GuardedLangGraphStore(BaseStore):
         yield _StoreBatch(restore)
         raise failed[0][1]
 
-    def _update(self, mid: str, lineage: dict[str, Any]) -> Generator[_Step, Any, None]:
+    def _update(
+        self, mid: str, lineage: dict[str, Any], read: Any = None
+    ) -> Generator[_Step, Any, None]:
         """A put over a memory: a new version of its record with this put's lineage
         (Revise, decided as an update, asked as ``actor`` or else the put's creator),
         so what the store holds is always what its record says made it, revised over
         the version this wrapper last wrote (`KnownVersions`) or else the one Explain
-        reads. Over an item the sidecar has no record of (written around the
-        wrapper): the Record of it."""
+        reads (`read`: its first answer, asked beside the decision). Over an item the
+        sidecar has no record of (written around the wrapper): the Record of it."""
         known = self._known.get(mid, self.client)  # as this wrapper last wrote it: no Explain
         attempts = 0  # versions read: a remembered one that proved stale costs none
         while attempts < _REVISE_ATTEMPTS:
@@ -462,7 +484,10 @@ class GuardedLangGraphStore(BaseStore):
                 stored = known
             else:
                 attempts += 1
-                [found] = yield _Calls([_Call("explain", (mid,), dict(VERSION_READ))])
+                if read is not None:
+                    found, read = read, None
+                else:
+                    [found] = yield _Calls([_Call("explain", (mid,), dict(VERSION_READ))])
                 if isinstance(found, NotFound):
                     call = _Call("record", (mid,), {**lineage, "actor": self.actor})
                     [reply] = yield _Calls([call])
@@ -533,66 +558,6 @@ class GuardedLangGraphStore(BaseStore):
     @staticmethod
     def _check_fields(fields: Mapping[str, Any], where: str) -> None:
         checked_lineage(fields, where)
-
-    def _lineage_of(self, op: PutOp) -> dict[str, Any]:
-        """``client.record``'s keyword arguments for a put: defaults < value < hook.
-        The hook is the application's code: what it says wins over a value's
-        ``"_lineage"``, which a value holding a tool's output could carry (a page
-        naming ``user:alice`` as its creator); a field it names as None is unset, so
-        a hook can take every field from such a value (its claim, tags, confidence)."""
-        assert op.value is not None
-        if not isinstance(op.value, Mapping):  # as the wrapped store refuses it (not a traceback)
-            raise ValueError(f"put {op.key!r}: value must be a dict, got {type(op.value).__name__}")
-        fields = dict(self.defaults)
-        own = op.value.get(LINEAGE_KEY)
-        hooked = (
-            self.lineage_hook(op.namespace, op.key, op.value)
-            if self.lineage_hook is not None
-            else None
-        )
-        if own is not None:
-            fields.update(checked_lineage(own, f"value[{LINEAGE_KEY!r}]"))
-        if hooked is not None:  # the application's word: a field it names (None too) wins
-            fields.update(checked_lineage(hooked, "lineage_hook"))
-        fields = {k: v for k, v in fields.items() if v is not None}
-        creator = fields.get("creator")
-        if not isinstance(creator, str) or not creator:
-            raise ValueError(
-                f'creator: put {op.key!r} names none; give value["{LINEAGE_KEY}"]["creator"], '
-                "a lineage_hook or defaults={'creator': ...}"
-            )
-        if fields.get("claim") is not None:
-            claim = fields["claim"]
-            if (
-                isinstance(claim, str)
-                or len(claim) != 3
-                or not all(isinstance(p, str) for p in claim)
-            ):
-                raise ValueError(f"claim: {claim!r} is not [subject, attribute, value]")
-            fields["claim"] = tuple(claim)
-        if "tags" in fields:
-            tags = fields["tags"]
-            if isinstance(tags, str):
-                raise ValueError(f"tags: {tags!r} is not a list of tags")
-            fields["tags"] = list(tags)
-        if "dependencies" in fields:
-            fields["dependencies"] = [
-                _dependency_id(op.namespace, d) for d in fields["dependencies"] or ()
-            ]
-        return fields
-
-
-def _dependency_id(namespace: tuple[str, ...], dependency: Any) -> str:
-    """A dependency named by a key (same namespace) or by ``[namespace, key]``."""
-    if isinstance(dependency, str):
-        return memory_id(namespace, dependency)
-    if (
-        isinstance(dependency, tuple | list)
-        and len(dependency) == 2
-        and isinstance(dependency[0], tuple | list)
-    ):
-        return memory_id(tuple(dependency[0]), dependency[1])
-    raise ValueError(f"dependencies: {dependency!r} is neither a key nor [namespace, key]")
 
 
 def _search_op(op: Op) -> SearchOp:
