@@ -10,7 +10,7 @@ import redis
 from memlineage.lineage import ManualClock, MemoryRecord, Status, UnknownDependencyError
 from memlineage.lineage.decisions import KeptDecision
 from memlineage.lineage.grants import GrantRecord
-from memlineage.store import open_store, redis_scripts
+from memlineage.store import open_store, redis_decisions, redis_scripts
 from memlineage.store.redis_keys import RedisKeys
 from memlineage.store.redis_store import RedisStore
 from redis.cluster import RedisCluster
@@ -406,3 +406,44 @@ def test_every_key_the_store_writes_has_the_type_its_layout_names(rstore: RedisS
     }  # fmt: skip
     assert rstore.keys.type_of("ml:other") is None
     assert rstore.keys.type_of("elsewhere:{typed}:m:a") is None
+
+
+def _script_calls(client: redis.Redis) -> int:
+    """EVALSHA calls the server has served (its own command statistics)."""
+    stats = client.info("commandstats").get("cmdstat_evalsha", {})
+    return int(stats.get("calls", 0)) if isinstance(stats, dict) else 0
+
+
+def test_a_memorys_recent_decisions_are_looked_for_in_bounded_calls(
+    rstore: RedisStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The namespace's decision stream is scanned newest first in calls of at most
+    `SCAN_PER_CALL` entries, Redis free for other clients between them (one script
+    scanned up to `decision_retention` entries, 10,000: ~22 ms with Redis held);
+    what is found is the same across the calls' boundaries, the limit and the
+    retention bound as before."""
+    monkeypatch.setattr(redis_decisions, "SCAN_PER_CALL", 7)
+    entries = [
+        KeptDecision(
+            f"d{i}",
+            NS,
+            "read",
+            ("m",) if i % 5 == 0 else (f"o{i}", "m2"),
+            "user:u",
+            NOW + i,
+            "v",
+            "allow",
+            "{}",
+        )
+        for i in range(60)
+    ]
+    rstore.keep_decisions(NS, entries)
+    on_m = [e.decision_id for e in reversed(entries) if "m" in e.memory_ids]
+    for limit in (1, 3, 7, 12, 50):
+        assert [k.decision_id for k in rstore.kept_decisions(NS, "m", limit)] == on_m[:limit]
+    assert len(rstore.kept_decisions(NS, "m2", 100)) == 48
+    before = _script_calls(rstore.client)
+    assert rstore.kept_decisions(NS, "nobody", 20) == []
+    assert _script_calls(rstore.client) - before == 9  # 60 entries, 7 a call
+    monkeypatch.setattr(rstore, "decision_retention", 20)  # no more than the newest 20
+    assert [k.decision_id for k in rstore.kept_decisions(NS, "m", 50)] == on_m[:4]

@@ -60,8 +60,9 @@ Kept decisions (``redis_decisions``): ``keep_decisions`` appends a batch to the
 namespace's stream ``ml:{ns}:dec`` and indexes each id in ``ml:{ns}:dix`` (KEEP, one
 script per chunk of ``_KEEP_CHUNK``), then trims both exactly to
 ``decision_retention``; a decision by id is one HGET + XRANGE (GET_DECISION), a
-memory's recent ones one scan of the stream newest first, server-side
-(RECENT_DECISIONS, at most the retention). No counter moves: decisions are not lineage
+memory's recent ones a scan of the stream newest first, server-side, in
+RECENT_DECISIONS calls of at most ``SCAN_PER_CALL`` entries (Redis serves other
+clients between them; at most the retention in all). No counter moves: decisions are not lineage
 state.
 
 Revision atomicity (``redis_revise``): one REVISE script writes the new version, keeps
