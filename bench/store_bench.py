@@ -9,7 +9,9 @@ the record namespace, a claim polled 5,000 times by one source (each value
 superseding the last: the Record time of its first values beside its last; a
 Record compares with the claim's live members only), and Redis MEMORY USAGE per
 record (3 dependencies, 3 tags; plain and with confirmations/contradictions/
-feedback/review marks).  Embedded
+feedback/review marks); with a data directory and on Redis, a memory's recent
+decisions among the ``decision_retention`` kept (Explain's look; on Redis the longest
+single script call beside it).  Embedded
 only: due_for_review of a batch of 1,000 on a namespace of 1,000,000 memories
 vs one of 10,000 (bulk-loaded with ``EmbeddedStore._bulk_load``): the time per
 call should not depend on the namespace size.  Without --redis-url a
@@ -245,6 +247,57 @@ def _median_ms(call, rounds: int) -> float:  # type: ignore[no-untyped-def]
     return statistics.median(samples) * 1e3
 
 
+def bench_kept_decisions(store: LineageStore, rounds: int = 20) -> None:
+    """Explain's look for a memory's recent decisions in what the store keeps: a full
+    namespace (`decision_retention` of them), the memory in every 500th and none;
+    on Redis also the longest single script call (its slow log): Redis serves no
+    one else meanwhile."""
+    if not store.keeps_decisions:
+        return
+    from memlineage.lineage.decisions import KeptDecision
+
+    n = store.decision_retention
+    ns = "bench:kept"
+    kept = [
+        KeptDecision(
+            f"d{i}",
+            ns,
+            "read",
+            ("m" if i % 500 == 0 else f"o{i}",),
+            "user:u",
+            NOW + i,
+            "v",
+            "allow",
+            "{}",
+        )
+        for i in range(n)
+    ]
+    for start in range(0, n, 1000):
+        store.keep_decisions(ns, kept[start : start + 1000])
+    client = getattr(store, "client", None)
+    saved = {}
+    if client is not None:  # every command in the slow log, for the rounds (then as it was)
+        saved = client.config_get("slowlog-*")
+        client.config_set("slowlog-max-len", 100_000)
+    for memory, note in (("m", "in every 500th"), ("nobody", "in none")):
+        longest = ""
+        if client is not None:
+            client.config_set("slowlog-log-slower-than", 0)
+            client.slowlog_reset()
+        ms = _median_ms(lambda m=memory: store.kept_decisions(ns, m, 20), rounds)
+        if client is not None:
+            client.config_set("slowlog-log-slower-than", saved["slowlog-log-slower-than"])
+            calls = [
+                e["duration"]
+                for e in client.slowlog_get(100_000)
+                if "EVALSHA" in str(e["command"]).upper()
+            ]
+            longest = f", longest script call {max(calls) / 1e3:.2f} ms ({len(calls)} calls)"
+        print(f"  recent decisions of a memory {note}, {n:,} kept: median {ms:.2f} ms{longest}")
+    for name, value in saved.items():
+        client.config_set(name, value)  # type: ignore[union-attr]  # saved only with a client
+
+
 def bench_due(store: LineageStore, rounds: int = 50) -> None:
     """due_for_review(limit=1000) on the namespace of bench_records (all due)."""
     at = NOW + store.limits.first_review_seconds
@@ -478,6 +531,7 @@ def run(kind: str, url: str, args: argparse.Namespace) -> None:
     bench_cascade(store, args.descendants)
     bench_events(store)
     bench_due(store)
+    bench_kept_decisions(store)
     bench_polled_claim(store, args.claim_values)
     if kind == "redis":
         bench_memory(store)
