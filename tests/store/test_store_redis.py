@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from memlineage.lineage import ManualClock, MemoryRecord, Status, UnknownDependencyError
 from memlineage.lineage.decisions import KeptDecision
+from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.grants import GrantRecord
 from memlineage.store import open_store, redis_decisions, redis_scripts
 from memlineage.store.redis_keys import RedisKeys
@@ -17,7 +23,7 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from support.memories import NOW
 from support.proposals import stale_at_now
-from support.redis_servers import RedisClusterHandle, RedisServer
+from support.redis_servers import RedisClusterHandle, RedisServer, start_redis_server
 
 NS = "tenant:r/user:9"
 
@@ -447,3 +453,44 @@ def test_a_memorys_recent_decisions_are_looked_for_in_bounded_calls(
     assert _script_calls(rstore.client) - before == 9  # 60 entries, 7 a call
     monkeypatch.setattr(rstore, "decision_retention", 20)  # no more than the newest 20
     assert [k.decision_id for k in rstore.kept_decisions(NS, "m", 50)] == on_m[:4]
+
+
+def test_redis_paused_between_two_calls_of_the_look_is_one_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis stopped (SIGSTOP) after the look's second call: the third waits one socket
+    timeout and the look fails as the store being unavailable (not a partial answer,
+    not a wait per remaining call); continued (SIGCONT), the same look answers whole."""
+    monkeypatch.setattr(redis_decisions, "SCAN_PER_CALL", 7)
+    server = start_redis_server(tmp_path, aof=False)
+    assert server.proc is not None
+    store = open_store(server.url, clock=ManualClock(NOW), socket_timeout=0.5)
+    assert isinstance(store, RedisStore)
+    try:
+        kept = [
+            KeptDecision(f"d{i}", NS, "read", (f"o{i}",), "user:u", NOW + i, "v", "allow", "{}")
+            for i in range(60)
+        ]
+        store.keep_decisions(NS, kept)
+        scripts = store._decision_scripts  # the registered scripts, wrapped to pause Redis
+        recent, calls = scripts["recent"], []
+
+        def pausing(**kwargs: Any) -> Any:
+            calls.append(kwargs["args"][3])
+            if len(calls) == 3:
+                os.kill(server.proc.pid, signal.SIGSTOP)  # type: ignore[union-attr]
+            return recent(**kwargs)
+
+        monkeypatch.setitem(scripts, "recent", pausing)
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError):
+            store.kept_decisions(NS, "nobody", 20)
+        assert time.monotonic() - started < 2.0  # one timeout (0.5 s), and a reconnect
+        assert len(calls) == 3 and calls[0] == "+" and calls[2].startswith("(")
+        os.kill(server.proc.pid, signal.SIGCONT)
+        monkeypatch.setitem(scripts, "recent", recent)
+        assert [k.decision_id for k in store.kept_decisions(NS, "o3", 20)] == ["d3"]
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+        store.close()
+        server.stop()

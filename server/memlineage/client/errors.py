@@ -161,6 +161,13 @@ def _trailers(exc: grpc.RpcError) -> tuple[str, str]:
     return reason, field
 
 
+def stale_version(answer: object) -> bool:
+    """Whether `answer` (a Revise's error, or any reply) is the refusal of a new version
+    over one that is no longer current: another writer revised it first, so a wrapper
+    reads the version again and retries."""
+    return isinstance(answer, FailedPrecondition) and answer.details.startswith("expected_version")
+
+
 def revised_concurrently(memory_id: str, attempts: int) -> FailedPrecondition:
     """What a wrapper raises when its new version of `memory_id` met a newer one
     `attempts` times running (each time it read the version again)."""

@@ -15,6 +15,7 @@ from memlineage.client.errors import (
     NotFound,
     PolicyDenied,
     revised_concurrently,
+    stale_version,
 )
 from memlineage.client.messages import VERSION_READ, replayed
 from memlineage.client.sync import MemLineageClient
@@ -157,7 +158,7 @@ class GuardedStore:
                     **fields,
                 ).decision
             except FailedPrecondition as exc:
-                if not exc.details.startswith("expected_version"):
+                if not stale_version(exc):
                     raise  # else a concurrent put revised it first: read it again
         raise revised_concurrently(key, _REVISE_ATTEMPTS)
 

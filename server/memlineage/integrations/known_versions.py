@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from memlineage.client.errors import NotFound, stale_version
 from memlineage.v1 import memlineage_pb2 as pb
 
 KEEP = 10_000
@@ -63,3 +64,13 @@ class KnownVersions:
     def forget(self, memory_id: str) -> None:
         with self._lock:
             self._records.pop(memory_id, None)
+
+    def read_again(self, memory_id: str, answer: object, known: pb.Memory | None) -> bool:
+        """Whether a Revise of `memory_id` that answered `answer` (its reply or error)
+        is retried over the version read again, the remembered one forgotten: another
+        writer revised it first, or the sidecar no longer holds the record `known`
+        (the version the Revise was made over, when remembered)."""
+        if stale_version(answer) or (known is not None and isinstance(answer, NotFound)):
+            self.forget(memory_id)
+            return True
+        return False

@@ -41,7 +41,6 @@ from langgraph.store.base import (
 
 from memlineage.client.aio import AsyncMemLineageClient
 from memlineage.client.errors import (
-    FailedPrecondition,
     MemLineageError,
     NotFound,
     PolicyDenied,
@@ -511,13 +510,7 @@ class GuardedLangGraphStore(BaseStore):
                 {**fields, "expected_version": stored.version, "actor": self.actor},
             )
             [reply] = yield _Calls([call])
-            stale = isinstance(reply, FailedPrecondition) and reply.details.startswith(
-                "expected_version"
-            )
-            # A concurrent put revised it first, or the sidecar holds the remembered
-            # record no more: read it (and record it) again.
-            if stale or (known is not None and isinstance(reply, NotFound)):
-                self._known.forget(mid)
+            if self._known.read_again(mid, reply, known):  # and record it, when gone
                 known = None
                 continue
             revised: pb.ReviseResponse = _answer(reply)

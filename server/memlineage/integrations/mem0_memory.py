@@ -208,18 +208,6 @@ class _Mem0Guard(Generic[_C]):
             fields["claim"] = (c.subject, c.attribute, c.value)
         return fields
 
-    def _retried(
-        self, exc: FailedPrecondition | NotFound, known: pb.Memory | None, memory_id: str
-    ) -> bool:
-        """Whether a refused Revise is read again and retried (the record forgotten): a
-        concurrent update revised it first (a stale ``expected_version``), or the
-        sidecar no longer holds the record this wrapper remembered."""
-        stale = isinstance(exc, FailedPrecondition) and exc.details.startswith("expected_version")
-        if stale or (known is not None and isinstance(exc, NotFound)):
-            self._known.forget(memory_id)
-            return True
-        return False
-
     @staticmethod
     def _no_lineage_change(metadata: Mapping[str, Any] | None) -> None:
         if metadata and LINEAGE_KEY in metadata:
@@ -366,17 +354,15 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
         known = self._known.get(memory_id, self.client)
         attempts = 0  # versions read: a remembered one that proved stale costs none
         while attempts < _REVISE_ATTEMPTS:
-            if known is None:
+            if known is not None:
+                stored = known
+            else:
                 attempts += 1
-            stored = (
-                known
-                if known is not None
-                else self.client.explain(memory_id, **VERSION_READ).memory
-            )
+                stored = self.client.explain(memory_id, **VERSION_READ).memory
             try:
                 revised = self.client.revise(memory_id, **self._revision(stored, writer))
             except (FailedPrecondition, NotFound) as exc:
-                if not self._retried(exc, known, memory_id):
+                if not self._known.read_again(memory_id, exc, known):
                     raise
                 known = None
                 continue
@@ -567,7 +553,7 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
             try:
                 revised = await self._acall("revise", memory_id, **self._revision(stored, writer))
             except (FailedPrecondition, NotFound) as exc:
-                if not self._retried(exc, known, memory_id):
+                if not self._known.read_again(memory_id, exc, known):
                     raise
                 known = None
                 continue
