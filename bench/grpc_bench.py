@@ -758,9 +758,9 @@ class Profiler:
     `native`, C frames too (GC, syscalls, cygrpc), but py-spy then pauses the
     server for every sample, which costs it a good part of its throughput."""
 
-    def __init__(self, out: Path, native: bool = False) -> None:
+    def __init__(self, out: Path, native: bool = False, gil: bool = False) -> None:
         self.out = out
-        self.native = native
+        self.native, self.gil = native, gil
         out.mkdir(parents=True, exist_ok=True)
         exe = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which(
             "py-spy"
@@ -786,6 +786,7 @@ class Profiler:
             str(path),
         ]
         cmd += ["--native", "--rate", "100"] if self.native else ["--nonblocking", "--rate", "250"]
+        cmd += ["--gil"] if self.gil else []
         return (
             label,
             path,
@@ -979,7 +980,7 @@ def _effects(workload: Workload) -> str:
 
 async def run(opts: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="grpc-bench-"))
-    profiler = Profiler(Path(opts.profile), opts.native) if opts.profile else None
+    profiler = Profiler(Path(opts.profile), opts.native, opts.gil) if opts.profile else None
     rows: set[str] = set(opts.rows) - ({"log"} if opts.no_log_row else set())
     results: list[Result] = []
     ceilings: dict[tuple[str, int], tuple[Result, Result]] = {}
@@ -1598,6 +1599,12 @@ def main() -> int:
         "--native",
         action="store_true",
         help="with --profile: C frames too (pauses the server per sample)",
+    )
+    p.add_argument(
+        "--gil",
+        action="store_true",
+        help="with --profile: only the thread holding the GIL (where the Python CPU "
+        "goes; a thread waiting for the GIL is not counted)",
     )
     p.add_argument(
         "--handler-budget",

@@ -12,9 +12,10 @@ with a real `memlineage serve` (embedded store, bundled policies) on loopback:
 - Mem0: `Memory` running offline (infer=False, local Qdrant in a temporary directory,
   a deterministic embedder on loopback: tests/support/mem0_offline.py) bare vs
   `GuardedMem0Memory` over another such `Memory` (its own directory): add, update
-  (the writer named: a Revise over the version the wrapper recorded at the add)
-  and search
-  (top_k 10), interleaved too.
+  (the writer named: a Revise over the version the wrapper recorded at the add; its
+  decision made while Mem0 reads the old value), update* (the same through another
+  wrapper, which reads the version beside the decision) and search (top_k 10),
+  interleaved too.
 
 Both adapters ask the store for ``overfetch x`` the results they return (hidden
 items must not leave a page short): the ``search*`` rows set the wrapped search
@@ -22,8 +23,10 @@ beside the bare store asked for that many, which separates the wider store searc
 from the sidecar's share of the added time.
 
 Every sidecar call an adapter makes is counted (a counting client) and printed per
-op. The issue's targets: the wrapper adds <= 1 ms p50 per op on loopback, and a search
-of k=10 costs one FilterRank call. The last rows are the floor under the first: one
+op. The issue's targets: the wrapper adds <= 1 ms p50 per op on loopback (the issue
+names LangGraph put/get/search and Mem0 add/search: the target line judges those; the
+worst of every row, updates included, is printed beside it), and a search of k=10
+costs one FilterRank call. The last rows are the floor under the first: one
 gRPC round trip that does no policy work (the Health check), back to back as the
 LangGraph rows make their calls, and after 10 ms idle as the Mem0 rows do (each of
 their calls follows ~10 ms of Mem0's own work).
@@ -68,6 +71,9 @@ class CountingClient(MemLineageClient):
         return super()._call(method, request)
 
 
+TARGET_OPS = ("langgraph put", "langgraph get", "langgraph search", "mem0 add", "mem0 search")
+"""The ops the issue's bench names: the target line judges these."""
+
 UPDATE_ELSEWHERE = "; a wrapper that did not write the key: it reads the version first"
 
 WIDE = (
@@ -103,7 +109,7 @@ def row(system: str, op: str, bare: list[float], wrapped: list[float], note: str
     )
 
 
-def langgraph(client: CountingClient, items: int) -> list[float]:
+def langgraph(client: CountingClient, items: int) -> dict[str, float]:
     from langgraph.store.base import GetOp
     from langgraph.store.memory import InMemoryStore
     from memlineage.integrations.langgraph_store import GuardedLangGraphStore
@@ -112,7 +118,7 @@ def langgraph(client: CountingClient, items: int) -> list[float]:
     wrapped = GuardedLangGraphStore(InMemoryStore(), client, defaults={"creator": "user:alice"})
     lat: dict[tuple[str, str], list[float]] = {}
     calls: dict[str, str] = {}
-    added: list[float] = []
+    added: dict[str, float] = {}
     before = client.calls.copy()
     for i in range(items):
         ns, key, value = ("alice", "trip"), f"k{i}", {"text": f"hotel {i} in Shanghai"}
@@ -152,7 +158,9 @@ def langgraph(client: CountingClient, items: int) -> list[float]:
     for op in ("put", "update", "update*", "get", "get x10", "search"):
         note = f"calls/op: {calls[op]}" + (UPDATE_ELSEWHERE if op == "update*" else "")
         row("langgraph", op, lat[(op, "bare")], lat[(op, "wrapped")], note)
-        added.append(statistics.median(lat[(op, "wrapped")]) - statistics.median(lat[(op, "bare")]))
+        added[f"langgraph {op}"] = statistics.median(lat[(op, "wrapped")]) - statistics.median(
+            lat[(op, "bare")]
+        )
     row("langgraph", "search*", lat[("search", "wide")], lat[("search", "wrapped")], WIDE % wide)
     return added
 
@@ -180,7 +188,7 @@ def _mem0_run(
     for i, (bare_id, wrapped_id) in enumerate(zip(added["bare"], added["wrapped"], strict=True)):
         text = f"the user now prefers hotel {i} by the river"
         timed(lat.setdefault(("update", "bare"), []), bare.update, bare_id, text)
-        # the writer named: the update is a new version of the record (Explain + Revise)
+        # the writer named: the update is a new version of the record (Check + Revise)
         timed(
             lat.setdefault(("update", "wrapped"), []),
             wrapped.update,
@@ -189,6 +197,19 @@ def _mem0_run(
             actor="user:alice",
         )
     calls["update"], before = per_op(client, before, len(added["bare"])), client.calls.copy()
+    # the same through another wrapper of that Mem0 memory: it knows no version, reads it
+    other = type(wrapped)(wrapped.memory, client)
+    for i, (bare_id, wrapped_id) in enumerate(zip(added["bare"], added["wrapped"], strict=True)):
+        text = f"the user now prefers hotel {i} by the park"
+        timed(lat.setdefault(("update*", "bare"), []), bare.update, bare_id, text)
+        timed(
+            lat.setdefault(("update*", "wrapped"), []),
+            other.update,
+            wrapped_id,
+            text,
+            actor="user:alice",
+        )
+    calls["update*"], before = per_op(client, before, len(added["bare"])), client.calls.copy()
     searches = max(1, items // 2)
     wide = 10 * wrapped.overfetch
     for i in range(searches):
@@ -222,12 +243,12 @@ def floor(client: CountingClient, items: int) -> None:
         )
 
 
-def mem0(client: CountingClient, items: int, tmp: Path) -> list[float]:
+def mem0(client: CountingClient, items: int, tmp: Path) -> dict[str, float]:
     """Two Mem0 memories, each its own local Qdrant and history db, interleaved."""
     from mem0 import Memory
     from memlineage.integrations.mem0_memory import GuardedMem0Memory
 
-    added: list[float] = []
+    added: dict[str, float] = {}
     lat: dict[tuple[str, str], list[float]] = {}
     calls: dict[str, str] = {}
     with embedder() as url:
@@ -240,9 +261,12 @@ def mem0(client: CountingClient, items: int, tmp: Path) -> list[float]:
         finally:
             bare.close()
             inner.close()
-    for op in ("add", "update", "search"):
-        row("mem0", op, lat[(op, "bare")], lat[(op, "wrapped")], f"calls/op: {calls[op]}")
-        added.append(statistics.median(lat[(op, "wrapped")]) - statistics.median(lat[(op, "bare")]))
+    for op in ("add", "update", "update*", "search"):
+        note = f"calls/op: {calls[op]}" + (UPDATE_ELSEWHERE if op == "update*" else "")
+        row("mem0", op, lat[(op, "bare")], lat[(op, "wrapped")], note)
+        added[f"mem0 {op}"] = statistics.median(lat[(op, "wrapped")]) - statistics.median(
+            lat[(op, "bare")]
+        )
     row("mem0", "search*", lat[("search", "wide")], lat[("search", "wrapped")], calls["wide"])
     return added
 
@@ -260,11 +284,19 @@ def main() -> None:
                 f"{'system':9} {'op':7} {'ops':>6} {'bare p50':>9} {'bare p99':>9} "
                 f"{'bare/s':>9} {'wrap p50':>9} {'wrap p99':>9} {'wrap/s':>9} {'+p50 ms':>8}"
             )
-            worst = max([*langgraph(client, args.items), *mem0(client, args.mem0_items, Path(tmp))])
+            added = {**langgraph(client, args.items), **mem0(client, args.mem0_items, Path(tmp))}
             floor(client, args.items)
+            named = {op: added[op] for op in TARGET_OPS}
+            worst = max(named, key=named.__getitem__)
             print(
-                f"target: the wrapper adds <= 1 ms p50 per op -> worst +{worst:.3f} ms: "
-                f"{'met' if worst <= 1.0 else 'NOT met'}"
+                f"target: the wrapper adds <= 1 ms p50 per op (the issue's: "
+                f"{', '.join(TARGET_OPS)}) -> worst {worst} +{named[worst]:.3f} ms: "
+                f"{'met' if named[worst] <= 1.0 else 'NOT met'}"
+            )
+            over = sorted((op for op, ms in added.items() if ms > 1.0), key=added.__getitem__)
+            print(
+                f"every row: {len(over)} add more than 1 ms: "
+                + (", ".join(f"{op} +{added[op]:.3f}" for op in reversed(over)) or "none")
             )
     finally:
         server.kill()

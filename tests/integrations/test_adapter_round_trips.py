@@ -407,6 +407,43 @@ def test_a_mem0_update_by_a_writer_revises_over_the_version_this_wrapper_recorde
     assert memory.memory.get(one["id"])["memory"] == "I am vegetarian again"
 
 
+def test_a_mem0_update_reads_the_unknown_version_at_once_with_its_decision(
+    memory: CountingMemory, ml: CountingClient, user: str
+) -> None:
+    """An update naming its writer, through a wrapper that knows no version of the
+    record: its decision and the read of the version are made at once (one round trip
+    before Mem0's update, not two), then the Revise over what was read."""
+    me = f"user:{user}"
+    writer = GuardedMem0Memory(memory, ml, actor=me)
+    (one,) = writer.add("I am vegetarian", user_id=user, infer=False)["results"]
+    with Meeting(ml.target, timeout=10) as meeting:
+        memory.taken()
+        GuardedMem0Memory(memory, meeting, actor=me).update(one["id"], "I am vegan")
+        assert not meeting.barrier.broken
+        assert meeting.taken() == {"check:update": 1, "explain": 1, "revise": 1}
+        assert memory.taken() == {"get": 1, "update": 1}
+    stored = MemLineageClient.explain(ml, one["id"]).memory
+    assert (stored.version, stored.creator.id) == (2, me)
+    assert memory.memory.get(one["id"])["memory"] == "I am vegan"
+
+
+def test_a_refused_mem0_update_leaves_mem0_uncalled_though_its_version_was_read(
+    memory: CountingMemory, ml: CountingClient, user: str
+) -> None:
+    """The version read beside the decision is only a read: a denied update still
+    leaves Mem0 uncalled and the record unchanged."""
+    added = GuardedMem0Memory(memory, ml).add("I am vegetarian", user_id=user, infer=False)
+    (one,) = added["results"]
+    memory.taken(), ml.taken()
+    tool = GuardedMem0Memory(memory, ml, actor="tool:scraper_y")
+    with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
+        tool.update(one["id"], "I eat everything")
+    assert memory.taken() == {}
+    assert ml.taken() == {"check:update": 1, "explain": 1}
+    assert memory.memory.get(one["id"])["memory"] == "I am vegetarian"
+    assert MemLineageClient.explain(ml, one["id"]).memory.version == 1
+
+
 def test_a_stale_remembered_version_costs_a_mem0_update_no_attempt(
     memory: CountingMemory, ml: CountingClient, user: str
 ) -> None:

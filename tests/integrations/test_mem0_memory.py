@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -500,6 +501,53 @@ def test_an_async_update_by_a_writer_revises_over_the_version_its_add_recorded(
 
     (e0, r0), *rest = asyncio.run(scenario())
     assert [(e - e0, r - r0) for e, r in rest] == [(0, 1), (1, 2), (2, 4)]
+
+
+class AsyncMeeting(AsyncMemLineageClient):
+    """Its Checks and Explains wait for each other (a barrier of two, waited for off
+    the loop): they return only when made at once, and break it after 5 s when made
+    one after the other."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.barrier = threading.Barrier(2, timeout=5)
+
+    async def check(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.to_thread(self.barrier.wait)
+        return await super().check(*args, **kwargs)
+
+    async def explain(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.to_thread(self.barrier.wait)
+        return await super().explain(*args, **kwargs)
+
+
+def test_an_async_update_reads_the_unknown_version_at_once_with_its_decision(
+    tmp_path: Path, embedder_url: str, sidecar: RunningSidecar, ml: MemLineageClient, user: str
+) -> None:
+    """The async twin's update by a writer whose version it does not know: its decision
+    and the read of the version gathered, as the sync one makes them at once; the new
+    version then recorded over what was read."""
+    me = f"user:{user}"
+
+    async def scenario() -> tuple[str, bool]:
+        inner = AsyncMemory.from_config(mem0_config(tmp_path, embedder_url))
+        meeting = AsyncMeeting(sidecar.address, timeout=10)
+        try:
+            added = await GuardedAsyncMem0Memory(inner, ml, actor=me).add(
+                "window seat", user_id=user, infer=False
+            )
+            (item,) = added["results"]
+            await GuardedAsyncMem0Memory(inner, meeting, actor=me).update(item["id"], "aisle")
+            assert (await inner.get(item["id"]))["memory"] == "aisle"
+        finally:
+            inner.close()
+            await meeting.close()
+        return item["id"], meeting.barrier.broken
+
+    item_id, broken = asyncio.run(scenario())
+    assert not broken
+    stored = ml.explain(item_id).memory
+    assert (stored.version, stored.creator.id) == (2, me)
 
 
 HALF_WAY = [

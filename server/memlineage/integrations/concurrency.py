@@ -1,6 +1,7 @@
 """What the adapters do about concurrency inside one process: `KeyLocks` serialise
-the writes of one item (threads and asyncio tasks alike), and `finished` lets a
-write that has started end with its record even when the caller is cancelled.
+the writes of one item (threads and asyncio tasks alike), `finished` lets a
+write that has started end with its record even when the caller is cancelled, and
+`Beside` runs a sync adapter's independent calls at once (one round trip for them).
 
 A put over an item is decided, written to the wrapped store, then recorded as a new
 version. Two writers of one key interleaving those steps could leave the store with
@@ -15,11 +16,15 @@ import asyncio
 import threading
 import zlib
 from collections import deque
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
+
+BESIDE_THREADS = 8
+"""Threads of one adapter's `Beside` at most (started when first needed)."""
 
 STRIPES = 64
 """Locks per `KeyLocks`: keys share them by hash (bounded memory, whatever the keys)."""
@@ -152,3 +157,20 @@ async def finished(work: Coroutine[Any, Any, _T]) -> _T:
             except BaseException:  # its own error, or another cancellation
                 continue
         raise
+
+
+class Beside:
+    """Threads of one adapter for calls made beside what its caller's thread does
+    (a sync client blocks a thread per call): started when first needed, up to
+    `BESIDE_THREADS`, idle ones kept for the next call."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., _T], /, *args: Any, **kwargs: Any) -> Future[_T]:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(BESIDE_THREADS, thread_name_prefix=self._name)
+        return self._pool.submit(fn, *args, **kwargs)

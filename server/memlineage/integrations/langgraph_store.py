@@ -21,9 +21,7 @@ even when cancelled (`concurrency`); search pages by blocks (`langgraph_search`)
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Generator, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
@@ -50,7 +48,7 @@ from memlineage.client.messages import VERSION_READ, replayed
 from memlineage.client.sync import MemLineageClient
 from memlineage.integrations import langgraph_search as paging
 from memlineage.integrations.answers import DECISION_KEY
-from memlineage.integrations.concurrency import KeyLocks, finished
+from memlineage.integrations.concurrency import Beside, KeyLocks, finished
 from memlineage.integrations.known_versions import KnownVersions
 from memlineage.integrations.langgraph_gets import get_result, gets_asked, gets_decided
 from memlineage.integrations.langgraph_ids import (
@@ -171,8 +169,7 @@ class GuardedLangGraphStore(BaseStore):
         self.ttl_config = getattr(store, "ttl_config", None)
         self._locks = KeyLocks()  # one writer of a key at a time, in this instance
         self._known = KnownVersions()  # the records it last wrote: updates need no Explain
-        self._pool: ThreadPoolExecutor | None = None  # a step's calls at once (`_call`)
-        self._pool_lock = threading.Lock()
+        self._beside = Beside("memlineage-langgraph")  # a step's calls at once (`_call`)
 
     # -- the drivers
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -261,10 +258,7 @@ class GuardedLangGraphStore(BaseStore):
         one per call, as on an async client)."""
         if len(calls) == 1:
             return [self._one(calls[0])]
-        with self._pool_lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(8, thread_name_prefix="memlineage-langgraph")
-        later = [self._pool.submit(self._one, c) for c in calls[1:]]
+        later = [self._beside.submit(self._one, c) for c in calls[1:]]
         return [self._one(calls[0]), *(f.result() for f in later)]
 
     def _one(self, c: _Call) -> Any:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any, Generic, TypeVar
 
 from memlineage.client.aio import AsyncMemLineageClient
@@ -34,7 +35,7 @@ from memlineage.client.errors import (
 from memlineage.client.messages import VERSION_READ
 from memlineage.client.sync import MemLineageClient
 from memlineage.integrations.answers import DECISION_KEY, mem0_decision, mem0_history, mem0_shown
-from memlineage.integrations.concurrency import finished
+from memlineage.integrations.concurrency import Beside, finished
 from memlineage.integrations.known_versions import KnownVersions
 from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
 from memlineage.integrations.mem0_add import (
@@ -102,6 +103,7 @@ class _Mem0Guard(Generic[_C]):
         self.historical = historical
         self.precheck = precheck
         self._known = KnownVersions()  # the records it last wrote: updates need no Explain
+        self._beside = Beside("memlineage-mem0")  # an update's version read beside its check
 
     def _plan(
         self,
@@ -333,6 +335,10 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
         ``check("update")`` and the record keeps its creator."""
         self._no_lineage_change(metadata)
         writer = actor or self.actor
+        read = None
+        if writer is not None and self._known.get(memory_id, self.client) is None:
+            # the version it revises over, read while the sidecar decides (one round trip)
+            read = self._beside.submit(self.client.explain, memory_id, **VERSION_READ)
         checked = self.client.check("update", memory_id, actor=writer or DEFAULT_ACTOR)
         self._check_write(checked)
         if writer is None:
@@ -340,7 +346,7 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
         before = self.memory.get(memory_id)
         result = self.memory.update(memory_id, text, metadata, **kwargs)
         try:
-            decision = self._update_decision(memory_id, writer)
+            decision = self._update_decision(memory_id, writer, read)
             self._check_write(decision)
         except BaseException:
             if before is not None:  # the store back to what its record names
@@ -348,9 +354,12 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
             raise
         return self._changed(result, decision)
 
-    def _update_decision(self, memory_id: str, writer: str) -> pb.Decision:
+    def _update_decision(
+        self, memory_id: str, writer: str, read: Future[pb.ExplainResponse] | None = None
+    ) -> pb.Decision:
         """The new version by `writer` (Revise, decided as an update), over the record
-        this wrapper last wrote (`KnownVersions`) or else the one Explain reads."""
+        this wrapper last wrote (`KnownVersions`) or else the one Explain reads (`read`:
+        its first answer, asked beside the decision)."""
         known = self._known.get(memory_id, self.client)
         attempts = 0  # versions read: a remembered one that proved stale costs none
         while attempts < _REVISE_ATTEMPTS:
@@ -358,7 +367,11 @@ class GuardedMem0Memory(_Mem0Guard[MemLineageClient]):
                 stored = known
             else:
                 attempts += 1
-                stored = self.client.explain(memory_id, **VERSION_READ).memory
+                if read is not None:
+                    found, read = read, None
+                    stored = found.result().memory
+                else:
+                    stored = self.client.explain(memory_id, **VERSION_READ).memory
             try:
                 revised = self.client.revise(memory_id, **self._revision(stored, writer))
             except (FailedPrecondition, NotFound) as exc:
@@ -519,9 +532,13 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
         the old text back too)."""
         self._no_lineage_change(metadata)
         writer = actor or self.actor
-        checked: pb.Decision = await self._acall(
-            "check", "update", memory_id, actor=writer or DEFAULT_ACTOR
-        )
+        asked = [self._acall("check", "update", memory_id, actor=writer or DEFAULT_ACTOR)]
+        if writer is not None and self._known.get(memory_id, self.client) is None:
+            # as the sync twin: the version read while the sidecar decides
+            asked.append(self._acall("explain", memory_id, **VERSION_READ))
+        checked, *read = await asyncio.gather(*asked, return_exceptions=True)
+        if isinstance(checked, BaseException):
+            raise checked
         self._check_write(checked)
         if writer is None:
             result = await self.memory.update(memory_id, text, metadata, **kwargs)
@@ -529,7 +546,7 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
         before = await self.memory.get(memory_id)
         result = await self.memory.update(memory_id, text, metadata, **kwargs)
         try:
-            decision = await self._update_decision(memory_id, writer)
+            decision = await self._update_decision(memory_id, writer, *read)
             self._check_write(decision)
         except BaseException:
             if before is not None:
@@ -540,8 +557,9 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
             raise
         return self._changed(result, decision)
 
-    async def _update_decision(self, memory_id: str, writer: str) -> pb.Decision:
-        """`GuardedMem0Memory._update_decision`, awaited."""
+    async def _update_decision(self, memory_id: str, writer: str, read: Any = None) -> pb.Decision:
+        """`GuardedMem0Memory._update_decision`, awaited; `read`: the first Explain's
+        answer (or its error), asked beside the decision."""
         known = self._known.get(memory_id, self.client)
         attempts = 0  # versions read: a remembered one that proved stale costs none
         while attempts < _REVISE_ATTEMPTS:
@@ -549,7 +567,13 @@ class GuardedAsyncMem0Memory(_Mem0Guard[MemLineageClient | AsyncMemLineageClient
                 stored = known
             else:
                 attempts += 1
-                stored = (await self._acall("explain", memory_id, **VERSION_READ)).memory
+                if read is not None:
+                    found, read = read, None
+                    if isinstance(found, BaseException):
+                        raise found
+                    stored = found.memory
+                else:
+                    stored = (await self._acall("explain", memory_id, **VERSION_READ)).memory
             try:
                 revised = await self._acall("revise", memory_id, **self._revision(stored, writer))
             except (FailedPrecondition, NotFound) as exc:
