@@ -162,3 +162,44 @@ def test_small_and_large_batches_score_alike() -> None:
             assert abs(small.value[k] - big.value[k]) < 1e-9
     solo = batch.score(CFG, {"m0": recs["m0"]}, cred, 5000.0)
     assert abs(solo.reliability["m0"] - big.reliability["m0"]) < 1e-9
+
+
+@st.composite
+def _loaded_dags(draw: st.DrawFn) -> tuple[dict[str, object], dict[str, float]]:
+    """Records as a request loads them (any order; some dependencies not loaded) and
+    their own reliabilities."""
+    from memlineage.lineage.model import MemoryRecord
+
+    n = draw(st.integers(1, 40))
+    ids = [f"m{i}" for i in range(n)]
+    records = {}
+    for i, rid in enumerate(ids):
+        earlier = st.sampled_from([*ids[:i], "unloaded:a", "unloaded:b"])
+        deps = tuple(dict.fromkeys(draw(st.lists(earlier, max_size=3)))) if i else ()
+        records[rid] = MemoryRecord(
+            id=rid, namespace="n", creator_kind="agent", creator_id="agent:x", dependencies=deps
+        )
+    order = draw(st.permutations(ids))
+    own = {rid: draw(unit) for rid in order}
+    return {rid: records[rid] for rid in order}, own
+
+
+@settings(max_examples=300, deadline=None)
+@given(_loaded_dags())
+def test_the_chain_rule_caps_each_memory_by_its_least_reliable_loaded_ancestor(
+    loaded: tuple[dict[str, object], dict[str, float]],
+) -> None:
+    """`_chain_min` (first level written out, deeper levels recursive) gives every
+    loaded memory the least of its own reliability and those of everything it rests
+    on among the loaded records, whatever order they were loaded in."""
+    from memlineage.scoring.batch import _chain_min
+
+    records, own = loaded
+
+    def lowest(rid: str) -> float:
+        deps = [d for d in records[rid].dependencies if d in own]  # type: ignore[attr-defined]
+        return min([own[rid], *(lowest(d) for d in deps)])
+
+    got = _chain_min(records, dict(own))  # type: ignore[arg-type]
+    assert list(got) == list(own)  # the records' order kept
+    assert got == {rid: lowest(rid) for rid in own}

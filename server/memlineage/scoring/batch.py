@@ -97,6 +97,7 @@ def score(
     own: dict[str, float] = {}
     rest: list[MemoryRecord] = []
     recall = (memo if memo is not None else {}).get
+    prior = cfg.prior
     for r in recs:
         hit = recall(id(r))
         if hit is not None and hit[0] is r:
@@ -115,8 +116,9 @@ def score(
             own[r.id] = 0.0  # placeholder: keeps the records' order
             rest.append(r)
         else:
-            x = base * c(r.creator_id)
-            own[r.id] = min(max(1.0 - (1.0 - x), 0.0), 1.0)
+            source = r.creator_id  # `c`, written out: this loop runs per loaded record
+            x = 1.0 - (1.0 - base * (cred[source] if source in cred else prior(source)))
+            own[r.id] = x if 0.0 <= x <= 1.0 else min(max(x, 0.0), 1.0)
     if rest:
         contra = [(i, c(s)) for i, r in enumerate(rest) for s in r.contradicted_by]
         confirm = [(i, c(s)) for i, r in enumerate(rest) for s in r.confirmed_by]
@@ -227,9 +229,25 @@ def _chain_min(records: Mapping[str, MemoryRecord], own: dict[str, float]) -> di
         out[rid] = value
         return value
 
+    # `settle` of each record with dependencies, its first level written out (a
+    # FilterRank loads ~2 records a candidate: a call per record and per dependency
+    # was a quarter of the scoring); deeper levels recurse as before.
+    get = out.get
     for rid, rec in records.items():
-        if rec.dependencies and rid in own:
-            settle(rid)
+        deps = rec.dependencies
+        if not deps or rid in out or rid not in own:
+            continue
+        value = own[rid]
+        out[rid] = value  # provisional, as in `settle`
+        for d in deps:
+            d = d if type(d) is str else d.id  # type: ignore[union-attr]  # not a str: a MemoryRef
+            if d in own:
+                low = get(d)
+                if low is None:
+                    low = own[d] if not records[d].dependencies else settle(d)
+                if low < value:
+                    value = low
+        out[rid] = value
     if not out:
         return own
     settled = own.copy()  # same keys, same order: only the settled values change
