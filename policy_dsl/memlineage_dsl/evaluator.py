@@ -69,8 +69,12 @@ def decide(ps: CompiledPolicySet, req: Request, snap: LineageSnapshot) -> Decisi
     try:
         if req.op == "act":
             return _decide_act(ps, plan, req, snap)
-        target = req.target if req.target is not None else req.memory
-        return _decide_one(ps, plan, req.memory, target, req, snap)
+        m = req.memory  # `_decide_one`, written out: the call per decision is its cost
+        t = req.target if req.target is not None else m
+        fired, bad = plan.test(m, t, req, snap, req.time)
+        if not fired and not bad:
+            return plan.allow_all
+        return _fired_decision(ps, plan, fired, bad, m, t, req, snap)
     except Exception as exc:  # defensive: the engine itself must stay total
         msg = f"engine error: {type(exc).__name__}: {exc}"
         return Decision(
@@ -99,16 +103,17 @@ def _fired_decision(
     if not bad:
         if not fired:
             return plan.allow_all
+        key: tuple[object, ...] = (
+            (*fired, r.budget) if ps.strategy == "cost_aware" else tuple(fired)
+        )
+        hit = plan.cache.get(key)
+        if hit is not None:  # only the static branch below keeps decisions under this key
+            return hit
         static = plan.static
         if all(static[k] for k in fired):
-            key: tuple[object, ...] = (
-                (*fired, r.budget) if ps.strategy == "cost_aware" else tuple(fired)
-            )
-            hit = plan.cache.get(key)
-            if hit is None:
-                hit = _resolve(ps, plan, fired, (), m, t, r, s)
-                if len(plan.cache) < _CACHE_LIMIT:
-                    plan.cache[key] = hit
+            hit = _resolve(ps, plan, fired, (), m, t, r, s)
+            if len(plan.cache) < _CACHE_LIMIT:
+                plan.cache[key] = hit
             return hit
         # Rules with a computed score, cost or obligation argument: the decision is
         # a function of which rules fired and of those computed values.

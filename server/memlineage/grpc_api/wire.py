@@ -179,39 +179,48 @@ def filter_rank_response(ranked: Iterable[RankedCandidate]) -> pb.FilterRankResp
 def filter_rank_bytes(ranked: Iterable[RankedCandidate]) -> bytes:
     """The encoded FilterRankResponse (see `filter_rank_response`), sent as is."""
     # Every piece goes into one list joined once: the lengths of a candidate's nested
-    # messages are summed from its pieces, no bytes object is built per level.
+    # messages are summed from its pieces, no bytes object is built per level. Per
+    # candidate, no call the loop can do itself: a varint under 2**14 (any id, any
+    # candidate's size) is an index into `_VARINTS`.
     parts: list[bytes] = []
     add = parts.extend
+    # per (decision, operation, time, policy version): its template, the tail, and
+    # the length of both with the two one-byte tags of the id fields
+    fixed: dict[tuple[int, str, float, str], tuple[bytes, bytes, int]] = {}
     tails: dict[tuple[str, float, str], bytes] = {}
-    templates: dict[int, bytes] = {}
-    scores, quality = _SCORES, _QUALITY
+    scores, quality, small = _SCORES, _QUALITY, _VARINTS
     for c in ranked:
         rec = c.decision
-        key = (rec.operation, rec.decided_at, rec.policy_version)
-        tail = tails.get(key)
-        if tail is None:
-            tail = tails[key] = _decision_tail(*key)
         d = rec.decision
-        template = templates.get(id(d))
-        if template is None:
-            template = templates[id(d)] = _template(d)
+        key = (id(d), rec.operation, rec.decided_at, rec.policy_version)
+        known = fixed.get(key)
+        if known is None:
+            tail_key = key[1:]
+            tail = tails.get(tail_key)
+            if tail is None:
+                tail = tails[tail_key] = _decision_tail(*tail_key)
+            template = _template(d)
+            known = fixed[key] = (template, tail, len(template) + len(tail) + 2)
+        template, tail, fixed_len = known
         mid = c.memory_id.encode()
-        sized = varint(len(mid)) + mid  # the id as a length-delimited field value
+        n = len(mid)
+        sized = (small[n] if n < 16384 else varint(n)) + mid  # the id, length-delimited
         body: tuple[bytes, ...]
         if rec.memory_ids == (c.memory_id,):
             did = rec.decision_id.encode()
-            size = varint(len(did))
+            n = len(did)
+            size = small[n] if n < 16384 else varint(n)
             body = (template, b"\x0a", size, did, b"\x4a", sized, tail)
-            body_len = len(template) + len(size) + len(did) + len(sized) + len(tail) + 2
+            body_len = fixed_len + len(size) + n + len(sized)
         else:
             whole = b"".join(
                 (template, _string(b"\x0a", rec.decision_id), _ids_field(rec.memory_ids), tail)
             )
             body, body_len = (whole,), len(whole)
-        body_size = varint(body_len)
+        body_size = small[body_len] if body_len < 16384 else varint(body_len)
         # field 1 tag + id, 20 bytes of scores, field 5 tag + size + body, 18 of quality
-        item_len = len(sized) + len(body_size) + body_len + 40
-        add((b"\x0a", varint(item_len), b"\x0a", sized))
+        n = len(sized) + len(body_size) + body_len + 40
+        add((b"\x0a", small[n] if n < 16384 else varint(n), b"\x0a", sized))
         add((scores(0x11, c.similarity, 0x19, c.rank_score, 0x20, c.kept), b"\x2a", body_size))
         add(body)
         parts.append(quality(0x31, c.reliability, 0x39, c.value_score))
