@@ -255,8 +255,8 @@ class Checks(EngineBase):
         reusing = window.table is not None  # else no candidate is looked up nor kept
         # Per candidate, in the loop below: no call that the loop can do itself (a
         # FilterRank of 100 makes 100 of each). Records and candidates are built with
-        # tuple.__new__ (a NamedTuple's generated __new__ costs ~3x as much), with
-        # every field, defaults included, in order.
+        # tuple.__new__ (a NamedTuple's generated __new__ costs ~3x as much): the
+        # fields given, then the defaults of the rest (`_RECORD_REST`, `_RANKED_REST`).
         fresh = not reusing and not down and self.shadow.current is None
         scoring, who, inf = self.scoring, actor.id, math.inf
         new_tuple = tuple.__new__
@@ -295,12 +295,13 @@ class Checks(EngineBase):
                 downrank = downranks[id(d)] = _downrank(d)
             rank = rank_score(scoring, sim, d.compliance_score, reliability, value, downrank)
             rec = new_tuple(
-                DecisionRecord, (decision_id, d, ns, "read", ids1, who, now, version, (), None)
+                DecisionRecord, (decision_id, d, ns, "read", ids1, who, now, version, *_RECORD_REST)
             )
             issued.append(rec)
             out.append(
                 new_tuple(
-                    RankedCandidate, (mid, sim, rank, d.effect != DENY, rec, reliability, value)
+                    RankedCandidate,
+                    (mid, sim, rank, d.effect != DENY, rec, reliability, value, *_RANKED_REST),
                 )
             )
         self.log.write_many(issued)
@@ -397,6 +398,16 @@ class Checks(EngineBase):
             )
             window.keep(key, d, now, snap.horizon, d.effect != DENY, read, snap.counted)
         return d
+
+
+def _rest(cls: Any, given: int) -> tuple[Any, ...]:
+    """The defaults of a named tuple's fields after the first `given`, in order (a
+    field added there without a default fails here, at import, not in a request)."""
+    return tuple(cls._field_defaults[f] for f in cls._fields[given:])
+
+
+_RECORD_REST = _rest(DecisionRecord, 8)
+_RANKED_REST = _rest(RankedCandidate, 7)
 
 
 def _downrank(d: Decision) -> float:
