@@ -1,0 +1,174 @@
+"""What `GuardedMem0Memory` and `GuardedAsyncMem0Memory` (`mem0_memory`) share: their
+configuration, the constants of their rules, and the pure steps of each operation
+(the sidecar calls as arguments; each wrapper makes them its own way)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from memlineage.client.aio import AsyncMemLineageClient
+from memlineage.client.errors import PolicyDenied
+from memlineage.client.sync import MemLineageClient
+from memlineage.integrations.answers import DECISION_KEY, mem0_decision, mem0_shown
+from memlineage.integrations.concurrency import Beside
+from memlineage.integrations.known_versions import KnownVersions
+from memlineage.integrations.lineage_fields import checked_lineage
+from memlineage.integrations.mem0_add import LINEAGE_KEY, AddPlan, record_args
+from memlineage.v1 import memlineage_pb2 as pb
+
+REVISE_ATTEMPTS = 4  # a concurrent update moved the version: read it again
+DEFAULT_ACTOR = "agent:mem0"
+"""Who asks an update or a delete when no ``actor`` is named: an agent, never the user
+(the sidecar's own default is the namespace's user, which let an agent change or
+delete what the user stated; an outside audit)."""
+
+PROVISIONAL_ID = "mem0:provisional"
+"""The id the provisional ``write`` check of an ``add`` names (Mem0 has not chosen one yet)."""
+
+_C = TypeVar("_C", bound=MemLineageClient | AsyncMemLineageClient)
+
+
+def check_top_k(top_k: object) -> None:
+    """The caller's `top_k` refused as the caller wrote it (Mem0 named the overfetched
+    number: `Invalid top_k: -3` for -1)."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+        raise ValueError(f"top_k: {top_k!r} must be a whole number >= 0")
+
+
+class Mem0Guard(Generic[_C]):
+    """What the sync and async wrappers share: configuration and the pure steps
+    (the sidecar calls as arguments; each wrapper makes them its own way)."""
+
+    def __init__(
+        self,
+        memory: Any,
+        client: _C,
+        *,
+        defaults: Mapping[str, Any] | None = None,
+        actor: str | None = None,
+        overfetch: int = 3,
+        historical: bool = False,
+        precheck: bool = True,
+    ) -> None:
+        if overfetch < 1:
+            raise ValueError(f"overfetch: {overfetch!r} must be at least 1")
+        self.memory = memory  # the wrapped Mem0 memory, for what the wrapper does not guard
+        self.client = client
+        self.defaults = checked_lineage(defaults or {}, "defaults")
+        self.actor = actor  # who asks; None: the sidecar's default
+        self.overfetch = overfetch
+        self.historical = historical
+        self.precheck = precheck
+        self._known = KnownVersions()  # the records it last wrote: updates need no Explain
+        self._beside = Beside("memlineage-mem0")  # an update's version read beside its check
+
+    def _plan(
+        self,
+        metadata: Mapping[str, Any] | None,
+        user_id: str | None,
+        agent_id: str | None,
+        kwargs: Mapping[str, Any],
+    ) -> AddPlan:
+        return AddPlan.of(self.defaults, metadata, user_id, agent_id, kwargs.get("run_id"))
+
+    def _prechecks(self, plan: AddPlan, messages: Any) -> list[str]:
+        return plan.creators(messages) if self.precheck else []
+
+    def _check_write(self, decision: pb.Decision) -> None:
+        if decision.effect == pb.EFFECT_DENY:
+            raise PolicyDenied(decision)
+
+    @staticmethod
+    def _added(result: Any) -> list[dict[str, Any]]:
+        """The memories an ``add`` created: its ``{"results": [...]}`` entries with
+        event ADD (Mem0 2.x adds only; infer=False makes one per non-system message)."""
+        items = result.get("results", []) if isinstance(result, Mapping) else []
+        return [r for r in items if isinstance(r, dict) and r.get("event") == "ADD" and r.get("id")]
+
+    def _record_call(
+        self, plan: AddPlan, item: Mapping[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``client.record``'s arguments for one memory an add created."""
+        kwargs = {"creator": plan.creator(item), "actor": self.actor}
+        return (str(item["id"]),), {**kwargs, **record_args(plan.fields)}
+
+    def _candidates(self, items: Iterable[Mapping[str, Any]], scored: bool) -> list[Any]:
+        seen: dict[str, Any] = {}
+        for item in items:
+            key = str(item.get("id", ""))
+            if key and key not in seen:
+                seen[key] = item
+        # a negative similarity (cosine) counts as 0: the rank multiplies it by penalties
+        score = (lambda i: max(0.0, float(i.get("score") or 0.0))) if scored else (lambda i: 1.0)
+        return [(k, score(i), i) for k, i in seen.items()]
+
+    def _rank_call(
+        self, candidates: Sequence[Any], limit: int, actor: str | None
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``client.filter_rank``'s arguments for these candidates."""
+        pairs = [(k, s) for k, s, _ in candidates]
+        kwargs = {"actor": actor or self.actor, "historical": self.historical, "limit": limit}
+        return (pairs,), kwargs
+
+    @staticmethod
+    def _ranked(candidates: Sequence[Any], response: pb.FilterRankResponse) -> list[Any]:
+        """Kept memories in the sidecar's order; ``score`` is its rank score, Mem0's own
+        score moves to ``mem0_score``."""
+        items = {k: i for k, _, i in candidates}
+        kept = {c.memory_id: c for c in response.candidates if c.kept}
+        out = []
+        for memory_id in response.ranked_ids:
+            c = kept.get(memory_id)
+            if c is None or memory_id not in items:
+                continue
+            item = {**items[memory_id], "mem0_score": items[memory_id].get("score")}
+            item["score"] = c.rank_score
+            shown = mem0_shown(item, c.decision)
+            if shown is not None:
+                out.append(shown)
+        return out
+
+    @staticmethod
+    def _listed(candidates: Sequence[Any], response: pb.FilterRankResponse) -> list[Any]:
+        """Kept memories in Mem0's own order (get_all is a listing, not a ranking)."""
+        kept = {c.memory_id: c for c in response.candidates if c.kept}
+        out = []
+        for memory_id, _, item in candidates:
+            c = kept.get(memory_id)
+            shown = mem0_shown(dict(item), c.decision) if c is not None else None
+            if shown is not None:
+                out.append(shown)
+        return out
+
+    @staticmethod
+    def _changed(result: Any, decision: pb.Decision) -> Any:
+        if decision.effect == pb.EFFECT_DEGRADE and isinstance(result, dict):
+            return {**result, DECISION_KEY: mem0_decision(decision)}
+        return result
+
+    @staticmethod
+    def _revision(stored: pb.Memory, writer: str) -> dict[str, Any]:
+        """`client.revise`'s keywords for an update by `writer`: the record's lineage
+        kept (type, tags, claim, dependencies, ...), its creator now the writer."""
+        fields: dict[str, Any] = {
+            "creator": writer,
+            "actor": writer,
+            "expected_version": stored.version,
+            "type": stored.type or "fact",
+            "tags": list(stored.tags),
+            "dependencies": list(stored.dependencies),
+            "confidence": stored.creator_confidence,
+            "context_id": stored.context_id,
+        }
+        if stored.volatility:
+            fields["volatility"] = stored.volatility
+        if stored.HasField("claim"):
+            c = stored.claim
+            fields["claim"] = (c.subject, c.attribute, c.value)
+        return fields
+
+    @staticmethod
+    def _no_lineage_change(metadata: Mapping[str, Any] | None) -> None:
+        if metadata and LINEAGE_KEY in metadata:
+            raise ValueError(f"{LINEAGE_KEY}: lineage is recorded once, by add; update keeps it")
