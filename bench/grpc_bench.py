@@ -100,6 +100,7 @@ BEST_LOG = "sidecar + decision log, best case"
 FRESH = "sidecar, every decision fresh (reuse off)"
 SHADOW = "sidecar, every decision fresh, a shadow candidate loaded"
 COLD = "sidecar, every decision fresh, no kept views"
+OTHER_WORKERS = "sidecar, every decision fresh, grpc_workers = {}"
 MIX = "sidecar, 5% Record mix (reuse on)"
 
 # --rows: names and groups.
@@ -113,6 +114,7 @@ ROWS = (
     "log",
     "shadow",
     "views",
+    "workers",
 )
 ROW_GROUPS = {
     "all": ROWS,
@@ -998,6 +1000,8 @@ async def run(opts: argparse.Namespace) -> int:
     with_shadow.write_text(f"{REUSE_OFF_TOML}shadow_policy_dir = {json.dumps(str(candidate))}\n")
     no_views = tmp / "no-views.toml"
     no_views.write_text(f"{REUSE_OFF_TOML}keep_views = false\n")
+    other_workers = tmp / "other-workers.toml"
+    other_workers.write_text(f"{REUSE_OFF_TOML}grpc_workers = {opts.other_workers}\n")
     print(
         f"gRPC bench on loopback, a SHARED {os.cpu_count()}-core box (other jobs run beside "
         f"it: figures are indicative, compare rows of one run), load average {_loadavg()}"
@@ -1171,7 +1175,7 @@ async def run(opts: argparse.Namespace) -> int:
 
             # Reuse off: every decision fresh.
             latency = backend == "embedded" and "latency" in rows
-            if rows & {"fresh-check", "fresh-fr", "shadow", "views"} or latency:
+            if rows & {"fresh-check", "fresh-fr", "shadow", "views", "workers"} or latency:
                 sidecar = launch_sidecar(
                     tmp, fresh_url, "off", f"fresh-{backend}", reuse_off, opts.runtime
                 )
@@ -1273,6 +1277,22 @@ async def run(opts: argparse.Namespace) -> int:
                             )
                         finally:
                             cold.stop()
+                    if backend == "embedded" and "workers" in rows and opts.rounds:
+                        other = launch_sidecar(
+                            tmp, "embedded", "off", "fresh-workers", other_workers, opts.runtime
+                        )
+                        label = OTHER_WORKERS.format(opts.other_workers)
+                        try:
+                            await load(other.address, opts.memories, opts.seed, "f")
+                            for rpc, requests in (
+                                ("Check", workload.check),
+                                ("FilterRank", workload.filter_rank),
+                            ):
+                                interleaved[f"workers/{rpc}"] = await paired(
+                                    other, sidecar, rpc, requests, opts, label, FRESH
+                                )
+                        finally:
+                            other.stop()
                     if not calibrated:
                         await calibration(workload)
                         calibrated = True
@@ -1464,6 +1484,20 @@ def report_targets(
             f"{opts.rounds} alternating windows; median round "
             f"{1 - statistics.median(ratios):.0%} slower)"
         )
+    from memlineage.grpc_api.server import EMBEDDED_WORKERS
+
+    for rpc in ("Check", "FilterRank"):
+        if f"workers/{rpc}" in interleaved:
+            other_r, default_r, ratios = interleaved[f"workers/{rpc}"]
+            print(
+                f"grpc_workers (embedded, reuse off): fresh {rpc} {other_r.rps:,.0f} calls/s "
+                f"with {opts.other_workers} workers vs {default_r.rps:,.0f}/s with the default "
+                f"{EMBEDDED_WORKERS} = {other_r.rps / default_r.rps:.2f}x (interleaved, "
+                f"{len(ratios)} alternating windows, median round "
+                f"{1 / statistics.median(ratios):.2f}x; server CPU per call "
+                f"{other_r.server_us:,.0f} vs {default_r.server_us:,.0f} us; p50 "
+                f"{other_r.pct(0.5):.2f} vs {default_r.pct(0.5):.2f} ms)"
+            )
     if "views/fresh" in interleaved:
         cold_r, kept_r, ratios = interleaved["views/fresh"]
         print(
@@ -1599,6 +1633,14 @@ def main() -> int:
         "--native",
         action="store_true",
         help="with --profile: C frames too (pauses the server per sample)",
+    )
+    p.add_argument(
+        "--other-workers",
+        type=int,
+        default=2,
+        metavar="N",
+        help="the workers row: a reuse-off sidecar with grpc_workers = N, measured in "
+        "alternation with the default one (embedded, needs --rounds)",
     )
     p.add_argument(
         "--gil",

@@ -67,7 +67,7 @@ class Config:
     )
     grpc_workers: int = _setting(
         0,
-        "gRPC worker threads for unary calls, 0 to 1024; 0: automatic, 4 on embedded (CPU-bound), "
+        "gRPC worker threads for unary calls, 0 to 1024; 0: automatic, 2 on embedded (CPU-bound), "
         "32 on Redis (waits on the network). Watch streams have a pool of their own. On "
         "grpc_runtime aio: the threads of the calls that wait (cascades, admin, Redis)",
         "serving",

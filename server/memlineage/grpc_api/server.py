@@ -46,7 +46,10 @@ SERVICE_NAMES = (
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 # gRPC worker threads: the in-process store keeps them busy on the CPU, where more
 # threads only contend for the GIL; a network store waits, so more calls overlap.
-EMBEDDED_WORKERS = 4
+# Two on embedded: in `grpc_bench.py --rows workers` (two sidecars in alternating
+# windows) fresh Checks ran 1.30-1.33x as fast as with four, FilterRank 1.00-1.05x;
+# one and three were between (1.11x, 1.19x).
+EMBEDDED_WORKERS = 2
 NETWORK_STORE_WORKERS = 32
 
 
