@@ -1291,6 +1291,10 @@ async def run(opts: argparse.Namespace) -> int:
                                 interleaved[f"workers/{rpc}"] = await paired(
                                     other, sidecar, rpc, requests, opts, label, FRESH
                                 )
+                            one = argparse.Namespace(**{**vars(opts), "concurrency": 1})
+                            interleaved["workers/Check@1"] = await paired(
+                                other, sidecar, "Check", workload.check, one, label, FRESH
+                            )
                         finally:
                             other.stop()
                     if not calibrated:
@@ -1486,11 +1490,13 @@ def report_targets(
         )
     from memlineage.grpc_api.server import EMBEDDED_WORKERS
 
-    for rpc in ("Check", "FilterRank"):
+    for rpc in ("Check", "FilterRank", "Check@1"):
         if f"workers/{rpc}" in interleaved:
             other_r, default_r, ratios = interleaved[f"workers/{rpc}"]
+            at_one = " at one call in flight" if rpc.endswith("@1") else ""
             print(
-                f"grpc_workers (embedded, reuse off): fresh {rpc} {other_r.rps:,.0f} calls/s "
+                f"grpc_workers (embedded, reuse off): fresh {rpc.removesuffix('@1')}{at_one} "
+                f"{other_r.rps:,.0f} calls/s "
                 f"with {opts.other_workers} workers vs {default_r.rps:,.0f}/s with the default "
                 f"{EMBEDDED_WORKERS} = {other_r.rps / default_r.rps:.2f}x (interleaved, "
                 f"{len(ratios)} alternating windows, median round "
