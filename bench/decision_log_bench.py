@@ -2,8 +2,8 @@
 thread and with four (prints figures, asserts nothing; not a timed test).
 
 In-process, no gRPC: fresh read Checks (reuse off) on 2,000 memories as
-``grpc_bench.py`` loads them, by 1 and by 4 threads (the embedded sidecar's workers),
-each row beside the same Checks with the log off in the same run:
+``grpc_bench.py`` loads them, by 1 and by 4 threads (the embedded sidecar's workers
+until 2026-12-06; 2 now), each row beside the same Checks with the log off in the same run:
 
 - ``log off``: the baseline;
 - ``log to a file``: the shipped writer (``engine/decision_log.py``: lines chained

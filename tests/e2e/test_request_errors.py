@@ -178,7 +178,7 @@ def test_undecodable_bytes_on_health_and_reflection(
 
 def test_idle_health_calls_leave_the_api_its_workers(sidecar: Sidecar) -> None:
     """Health calls that never send their request hold health's own threads: the API's
-    four workers (embedded) stay free (before: four such calls stopped every call)."""
+    workers (embedded) stay free (before: four such calls stopped every call)."""
     stop = threading.Event()
 
     def never() -> Iterator[bytes]:

@@ -1,5 +1,5 @@
 """Unary calls that never send their request, against a real sidecar on the synchronous
-server (embedded store, four workers): they hold threads the pool grows for them, not
+server (embedded store, `EMBEDDED_WORKERS` workers): they hold threads the pool grows for them, not
 the workers that serve whole calls (before: four such calls made every other call run
 to its deadline). On grpc.aio such a call holds no thread: test_aio_runtime.py."""
 

@@ -2,7 +2,7 @@
 
 The sync server hands a unary call to a worker thread, which then waits for the
 request message: a caller that opens calls and never sends one holds a worker each,
-and four of them (the embedded store's pool) stopped every other caller. A thread
+and four of them (the embedded store's pool then) stopped every other caller. A thread
 per call in flight instead (a wide pool) was slower at 32 calls in flight, the
 threads contending for the GIL. So the server's pool (`CallPool`) keeps its
 `workers` threads and knows which of its calls still wait for their request: once
