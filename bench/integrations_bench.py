@@ -185,31 +185,25 @@ def _mem0_run(
             lat.setdefault(("add", which), []).append((time.perf_counter() - t) * 1e3)
             added[which] += [r["id"] for r in result["results"]]
     calls["add"], before = per_op(client, before, items), client.calls.copy()
-    for i, (bare_id, wrapped_id) in enumerate(zip(added["bare"], added["wrapped"], strict=True)):
-        text = f"the user now prefers hotel {i} by the river"
-        timed(lat.setdefault(("update", "bare"), []), bare.update, bare_id, text)
-        # the writer named: the update is a new version of the record (Check + Revise)
-        timed(
-            lat.setdefault(("update", "wrapped"), []),
-            wrapped.update,
-            wrapped_id,
-            text,
-            actor="user:alice",
-        )
-    calls["update"], before = per_op(client, before, len(added["bare"])), client.calls.copy()
-    # the same through another wrapper of that Mem0 memory: it knows no version, reads it
+    # the writer named: the update is a new version of the record (Check + Revise); then
+    # the same through another wrapper of that Mem0 memory, which knows no version
+    pairs = list(zip(added["bare"], added["wrapped"], strict=True))
     other = type(wrapped)(wrapped.memory, client)
-    for i, (bare_id, wrapped_id) in enumerate(zip(added["bare"], added["wrapped"], strict=True)):
-        text = f"the user now prefers hotel {i} by the park"
-        timed(lat.setdefault(("update*", "bare"), []), bare.update, bare_id, text)
-        timed(
-            lat.setdefault(("update*", "wrapped"), []),
-            other.update,
-            wrapped_id,
-            text,
-            actor="user:alice",
-        )
-    calls["update*"], before = per_op(client, before, len(added["bare"])), client.calls.copy()
+    for op, guarded, where in (
+        ("update", wrapped, "by the river"),
+        ("update*", other, "by the park"),
+    ):
+        for i, (bare_id, wrapped_id) in enumerate(pairs):
+            text = f"the user now prefers hotel {i} {where}"
+            timed(lat.setdefault((op, "bare"), []), bare.update, bare_id, text)
+            timed(
+                lat.setdefault((op, "wrapped"), []),
+                guarded.update,
+                wrapped_id,
+                text,
+                actor="user:alice",
+            )
+        calls[op], before = per_op(client, before, len(pairs)), client.calls.copy()
     searches = max(1, items // 2)
     wide = 10 * wrapped.overfetch
     for i in range(searches):

@@ -36,7 +36,7 @@ from memlineage.integrations.mem0_memory import (
 )
 from memlineage.v1 import memlineage_pb2 as pb
 from openai import BadRequestError
-from support.faults import LosesRevise
+from support.faults import LosesExplain, LosesRevise
 from support.mem0_offline import REFUSED, embedder, mem0_config
 from support.sidecar import RunningSidecar
 
@@ -376,6 +376,25 @@ def test_a_named_writers_update_the_sidecar_cannot_record_is_undone_in_mem0(
             memory.update = real  # type: ignore[method-assign]
         record = client.explain(item["id"]).memory  # Mem0 failed: no new version
         assert (record.creator.id, record.version) == ("agent:planner", 1)
+
+
+def test_an_update_whose_version_read_failed_is_undone_in_mem0(
+    memory: Memory, ml: MemLineageClient, sidecar: RunningSidecar, user: str
+) -> None:
+    """The version a wrapper does not know is read beside the update's check, before
+    Mem0's update; when that read failed, its error is raised after Mem0's update, so
+    Mem0 gets the old text back and the record keeps its version, as when the read
+    came after."""
+    me = f"user:{user}"
+    (item,) = GuardedMem0Memory(memory, ml, actor=me).add(
+        "book the train", user_id=user, infer=False
+    )["results"]
+    with LosesExplain(sidecar.address, timeout=10) as client:
+        client.lose = True
+        with pytest.raises(Unavailable, match="went away"):
+            GuardedMem0Memory(memory, client, actor=me).update(item["id"], "book the plane")
+    assert memory.get(item["id"])["memory"] == "book the train"
+    assert ml.explain(item["id"]).memory.version == 1
 
 
 def test_an_update_by_a_named_writer_is_a_version_of_its_making(

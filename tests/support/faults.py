@@ -18,3 +18,15 @@ class LosesRevise(MemLineageClient):
         if self.lose:
             raise Unavailable(grpc.StatusCode.UNAVAILABLE, "the sidecar went away")
         return super().revise(*args, **kwargs)
+
+
+class LosesExplain(MemLineageClient):
+    """The real client, whose Explain calls fail as an unreachable sidecar's would once
+    `lose` is set (an adapter reading a version it does not know must then give up)."""
+
+    lose = False
+
+    def explain(self, *args: Any, **kwargs: Any) -> Any:
+        if self.lose:
+            raise Unavailable(grpc.StatusCode.UNAVAILABLE, "the sidecar went away")
+        return super().explain(*args, **kwargs)

@@ -253,40 +253,22 @@ class Checks(EngineBase):
         reliability_of, value_of = scores.reliability.get, scores.value.get
         downranks: dict[int, float] = {}  # per distinct decision: the product of its factors
         reusing = window.table is not None  # else no candidate is looked up nor kept
-        # Per candidate, in the loop below: no call that the loop can do itself (a
-        # FilterRank of 100 makes 100 of each). Records and candidates are built with
-        # tuple.__new__ (a NamedTuple's generated __new__ costs ~3x as much): the
+        # Records and candidates are built with tuple.__new__ (a NamedTuple's generated
+        # __new__ costs ~3x as much; FilterRank makes one of each per candidate): the
         # fields given, then the defaults of the rest (`_RECORD_REST`, `_RANKED_REST`).
-        fresh = not reusing and not down and self.shadow.current is None
-        scoring, who, inf = self.scoring, actor.id, math.inf
+        scoring, who = self.scoring, actor.id
         new_tuple = tuple.__new__
         for (mid, sim), decision_id in zip(candidates, decision_ids, strict=True):
             ids1 = (mid,)
             view = alone.get(mid) if alone else None
-            if view is None and fresh:  # the common case, `_candidate` without reuse
-                req.memory = facts.get(mid) or UnknownMemory(mid, ns)
-                snap.horizon = inf
-                d = decide(compiled, req, snap)
-                if d.errors:
-                    d = self._checked(d, "read", snap)
-            elif down:
+            # a reuse key only where a decision is looked up or kept
+            key = (ns, "read", ids1, actor.kind, who, spend, "", historical) if reusing else None
+            if down:
                 d = store_down("read")
+            elif view is None:
+                d = self._candidate(window, compiled, req, snap, facts, records, mid, key, now)
             else:
-                key = (ns, "read", ids1, actor.kind, who, spend, "", historical)
-                if view is None:
-                    d = self._candidate(
-                        window,
-                        compiled,
-                        req,
-                        snap,
-                        facts,
-                        records,
-                        mid,
-                        key if reusing else None,
-                        now,
-                    )
-                else:
-                    d, reliability, value = self._alone(window, compiled, req, view, mid, key, now)
+                d, reliability, value = self._alone(window, compiled, req, view, mid, key, now)
             if view is None:
                 reliability = reliability_of(mid, 1.0)
                 value = value_of(mid, 1.0)
@@ -337,7 +319,7 @@ class Checks(EngineBase):
         req: Request,
         view: Mapping[str, MemoryRecord],
         mid: str,
-        key: ReuseKey,
+        key: ReuseKey | None,
         now: float,
     ) -> tuple[Decision, float, float]:
         """A candidate decided on its own view, as a Check of it alone (its scores and
@@ -348,17 +330,7 @@ class Checks(EngineBase):
         assert scores is not None  # rank= always asks for values
         snap, facts = snapshot_of(view, self.store, ns, now, scores=scores, reads=reads)
         self._bound(snap, window)
-        d = self._candidate(
-            window,
-            compiled,
-            req,
-            snap,
-            facts,
-            view,
-            mid,
-            key if window.table is not None else None,
-            now,
-        )
+        d = self._candidate(window, compiled, req, snap, facts, view, mid, key, now)
         return d, scores.reliability.get(mid, 1.0), scores.value.get(mid, 1.0)
 
     def _candidate(

@@ -229,25 +229,9 @@ def _chain_min(records: Mapping[str, MemoryRecord], own: dict[str, float]) -> di
         out[rid] = value
         return value
 
-    # `settle` of each record with dependencies, its first level written out (a
-    # FilterRank loads ~2 records a candidate: a call per record and per dependency
-    # was a quarter of the scoring); deeper levels recurse as before.
-    get = out.get
     for rid, rec in records.items():
-        deps = rec.dependencies
-        if not deps or rid in out or rid not in own:
-            continue
-        value = own[rid]
-        out[rid] = value  # provisional, as in `settle`
-        for d in deps:
-            d = d if type(d) is str else d.id  # type: ignore[union-attr]  # not a str: a MemoryRef
-            if d in own:
-                low = get(d)
-                if low is None:
-                    low = own[d] if not records[d].dependencies else settle(d)
-                if low < value:
-                    value = low
-        out[rid] = value
+        if rec.dependencies and rid in own:
+            settle(rid)
     if not out:
         return own
     settled = own.copy()  # same keys, same order: only the settled values change
