@@ -273,6 +273,10 @@ class CodeGen:
     sources: dict[str, tuple[str, ...]]
     globals: dict[str, object] = field(default_factory=lambda: dict(RUNTIME))
     actions: frozenset[str] = frozenset()  # the lists declared with `actions`
+    # Off: a comparison of a value that moves with time is written as a plain one, not
+    # as `_tc`/`_tc_r` telling the snapshot (the conditions a snapshot that takes no
+    # notes is tested with: `OpPlan.test_fixed`).
+    noting: bool = True
     _const_stack: tuple[str, ...] = ()
 
     def source_var(self, name: str) -> str:
@@ -348,7 +352,7 @@ class CodeGen:
                 test = f"({left} in {self.expr(right_node, scope)})"
             return f"(not {test})" if e.op == "not in" else test
         right = self.expr(e.right, scope)
-        if e.op in _COMPARE:
+        if e.op in _COMPARE and self.noting:
             kl, kr = self.time_kind(e.left, scope), self.time_kind(e.right, scope)
             if kl in MOVING and kr is None:
                 return f"_tc(s, now, {kl!r}, {left}, {e.op!r}, {right})"

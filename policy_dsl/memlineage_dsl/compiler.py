@@ -64,6 +64,9 @@ class CompiledPolicy:
     time_exact: bool = True
     # A message with values computed per decision (`message` is then unused).
     message_fn: Value | None = None
+    # `when_source` with its comparisons of moving values written plainly (no `_tc`):
+    # what `OpPlan.test_fixed` tests; None when it is `when_source` itself.
+    when_fixed: str | None = None
 
     @property
     def static(self) -> bool:
@@ -99,6 +102,12 @@ class OpPlan:
     # `act` only: the policies whose condition reads the arguments (a denial by one
     # says which argument, origin and grant).
     arg_readers: frozenset[str] = frozenset()
+    # `test` with each comparison of a value that moves with time written plainly
+    # instead of through `_tc`, which tells the snapshot when the outcome will change:
+    # for a snapshot that takes no such notes (`timed` false, a decision that will
+    # not be kept), the same outcomes for less work. None: `test` has no such
+    # comparison.
+    test_fixed: Test | None = None
 
 
 @dataclass(frozen=True)
@@ -208,6 +217,7 @@ def _compile_policy(
         score=score,
         cost=cost,
         when_source=gen.expr(policy.when) if policy.when is not None else "True",
+        when_fixed=_fixed_source(gen, policy.when),
         functions=_names_used(policy, gen.consts, A.Call),
         attributes=_names_used(policy, gen.consts, A.Attr),
         time_exact=all(
@@ -226,6 +236,19 @@ def _compile_policy(
             if e is not None
         ),
     )
+
+
+def _fixed_source(gen: CodeGen, when: A.Expr | None) -> str | None:
+    """`when` as generated with `gen.noting` off, if that differs from `gen.expr(when)`."""
+    if when is None or not gen.noting:
+        return None
+    noted = gen.expr(when)
+    gen.noting = False
+    try:
+        fixed = gen.expr(when)
+    finally:
+        gen.noting = True
+    return None if fixed == noted else fixed
 
 
 def _names_used(
@@ -254,18 +277,24 @@ def _names_used(
 
 
 def _test_function(
-    gen: CodeGen, name: str, policies: tuple[CompiledPolicy, ...], ks: Sequence[int]
+    gen: CodeGen,
+    name: str,
+    policies: tuple[CompiledPolicy, ...],
+    ks: Sequence[int],
+    fixed: bool = False,
 ) -> Test:
     """Generate `name`: the conditions of the policies at plan positions `ks`, each in
-    its own try; it returns the positions that fired and those that raised, in order."""
+    its own try; it returns the positions that fired and those that raised, in order.
+    `fixed`: their `when_fixed` forms (see `OpPlan.test_fixed`)."""
     lines = [f"def {name}(m, t, r, s, now):", "    fired = []", "    bad = None"]
     for k in ks:
         p = policies[k]
         probe = gen.rule_probes(p.index)
+        when = (p.when_fixed or p.when_source) if fixed else p.when_source
         lines += [
             "    try:",
             *([f"        {probe[0]}"] if probe else []),
-            f"        if {p.when_source}:",
+            f"        if {when}:",
             f"            fired.append({k})",
             *([f"            {probe[1]}"] if probe else []),
             "    except Exception as exc:",
@@ -290,6 +319,11 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
     also the request-only and the memory halves)."""
     every = range(len(policies))
     test = _test_function(gen, f"_test_{op}", policies, every)
+    test_fixed = (
+        _test_function(gen, f"_test_{op}_fixed", policies, every, fixed=True)
+        if any(p.when_fixed is not None for p in policies)
+        else None
+    )
     test_request = test_memory = None
     if op == "act":
         by_memory = [k for k in every if _reads_memory(policies[k].when_source)]
@@ -309,6 +343,7 @@ def _plan(gen: CodeGen, op: str, policies: tuple[CompiledPolicy, ...]) -> OpPlan
         reusable=all(p.time_exact for p in policies),
         test_request=test_request,
         test_memory=test_memory,
+        test_fixed=test_fixed,
         arg_readers=frozenset(p.name for p in policies if "args" in p.attributes),
     )
 

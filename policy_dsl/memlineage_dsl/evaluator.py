@@ -37,7 +37,15 @@ from .decision import (
     Reason,
     stricter,
 )
-from .facts import Creator, LineageSnapshot, Memory, MemoryFacts, Request, UnknownProvenance
+from .facts import (
+    Creator,
+    LineageSnapshot,
+    Memory,
+    MemoryFacts,
+    Request,
+    UnknownProvenance,
+    snap_timed,
+)
 from .limits import MAX_COST
 
 _T = TypeVar("_T")
@@ -71,7 +79,9 @@ def decide(ps: CompiledPolicySet, req: Request, snap: LineageSnapshot) -> Decisi
             return _decide_act(ps, plan, req, snap)
         m = req.memory  # `_decide_one`, written out: the call per decision is its cost
         t = req.target if req.target is not None else m
-        fired, bad = plan.test(m, t, req, snap, req.time)
+        # a snapshot that takes no notes of time comparisons: the plain ones
+        test = plan.test if plan.test_fixed is None or snap_timed(snap) else plan.test_fixed
+        fired, bad = test(m, t, req, snap, req.time)
         if not fired and not bad:
             return plan.allow_all
         return _fired_decision(ps, plan, fired, bad, m, t, req, snap)

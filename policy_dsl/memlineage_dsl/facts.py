@@ -263,6 +263,14 @@ class LineageSnapshot(Protocol):
         """A time-dependent comparison was evaluated (see `horizon`)."""
 
 
+def snap_timed(snap: LineageSnapshot) -> bool:
+    """Whether `snap` takes `note`s. A snapshot may say it does not with a false
+    `timed` attribute (its `note` must then do nothing): the evaluator then tests the
+    conditions with plain comparisons (`OpPlan.test_fixed`), the same outcomes
+    without a call per comparison. No such attribute: it does."""
+    return getattr(snap, "timed", True) is not False
+
+
 @dataclass(slots=True)
 class Request:
     """One operation to decide. `memory` is its subject; `target` the stored

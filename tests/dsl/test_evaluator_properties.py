@@ -1,6 +1,7 @@
 """Properties of evaluation over generated policy sets and generated inputs:
 it never raises, always returns one of the three effects, and keeps the
-compliance score in [0,1] and the expected cost finite and non-negative."""
+compliance score in [0,1] and the expected cost finite and non-negative; a
+snapshot that takes no notes of time comparisons gets the same decisions."""
 
 from __future__ import annotations
 
@@ -56,6 +57,20 @@ def snapshots(draw: st.DrawFn) -> tuple[DictSnapshot, list]:
     return DictSnapshot(known, calls), memories
 
 
+class Untimed(DictSnapshot):
+    """The same lineage, saying it takes no notes (`timed`): counts those it gets
+    (tests/dsl/test_horizon.py: none from conditions)."""
+
+    timed = False
+
+    def __init__(self, like: DictSnapshot) -> None:
+        super().__init__(like.memories.values(), like.call_events, like.act_events)
+        self.notes = 0
+
+    def note(self, kind: str, q: object, c: object, now: float) -> None:
+        self.notes += 1
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     text=well_typed_policy_sets(),
@@ -80,6 +95,7 @@ def test_evaluation_is_total_and_scores_stay_in_range(text, strategy, world, op,
         memories=relied,
     )
     d = decide(build.compiled, request, snapshot)
+    assert decide(build.compiled, request, Untimed(snapshot)) == d  # `OpPlan.test_fixed`
     assert d.effect in (ALLOW, DEGRADE, DENY)
     assert 0.0 <= d.compliance_score <= 1.0
     assert d.expected_cost >= 0.0 and not math.isnan(d.expected_cost)

@@ -92,6 +92,45 @@ def test_horizon_of_a_count_is_its_next_change() -> None:
     assert _horizon('calls("tool:x", 1h) >= 2', m, calls) == NOW + 50.0  # a later one enters
 
 
+class _Counting(DictSnapshot):
+    notes = 0
+
+    def note(self, kind: str, q: object, c: object, now: float) -> None:
+        self.notes += 1
+        super().note(kind, q, c, now)
+
+
+class _Untimed(DictSnapshot):
+    timed = False  # takes no notes: the evaluator compares plainly
+
+    def note(self, kind: str, q: object, c: object, now: float) -> None:
+        raise AssertionError(f"noted {kind} {q!r} vs {c!r}: the conditions should not tell")
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        "age(memory) > 1h",
+        "memory.created_at < now - 1h",
+        "memory.reliability < 0.3",
+        "min(a in lineage(memory) : a.reliability) < 0.3",
+        "any(a in lineage(memory) : age(a) > 1h)",
+    ],
+)
+@pytest.mark.parametrize("age", [3000.0, 4000.0])
+def test_a_snapshot_taking_no_notes_gets_the_same_decision_without_them(
+    when: str, age: float
+) -> None:
+    """A snapshot whose decision will not be kept (`timed` false) is not told of each
+    time comparison (a call apiece on every fresh decision): the same outcome."""
+    m = MemoryFacts("m", created_at=NOW - age, reliability=age / 10_000)
+    compiled = _compiled(when)
+    timed = _Counting([m])
+    want = decide(compiled, Request("read", m, time=NOW), timed)
+    assert timed.notes > 0  # a snapshot that takes notes is told
+    assert decide(compiled, Request("read", m, time=NOW), _Untimed([m])) == want
+
+
 def test_short_circuit_reports_only_what_was_evaluated() -> None:
     m = MemoryFacts("m", type="plan", created_at=NOW - 3000.0)
     assert _horizon('memory.type == "fact" and age(memory) > 1h', m) == math.inf
