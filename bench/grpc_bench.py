@@ -705,14 +705,22 @@ async def paired(
     label: str = AIO,
     sidecar_label: str = BEST,
     writes: Writes | None = None,
+    inflight: int | None = None,
 ) -> tuple[Result, Result, list[float]]:
     """The ceiling and the sidecar measured in alternation, `opts.rounds` short windows
     each (the same total time as one row): what else runs on the machine weighs on
     both alike. With `writes`, the sidecar's windows are the Record mix (the ceiling
-    serves Checks only, as in the mix row). Returns the summed results and the ratio
-    of each round."""
+    serves Checks only, as in the mix row). `inflight`: calls in flight, else
+    `opts.concurrency`; with 1, each round's ratio is its p50 latency over the
+    ceiling's (else requests/s over the ceiling's). Returns the summed results and
+    the ratio of each round."""
     short = argparse.Namespace(
-        **{**vars(opts), "duration": opts.duration / opts.rounds, "warmup": 0.3}
+        **{
+            **vars(opts),
+            "duration": opts.duration / opts.rounds,
+            "warmup": 0.3,
+            "concurrency": inflight or opts.concurrency,
+        }
     )
     pairs = []
     for _ in range(opts.rounds):
@@ -748,7 +756,7 @@ async def paired(
     return (
         total([c for c, _ in pairs]),
         total([s for _, s in pairs]),
-        [s.rps / c.rps for c, s in pairs],
+        [s.pct(0.5) / c.pct(0.5) if inflight == 1 else s.rps / c.rps for c, s in pairs],
     )
 
 
@@ -1234,6 +1242,17 @@ async def run(opts: argparse.Namespace) -> int:
                                 concurrency=1,
                             )
                         )
+                        if backend == "embedded" and opts.rounds:
+                            interleaved["latency/same"] = await paired(
+                                same(),
+                                sidecar,
+                                "Check",
+                                workload.check,
+                                opts,
+                                same_label,
+                                FRESH,
+                                inflight=1,
+                            )
                     if backend == "embedded" and "shadow" in rows:
                         shadow = launch_sidecar(
                             tmp,
@@ -1444,6 +1463,18 @@ def report_targets(
             f"{statistics.median(ratios):.0%}, rounds {min(ratios):.0%}-{max(ratios):.0%}"
         )
 
+    def latency_rounds() -> str:
+        """The one-call rows measured in alternating windows: p50 over the ceiling's."""
+        if "latency/same" not in interleaved:
+            return ""
+        c, sc, ratios = interleaved["latency/same"]
+        return (
+            f"; interleaved ({opts.rounds} alternating windows of "
+            f"{opts.duration / opts.rounds:g} s): p50 {sc.pct(0.5):.3f} / {c.pct(0.5):.3f} ms "
+            f"= {sc.pct(0.5) / c.pct(0.5):.2f}x, median round {statistics.median(ratios):.2f}x, "
+            f"rounds {min(ratios):.2f}-{max(ratios):.2f}x"
+        )
+
     n = opts.concurrency
     stack = f"bare {opts.runtime}"  # the ceiling on the sidecar's own stack
     aio, sync = ceilings.get(("Check", n), (None, None))
@@ -1537,7 +1568,8 @@ def report_targets(
             f"-> sidecar fresh {r.pct(0.5):.3f} ms / {stack} {same1.pct(0.5):.3f} ms = "
             f"{factor:.2f}x: {_met(factor <= TARGET_P50_FACTOR)} (p99: sidecar "
             f"{r.pct(0.99):.3f} ms, {stack} {same1.pct(0.99):.3f} ms; bare sync p50 "
-            f"{sync1.pct(0.5):.3f} ms, bare aio p50 {aio1.pct(0.5):.3f} ms)"
+            f"{sync1.pct(0.5):.3f} ms, bare aio p50 {aio1.pct(0.5):.3f} ms"
+            f"{latency_rounds()})"
         )
     else:
         print("target: p50 at one call in flight: not measured in this run (--rows latency)")
