@@ -290,10 +290,11 @@ def handler_totals(metrics_port: int | None) -> tuple[float, float, float]:
     return sums["sum"], sums["count"], float(reused.group(1)) if reused else float("nan")
 
 
-def launch(args: list[str], log: Path) -> ServerProcess:
-    """Start a server process; its stderr goes to `log`, where it announces its port."""
+def launch(args: list[str], log: Path, env: dict[str, str] | None = None) -> ServerProcess:
+    """Start a server process; its stderr goes to `log`, where it announces its port.
+    `env`: its environment (None: this process's)."""
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=fh, cwd=REPO)
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=fh, cwd=REPO, env=env)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         m = READY.search(log.read_text(errors="replace"))
@@ -327,10 +328,12 @@ def launch_sidecar(
     label: str,
     config: Path | None = None,
     runtime: str = "sync",
+    env: dict[str, str] | None = None,
 ) -> ServerProcess:
     """`memlineage serve`; `config`: a TOML file for `--config` (its flags still win);
-    `runtime`: its `--grpc-runtime`. Its metrics endpoint is on: the bench reads the
-    handlers' own time from it."""
+    `runtime`: its `--grpc-runtime`; `env`: its environment (another revision's code on
+    its `PYTHONPATH`: `revision_bench.py`). Its metrics endpoint is on: the bench reads
+    the handlers' own time from it."""
     metrics_port = free_port()
     proc = launch(
         [
@@ -353,6 +356,7 @@ def launch_sidecar(
             runtime,
         ],
         tmp / f"{label}.log",
+        env,
     )
     proc.metrics_port = metrics_port
     return proc

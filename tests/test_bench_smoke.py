@@ -76,6 +76,25 @@ def test_runtime_bench_serves_both_runtimes_to_the_end() -> None:
     assert "aio / sync p50: median round" in out.stdout
 
 
+def test_revision_bench_runs_the_baseline_revision_beside_the_tree() -> None:
+    """The baseline sidecar runs the checked-out revision's code (the bench refuses to
+    go on otherwise), the pair starts twice in both orders, every row compares them,
+    and the temporary worktree is gone afterwards."""
+    out = run_bench(
+        "revision_bench.py",
+        *("--baseline", "HEAD", "--rounds", "1", "--window", "0.2", "--memories", "200"),
+        timeout=240,
+    )
+    assert out.stdout.count("baseline imports") == 1 and "/baseline/server/" in out.stdout
+    rows = [line.split()[0] for line in out.stdout.splitlines() if line.endswith("us/call")]
+    assert rows == ["baseline", "tree"] * 3, out.stdout
+    assert out.stdout.count("tree / baseline") == 3, out.stdout
+    worktrees = subprocess.run(
+        ["git", "worktree", "list"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    assert "revision-bench-" not in worktrees
+
+
 def test_integrations_bench_prints_every_row_and_both_target_lines() -> None:
     """Every op of both adapters against its bare store, the floor, the target line on
     the issue's ops and the line listing every row over 1 ms (real LangGraph, Mem0
