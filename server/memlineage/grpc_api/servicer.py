@@ -297,19 +297,13 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
         self, request: pb.FilterRankRequest, context: Ctx, principal: Principal
     ) -> bytes:
         ns = self.auth.namespace(principal, request.namespace)
-        candidates = request.candidates
-        serde.count(candidates, "candidates", "candidates")
+        serde.count(request.candidates, "candidates", "candidates")
+        # one pass over the message (each element read makes a wrapper), then the ids
+        pairs = [(c.memory_id, c.similarity) for c in request.candidates]
+        serde.candidate_ids([mid for mid, _ in pairs], "candidates[{}].memory_id")
         ranked = self.engine.filter_rank(
             ns,
-            list(
-                zip(
-                    serde.candidate_ids(
-                        [c.memory_id for c in candidates], "candidates[{}].memory_id"
-                    ),
-                    [c.similarity for c in candidates],
-                    strict=True,
-                )
-            ),
+            pairs,
             serde.actor(request.actor, self.default_actor(ns)),
             budget=serde.budget(request),
             historical=request.historical,
