@@ -87,6 +87,9 @@ target line judges these."""
 UPDATE_ELSEWHERE = "; a wrapper that did not write the key: it reads the version first"
 
 REPEATED = "; one query repeated: its decisions are reused (the best case)"
+MEM0_REUSED = (
+    "; its hits are the same memories search after search: most of their decisions are reused"
+)
 FRESH_SEARCH = "; every decision fresh (a sidecar with reuse off): hits never decided before"
 
 WIDE = (
@@ -307,6 +310,7 @@ def mem0(client: CountingClient, items: int, tmp: Path) -> dict[str, float]:
             inner.close()
     for op in ("add", "update", "update*", "search"):
         note = f"calls/op: {calls[op]}" + (UPDATE_ELSEWHERE if op == "update*" else "")
+        note += MEM0_REUSED if op == "search" else ""
         row("mem0", op, lat[(op, "bare")], lat[(op, "wrapped")], note)
         added[f"mem0 {op}"] = statistics.median(lat[(op, "wrapped")]) - statistics.median(
             lat[(op, "bare")]
