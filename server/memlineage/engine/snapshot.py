@@ -101,9 +101,11 @@ class StoreSnapshot(DictSnapshot):
         self._namespace = namespace
         self._counts: dict[tuple[str, float], tuple[int, float]] = {}
         self.store_failed = False  # a counter read hit an unavailable store
-        # Whether the horizon is wanted: a decision that cannot be kept for reuse
-        # skips working out when its time-dependent tests would flip.
-        self.timed = True
+        # Whether the horizon is wanted: only a decision that may be kept for reuse
+        # works out when its time-dependent tests would flip (`EngineBase._bound`
+        # turns it on); the others (writes, acts, reuse off) are tested with plain
+        # comparisons (`OpPlan.test_fixed`).
+        self.timed = False
 
     def note(self, kind: str, q: object, c: object, now: float) -> None:
         if self.timed:
