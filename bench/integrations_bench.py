@@ -17,7 +17,9 @@ with a real `memlineage serve` (embedded store, bundled policies) on loopback:
   (the writer named: a Revise over the version the wrapper recorded at the add; its
   decision made while Mem0 reads the old value), update* (the same through another
   wrapper, which reads the version beside the decision) and search (top_k 10),
-  interleaved too.
+  interleaved too; its hits are the same memories search after search, so most of
+  their decisions are reused, and ``search~`` searches a third `Memory` wrapped for a
+  sidecar with reuse off.
 
 Both adapters ask the store for ``overfetch x`` the results they return (hidden
 items must not leave a page short): the ``search*`` rows set the wrapped search
@@ -40,13 +42,14 @@ their calls follows ~10 ms of Mem0's own work).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,9 +83,10 @@ TARGET_OPS = (
     "langgraph search~",
     "mem0 add",
     "mem0 search",
+    "mem0 search~",
 )
-"""The ops the issue's bench names (LangGraph search both repeated and fresh): the
-target line judges these."""
+"""The ops the issue's bench names (each search both as the bench repeats it and with
+every decision fresh): the target line judges these."""
 
 UPDATE_ELSEWHERE = "; a wrapper that did not write the key: it reads the version first"
 
@@ -182,40 +186,75 @@ def langgraph(client: CountingClient, items: int) -> dict[str, float]:
     return added
 
 
+@contextlib.contextmanager
+def fresh_sidecar() -> Iterator[CountingClient]:
+    """A sidecar of its own with reuse off (`--no-reuse-decisions`), and a client of
+    it: the `search~` rows, where every decision is fresh."""
+    server = ServeProcess(["--policies", str(REPO / "policies"), "--no-reuse-decisions"])
+    try:
+        with CountingClient(server.address, timeout=30) as client:
+            yield client
+    finally:
+        server.kill()
+
+
+def fresh_row(
+    system: str, client: CountingClient, ops: int, timed_pair: Callable[[], None], lat: Any
+) -> dict[str, float]:
+    """Run `timed_pair` (a bare and a wrapped search, timed into `lat`) `ops` times
+    and print the `search~` row of `system`."""
+    before = client.calls.copy()
+    for _ in range(ops):
+        timed_pair()
+    note = f"calls/op: {per_op(client, before, ops)}{FRESH_SEARCH}"
+    row(system, "search~", lat["bare"], lat["wrapped"], note)
+    return {f"{system} search~": statistics.median(lat["wrapped"]) - statistics.median(lat["bare"])}
+
+
 def langgraph_fresh_search(items: int) -> dict[str, float]:
-    """LangGraph search with every decision fresh: a sidecar of its own with reuse off
-    (`--no-reuse-decisions`), the same items, the same search. What a query whose hits
-    were never decided before costs; the `search` row's repeated query is answered by
-    reuse, the best case."""
+    """LangGraph search with every decision fresh (`fresh_sidecar`), the same items,
+    the same search: what a query whose hits were never decided before costs; the
+    `search` row's repeated query is answered by reuse, the best case."""
     from langgraph.store.memory import InMemoryStore
     from memlineage.integrations.langgraph_store import GuardedLangGraphStore
 
-    server = ServeProcess(["--policies", str(REPO / "policies"), "--no-reuse-decisions"])
-    try:
-        client = CountingClient(server.address, timeout=30)
-        with client:
-            bare = InMemoryStore()
-            wrapped = GuardedLangGraphStore(
-                InMemoryStore(), client, defaults={"creator": "user:alice"}
+    with fresh_sidecar() as client:
+        bare = InMemoryStore()
+        wrapped = GuardedLangGraphStore(InMemoryStore(), client, defaults={"creator": "user:alice"})
+        for i in range(items):
+            ns, key, value = ("alice", "trip"), f"k{i}", {"text": f"hotel {i} in Shanghai"}
+            bare.put(ns, key, value)
+            wrapped.put(ns, key, value)
+        lat: dict[str, list[float]] = {"bare": [], "wrapped": []}
+
+        def pair() -> None:
+            timed(lat["bare"], bare.search, ("alice",), limit=10)
+            timed(lat["wrapped"], wrapped.search, ("alice",), limit=10)
+
+        return fresh_row("langgraph", client, max(1, items // 5), pair, lat)
+
+
+def mem0_fresh_search(bare: Any, memory: Any, items: int) -> dict[str, float]:
+    """Mem0 search with every decision fresh: `memory` (a third Mem0 `Memory`) wrapped
+    for a `fresh_sidecar`, given the texts the other two were, searched beside `bare`
+    as in the `search` row."""
+    from memlineage.integrations.mem0_memory import GuardedMem0Memory
+
+    with fresh_sidecar() as client:
+        wrapped = GuardedMem0Memory(memory, client)
+        for i in range(items):
+            wrapped.add(
+                f"the user prefers hotel {i} near the station", user_id="alice", infer=False
             )
-            for i in range(items):
-                ns, key, value = ("alice", "trip"), f"k{i}", {"text": f"hotel {i} in Shanghai"}
-                bare.put(ns, key, value)
-                wrapped.put(ns, key, value)
-            lat: dict[str, list[float]] = {"bare": [], "wrapped": []}
-            before = client.calls.copy()
-            searches = max(1, items // 5)
-            for _ in range(searches):
-                timed(lat["bare"], bare.search, ("alice",), limit=10)
-                timed(lat["wrapped"], wrapped.search, ("alice",), limit=10)
-            note = f"calls/op: {per_op(client, before, searches)}{FRESH_SEARCH}"
-            row("langgraph", "search~", lat["bare"], lat["wrapped"], note)
-            return {
-                "langgraph search~": statistics.median(lat["wrapped"])
-                - statistics.median(lat["bare"])
-            }
-    finally:
-        server.kill()
+        lat: dict[str, list[float]] = {"bare": [], "wrapped": []}
+        queries = iter(range(10**9))
+
+        def pair() -> None:
+            query = f"hotel {next(queries)} station"
+            for which, m in (("bare", bare), ("wrapped", wrapped)):
+                timed(lat[which], m.search, query, filters={"user_id": "alice"}, top_k=10)
+
+        return fresh_row("mem0", client, max(1, items // 2), pair, lat)
 
 
 def _mem0_run(
@@ -291,7 +330,8 @@ def floor(client: CountingClient, items: int) -> None:
 
 
 def mem0(client: CountingClient, items: int, tmp: Path) -> dict[str, float]:
-    """Two Mem0 memories, each its own local Qdrant and history db, interleaved."""
+    """Two Mem0 memories, each its own local Qdrant and history db, interleaved; then a
+    third for the fresh search (`mem0_fresh_search`)."""
     from mem0 import Memory
     from memlineage.integrations.mem0_memory import GuardedMem0Memory
 
@@ -301,13 +341,23 @@ def mem0(client: CountingClient, items: int, tmp: Path) -> dict[str, float]:
     with embedder() as url:
         (tmp / "bare").mkdir()
         (tmp / "wrapped").mkdir()
+        (tmp / "fresh").mkdir()
         bare = Memory.from_config(mem0_config(tmp / "bare", url))
         inner = Memory.from_config(mem0_config(tmp / "wrapped", url))
+        fresh = Memory.from_config(mem0_config(tmp / "fresh", url))
         try:
             _mem0_run(bare, GuardedMem0Memory(inner, client), items, lat, client, calls)
+            mem0_rows(added, lat, calls)
+            added.update(mem0_fresh_search(bare, fresh, items))
         finally:
             bare.close()
             inner.close()
+            fresh.close()
+    return added
+
+
+def mem0_rows(added: dict[str, float], lat: dict[tuple[str, str], list[float]], calls: Any) -> None:
+    """The Mem0 rows of `_mem0_run`'s latencies, their added p50 into `added`."""
     for op in ("add", "update", "update*", "search"):
         note = f"calls/op: {calls[op]}" + (UPDATE_ELSEWHERE if op == "update*" else "")
         note += MEM0_REUSED if op == "search" else ""
@@ -316,7 +366,6 @@ def mem0(client: CountingClient, items: int, tmp: Path) -> dict[str, float]:
             lat[(op, "bare")]
         )
     row("mem0", "search*", lat[("search", "wide")], lat[("search", "wrapped")], calls["wide"])
-    return added
 
 
 def main() -> None:

@@ -103,16 +103,18 @@ def test_integrations_bench_prints_every_row_and_both_target_lines() -> None:
     lines = out.stdout.splitlines()
     rows = [(line[:9].strip(), line[10:17].strip()) for line in lines[1:] if line[:9].strip()]
     lg = ("put", "update", "update*", "get", "get x10", "search", "search*", "search~")
-    mem0 = ("add", "update", "update*", "search", "search*")
+    mem0 = ("add", "update", "update*", "search", "search*", "search~")
     assert rows[: len(lg) + len(mem0)] == [
         *(("langgraph", op) for op in lg),
         *(("mem0", op) for op in mem0),
     ], out.stdout
     assert out.stdout.count("floor: one Health round trip") == 2
-    fresh = next(line for line in lines if line.startswith("langgraph search~"))
-    assert "calls/op: FilterRank 1; every decision fresh" in fresh, fresh
+    for system in ("langgraph", "mem0"):
+        fresh = next(line for line in lines if line.startswith(f"{system:9} search~"))
+        assert "calls/op: FilterRank 1; every decision fresh" in fresh, fresh
     named = (
-        "langgraph put, langgraph get, langgraph search, langgraph search~, mem0 add, mem0 search"
+        "langgraph put, langgraph get, langgraph search, langgraph search~, mem0 add, "
+        "mem0 search, mem0 search~"
     )
     target = next(line for line in lines if line.startswith("target: "))
     assert f"(the issue's: {named}) -> worst " in target, target
