@@ -3,8 +3,7 @@ lines that compare them: what `runtime_bench.py` (two runtimes) and
 `revision_bench.py` (two revisions of the code) share.
 
 On this shared box one window can run 1.5x as fast as the next; alternating short
-windows makes what else runs weigh on both sides alike, and the order within a
-round alternates too (the second window of a round is not always the same side's).
+windows (`grpc_bench.alternate`) makes what else runs weigh on both sides alike.
 The rows: Check at 32 calls in flight, FilterRank x100 at 32, Check at one in flight.
 """
 
@@ -31,17 +30,21 @@ async def windows(
     rounds: int,
     window: float,
 ) -> dict[str, list[gb.Result]]:
-    """`rounds` windows of `window` seconds per sidecar, alternating (each round in the
-    other order than the last), each sidecar asked its own workload's requests."""
+    """`rounds` windows of `window` seconds per sidecar (`grpc_bench.alternate`), each
+    sidecar asked its own workload's requests."""
     opts = argparse.Namespace(concurrency=inflight, warmup=0.3, duration=window)
-    rows: dict[str, list[gb.Result]] = {name: [] for name in procs}
     names = list(procs)
-    for k in range(rounds):
-        for name in names if k % 2 == 0 else names[::-1]:
-            w = workloads[name]
-            requests = w.check if rpc == "Check" else w.filter_rank
-            rows[name].append(await gb.measure(name, "embedded", rpc, procs[name], requests, opts))
-    return rows
+    sides: list[gb.Side] = [
+        (
+            name,
+            "embedded",
+            procs[name],
+            workloads[name].check if rpc == "Check" else workloads[name].filter_rank,
+            None,
+        )
+        for name in names
+    ]
+    return dict(zip(names, await gb.alternate(sides, rpc, opts, rounds), strict=True))
 
 
 def row_line(name: str, rows: list[gb.Result], per_call: int = 1) -> str:

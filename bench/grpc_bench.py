@@ -700,6 +700,26 @@ async def measure(
     )
 
 
+Side = tuple[str, str, ServerProcess, list, Writes | None]
+"""One server measured in `alternate`: its label, store, process, requests, writes."""
+
+
+async def alternate(
+    sides: list[Side], rpc: str, opts: argparse.Namespace, rounds: int
+) -> list[list[Result]]:
+    """`rounds` windows of `opts` (duration, warm-up, calls in flight) per side, taken
+    in turn, each round in the other order than the last: what else runs on the
+    machine weighs on every side alike, and no side is always second. Each side's
+    results, in the order of `sides`."""
+    out: list[list[Result]] = [[] for _ in sides]
+    order = list(range(len(sides)))
+    for k in range(rounds):
+        for i in order if k % 2 == 0 else order[::-1]:
+            label, store, proc, requests, writes = sides[i]
+            out[i].append(await measure(label, store, rpc, proc, requests, opts, writes=writes))
+    return out
+
+
 async def paired(
     ceiling: ServerProcess,
     sidecar: ServerProcess,
@@ -711,13 +731,12 @@ async def paired(
     writes: Writes | None = None,
     inflight: int | None = None,
 ) -> tuple[Result, Result, list[float]]:
-    """The ceiling and the sidecar measured in alternation, `opts.rounds` short windows
-    each (the same total time as one row): what else runs on the machine weighs on
-    both alike. With `writes`, the sidecar's windows are the Record mix (the ceiling
-    serves Checks only, as in the mix row). `inflight`: calls in flight, else
-    `opts.concurrency`; with 1, each round's ratio is its p50 latency over the
-    ceiling's (else requests/s over the ceiling's). Returns the summed results and
-    the ratio of each round."""
+    """The ceiling and the sidecar measured in alternation (`alternate`), `opts.rounds`
+    short windows each (the same total time as one row). With `writes`, the sidecar's
+    windows are the Record mix (the ceiling serves Checks only, as in the mix row).
+    `inflight`: calls in flight, else `opts.concurrency`; with 1, each round's ratio
+    is its p50 latency over the ceiling's (else requests/s over the ceiling's).
+    Returns the summed results and the ratio of each round."""
     short = argparse.Namespace(
         **{
             **vars(opts),
@@ -726,16 +745,16 @@ async def paired(
             "concurrency": inflight or opts.concurrency,
         }
     )
-    pairs = []
-    for _ in range(opts.rounds):
-        pairs.append(
-            (
-                await measure(label, "-", rpc, ceiling, requests, short),
-                await measure(
-                    sidecar_label, "embedded", rpc, sidecar, requests, short, writes=writes
-                ),
-            )
-        )
+    ceiling_rows, sidecar_rows = await alternate(
+        [
+            (label, "-", ceiling, requests, None),
+            (sidecar_label, "embedded", sidecar, requests, writes),
+        ],
+        rpc,
+        short,
+        opts.rounds,
+    )
+    pairs = list(zip(ceiling_rows, sidecar_rows, strict=True))
 
     def total(rows: list[Result]) -> Result:
         first = rows[0]
@@ -1458,25 +1477,22 @@ def report_targets(
         return None
 
     def rounds(key: str) -> str:
+        """A row measured again in alternating windows (`paired`): the sidecar's
+        requests/s over the ceiling's, or at one call in flight its p50 over theirs."""
         if key not in interleaved:
             return ""
         c, sc, ratios = interleaved[key]
-        return (
-            f"; interleaved ({opts.rounds} alternating windows of "
-            f"{opts.duration / opts.rounds:g} s): {sc.rps / c.rps:.0%}, median round "
-            f"{statistics.median(ratios):.0%}, rounds {min(ratios):.0%}-{max(ratios):.0%}"
-        )
-
-    def latency_rounds() -> str:
-        """The one-call rows measured in alternating windows: p50 over the ceiling's."""
-        if "latency/same" not in interleaved:
-            return ""
-        c, sc, ratios = interleaved["latency/same"]
-        return (
-            f"; interleaved ({opts.rounds} alternating windows of "
-            f"{opts.duration / opts.rounds:g} s): p50 {sc.pct(0.5):.3f} / {c.pct(0.5):.3f} ms "
-            f"= {sc.pct(0.5) / c.pct(0.5):.2f}x, median round {statistics.median(ratios):.2f}x, "
-            f"rounds {min(ratios):.2f}-{max(ratios):.2f}x"
+        window = opts.duration / opts.rounds
+        head = f"; interleaved ({opts.rounds} alternating windows of {window:g} s): "
+        if c.inflight == 1:
+            return head + (
+                f"p50 {sc.pct(0.5):.3f} / {c.pct(0.5):.3f} ms = {sc.pct(0.5) / c.pct(0.5):.2f}x, "
+                f"median round {statistics.median(ratios):.2f}x, "
+                f"rounds {min(ratios):.2f}-{max(ratios):.2f}x"
+            )
+        return head + (
+            f"{sc.rps / c.rps:.0%}, median round {statistics.median(ratios):.0%}, "
+            f"rounds {min(ratios):.0%}-{max(ratios):.0%}"
         )
 
     n = opts.concurrency
@@ -1573,7 +1589,7 @@ def report_targets(
             f"{factor:.2f}x: {_met(factor <= TARGET_P50_FACTOR)} (p99: sidecar "
             f"{r.pct(0.99):.3f} ms, {stack} {same1.pct(0.99):.3f} ms; bare sync p50 "
             f"{sync1.pct(0.5):.3f} ms, bare aio p50 {aio1.pct(0.5):.3f} ms"
-            f"{latency_rounds()})"
+            f"{rounds('latency/same')})"
         )
     else:
         print("target: p50 at one call in flight: not measured in this run (--rows latency)")

@@ -41,11 +41,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from baseline import checkout, pythonpath
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = ("check", "act", "record", "filter_rank", "search")
@@ -257,7 +258,7 @@ def measure(code: Path | None, workload: str, count: int) -> float:
     the working tree)."""
     env = dict(os.environ, PYTHONHASHSEED="0")  # set iteration orders: the same work twice
     if code is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(code / "server"), str(code / "policy_dsl")])
+        env["PYTHONPATH"] = pythonpath(code)
     out = subprocess.run(
         [
             "valgrind",
@@ -299,28 +300,13 @@ def main() -> int:
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         print("valgrind is not installed (apt-get install valgrind)", file=sys.stderr)
         return 2
-    rev = subprocess.run(
-        ["git", "rev-parse", "--short", opts.baseline],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    tmp = Path(tempfile.mkdtemp(prefix="ml-instructions-"))
-    base = tmp / "baseline"
-    subprocess.run(
-        ["git", "worktree", "add", "--detach", "-q", str(base), rev], cwd=REPO, check=True
-    )
-    try:
+    with checkout(opts.baseline, "ml-instructions-") as (rev, base):
         print(f"instructions per request (callgrind), {opts.count} requests a workload")
         print(f"{'workload':12s} {'baseline ' + rev:>18s} {'working tree':>14s} {'ratio':>7s}")
         for w in names:
             old = measure(base, w, opts.count)
             new = measure(None, w, opts.count)
             print(f"{w:12s} {old / 1e3:16,.1f} k {new / 1e3:12,.1f} k {new / old:7.3f}")
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=REPO)
-        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import statistics
 import sys
 import tempfile
@@ -199,7 +200,11 @@ def fresh_sidecar() -> Iterator[CountingClient]:
 
 
 def fresh_row(
-    system: str, client: CountingClient, ops: int, timed_pair: Callable[[], None], lat: Any
+    system: str,
+    client: CountingClient,
+    ops: int,
+    timed_pair: Callable[[], None],
+    lat: dict[str, list[float]],
 ) -> dict[str, float]:
     """Run `timed_pair` (a bare and a wrapped search, timed into `lat`) `ops` times
     and print the `search~` row of `system`."""
@@ -236,8 +241,9 @@ def langgraph_fresh_search(items: int) -> dict[str, float]:
 
 def mem0_fresh_search(bare: Any, memory: Any, items: int) -> dict[str, float]:
     """Mem0 search with every decision fresh: `memory` (a third Mem0 `Memory`) wrapped
-    for a `fresh_sidecar`, given the texts the other two were, searched beside `bare`
-    as in the `search` row."""
+    for a `fresh_sidecar`, given the texts the other two were first given (`bare` has
+    since been updated: as many memories, other words), searched beside `bare` with
+    the `search` row's queries."""
     from memlineage.integrations.mem0_memory import GuardedMem0Memory
 
     with fresh_sidecar() as client:
@@ -247,7 +253,7 @@ def mem0_fresh_search(bare: Any, memory: Any, items: int) -> dict[str, float]:
                 f"the user prefers hotel {i} near the station", user_id="alice", infer=False
             )
         lat: dict[str, list[float]] = {"bare": [], "wrapped": []}
-        queries = iter(range(10**9))
+        queries = itertools.count()
 
         def pair() -> None:
             query = f"hotel {next(queries)} station"

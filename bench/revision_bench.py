@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import alternating  # noqa: E402
 import grpc_bench as gb  # noqa: E402
+from baseline import checkout, pythonpath  # noqa: E402
 
 REUSE_OFF = "# revision_bench: every decision fresh\nreuse_decisions = false\n"
 BASE, TREE = "baseline", "tree"
@@ -44,8 +44,7 @@ async def compare(opts: argparse.Namespace, code: Path, tmp: Path) -> None:
     if not opts.reuse:
         config = tmp / "reuse-off.toml"
         config.write_text(REUSE_OFF)
-    paths = os.pathsep.join([str(code / "server"), str(code / "policy_dsl")])
-    envs = {BASE: {**os.environ, "PYTHONPATH": paths}, TREE: None}
+    envs = {BASE: {**os.environ, "PYTHONPATH": pythonpath(code)}, TREE: None}
     for name, env in envs.items():  # which code each side's `python -m memlineage` runs
         where = subprocess.run(
             [
@@ -99,37 +98,25 @@ def main() -> int:
     ap.add_argument("--memories", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
     opts = ap.parse_args()
-    rev = subprocess.run(
-        ["git", "rev-parse", "--short", opts.baseline],
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
         cwd=REPO,
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
-    tmp = Path(tempfile.mkdtemp(prefix="revision-bench-"))
-    base = tmp / "baseline"
-    subprocess.run(
-        ["git", "worktree", "add", "--detach", "-q", str(base), rev], cwd=REPO, check=True
-    )
-    try:
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+    with (
+        checkout(opts.baseline, "revision-bench-") as (rev, base),
+        tempfile.TemporaryDirectory(prefix="revision-bench-logs-") as tmp,
+    ):
         print(
             f"revision bench: the working tree ({'with' if dirty else 'no'} uncommitted "
             f"changes) vs {rev}, {opts.restarts} starts x {opts.rounds} alternating windows of "
             f"{opts.window:g} s per row, reuse {'on' if opts.reuse else 'off'}, "
             f"{opts.memories} memories, load average {gb._loadavg()}"
         )
-        asyncio.run(compare(opts, base, tmp))
+        asyncio.run(compare(opts, base, Path(tmp)))
         print(f"load average after the run: {gb._loadavg()}")
-    finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=REPO)
-        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

@@ -202,6 +202,7 @@ def _compile_policy(
         else _number_value(gen, policy.score, f"_{tag}_score")
     )
     cost = 0.0 if policy.cost is None else _number_value(gen, policy.cost, f"_{tag}_cost")
+    when_source = gen.expr(policy.when) if policy.when is not None else "True"
     return CompiledPolicy(
         index=index,
         name=policy.name,
@@ -216,8 +217,8 @@ def _compile_policy(
         obligations=tuple(obligations),
         score=score,
         cost=cost,
-        when_source=gen.expr(policy.when) if policy.when is not None else "True",
-        when_fixed=_fixed_source(gen, policy.when),
+        when_source=when_source,
+        when_fixed=_fixed_source(gen, policy.when, when_source),
         functions=_names_used(policy, gen.consts, A.Call),
         attributes=_names_used(policy, gen.consts, A.Attr),
         time_exact=all(
@@ -238,11 +239,11 @@ def _compile_policy(
     )
 
 
-def _fixed_source(gen: CodeGen, when: A.Expr | None) -> str | None:
-    """`when` as generated with `gen.noting` off, if that differs from `gen.expr(when)`."""
+def _fixed_source(gen: CodeGen, when: A.Expr | None, noted: str) -> str | None:
+    """`when` as generated with `gen.noting` off, if that differs from `noted` (what
+    it generated with it on)."""
     if when is None or not gen.noting:
         return None
-    noted = gen.expr(when)
     gen.noting = False
     try:
         fixed = gen.expr(when)
