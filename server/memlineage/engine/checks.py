@@ -10,7 +10,7 @@ from typing import Any
 from memlineage_dsl.compiler import CompiledPolicySet
 from memlineage_dsl.decision import DENY, Decision
 from memlineage_dsl.evaluator import decide
-from memlineage_dsl.facts import Creator, Memory, Request, UnknownMemory
+from memlineage_dsl.facts import Creator, Memory, MemoryFacts, Request, UnknownMemory
 from memlineage_dsl.schema import OPERATIONS
 
 from memlineage.engine.batch_views import divergent
@@ -41,6 +41,7 @@ from memlineage.lineage.errors import (
     ValidationError,
 )
 from memlineage.lineage.model import MemoryRecord
+from memlineage.scoring.batch import Scores
 from memlineage.scoring.formulas import rank_score
 
 
@@ -238,8 +239,9 @@ class Checks(EngineBase):
         reads = self._reads(serving.compiled, "read")
         scores = self._scores(ns, records, now, reads, rank=ids or ("",), epoch=window.epoch)
         assert scores is not None  # rank= always asks for values
-        snap, facts = snapshot_of(records, self.store, ns, now, scores=scores, reads=reads)
-        self._bound(snap, window)
+        # the batch's facts, built for the first candidate that is not reused
+        snap: StoreSnapshot | None = None
+        facts: dict[str, MemoryFacts] = {}
         compiled, version = serving.compiled, serving.version
         # Candidates that another one's lineage touches are decided on their own view,
         # as a Check of each would be (`batch_views`); the others share the batch's.
@@ -266,7 +268,13 @@ class Checks(EngineBase):
             if down:
                 d = store_down("read")
             elif view is None:
-                d = self._candidate(window, compiled, req, snap, facts, records, mid, key, now)
+                reused = self._reused(window, key, now) if reusing else None
+                if reused is not None:
+                    d = reused
+                else:
+                    if snap is None:
+                        snap, facts = self._facts(records, ns, now, scores, reads, window)
+                    d = self._evaluated(window, compiled, req, snap, facts, records, mid, key, now)
             else:
                 d, reliability, value = self._alone(window, compiled, req, view, mid, key, now)
             if view is None:
@@ -328,12 +336,47 @@ class Checks(EngineBase):
         reads = self._reads(compiled, "read")
         scores = self._scores(ns, view, now, reads, rank=(mid,), epoch=window.epoch)
         assert scores is not None  # rank= always asks for values
-        snap, facts = snapshot_of(view, self.store, ns, now, scores=scores, reads=reads)
-        self._bound(snap, window)
-        d = self._candidate(window, compiled, req, snap, facts, view, mid, key, now)
+        d = self._reused(window, key, now)
+        if d is None:
+            d = self._evaluated(
+                window,
+                compiled,
+                req,
+                *self._facts(view, ns, now, scores, reads, window),
+                view,
+                mid,
+                key,
+                now,
+            )
         return d, scores.reliability.get(mid, 1.0), scores.value.get(mid, 1.0)
 
-    def _candidate(
+    def _facts(
+        self,
+        records: Mapping[str, MemoryRecord],
+        ns: str,
+        now: float,
+        scores: Scores,
+        reads: frozenset[str],
+        window: Window,
+    ) -> tuple[StoreSnapshot, dict[str, MemoryFacts]]:
+        """The facts of a FilterRank's records and their snapshot, bounded for `window`:
+        only once a candidate is evaluated (a batch of reused decisions needs none)."""
+        snap, facts = snapshot_of(records, self.store, ns, now, scores=scores, reads=reads)
+        self._bound(snap, window)
+        return snap, facts
+
+    def _reused(self, window: Window, key: ReuseKey | None, now: float) -> Decision | None:
+        """A FilterRank candidate's kept decision, if it still holds. No `key`: the
+        window is closed (reuse off), nothing to look up."""
+        if key is None:
+            return None
+        hit = window.lookup(key, now)
+        if hit is None:
+            return None
+        self.reuse.count()
+        return hit.decision
+
+    def _evaluated(
         self,
         window: Window,
         compiled: CompiledPolicySet,
@@ -345,14 +388,9 @@ class Checks(EngineBase):
         key: ReuseKey | None,
         now: float,
     ) -> Decision:
-        """The read decision on one FilterRank candidate: reused, or evaluated (and kept
-        for reuse when it is exact for a memory this namespace holds). No `key`: the
-        window is closed (reuse off), nothing to look up or keep."""
-        if key is not None:
-            hit = window.lookup(key, now)
-            if hit is not None:
-                self.reuse.count()
-                return hit.decision
+        """The read decision on one FilterRank candidate not reused: evaluated, and kept
+        for reuse when it is exact for a memory this namespace holds (and `key` says
+        the window is open)."""
         req.memory = facts.get(mid) or UnknownMemory(mid, req.namespace)
         snap.horizon = math.inf
         d = decide(compiled, req, snap)
