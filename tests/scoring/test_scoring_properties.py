@@ -203,3 +203,56 @@ def test_the_chain_rule_caps_each_memory_by_its_least_reliable_loaded_ancestor(
     got = _chain_min(records, dict(own))  # type: ignore[arg-type]
     assert list(got) == list(own)  # the records' order kept
     assert got == {rid: lowest(rid) for rid in own}
+
+
+@st.composite
+def _stored_batches(draw: st.DrawFn) -> tuple[dict[str, object], list[str]]:
+    """Records as a store shares them (numpy's batch size or more: the memo's path),
+    some never accessed or without a creation time, and the ids whose value is asked."""
+    from memlineage.lineage.model import MemoryRecord
+    from memlineage.scoring.batch import SMALL_BATCH
+
+    n = draw(st.integers(SMALL_BATCH, SMALL_BATCH + 30))
+    times = st.one_of(st.none(), st.floats(0.0, 9000.0))
+    records = {
+        f"m{i}": MemoryRecord(
+            id=f"m{i}",
+            namespace="n",
+            type=draw(st.sampled_from(["fact", "tool_result", "goal"])),
+            creator_kind="agent",
+            creator_id=f"agent:{draw(st.integers(0, 3))}",
+            creator_confidence=draw(unit),
+            created_at=draw(times),
+            last_access=draw(times),
+            volatility=draw(st.sampled_from(VOLS)),
+            access_count=draw(st.integers(0, 50)),
+            uses_ok=draw(st.integers(0, 9)),
+            uses_failed=draw(st.integers(0, 9)),
+            confirmed_by=("agent:9",) if draw(st.booleans()) else (),
+        )
+        for i in range(n)
+    }
+    asked = draw(st.lists(st.sampled_from(list(records)), unique=True))
+    return records, asked
+
+
+@settings(max_examples=150, deadline=None)
+@given(_stored_batches(), st.floats(0.0, 86400.0))
+def test_a_memo_kept_at_one_time_scores_any_later_time_as_none_would(
+    batch_asked: tuple[dict[str, object], list[str]], later: float
+) -> None:
+    """`score`'s memo (per shared record object: its direct-path confidence and its
+    value inputs) gives the same floats as scoring without one, also at a later time:
+    a record never accessed and without a creation time idles from `now`, which no
+    kept row may hold."""
+    from memlineage.scoring import batch
+
+    records, asked = batch_asked
+    cred = {f"agent:{k}": 0.2 + k / 10 for k in range(10)}
+    memo: batch.Memo = {}
+    for now in (10_000.0, 10_000.0 + later):
+        for value in (True, asked):
+            kept = batch.score(CFG, records, cred, now, value=value, memo=memo)  # type: ignore[arg-type]
+            plain = batch.score(CFG, records, cred, now, value=value)  # type: ignore[arg-type]
+            assert kept == plain
+    assert len(memo) == len(records)

@@ -9,7 +9,6 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from memlineage_dsl.compiler import CompiledPolicySet
 from memlineage_dsl.decision import Decision
@@ -46,7 +45,7 @@ from memlineage.lineage.errors import (
     ValidationError,
 )
 from memlineage.lineage.model import MemoryRecord
-from memlineage.scoring.batch import Scores, score, sources_of
+from memlineage.scoring.batch import Memo, Scores, score, sources_of
 from memlineage.scoring.config import ScoringConfig
 from memlineage.store.base import LineageStore
 
@@ -103,7 +102,7 @@ class EngineBase:
     # The journal's decisions written to the store in batches (engine/decision_store.py)
     decisions: DecisionKeeper = field(init=False, repr=False)
     # score() memo for records the store shares (see scoring.batch.score)
-    _memo: dict[int, Any] = field(default_factory=dict, init=False, repr=False)
+    _memo: Memo = field(default_factory=dict, init=False, repr=False)
     _memo_for: ScoringConfig | None = field(default=None, init=False, repr=False)
     # divergent() heights of candidates' ancestries, kept across batches (batch_views)
     _heights: Heights = field(default_factory=dict, init=False, repr=False)

@@ -19,6 +19,10 @@ from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring import formulas, vectorized
 from memlineage.scoring.config import ScoringConfig
 
+Memo = dict[int, tuple[MemoryRecord, float | None, tuple[float, ...] | None]]
+"""`score`'s per record object: the record, its clipped confidence on the direct path
+(None: through numpy), its value inputs but the time (None: they take the time)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Scores:
@@ -61,23 +65,18 @@ def score(
     now: float,
     *,
     value: bool | Collection[str] = True,
-    memo: dict[int, tuple[MemoryRecord, float | None]] | None = None,
+    memo: Memo | None = None,
 ) -> Scores:
     """Reliability of every record (the chain rule needs them all); value of every
     record, of none (`value=False`), or only of the given ids (e.g. the candidates
     of a ranking, not the ancestors loaded with them).
 
     `memo` (for records a store shares as immutable objects, one dict per config):
-    remembers per record object whether it takes the direct path below, and its
-    clipped confidence."""
+    remembers per record object whether it takes the direct path below, its clipped
+    confidence and its row of value inputs (all but the time)."""
     recs = list(records.values())
-    if value is True:
-        vrecs = recs
-    elif value is False:
-        vrecs = []
-    else:
-        wanted = set(value)
-        vrecs = [r for r in recs if r.id in wanted]
+    every = value is True
+    wanted: Collection[str] = () if isinstance(value, bool) else set(value)
     n = len(recs)
     if n == 0:
         return Scores({}, {}, dict(cred))
@@ -86,6 +85,7 @@ def score(
         return cred[source] if source in cred else cfg.prior(source)
 
     if n < SMALL_BATCH:
+        vrecs = recs if every else [r for r in recs if r.id in wanted]
         return _score_small(cfg, records, recs, vrecs, c, dict(cred), now)
 
     # A memory that does not decay and that no source confirmed or contradicted has
@@ -98,20 +98,28 @@ def score(
     rest: list[MemoryRecord] = []
     recall = (memo if memo is not None else {}).get
     prior = cfg.prior
+    vids: list[str] = []  # the records whose value is asked, in the records' order
+    vrows: list[tuple[float, ...]] = []  # their value inputs (`_value_row`)
     for r in recs:
         hit = recall(id(r))
         if hit is not None and hit[0] is r:
-            base = hit[1]
+            base, row = hit[1], hit[2]
         else:
             base = (
                 None
                 if (r.contradicted_by or r.confirmed_by or half_life(r.volatility) != inf)
                 else (min(max(r.creator_confidence, 0.0), 1.0))
             )
+            row = None
             if memo is not None:
                 if len(memo) >= 100_000:
                     memo.clear()
-                memo[id(r)] = (r, base)
+                timeless = r.last_access is not None or r.created_at is not None
+                row = _value_row(cfg, r, now) if timeless else None
+                memo[id(r)] = (r, base, row)
+        if every or r.id in wanted:
+            vids.append(r.id)
+            vrows.append(row if row is not None else _value_row(cfg, r, now))
         if base is None:
             own[r.id] = 0.0  # placeholder: keeps the records' order
             rest.append(r)
@@ -134,33 +142,27 @@ def score(
             np.array([x for _, x in confirm], dtype=float),
         )
         own.update(zip((r.id for r in rest), rel.tolist(), strict=True))
-    if not vrecs:
+    if not vids:
         return Scores(_chain_min(records, own), {}, dict(cred))
     # One array of the value inputs (a row per memory) instead of six.
-    cost = cfg.cost
-    cols = np.array(
-        [
-            (
-                r.uses_ok,
-                r.uses_failed,
-                r.last_access
-                if r.last_access is not None
-                else (r.created_at if r.created_at is not None else now),
-                r.access_count,
-                len(r.derivations),
-                cost(r.type),
-            )
-            for r in vrecs
-        ],
-        dtype=float,
-    )
+    cols = np.array(vrows, dtype=float)
     val = vectorized.value(
         cfg, cols[:, 0], cols[:, 1], now - cols[:, 2], cols[:, 3], cols[:, 4], cols[:, 5]
     )
-    return Scores(
-        _chain_min(records, own),
-        dict(zip((r.id for r in vrecs), val.tolist(), strict=True)),
-        dict(cred),
+    return Scores(_chain_min(records, own), dict(zip(vids, val.tolist(), strict=True)), dict(cred))
+
+
+def _value_row(cfg: ScoringConfig, r: MemoryRecord, now: float) -> tuple[float, ...]:
+    """A record's value inputs: uses ok and failed, last access (else its creation,
+    else `now`), access count, derivations, its type's cost."""
+    last = r.last_access if r.last_access is not None else r.created_at
+    return (
+        r.uses_ok,
+        r.uses_failed,
+        last if last is not None else now,
+        r.access_count,
+        len(r.derivations),
+        cfg.cost(r.type),
     )
 
 
@@ -223,14 +225,18 @@ def _chain_min(records: Mapping[str, MemoryRecord], own: dict[str, float]) -> di
         for d in records[rid].dependencies:
             d = d if type(d) is str else d.id  # type: ignore[union-attr]  # not a str: a MemoryRef
             if d in own:
-                low = settle(d)
+                low = out.get(d)
+                if low is None:
+                    low = settle(d)
                 if low < value:
                     value = low
         out[rid] = value
         return value
 
-    for rid, rec in records.items():
-        if rec.dependencies and rid in own:
+    # Deepest first: a view loads the asked records, then their parents, level by level,
+    # so a memory's loaded dependencies are mostly settled when it is.
+    for rid in reversed(list(records)):
+        if records[rid].dependencies and rid in own:
             settle(rid)
     if not out:
         return own
