@@ -33,6 +33,7 @@ SAMPLES: dict[str, tuple[Any, Any, Any]] = {
     "listen": ("127.0.0.1:1", "127.0.0.1:2", "0.0.0.0:3"),
     "grpc_workers": (1, 2, 3),
     "grpc_runtime": ("aio", "sync", "aio"),
+    "cpu_affinity": ("0", "1", "0-1"),
     "grace_seconds": (1.5, 2.5, 3.5),
     "tls_cert": ("a.pem", "b.pem", "c.pem"),
     "tls_key": ("a.key", "b.key", "c.key"),

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 from memlineage import __version__
+from memlineage.affinity import pin_process
 from memlineage.config import Config, ConfigError
+from memlineage.config.kinds import format_cpus, parse_cpus
 from memlineage.engine.core import Engine
 from memlineage.engine.fault_log import FaultLog
 from memlineage.engine.policies import PolicyHolder, PolicyLoadError
@@ -336,6 +338,9 @@ async def _sweep_forever(engine: Engine, interval: float, batch: int) -> None:
 async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
     """Serve until SIGTERM/SIGINT; SIGHUP reopens the decision log file (logrotate)
     and reloads the policy directory when it changed since it was last loaded."""
+    cpus = parse_cpus(config.cpu_affinity)
+    if cpus:  # before the server's threads start: they inherit the mask
+        pin_process(cpus)
     sidecar = await start_sidecar(config)
     # Long-lived objects (compiled policies, caches) leave the young generations, and
     # collections run less often: the request path allocates many short-lived objects.
@@ -387,6 +392,7 @@ async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
             f"memlineage serving on {host}:{sidecar.port} (store {sidecar.store.kind}, "
             f"policies {serving.version}, {len(serving.compiled.policies)} rules"
             + (", simulated clock: requests' times move it" if config.simulation else "")
+            + (f", on CPUs {format_cpus(cpus)}" if cpus else "")
             + ")\n"
         )
         ready.flush()

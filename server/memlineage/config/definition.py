@@ -16,6 +16,7 @@ from memlineage.config.kinds import (
     T,
     TokenGrant,
     check_tokens,
+    parse_cpus,
 )
 from memlineage.scoring.config import ScoringConfig
 
@@ -80,6 +81,13 @@ class Config:
         "threads); bench/runtime_bench.py measures both",
         "serving",
         choices=GRPC_RUNTIMES,
+    )
+    cpu_affinity: str = _setting(
+        "",
+        "the CPUs `memlineage serve` runs on, a list as `taskset -c` writes it (`1`, `0,2`, "
+        "`2-3`); empty: wherever the OS puts it. One CPU of its own keeps a sidecar's caches "
+        "warm beside a busy agent (README, Performance)",
+        "serving",
     )
     grace_seconds: float = _setting(
         5.0,
@@ -296,6 +304,7 @@ class Config:
             )
         if self.fail_mode not in FAIL_MODES:
             raise ConfigError(f"fail_mode must be one of {FAIL_MODES}, got {self.fail_mode!r}")
+        parse_cpus(self.cpu_affinity)  # raises ConfigError naming the setting
         host, sep, port = self.listen.rpartition(":")
         if not sep or not host or not port.isdigit():
             raise ConfigError(f"listen must be HOST:PORT, got {self.listen!r}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -74,6 +74,47 @@ class Range:
         if self.lo is not None:
             return f"{'>' if self.lo_open else '>='} {num(self.lo)}"
         return f"<= {num(self.hi)}" if self.hi is not None else "any number"
+
+
+# ------------------------------------------------------------------ CPU lists
+_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
+MAX_CPU = 65_535  # past any machine's count: a typo, not a CPU
+
+
+def parse_cpus(text: str) -> frozenset[int]:
+    """A CPU list as `taskset -c` and cpusets write it (`1`, `0,2`, `2-3,6`); empty:
+    none (no pinning)."""
+    spec = text.replace(" ", "")
+    if not spec:
+        return frozenset()
+    if not _LIST.fullmatch(spec):
+        raise ConfigError(f"cpu_affinity must be a CPU list such as 1, 0,2 or 2-3, got {text!r}")
+    cpus: set[int] = set()
+    for part in spec.split(","):
+        first, _, last = part.partition("-")
+        lo, hi = int(first), int(last or first)
+        if hi < lo:
+            raise ConfigError(f"cpu_affinity: the range {part} runs backwards (write {hi}-{lo})")
+        if hi > MAX_CPU:
+            raise ConfigError(f"cpu_affinity: CPU {hi} is past {MAX_CPU}")
+        cpus.update(range(lo, hi + 1))
+    return frozenset(cpus)
+
+
+def format_cpus(cpus: Collection[int]) -> str:
+    """`parse_cpus`'s form, ranges folded: {0, 1, 2, 5} -> "0-2,5"."""
+    out: list[str] = []
+    run: list[int] = []
+    for c in sorted(cpus):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
 
 
 # ------------------------------------------------------------------ value kinds

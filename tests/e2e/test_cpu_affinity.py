@@ -1,0 +1,109 @@
+"""`cpu_affinity`: `memlineage serve` runs every thread on the CPUs it names, or
+refuses to start with one line when it cannot (a list it cannot read, a CPU this
+process may not use)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from memlineage.client import MemLineageClient
+from memlineage.config import ConfigError
+from memlineage.config.kinds import format_cpus, parse_cpus
+from support.serve_process import ServeProcess, serve_command
+
+
+def _threads_cpus(pid: int) -> dict[str, str]:
+    """Each thread of `pid`: its allowed CPUs as the kernel lists them."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
+        line = next(x for x in status.splitlines() if x.startswith("Cpus_allowed_list:"))
+        out[tid] = line.split(":", 1)[1].strip()
+    return out
+
+
+def test_every_thread_of_a_pinned_sidecar_runs_on_its_cpu_and_it_serves() -> None:
+    """The last CPU this process may use (on a machine of more than one, not the
+    whole set a sidecar gets unpinned): every thread, the gRPC server's included."""
+    cpu = max(os.sched_getaffinity(0))
+    served = ServeProcess(["--cpu-affinity", str(cpu)])
+    try:
+        with MemLineageClient(served.address) as client:
+            client.record("m1", creator="user:alice")
+            assert client.check("read", "m1").effect  # answered
+            threads = _threads_cpus(served.proc.pid)
+        assert len(threads) > 3  # the gRPC server's threads, started after the pinning
+        assert set(threads.values()) == {str(cpu)}, threads
+    finally:
+        served.stop()
+
+
+def test_a_cpu_this_process_may_not_use_is_refused_naming_those_it_may() -> None:
+    out = subprocess.run(
+        serve_command(["--cpu-affinity", "999"]), capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    allowed = format_cpus(os.sched_getaffinity(0))
+    assert out.stderr == (
+        f"error: configuration: cpu_affinity: CPU 999 is not one this process may run on "
+        f"(it may: {allowed})\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("route", "said"),
+    [
+        ("flag", "cpu_affinity must be a CPU list such as 1, 0,2 or 2-3, got 'one'"),
+        ("env", "cpu_affinity must be a CPU list such as 1, 0,2 or 2-3, got 'one'"),
+        ("file", "cpu_affinity must be a CPU list such as 1, 0,2 or 2-3, got 'one'"),
+    ],
+)
+def test_a_list_it_cannot_read_is_one_line_by_every_route(
+    route: str, said: str, tmp_path: Path
+) -> None:
+    args, env = [], dict(os.environ)
+    if route == "flag":
+        args = ["--cpu-affinity", "one"]
+    elif route == "env":
+        env["MEMLINEAGE_CPU_AFFINITY"] = "one"
+    else:
+        (tmp_path / "c.toml").write_text('cpu_affinity = "one"\n')
+        args = ["--config", str(tmp_path / "c.toml")]
+    out = subprocess.run(serve_command(args), capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 2, out
+    assert out.stderr.strip().splitlines()[-1] == f"error: configuration: {said}"
+
+
+@pytest.mark.parametrize(
+    ("text", "cpus"),
+    [("", set()), ("1", {1}), ("0,2", {0, 2}), ("2-3,6", {2, 3, 6}), (" 0 - 2 ", {0, 1, 2})],
+)
+def test_cpu_lists_read_as_taskset_writes_them(text: str, cpus: set[int]) -> None:
+    assert parse_cpus(text) == cpus
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("1-", "cpu_affinity must be a CPU list such as 1, 0,2 or 2-3, got '1-'"),
+        ("a", "cpu_affinity must be a CPU list such as 1, 0,2 or 2-3, got 'a'"),
+        ("1,,2", "cpu_affinity must be a CPU list such as 1, 0,2 or 2-3, got '1,,2'"),
+        ("-1", "cpu_affinity must be a CPU list such as 1, 0,2 or 2-3, got '-1'"),
+        ("3-1", "cpu_affinity: the range 3-1 runs backwards (write 1-3)"),
+        ("70000", "cpu_affinity: CPU 70000 is past 65535"),
+    ],
+)
+def test_a_list_it_cannot_read_says_why(text: str, said: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_cpus(text)
+    assert str(caught.value) == said
+
+
+@given(st.sets(st.integers(0, 300)))
+def test_a_set_written_back_reads_the_same(cpus: set[int]) -> None:
+    assert parse_cpus(format_cpus(cpus)) == cpus
