@@ -70,6 +70,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from memlineage.affinity import pin_process  # noqa: E402
+from memlineage.config.kinds import format_cpus, parse_cpus  # noqa: E402
 from memlineage.v1 import memlineage_pb2 as pb  # noqa: E402
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc  # noqa: E402
 
@@ -192,7 +194,32 @@ class CeilingServicer(pb_grpc.MemLineageServicer):
         return self.filter_rank
 
 
+CPUS_ENV = "MEMLINEAGE_CPU_AFFINITY"  # the sidecar's own setting, read by the ceilings too
+
+
+def pin_servers(cpus: str) -> str:
+    """``--server-cpus``: every server this bench starts runs on `cpus` (a sidecar by
+    its own ``cpu_affinity`` setting, which it reads from the environment; a ceiling
+    pins itself from the same variable), this process on the other CPUs. The line that
+    says so."""
+    chosen = parse_cpus(cpus)
+    rest = frozenset(os.sched_getaffinity(0) - chosen)
+    if not chosen or not rest:
+        sys.exit(f"--server-cpus {cpus!r}: name some CPUs, and leave the client at least one")
+    os.environ[CPUS_ENV] = cpus
+    pin_process(rest)
+    return f"servers pinned to CPUs {format_cpus(chosen)}, this client to {format_cpus(rest)}"
+
+
+def _pinned_ceiling() -> None:
+    """A ceiling started under ``--server-cpus``: on the sidecar's CPUs."""
+    cpus = parse_cpus(os.environ.get(CPUS_ENV, ""))
+    if cpus:
+        pin_process(cpus)
+
+
 async def serve_ceiling(spin_us: float = 0.0) -> None:
+    _pinned_ceiling()
     server = grpc.aio.server(options=SERVER_OPTIONS)
     pb_grpc.add_MemLineageServicer_to_server(CeilingServicer(spin_us), server)
     port = server.add_insecure_port("127.0.0.1:0")
@@ -226,6 +253,7 @@ def serve_sync_ceiling(spin_us: float = 0.0) -> None:
 
     from memlineage.grpc_api.server import EMBEDDED_WORKERS
 
+    _pinned_ceiling()
     server = grpc.server(ThreadPoolExecutor(max_workers=EMBEDDED_WORKERS), options=SERVER_OPTIONS)
     pb_grpc.add_MemLineageServicer_to_server(SyncCeilingServicer(spin_us), server)
     port = server.add_insecure_port("127.0.0.1:0")
@@ -1040,7 +1068,7 @@ async def run(opts: argparse.Namespace) -> int:
     print(
         f"Python {sys.version.split()[0]}, grpcio {grpc.__version__}; client: this process, "
         f"grpc.aio, 1 channel, {opts.concurrency} calls in flight unless stated (inflt); "
-        f"each server in its own process"
+        f"each server in its own process; {opts.pinned or 'no process pinned to a CPU'}"
     )
     print(
         f"per row: warm-up {opts.warmup:g} s, measured {opts.duration:g} s; FilterRank: "
@@ -1729,6 +1757,13 @@ def main() -> int:
         help="the sidecars' --grpc-runtime; the targets' same-stack ceiling is the bare one "
         "of that runtime",
     )
+    p.add_argument(
+        "--server-cpus",
+        default="",
+        metavar="LIST",
+        help="every server (sidecars and ceilings alike) on these CPUs (a taskset -c list), "
+        "this client on the others: the sidecar's cpu_affinity setting",
+    )
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--serve-ceiling", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--spin-us", type=float, default=0.0, help=argparse.SUPPRESS)
@@ -1740,6 +1775,7 @@ def main() -> int:
     if opts.serve_ceiling:
         asyncio.run(serve_ceiling(opts.spin_us))
         return 0
+    opts.pinned = pin_servers(opts.server_cpus) if opts.server_cpus else ""
     return asyncio.run(run(opts))
 
 

@@ -17,16 +17,22 @@ from memlineage.config.kinds import ConfigError, format_cpus
 
 def pin_process(cpus: frozenset[int]) -> None:
     """Run every thread of this process on `cpus` only; the threads it starts later
-    inherit the mask. A CPU this process may not use is a ConfigError naming the ones
-    it may (a container's cpuset, `taskset` around the sidecar)."""
+    inherit the mask. The kernel, not the mask this process was started with, says
+    which CPUs it may use (its cpuset, the CPUs online): one it refuses, or takes only
+    some of, is a ConfigError naming those this process ran on."""
     if not hasattr(os, "sched_setaffinity"):
         raise ConfigError("cpu_affinity: this platform cannot pin a process to CPUs (Linux can)")
-    allowed = os.sched_getaffinity(0)
-    outside = sorted(cpus - allowed)
-    if outside:
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, cpus)
+        taken = os.sched_getaffinity(0)
+    except OSError:
+        taken = set()
+    if taken != cpus:
+        os.sched_setaffinity(0, before)
         raise ConfigError(
-            f"cpu_affinity: CPU {format_cpus(outside)} is not one this process may run on "
-            f"(it may: {format_cpus(allowed)})"
+            f"cpu_affinity: CPU {format_cpus(cpus - taken)} is not one this process may run "
+            f"on (it ran on {format_cpus(before)})"
         )
     for tid in os.listdir("/proc/self/task"):
         with contextlib.suppress(ProcessLookupError):  # the thread ended meanwhile

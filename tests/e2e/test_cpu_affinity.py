@@ -43,7 +43,7 @@ def test_every_thread_of_a_pinned_sidecar_runs_on_its_cpu_and_it_serves() -> Non
         served.stop()
 
 
-def test_a_cpu_this_process_may_not_use_is_refused_naming_those_it_may() -> None:
+def test_a_cpu_this_process_may_not_use_is_refused_naming_those_it_ran_on() -> None:
     out = subprocess.run(
         serve_command(["--cpu-affinity", "999"]), capture_output=True, text=True, timeout=60
     )
@@ -51,7 +51,7 @@ def test_a_cpu_this_process_may_not_use_is_refused_naming_those_it_may() -> None
     allowed = format_cpus(os.sched_getaffinity(0))
     assert out.stderr == (
         f"error: configuration: cpu_affinity: CPU 999 is not one this process may run on "
-        f"(it may: {allowed})\n"
+        f"(it ran on {allowed})\n"
     )
 
 
@@ -107,3 +107,25 @@ def test_a_list_it_cannot_read_says_why(text: str, said: str) -> None:
 @given(st.sets(st.integers(0, 300)))
 def test_a_set_written_back_reads_the_same(cpus: set[int]) -> None:
     assert parse_cpus(format_cpus(cpus)) == cpus
+
+
+def test_a_sidecar_started_on_other_cpus_moves_to_the_one_it_names() -> None:
+    """Started under a narrower mask (`taskset -c 0 memlineage serve ...`, or a bench
+    that pinned itself elsewhere): the CPUs it names are the kernel's to allow, not the
+    mask it inherited."""
+    cpus = sorted(os.sched_getaffinity(0))
+    first, last = cpus[0], cpus[-1]
+    proc = subprocess.Popen(
+        serve_command(["--cpu-affinity", str(last)]),
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, {first}),
+    )
+    try:
+        assert proc.stderr is not None
+        ready = proc.stderr.readline()
+        assert f"on CPUs {last})" in ready, ready
+        assert set(_threads_cpus(proc.pid).values()) == {str(last)}
+    finally:
+        proc.kill()
+        proc.wait(timeout=20)
