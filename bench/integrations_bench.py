@@ -378,7 +378,18 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--items", type=int, default=1000, help="LangGraph items")
     ap.add_argument("--mem0-items", type=int, default=100, help="Mem0 memories")
+    ap.add_argument(
+        "--server-cpus",
+        default="",
+        metavar="LIST",
+        help="the sidecars on these CPUs (their cpu_affinity setting), this process (the "
+        "agent side: stores, Mem0, its embedder) on the others",
+    )
     args = ap.parse_args()
+    if args.server_cpus:
+        from grpc_bench import pin_servers
+
+        print(pin_servers(args.server_cpus))
     server = ServeProcess(["--policies", str(REPO / "policies")])
     try:
         client = CountingClient(server.address, timeout=30)

@@ -119,3 +119,24 @@ def test_integrations_bench_prints_every_row_and_both_target_lines() -> None:
     target = next(line for line in lines if line.startswith("target: "))
     assert f"(the issue's: {named}) -> worst " in target, target
     assert any(line.startswith("every row: ") for line in lines), out.stdout
+
+
+def test_grpc_bench_runs_its_servers_on_the_cpus_it_is_given() -> None:
+    """`--server-cpus`: the sidecar (its `cpu_affinity`, from the environment the bench
+    sets) and the bare ceilings start on those CPUs, the client runs on the others,
+    and the header says so."""
+    import os
+
+    from memlineage.config.kinds import format_cpus
+
+    cpus = sorted(os.sched_getaffinity(0))
+    out = run_bench(
+        "grpc_bench.py",
+        *("--rows", "latency", "--backends", "embedded", "--memories", "100"),
+        *("--duration", "0.3", "--warmup", "0.1", "--rounds", "0"),
+        *("--server-cpus", str(cpus[-1])),
+    )
+    assert f"servers pinned to CPUs {cpus[-1]}, this client to {format_cpus(cpus[:-1])}" in (
+        out.stdout
+    )
+    assert "target: p50 at one call in flight <= 1.2x" in out.stdout, out.stdout
