@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,12 +116,11 @@ def test_a_sidecar_started_on_other_cpus_moves_to_the_one_it_names() -> None:
     mask it inherited."""
     cpus = sorted(os.sched_getaffinity(0))
     first, last = cpus[0], cpus[-1]
-    proc = subprocess.Popen(
-        serve_command(["--cpu-affinity", str(last)]),
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: os.sched_setaffinity(0, {first}),
+    command = serve_command(["--cpu-affinity", str(last)])
+    narrowed = (  # set the narrower mask, then become `memlineage serve`
+        f"import os; os.sched_setaffinity(0, {{{first}}}); os.execv({command[0]!r}, {command!r})"
     )
+    proc = subprocess.Popen([sys.executable, "-c", narrowed], stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None
         ready = proc.stderr.readline()
