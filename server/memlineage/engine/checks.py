@@ -268,6 +268,7 @@ class Checks(EngineBase):
             if down:
                 d = store_down("read")
             elif view is None:
+                # (no call per candidate when nothing is reused: reuse off)
                 reused = self._reused(window, key, now) if reusing else None
                 if reused is not None:
                     d = reused
