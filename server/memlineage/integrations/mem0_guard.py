@@ -4,11 +4,17 @@ configuration, the constants of their rules, and the pure steps of each operatio
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from memlineage.client.aio import AsyncMemLineageClient
-from memlineage.client.errors import PolicyDenied
+from memlineage.client.errors import (
+    FailedPrecondition,
+    NotFound,
+    PolicyDenied,
+    revised_concurrently,
+)
+from memlineage.client.messages import VERSION_READ
 from memlineage.client.sync import MemLineageClient
 from memlineage.integrations.answers import DECISION_KEY, mem0_decision, mem0_shown
 from memlineage.integrations.concurrency import Beside
@@ -27,6 +33,12 @@ PROVISIONAL_ID = "mem0:provisional"
 """The id the provisional ``write`` check of an ``add`` names (Mem0 has not chosen one yet)."""
 
 _C = TypeVar("_C", bound=MemLineageClient | AsyncMemLineageClient)
+
+SidecarCall = tuple[str, tuple[Any, ...], dict[str, Any]]
+"""A call `Mem0Guard._revised` asks its wrapper to make: ``client.<method>(*args, **kw)``."""
+RETRIED = (FailedPrecondition, NotFound)
+"""The errors of a call that `_revised` decides on (a stale version, a record gone);
+any other propagates from the wrapper's call as it is."""
 
 
 def check_top_k(top_k: object) -> None:
@@ -167,6 +179,39 @@ class Mem0Guard(Generic[_C]):
             c = stored.claim
             fields["claim"] = (c.subject, c.attribute, c.value)
         return fields
+
+    def _revised(
+        self, memory_id: str, writer: str, read: Any = None
+    ) -> Generator[SidecarCall, Any, pb.Decision]:
+        """An update's new version by `writer` (Revise, decided as an update), over the
+        record this wrapper last wrote (`KnownVersions`) or else the one Explain reads
+        (`read`: its first answer, or the error it raised, asked beside the decision),
+        written once for both wrappers as the calls it makes: it yields each (method,
+        args, keywords) and is sent the answer, or the `RETRIED` error it raised."""
+        known = self._known.get(memory_id, self.client)
+        attempts = 0  # versions read: a remembered one that proved stale costs none
+        while attempts < REVISE_ATTEMPTS:
+            if known is not None:
+                stored = known
+            else:
+                attempts += 1
+                if read is not None:
+                    found, read = read, None
+                else:
+                    found = yield ("explain", (memory_id,), VERSION_READ)
+                if isinstance(found, BaseException):
+                    raise found
+                stored = found.memory
+            revised = yield ("revise", (memory_id,), self._revision(stored, writer))
+            if isinstance(revised, BaseException):
+                if not self._known.read_again(memory_id, revised, known):
+                    raise revised
+                known = None
+                continue
+            self._known.remember(revised.memory, self.client)
+            decision: pb.Decision = revised.decision
+            return decision
+        raise revised_concurrently(memory_id, REVISE_ATTEMPTS)
 
     @staticmethod
     def _no_lineage_change(metadata: Mapping[str, Any] | None) -> None:

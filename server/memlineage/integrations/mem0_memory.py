@@ -26,12 +26,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from memlineage.client.aio import AsyncMemLineageClient
-from memlineage.client.errors import (
-    FailedPrecondition,
-    NotFound,
-    PolicyDenied,
-    revised_concurrently,
-)
+from memlineage.client.errors import PolicyDenied
 from memlineage.client.messages import VERSION_READ
 from memlineage.client.sync import MemLineageClient
 from memlineage.integrations.answers import DECISION_KEY, mem0_history, mem0_shown
@@ -48,7 +43,7 @@ from memlineage.integrations.mem0_add import (
 from memlineage.integrations.mem0_guard import (
     DEFAULT_ACTOR,
     PROVISIONAL_ID,
-    REVISE_ATTEMPTS,
+    RETRIED,
     Mem0Guard,
     check_top_k,
 )
@@ -206,31 +201,26 @@ class GuardedMem0Memory(Mem0Guard[MemLineageClient]):
     def _update_decision(
         self, memory_id: str, writer: str, read: Future[pb.ExplainResponse] | None = None
     ) -> pb.Decision:
-        """The new version by `writer` (Revise, decided as an update), over the record
-        this wrapper last wrote (`KnownVersions`) or else the one Explain reads (`read`:
-        its first answer, asked beside the decision)."""
-        known = self._known.get(memory_id, self.client)
-        attempts = 0  # versions read: a remembered one that proved stale costs none
-        while attempts < REVISE_ATTEMPTS:
-            if known is not None:
-                stored = known
-            else:
-                attempts += 1
-                if read is not None:
-                    found, read = read, None
-                    stored = found.result().memory
-                else:
-                    stored = self.client.explain(memory_id, **VERSION_READ).memory
+        """`Mem0Guard._revised`, its calls made here (`read`: the Explain asked beside
+        the decision, its answer or error taken once the loop needs it)."""
+        first: Any = None
+        if read is not None:
             try:
-                revised = self.client.revise(memory_id, **self._revision(stored, writer))
-            except (FailedPrecondition, NotFound) as exc:
-                if not self._known.read_again(memory_id, exc, known):
-                    raise
-                known = None
-                continue
-            self._known.remember(revised.memory, self.client)
-            return revised.decision
-        raise revised_concurrently(memory_id, REVISE_ATTEMPTS)
+                first = read.result()
+            except Exception as exc:  # raised by `_revised` only if it reads this version
+                first = exc
+        steps = self._revised(memory_id, writer, first)
+        answer: Any = None
+        while True:
+            try:
+                method, args, kwargs = steps.send(answer)
+            except StopIteration as done:
+                decision: pb.Decision = done.value
+                return decision
+            try:
+                answer = getattr(self.client, method)(*args, **kwargs)
+            except RETRIED as exc:
+                answer = exc
 
     def delete(self, memory_id: str, *, actor: str | None = None) -> Any:
         """``check("delete")`` first: DENY raises `PolicyDenied`, Mem0 untouched. The
@@ -407,32 +397,20 @@ class GuardedAsyncMem0Memory(Mem0Guard[MemLineageClient | AsyncMemLineageClient]
         return self._changed(result, decision)
 
     async def _update_decision(self, memory_id: str, writer: str, read: Any = None) -> pb.Decision:
-        """`GuardedMem0Memory._update_decision`, awaited; `read`: the first Explain's
-        answer (or its error), asked beside the decision."""
-        known = self._known.get(memory_id, self.client)
-        attempts = 0  # versions read: a remembered one that proved stale costs none
-        while attempts < REVISE_ATTEMPTS:
-            if known is not None:
-                stored = known
-            else:
-                attempts += 1
-                if read is not None:
-                    found, read = read, None
-                    if isinstance(found, BaseException):
-                        raise found
-                    stored = found.memory
-                else:
-                    stored = (await self._acall("explain", memory_id, **VERSION_READ)).memory
+        """`Mem0Guard._revised`, its calls awaited; `read`: the first Explain's answer
+        (or its error), asked beside the decision."""
+        steps = self._revised(memory_id, writer, read)
+        answer: Any = None
+        while True:
             try:
-                revised = await self._acall("revise", memory_id, **self._revision(stored, writer))
-            except (FailedPrecondition, NotFound) as exc:
-                if not self._known.read_again(memory_id, exc, known):
-                    raise
-                known = None
-                continue
-            self._known.remember(revised.memory, self.client)
-            return revised.decision
-        raise revised_concurrently(memory_id, REVISE_ATTEMPTS)
+                method, args, kwargs = steps.send(answer)
+            except StopIteration as done:
+                decision: pb.Decision = done.value
+                return decision
+            try:
+                answer = await self._acall(method, *args, **kwargs)
+            except RETRIED as exc:
+                answer = exc
 
     async def delete(self, memory_id: str, *, actor: str | None = None) -> Any:
         """`GuardedMem0Memory.delete`, awaited."""
