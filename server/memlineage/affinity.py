@@ -30,9 +30,14 @@ def pin_process(cpus: frozenset[int]) -> None:
         taken = set()
     if taken != cpus:
         os.sched_setaffinity(0, before)
+        missing = cpus - taken
+        which = (
+            f"CPU {format_cpus(missing)} is not one"
+            if len(missing) == 1
+            else (f"CPUs {format_cpus(missing)} are not ones")
+        )
         raise ConfigError(
-            f"cpu_affinity: CPU {format_cpus(cpus - taken)} is not one this process may run "
-            f"on (it ran on {format_cpus(before)})"
+            f"cpu_affinity: {which} this process may run on (it ran on {format_cpus(before)})"
         )
     for tid in os.listdir("/proc/self/task"):
         with contextlib.suppress(ProcessLookupError):  # the thread ended meanwhile

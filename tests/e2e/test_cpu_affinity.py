@@ -44,15 +44,21 @@ def test_every_thread_of_a_pinned_sidecar_runs_on_its_cpu_and_it_serves() -> Non
         served.stop()
 
 
-def test_a_cpu_this_process_may_not_use_is_refused_naming_those_it_ran_on() -> None:
+@pytest.mark.parametrize("beyond", [1, 2])
+def test_cpus_this_process_may_not_use_are_refused_naming_those_it_ran_on(beyond: int) -> None:
+    """One CPU past those it may use, or a range of two (beside one it may: the kernel
+    takes the ones it can, which is not what was asked)."""
+    allowed = os.sched_getaffinity(0)
+    top = max(allowed)
+    asked = f"{top + 1}" if beyond == 1 else f"{top}-{top + 2}"
     out = subprocess.run(
-        serve_command(["--cpu-affinity", "999"]), capture_output=True, text=True, timeout=60
+        serve_command(["--cpu-affinity", asked]), capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 2 and "Traceback" not in out.stderr
-    allowed = format_cpus(os.sched_getaffinity(0))
+    which = f"CPU {top + 1} is not one" if beyond == 1 else f"CPUs {top + 1}-{top + 2} are not ones"
     assert out.stderr == (
-        f"error: configuration: cpu_affinity: CPU 999 is not one this process may run on "
-        f"(it ran on {allowed})\n"
+        f"error: configuration: cpu_affinity: {which} this process may run on "
+        f"(it ran on {format_cpus(allowed)})\n"
     )
 
 
