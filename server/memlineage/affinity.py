@@ -34,7 +34,7 @@ def pin_process(cpus: frozenset[int]) -> None:
         which = (
             f"CPU {format_cpus(missing)} is not one"
             if len(missing) == 1
-            else (f"CPUs {format_cpus(missing)} are not ones")
+            else f"CPUs {format_cpus(missing)} are not ones"
         )
         raise ConfigError(
             f"cpu_affinity: {which} this process may run on (it ran on {format_cpus(before)})"
