@@ -17,8 +17,9 @@ ensure_openssl
 ensure_protoc
 # The project's bytecode, written once: the suite starts a few hundred `memlineage`
 # processes, and where PYTHONDONTWRITEBYTECODE is set (as on this project's machines)
-# each of them compiled every module it imports anew (process-heavy test files ran
-# about a fifth faster with it; scripts/test.sh only reads, Python checks the times).
+# each of them compiled every module it imports anew; process-heavy test files ran
+# about a fifth faster with it. Python still compares each file's time with its
+# bytecode's, so an edited module is never run from stale bytecode.
 .venv/bin/python -m compileall -q server policy_dsl >/dev/null
 if [ "$#" -eq 0 ]; then
     ensure_range_venv .venv-lowest constraints-lowest.txt
