@@ -70,8 +70,6 @@ from google.protobuf.timestamp_pb2 import Timestamp
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from memlineage.affinity import pin_process  # noqa: E402
-from memlineage.config.kinds import format_cpus, parse_cpus  # noqa: E402
 from memlineage.v1 import memlineage_pb2 as pb  # noqa: E402
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc  # noqa: E402
 
@@ -202,6 +200,11 @@ def pin_servers(cpus: str) -> str:
     its own ``cpu_affinity`` setting, which it reads from the environment; a ceiling
     pins itself from the same variable), this process on the other CPUs. The line that
     says so."""
+    # imported here: instructions_bench.py imports this module under a baseline
+    # revision's code, which may have no `cpu_affinity`
+    from memlineage.affinity import pin_process
+    from memlineage.config.kinds import format_cpus, parse_cpus
+
     chosen = parse_cpus(cpus)
     rest = frozenset(os.sched_getaffinity(0) - chosen)
     if not chosen or not rest:
@@ -213,9 +216,11 @@ def pin_servers(cpus: str) -> str:
 
 def _pinned_ceiling() -> None:
     """A ceiling started under ``--server-cpus``: on the sidecar's CPUs."""
-    cpus = parse_cpus(os.environ.get(CPUS_ENV, ""))
-    if cpus:
-        pin_process(cpus)
+    if os.environ.get(CPUS_ENV):
+        from memlineage.affinity import pin_process
+        from memlineage.config.kinds import parse_cpus
+
+        pin_process(parse_cpus(os.environ[CPUS_ENV]))
 
 
 async def serve_ceiling(spin_us: float = 0.0) -> None:
