@@ -62,17 +62,8 @@ def test_cpus_this_process_may_not_use_are_refused_naming_those_it_ran_on(beyond
     )
 
 
-@pytest.mark.parametrize(
-    ("route", "said"),
-    [
-        ("flag", "cpu_affinity must be a CPU list such as 1, 0,2 or 2-3, got 'one'"),
-        ("env", "cpu_affinity must be a CPU list such as 1, 0,2 or 2-3, got 'one'"),
-        ("file", "cpu_affinity must be a CPU list such as 1, 0,2 or 2-3, got 'one'"),
-    ],
-)
-def test_a_list_it_cannot_read_is_one_line_by_every_route(
-    route: str, said: str, tmp_path: Path
-) -> None:
+@pytest.mark.parametrize("route", ["flag", "env", "file"])
+def test_a_list_it_cannot_read_is_one_line_by_every_route(route: str, tmp_path: Path) -> None:
     args, env = [], dict(os.environ)
     if route == "flag":
         args = ["--cpu-affinity", "one"]
@@ -83,7 +74,9 @@ def test_a_list_it_cannot_read_is_one_line_by_every_route(
         args = ["--config", str(tmp_path / "c.toml")]
     out = subprocess.run(serve_command(args), capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 2, out
-    assert out.stderr.strip().splitlines()[-1] == f"error: configuration: {said}"
+    assert out.stderr.strip().splitlines()[-1] == (
+        "error: configuration: cpu_affinity must be a CPU list such as 1, 0,2 or 2-3, got 'one'"
+    )
 
 
 @pytest.mark.parametrize(
