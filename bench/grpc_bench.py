@@ -1476,6 +1476,55 @@ def in_loop_check_us(seconds: float, idle_calls: int = 200) -> tuple[float, floa
     return hot, after_1ms, after_10ms
 
 
+IN_LOOP_FR = """
+import statistics, sys, time
+sys.path[:0] = [{bench!r}, {tests!r}]
+import numpy as np
+from instructions_bench import filter_rank_calls
+from memlineage.sidecar import settle_heap
+run, one, requests = filter_rank_calls(200)
+run()
+settle_heap()  # as `memlineage serve` does once it is built
+n, t0 = 0, time.perf_counter()
+while time.perf_counter() - t0 < {seconds}:
+    run()
+    n += len(requests)
+print((time.perf_counter() - t0) / n * 1e6)
+for size in {flushes!r}:
+    flush = np.zeros(size, dtype=np.uint8)
+    took = []
+    for raw in requests:
+        flush[::64] += 1  # a write to each of its cache lines: what the caches held is gone
+        t = time.perf_counter()
+        one(raw)
+        took.append((time.perf_counter() - t) * 1e6)
+    print(statistics.median(took))
+"""
+
+FLUSHES = (8 << 20, 64 << 20)
+"""Bytes written between two in-loop FilterRanks: past a core's L2 (and a share of a
+shared L3), then past any L3 this bench has met."""
+
+
+def in_loop_filter_rank_us(seconds: float) -> tuple[float, ...]:
+    """A fresh FilterRank's time (100 candidates) in a process of its own, no gRPC:
+    request bytes in, answer bytes out through the servicer (`instructions_bench.py`'s
+    `filter_rank_calls`). In one loop, caches hot; then the median single call after
+    each of `FLUSHES` was written: the same code on caches emptied of what it touches.
+    NaNs if it fails."""
+    code = IN_LOOP_FR.format(
+        bench=str(REPO / "bench"), tests=str(REPO / "tests"), seconds=seconds, flushes=FLUSHES
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
+    try:
+        hot, *flushed = (float(x) for x in out.stdout.split()[-1 - len(FLUSHES) :])
+    except ValueError:
+        return (math.nan,) * (1 + len(FLUSHES))
+    return (hot, *flushed)
+
+
 def cpu_bound(ceiling: Result, sidecar: Result, target: float, stack: str) -> str:
     """What bounds a 32-in-flight ratio: each server runs its Python under one GIL, so
     at about one core its calls/s are one over its CPU per call (the cores in use say
@@ -1645,6 +1694,20 @@ def report_targets(
             f"{r.decisions:,.0f}: {_met(r.decisions >= TARGET_FR_DECISIONS)} (ceilings: "
             f"bare sync {fr_sync.decisions:,.0f}, {r.rps / fr_sync.rps:.0%} of it; bare aio "
             f"{fr_aio.decisions:,.0f}, {r.rps / fr_aio.rps:.0%})"
+        )
+        hot, *flushed = in_loop_filter_rank_us(opts.duration)
+        cold = ", ".join(
+            f"after {size >> 20} MB {us:,.0f} us ({us / hot:.1f}x hot)"
+            for size, us in zip(FLUSHES, flushed, strict=True)
+        )
+        print(
+            f"where a fresh FilterRank's time goes: the handler takes {r.handler_us:,.0f} us "
+            f"inside the server of the {r.server_us:,.0f} us of server CPU per call; the same "
+            f"FilterRank in one loop, no gRPC, caches hot: {hot:,.0f} us (in the server it "
+            f"runs {r.handler_us / hot:.1f}x as long; {TARGET_FR_DECISIONS:,} decisions/s "
+            f"needs {FR_CANDIDATES / TARGET_FR_DECISIONS * 1e6:,.0f} us of server CPU per "
+            f"call at one core); one call after memory was written between calls (the same "
+            f"code, what it touches gone from the caches): {cold}"
         )
     else:
         print("target: FilterRank fresh: not measured in this run (--rows fresh-fr)")

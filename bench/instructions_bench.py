@@ -108,6 +108,42 @@ def check_calls(count: int) -> tuple[Callable[[], None], Callable[[bytes], None]
     return run, one, requests
 
 
+def filter_rank_calls(count: int) -> tuple[Callable[[], None], Callable[[bytes], None], list[bytes]]:
+    """`check_calls` for FilterRank: `count` encoded requests of `grpc_bench.py`'s
+    fresh FilterRank (100 candidates drawn from the 2,000 memories, reuse off) through
+    the servicer, bytes in, bytes out; the loop, one call, the requests."""
+    from grpc_bench import FR_CANDIDATES
+    from memlineage.grpc_api.auth import Authenticator
+    from memlineage.grpc_api.servicer import MemLineageService
+    from memlineage.metrics import Metrics
+    from memlineage.v1 import memlineage_pb2 as pb
+
+    rng = random.Random(7)
+    engine, ids = _loaded(rng)
+    service = MemLineageService(engine, Authenticator(), Metrics())
+    requests = [
+        pb.FilterRankRequest(
+            candidates=[
+                pb.Candidate(memory_id=mid, similarity=rng.uniform(0.3, 1.0))
+                for mid in rng.sample(ids, FR_CANDIDATES)
+            ]
+        ).SerializeToString()
+        for _ in range(count)
+    ]
+
+    def one(raw: bytes) -> None:  # as the server calls it (no auth: no context read)
+        service.FilterRank(raw, None)
+
+    for raw in requests[:20]:  # warm: caches, the interpreter's specialisation
+        one(raw)
+
+    def run() -> None:
+        for raw in requests:
+            one(raw)
+
+    return run, one, requests
+
+
 def _act_workload(count: int) -> Callable[[], None]:
     import math
 

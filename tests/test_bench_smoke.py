@@ -124,7 +124,8 @@ def test_integrations_bench_prints_every_row_and_both_target_lines() -> None:
 def test_grpc_bench_runs_its_servers_on_the_cpus_it_is_given() -> None:
     """`--server-cpus`: the sidecar (its `cpu_affinity`, from the environment the bench
     sets) and the bare ceilings start on those CPUs, the client runs on the others,
-    and the header says so."""
+    and the header says so. The fresh FilterRank row sets its handler beside the same
+    calls timed in one process (hot, then on flushed caches)."""
     import os
 
     from memlineage.config.kinds import format_cpus
@@ -132,10 +133,13 @@ def test_grpc_bench_runs_its_servers_on_the_cpus_it_is_given() -> None:
     cpus = sorted(os.sched_getaffinity(0))
     out = run_bench(
         "grpc_bench.py",
-        *("--rows", "latency", "--backends", "embedded", "--memories", "100"),
+        *("--rows", "latency,fresh-fr", "--backends", "embedded", "--memories", "100"),
         *("--duration", "0.3", "--warmup", "0.1", "--rounds", "0"),
         *("--server-cpus", str(cpus[-1])),
     )
+    where = [x for x in out.stdout.splitlines() if x.startswith("where a fresh FilterRank")]
+    assert len(where) == 1 and "nan" not in where[0], out.stdout
+    assert "after 8 MB" in where[0] and "after 64 MB" in where[0], where
     assert f"servers pinned to CPUs {cpus[-1]}, this client to {format_cpus(cpus[:-1])}" in (
         out.stdout
     )
