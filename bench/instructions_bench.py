@@ -108,7 +108,9 @@ def check_calls(count: int) -> tuple[Callable[[], None], Callable[[bytes], None]
     return run, one, requests
 
 
-def filter_rank_calls(count: int) -> tuple[Callable[[], None], Callable[[bytes], None], list[bytes]]:
+def filter_rank_calls(
+    count: int,
+) -> tuple[Callable[[], None], Callable[[bytes], None], list[bytes]]:
     """`check_calls` for FilterRank: `count` encoded requests of `grpc_bench.py`'s
     fresh FilterRank (100 candidates drawn from the 2,000 memories, reuse off) through
     the servicer, bytes in, bytes out; the loop, one call, the requests."""
