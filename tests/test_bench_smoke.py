@@ -144,3 +144,21 @@ def test_grpc_bench_runs_its_servers_on_the_cpus_it_is_given() -> None:
         out.stdout
     )
     assert "target: p50 at one call in flight <= 1.2x" in out.stdout, out.stdout
+
+
+def test_grpc_bench_sets_each_variant_against_a_twin_started_with_it() -> None:
+    """The shadow, views and workers rows compare a sidecar with a setting against a
+    twin on the defaults, both started for the row (a sidecar that served the rows
+    before ran slower than one started after it): each prints its line."""
+    out = run_bench(
+        "grpc_bench.py",
+        *("--rows", "shadow,views,workers", "--backends", "embedded", "--memories", "100"),
+        *("--duration", "0.6", "--warmup", "0.1", "--rounds", "2"),
+    )
+    lines = out.stdout.splitlines()
+    twin = "beside a twin without it, both started for the row"
+    assert any(twin in x for x in lines), out.stdout
+    assert any(x.startswith("target: Check with a shadow candidate loaded") for x in lines)
+    assert any(x.startswith("kept views (engine/view_cache.py): fresh Check") for x in lines)
+    workers = [x for x in lines if x.startswith("grpc_workers (embedded, reuse off)")]
+    assert len(workers) == 3, out.stdout
