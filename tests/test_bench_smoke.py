@@ -153,7 +153,7 @@ def test_grpc_bench_sets_each_variant_against_a_twin_started_with_it() -> None:
     out = run_bench(
         "grpc_bench.py",
         *("--rows", "shadow,views,workers", "--backends", "embedded", "--memories", "100"),
-        *("--duration", "0.6", "--warmup", "0.1", "--rounds", "2"),
+        *("--duration", "0.2", "--warmup", "0.1", "--rounds", "1"),
     )
     lines = out.stdout.splitlines()
     twin = "beside a twin without it, both started for the row"
