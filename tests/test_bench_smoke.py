@@ -27,8 +27,8 @@ def run_bench(script: str, *args: str, timeout: float = 240) -> subprocess.Compl
 def test_store_bench_runs_every_backend_to_the_end() -> None:
     out = run_bench(
         "store_bench.py",
-        *("--descendants", "200", "--records", "100", "--restart-records", "500"),
-        *("--replay-records", "100", "--review-sizes", "1000,2000"),
+        *("--descendants", "200", "--records", "100", "--restart-records", "200"),
+        *("--replay-records", "50", "--review-sizes", "100,200", "--claim-values", "20"),
     )
     for backend in ("embedded", "sqlite", "redis"):
         assert f"== {backend} (" in out.stdout
