@@ -1717,8 +1717,10 @@ def report_targets(
             f"FilterRank in one loop, no gRPC, caches hot: {hot:,.0f} us (in the server it "
             f"runs {r.handler_us / hot:.1f}x as long; {TARGET_FR_DECISIONS:,} decisions/s "
             f"needs {FR_CANDIDATES / TARGET_FR_DECISIONS * 1e6:,.0f} us of server CPU per "
-            f"call at one core); one call after memory was written between calls (the same "
-            f"code, what it touches gone from the caches): {cold}"
+            f"call at one core; the hot loop plus the rest of the server CPU, the gRPC stack's "
+            f"{r.server_us - r.handler_us:,.0f} us: {hot + r.server_us - r.handler_us:,.0f} us); "
+            f"one call after memory was written between calls (the same code, what it touches "
+            f"gone from the caches): {cold}"
         )
     else:
         print("target: FilterRank fresh: not measured in this run (--rows fresh-fr)")

@@ -140,6 +140,7 @@ def test_grpc_bench_runs_its_servers_on_the_cpus_it_is_given() -> None:
     where = [x for x in out.stdout.splitlines() if x.startswith("where a fresh FilterRank")]
     assert len(where) == 1 and "nan" not in where[0], out.stdout
     assert "after 8 MB" in where[0] and "after 64 MB" in where[0], where
+    assert "the hot loop plus the rest of the server CPU" in where[0], where
     assert f"servers pinned to CPUs {cpus[-1]}, this client to {format_cpus(cpus[:-1])}" in (
         out.stdout
     )
