@@ -1445,9 +1445,11 @@ IN_LOOP = """
 import statistics, sys, time
 sys.path[:0] = [{bench!r}, {tests!r}]
 from instructions_bench import check_calls
+from memlineage.sidecar import settle_heap
 run, one, requests = check_calls(2000)
 for _ in range(2):
     run()
+settle_heap()  # as `memlineage serve` does once it is built
 n, t0 = 0, time.perf_counter()
 while time.perf_counter() - t0 < {seconds}:
     run()
