@@ -68,6 +68,21 @@ def test_one_status_several_reasons(sidecar: RunningSidecar) -> None:
         assert (malformed.reason, malformed.field) == ("INVALID_ID", "memory_id")
 
 
+def test_an_invalid_argument_is_a_value_error(sidecar: RunningSidecar) -> None:
+    """A value the sidecar finds wrong is caught where Python code catches wrong values
+    (the adapters document ValueError for lineage they or the sidecar refuse); other
+    refusals are not ValueErrors."""
+    with MemLineageClient(sidecar.address, timeout=10) as c:
+        c.record("v1", creator="user:alice")
+        with pytest.raises(ValueError, match="cannot depend on itself") as caught:
+            c.record("v2", creator="user:alice", dependencies=["v2"])
+        assert isinstance(caught.value, InvalidArgument)
+        assert caught.value.field == "memory.dependencies[0]"
+        stale = refusal(lambda: c.revise("v1", expected_version=9, creator="user:alice"))
+        assert not isinstance(stale, ValueError)
+        assert not isinstance(refusal(lambda: c.explain("v-none")), ValueError)
+
+
 def test_the_async_client_reads_them_too(sidecar: RunningSidecar) -> None:
     async def main() -> MemLineageError:
         async with AsyncMemLineageClient(sidecar.address, timeout=10) as c:

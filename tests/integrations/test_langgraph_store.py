@@ -474,6 +474,36 @@ def test_lineage_that_cannot_be_used_is_a_value_error(ml: MemLineageClient) -> N
     assert inner.list_namespaces() == []
 
 
+def test_lineage_the_sidecar_refuses_is_a_value_error_and_changes_nothing(
+    ml: MemLineageClient,
+) -> None:
+    """Well-formed lineage the sidecar refuses (a dependency on the item itself, on an
+    item it has no record of, or named twice) is its InvalidArgument, a ValueError as
+    the adapter's own checks are, naming the dependency: a new item is not written,
+    an update leaves the old value and its record. (A fuzz of every operation met the
+    self-dependency as an exception the adapter does not document.)"""
+    inner = InMemoryStore()
+    store = GuardedLangGraphStore(inner, ml, defaults={"creator": "agent:planner"})
+    ns = ("refused",)
+    store.put(ns, "city", {"text": "Shanghai"})
+    cases = [
+        ("hotel", ["hotel"], r"dependencies\[0\]: a memory cannot depend on itself"),
+        ("hotel", ["city", "nowhere"], r"dependencies\[1\]: no memory 'refused.nowhere'"),
+        ("hotel", ["city", "city"], r"dependencies\[1\]: 'refused.city' is listed twice"),
+        ("city", ["city"], r"dependencies\[0\]: a memory cannot depend on itself"),  # an update
+    ]
+    for key, deps, message in cases:
+        value = {"text": "new", "_lineage": {"dependencies": deps}}
+        with pytest.raises(ValueError, match=message):
+            store.put(ns, key, value)
+    assert inner.get(ns, "hotel") is None
+    with pytest.raises(NotFound):
+        ml.explain(memory_id(ns, "hotel"))
+    assert inner.get(ns, "city").value == {"text": "Shanghai"}
+    city = ml.explain(memory_id(ns, "city")).memory
+    assert (city.version, list(city.dependencies)) == (1, [])
+
+
 # ---------------------------------------------------------------- search and namespaces
 
 

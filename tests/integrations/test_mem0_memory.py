@@ -141,6 +141,15 @@ def test_lineage_keys_and_defaults_name_the_creator_and_dependencies(
     ):
         with pytest.raises(ValueError, match=message):
             guarded.add("x", user_id=user, metadata={LINEAGE_KEY: bad}, infer=False)
+    # well-formed but refused by the sidecar (InvalidArgument, a ValueError): the
+    # add's memories are taken out of Mem0 again
+    with pytest.raises(ValueError, match="no memory 'never-added'"):
+        guarded.add(
+            "x",
+            user_id=user,
+            metadata={LINEAGE_KEY: {"dependencies": ["never-added"]}},
+            infer=False,
+        )
     assert stored_ids(memory, user) == before
 
 

@@ -56,8 +56,10 @@ class MemLineageError(Exception):
         self.field = field
 
 
-class InvalidArgument(MemLineageError):
-    """Malformed input; ``details`` is "field: message"."""
+class InvalidArgument(MemLineageError, ValueError):
+    """Malformed input; ``details`` is "field: message". Also a ValueError: the
+    sidecar found an argument's value wrong (an unknown or self dependency, say),
+    which the adapters' callers catch as they catch the adapters' own checks."""
 
 
 class NotFound(MemLineageError):
