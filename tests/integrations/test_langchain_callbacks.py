@@ -8,6 +8,7 @@ test reads."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import uuid
@@ -817,3 +818,23 @@ def test_a_tool_artifact_nested_past_the_interpreters_depth_is_recorded(
     assert h.tool_memory("c1") is not None
     # the recipient is in no text read: found nowhere, the agent's choice
     assert denied.arguments["recipient"].sources == ()
+
+
+@pytest.mark.parametrize("recipient", [f"{ATTACKER}\x08", f"\x1b[2J{ATTACKER}", "\ud800"])
+def test_an_argument_the_sidecar_takes_no_text_of_is_decided_by_its_digest(
+    ml: MemLineageClient, world: World, recipient: str
+) -> None:
+    """A control character (or a lone surrogate) a model copied into an argument: the
+    act is sent with the value's sha256 instead of the text, so it is decided, denied
+    and logged (before: the sidecar's INVALID_ARGUMENT for the request, out of the
+    run, with no decision)."""
+    h = handler(ml)
+    chat = model([call("send_money", "c1", recipient=recipient, amount=5)], "done")
+    with pytest.raises(ActDenied) as caught:
+        agent(chat, world).invoke({"input": "Pay my bills"}, config={"callbacks": [h]})
+    assert world.sent == []
+    sent = caught.value.arguments["recipient"]
+    data = recipient.encode("utf-8", "surrogatepass")
+    assert (sent.value, sent.digest) == ("", "sha256:" + hashlib.sha256(data).hexdigest())
+    assert caught.value.arguments["amount"].value == "5"  # text as before
+    assert h.acts[-1].decision.effect == pb.EFFECT_DENY and h.acts[-1].decision.decision_id

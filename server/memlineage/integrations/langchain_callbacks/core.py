@@ -47,6 +47,9 @@ from memlineage.integrations.langchain_callbacks.errors import (
 )
 from memlineage.v1 import memlineage_pb2 as pb
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+"""What the sidecar refuses in an argument's value (tab, newline, CR are text)."""
+
 _NOTHING = object()
 
 
@@ -382,12 +385,20 @@ class _Core:
         return pb.Decision(effect=pb.EFFECT_DENY, operation=pb.OPERATION_ACT, reasons=[reason])
 
     def _value(self, value: Any) -> dict[str, str]:
+        """The argument's value as the act sends it: as text, or, where the sidecar
+        takes no such text (longer than its limit, or holding a control character a
+        model may copy from a tool's output), its digest: the act is still decided
+        and logged, never refused as a malformed request."""
         if not self.send_values:
             return {}
         text = value if isinstance(value, str) else json.dumps(value, default=str)
-        if len(text) <= _MAX_VALUE:
+        try:
+            data, textual = text.encode(), True
+        except UnicodeEncodeError:  # a lone surrogate: no UTF-8 text to send
+            data, textual = text.encode("utf-8", "surrogatepass"), False
+        if textual and len(text) <= _MAX_VALUE and _CONTROL.search(text) is None:
             return {"value": text}
-        return {"digest": "sha256:" + hashlib.sha256(text.encode()).hexdigest()}
+        return {"digest": "sha256:" + hashlib.sha256(data).hexdigest()}
 
     def judged(self, act: _Act, decision: pb.Decision, confirmed: bool | None) -> None:
         """Log the act; raise unless it may run."""
