@@ -6,6 +6,7 @@ exception from the adapter or the client."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.store.memory import InMemoryStore
-from memlineage.client import MemLineageClient, PolicyDenied
+from memlineage.client import AsyncMemLineageClient, MemLineageClient, PolicyDenied
 from memlineage.integrations.langgraph_store import GuardedLangGraphStore
 from support.json_values import json_like
 from support.sidecar import RunningSidecar
@@ -22,10 +23,25 @@ from support.sidecar import RunningSidecar
 REFUSALS = (ValueError, PolicyDenied)
 
 
+DEFAULTS = {"creator": "agent:planner"}
+
+
 @pytest.fixture(scope="module")
-def store() -> Iterator[GuardedLangGraphStore]:
-    with RunningSidecar() as s, MemLineageClient(s.address, timeout=10) as client:
-        yield GuardedLangGraphStore(InMemoryStore(), client, defaults={"creator": "agent:planner"})
+def sidecar() -> Iterator[RunningSidecar]:
+    with RunningSidecar() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def store(sidecar: RunningSidecar) -> Iterator[GuardedLangGraphStore]:
+    with MemLineageClient(sidecar.address, timeout=10) as client:
+        yield GuardedLangGraphStore(InMemoryStore(), client, defaults=DEFAULTS)
+
+
+@pytest.fixture(scope="module")
+def inner() -> InMemoryStore:
+    """The async twin's wrapped store (its guarded store is made per event loop)."""
+    return InMemoryStore()
 
 
 parts = st.sampled_from(
@@ -85,6 +101,50 @@ def test_any_operation_is_done_or_refused_as_documented(
 OUTCOMES: Counter[str] = Counter()
 
 
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ns=namespaces,
+    key=st.sampled_from(["k", "", "k/2", "x" * 300]) | st.text(max_size=5),
+    value=values,
+    query=st.none() | st.text(max_size=5),
+    limit=st.integers(-2, 12),
+    offset=st.integers(-2, 5),
+)
+def test_the_async_path_does_the_same_or_refuses_as_documented(
+    sidecar: RunningSidecar,
+    inner: InMemoryStore,
+    ns: tuple[str, ...],
+    key: str,
+    value: dict[str, Any],
+    query: str | None,
+    limit: int,
+    offset: int,
+) -> None:
+    """The same operations through `abatch` (aput, aget, asearch, alist_namespaces,
+    adelete) with an `AsyncMemLineageClient`: the same documented refusals only."""
+
+    async def run() -> None:
+        async with AsyncMemLineageClient(sidecar.address, timeout=10) as client:
+            store = GuardedLangGraphStore(inner, client, defaults=DEFAULTS)
+            calls: list[Any] = [
+                lambda: store.aput(ns, key, value),
+                lambda: store.aget(ns, key),
+                lambda: store.asearch(ns, query=query, limit=limit, offset=offset),
+                lambda: store.alist_namespaces(prefix=ns or None, limit=max(limit, 1)),
+                lambda: store.adelete(ns, key),
+            ]
+            for call in calls:
+                try:
+                    await call()
+                    OUTCOMES["async done"] += 1
+                except REFUSALS as exc:
+                    OUTCOMES[type(exc).__name__] += 1
+
+    asyncio.run(run())
+
+
 def test_the_fuzz_reaches_the_sidecar() -> None:
     """Run after the fuzz (file order): some operations were done, not all refused."""
-    assert OUTCOMES["done"] > 100, OUTCOMES
+    assert OUTCOMES["done"] > 100 and OUTCOMES["async done"] > 30, OUTCOMES
