@@ -13,6 +13,7 @@ money sent there)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections import Counter
@@ -27,12 +28,13 @@ from memlineage.client import MemLineageClient
 from memlineage.integrations.langchain_callbacks import (
     ActDenied,
     ActNotConfirmed,
+    AsyncLineageCallbackHandler,
     LineageCallbackHandler,
     LineageRefused,
 )
 from support.json_values import json_like
 from support.sidecar import RunningSidecar
-from test_langchain_callbacks import World, agent, call, model
+from test_langchain_callbacks import World, aagent_run, agent, call, model
 
 DOCUMENTED = (ActDenied, ActNotConfirmed, LineageRefused)
 ATTACKER = "eve@evil.example"
@@ -90,15 +92,18 @@ def _collapsed(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+@pytest.mark.parametrize("twin", ["sync", "async"])
 @settings(
-    max_examples=120,
+    max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(case=scenario())
 def test_an_injected_argument_never_moves_money(
-    ml: MemLineageClient, case: tuple[str, str, Any, str, float]
+    ml: MemLineageClient, twin: str, case: tuple[str, str, Any, str, float]
 ) -> None:
+    """`twin`: `LineageCallbackHandler` under `invoke`, or `AsyncLineageCallbackHandler`
+    under `ainvoke`."""
     user, output, artifact, recipient, amount = case
     world = World()
 
@@ -119,9 +124,13 @@ def test_an_injected_argument_never_moves_money(
         [call("send_money", "c2", recipient=recipient, amount=amount)],
         "done",
     )
-    h = LineageCallbackHandler(ml, user="user:alice")
     try:
-        agent(chat, world).invoke({"input": user}, config={"callbacks": [h]})
+        if twin == "sync":
+            h = LineageCallbackHandler(ml, user="user:alice")
+            agent(chat, world).invoke({"input": user}, config={"callbacks": [h]})
+        else:
+            ah = AsyncLineageCallbackHandler(ml, user="user:alice")
+            asyncio.run(aagent_run(chat, world, ah, user))
         OUTCOMES["ran"] += 1
     except DOCUMENTED as exc:
         OUTCOMES[type(exc).__name__] += 1
