@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -61,10 +62,21 @@ values = st.dictionaries(st.text(max_size=4), json_values, max_size=3) | st.buil
 )
 
 
-@settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(
+@dataclass(frozen=True)
+class Args:
+    """One example's arguments, for each operation."""
+
+    ns: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    query: str | None
+    search_filter: dict[str, Any] | None
+    limit: int
+    offset: int
+
+
+arguments = st.builds(
+    Args,
     ns=namespaces,
     key=st.sampled_from(["k", "", "k/2", "x" * 300]) | st.text(max_size=5),
     value=values,
@@ -73,29 +85,42 @@ values = st.dictionaries(st.text(max_size=4), json_values, max_size=3) | st.buil
     limit=st.integers(-2, 12),
     offset=st.integers(-2, 5),
 )
-def test_any_operation_is_done_or_refused_as_documented(
-    store: GuardedLangGraphStore,
-    ns: tuple[str, ...],
-    key: str,
-    value: dict[str, Any],
-    query: str | None,
-    search_filter: dict[str, Any] | None,
-    limit: int,
-    offset: int,
-) -> None:
-    calls: list[Any] = [
-        lambda: store.put(ns, key, value),
-        lambda: store.get(ns, key),
-        lambda: store.search(ns, query=query, filter=search_filter, limit=limit, offset=offset),
-        lambda: store.list_namespaces(prefix=ns or None, limit=max(limit, 1)),
-        lambda: store.delete(ns, key),
+
+
+def operations(store: GuardedLangGraphStore, a: Args, prefix: str = "") -> list[Any]:
+    """put, get, search, list_namespaces, delete of `a` (`prefix` "a": their async twins)."""
+
+    def op(name: str) -> Any:
+        return getattr(store, prefix + name)
+
+    return [
+        lambda: op("put")(a.ns, a.key, a.value),
+        lambda: op("get")(a.ns, a.key),
+        lambda: op("search")(
+            a.ns, query=a.query, filter=a.search_filter, limit=a.limit, offset=a.offset
+        ),
+        lambda: op("list_namespaces")(prefix=a.ns or None, limit=max(a.limit, 1)),
+        lambda: op("delete")(a.ns, a.key),
     ]
-    for call in calls:
+
+
+def tally(outcome: str) -> None:
+    OUTCOMES[outcome] += 1
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(a=arguments)
+def test_any_operation_is_done_or_refused_as_documented(
+    store: GuardedLangGraphStore, a: Args
+) -> None:
+    for call in operations(store, a):
         try:
             call()
-            OUTCOMES["done"] += 1
+            tally("done")
         except REFUSALS as exc:
-            OUTCOMES[type(exc).__name__] += 1
+            tally(type(exc).__name__)
 
 
 OUTCOMES: Counter[str] = Counter()
@@ -104,23 +129,9 @@ OUTCOMES: Counter[str] = Counter()
 @settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(
-    ns=namespaces,
-    key=st.sampled_from(["k", "", "k/2", "x" * 300]) | st.text(max_size=5),
-    value=values,
-    query=st.none() | st.text(max_size=5),
-    limit=st.integers(-2, 12),
-    offset=st.integers(-2, 5),
-)
+@given(a=arguments)
 def test_the_async_path_does_the_same_or_refuses_as_documented(
-    sidecar: RunningSidecar,
-    inner: InMemoryStore,
-    ns: tuple[str, ...],
-    key: str,
-    value: dict[str, Any],
-    query: str | None,
-    limit: int,
-    offset: int,
+    sidecar: RunningSidecar, inner: InMemoryStore, a: Args
 ) -> None:
     """The same operations through `abatch` (aput, aget, asearch, alist_namespaces,
     adelete) with an `AsyncMemLineageClient`: the same documented refusals only."""
@@ -128,19 +139,12 @@ def test_the_async_path_does_the_same_or_refuses_as_documented(
     async def run() -> None:
         async with AsyncMemLineageClient(sidecar.address, timeout=10) as client:
             store = GuardedLangGraphStore(inner, client, defaults=DEFAULTS)
-            calls: list[Any] = [
-                lambda: store.aput(ns, key, value),
-                lambda: store.aget(ns, key),
-                lambda: store.asearch(ns, query=query, limit=limit, offset=offset),
-                lambda: store.alist_namespaces(prefix=ns or None, limit=max(limit, 1)),
-                lambda: store.adelete(ns, key),
-            ]
-            for call in calls:
+            for call in operations(store, a, "a"):
                 try:
                     await call()
-                    OUTCOMES["async done"] += 1
+                    tally("async done")
                 except REFUSALS as exc:
-                    OUTCOMES[type(exc).__name__] += 1
+                    tally(type(exc).__name__)
 
     asyncio.run(run())
 
