@@ -48,7 +48,8 @@ from memlineage.integrations.langchain_callbacks.errors import (
 from memlineage.v1 import memlineage_pb2 as pb
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-"""What the sidecar refuses in an argument's value (tab, newline, CR are text)."""
+"""What the sidecar refuses in an argument's value (tab, newline, CR are text): its
+`check_free_text`, which this package may not import; the LangChain fuzz meets a drift."""
 
 _NOTHING = object()
 
