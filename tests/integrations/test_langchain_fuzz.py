@@ -9,7 +9,8 @@ control character was the sidecar's INVALID_ARGUMENT, the act never decided); an
 the transfer's body runs only when its recipient occurs in the user's own words (the
 binding rule finds a value only as a whole token of a recorded text, so a recipient
 the user never wrote is the tool's or the agent's choice: the bundled act gate denies
-money sent there)."""
+money sent there). A transfer the user asked for in words runs, whatever the tool's
+output says."""
 
 from __future__ import annotations
 
@@ -74,9 +75,10 @@ def _tokens(text: str) -> list[str]:
 
 
 @st.composite
-def scenario(draw: st.DrawFn) -> tuple[str, str, Any, str, float]:
+def scenario(draw: st.DrawFn) -> tuple[str, str, Any, str, float, bool]:
     """The user's words, the tool's output and artifact, and the transfer's recipient
-    (a token of the output, of the user's words, or any text) and amount."""
+    (a token of the output, of the user's words, or any text) and amount; False: not
+    a transfer the user asked for."""
     user, output, artifact = draw(user_texts), draw(outputs), draw(artifacts)
     pools = [p for p in (_tokens(output), _tokens(user)) if p]
     recipient = draw(st.one_of(*(st.sampled_from(p) for p in pools), words) if pools else words)
@@ -85,7 +87,17 @@ def scenario(draw: st.DrawFn) -> tuple[str, str, Any, str, float]:
         | st.sampled_from([25.0, 500.0, 120.5])
         | st.floats()
     )
-    return user, output, artifact, recipient, amount
+    return user, output, artifact, recipient, amount, False
+
+
+@st.composite
+def asked(draw: st.DrawFn) -> tuple[str, str, Any, str, float, bool]:
+    """A transfer the user asked for in words (recipient and amount both theirs),
+    after the same attacker-controlled tool output: it must run."""
+    amount = draw(st.sampled_from([25.0, 500.0, 120.5]))
+    recipient = draw(st.sampled_from([FRIEND, "carol@acme.example"]))
+    user = f"{draw(sentences)} Send {amount:g} EUR to {recipient}"
+    return user, draw(outputs), draw(artifacts), recipient, amount, True
 
 
 def _collapsed(text: str) -> str:
@@ -98,13 +110,13 @@ def _collapsed(text: str) -> str:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(case=scenario())
+@given(case=scenario() | asked())
 def test_an_injected_argument_never_moves_money(
-    ml: MemLineageClient, twin: str, case: tuple[str, str, Any, str, float]
+    ml: MemLineageClient, twin: str, case: tuple[str, str, Any, str, float, bool]
 ) -> None:
     """`twin`: `LineageCallbackHandler` under `invoke`, or `AsyncLineageCallbackHandler`
     under `ainvoke`."""
-    user, output, artifact, recipient, amount = case
+    user, output, artifact, recipient, amount, user_asked = case
     world = World()
 
     @tool(response_format="content_and_artifact")
@@ -136,8 +148,11 @@ def test_an_injected_argument_never_moves_money(
         OUTCOMES[type(exc).__name__] += 1
     if world.sent:
         assert _collapsed(recipient) in _collapsed(user), (user, output, recipient)
+    if user_asked:  # whatever the tool's output says
+        assert world.sent == [("send_money", {"recipient": recipient, "amount": amount})], case
 
 
 def test_the_fuzz_reaches_both_ends() -> None:
-    """Run after the fuzz (file order): some transfers were denied, some runs ended."""
-    assert OUTCOMES["ActDenied"] > 10 and OUTCOMES["ran"] > 0, OUTCOMES
+    """Run after the fuzz (file order): transfers were denied (and, asserted above,
+    those the user asked for ran)."""
+    assert OUTCOMES["ActDenied"] > 10, OUTCOMES
