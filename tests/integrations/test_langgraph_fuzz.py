@@ -2,7 +2,8 @@
 value (its `_lineage` too), filter and page, through a real sidecar. Each operation
 either does what LangGraph's store would or is refused as the adapter documents
 (ValueError naming the part, PolicyDenied with the decision), never another
-exception from the adapter or the client."""
+exception from the adapter or the client: over InMemoryStore (sync and async), and
+over SqliteStore beside a bare one, whose own errors it raises as they come."""
 
 from __future__ import annotations
 
@@ -16,8 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.store.memory import InMemoryStore
+from langgraph.store.sqlite import SqliteStore
 from memlineage.client import AsyncMemLineageClient, MemLineageClient, PolicyDenied
-from memlineage.integrations.langgraph_store import GuardedLangGraphStore
+from memlineage.integrations.langgraph_store import (
+    DECISION_KEY,
+    LINEAGE_KEY,
+    GuardedLangGraphStore,
+)
 from support.json_values import json_like
 from support.sidecar import RunningSidecar
 
@@ -149,6 +155,49 @@ def test_the_async_path_does_the_same_or_refuses_as_documented(
     asyncio.run(run())
 
 
+def _stored(value: dict[str, Any]) -> dict[str, Any]:
+    """A value as the guarded store keeps it: the reserved keys are never stored (a
+    degraded read's decision is added to what it returns)."""
+    return {k: v for k, v in value.items() if k not in (LINEAGE_KEY, DECISION_KEY)}
+
+
+def _outcome(call: Any) -> tuple[str, Any]:
+    try:
+        return "ok", call()
+    except Exception as exc:  # compared with the bare store's below
+        return type(exc).__name__, exc
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(a=arguments)
+def test_over_sqlite_it_does_what_the_bare_store_does_or_refuses(
+    sidecar: RunningSidecar, a: Args
+) -> None:
+    """LangGraph's SqliteStore raises errors of its own (an integer past 64 bits in a
+    value: TypeError): wrapped, each operation ends as it does on a bare SqliteStore
+    fed the same, or is refused as documented; once nothing was refused, a get
+    returns the bare store's value but for the reserved keys."""
+    with (
+        MemLineageClient(sidecar.address, timeout=10) as client,
+        SqliteStore.from_conn_string(":memory:") as bare,
+        SqliteStore.from_conn_string(":memory:") as inner,
+    ):
+        bare.setup()
+        inner.setup()
+        guarded = GuardedLangGraphStore(inner, client, defaults=DEFAULTS)
+        refused = False
+        for plain, wrapped in zip(operations(bare, a), operations(guarded, a), strict=True):
+            b, g = _outcome(plain), _outcome(wrapped)
+            refused = refused or isinstance(g[1], REFUSALS)
+            assert g[0] == b[0] or isinstance(g[1], REFUSALS), (a, b, g)
+            tally("sqlite " + g[0])
+            if not refused and g[0] == "ok" and hasattr(g[1], "value"):  # a get's item
+                assert _stored(g[1].value) == _stored(b[1].value), (a, b, g)
+
+
 def test_the_fuzz_reaches_the_sidecar() -> None:
     """Run after the fuzz (file order): some operations were done, not all refused."""
     assert OUTCOMES["done"] > 100 and OUTCOMES["async done"] > 30, OUTCOMES
+    assert OUTCOMES["sqlite ok"] > 20, OUTCOMES
