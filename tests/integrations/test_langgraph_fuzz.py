@@ -93,6 +93,10 @@ arguments = st.builds(
 )
 
 
+FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+"""Each test's settings but for its number of examples."""
+
+
 def operations(store: GuardedLangGraphStore, a: Args, prefix: str = "") -> list[Any]:
     """put, get, search, list_namespaces, delete of `a` (`prefix` "a": their async twins)."""
 
@@ -114,9 +118,7 @@ def tally(outcome: str) -> None:
     OUTCOMES[outcome] += 1
 
 
-@settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(FUZZ, max_examples=300)
 @given(a=arguments)
 def test_any_operation_is_done_or_refused_as_documented(
     store: GuardedLangGraphStore, a: Args
@@ -132,9 +134,7 @@ def test_any_operation_is_done_or_refused_as_documented(
 OUTCOMES: Counter[str] = Counter()
 
 
-@settings(
-    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(FUZZ, max_examples=100)
 @given(a=arguments)
 def test_the_async_path_does_the_same_or_refuses_as_documented(
     sidecar: RunningSidecar, inner: InMemoryStore, a: Args
@@ -168,9 +168,7 @@ def _outcome(call: Any) -> tuple[str, Any]:
         return type(exc).__name__, exc
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(FUZZ, max_examples=60)
 @given(a=arguments)
 def test_over_sqlite_it_does_what_the_bare_store_does_or_refuses(
     sidecar: RunningSidecar, a: Args
