@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import tool
 from memlineage.client import MemLineageClient
 from memlineage.integrations.langchain_callbacks import (
     ActDenied,
@@ -82,11 +82,7 @@ def scenario(draw: st.DrawFn) -> tuple[str, str, Any, str, float, bool]:
     user, output, artifact = draw(user_texts), draw(outputs), draw(artifacts)
     pools = [p for p in (_tokens(output), _tokens(user)) if p]
     recipient = draw(st.one_of(*(st.sampled_from(p) for p in pools), words) if pools else words)
-    amount = draw(
-        st.floats(allow_nan=False, allow_infinity=False)
-        | st.sampled_from([25.0, 500.0, 120.5])
-        | st.floats()
-    )
+    amount = draw(st.sampled_from([25.0, 500.0, 120.5]) | st.floats())
     return user, output, artifact, recipient, amount, False
 
 
@@ -130,7 +126,7 @@ def test_an_injected_argument_never_moves_money(
         world.sent.append(("send_money", {"recipient": recipient, "amount": amount}))
         return f"sent {amount} to {recipient}"
 
-    world.tools = {t.name: t for t in (fetch_page, send_money) if isinstance(t, BaseTool)}
+    world.tools = {t.name: t for t in (fetch_page, send_money)}
     chat = model(
         [call("fetch_page", "c1")],
         [call("send_money", "c2", recipient=recipient, amount=amount)],

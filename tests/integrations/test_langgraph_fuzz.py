@@ -18,17 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
-from memlineage.client import AsyncMemLineageClient, MemLineageClient, PolicyDenied
+from memlineage.client import AsyncMemLineageClient, MemLineageClient
 from memlineage.integrations.langgraph_store import (
     DECISION_KEY,
     LINEAGE_KEY,
     GuardedLangGraphStore,
 )
+from support.differential import REFUSALS, agrees, outcome, refused
 from support.json_values import json_like
 from support.sidecar import RunningSidecar
-
-REFUSALS = (ValueError, PolicyDenied)
-
 
 DEFAULTS = {"creator": "agent:planner"}
 
@@ -161,13 +159,6 @@ def _stored(value: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in value.items() if k not in (LINEAGE_KEY, DECISION_KEY)}
 
 
-def _outcome(call: Any) -> tuple[str, Any]:
-    try:
-        return "ok", call()
-    except Exception as exc:  # compared with the bare store's below
-        return type(exc).__name__, exc
-
-
 @settings(FUZZ, max_examples=60)
 @given(a=arguments)
 def test_over_sqlite_it_does_what_the_bare_store_does_or_refuses(
@@ -185,13 +176,13 @@ def test_over_sqlite_it_does_what_the_bare_store_does_or_refuses(
         bare.setup()
         inner.setup()
         guarded = GuardedLangGraphStore(inner, client, defaults=DEFAULTS)
-        refused = False
+        any_refused = False
         for plain, wrapped in zip(operations(bare, a), operations(guarded, a), strict=True):
-            b, g = _outcome(plain), _outcome(wrapped)
-            refused = refused or isinstance(g[1], REFUSALS)
-            assert g[0] == b[0] or isinstance(g[1], REFUSALS), (a, b, g)
+            b, g = outcome(plain), outcome(wrapped)
+            any_refused = any_refused or refused(g)
+            assert agrees(b, g), (a, b, g)
             tally("sqlite " + g[0])
-            if not refused and g[0] == "ok" and hasattr(g[1], "value"):  # a get's item
+            if not any_refused and g[0] == "ok" and hasattr(g[1], "value"):  # a get's item
                 assert _stored(g[1].value) == _stored(b[1].value), (a, b, g)
 
 

@@ -8,10 +8,8 @@ Mem0 holds after an add is recorded in the sidecar."""
 from __future__ import annotations
 
 import itertools
-import tempfile
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,28 +17,30 @@ import support.mem0_offline  # noqa: F401  (before mem0: no telemetry, its home 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mem0 import Memory
-from memlineage.client import MemLineageClient, NotFound, PolicyDenied
+from memlineage.client import MemLineageClient, NotFound
 from memlineage.integrations.mem0_memory import LINEAGE_KEY, GuardedMem0Memory
+from support.differential import agrees, outcome, refused
 from support.json_values import json_like
 from support.mem0_offline import embedder, mem0_config
 from support.sidecar import RunningSidecar
 
-REFUSALS = (ValueError, PolicyDenied)
 OUTCOMES: Counter[str] = Counter()
 _users = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def pair() -> Iterator[tuple[Memory, GuardedMem0Memory, MemLineageClient]]:
+def pair(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Memory, GuardedMem0Memory, MemLineageClient]]:
     """A bare Mem0, and a guarded one over a Mem0 of its own (each its own Qdrant)."""
+    tmp = tmp_path_factory.mktemp("mem0-fuzz")
     with (
         embedder() as url,
         RunningSidecar() as sidecar,
         MemLineageClient(sidecar.address, timeout=10) as ml,
-        tempfile.TemporaryDirectory() as tmp,
     ):
-        bare = Memory.from_config(mem0_config(Path(tmp) / "bare", url))
-        inner = Memory.from_config(mem0_config(Path(tmp) / "guarded", url))
+        bare = Memory.from_config(mem0_config(tmp / "bare", url))
+        inner = Memory.from_config(mem0_config(tmp / "guarded", url))
         try:
             yield bare, GuardedMem0Memory(inner, ml), ml
         finally:
@@ -85,18 +85,6 @@ metadata = st.one_of(
 )
 
 
-def _outcome(fn: Any) -> tuple[str, Any]:
-    try:
-        return "ok", fn()
-    except Exception as exc:  # compared with the other side's below
-        return type(exc).__name__, exc
-
-
-def _agrees(bare: tuple[str, Any], guarded: tuple[str, Any]) -> bool:
-    """The guarded side did what the bare side did, or refused as documented."""
-    return guarded[0] == bare[0] or isinstance(guarded[1], REFUSALS)
-
-
 def _held(memory: Memory, user: str) -> set[str]:
     return {r["id"] for r in memory.get_all(filters={"user_id": user})["results"]}
 
@@ -121,9 +109,9 @@ def test_any_input_is_done_as_mem0_does_it_or_refused_as_documented(
 ) -> None:
     bare, guarded, ml = pair
     user = f"fuzz{next(_users)}"
-    b = _outcome(lambda: bare.add(msgs, user_id=user, metadata=meta, infer=False))
-    g = _outcome(lambda: guarded.add(msgs, user_id=user, metadata=meta, infer=False))
-    assert _agrees(b, g), (msgs, meta, b, g)
+    b = outcome(lambda: bare.add(msgs, user_id=user, metadata=meta, infer=False))
+    g = outcome(lambda: guarded.add(msgs, user_id=user, metadata=meta, infer=False))
+    assert agrees(b, g), (msgs, meta, b, g)
     held = _held(guarded.memory, user)
     if g[0] != "ok":
         assert held == set(), (msgs, meta, g)  # a refused or failed add did not happen
@@ -137,15 +125,15 @@ def test_any_input_is_done_as_mem0_does_it_or_refused_as_documented(
         lambda m: m.search(query, filters={"user_id": user}, top_k=top_k),
         lambda m: m.get_all(filters={"user_id": user}, top_k=max(top_k, 1)),
     ):
-        b, g = _outcome(lambda op=op: op(bare)), _outcome(lambda op=op: op(guarded))
-        assert _agrees(b, g), (query, top_k, b, g)
+        b, g = outcome(lambda op=op: op(bare)), outcome(lambda op=op: op(guarded))
+        assert agrees(b, g), (query, top_k, b, g)
         if g[0] == "ok":
             assert {r["id"] for r in g[1]["results"]} <= held
     for mid in sorted(held)[:1]:
-        g = _outcome(lambda mid=mid: guarded.update(mid, query or "changed"))
-        assert g[0] == "ok" or isinstance(g[1], REFUSALS), g
-        g = _outcome(lambda mid=mid: guarded.delete(mid))
-        assert g[0] == "ok" or isinstance(g[1], REFUSALS), g
+        g = outcome(lambda mid=mid: guarded.update(mid, query or "changed"))
+        assert g[0] == "ok" or refused(g), g
+        g = outcome(lambda mid=mid: guarded.delete(mid))
+        assert g[0] == "ok" or refused(g), g
         OUTCOMES["delete " + g[0]] += 1
 
 
