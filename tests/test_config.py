@@ -63,6 +63,9 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
         ('listen = "127.0.0.1:99999"', "listen port must be 0 to 65535, got 99999"),
         ("metrics_port = 70000", "metrics_port: must be 0 to 65535, got 70000"),
         ('store = "mysql://x"', "store must be embedded, embedded:///dir, redis://"),
+        # fsync where no commit can take it (in memory, or Redis): refused, not ignored
+        ("fsync = true", "fsync applies to the embedded store with a data directory"),
+        ('fsync = true\nstore = "redis://h:1/0"', "got store 'redis://h:1/0'"),
         ("grace_seconds = -1", "grace_seconds: must be 0 to 3600, got -1"),
         # found by an outside audit: each was accepted
         ("compact_log_bytes = -5", "compact_log_bytes: must be 1 to 1,099,511,627,776, got -5"),

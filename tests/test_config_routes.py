@@ -45,6 +45,7 @@ SAMPLES: dict[str, tuple[Any, Any, Any]] = {
     ),
     "store": ("redis://a:1/0", "redis+cluster://b:2,c:3", "embedded:///tmp/x"),
     "data_dir": ("/d1", "/d2", "/d3"),
+    "fsync": (True, False, True),
     "redis_socket_timeout": (2.0, 3.0, 0.5),
     "redis_connect_timeout": (2.0, 3.0, 0.5),
     "compact_log_bytes": (1, 2, 3),
@@ -89,8 +90,8 @@ for _s in SETTINGS:  # the scalar [scoring] numbers: any three distinct values w
         SAMPLES[_s.key] = (0.11, 0.22, 0.33)
 
 # tls_cert and tls_key go together: the file always carries a pair, which the setting
-# under test then overrides.
-BASE = {"tls_cert": "base.pem", "tls_key": "base.key"}
+# under test then overrides; fsync needs a data directory.
+BASE = {"tls_cert": "base.pem", "tls_key": "base.key", "data_dir": "/base"}
 
 
 def toml_text(values: dict[str, Any]) -> str:

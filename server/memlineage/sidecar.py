@@ -14,7 +14,7 @@ import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from memlineage import __version__
 from memlineage.affinity import pin_process
@@ -129,11 +129,14 @@ async def start_sidecar(
     holder = PolicyHolder(config.policy_dir)  # a broken set fails before the store opens
     if config.simulation and not isinstance(clock, ManualClock):
         clock = ManualClock(clock())  # from now on it moves only with the requests' times
+    # fsync is validated to come with an embedded store with a directory
+    options: dict[str, Any] = {"fsync": True} if config.fsync else {}
     store = open_store(
         config.store_url(),
         clock=clock,
         socket_timeout=config.redis_socket_timeout,
         connect_timeout=config.redis_connect_timeout,
+        **options,
     )
     store.decision_retention = config.decision_retention
     try:
@@ -395,6 +398,7 @@ async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
         serving = sidecar.engine.policies.current
         ready.write(
             f"memlineage serving on {host}:{sidecar.port} (store {sidecar.store.kind}, "
+            f"writes survive {sidecar.store.durability()}, "
             f"policies {serving.version}, {len(serving.compiled.policies)} rules"
             + (", simulated clock: requests' times move it" if config.simulation else "")
             + (f", on CPUs {format_cpus(cpus)}" if cpus else "")

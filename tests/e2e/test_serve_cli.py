@@ -188,6 +188,25 @@ def test_a_second_server_on_a_held_data_directory_refuses_to_start(served) -> No
         again.kill()
 
 
+def test_fsync_is_a_setting_serve_applies_and_its_banner_reports(tmp_path: Path) -> None:
+    """`--fsync` reaches the store (before: only `EmbeddedStore(fsync=True)` in Python
+    could ask for it; README promised it to operators): the banner says what an
+    acknowledged write survives, read from the running database; a store with no
+    commit to sync refuses the setting instead of ignoring it."""
+    policies = Path(__file__).resolve().parents[2] / "policies"
+    for flags, survives in (
+        (["--fsync"], "a killed process and a power loss (fsync at every commit)"),
+        ([], "a killed process, not a power loss"),
+    ):
+        s = Served(["--policies", str(policies), "--data-dir", str(tmp_path / "d"), *flags])
+        s.kill()
+        assert f"writes survive {survives}" in s.banner, s.banner
+    out = run_serve(["--policies", str(policies), "--fsync"])
+    assert out.returncode == 2 and out.stderr.startswith(
+        "error: configuration: fsync applies to the embedded store with a data directory"
+    ), out
+
+
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     """A store that is not there, a store URL no backend takes, a closed pipe: a line on
     stderr and an exit code, never a traceback (before: each a Python traceback, and a

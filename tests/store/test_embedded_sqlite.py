@@ -99,7 +99,9 @@ def test_fsync_maps_to_sqlite_synchronous(tmp_path: Path, fsync: bool, level: in
     db = store._log._db
     assert db.execute("PRAGMA synchronous").fetchone()[0] == level  # NORMAL 1, FULL 2
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert ("power loss (fsync" in store.durability()) is fsync, store.durability()
     store.close()
+    assert EmbeddedStore().durability().startswith("nothing: in memory only")
 
 
 def test_an_access_flush_is_one_op_and_replays(tmp_path: Path) -> None:

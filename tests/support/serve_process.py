@@ -82,6 +82,7 @@ class ServeProcess:
             self.kill()
             raise
         self.address = f"127.0.0.1:{ready.group(1)}"
+        self.banner = ready.string  # the whole "memlineage serving on ..." line
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None

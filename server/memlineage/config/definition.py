@@ -123,6 +123,13 @@ class Config:
         "with store `embedded`: persist in this directory (shorthand for `embedded:///DIR`)",
         "store",
     )
+    fsync: bool = _setting(
+        False,
+        "embedded store with a data directory: fsync at every commit (SQLite "
+        "synchronous=FULL), so an acknowledged write survives a power loss or an OS crash "
+        "too, not only a killed process; one fsync per write",
+        "store",
+    )
     redis_socket_timeout: float = _setting(
         1.0,
         "Redis: seconds to wait for a reply, in (0, 60]; a store that does not answer in time "
@@ -321,6 +328,11 @@ class Config:
             self.scoring.check()
         except ValueError as exc:
             raise ConfigError(f"scoring: {exc}") from None
+        if self.fsync and not self.store_url().startswith("embedded://"):
+            raise ConfigError(
+                "fsync applies to the embedded store with a data directory (data_dir, or "
+                f"store = embedded:///DIR), got store {self.store_url()!r}"
+            )
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ConfigError("tls_cert and tls_key go together")
         if not (

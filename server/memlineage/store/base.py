@@ -192,6 +192,12 @@ class LineageStore(
         Raises ValidationError (and subclasses), NamespaceError, AlreadyExistsError.
         """
 
+    def durability(self) -> str:
+        """What an acknowledged write survives, in words for an operator (the serving
+        banner, `memlineage store check`): read from the store as it runs, not from
+        the settings it was asked for."""
+        return "what the store's own server keeps"
+
     def ping(self) -> bool:
         """True when the store answers now (within its client's timeouts), never raises:
         what the health service reports. In-process stores always answer."""

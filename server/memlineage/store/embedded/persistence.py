@@ -489,6 +489,12 @@ class SqliteLog:
         self._checkpointer = Checkpointer(self.path, self._fsync)
         self.decisions = DecisionTable(self.path, self._fsync)
 
+    def synced_commits(self) -> bool:
+        """Whether the open database fsyncs at every commit (``PRAGMA synchronous``
+        asked of the live connection: FULL or stronger)."""
+        assert self._db is not None
+        return int(self._db.execute("PRAGMA synchronous").fetchone()[0]) >= 2
+
     def _finish_import(self) -> None:
         """Rename the old files an import read, when a crash came between the new
         database and their renaming (the database lists them)."""

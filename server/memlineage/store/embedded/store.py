@@ -125,6 +125,15 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
 
     # -- persistence (all of it in ``persistence.SqliteLog``) ----------------------
 
+    def durability(self) -> str:
+        if self._log is None:
+            return "nothing: in memory only (give a data directory to persist)"
+        with self._lock:
+            synced = self._log.synced_commits()
+        if synced:
+            return "a killed process and a power loss (fsync at every commit)"
+        return "a killed process, not a power loss (no fsync per commit; `fsync` adds it)"
+
     def _append(self, op: dict[str, Any]) -> None:
         """Write-ahead: the op is committed to SQLite (synchronous=NORMAL, or FULL
         with ``fsync``) before it is applied; a failed write raises
