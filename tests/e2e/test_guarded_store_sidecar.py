@@ -89,15 +89,23 @@ def test_a_tool_cannot_overwrite_what_the_user_said(world: World) -> None:
     assert store.get("budget") == "2500 EUR"
 
 
-def test_an_agent_cannot_delete_the_users_memory(world: World) -> None:
+@pytest.mark.parametrize(
+    "agent",
+    [{"actor": "agent:planner"}, {}, {"creator": "agent:planner"}, {"creator": "user:alice"}],
+    ids=["agent-actor", "no-actor", "agent-creator", "user-creator"],
+)
+def test_an_agent_cannot_delete_the_users_memory(world: World, agent: dict[str, str]) -> None:
+    """A store that names no actor deletes as `DEFAULT_ACTOR`, an agent (before: as the
+    sidecar's default caller, the namespace's user, so any caller deleted what the user
+    stated; an outside audit). Its creator names a creator, not who asks."""
     store = DictMemoryStore()
     GuardedStore(store, world.alice).put(
         "diet", "vegetarian", creator="user:alice", type="preference"
     )
-    agent = GuardedStore(store, world.alice, actor="agent:planner")
     with pytest.raises(PolicyDenied) as denied:
-        agent.delete("diet")
+        GuardedStore(store, world.alice, **agent).delete("diet")
     assert denied.value.decision.operation == pb.OPERATION_DELETE
+    assert "user_statements_protected" in {r.policy for r in denied.value.decision.reasons}
     assert "diet" in store and store.get("diet") == "vegetarian"
     # the user can
     GuardedStore(store, world.alice, actor="user:alice").delete("diet")

@@ -21,7 +21,12 @@ from memlineage.client.messages import VERSION_READ, replayed
 from memlineage.client.sync import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
 
-__all__ = ["DictMemoryStore", "GuardedStore", "MemoryStore"]
+__all__ = ["DEFAULT_ACTOR", "DictMemoryStore", "GuardedStore", "MemoryStore"]
+
+DEFAULT_ACTOR = "agent:guarded_store"
+"""Who asks a delete when the store names no ``actor``: an agent, never the user (the
+sidecar's own default is the namespace's user, which let any caller delete what the
+user stated; an outside audit). The LangGraph and Mem0 adapters do the same."""
 
 
 class MemoryStore(Protocol):
@@ -74,7 +79,7 @@ class GuardedStore:
         self.store = store
         self.client = client
         self.creator = creator  # used when a put names no creator
-        self.actor = actor  # who asks; None: the sidecar's default
+        self.actor = actor  # who asks; None: the sidecar's default, a delete `DEFAULT_ACTOR`
         self.overfetch = overfetch
         self.historical = historical
         self.last_decision: pb.Decision | None = None
@@ -196,8 +201,10 @@ class GuardedStore:
         return out[:k]
 
     def delete(self, key: str) -> Any:
-        """Delete if the policies allow; the lineage record stays for audit."""
-        self._allow(self.client.check("delete", key, actor=self.actor))
+        """Delete if the policies allow, asked as ``actor`` or else `DEFAULT_ACTOR` (the
+        store's ``creator`` names who made what it writes, not who asks); the lineage
+        record stays for audit."""
+        self._allow(self.client.check("delete", key, actor=self.actor or DEFAULT_ACTOR))
         return self.store.delete(key)
 
 

@@ -140,8 +140,8 @@ class MemoryFields(_Creator, total=False):
 
 
 class CheckOptions(TypedDict, total=False):
-    """``check``'s keywords: ``actor`` who asks (None: the namespace's default
-    agent), ``budget``, ``action`` (the act's name), ``historical`` (archived
+    """``check``'s keywords: ``actor`` who asks (None: the namespace's user, the
+    sidecar's default caller), ``budget``, ``action`` (the act's name), ``historical`` (archived
     memories answer as history), ``at`` the decision time."""
 
     actor: str | None
