@@ -101,26 +101,23 @@ def _pattern(needle: str) -> re.Pattern[str]:
     return re.compile(before + re.escape(needle) + after)
 
 
-_FIELD_NAME = re.compile(r"[a-z_][a-z0-9_]{0,63}")
-"""A mapping key spelt like a field name (``street``, ``amount_due``): skipped when it
-is found in no source, as the structure of the value rather than its data."""
-
-
 @dataclass(frozen=True)
 class _Leaf:
     """One traceable part of an argument value: its spellings (None: it carries no
-    text to trace, a flag); ``optional``: a field-name key, skipped if found nowhere."""
+    text to trace, a flag)."""
 
     spellings: tuple[str, ...] | None
-    optional: bool = False
 
 
-def _leaves(value: Any) -> Iterator[_Leaf]:
+def _leaves(value: Any, structure: frozenset[str] = frozenset()) -> Iterator[_Leaf]:
     """The traceable parts of an argument value. Empty strings and None carry nothing.
 
     A mapping's keys are parts of it as much as its values (``{payee: amount}``): a
     key found in a source is bound to it, one found nowhere makes the argument the
-    agent's choice, unless it is spelt like a field name (`_FIELD_NAME`)."""
+    agent's choice, whatever its spelling (a key spelt like a field name was once
+    skipped when found nowhere, and ``{"mallory_fund": 500}``, a payee reworded from a
+    tool's output, passed as the user's amount alone; an outside audit). The keys in
+    ``structure``, declared by the runtime as its tools' field names, are skipped."""
     if value is None:
         return
     if isinstance(value, bool):
@@ -138,16 +135,14 @@ def _leaves(value: Any) -> Iterator[_Leaf]:
             yield _Leaf((_norm(value),))
     elif isinstance(value, Mapping):
         for k, v in value.items():
-            if isinstance(k, str) and _FIELD_NAME.fullmatch(k):
-                yield _Leaf((k,), optional=True)
-            else:
-                yield from _leaves(k)
-            yield from _leaves(v)
+            if not (isinstance(k, str) and k in structure):
+                yield from _leaves(k, structure)
+            yield from _leaves(v, structure)
     elif isinstance(value, list | tuple | set | frozenset):
         for v in value:
-            yield from _leaves(v)
+            yield from _leaves(v, structure)
     else:
-        yield from _leaves(str(value))
+        yield from _leaves(str(value), structure)
 
 
 def _texts(value: Any) -> list[str]:

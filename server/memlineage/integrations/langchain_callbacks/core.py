@@ -8,7 +8,7 @@ import json
 import re
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -89,6 +89,7 @@ class _Core:
         user_input_keys: Sequence[str] | None,
         capture_user_input: bool,
         send_values: bool,
+        structure_keys: Iterable[str] = (),
     ) -> None:
         if not user.startswith("user:") or not _ID_RE.fullmatch(user) or user == "user:":
             raise ValueError(f'user: {user!r} is not "user:<id>" (letters, digits, ._:/-)')
@@ -101,6 +102,9 @@ class _Core:
         self.user_input_keys = None if user_input_keys is None else tuple(user_input_keys)
         self.capture_user_input = capture_user_input
         self.send_values = send_values
+        if isinstance(structure_keys, str):  # one key given bare: not its letters
+            raise TypeError("structure_keys: a collection of key names, not one string")
+        self.structure_keys = frozenset(structure_keys)
         self.lock = threading.RLock()
         self.runs: dict[UUID, _Run] = {}
         self.sources: list[_Source] = []
@@ -271,7 +275,7 @@ class _Core:
     def _sources(self, value: Any, sources: list[_Source]) -> list[str] | None:
         parts: list[list[str]] = []
         any_leaf = False
-        for leaf in _leaves(value):
+        for leaf in _leaves(value, self.structure_keys):
             any_leaf = True
             if leaf.spellings is None:
                 return []
@@ -283,8 +287,6 @@ class _Core:
             ids = [s.memory_id for s in sources if s.origin == "user" and found(s)]
             ids = ids or [s.memory_id for s in sources if s.origin != "user" and found(s)]
             if not ids:
-                if leaf.optional:
-                    continue
                 return []
             parts.append(ids)
         if not any_leaf:

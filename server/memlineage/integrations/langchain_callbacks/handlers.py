@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -173,7 +173,10 @@ class LineageCallbackHandler(_Shared, BaseCallbackHandler):
     None refuses. ``capture_user_input``: record root runs' inputs as the user's
     (off: call `user_input`). ``user_input_keys``: only these keys of a dict root
     input are the user's. ``send_values``: send argument values to the sidecar
-    (longer than 4096 characters: a sha256 digest)."""
+    (longer than 4096 characters: a sha256 digest). ``structure_keys``: the field names
+    of your tools' object arguments (``{"street", "city"}``): keys that are a value's
+    structure, never traced; any other dict key is data (``{payee: amount}``), and
+    one found in no recorded text makes its argument the agent's choice."""
 
     def __init__(
         self,
@@ -186,11 +189,14 @@ class LineageCallbackHandler(_Shared, BaseCallbackHandler):
         capture_user_input: bool = True,
         user_input_keys: Sequence[str] | None = None,
         send_values: bool = True,
+        structure_keys: Iterable[str] = (),
     ) -> None:
         self.client = client
         self.actor = actor
         self.on_confirm = on_confirm
-        self._core = _Core(user, session, user_input_keys, capture_user_input, send_values)
+        self._core = _Core(
+            user, session, user_input_keys, capture_user_input, send_values, structure_keys
+        )
 
     def _confirm(self, decision: pb.Decision) -> bool:
         return bool(self.on_confirm(decision)) if self.on_confirm is not None else False
@@ -328,6 +334,7 @@ class AsyncLineageCallbackHandler(_Shared, AsyncCallbackHandler):  # type: ignor
         capture_user_input: bool = True,
         user_input_keys: Sequence[str] | None = None,
         send_values: bool = True,
+        structure_keys: Iterable[str] = (),
     ) -> None:
         if not isinstance(client, MemLineageClient):
             raise TypeError(
@@ -339,7 +346,9 @@ class AsyncLineageCallbackHandler(_Shared, AsyncCallbackHandler):  # type: ignor
         self.client = client
         self.actor = actor
         self.on_confirm = on_confirm
-        self._core = _Core(user, session, user_input_keys, capture_user_input, send_values)
+        self._core = _Core(
+            user, session, user_input_keys, capture_user_input, send_values, structure_keys
+        )
         try:  # where a coroutine on_confirm runs until a coroutine callback says
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
