@@ -188,6 +188,47 @@ def test_write_protection_denies_a_tool_revising_the_users_memory(
         assert c.explain("city").versions[0].claim.value == "Paris"
 
 
+def fired(d: pb.Decision) -> set[str]:
+    return {r.policy for r in d.reasons if r.status == "fired"}
+
+
+def test_no_one_but_the_user_makes_a_memory_the_users(sidecar: RunningSidecar) -> None:
+    """A tool revising its own output into a "user:" memory, an agent relabelling its
+    note as the user's, a tool recording the user's words: each denied, nothing
+    written, and the tool's output still cannot drive a payment (before: each was
+    applied, and the relabelled output then paid as the user's words; an outside
+    audit)."""
+    with MemLineageClient(sidecar.address, token="tok", namespace=NS) as c:
+        lineage(c)
+        assert c.record("ask", creator="user:alice").recorded
+        before = held(sidecar, IDS)
+        relabel = c.revise(
+            "quote", expected_version=1, creator="user:alice", actor="tool:hotel_api"
+        )
+        assert not relabel.applied
+        assert fired(relabel.decision) == {
+            "tool_records_as_itself",
+            "only_the_user_makes_it_the_users",
+        }
+        laundered = c.revise(
+            "note", expected_version=1, creator="user:alice", actor="agent:planner"
+        )
+        assert not laundered.applied
+        assert fired(laundered.decision) == {"only_the_user_makes_it_the_users"}
+        forged = c.record("said", creator="user:alice", actor="tool:read_inbox")
+        assert not forged.recorded and fired(forged.decision) == {"tool_records_as_itself"}
+        assert held(sidecar, IDS) == before
+        with pytest.raises(MemLineageError):
+            c.explain("said")
+        pay = c.act("send_money", {"recipient": ["quote"], "amount": ["ask"]})
+        assert pay.effect == pb.EFFECT_DENY
+        # the user may make the agent's note theirs; an agent records what the user said
+        assert c.revise(
+            "note", expected_version=1, creator="user:alice", actor="user:alice"
+        ).applied
+        assert c.record("heard", creator="user:alice", actor="agent:planner").recorded
+
+
 def test_the_async_client_revises_too(sidecar: RunningSidecar) -> None:
     with MemLineageClient(sidecar.address, token="tok", namespace=NS) as c:
         lineage(c)
