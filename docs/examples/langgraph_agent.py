@@ -33,7 +33,7 @@ from memlineage.integrations.langgraph_store import DECISION_KEY, LINEAGE_KEY, G
 class Context:
     """Who the run is for, and which agent writes on its behalf."""
 
-    user: str = "alice"
+    user: str = "carol"
     agent: str = "agent:planner"
 
 
@@ -106,13 +106,13 @@ def guarded(client: MemLineageClient) -> GuardedLangGraphStore:
     return GuardedLangGraphStore(InMemoryStore(), client, lineage_hook=creator_from_context)
 
 
-def run(address: str, user: str = "alice") -> State:
+def run(address: str, user: str = "carol") -> State:
     with MemLineageClient(address) as client:
         state: State = build(guarded(client)).invoke({}, context=Context(user=user))
         return state
 
 
-async def arun(address: str, user: str = "alice") -> State:
+async def arun(address: str, user: str = "carol") -> State:
     """The same run through ``ainvoke``: the store's ``abatch`` path."""
     with MemLineageClient(address) as client:
         state: State = await build(guarded(client)).ainvoke({}, context=Context(user=user))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memlineage import __version__
-from memlineage.cli_remote import count, remote_client, remote_error, seconds
+from memlineage.cli_remote import count, remote_client, remote_error, rfc3339, seconds
 from memlineage.config import add_setting_flags
 
 if TYPE_CHECKING:
@@ -91,10 +91,18 @@ def _parser() -> argparse.ArgumentParser:
     add_setting_flags(show)
 
     def remote(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--target", default="127.0.0.1:50051", help="sidecar HOST:PORT")
+        sp.add_argument(
+            "--target",
+            default=os.environ.get("MEMLINEAGE_TARGET") or "127.0.0.1:50051",
+            help="sidecar HOST:PORT (default: $MEMLINEAGE_TARGET, else 127.0.0.1:50051)",
+        )
         sp.add_argument("--token", help="bearer token (default: $MEMLINEAGE_TOKEN)")
         sp.add_argument(
-            "--namespace", default="", help="namespace (default: the caller's; for sweep: all)"
+            "--namespace",
+            default="",
+            help="namespace (default: the caller's"
+            + ("; all of them" if sp.prog.endswith(" sweep") else "")
+            + ")",
         )
         sp.add_argument(
             "--timeout", type=seconds, default=5.0, help="seconds to wait for an answer (5)"
@@ -111,9 +119,17 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("operation", choices=("read", "write", "update", "delete", "derive", "act"))
     check.add_argument("memory_ids", nargs="+", metavar="MEMORY_ID")
     check.add_argument("--actor", help="kind:id of who asks, e.g. tool:flight_api")
-    check.add_argument("--budget", type=float)
+    check.add_argument(
+        "--budget",
+        type=float,
+        help="what the caller may still spend (policies read request.budget)",
+    )
     check.add_argument("--action", default="", help="act: the tool or action name")
-    check.add_argument("--historical", action="store_true")
+    check.add_argument(
+        "--historical",
+        action="store_true",
+        help="ask as a historical query (archived memories answer as history)",
+    )
     check.add_argument("--json", action="store_true", help="print the decision as JSON")
     remote(check)
 
@@ -125,7 +141,13 @@ def _parser() -> argparse.ArgumentParser:
         default="text",
         help="prov: W3C PROV-JSON (memlineage/prov_export.py)",
     )
-    explain.add_argument("--depth", type=count, default=0, help="ancestor/descendant depth")
+    explain.add_argument(
+        "--depth",
+        type=count,
+        default=0,
+        help="ancestor/descendant depth (0: the sidecar's default, 8; at most its store's "
+        "walk limit, 64 unless configured)",
+    )
     remote(explain)
     sweep = sub.add_parser(
         "sweep",
@@ -139,6 +161,13 @@ def _parser() -> argparse.ArgumentParser:
         "embedded:///dir not in use by a server) instead of over gRPC",
     )
     sweep.add_argument("--config", help="TOML configuration (scoring thresholds)")
+    sweep.add_argument(
+        "--at",
+        type=rfc3339,
+        metavar="TIME",
+        help="sweep at this RFC 3339 time (2026-01-13T09:00:00Z): a sidecar serving "
+        "--simulation only (docs/simulation.md)",
+    )
     remote(sweep)
 
     store = sub.add_parser(
@@ -277,6 +306,13 @@ def _store(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     from memlineage.client import MemLineageError
 
+    if args.store and args.at is not None:
+        print(
+            "error: --at: a sweep at another time runs on a sidecar serving --simulation, "
+            "not on a store directly",
+            file=sys.stderr,
+        )
+        return 2
     if args.store:
         from memlineage.config import ConfigError, load_config
         from memlineage.lifecycle.sweep import sweep
@@ -314,7 +350,7 @@ def _sweep(args: argparse.Namespace) -> int:
         names = {v: k for k, v in STATUS_TO_PB.items()}
         try:
             with remote_client(args) as client:
-                out = client.run_sweep(args.namespace, args.batch)
+                out = client.run_sweep(args.namespace, args.batch, args.at)
         except MemLineageError as exc:
             remote_error(exc, args)
             return 1
@@ -443,6 +479,11 @@ def _explain(args: argparse.Namespace) -> int:
                 args.memory_id, ancestor_depth=args.depth, descendant_depth=args.depth
             )
     except MemLineageError as exc:
+        details = str(getattr(exc, "details", "") or "")
+        field, sep, problem = details.partition(": ")
+        if sep and field in ("ancestor_depth", "descendant_depth"):  # the flag, not the field
+            print(f"error: --depth {args.depth}: {problem}", file=sys.stderr)
+            return 2
         remote_error(exc, args)
         return 1
     render = {

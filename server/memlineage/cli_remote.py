@@ -26,6 +26,22 @@ def seconds(text: str) -> float:
     return value
 
 
+def rfc3339(text: str) -> float:
+    """A ``--at``: an RFC 3339 time with its zone, in epoch seconds (argparse's
+    one-line error else)."""
+    from datetime import datetime
+
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time like 2026-01-13T09:00:00Z"
+        ) from None
+    if parsed.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no time zone (end it with Z)")
+    return parsed.timestamp()
+
+
 def count(text: str) -> int:
     """A ``--depth`` or ``--batch``: an integer 0 to 2,147,483,647, the requests' int32
     (argparse's one-line error else: a larger one was a protobuf traceback)."""

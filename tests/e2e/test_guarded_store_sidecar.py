@@ -4,10 +4,15 @@ and provenance decides what it gets back and what it may change."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import re
+from pathlib import Path
+
 import pytest
 from memlineage.client import DictMemoryStore, GuardedStore, NotFound, PolicyDenied
 from memlineage.v1 import memlineage_pb2 as pb
-from support.sidecar import World
+from support.sidecar import RunningSidecar, World
 
 
 def snapshot(store: DictMemoryStore) -> dict:
@@ -157,3 +162,17 @@ def test_a_put_over_a_key_is_a_version_of_its_writer(world: World) -> None:
         agent.put("quote", "1 EUR", type="tool_result")
     assert "tool_result_same_tool" in {r.policy for r in again.value.decision.reasons}
     assert "quote" not in store
+
+
+def test_the_documented_example_runs_as_shown() -> None:
+    """docs/integrations.md's GuardedStore block, against a real sidecar."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    section = doc[doc.index("## Any other store: `GuardedStore`") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    expected = re.search(r"```text\n(.*?)```", section, re.S)
+    assert code is not None and expected is not None
+    with RunningSidecar() as sidecar:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code.group(1).replace("127.0.0.1:50051", sidecar.address), "doc", "exec"))
+    assert out.getvalue() == expected.group(1)

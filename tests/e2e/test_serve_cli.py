@@ -5,6 +5,7 @@ SIGTERM shuts down gracefully, the embedded data directory survives a restart;
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -39,9 +40,13 @@ def served(tmp_path: Path) -> Iterator[tuple[Served, Path, Path]]:
         s.proc.wait()
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "memlineage", *args], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "memlineage", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env} if env else None,
     )
 
 
@@ -122,6 +127,15 @@ def test_check_and_explain_commands(served) -> None:
     two = cli("check", "read", "city", "guess", "--target", s.address)  # before: city alone
     assert (two.returncode, two.stdout) == (1, ""), two
     assert two.stderr == "error: memory_id: read takes one id, got 2\n", two.stderr
+    # a depth past the sidecar's limit names the flag (before: the request's field)
+    deep = cli("explain", "city", "--depth", "100", "--target", s.address)
+    assert (deep.returncode, deep.stderr) == (
+        2,
+        "error: --depth 100: must be an integer in [0, 64] (0: the default), got 100\n",
+    )
+    # the target from the environment, as the token (before: only --target)
+    env = cli("check", "read", "hotel", env={"MEMLINEAGE_TARGET": s.address})
+    assert env.returncode == 0 and env.stdout.startswith("ALLOW"), env
 
 
 def test_serve_refuses_a_broken_policy_directory(tmp_path: Path) -> None:

@@ -5,6 +5,10 @@ advanced clock, and a time before the clock is refused."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from datetime import UTC, datetime
+
 import pytest
 from memlineage.client import InvalidArgument, MemLineageClient
 from memlineage.config import Config, ConfigError, TokenGrant
@@ -26,6 +30,12 @@ def _stale(decision: pb.Decision) -> bool:
     return decision.effect == pb.EFFECT_DEGRADE and "freshest_flight_price" in [
         r.policy for r in decision.reasons
     ]
+
+
+def memlineage(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memlineage", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def _loops(s: RunningSidecar) -> list[str]:
@@ -89,6 +99,20 @@ def test_simulation_moves_the_clock_with_the_requests_times() -> None:
         assert "_sweep_forever" not in _loops(s)
         ml.run_sweep("", 100, at=T0 + 60 * 24 * HOUR)
         assert clock() == T0 + 60 * 24 * HOUR
+        # the same from a shell: `memlineage sweep --at` (before: no time flag, so a
+        # script's sweep could only run at the clock already reached)
+        at = datetime.fromtimestamp(T0 + 90 * 24 * HOUR, UTC)
+        out = memlineage("sweep", "--target", s.address, "--at", at.isoformat())
+        assert out.returncode == 0 and "examined 2, 2 moved, 0 refused" in out.stdout, out
+        assert clock() == T0 + 90 * 24 * HOUR
+        naive = memlineage("sweep", "--target", s.address, "--at", "2026-04-01T00:00:00")
+        assert naive.returncode == 2 and "has no time zone (end it with Z)" in naive.stderr
+        direct = memlineage("sweep", "--store", "embedded:///nowhere", "--at", at.isoformat())
+        assert (direct.returncode, direct.stderr) == (
+            2,
+            "error: --at: a sweep at another time runs on a sidecar serving --simulation, "
+            "not on a store directly\n",
+        )
 
 
 def test_one_tenant_moves_every_tenants_clock_to_9999() -> None:

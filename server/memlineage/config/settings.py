@@ -166,7 +166,7 @@ def _flag_layer(overrides: Mapping[str, object]) -> dict[str, tuple[Any, str]]:
     return out
 
 
-CLIENT_ENV = ("MEMLINEAGE_TOKEN",)
+CLIENT_ENV = ("MEMLINEAGE_TOKEN", "MEMLINEAGE_TARGET")
 """Variables of the CLI's client commands (not settings of the sidecar)."""
 
 

@@ -82,14 +82,18 @@ def check_revisable(stored: MemoryRecord, proposed: MemoryRecord, expected_versi
             requested="revised",
         )
     if (stored.subject, stored.attribute) != (proposed.subject, proposed.attribute):
-        kept = (
-            f"its claim ({stored.subject}, {stored.attribute})"
-            if stored.subject is not None
-            else "no claim: it has none"
-        )
+        if stored.subject is not None:
+            problem = (
+                f"a revision keeps its claim's subject and attribute ({stored.subject}, "
+                f"{stored.attribute}); record another memory for another claim"
+            )
+        else:
+            problem = (
+                "the memory was recorded with no claim, and a revision cannot add one; "
+                "record another memory for the claim"
+            )
         raise ValidationError(
-            f"a revision keeps the claim's subject and attribute, here {kept}; "
-            "record another memory for another claim",
+            problem,
             field="subject",
             code="CLAIM_CHANGED",
         )
