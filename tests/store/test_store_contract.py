@@ -579,6 +579,22 @@ def test_sliding_window_counter(store: LineageStore, clock: ManualClock) -> None
     assert store.count_until(NS, "never", 60, now=at) == (0, math.inf)
 
 
+def test_a_counter_named_after_the_longest_creator_id_counts(store: LineageStore) -> None:
+    """The engine names a creator's counter `calls:<creator id>`: a creator id at the
+    id limit (128) must be countable, by a Record and by incr_counter, on every
+    backend (before: the embedded store refused the Record, "name: is 134 characters
+    long", a field the caller never sent; an outside audit)."""
+    creator = "tool:" + "t" * 123
+    counter = "calls:" + creator
+    rec = mem("long", creator_id=creator)
+    store.record_claim(rec, now=NOW, count=counter)
+    store.incr_counter(NS, counter, now=NOW + 1)
+    assert store.count(NS, counter, 60, now=NOW + 1) == 2
+    with pytest.raises(ValidationError) as err:
+        store.incr_counter(NS, "c" * 145, now=NOW)
+    assert err.value.field == "name"
+
+
 def test_counter_drops_events_past_retention(make_store) -> None:  # type: ignore[no-untyped-def]
     store = make_store(limits=StoreLimits(counter_retention_seconds=100.0))
     store.incr_counter(NS, "c", now=NOW)

@@ -90,6 +90,10 @@ __all__ = [
 ]
 
 
+COUNTER_PREFIX_ROOM = 16
+"""Characters a counter's name may have beyond an id's limit (its prefix)."""
+
+
 class LineageStore(
     ClaimRecordMixin,
     LineageChangesMixin,
@@ -176,6 +180,13 @@ class LineageStore(
 
     def _id(self, memory_id: str, field: str = "id") -> str:
         return check_id(memory_id, field, max_length=self.limits.max_id_length)
+
+    def _counter(self, name: str) -> str:
+        """A counter's name: an id with room for the prefix the engine puts before one
+        (``calls:`` + a creator id of the longest length; before, a creator id of 123
+        to 128 characters failed its Record as ``name: is 134 characters long``, a
+        field the caller never sent; an outside audit)."""
+        return check_id(name, "name", max_length=self.limits.max_id_length + COUNTER_PREFIX_ROOM)
 
     def _ids(self, ids: Iterable[str]) -> list[str]:
         return check_ids(ids, self._batch_ids_re, self.limits.max_id_length)
@@ -497,7 +508,7 @@ class LineageStore(
         """Count one event (e.g. a call of tool:flight_api) at ``now``.
 
         Events older than ``limits.counter_retention_seconds`` are dropped."""
-        self._incr_counter(self._ns(namespace), check_id(name, "name"), self._now(now))
+        self._incr_counter(self._ns(namespace), self._counter(name), self._now(now))
 
     def count(
         self, namespace: str, name: str, window_seconds: float, *, now: float | None = None
@@ -512,7 +523,7 @@ class LineageStore(
         leaves the window or a later one enters); this default knows no such
         instant and answers ``now``."""
         ns = self._ns(namespace)
-        check_id(name, "name")
+        self._counter(name)
         window = check_window(window_seconds, self.limits)
         at = self._now(now)
         return self._count_with_change(ns, name, window, at)

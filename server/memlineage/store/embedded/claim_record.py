@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from memlineage.lineage.errors import UnknownDependencyError, ValidationError
 from memlineage.lineage.model import TAINTED, MemoryRecord, Status, StatusChange
-from memlineage.lineage.validation import check_id, check_reason, check_transition, validate_new
+from memlineage.lineage.validation import check_reason, check_transition, validate_new
 from memlineage.store.base import (
     ANY_HOLDER,
     ClaimMovedError,
@@ -77,7 +77,7 @@ class ClaimRecordMixin(LineageStore):
                     )
             row = self._new_row(checked, at, rows)
             if count is not None:
-                count = check_id(count, "name")
+                count = self._counter(count)
             reason = f"superseded by {new_id}"
             if supersede is not None:  # as set_status / _change_status check it
                 supersede = self._id(supersede)
