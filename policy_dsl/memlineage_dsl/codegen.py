@@ -26,7 +26,7 @@ from .facts import (
     Request,
     UnknownMemory,
     UnknownProvenance,
-    action_in,
+    action_listed,
     covering_grant,
     user_made,
 )
@@ -41,8 +41,8 @@ ROOT_VARS = {"memory": "m", "target": "t", "request": "r"}
 
 
 class ActionMatcher:
-    """Membership in a named action list: every spelling of a name, and each tail of a
-    namespaced one, the same (`facts.action_in`)."""
+    """Membership in a named action list: every spelling of a name, run together too,
+    and each tail of a namespaced one, the same (`facts.action_listed`)."""
 
     __slots__ = ("patterns",)
 
@@ -52,7 +52,7 @@ class ActionMatcher:
     def match(self, value: object) -> bool:
         if not isinstance(value, str):
             raise TypeError(f"action lists match strings, got {type(value).__name__}")
-        return action_in(value, self.patterns)
+        return action_listed(value, self.patterns)
 
 
 class SourceMatcher:

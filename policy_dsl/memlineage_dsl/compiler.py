@@ -9,7 +9,6 @@ read nothing from the request. Compile once, evaluate many times.
 from __future__ import annotations
 
 import ast as pyast
-import fnmatch
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from . import ast as A
 from .codegen import CodeGen
 from .decision import ALLOW, DEGRADE, DENY, Decision
 from .env import Env
-from .facts import LineageSnapshot, Memory, Request
+from .facts import LineageSnapshot, Memory, Request, action_listed
 from .messages import message_exprs, policy_typer, show_helper
 from .schema import OPERATIONS
 
@@ -121,11 +120,11 @@ class CompiledPolicySet:
     act_patterns: tuple[str | tuple[str, ...], ...] = ()
 
     def counts_action(self, action: str) -> list[str | tuple[str, ...]]:
-        """The patterns of `acts()` in this set that `action` matches."""
+        """The patterns of `acts()` in this set that `action` matches, as a policy's
+        `in` matches an action list (`facts.action_listed`: every spelling; before,
+        `SendMoney` was not counted under `send_*`, and a rate rule missed it)."""
         return [
-            p
-            for p in self.act_patterns
-            if any(fnmatch.fnmatchcase(action, g) for g in ((p,) if isinstance(p, str) else p))
+            p for p in self.act_patterns if action_listed(action, (p,) if isinstance(p, str) else p)
         ]
 
     def policy(self, name: str) -> CompiledPolicy | None:

@@ -217,6 +217,45 @@ def action_in(action: str, patterns: tuple[str, ...]) -> bool:
     return regex is not None and any(regex.fullmatch(f) for f in name_forms(action))
 
 
+_RUN_TOGETHER = re.compile(r"[\W_]+")
+_RUN_TOGETHER_GLOB = re.compile(r"[^\w*?\[\]!]+|_")
+
+
+@functools.lru_cache(maxsize=1024)
+def run_together_pattern(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One regex of every glob of an action list with its separators dropped and
+    case-folded (`send_*` is `send*`)."""
+    globs = [_RUN_TOGETHER_GLOB.sub("", p.casefold()) for p in patterns]
+    globs = [fnmatch.translate(g) for g in globs if g.strip("*?")]
+    return re.compile("|".join(globs)) if globs else None
+
+
+_SEPARATED = re.compile(r"[\W_]")
+
+
+@functools.lru_cache(maxsize=16_384)
+def action_listed(action: str, patterns: tuple[str, ...]) -> bool:
+    """A policy's `in` on an `actions` list: `action_in`; or each form case-folded
+    without splitting its humps (`sEnD_mOnEy`, `send.money`: `send_money`); or, for a
+    name written as one word, run together against the list run together
+    (`sendmoney`, `SENDmoney`, `POSTMessage`; so `sender` is on `send_*` too), so no
+    spelling of a listed tool takes it off the list (an outside audit found these
+    allowed where `send_*` was meant to deny). Wider than `action_in` on purpose: a
+    list names what policies test, and a grant's actions keep `action_in`'s exact
+    spellings (a grant never widens)."""
+    if action_in(action, patterns):
+        return True
+    regex, together = name_pattern(patterns), run_together_pattern(patterns)
+    tails = [action[sep.end() :] for sep in _NAMESPACING.finditer(action)]
+    for name in (action, *tails):
+        plain = _RUN_TOGETHER.sub("_", name.casefold()).strip("_")
+        if regex is not None and regex.fullmatch(plain):
+            return True
+        if together is not None and not _SEPARATED.search(name) and together.fullmatch(plain):
+            return True
+    return False
+
+
 def covering_grant(
     grants: Sequence[Grant], action: str, argument: Argument, origin: Memory, now: float
 ) -> Grant | None:

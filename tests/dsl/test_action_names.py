@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import pytest
-from memlineage_dsl.facts import action_in, name_forms
+from memlineage_dsl.facts import action_in, action_listed, name_forms
 
 LIST = ("send_*", "transfer*", "update_password", "*credential*")
 
@@ -42,3 +42,35 @@ def test_a_name_is_its_key_and_each_namespaced_tail() -> None:
         "send_money",
     )
     assert name_forms("a/b.c") == ("a/b.c", "b.c", "c")
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["sendmoney", "SENDmoney", "sEnD_mOnEy", "send.money", "mcp__bank__SENDMONEY"],
+)
+def test_a_policys_list_also_takes_a_name_run_together_or_oddly_cased(name: str) -> None:
+    """A policy's `in` (`action_listed`): a name written as one word is compared run
+    together, an oddly cased one without splitting its humps (an outside audit: each
+    of these passed a list naming `send_*`). A grant's actions (`action_in`) stay exact:
+    a grant for `send_*` does not widen to them."""
+    assert action_listed(name, LIST)
+    assert not action_in(name, LIST)
+
+
+@pytest.mark.parametrize("name", ["read_file", "resend_money", "bookmarks_list", "get_sender"])
+def test_run_together_matching_is_only_for_one_word_names(name: str) -> None:
+    assert not action_listed(name, LIST)
+    assert action_listed("sender", LIST)  # one word: run together, on `send_*` (wider)
+
+
+def test_acts_counts_an_action_under_a_pattern_as_in_matches_it() -> None:
+    """`acts("send_*")` counts every spelling a policy's `in` takes (before: a literal
+    glob, so a rate rule on `send_*` never counted `SendMoney`)."""
+    from memlineage_dsl.pipeline import build_texts
+
+    text = 'policy r priority 1 {\n  on act\n  when acts("send_*", 1h) > 3\n  deny "too many"\n}\n'
+    build = build_texts({"r.mlp": text})
+    assert build.compiled is not None, [d.message for d in build.diagnostics]
+    for name in ("send_money", "SendMoney", "sendmoney", "bank/send_money"):
+        assert build.compiled.counts_action(name) == ["send_*"], name
+    assert build.compiled.counts_action("read_file") == []
