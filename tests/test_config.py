@@ -43,7 +43,8 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
     [
         ('fail_mode = "sometimes"', "fail_mode must be one of"),
         ('listen = "nowhere"', "listen must be HOST:PORT"),
-        ('colour = "blue"', "unknown setting(s) ['colour']"),
+        ('colour = "blue"', "unknown setting 'colour'"),
+        ("metrics_prot = 1", "unknown setting 'metrics_prot' (did you mean 'metrics_port'?)"),
         ('metrics_port = "x"', "metrics_port"),
         ("[tokens.a]\nnamespaces = ['x']", "tokens.a needs a `token`"),
         ("listen = ", "c.toml"),
@@ -51,11 +52,12 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path: Pat
         ("grpc_workers = 5000", "grpc_workers: must be 0 to 1024, got 5000"),
         ("access_flush_seconds = 0", "access_flush_seconds: must be 0.01 to 3600, got 0"),
         ("access_flush_seconds = 1e9", "access_flush_seconds: must be 0.01 to 3600, got 1e+09"),
-        ("[scoring]\ncolour = 1", "unknown scoring setting(s) ['colour']"),
-        ("[scoring]\nalpha = 'much'", "scoring.alpha: could not convert"),
+        ("[scoring]\ncolour = 1", "unknown scoring setting 'colour'"),
+        ("[scoring]\nalpah = 1", "unknown scoring setting 'alpah' (did you mean 'alpha'?)"),
+        ("[scoring]\nalpha = 'much'", "scoring.alpha: must be a number, got 'much'"),
         ("[scoring]\nalpha = [1]", "scoring.alpha: must be a number"),
         ("[scoring]\nhalf_lives = 3", "scoring.half_lives: must be a table"),
-        ("[scoring.half_lives]\nhigh = 'soon'", "scoring.half_lives: could not convert"),
+        ("[scoring.half_lives]\nhigh = 'soon'", "scoring.half_lives: must be a number, got 'soon'"),
         ("[scoring]\ncredibility_priors = 0.5", "scoring.credibility_priors: must be a list"),
         ("[scoring]\ncredibility_priors = [['user:*']]", "scoring.credibility_priors: not enough"),
         # values out of their range (before: accepted, bending every score or, for a
@@ -92,6 +94,22 @@ def test_bad_configuration_is_named(tmp_path: Path, text: str, message: str) -> 
     f.write_text(text + "\n")
     with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(str(f), env={})
+
+
+def test_every_problem_of_a_file_is_named_at_once(tmp_path: Path) -> None:
+    """An outside audit's file: before, only `[scoring]`'s unknown key was named, and
+    the others one run at a time."""
+    f = tmp_path / "c.toml"
+    f.write_text("listen = 3\nmetrics_prot = 1\n[scoring]\nalpah = 1\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(str(f), env={})
+    assert str(err.value) == "; ".join(
+        (
+            f"{f}: unknown scoring setting 'alpah' (did you mean 'alpha'?)",
+            f"{f}: unknown setting 'metrics_prot' (did you mean 'metrics_port'?)",
+            f"{f}: listen: must be a string",
+        )
+    )
 
 
 def test_a_range_error_names_where_the_value_was_given(tmp_path: Path) -> None:

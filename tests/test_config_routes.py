@@ -207,12 +207,16 @@ def test_empty_environment_variable_is_unset() -> None:
 @pytest.mark.parametrize(
     ("env", "overrides", "message"),
     [
-        ({"MEMLINEAGE_METRICS_PORT": "x"}, {}, "MEMLINEAGE_METRICS_PORT: invalid literal"),
+        (
+            {"MEMLINEAGE_METRICS_PORT": "x"},
+            {},
+            "MEMLINEAGE_METRICS_PORT: must be an integer, got 'x'",
+        ),
         ({"MEMLINEAGE_RECORD_ACCESS": "maybe"}, {}, "MEMLINEAGE_RECORD_ACCESS: must be true or"),
         ({"MEMLINEAGE_TOKENS": "no-equals"}, {}, "MEMLINEAGE_TOKENS: entries are token="),
         ({"MEMLINEAGE_SCORING_TYPE_COSTS": "plan"}, {}, "TYPE_COSTS: entries are NAME=NUMBER"),
-        ({}, {"grpc_workers": "many"}, "--grpc-workers: invalid literal"),
-        ({}, {"scoring.alpha": "much"}, "--scoring-alpha: could not convert"),
+        ({}, {"grpc_workers": "many"}, "--grpc-workers: must be an integer, got 'many'"),
+        ({}, {"scoring.alpha": "much"}, "--scoring-alpha: must be a number, got 'much'"),
         ({}, {"colour": "blue"}, "unknown setting 'colour'"),
     ],
 )
@@ -300,5 +304,5 @@ def test_serve_reports_a_bad_flag_value_as_configuration() -> None:
     )
     assert out.returncode == 2
     assert out.stderr.strip() == (
-        "error: configuration: --lineage-depth: invalid literal for int() with base 10: 'deep'"
+        "error: configuration: --lineage-depth: must be an integer, got 'deep'"
     )

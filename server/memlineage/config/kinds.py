@@ -134,7 +134,10 @@ def _str(value: object, _route: str) -> str:
 
 def _int(value: object, _route: str) -> int:
     if isinstance(value, str):
-        return int(value.strip())
+        try:
+            return int(value.strip())
+        except ValueError:  # not Python's "invalid literal for int() with base 10"
+            raise ValueError(f"must be an integer, got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError("must be an integer")
     return value
@@ -142,7 +145,10 @@ def _int(value: object, _route: str) -> int:
 
 def _float(value: object, _route: str = "") -> float:
     if isinstance(value, str):
-        return float(value.strip())
+        try:
+            return float(value.strip())
+        except ValueError:  # not Python's "could not convert string to float"
+            raise ValueError(f"must be a number, got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError("must be a number")
     return float(value)

@@ -127,21 +127,40 @@ def _file_layer(path: str) -> dict[str, tuple[Any, str]]:
             f"{path}: a value is nested deeper than the TOML parser goes (no setting nests "
             "more than two levels)"
         ) from None
+    # Every problem of the file in one message (before: the first group only, and an
+    # operator fixed one run at a time), each unknown key with the nearest known one.
+    problems: list[str] = []
     raw: dict[str, object] = {}
     for key, value in data.items():
         if key in _TABLES:
             if not isinstance(value, Mapping):
-                raise ConfigError(f"{path}: {key} must be a table ([{key}])")
-            unknown = sorted(k for k in value if f"{key}.{k}" not in BY_KEY)
-            if unknown:
-                raise ConfigError(f"{path}: unknown {key} setting(s) {unknown}")
-            raw.update((f"{key}.{k}", v) for k, v in value.items())
-    unknown = sorted(k for k in data if k not in BY_KEY and k not in _TABLES)
-    if unknown:
-        raise ConfigError(f"{path}: unknown setting(s) {unknown}")
+                problems.append(f"{path}: {key} must be a table ([{key}])")
+                continue
+            for k in sorted(k for k in value if f"{key}.{k}" not in BY_KEY):
+                known = [s.key.partition(".")[2] for s in SETTINGS if s.key.startswith(f"{key}.")]
+                problems.append(f"{path}: unknown {key} setting {k!r}{_nearest(k, known)}")
+            raw.update((f"{key}.{k}", v) for k, v in value.items() if f"{key}.{k}" in BY_KEY)
+    for k in sorted(k for k in data if k not in BY_KEY and k not in _TABLES):
+        top = [s.key for s in SETTINGS if "." not in s.key]
+        problems.append(f"{path}: unknown setting {k!r}{_nearest(k, top)}")
     raw.update((k, v) for k, v in data.items() if k in BY_KEY)
     origin = f"file {path}"
-    return {k: (_convert(BY_KEY[k], v, f"{path}: {k}", "file"), origin) for k, v in raw.items()}
+    out = {}
+    for k, v in raw.items():
+        try:
+            out[k] = (_convert(BY_KEY[k], v, f"{path}: {k}", "file"), origin)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return out
+
+
+def _nearest(name: str, known: list[str]) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
 
 
 def _env_layer(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
