@@ -571,8 +571,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def _innermost(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The (sub)command's own parser that `args` went through, for its usage line."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if isinstance(chosen, argparse.ArgumentParser):
+                return _innermost(chosen, args)
+    return parser
+
+
 def _main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the subcommand's usage, not the top one's (`serve --listn x`)
+        import difflib
+
+        own = _innermost(parser, args)
+        flags = [o for a in own._actions for o in a.option_strings if o.startswith("--")]
+        near = [
+            m for x in extra if x.startswith("--") for m in difflib.get_close_matches(x, flags, 1)
+        ]
+        hint = f" (did you mean {', '.join(near)}?)" if near else ""
+        own.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     out = sys.stdout
     if args.command == "lint":
         from memlineage_dsl.commands import lint_command

@@ -73,6 +73,8 @@ def remote_error(exc: Exception, args: argparse.Namespace) -> None:
 
         message = no_answer(args.target, args.timeout, name, getattr(args, "tls_ca", None))
         print(f"error: {message}", file=sys.stderr)
+    elif name == "UNAUTHENTICATED":
+        print(f"error: {exc} (pass --token, or set MEMLINEAGE_TOKEN)", file=sys.stderr)
     else:
         print(f"error: {exc}", file=sys.stderr)
 

@@ -221,6 +221,19 @@ def test_fsync_is_a_setting_serve_applies_and_its_banner_reports(tmp_path: Path)
     ), out
 
 
+def test_a_call_without_a_token_says_how_to_give_one() -> None:
+    policies = Path(__file__).resolve().parents[2] / "policies"
+    s = Served(["--policies", str(policies), "--tokens", "tok=default"])
+    try:
+        out = cli("check", "read", "m", "--target", s.address)
+        assert out.returncode == 1 and out.stderr.startswith("error: UNAUTHENTICATED"), out
+        assert out.stderr.endswith("(pass --token, or set MEMLINEAGE_TOKEN)\n"), out.stderr
+        ok = cli("check", "read", "m", "--target", s.address, env={"MEMLINEAGE_TOKEN": "tok"})
+        assert ok.returncode == 0, ok
+    finally:
+        s.kill()
+
+
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     """A store that is not there, a store URL no backend takes, a closed pipe: a line on
     stderr and an exit code, never a traceback (before: each a Python traceback, and a
@@ -269,6 +282,19 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
             out = cli(*command, option, bad, "--target", "127.0.0.1:1")
             assert out.returncode == 2, (command, bad, out.stderr)
             assert out.stderr.strip().endswith(f"argument {option}: {bad!r}{said}"), out.stderr
+    # a mistyped flag: the subcommand's own usage and the flag it meant (before: the top
+    # usage, `memlineage [-h] [--version] COMMAND ...`, and no hint)
+    out = cli("serve", "--listn", "127.0.0.1:0")
+    assert out.returncode == 2 and out.stderr.startswith("usage: memlineage serve "), out.stderr
+    assert out.stderr.endswith(
+        "memlineage serve: error: unrecognized arguments: --listn 127.0.0.1:0 "
+        "(did you mean --listen?)\n"
+    ), out.stderr
+    out = cli("store", "check", "d", "--bogus")
+    assert (
+        out.stderr.splitlines()[-1]
+        == "memlineage store check: error: unrecognized arguments: --bogus"
+    )
 
 
 def test_a_decision_log_that_cannot_be_opened_is_named_with_its_setting(tmp_path: Path) -> None:
