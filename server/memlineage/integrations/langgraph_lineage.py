@@ -20,17 +20,21 @@ LineageHook: TypeAlias = Callable[
 """``hook(namespace, key, value)`` -> lineage fields for that put (or None)."""
 
 
-def put_lineage(op: PutOp, defaults: Mapping[str, Any], hook: LineageHook | None) -> dict[str, Any]:
+def put_lineage(
+    op: PutOp, defaults: Mapping[str, Any], hook: LineageHook | None, from_value: bool = True
+) -> dict[str, Any]:
     """``client.record``'s keyword arguments for a put: defaults < value < hook.
     The hook is the application's code: what it says wins over a value's
     ``"_lineage"``, which a value holding a tool's output could carry (a page
     naming ``user:alice`` as its creator); a field it names as None is unset, so
-    a hook can take every field from such a value (its claim, tags, confidence)."""
+    a hook can take every field from such a value (its claim, tags, confidence).
+    ``from_value`` False: a value's ``"_lineage"`` is not read at all (a store whose
+    values may hold untrusted JSON; the key is still never stored)."""
     assert op.value is not None
     if not isinstance(op.value, Mapping):  # as the wrapped store refuses it (not a traceback)
         raise ValueError(f"put {op.key!r}: value must be a dict, got {type(op.value).__name__}")
     fields = dict(defaults)
-    own = op.value.get(LINEAGE_KEY)
+    own = op.value.get(LINEAGE_KEY) if from_value else None
     hooked = hook(op.namespace, op.key, op.value) if hook is not None else None
     if own is not None:
         fields.update(checked_lineage(own, f"value[{LINEAGE_KEY!r}]"))

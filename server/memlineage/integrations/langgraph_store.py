@@ -135,8 +135,9 @@ class GuardedLangGraphStore(BaseStore):
     talks to the sidecar, in its namespace (one tenant): a `MemLineageClient` serves
     both ``batch`` and ``abatch`` (the latter from a worker thread), an
     `AsyncMemLineageClient` serves ``abatch`` only (the async store methods). A
-    put's lineage comes from ``value["_lineage"]``, over ``lineage_hook(namespace,
-    key, value)``, over ``defaults`` (e.g. ``{"creator": "agent:planner"}``).
+    put's lineage: ``defaults`` (e.g. ``{"creator": "agent:planner"}``), then the
+    value's ``"_lineage"`` over them (unless ``value_lineage`` is False: values that
+    may hold untrusted JSON), then ``lineage_hook(namespace, key, value)`` over both.
     ``actor`` is who asks (None: the sidecar's default; an update is asked as the
     put's creator, a delete as `DEFAULT_ACTOR`). Search asks the wrapped store for
     ``overfetch`` times what it returns, so hidden items do not leave it short.
@@ -153,6 +154,7 @@ class GuardedLangGraphStore(BaseStore):
         actor: str | None = None,
         overfetch: int = 3,
         historical: bool = False,
+        value_lineage: bool = True,
     ) -> None:
         if overfetch < 1:
             raise ValueError(f"overfetch: {overfetch!r} must be at least 1")
@@ -161,6 +163,7 @@ class GuardedLangGraphStore(BaseStore):
         self.store = store
         self.client = client
         self.lineage_hook = lineage_hook
+        self.value_lineage = value_lineage
         self.actor = actor
         self.overfetch = overfetch
         self.historical = historical
@@ -295,7 +298,7 @@ class GuardedLangGraphStore(BaseStore):
             if isinstance(op, GetOp | PutOp):
                 ids[i] = memory_id(op.namespace, op.key)
             if isinstance(op, PutOp) and op.value is not None:
-                lineage[i] = put_lineage(op, self.defaults, self.lineage_hook)
+                lineage[i] = put_lineage(op, self.defaults, self.lineage_hook, self.value_lineage)
             elif isinstance(op, SearchOp) and (op.limit < 0 or op.offset < 0):
                 raise ValueError(f"search: limit {op.limit} and offset {op.offset} must be >= 0")
             elif not isinstance(op, GetOp | PutOp | SearchOp | ListNamespacesOp):
