@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memlineage import cli
+from memlineage import cli_parser
 from memlineage.config import (
     BOOL,
     BY_KEY,
@@ -116,7 +116,7 @@ def via_flags(*args: str) -> dict[str, object]:
     """The overrides `memlineage serve ARGS` hands to load_config (the real parser)."""
     from memlineage.config import flag_overrides
 
-    return flag_overrides(cli._parser().parse_args(["serve", *args]))
+    return flag_overrides(cli_parser.parser().parse_args(["serve", *args]))
 
 
 def comparable(key: str, value: Any) -> Any:

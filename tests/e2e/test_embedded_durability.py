@@ -218,7 +218,7 @@ def test_store_check_and_backup_while_a_server_writes(
         assert len(acked) >= 100
         checked = cli("store", "check", str(data))
         assert checked.returncode == 0, checked.stderr
-        m = re.search(r": ok, ([\d,]+) records in 1 namespaces", checked.stdout)
+        m = re.search(r": ok, ([\d,]+) records? in 1 namespace,", checked.stdout)
         assert m and int(m.group(1).replace(",", "")) >= 100, checked.stdout
         dest = tmp_path / "backup"
         copied = cli("store", "backup", str(data), str(dest))

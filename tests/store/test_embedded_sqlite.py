@@ -299,7 +299,7 @@ def test_check_summarises_and_backup_copies_a_live_store(tmp_path: Path) -> None
     assert (summary.records, summary.namespaces, summary.ops) == (6, 1, 1)
     assert summary.snapshot_seq == 6 and summary.last_seq == 7
     assert summary.events == 6 + 2  # six recorded, the revoke and its cascade
-    assert "6 records in 1 namespaces" in summary.describe()
+    assert "6 records in 1 namespace," in summary.describe()
 
     stop = threading.Event()
     done: list[str] = []

@@ -124,10 +124,13 @@ class Summary:
     """Rows of the proposals table, likewise."""
 
     def describe(self) -> str:
+        def n(count: int, noun: str) -> str:
+            return f"{count:,} {noun}" + ("" if count == 1 else "s")
+
         return (
-            f"{self.path}: ok, {self.records:,} records in {self.namespaces:,} "
-            f"namespaces, {self.events:,} events retained, {self.grants:,} grants, "
-            f"{self.proposals:,} proposals; "
+            f"{self.path}: ok, {n(self.records, 'record')} in {n(self.namespaces, 'namespace')}, "
+            f"{n(self.events, 'event')} retained, {n(self.grants, 'grant')}, "
+            f"{n(self.proposals, 'proposal')}; "
             f"{self.last_seq:,} ops written, "
             f"{self.ops:,} after the snapshot (of op {self.snapshot_seq:,}); "
             f"{self.bytes:,} bytes"
