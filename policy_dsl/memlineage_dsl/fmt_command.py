@@ -11,9 +11,10 @@ import re
 from collections.abc import Iterable
 from typing import TextIO
 
-from .diagnostics import Severity
+from .diagnostics import Severity, SourceFile
 from .formatter import format_source
 from .loader import Unreadable, collect_files
+from .render import render_human
 
 OK, WOULD_CHANGE, BROKEN = 0, 1, 2
 
@@ -53,12 +54,9 @@ def fmt_paths(paths: Iterable[str], check: bool, diff: bool, out: TextIO) -> int
             status = BROKEN
             continue
         formatted, diags = format_source(text, path)
-        if formatted is None:
-            for d in diags:
-                if d.severity is Severity.ERROR:
-                    out.write(f"{d.location}: {d.severity}[{d.code}]: {d.message}\n")
-                    if d.help:
-                        out.write(f"  help: {d.help}\n")
+        if formatted is None:  # as `lint` shows it: the line quoted, the span marked
+            errors = [d for d in diags if d.severity is Severity.ERROR]
+            out.write(render_human(errors, {path: SourceFile(path, text)}))
             status = BROKEN
             continue
         if formatted.encode("utf-8") == raw:

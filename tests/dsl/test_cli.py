@@ -88,6 +88,18 @@ def test_fmt_check_lists_files_and_rewrite_fixes_them(tmp_path: Path) -> None:
     assert run("fmt", "--check", ".", cwd=tmp_path).returncode == 0
 
 
+def test_fmt_shows_a_syntax_error_as_lint_does(tmp_path: Path) -> None:
+    """The line quoted and the span marked (before: `file:line:col` and the message
+    only), the file left as it was, exit 2."""
+    broken = tmp_path / "b.mlp"
+    text = 'policy p priority 1 {\n  on read\n  when memory.confidence <\n  deny "x"\n}\n'
+    broken.write_text(text)
+    out = run("fmt", "b.mlp", cwd=tmp_path)
+    assert out.returncode == 2 and broken.read_text() == text
+    assert out.stdout.startswith('b.mlp:4:8: error[E001]: unexpected `"x"`\n 4 |   deny "x"\n')
+    assert "   |        ^^^\n" in out.stdout and out.stdout.endswith("1 error, 0 warnings\n")
+
+
 def test_no_files_is_a_usage_error(tmp_path: Path) -> None:
     assert run("lint", str(tmp_path), cwd=tmp_path).returncode == 2
 
