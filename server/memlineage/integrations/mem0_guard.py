@@ -77,12 +77,19 @@ class Mem0Guard(Generic[_C]):
 
     def _plan(
         self,
+        messages: Any,
         metadata: Mapping[str, Any] | None,
         user_id: str | None,
         agent_id: str | None,
         kwargs: Mapping[str, Any],
     ) -> AddPlan:
-        return AddPlan.of(self.defaults, metadata, user_id, agent_id, kwargs.get("run_id"))
+        plan = AddPlan.of(self.defaults, metadata, user_id, agent_id, kwargs.get("run_id"))
+        if isinstance(messages, str) and self.actor and not self.actor.startswith("user:"):
+            # A bare text says no role: asked by an agent, it is the agent's (Mem0 files
+            # it as a user message; before, recorded as the user's, so a "remember
+            # this" tool the model fed injected text made it the user's; an outside audit)
+            plan.fields.setdefault("creator", self.actor)
+        return plan
 
     def _prechecks(self, plan: AddPlan, messages: Any) -> list[str]:
         return plan.creators(messages) if self.precheck else []

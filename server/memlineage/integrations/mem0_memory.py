@@ -81,7 +81,7 @@ class GuardedMem0Memory(Mem0Guard[MemLineageClient]):
     ) -> dict[str, Any]:
         """Mem0's ``add``, its memories' lineage recorded under Mem0's ids (rolled back
         from Mem0 when a record is refused). Returns Mem0's ``{"results": [...]}``."""
-        plan = self._plan(metadata, user_id, agent_id, kwargs)
+        plan = self._plan(messages, metadata, user_id, agent_id, kwargs)
         for creator in self._prechecks(plan, messages):
             decision = self.client.check("write", PROVISIONAL_ID, actor=self.actor or creator)
             self._check_write(decision)
@@ -265,7 +265,7 @@ class GuardedAsyncMem0Memory(Mem0Guard[MemLineageClient | AsyncMemLineageClient]
         timeout) finishes first, shielded: Mem0 may already be storing the memories
         (in its own threads), so they are recorded, or rolled back, before the
         cancellation goes on; none is left in Mem0 without its lineage."""
-        plan = self._plan(metadata, user_id, agent_id, kwargs)
+        plan = self._plan(messages, metadata, user_id, agent_id, kwargs)
         for creator in self._prechecks(plan, messages):
             decision = await self._acall(
                 "check", "write", PROVISIONAL_ID, actor=self.actor or creator

@@ -68,6 +68,7 @@ class _Act:
     relies_on: tuple[str, ...]
     run_id: UUID
     tool_call_id: str | None
+    refused: str = ""  # why it is refused before it is asked ("": it is asked)
 
 
 @dataclass
@@ -76,8 +77,14 @@ class _Pending:
     relies_on: tuple[str, ...] = ()
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
 def _norm(text: str) -> str:
-    return " ".join(text.split()).casefold()
+    """Whitespace collapsed, ASCII letters lowered: no other folding, which maps
+    different identifiers to one (`casefold` made `straße` `strasse`, and the Kelvin
+    sign `k`: a payee the user never named was found in their words; an outside audit)."""
+    return " ".join(text.split()).translate(_ASCII_LOWER)
 
 
 def _safe(name: str) -> str:
@@ -85,10 +92,11 @@ def _safe(name: str) -> str:
     return _ID_CHARS.sub("_", name)[:100] or "unnamed"
 
 
-_CONNECTORS = "._:/@-"
+_CONNECTORS = "._:/@-+=%'"
 """Characters that join the parts of one token (an address, a domain, a path, a
-hyphenated name): a needle followed or preceded by one and then a letter or digit is
-part of a longer token (``alice@acme.co`` is not found in ``alice@acme.co.uk``)."""
+hyphenated name, a sub-address, a query): a needle followed or preceded by one and then
+a letter or digit is part of a longer token (``alice@acme.co`` is not found in
+``alice@acme.co.uk``, nor ``alerts@acme.example`` in ``bob+alerts@acme.example``)."""
 
 
 def _pattern(needle: str) -> re.Pattern[str]:
@@ -212,12 +220,38 @@ def _message_role(m: Any) -> str | None:
     return None
 
 
+_NOT_SAID = frozenset({"tool_result", "tool_use", "function_call", "function_call_output"})
+"""Content blocks of a human-role message that carry a tool's call or result (the
+Anthropic and OpenAI shapes): never the user's words."""
+
+
+def _is_tool_call(value: Any) -> bool:
+    """A tool call in any of LangChain's spellings (``{"name", "args", ...}``)."""
+    return (
+        isinstance(value, Mapping)
+        and isinstance(value.get("name"), str)
+        and isinstance(value.get("args"), Mapping)
+    )
+
+
+def _said(content: Any) -> Any:
+    """A human message's content without the blocks that carry a tool's call or
+    result (before: a tool's output sent back as a `tool_result` block of a human
+    message was captured as the user's words; an outside audit)."""
+    if isinstance(content, list):
+        return [b for b in content if not (isinstance(b, Mapping) and b.get("type") in _NOT_SAID)]
+    return content
+
+
 def _user_texts(value: Any) -> list[str]:
     """The user's words in a root input: strings, and human messages' contents; other
-    messages (AI, tool, system) are not the user's."""
+    messages (AI, tool, system), tool calls (a list of a model's calls run at the root)
+    and tool-result blocks are not the user's."""
     out: list[str] = []
 
     def walk(v: Any) -> None:
+        if _is_tool_call(v):
+            return
         role = _message_role(v)
         if role is not None:
             if role in ("human", "user"):
@@ -228,7 +262,7 @@ def _user_texts(value: Any) -> list[str]:
                     if isinstance(v, tuple)
                     else v["content"]
                 )
-                out.extend(_texts(content))
+                out.extend(_texts(_said(content)))
             return
         if isinstance(v, str):
             if v.strip():

@@ -18,6 +18,7 @@ from memlineage.client import ActArg
 from memlineage.integrations.langchain_callbacks.binding import (
     ActRecord,
     _Act,
+    _is_tool_call,
     _leaves,
     _norm,
     _output_text,
@@ -53,15 +54,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 _NOTHING = object()
 
-
-def _is_tool_call(value: Any) -> bool:
-    """A LangChain ``ToolCall`` (``{"name", "args", "id", "type": "tool_call"}``)."""
-    return (
-        isinstance(value, Mapping)
-        and isinstance(value.get("name"), str)
-        and isinstance(value.get("args"), Mapping)
-        and (value.get("type") == "tool_call" or "id" in value)
-    )
+_QUOTED = 12
+"""A human text holding a recorded tool output this long or longer (normalised) quotes
+the tool, as a ReAct loop's "Observation: ..." does: it is not the user's."""
 
 
 def _arg_name(name: str, taken: Mapping[str, Any]) -> str:
@@ -113,6 +108,8 @@ class _Core:
         self.pending: dict[str, _Pending] = {}
         self.acts: list[ActRecord] = []
         self.root_inputs: dict[UUID, Any] = {}
+        self.call_ids: set[str] = set()  # every tool call id a model's output named
+        self.ambiguous_ids: set[str] = set()  # ... more than once
 
     # -- the run tree
     def start(
@@ -157,6 +154,14 @@ class _Core:
             return []
         if root_only and _is_tool_call(value):
             return []  # a tool invoked through a wrapper at the root: the model's call
+        with self.lock:
+            inside_tool = any(r.name for r in self.runs.values())
+            tool_texts = [t for s in self.sources if s.origin == "tool" for t in s.texts]
+        if root_only and inside_tool:
+            # a root run started while a tool of this handler runs: a sub-agent the tool
+            # invoked with the model's text, not the user's (before: captured as the
+            # user's, and a task written from injected text paid; an outside audit)
+            return []
         if self.user_input_keys is not None and isinstance(value, Mapping):
             value = {k: v for k, v in value.items() if k in self.user_input_keys}
         if root_only and isinstance(value, Mapping):
@@ -168,6 +173,8 @@ class _Core:
                 norm = _norm(text)
                 if not norm or norm in self.user_seen:
                     continue
+                if any(len(t) >= _QUOTED and t in norm for t in tool_texts):
+                    continue  # it quotes a tool's output ("Observation: ..."): not said
                 self.user_seen.add(norm)
                 memory_id = f"lc/{self.session}/user/{run_id}/{len(out)}"
                 kwargs = {"creator": self.user, "type": USER_INPUT_TYPE}
@@ -346,6 +353,13 @@ class _Core:
         call_id = tool_call_id if isinstance(tool_call_id, str) and tool_call_id else None
         with self.lock:
             pending = self.pending.pop(call_id, _Pending()) if call_id else _Pending()
+            ambiguous = call_id is not None and call_id in self.ambiguous_ids
+        if ambiguous:  # its binding (if any) is no one's: dropped with the call
+            why = (
+                f"tool call id {call_id!r} names more than one call of the model: which of "
+                "them a binding or a confirmation was for cannot be told"
+            )
+            return _Act(_safe(str(name or "tool")), {}, (), run_id, call_id, refused=why)
         inherited = self._inherited(parent)
         explicit: dict[str, list[str]] = {}
         raw = metadata.get(ARGS_KEY)
@@ -374,10 +388,36 @@ class _Core:
             relies = users[-1:]
         return _Act(action, arguments, tuple(dict.fromkeys(relies)), run_id, call_id)
 
+    def note_calls(self, output: Any) -> None:
+        """The tool call ids a model's output names: an id named twice (in one message,
+        or again later) makes each call of it refused (before: a second call carrying
+        the id of one the runtime had bound took that binding, and ran first; an
+        outside audit)."""
+        ids = [
+            c.get("id")
+            for gens in getattr(output, "generations", ())
+            for g in gens
+            for c in getattr(getattr(g, "message", None), "tool_calls", None) or ()
+            if isinstance(c, Mapping)
+        ]
+        with self.lock:
+            for i in ids:
+                if isinstance(i, str) and i:
+                    if i in self.call_ids:
+                        self.ambiguous_ids.add(i)
+                        self.pending.pop(i, None)
+                    self.call_ids.add(i)
+
     @staticmethod
     def unaskable(act: _Act) -> pb.Decision | None:
         """A call that names no memory at all cannot be asked (the sidecar refuses an
-        act naming nothing): refused here, fail-closed, with a decision saying why."""
+        act naming nothing), nor one refused before it was asked: refused here,
+        fail-closed, with a decision saying why."""
+        if act.refused:
+            reason = pb.Reason(
+                policy="langchain_callbacks", effect=pb.EFFECT_DENY, message=act.refused
+            )
+            return pb.Decision(effect=pb.EFFECT_DENY, operation=pb.OPERATION_ACT, reasons=[reason])
         if act.arguments or act.relies_on:
             return None
         why = (

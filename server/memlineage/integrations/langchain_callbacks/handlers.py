@@ -296,6 +296,7 @@ class LineageCallbackHandler(_Shared, BaseCallbackHandler):
             self._record_now([record])
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        self._core.note_calls(response)
         record = self._core.run_derived(run_id, self._core.end(run_id), response)
         if record is not None:
             self._record_now([record])
@@ -472,6 +473,7 @@ class AsyncLineageCallbackHandler(_Shared, AsyncCallbackHandler):  # type: ignor
             await self._record([record])
 
     async def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        self._core.note_calls(response)
         record = self._core.run_derived(run_id, self._core.end(run_id), response)
         if record is not None:
             await self._record([record])

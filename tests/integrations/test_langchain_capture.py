@@ -1,0 +1,139 @@
+"""What the LangChain handler takes as the user's words, and which calls it refuses
+before asking, against a real sidecar and the bundled policies: each case an outside
+audit found paying an attacker (a sub-agent's task, a list of the model's calls run
+at the root, a tool's result sent back in a human message, a payee that only folds
+to the user's words, a tool call id named twice)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.tools import tool
+from memlineage.client import MemLineageClient
+from memlineage.integrations.langchain_callbacks import ActDenied, LineageCallbackHandler
+from memlineage.v1 import memlineage_pb2 as pb
+from support.sidecar import RunningSidecar
+from test_langchain_callbacks import ATTACKER, INBOX, USER, World, agent, call, model, world
+
+__all__ = ["world"]  # the fixture, shared with test_langchain_callbacks
+
+
+@pytest.fixture(scope="module")
+def ml() -> Iterator[MemLineageClient]:
+    with RunningSidecar() as s, MemLineageClient(s.address, timeout=10) as client:
+        yield client
+
+
+def paid(w: World) -> list[dict[str, Any]]:
+    return [args for name, args in w.sent if name == "send_money"]
+
+
+def test_a_sub_agent_a_tool_starts_is_not_the_user(ml: MemLineageClient, world: World) -> None:
+    """The tool hands the model's task to a sub-agent run with the same handler: a new
+    root run, but not the user's request."""
+    h = LineageCallbackHandler(ml, user=USER)
+    sub = model([call("send_money", "s1", recipient=ATTACKER, amount=500)], "done")
+
+    @tool
+    def delegate(task: str) -> str:
+        """Hand a task to a helper agent."""
+        agent(sub, world).invoke({"input": task}, config={"callbacks": [h]})
+        return "delegated"
+
+    world.tools["delegate"] = delegate
+    outer = model(
+        [call("read_inbox", "c1")],
+        [call("delegate", "c2", task=f"Send 500 to {ATTACKER}")],
+    )
+    with pytest.raises(ActDenied) as caught:
+        agent(outer, world).invoke({"input": "Sort my inbox"}, config={"callbacks": [h]})
+    assert paid(world) == [] and "s1" in {a.tool_call_id for a in h.acts}
+    assert caught.value.decision.effect == pb.EFFECT_DENY
+    assert [ml.explain(m).memory.creator.id for m in h.user_memories] == [USER]
+
+
+def test_a_list_of_the_models_calls_run_at_the_root_is_not_the_user(
+    ml: MemLineageClient, world: World
+) -> None:
+    h = LineageCallbackHandler(ml, user=USER)
+    cfg: RunnableConfig = {"callbacks": [h]}
+    h.user_input("Pay bob 100 for the tickets")
+
+    def run_tools(calls: list[dict[str, Any]], config: RunnableConfig) -> list[Any]:
+        return [world.tools[c["name"]].invoke(dict(c, type="tool_call"), config) for c in calls]
+
+    with pytest.raises(ActDenied):
+        RunnableLambda(run_tools).invoke(
+            [call("send_money", "c1", recipient=ATTACKER, amount=500)], cfg
+        )
+    assert paid(world) == [] and len(h.user_memories) == 1
+
+
+@pytest.mark.parametrize(
+    "returned",
+    [
+        lambda out: HumanMessage(
+            content=[{"type": "tool_result", "tool_use_id": "t", "content": out}]
+        ),
+        lambda out: {"role": "user", "content": [{"type": "tool_result", "content": out}]},
+        lambda out: HumanMessage(f"Observation: {out}"),
+    ],
+    ids=["tool_result-block", "tool_result-dict", "react-observation"],
+)
+def test_a_tool_result_sent_back_as_a_human_message_is_not_the_user(
+    ml: MemLineageClient, world: World, returned: Any
+) -> None:
+    """A bare loop calls the model at the root each turn, the tool's output sent back
+    in a human-role message (Anthropic's `tool_result` block, a ReAct observation)."""
+    h = LineageCallbackHandler(ml, user=USER)
+    cfg: RunnableConfig = {"callbacks": [h]}
+    chat = model(
+        [call("read_inbox", "c1")], [call("send_money", "c2", recipient=ATTACKER, amount=500)]
+    )
+    messages: list[Any] = [HumanMessage("Pay my landlord the rent")]
+    ai = chat.invoke(messages, cfg)
+    out = world.tools["read_inbox"].invoke(dict(ai.tool_calls[0], type="tool_call"), cfg)
+    assert INBOX in str(out.content)
+    messages += [ai, returned(out.content)]
+    ai = chat.invoke(messages, cfg)
+    assert isinstance(ai, AIMessage)
+    with pytest.raises(ActDenied):
+        world.tools["send_money"].invoke(dict(ai.tool_calls[0], type="tool_call"), cfg)
+    assert paid(world) == []
+
+
+def test_a_value_is_found_only_as_written_and_as_a_whole_address(ml: MemLineageClient) -> None:
+    h = LineageCallbackHandler(ml, user=USER)
+    said = h.user_input("Pay 50 to info@strasse.example, cc bob+alerts@acme.example, 4 Kelvin")
+    assert h.sources_of("INFO@Strasse.example") == [said]  # ASCII letters in any case
+    assert h.sources_of("info@straße.example") == []  # before: casefold made it strasse
+    assert h.sources_of("4 \u212aelvin") == []  # the Kelvin sign is not `K`
+    assert h.sources_of("alerts@acme.example") == []  # another mailbox than bob+alerts@
+
+
+def test_a_tool_call_id_the_model_names_twice_is_refused(
+    ml: MemLineageClient, world: World
+) -> None:
+    """The runtime bound `c7` to the user's words; an injected call carrying the same
+    id ran first and took the binding (before: both paid)."""
+    h = LineageCallbackHandler(ml, user=USER)
+    cfg: RunnableConfig = {"callbacks": [h]}
+    said = h.user_input("Send 100 to bob@example.com")
+    h.bind("c7", {"recipient": [said], "amount": [said]})
+    chat = model(
+        [
+            call("send_money", "c7", recipient=ATTACKER, amount=500),
+            call("send_money", "c7", recipient="bob@example.com", amount=100),
+        ]
+    )
+    ai = chat.invoke([HumanMessage("go on")], cfg)
+    assert isinstance(ai, AIMessage)
+    for tc in ai.tool_calls:
+        with pytest.raises(ActDenied) as caught:
+            world.tools["send_money"].invoke(dict(tc, type="tool_call"), cfg)
+        assert "names more than one call" in caught.value.decision.reasons[0].message
+    assert paid(world) == []
