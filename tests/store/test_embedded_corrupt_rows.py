@@ -262,7 +262,7 @@ def test_side_table_rows_are_checksummed_and_store_check_reads_them(
     assert crc == row_crc(NS, GRANT_ID if table == "grants" else MEMORY, text)  # given once
     summary = persistence.check(data)
     assert (summary.grants, summary.proposals) == (1, 1)
-    assert ", 1 grants, 1 proposals;" in summary.describe()
+    assert ", 1 grant, 1 proposal;" in summary.describe()
     edited = (
         text.replace(",1,", ",0,", 1)
         if table == "grants"

@@ -145,6 +145,41 @@ def test_a_store_that_failed_to_open_leaves_the_directory_free(tmp_path: Path) -
     EmbeddedStore(tmp_path).close()  # not held by the failed open
 
 
+@pytest.mark.parametrize("damage", ["emptied", "removed"])
+def test_a_write_ahead_log_without_its_database_is_refused_and_kept(
+    tmp_path: Path, damage: str
+) -> None:
+    """A crash image (the database and its -wal, as a SIGKILL leaves them) whose
+    database file was emptied or moved away: `check` and an open refuse before SQLite
+    sees the log, and the log keeps its bytes (before: `check` deleted it, and an open
+    replayed it into a new, malformed database: the acknowledged ops were lost)."""
+    live, image = tmp_path / "live", tmp_path / "image"
+    store = EmbeddedStore(live)
+    for i in range(30):
+        store.record(mem(f"m{i}"))
+    image.mkdir()
+    for name in (DB_NAME, f"{DB_NAME}-wal"):
+        (image / name).write_bytes((live / name).read_bytes())
+    store.close()
+    wal = (image / f"{DB_NAME}-wal").read_bytes()
+    assert wal, "the writes are in the log"
+    saved = (image / DB_NAME).read_bytes()
+    if damage == "emptied":
+        (image / DB_NAME).write_bytes(b"")
+    else:
+        (image / DB_NAME).unlink()
+    said = "is empty" if damage == "emptied" else "is missing"
+    for attempt in (lambda: persistence.check(image), lambda: EmbeddedStore(image)):
+        with pytest.raises(StoreCorruptError, match=f"{said}, but its write-ahead log"):
+            attempt()
+        assert (image / f"{DB_NAME}-wal").read_bytes() == wal
+        assert (image / DB_NAME).exists() is (damage == "emptied")
+    (image / DB_NAME).write_bytes(saved)  # the database put back: every op is there
+    again = EmbeddedStore(image)
+    assert len(again.get_many(NS, [f"m{i}" for i in range(30)])) == 30
+    again.close()
+
+
 # -- refusals at open ---------------------------------------------------------------------
 
 

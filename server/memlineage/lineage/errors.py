@@ -144,7 +144,8 @@ class StoreUnavailableError(LineageError):
 
 
 EMBEDDED_REMEDY = (
-    "nothing on disk was changed (restore the file from a backup, or move it away to start empty)"
+    "nothing on disk was changed (restore the file from a backup, or move it away with its "
+    "-wal and -shm files to start empty)"
 )
 """The end of a ``StoreCorruptError`` for a file of the embedded store."""
 

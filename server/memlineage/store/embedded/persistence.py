@@ -289,9 +289,36 @@ def _replay(db: sqlite3.Connection, path: Path, state: State, after: int) -> tup
     return seq, n, size
 
 
+def _stray_log(path: Path) -> None:
+    """Refuse, before SQLite sees them, a write-ahead log whose database is missing or
+    empty: SQLite would take the log for a new database's (and delete it on close, or
+    replay it into a new file, a malformed one), losing the acknowledged ops it holds
+    (an outside audit: `store check` deleted it; a start after moving the database
+    away made a broken new one)."""
+    wal = Path(f"{path}-wal")
+    if not wal.exists():
+        return
+    size = wal.stat().st_size
+    if size == 0:  # holds nothing
+        return
+    if not path.exists():
+        state = "is missing"
+    elif path.stat().st_size == 0:
+        state = "is empty"
+    else:
+        return
+    raise StoreCorruptError(
+        path,
+        f"{state}, but its write-ahead log {wal.name} ({size:,} bytes) is here: the ops "
+        "of a database moved, deleted or emptied; put the database back beside it (from a "
+        "backup), or move the -wal and -shm files away too to start empty",
+    )
+
+
 def _read(path: Path, state: State) -> tuple[int, int, int, int]:
     """Check and load the database at ``path`` into ``state`` (empty), read-only.
     Returns (snapshot seq, last seq, ops after the snapshot, their bytes)."""
+    _stray_log(path)
     try:
         db = _connect_ro(path)
     except sqlite3.Error as exc:
@@ -351,6 +378,7 @@ def check(directory: str | os.PathLike[str], limits: StoreLimits | None = None) 
     path = Path(directory) / DB_NAME
     changed = threading.Condition()
     state = State(limits or StoreLimits(), changed)
+    _stray_log(path)
     if not path.exists():
         old = legacy.legacy_files(Path(directory))
         if old:
@@ -457,6 +485,7 @@ class SqliteLog:
             raise
 
     def _open(self, state: State) -> None:
+        _stray_log(self.path)
         if self.path.exists():
             _, self._seq, _, self._bytes = _read(self.path, state)
             self._db = connect_rw(self.path, self._fsync)
