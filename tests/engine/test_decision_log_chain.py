@@ -303,22 +303,39 @@ def test_a_restart_continues_the_chain(tmp_path: Path) -> None:
     assert verify([str(path)]).decisions == 6
 
 
-def test_a_restart_after_a_torn_write_starts_a_new_chain_and_verify_names_the_tear(
-    tmp_path: Path,
-) -> None:
+def test_a_restart_after_a_torn_write_goes_on_from_the_last_whole_line(tmp_path: Path) -> None:
+    """A torn last line is ended and named by verify; the chain goes on from the whole
+    line before it, and the head check still runs (before: a new chain from seq 0, and
+    the head overwritten, so a cut made mid-line hid how many lines were cut; an
+    outside audit)."""
     path = tmp_path / "d.log"
     lines = write_log(path, 5)
-    path.write_text("".join(lines[:4]) + lines[4][:30], encoding="utf-8")  # crash mid-write
+    path.write_text("".join(lines[:4]) + lines[4][:30], encoding="utf-8")  # cut mid-line
     log = DecisionLog.open(str(path))
     log.write(rec(9))
     log.close()
     after = path.read_text().splitlines()
-    assert len(after) == 6 and after[4] == lines[4][:30]  # the torn line, ended
-    assert (json.loads(after[5])["seq"], json.loads(after[5])["prev"]) == (0, GENESIS)
+    assert len(after) == 7 and after[4] == lines[4][:30]  # the torn line, ended
+    gap, last = json.loads(after[5]), json.loads(after[6])
+    assert (gap["seq"], gap["prev"], gap["event"]) == (4, json.loads(lines[3])["hash"], "gap")
+    assert gap["problem"].startswith("decisions seq 4..4 are missing")  # the head said 4
+    assert (last["seq"], last["prev"]) == (5, gap["hash"])
     assert problem(verify([str(path)]))[1:] == (
         5,
         "not a JSON line (Unterminated string starting at)",
     )
+    # a writer killed mid-line (its head at the last whole line): no gap, the next seq
+    crashed = tmp_path / "c.log"
+    lines = write_log(crashed, 4)
+    with crashed.open("a", encoding="utf-8") as fh:
+        fh.write('{"seq":4,"ts":17')
+    log = DecisionLog.open(str(crashed))
+    log.write(rec(9))
+    log.close()
+    after = crashed.read_text().splitlines()
+    assert len(after) == 6 and after[4] == '{"seq":4,"ts":17'
+    nxt = json.loads(after[5])
+    assert (nxt["seq"], nxt["prev"]) == (4, json.loads(lines[3])["hash"])
 
 
 def test_rotation_by_size_keeps_the_chain_across_files(tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from json.encoder import encode_basestring_ascii as _quote  # what json.dumps quotes with
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 from memlineage.engine.log_chain import GENESIS, HEX64, digester, key_bytes
 from memlineage.engine.log_head import HEAD_EVERY, Head, gap_after, read_head, write_head
@@ -186,9 +186,12 @@ class DecisionLog:
                 _append_whole(fh, b"\n")
             out = cls(fh, key=key, seq=seq, prev=prev, labels=labels)
             # before its first head record is written; a torn last line (a killed
-            # writer) is a problem of its own, which verify names
+            # writer) is a problem of its own, which verify names, and the chain goes
+            # on from the last whole line before it: the head check still runs (before:
+            # a cut made mid-line started a new chain and overwrote the head, hiding
+            # how many lines were cut; an outside audit)
             found = Head(seq, prev) if seq >= 0 else None
-            gap = None if torn else gap_after(found, read_head(path, out._hash))
+            gap = gap_after(found, read_head(path, out._hash))
             out.path = path
             out._max_bytes = max_bytes
             out._keep = max(keep, 1)
@@ -537,31 +540,34 @@ def _resume(path: str) -> tuple[int, str, bool]:
             continue
         except OSError:
             return -1, GENESIS, False
-        if torn:
-            return -1, GENESIS, candidate == path
-        if last is None:
+        if last is None and not torn:
             continue  # empty
+        if last is None:  # torn, and no whole line before it
+            return -1, GENESIS, candidate == path
         try:
             entry = json.loads(last)
             seq, digest = entry["seq"], entry["hash"]
         except (ValueError, KeyError, TypeError, RecursionError):
-            return -1, GENESIS, False
+            return -1, GENESIS, torn and candidate == path
         if type(seq) is int and seq >= 0 and isinstance(digest, str) and HEX64.match(digest):
-            return seq, digest, False
-        return -1, GENESIS, False
+            return seq, digest, torn and candidate == path
+        return -1, GENESIS, torn and candidate == path
     return -1, GENESIS, False
 
 
 def _last_line(path: str) -> tuple[bytes | None, bool]:
-    """The last complete line of a file (None: empty), and whether it ends without
-    a newline (a torn write)."""
+    """The last complete line of a file (None: none), and whether the file ends
+    without a newline (a torn write: the line before the torn one is returned)."""
     with open(path, "rb") as fh:
         size = fh.seek(0, os.SEEK_END)
         if size == 0:
             return None, False
         fh.seek(size - 1)
-        if fh.read(1) != b"\n":
-            return None, True
+        torn = fh.read(1) != b"\n"
+        if torn:  # the whole lines end at the last newline
+            size = _last_newline(fh, size) + 1
+            if size == 0:
+                return None, True
         chunk = _TAIL_CHUNK
         while True:
             start = max(0, size - chunk)
@@ -569,8 +575,22 @@ def _last_line(path: str) -> tuple[bytes | None, bool]:
             data = fh.read(size - start)
             cut = data.rfind(b"\n", 0, len(data) - 1)
             if cut >= 0 or start == 0:
-                return data[cut + 1 : -1], False
+                return data[cut + 1 : -1], torn
             chunk *= 4
+
+
+def _last_newline(fh: BinaryIO, size: int) -> int:
+    """The offset of the last newline before `size` (-1: none)."""
+    chunk = _TAIL_CHUNK
+    while True:
+        start = max(0, size - chunk)
+        fh.seek(start)
+        at = fh.read(size - start).rfind(b"\n")
+        if at >= 0:
+            return start + at
+        if start == 0:
+            return -1
+        chunk *= 4
 
 
 # ------------------------------------------------------------------ verification
