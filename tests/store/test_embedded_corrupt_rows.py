@@ -244,8 +244,9 @@ def test_side_table_rows_are_checksummed_and_store_check_reads_them(
 
     data = populated(tmp_path / "d")
     con = sqlite3.connect(data / DB_NAME, isolation_level=None)
-    try:  # the table as written before the checksum: no crc column
+    try:  # the table as written before the checksum: no crc column, no marker
         con.execute(f"ALTER TABLE {table} DROP COLUMN crc")
+        con.execute("DELETE FROM meta WHERE key LIKE 'summed:%'")
     finally:
         con.close()
     store = EmbeddedStore(data, clock=ManualClock(NOW))
@@ -276,3 +277,25 @@ def test_side_table_rows_are_checksummed_and_store_check_reads_them(
     with pytest.raises(StoreCorruptError, match=f"{table} row .* fails its checksum"):
         EmbeddedStore(data)
     assert sha(data / DB_NAME) == before
+
+
+@pytest.mark.parametrize("table", ["grants", "proposals"])
+def test_a_checksum_removed_from_a_row_is_damage(tmp_path: Path, table: str) -> None:
+    """Once every row of a side table carries its checksum (`meta` says so), a row
+    without one is refused as damage, by `store check` and at open, and the file is
+    left as it was (before: taken for a row written before checksums, given a fresh
+    one, and served: a grant's `used` count set back by hand and its crc set NULL
+    passed; an outside audit)."""
+    from memlineage.store.embedded import persistence
+
+    data = populated(tmp_path / "d")
+    con = sqlite3.connect(data / DB_NAME, isolation_level=None)
+    try:
+        con.execute(f"UPDATE {table} SET crc = NULL")
+    finally:
+        con.close()
+    before = sha(data / DB_NAME)
+    for attempt in (lambda: persistence.check(data), lambda: EmbeddedStore(data)):
+        with pytest.raises(StoreCorruptError, match=f"{table} row .* has no checksum"):
+            attempt()
+        assert sha(data / DB_NAME) == before

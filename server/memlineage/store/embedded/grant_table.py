@@ -8,6 +8,7 @@ naming the row), and `store check` reads them too (`check_grants`)."""
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -24,6 +25,8 @@ from memlineage.store.embedded.sqlite_conn import open_loaded, transaction
 from memlineage.store.embedded.summed_rows import (
     add_crc_column,
     check_row,
+    is_summed,
+    mark_summed,
     read_only_rows,
     row_crc,
 )
@@ -46,19 +49,24 @@ class GrantTable:
         self._cap = cap
         self._lock = threading.Lock()
         self._by_ns: dict[str, dict[str, GrantRecord]] = {}
+        required = False
         if path is not None and path.exists():
             add_crc_column(path, "grants")
+            required = is_summed(path, "grants")
         self._db, loaded = open_loaded(
             path,
             fsync,
             _SCHEMA,
             "grants",
             "SELECT ns, id, data, crc FROM grants",
-            _decoded,
+            functools.partial(_decoded, required=required),
         )
         unsummed = [g for g, summed in loaded if not summed]
         if unsummed:  # rows written before the checksum: given theirs once
             self._write(unsummed, [])
+        if self._db is not None and not required:  # from now on, a row without one is damage
+            with transaction(self._db):
+                mark_summed(self._db, "grants")
         loaded_grants = [g for g, _ in loaded]
         for g in sorted(loaded_grants, key=lambda g: (g.created_at, g.id)):  # oldest first
             self._by_ns.setdefault(g.namespace, {})[g.id] = g
@@ -131,12 +139,12 @@ class GrantTable:
 
 
 def _decoded(
-    path: Path, ns: object, gid: object, data: object, crc: object
+    path: Path, ns: object, gid: object, data: object, crc: object, *, required: bool = False
 ) -> tuple[GrantRecord, bool]:
     """A grants row as `GrantRecord.to_json` wrote it (``store.grants.decoded_grant``)
     and whether it carries its checksum (rows written before it do not), else
     ``StoreCorruptError`` naming the file and the row."""
-    summed = check_row(path, "grants", "id", ns, gid, data, crc)
+    summed = check_row(path, "grants", "id", ns, gid, data, crc, summed=required)
     try:
         return decoded_grant(data, ns, gid), summed
     except DecodeProblem as exc:
@@ -147,6 +155,7 @@ def check_grants(path: Path) -> int:
     """`memlineage store check`'s look at the grants table, read-only: every row decodes
     and holds its checksum (StoreCorruptError naming the row); how many there are."""
     rows = read_only_rows(path, "grants", "id")
+    required = is_summed(path, "grants")
     for row in rows:
-        _decoded(path, *row)
+        _decoded(path, *row, required=required)
     return len(rows)

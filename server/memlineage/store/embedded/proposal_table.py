@@ -10,6 +10,7 @@ longer holds its checksum (a hand-edited proposed status or time), refuses the o
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
 from pathlib import Path
@@ -21,6 +22,8 @@ from memlineage.store.embedded.sqlite_conn import open_loaded, transaction
 from memlineage.store.embedded.summed_rows import (
     add_crc_column,
     check_row,
+    is_summed,
+    mark_summed,
     read_only_rows,
     row_crc,
 )
@@ -36,20 +39,25 @@ class ProposalTable:
     def __init__(self, path: Path | None = None, fsync: bool = False) -> None:
         self._lock = threading.Lock()
         self._rows: dict[tuple[str, str], Proposal] = {}
+        required = False
         if path is not None and path.exists():
             add_crc_column(path, "proposals")
+            required = is_summed(path, "proposals")
         self._db, loaded = open_loaded(
             path,
             fsync,
             _SCHEMA,
             "proposals",
             "SELECT ns, memory, data, crc FROM proposals",
-            _decoded,
+            functools.partial(_decoded, required=required),
         )
         for p, summed in loaded:
             self._rows[(p.namespace, p.memory_id)] = p
             if not summed:  # a row written before the checksum: given its own once
                 self._save_row(p)
+        if self._db is not None and not required:  # from now on, a row without one is damage
+            with transaction(self._db):
+                mark_summed(self._db, "proposals")
 
     def _save_row(self, p: Proposal) -> None:
         data = p.to_json()
@@ -92,12 +100,18 @@ class ProposalTable:
 
 
 def _decoded(
-    path: Path, ns: object, memory: object, data: object, crc: object
+    path: Path,
+    ns: object,
+    memory: object,
+    data: object,
+    crc: object,
+    *,
+    required: bool = False,
 ) -> tuple[Proposal, bool]:
     """A proposals row as `Proposal.to_json` wrote it (``store.proposals.
     decoded_proposal``) and whether it carries its checksum, else ``StoreCorruptError``
     naming the file and the row."""
-    summed = check_row(path, "proposals", "memory", ns, memory, data, crc)
+    summed = check_row(path, "proposals", "memory", ns, memory, data, crc, summed=required)
     try:
         return decoded_proposal(data, ns, memory), summed
     except DecodeProblem as exc:
@@ -110,6 +124,7 @@ def check_proposals(path: Path) -> int:
     """`memlineage store check`'s look at the proposals table, read-only: every row
     decodes and holds its checksum (StoreCorruptError naming the row); how many."""
     rows = read_only_rows(path, "proposals", "memory")
+    required = is_summed(path, "proposals")
     for row in rows:
-        _decoded(path, *row)
+        _decoded(path, *row, required=required)
     return len(rows)

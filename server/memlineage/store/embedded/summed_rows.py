@@ -1,7 +1,8 @@
 """Checksummed rows of the embedded store's side tables (grants, proposals): each
 ``(ns, key, data, crc)`` row holds the CRC-32 of its three texts, so a changed byte or
 a hand-edited field is found at open (and by `memlineage store check`) instead of read
-as state; a row written before its table had the column is given its checksum once."""
+as state; a row written before its table had the column is given its checksum once,
+and from then on (``meta`` says so: `mark_summed`) a row without one is damage too."""
 
 from __future__ import annotations
 
@@ -19,10 +20,25 @@ def row_crc(ns: str, key: str, data: str) -> int:
 
 
 def check_row(
-    path: Path, table: str, key_name: str, ns: object, key: object, data: object, crc: object
+    path: Path,
+    table: str,
+    key_name: str,
+    ns: object,
+    key: object,
+    data: object,
+    crc: object,
+    *,
+    summed: bool = False,
 ) -> bool:
     """Whether the row carries a checksum (None: written before the column); a row
-    whose checksum no longer holds is ``StoreCorruptError`` naming the file and row."""
+    whose checksum no longer holds, or (``summed``: every row has had one since) one
+    without a checksum, is ``StoreCorruptError`` naming the file and row."""
+    if crc is None and summed:
+        raise StoreCorruptError(
+            path,
+            f"{table} row (ns {ns!r}, {key_name} {key!r}) has no checksum, which every "
+            "row of the table has carried since it was given one (removed by hand)",
+        )
     texts = isinstance(ns, str) and isinstance(key, str) and isinstance(data, str)
     if crc is not None and texts and crc != row_crc(str(ns), str(key), str(data)):
         raise StoreCorruptError(
@@ -60,3 +76,30 @@ def read_only_rows(path: Path, table: str, key_column: str) -> list[Any]:
         raise StoreCorruptError(path, f"the {table} table cannot be read ({exc})") from exc
     finally:
         db.close()
+
+
+def _marker(table: str) -> str:
+    return f"summed:{table}"
+
+
+def is_summed(path: Path, table: str) -> bool:
+    """Whether ``meta`` says every row of `table` carries its checksum (read-only)."""
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    try:
+        has_meta = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone()
+        if not has_meta:
+            return False
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (_marker(table),)).fetchone()
+        return row is not None
+    except sqlite3.Error as exc:
+        raise StoreCorruptError(path, f"the meta table cannot be read ({exc})") from exc
+    finally:
+        db.close()
+
+
+def mark_summed(db: sqlite3.Connection, table: str) -> None:
+    """Record in ``meta`` that every row of `table` carries its checksum now (once
+    the rows written before the column were given theirs)."""
+    db.execute("INSERT OR IGNORE INTO meta VALUES (?, '1')", (_marker(table),))
