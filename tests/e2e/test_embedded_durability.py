@@ -24,6 +24,7 @@ from memlineage.lineage.clock import ManualClock
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store.embedded import EmbeddedStore
 from memlineage.store.embedded.dir_lock import LOCK_NAME
+from memlineage.store.embedded.op_head import HEAD_NAME
 from memlineage.store.embedded.persistence import DB_NAME
 from memlineage.v1 import memlineage_pb2 as pb
 from support.serve_process import REASONING_POLICY, ServeProcess, serve_refusal
@@ -177,7 +178,11 @@ def test_a_damaged_database_refuses_to_start_and_is_left_untouched(
     data = tmp_path / "data"
     _populate(data)
     db = data / DB_NAME
-    assert sorted(p.name for p in data.iterdir()) == [DB_NAME, LOCK_NAME]  # closed: no WAL
+    assert sorted(p.name for p in data.iterdir()) == [
+        HEAD_NAME,
+        DB_NAME,
+        LOCK_NAME,
+    ]  # closed: no WAL
     damage(db)
     before = sha(db)
 

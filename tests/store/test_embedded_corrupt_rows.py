@@ -19,6 +19,7 @@ from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.proposals import Objection
 from memlineage.store.embedded import EmbeddedStore
 from memlineage.store.embedded.dir_lock import LOCK_NAME
+from memlineage.store.embedded.op_head import HEAD_NAME
 from memlineage.store.embedded.persistence import DB_NAME, StoreCorruptError
 from memlineage.store.embedded.summed_rows import row_crc
 from support.memories import NOW
@@ -53,7 +54,11 @@ def populated(data: Path) -> Path:
         )
     finally:
         store.close()
-    assert sorted(p.name for p in data.iterdir()) == [DB_NAME, LOCK_NAME]  # closed: no WAL
+    assert sorted(p.name for p in data.iterdir()) == [
+        HEAD_NAME,
+        DB_NAME,
+        LOCK_NAME,
+    ]  # closed: no WAL
     return data
 
 
@@ -199,7 +204,7 @@ def test_a_corrupt_row_is_refused_naming_its_table_and_row(
     assert sha(db) == before
     # the refusal closed what it opened: the directory is as it was, and opens again
     # (refused again) rather than finding a writer left behind
-    assert sorted(p.name for p in data.iterdir()) == [DB_NAME, LOCK_NAME]
+    assert sorted(p.name for p in data.iterdir()) == [HEAD_NAME, DB_NAME, LOCK_NAME]
     with pytest.raises(StoreCorruptError):
         EmbeddedStore(data)
 

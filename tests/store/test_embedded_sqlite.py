@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 from memlineage.lineage import ManualClock, MemoryRecord, NotFoundError, StoreUnavailableError
-from memlineage.store.embedded import EmbeddedStore, persistence
+from memlineage.store.embedded import EmbeddedStore, op_head, persistence
 from memlineage.store.embedded.dir_lock import LOCK_NAME
+from memlineage.store.embedded.op_head import HEAD_NAME
 from memlineage.store.embedded.persistence import DB_NAME, StoreCorruptError
 from support.memories import NOW
 
@@ -178,6 +179,47 @@ def test_a_write_ahead_log_without_its_database_is_refused_and_kept(
     again = EmbeddedStore(image)
     assert len(again.get_many(NS, [f"m{i}" for i in range(30)])) == 30
     again.close()
+
+
+def test_ops_lost_from_the_end_of_the_write_ahead_log_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash image whose write-ahead log was cut, or removed, while the store was
+    down: SQLite drops the lost tail without a word, so the open and `check` compare
+    the database's last op with the head record beside it and refuse, leaving the
+    files as they were (before: the store opened without the acknowledged ops; an
+    outside audit). Removing the record starts from what is there, as the refusal
+    says. An undamaged crash image opens with every op."""
+    monkeypatch.setattr(op_head, "HEAD_EVERY", 0.0)  # the record after every commit
+    live, image = tmp_path / "live", tmp_path / "image"
+    store = EmbeddedStore(live)
+    for i in range(40):
+        store.record(mem(f"m{i}"))
+    image.mkdir()
+    names = (DB_NAME, f"{DB_NAME}-wal", op_head.HEAD_NAME)
+    for name in names:
+        (image / name).write_bytes((live / name).read_bytes())
+    store.close()
+    intact = tmp_path / "intact"
+    intact.mkdir()
+    for name in names:
+        (intact / name).write_bytes((image / name).read_bytes())
+    wal = image / f"{DB_NAME}-wal"
+    wal.write_bytes(wal.read_bytes()[: wal.stat().st_size // 2])  # the end of the log cut
+    before = {n: sha(image / n) for n in names}
+    for attempt in (lambda: persistence.check(image), lambda: EmbeddedStore(image)):
+        with pytest.raises(
+            StoreCorruptError, match=r"but its head record lineage\.head says op 40"
+        ):
+            attempt()
+        assert {n: sha(image / n) for n in names} == before
+    (image / op_head.HEAD_NAME).unlink()  # the operator accepts what is there
+    opened = EmbeddedStore(image)
+    assert 0 < len(opened.get_many(NS, [f"m{i}" for i in range(40)])) < 40
+    opened.close()
+    whole = EmbeddedStore(intact)  # a SIGKILL's image, undamaged
+    assert len(whole.get_many(NS, [f"m{i}" for i in range(40)])) == 40
+    whole.close()
 
 
 # -- refusals at open ---------------------------------------------------------------------
@@ -396,7 +438,12 @@ def test_an_old_directory_is_imported_once_and_kept(tmp_path: Path) -> None:
     imported.record(mem("after"))
     imported.close()
     reference.close()
-    assert sorted(p.name for p in old.iterdir()) == [DB_NAME, LOCK_NAME, "log.0.jsonl.imported"]
+    assert sorted(p.name for p in old.iterdir()) == [
+        HEAD_NAME,
+        DB_NAME,
+        LOCK_NAME,
+        "log.0.jsonl.imported",
+    ]
     assert sha(old / "log.0.jsonl.imported") == before  # renamed, not rewritten
     # The next open reads the database only: changing the old file changes nothing.
     (old / "log.0.jsonl.imported").write_text("garbage\n")
@@ -468,6 +515,7 @@ def test_an_old_snapshot_and_log_generation_import(tmp_path: Path) -> None:
     imported.close()
     reference.close()
     assert sorted(p.name for p in old.iterdir()) == [
+        HEAD_NAME,
         DB_NAME,
         LOCK_NAME,
         "log.0.jsonl.imported",

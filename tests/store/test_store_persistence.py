@@ -21,6 +21,7 @@ from memlineage.lineage import (
 from memlineage.store import EmbeddedStore, LineageStore, open_store
 from memlineage.store.embedded import persistence
 from memlineage.store.embedded.dir_lock import LOCK_NAME
+from memlineage.store.embedded.op_head import HEAD_NAME
 from memlineage.store.embedded.persistence import DB_NAME
 from support.memories import NOW
 from support.redis_servers import start_redis_server
@@ -241,7 +242,7 @@ def test_embedded_compaction_then_restart(tmp_path: Path) -> None:
     store.revoke(NS, "new", now=NOW + 6)  # one op after the snapshot
     before = state(store)
     store.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == [DB_NAME, LOCK_NAME]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [HEAD_NAME, DB_NAME, LOCK_NAME]
     summary = persistence.check(tmp_path)
     assert (summary.ops, summary.last_seq - summary.snapshot_seq) == (1, 1)
     reopened = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
@@ -269,7 +270,12 @@ def test_embedded_imports_an_old_log_with_a_torn_last_line(tmp_path: Path) -> No
     assert state(reopened) == before
     reopened.record(MemoryRecord(id="next", namespace=NS, creator_id="user:u"))
     reopened.close()
-    assert sorted(p.name for p in old.iterdir()) == [DB_NAME, LOCK_NAME, "log.0.jsonl.imported"]
+    assert sorted(p.name for p in old.iterdir()) == [
+        HEAD_NAME,
+        DB_NAME,
+        LOCK_NAME,
+        "log.0.jsonl.imported",
+    ]
     third = EmbeddedStore(old, clock=ManualClock(NOW))
     assert third.get(NS, "next").id == "next"
     assert third.get(NS, "root").status == "revoked"

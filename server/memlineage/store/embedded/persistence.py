@@ -74,6 +74,7 @@ from memlineage.store.embedded.checkpointer import Checkpointer
 from memlineage.store.embedded.codec import StoreCorruptError, event_from_json
 from memlineage.store.embedded.decision_table import DecisionTable
 from memlineage.store.embedded.dir_lock import DirLock
+from memlineage.store.embedded.op_head import OpHead
 from memlineage.store.embedded.row import FIELD_DEFAULTS, ROW_FIELDS, Row
 from memlineage.store.embedded.score_mirror import SCORED
 from memlineage.store.embedded.snapshot_parts import FORMAT, crc, dumps, write_snapshot
@@ -398,6 +399,7 @@ def check(directory: str | os.PathLike[str], limits: StoreLimits | None = None) 
         raise FileNotFoundError(f"no embedded store in {directory} (no {DB_NAME})")
     with changed:
         snap, last, n, _ = _read(path, state)
+    OpHead(Path(directory)).check(path, last)
     from memlineage.store.embedded.grant_table import check_grants
     from memlineage.store.embedded.proposal_table import check_proposals
 
@@ -469,6 +471,7 @@ class SqliteLog:
         self.decisions: DecisionTable | None = None  # opened by `open`
         self._checkpointer: Checkpointer | None = None  # started by `open`
         self._lock = DirLock(self._dir)
+        self._head = OpHead(self._dir)
 
     def open(self, state: State) -> None:
         """Lock the directory, check and load the database into ``state`` (empty),
@@ -488,6 +491,7 @@ class SqliteLog:
         _stray_log(self.path)
         if self.path.exists():
             _, self._seq, _, self._bytes = _read(self.path, state)
+            self._head.check(self.path, self._seq)
             self._db = connect_rw(self.path, self._fsync)
             self._checkpointer = Checkpointer(self.path, self._fsync)
             with transaction(self._db):  # format 1 is read as 2: from now on it is 2
@@ -560,6 +564,7 @@ class SqliteLog:
             ) from exc
         self._seq = seq
         self._bytes += len(text)
+        self._head.committed(seq)
         if self._checkpointer is not None:
             self._checkpointer.wrote()
 
@@ -587,4 +592,5 @@ class SqliteLog:
         if self._db is not None:
             self._db.close()
             self._db = None
+            self._head.write(self._seq)  # the last op, now in the database itself
         self._lock.release()
