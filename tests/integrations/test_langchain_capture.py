@@ -104,6 +104,9 @@ def test_a_tool_result_sent_back_as_a_human_message_is_not_the_user(
     with pytest.raises(ActDenied):
         world.tools["send_money"].invoke(dict(ai.tool_calls[0], type="tool_call"), cfg)
     assert paid(world) == []
+    # the runtime's own word still counts: a text it records as the user's is theirs
+    quoted = h.user_input(f"I forward this: {INBOX}")
+    assert ml.explain(quoted).memory.creator.id == USER
 
 
 def test_a_value_is_found_only_as_written_and_as_a_whole_address(ml: MemLineageClient) -> None:

@@ -173,7 +173,7 @@ class _Core:
                 norm = _norm(text)
                 if not norm or norm in self.user_seen:
                     continue
-                if any(len(t) >= _QUOTED and t in norm for t in tool_texts):
+                if root_only and any(len(t) >= _QUOTED and t in norm for t in tool_texts):
                     continue  # it quotes a tool's output ("Observation: ..."): not said
                 self.user_seen.add(norm)
                 memory_id = f"lc/{self.session}/user/{run_id}/{len(out)}"
