@@ -140,3 +140,12 @@ def test_a_tool_call_id_the_model_names_twice_is_refused(
             world.tools["send_money"].invoke(dict(tc, type="tool_call"), cfg)
         assert "names more than one call" in caught.value.decision.reasons[0].message
     assert paid(world) == []
+    # a binding made before the model named its id was not made for that call: dropped
+    h.bind("c9", {"recipient": [said], "amount": [said]})
+    ai = model([call("send_money", "c9", recipient=ATTACKER, amount=100)]).invoke(
+        [HumanMessage("go on")], cfg
+    )
+    assert isinstance(ai, AIMessage)
+    with pytest.raises(ActDenied):
+        world.tools["send_money"].invoke(dict(ai.tool_calls[0], type="tool_call"), cfg)
+    assert paid(world) == []

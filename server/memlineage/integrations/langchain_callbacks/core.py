@@ -8,6 +8,7 @@ import json
 import re
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
@@ -108,8 +109,7 @@ class _Core:
         self.pending: dict[str, _Pending] = {}
         self.acts: list[ActRecord] = []
         self.root_inputs: dict[UUID, Any] = {}
-        self.call_ids: set[str] = set()  # every tool call id a model's output named
-        self.ambiguous_ids: set[str] = set()  # ... more than once
+        self.ambiguous_ids: set[str] = set()  # tool call ids a model's output named twice
 
     # -- the run tree
     def start(
@@ -389,24 +389,25 @@ class _Core:
         return _Act(action, arguments, tuple(dict.fromkeys(relies)), run_id, call_id)
 
     def note_calls(self, output: Any) -> None:
-        """The tool call ids a model's output names: an id named twice (in one message,
-        or again later) makes each call of it refused (before: a second call carrying
-        the id of one the runtime had bound took that binding, and ran first; an
-        outside audit)."""
-        ids = [
+        """The tool call ids a model's output names: an id named twice in it makes each
+        call of it refused (before: a second call carrying the id of one the runtime
+        had bound took that binding, and ran first; an outside audit); a binding made
+        before the output named its id was not made for this call: dropped."""
+        named = (
             c.get("id")
             for gens in getattr(output, "generations", ())
             for g in gens
             for c in getattr(getattr(g, "message", None), "tool_calls", None) or ()
             if isinstance(c, Mapping)
-        ]
+        )
+        ids = Counter(i for i in named if isinstance(i, str) and i)
         with self.lock:
-            for i in ids:
-                if isinstance(i, str) and i:
-                    if i in self.call_ids:
-                        self.ambiguous_ids.add(i)
-                        self.pending.pop(i, None)
-                    self.call_ids.add(i)
+            for i, n in ids.items():
+                self.pending.pop(i, None)
+                if n > 1:
+                    self.ambiguous_ids.add(i)
+                else:
+                    self.ambiguous_ids.discard(i)
 
     @staticmethod
     def unaskable(act: _Act) -> pb.Decision | None:
