@@ -57,36 +57,43 @@ class OpHead:
             return
         self._written = seq
 
-    def check(self, database: Path, last: int) -> None:
-        """Refuse (``StoreCorruptError``) a database whose last op is before the
-        record's, or a record that does not read back as written."""
+    def read(self, database: Path) -> int | None:
+        """The op the record names (None: there is none); a record that does not read
+        back as written is ``StoreCorruptError``. Read it before the database: it is
+        written after its commit, so a writer going on meanwhile never puts it ahead."""
         try:
             raw = self.path.read_bytes()[:4096]
         except FileNotFoundError:
-            return
+            return None
         except OSError as exc:
             raise StoreCorruptError(
                 database, f"its head record {HEAD_NAME} cannot be read ({reason(exc)})"
             ) from None
-        seq = None
         try:
             v = json.loads(raw)
             if isinstance(v, dict) and type(v.get("seq")) is int and v.get("crc") == _crc(v["seq"]):
-                seq = v["seq"]
+                return int(v["seq"])
         except (ValueError, RecursionError):
             pass
-        remedy = f"remove {HEAD_NAME} to start from what is there"
-        if seq is None:
-            raise StoreCorruptError(
-                database, f"its head record {HEAD_NAME} was altered; restore it, or {remedy}"
-            )
-        if seq > last:
+        raise StoreCorruptError(
+            database, f"its head record {HEAD_NAME} was altered; restore it, or {_REMEDY}"
+        )
+
+    def check(self, database: Path, last: int, kept: int | None) -> None:
+        """Refuse (``StoreCorruptError``) a database whose last op is before `kept`,
+        the record read (`read`) before the database was."""
+        if kept is None:
+            return
+        if kept > last:
             raise StoreCorruptError(
                 database,
-                f"ends at op {last:,}, but its head record {HEAD_NAME} says op {seq:,} was "
+                f"ends at op {last:,}, but its head record {HEAD_NAME} says op {kept:,} was "
                 f"committed: the write-ahead log ({database.name}-wal) was cut, damaged or "
                 "removed, and acknowledged writes are lost; restore the directory from a "
                 f"backup, or (after a power loss with fsync off, or a restore on purpose) "
-                f"{remedy}",
+                f"{_REMEDY}",
             )
-        self._written = seq
+        self._written = kept
+
+
+_REMEDY = f"remove {HEAD_NAME} to start from what is there"

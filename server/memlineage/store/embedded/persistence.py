@@ -397,9 +397,11 @@ def check(directory: str | os.PathLike[str], limits: StoreLimits | None = None) 
                 bytes=sum(p.stat().st_size for p in old),
             )
         raise FileNotFoundError(f"no embedded store in {directory} (no {DB_NAME})")
+    head = OpHead(Path(directory))
+    kept = head.read(path)  # first: a live writer never puts it past what is read next
     with changed:
         snap, last, n, _ = _read(path, state)
-    OpHead(Path(directory)).check(path, last)
+    head.check(path, last, kept)
     from memlineage.store.embedded.grant_table import check_grants
     from memlineage.store.embedded.proposal_table import check_proposals
 
@@ -490,8 +492,9 @@ class SqliteLog:
     def _open(self, state: State) -> None:
         _stray_log(self.path)
         if self.path.exists():
+            kept = self._head.read(self.path)
             _, self._seq, _, self._bytes = _read(self.path, state)
-            self._head.check(self.path, self._seq)
+            self._head.check(self.path, self._seq, kept)
             self._db = connect_rw(self.path, self._fsync)
             self._checkpointer = Checkpointer(self.path, self._fsync)
             with transaction(self._db):  # format 1 is read as 2: from now on it is 2
