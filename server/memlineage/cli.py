@@ -163,6 +163,11 @@ def _check(args: argparse.Namespace) -> int:
     return 3 if d.effect == pb.EFFECT_DENY else 0
 
 
+def _policy_base(where: str) -> str:
+    """The directory the files of `where` are named relative to (`_policy_files`)."""
+    return where if os.path.isdir(where) else os.path.dirname(where) or "."
+
+
 def _policy_files(where: str) -> tuple[dict[str, str], str]:
     """The `.mlp` files of `where` (a directory or one file) to send, named relative to
     it, so the server versions the set as `serve --policy-dir` of that directory
@@ -170,7 +175,7 @@ def _policy_files(where: str) -> tuple[dict[str, str], str]:
     its own shadow_policy_dir instead; a file that is not UTF-8)."""
     from memlineage_dsl.loader import collect_files
 
-    base = where if os.path.isdir(where) else os.path.dirname(where) or "."
+    base = _policy_base(where)
     files: dict[str, str] = {}
     for path in collect_files([where]):
         try:
@@ -200,7 +205,11 @@ def _shadow(args: argparse.Namespace) -> int:
         remote_error(exc, args)
         return 1
     for problem in out.diagnostics:
-        print(problem.rendered or f"{problem.file}:{problem.line}: {problem.message}")
+        text = problem.rendered or f"{problem.file}:{problem.line}: {problem.message}"
+        if files and problem.file in files:  # the file as the user names it, not as sent
+            local = os.path.join(_policy_base(args.dir), problem.file)
+            text = text.replace(f"{problem.file}:", f"{local}:", 1)
+        print(text)
     print(f"serving {out.serving_version}")
     if not out.active:
         print("no shadow candidate" + (" (not loaded: errors above)" if out.diagnostics else ""))

@@ -109,3 +109,11 @@ def test_shadow_load_refuses_an_empty_directory_and_a_file_not_utf8(
     assert out.stderr.startswith(f"error: {bad / 'x.mlp'}: not UTF-8 (byte 0: ")
     with MemLineageClient(server.address, timeout=10) as ml:
         assert not ml.shadow("status").active  # nothing was loaded
+    # a candidate the server refuses: its problems name the files as the user typed
+    # the directory (before: relative to it, `broken.mlp:2:8`, as they were sent)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "broken.mlp").write_text("policy p priority 1 {\n  on read\n  deny\n  when\n}\n")
+    out = _cli("shadow", "load", str(broken), "--target", server.address)
+    assert out.returncode == 1, out
+    assert f"{broken / 'broken.mlp'}:" in out.stdout and "\nbroken.mlp:" not in out.stdout
