@@ -456,6 +456,14 @@ def test_a_tool_wrapped_at_the_root_does_not_make_the_models_call_the_users_word
         world.tools["send_money"].with_retry(stop_after_attempt=1).invoke(ask, cfg)
     assert caught.value.arguments["recipient"].sources == (h.tool_memory("c1"),)
     assert world.sent == []
+    # ... also when the tool's schema coerced a value (`"500"` became 500.0), or the
+    # input held an argument callbacks never see (before: equality only, so such an
+    # input was the user's words and the injected recipient was bound to it)
+    for coerced in ({"recipient": ATTACKER, "amount": "500"}, {**ask, "memo": "x"}):
+        with pytest.raises(ActDenied) as caught:
+            world.tools["send_money"].with_retry(stop_after_attempt=1).invoke(coerced, cfg)
+        assert caught.value.arguments["recipient"].sources == (h.tool_memory("c1"),)
+    assert world.sent == []
 
 
 def test_past_the_sources_limit_no_parts_origin_is_cut_away(

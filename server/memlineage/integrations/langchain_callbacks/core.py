@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import threading
 import uuid
@@ -58,6 +59,30 @@ _NOTHING = object()
 _QUOTED = 12
 """A human text holding a recorded tool output this long or longer (normalised) quotes
 the tool, as a ReAct loop's "Observation: ..." does: it is not the user's."""
+
+
+def _same_call(given: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
+    """Whether a root input is the tool's own call: every argument the tool got is in
+    it, as given or as the tool's schema coerced it (`"500"` for 500.0, a date's text
+    for the date); LangChain drops injected arguments from what callbacks see, so the
+    input may hold more (before: equality only, and a coerced value or an injected
+    argument made the model's call the user's words; an outside audit)."""
+    if not values or not set(values) <= set(given):
+        return False
+    return all(
+        given[k] == v or _norm(_as_text(given[k])) == _norm(_as_text(v)) for k, v in values.items()
+    )
+
+
+def _as_text(value: Any) -> str:
+    """A value as one text, numbers by their value (`500`, `500.0` and `"500"` alike)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return json.dumps(value, sort_keys=True, default=str)
+    try:
+        number = float(value)
+    except ValueError:
+        return str(value)
+    return repr(number) if math.isfinite(number) else str(value)
 
 
 def _arg_name(name: str, taken: Mapping[str, Any]) -> str:
@@ -323,7 +348,9 @@ class _Core:
         """The memory id prefix of user memories captured from a root run whose input
         was this very tool call (a tool wrapped in ``with_retry()``, a fallback or a
         sequence, invoked at the root: its input is the model's call, not the user's
-        words); "" when there is none."""
+        words); "" when there is none. They are no source from then on (before: only
+        for this call, and a later call bound the injected value to them; an outside
+        audit)."""
         chain = self.ancestors(parent)
         if not chain:
             return ""
@@ -334,7 +361,15 @@ class _Core:
             return ""
         if isinstance(given, Mapping) and isinstance(given.get("args"), Mapping):
             given = given["args"]
-        return f"lc/{self.session}/user/{root}/" if given == dict(values) else ""
+        if not (isinstance(given, Mapping) and _same_call(given, values)):
+            return ""
+        prefix = f"lc/{self.session}/user/{root}/"
+        with self.lock:  # never the user's words, for this call or any later one
+            gone = [s for s in self.sources if s.memory_id.startswith(prefix)]
+            self.sources = [s for s in self.sources if not s.memory_id.startswith(prefix)]
+            for s in gone:  # said by the user later, they are recorded then
+                self.user_seen.difference_update(s.texts)
+        return prefix
 
     def act(
         self,
