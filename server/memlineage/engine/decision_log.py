@@ -564,19 +564,12 @@ def _last_line(path: str) -> tuple[bytes | None, bool]:
             return None, False
         fh.seek(size - 1)
         torn = fh.read(1) != b"\n"
-        if torn:  # the whole lines end at the last newline
-            size = _last_newline(fh, size) + 1
-            if size == 0:
-                return None, True
-        chunk = _TAIL_CHUNK
-        while True:
-            start = max(0, size - chunk)
-            fh.seek(start)
-            data = fh.read(size - start)
-            cut = data.rfind(b"\n", 0, len(data) - 1)
-            if cut >= 0 or start == 0:
-                return data[cut + 1 : -1], torn
-            chunk *= 4
+        end = _last_newline(fh, size) + 1 if torn else size  # past the last whole line
+        if end == 0:
+            return None, True
+        start = _last_newline(fh, end - 1) + 1
+        fh.seek(start)
+        return fh.read(end - 1 - start), torn
 
 
 def _last_newline(fh: BinaryIO, size: int) -> int:

@@ -318,8 +318,8 @@ def _stray_log(path: Path) -> None:
 
 def _read(path: Path, state: State) -> tuple[int, int, int, int]:
     """Check and load the database at ``path`` into ``state`` (empty), read-only.
-    Returns (snapshot seq, last seq, ops after the snapshot, their bytes)."""
-    _stray_log(path)
+    Returns (snapshot seq, last seq, ops after the snapshot, their bytes). Its callers
+    refused a stray write-ahead log first (`_stray_log`)."""
     try:
         db = _connect_ro(path)
     except sqlite3.Error as exc:
