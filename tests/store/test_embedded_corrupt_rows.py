@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -249,11 +250,14 @@ def test_side_table_rows_are_checksummed_and_store_check_reads_them(
 
     data = populated(tmp_path / "d")
     con = sqlite3.connect(data / DB_NAME, isolation_level=None)
-    try:  # the table as written before the checksum: no crc column, no marker
+    try:  # the table as written before the checksum: no crc column, marker or tally
         con.execute(f"ALTER TABLE {table} DROP COLUMN crc")
-        con.execute("DELETE FROM meta WHERE key LIKE 'summed:%'")
+        con.execute("DELETE FROM meta WHERE key LIKE 'summed:%' OR key LIKE 'tally:%'")
     finally:
         con.close()
+    head = data / HEAD_NAME  # and its head record as that version wrote it: no tables
+    seq = json.loads(head.read_text())["seq"]
+    head.write_text(json.dumps({"seq": seq, "crc": zlib.crc32(f"head:{seq}".encode())}))
     store = EmbeddedStore(data, clock=ManualClock(NOW))
     [grant] = store.grants(NS)
     assert (grant.id, grant.used) == (GRANT_ID, 1)

@@ -21,6 +21,7 @@ from memlineage.lineage.errors import (
 )
 from memlineage.lineage.grants import GrantRecord
 from memlineage.store.embedded.codec import StoreCorruptError
+from memlineage.store.embedded.op_head import Head, OpHead
 from memlineage.store.embedded.sqlite_conn import open_loaded, transaction
 from memlineage.store.embedded.summed_rows import (
     add_crc_column,
@@ -30,6 +31,7 @@ from memlineage.store.embedded.summed_rows import (
     read_only_rows,
     row_crc,
 )
+from memlineage.store.embedded.table_tally import TableTally, check_tally
 from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE, DecodeProblem, decoded_grant
 
 _SCHEMA = (
@@ -44,11 +46,20 @@ class GrantTable:
     grants a namespace holds at most (``put`` makes room by dropping inert ones)."""
 
     def __init__(
-        self, path: Path | None = None, fsync: bool = False, cap: int = MAX_GRANTS_PER_NAMESPACE
+        self,
+        path: Path | None = None,
+        fsync: bool = False,
+        cap: int = MAX_GRANTS_PER_NAMESPACE,
+        *,
+        head: OpHead | None = None,
+        kept: Head | None = None,
     ) -> None:
+        """`head`: the data directory's head record, told of each committed write;
+        `kept`: what it said when the store opened (`table_tally`)."""
         self._cap = cap
         self._lock = threading.Lock()
         self._by_ns: dict[str, dict[str, GrantRecord]] = {}
+        self._tally = TableTally("grants", head)
         required = False
         if path is not None and path.exists():
             add_crc_column(path, "grants")
@@ -61,7 +72,14 @@ class GrantTable:
             "SELECT ns, id, data, crc FROM grants",
             functools.partial(_decoded, required=required),
         )
-        unsummed = [g for g, summed in loaded if not summed]
+        if self._db is not None and path is not None:
+            try:
+                summed = [((g.namespace, g.id), crc) for g, crc in loaded if crc is not None]
+                self._tally.load(self._db, path, summed, kept)
+            except BaseException:
+                self.close()
+                raise
+        unsummed = [g for g, crc in loaded if crc is None]
         if unsummed:  # rows written before the checksum: given theirs once
             self._write(unsummed, [])
         if self._db is not None and not required:  # from now on, a row without one is damage
@@ -119,17 +137,18 @@ class GrantTable:
         within its namespace)."""
         if self._db is None:
             return
+        rows = [(g.namespace, g.id, g.to_json()) for g in grants]
+        summed = [(ns, gid, data, row_crc(ns, gid, data)) for ns, gid, data in rows]
+        staged = self._tally.stage([((ns, gid), crc) for ns, gid, _, crc in summed], dropped)
         try:
             with transaction(self._db):
                 for ns, gid in dropped:
                     self._db.execute("DELETE FROM grants WHERE ns = ? AND id = ?", (ns, gid))
-                rows = [(g.namespace, g.id, g.to_json()) for g in grants]
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO grants VALUES (?, ?, ?, ?)",
-                    [(ns, gid, data, row_crc(ns, gid, data)) for ns, gid, data in rows],
-                )
+                self._db.executemany("INSERT OR REPLACE INTO grants VALUES (?, ?, ?, ?)", summed)
+                self._tally.save(self._db, staged.counts)
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"embedded store: writing grants failed ({exc})") from exc
+        self._tally.committed(staged)
 
     def close(self) -> None:
         with self._lock:
@@ -140,22 +159,23 @@ class GrantTable:
 
 def _decoded(
     path: Path, ns: object, gid: object, data: object, crc: object, *, required: bool = False
-) -> tuple[GrantRecord, bool]:
+) -> tuple[GrantRecord, int | None]:
     """A grants row as `GrantRecord.to_json` wrote it (``store.grants.decoded_grant``)
-    and whether it carries its checksum (rows written before it do not), else
+    and the checksum it carries (None: a row written before it), else
     ``StoreCorruptError`` naming the file and the row."""
     summed = check_row(path, "grants", "id", ns, gid, data, crc, summed=required)
     try:
-        return decoded_grant(data, ns, gid), summed
+        return decoded_grant(data, ns, gid), (crc if summed and type(crc) is int else None)
     except DecodeProblem as exc:
         raise StoreCorruptError(path, f"grants row (ns {ns!r}, id {gid!r}) {exc}") from None
 
 
-def check_grants(path: Path) -> int:
+def check_grants(path: Path, kept: Head | None = None) -> int:
     """`memlineage store check`'s look at the grants table, read-only: every row decodes
-    and holds its checksum (StoreCorruptError naming the row); how many there are."""
+    and holds its checksum, the rows are the ones its tally counts, and the tally is
+    not behind the head record `kept` (StoreCorruptError); how many rows there are."""
     rows = read_only_rows(path, "grants", "id")
     required = is_summed(path, "grants")
-    for row in rows:
-        _decoded(path, *row, required=required)
+    crcs = [_decoded(path, *row, required=required)[1] for row in rows]
+    check_tally(path, "grants", [c for c in crcs if c is not None], kept)
     return len(rows)

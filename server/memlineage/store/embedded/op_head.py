@@ -9,14 +9,21 @@ writes were gone (an outside audit). Now an open, and `memlineage store check`,
 refuse a database that ends before its head record. The record is written after
 the commit it names (a killed process never leaves it ahead); after a power loss
 with ``fsync`` off, which may lose the last moments of the log, it can be ahead:
-the refusal says to remove it to start from what is there."""
+the refusal says to remove it to start from what is there.
+
+The record also holds how many writes each side table (grants, proposals) has
+committed (`side_committed`; `table_tally` keeps the count in the database, in the
+same transaction as the rows): a cut log that loses a spent grant use would
+otherwise give the use back without a word."""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from memlineage.oserrors import reason
@@ -26,39 +33,73 @@ HEAD_NAME = "lineage.head"
 HEAD_EVERY = 1.0  # seconds between two writes of the record while writing
 
 
-def _crc(seq: int) -> int:
-    return zlib.crc32(f"head:{seq}".encode())
+def _crc(seq: int, tables: dict[str, int] | None = None) -> int:
+    """The record's checksum (one written before side tables were counted: no
+    `tables`)."""
+    text = f"head:{seq}" if tables is None else f"head:{seq}:{json.dumps(tables, sort_keys=True)}"
+    return zlib.crc32(text.encode())
+
+
+@dataclass(frozen=True)
+class Head:
+    """What a head record says: the last op committed, and each side table's
+    committed writes (a table it does not name: none counted yet)."""
+
+    seq: int
+    tables: dict[str, int] = field(default_factory=dict)
 
 
 class OpHead:
-    """The head record of one data directory."""
+    """The head record of one data directory (written from the op log's writer and
+    from the side tables' own connections: under a lock of its own)."""
 
     def __init__(self, directory: Path) -> None:
         self.path = directory / HEAD_NAME
-        self._written = -1
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._tables: dict[str, int] = {}
+        self._written: Head | None = None
         self._at = 0.0
 
     def committed(self, seq: int) -> None:
         """After op `seq` was committed: write the record when a second has passed."""
-        if time.monotonic() - self._at >= HEAD_EVERY:
-            self.write(seq)
+        with self._lock:
+            self._seq = seq
+            if time.monotonic() - self._at >= HEAD_EVERY:
+                self._write()
+
+    def side_committed(self, table: str, writes: int) -> None:
+        """After side table `table`'s write number `writes` was committed (as
+        `committed`)."""
+        with self._lock:
+            self._tables[table] = writes
+            if time.monotonic() - self._at >= HEAD_EVERY:
+                self._write()
 
     def write(self, seq: int) -> None:
+        """Write the record now, op `seq` the last committed (at close)."""
+        with self._lock:
+            self._seq = seq
+            self._write()
+
+    def _write(self) -> None:
         """Replace the record (a temporary file renamed over it: whole or not at all);
         a failure is not the write's: the next one tries again."""
-        if seq == self._written:
+        now = Head(self._seq, dict(self._tables))
+        if now == self._written:
             return
         self._at = time.monotonic()
         partial = self.path.with_name(f"{HEAD_NAME}.{os.getpid()}.tmp")
+        record = {"seq": now.seq, "tables": now.tables, "crc": _crc(now.seq, now.tables)}
         try:
-            partial.write_text(json.dumps({"seq": seq, "crc": _crc(seq)}) + "\n")
+            partial.write_text(json.dumps(record, sort_keys=True) + "\n")
             os.replace(partial, self.path)
         except OSError:
             return
-        self._written = seq
+        self._written = now
 
-    def read(self, database: Path) -> int | None:
-        """The op the record names (None: there is none); a record that does not read
+    def read(self, database: Path) -> Head | None:
+        """What the record names (None: there is none); a record that does not read
         back as written is ``StoreCorruptError``. Read it before the database: it is
         written after its commit, so a writer going on meanwhile never puts it ahead."""
         try:
@@ -70,30 +111,62 @@ class OpHead:
                 database, f"its head record {HEAD_NAME} cannot be read ({reason(exc)})"
             ) from None
         try:
-            v = json.loads(raw)
-            if isinstance(v, dict) and type(v.get("seq")) is int and v.get("crc") == _crc(v["seq"]):
-                return int(v["seq"])
+            head = _decoded(json.loads(raw))
         except (ValueError, RecursionError):
-            pass
+            head = None
+        if head is not None:
+            return head
         raise StoreCorruptError(
             database, f"its head record {HEAD_NAME} was altered; restore it, or {_REMEDY}"
         )
 
-    def check(self, database: Path, last: int, kept: int | None) -> None:
-        """Refuse (``StoreCorruptError``) a database whose last op is before `kept`,
-        the record read (`read`) before the database was."""
+    def check(self, database: Path, last: int, kept: Head | None) -> None:
+        """Refuse (``StoreCorruptError``) a database whose last op is before `kept`'s,
+        the record read (`read`) before the database was; else go on from `kept`."""
         if kept is None:
             return
-        if kept > last:
-            raise StoreCorruptError(
-                database,
-                f"ends at op {last:,}, but its head record {HEAD_NAME} says op {kept:,} was "
-                f"committed: the write-ahead log ({database.name}-wal) was cut, damaged or "
-                "removed, and acknowledged writes are lost; restore the directory from a "
-                f"backup, or (after a power loss with fsync off, or a restore on purpose) "
-                f"{_REMEDY}",
-            )
-        self._written = kept
+        if kept.seq > last:
+            raise _lost(database, f"ends at op {last:,}", f"op {kept.seq:,} was committed")
+        with self._lock:
+            self._seq, self._tables = last, dict(kept.tables)
+            self._written = Head(last, dict(kept.tables)) if last == kept.seq else None
+
+
+def check_table(database: Path, table: str, writes: int, kept: Head | None) -> None:
+    """Refuse (``StoreCorruptError``) side table `table` when the database holds fewer
+    of its writes (`writes`) than `kept`, the head record read before the table was."""
+    said = kept.tables.get(table, 0) if kept is not None else 0
+    if said > writes:
+        raise _lost(
+            database,
+            f"holds {writes:,} writes of its {table} table",
+            f"{said:,} were committed",
+        )
+
+
+def _lost(database: Path, holds: str, said: str) -> StoreCorruptError:
+    return StoreCorruptError(
+        database,
+        f"{holds}, but its head record {HEAD_NAME} says {said}: the write-ahead log "
+        f"({database.name}-wal) was cut, damaged or removed, and acknowledged writes are "
+        "lost; restore the directory from a backup, or (after a power loss with fsync "
+        f"off, or a restore on purpose) {_REMEDY}",
+    )
+
+
+def _decoded(v: object) -> Head | None:
+    """A head record's JSON as `_write` (or, without ``tables``, an older version)
+    wrote it; None when it is not."""
+    if not isinstance(v, dict) or type(v.get("seq")) is not int:
+        return None
+    seq, tables = v["seq"], v.get("tables")
+    if tables is None:
+        return Head(seq) if v.get("crc") == _crc(seq) else None
+    if not isinstance(tables, dict) or not all(
+        isinstance(k, str) and type(n) is int for k, n in tables.items()
+    ):
+        return None
+    return Head(seq, dict(tables)) if v.get("crc") == _crc(seq, tables) else None
 
 
 _REMEDY = f"remove {HEAD_NAME} to start from what is there"

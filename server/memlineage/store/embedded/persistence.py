@@ -74,7 +74,7 @@ from memlineage.store.embedded.checkpointer import Checkpointer
 from memlineage.store.embedded.codec import StoreCorruptError, event_from_json
 from memlineage.store.embedded.decision_table import DecisionTable
 from memlineage.store.embedded.dir_lock import DirLock
-from memlineage.store.embedded.op_head import OpHead
+from memlineage.store.embedded.op_head import Head, OpHead
 from memlineage.store.embedded.row import FIELD_DEFAULTS, ROW_FIELDS, Row
 from memlineage.store.embedded.score_mirror import SCORED
 from memlineage.store.embedded.snapshot_parts import FORMAT, crc, dumps, write_snapshot
@@ -406,7 +406,7 @@ def check(directory: str | os.PathLike[str], limits: StoreLimits | None = None) 
     from memlineage.store.embedded.proposal_table import check_proposals
 
     summary = _summary(path, state, snap, last, n)
-    return replace(summary, grants=check_grants(path), proposals=check_proposals(path))
+    return replace(summary, grants=check_grants(path, kept), proposals=check_proposals(path, kept))
 
 
 def backup(directory: str | os.PathLike[str], dest: str | os.PathLike[str]) -> Summary:
@@ -473,7 +473,8 @@ class SqliteLog:
         self.decisions: DecisionTable | None = None  # opened by `open`
         self._checkpointer: Checkpointer | None = None  # started by `open`
         self._lock = DirLock(self._dir)
-        self._head = OpHead(self._dir)
+        self.head = OpHead(self._dir)
+        self.kept: Head | None = None  # what the head record said at open (`_open`)
 
     def open(self, state: State) -> None:
         """Lock the directory, check and load the database into ``state`` (empty),
@@ -492,9 +493,9 @@ class SqliteLog:
     def _open(self, state: State) -> None:
         _stray_log(self.path)
         if self.path.exists():
-            kept = self._head.read(self.path)
+            self.kept = kept = self.head.read(self.path)
             _, self._seq, _, self._bytes = _read(self.path, state)
-            self._head.check(self.path, self._seq, kept)
+            self.head.check(self.path, self._seq, kept)
             self._db = connect_rw(self.path, self._fsync)
             self._checkpointer = Checkpointer(self.path, self._fsync)
             with transaction(self._db):  # format 1 is read as 2: from now on it is 2
@@ -567,7 +568,7 @@ class SqliteLog:
             ) from exc
         self._seq = seq
         self._bytes += len(text)
-        self._head.committed(seq)
+        self.head.committed(seq)
         if self._checkpointer is not None:
             self._checkpointer.wrote()
 
@@ -595,5 +596,5 @@ class SqliteLog:
         if self._db is not None:
             self._db.close()
             self._db = None
-            self._head.write(self._seq)  # the last op, now in the database itself
+            self.head.write(self._seq)  # the last op, now in the database itself
         self._lock.release()

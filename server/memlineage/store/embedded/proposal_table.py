@@ -18,6 +18,7 @@ from pathlib import Path
 from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.proposals import Proposal
 from memlineage.store.embedded.codec import StoreCorruptError
+from memlineage.store.embedded.op_head import Head, OpHead
 from memlineage.store.embedded.sqlite_conn import open_loaded, transaction
 from memlineage.store.embedded.summed_rows import (
     add_crc_column,
@@ -27,6 +28,7 @@ from memlineage.store.embedded.summed_rows import (
     read_only_rows,
     row_crc,
 )
+from memlineage.store.embedded.table_tally import Staged, TableTally, check_tally
 from memlineage.store.proposals import DecodeProblem, decoded_proposal
 
 _SCHEMA = (
@@ -36,9 +38,19 @@ _SCHEMA = (
 
 
 class ProposalTable:
-    def __init__(self, path: Path | None = None, fsync: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path | None = None,
+        fsync: bool = False,
+        *,
+        head: OpHead | None = None,
+        kept: Head | None = None,
+    ) -> None:
+        """`head`: the data directory's head record, told of each committed write;
+        `kept`: what it said when the store opened (`table_tally`)."""
         self._lock = threading.Lock()
         self._rows: dict[tuple[str, str], Proposal] = {}
+        self._tally = TableTally("proposals", head)
         required = False
         if path is not None and path.exists():
             add_crc_column(path, "proposals")
@@ -51,9 +63,16 @@ class ProposalTable:
             "SELECT ns, memory, data, crc FROM proposals",
             functools.partial(_decoded, required=required),
         )
-        for p, summed in loaded:
+        if self._db is not None and path is not None:
+            try:
+                summed = [((p.namespace, p.memory_id), crc) for p, crc in loaded if crc is not None]
+                self._tally.load(self._db, path, summed, kept)
+            except BaseException:
+                self.close()
+                raise
+        for p, crc in loaded:
             self._rows[(p.namespace, p.memory_id)] = p
-            if not summed:  # a row written before the checksum: given its own once
+            if crc is None:  # a row written before the checksum: given its own once
                 self._save_row(p)
         if self._db is not None and not required:  # from now on, a row without one is damage
             with transaction(self._db):
@@ -61,9 +80,11 @@ class ProposalTable:
 
     def _save_row(self, p: Proposal) -> None:
         data = p.to_json()
+        crc = row_crc(p.namespace, p.memory_id, data)
         self._write(
             "INSERT OR REPLACE INTO proposals VALUES (?, ?, ?, ?)",
-            (p.namespace, p.memory_id, data, row_crc(p.namespace, p.memory_id, data)),
+            (p.namespace, p.memory_id, data, crc),
+            self._tally.stage([((p.namespace, p.memory_id), crc)]),
         )
 
     def save(self, p: Proposal) -> None:
@@ -78,19 +99,26 @@ class ProposalTable:
     def drop(self, ns: str, memory_id: str) -> None:
         with self._lock:
             if (ns, memory_id) in self._rows:
-                self._write("DELETE FROM proposals WHERE ns = ? AND memory = ?", (ns, memory_id))
+                self._write(
+                    "DELETE FROM proposals WHERE ns = ? AND memory = ?",
+                    (ns, memory_id),
+                    self._tally.stage([], [(ns, memory_id)]),
+                )
                 del self._rows[(ns, memory_id)]
 
-    def _write(self, sql: str, args: tuple[str | int, ...]) -> None:
+    def _write(self, sql: str, args: tuple[str | int, ...], staged: Staged) -> None:
+        """One change and the tally after it (`staged`), in one transaction."""
         if self._db is None:
             return
         try:
             with transaction(self._db):
                 self._db.execute(sql, args)
+                self._tally.save(self._db, staged.counts)
         except sqlite3.Error as exc:
             raise StoreUnavailableError(
                 f"embedded store: writing proposals failed ({exc})"
             ) from exc
+        self._tally.committed(staged)
 
     def close(self) -> None:
         with self._lock:
@@ -107,24 +135,25 @@ def _decoded(
     crc: object,
     *,
     required: bool = False,
-) -> tuple[Proposal, bool]:
+) -> tuple[Proposal, int | None]:
     """A proposals row as `Proposal.to_json` wrote it (``store.proposals.
-    decoded_proposal``) and whether it carries its checksum, else ``StoreCorruptError``
-    naming the file and the row."""
+    decoded_proposal``) and the checksum it carries (None: a row written before it),
+    else ``StoreCorruptError`` naming the file and the row."""
     summed = check_row(path, "proposals", "memory", ns, memory, data, crc, summed=required)
     try:
-        return decoded_proposal(data, ns, memory), summed
+        return decoded_proposal(data, ns, memory), (crc if summed and type(crc) is int else None)
     except DecodeProblem as exc:
         raise StoreCorruptError(
             path, f"proposals row (ns {ns!r}, memory {memory!r}) {exc}"
         ) from None
 
 
-def check_proposals(path: Path) -> int:
+def check_proposals(path: Path, kept: Head | None = None) -> int:
     """`memlineage store check`'s look at the proposals table, read-only: every row
-    decodes and holds its checksum (StoreCorruptError naming the row); how many."""
+    decodes and holds its checksum, the rows are the ones its tally counts, and the
+    tally is not behind the head record `kept` (StoreCorruptError); how many."""
     rows = read_only_rows(path, "proposals", "memory")
     required = is_summed(path, "proposals")
-    for row in rows:
-        _decoded(path, *row, required=required)
+    crcs = [_decoded(path, *row, required=required)[1] for row in rows]
+    check_tally(path, "proposals", [c for c in crcs if c is not None], kept)
     return len(rows)

@@ -111,10 +111,12 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
             with self._lock:
                 self._log.open(self._state)
         path = self._log.path if self._log is not None else None
+        head = self._log.head if self._log is not None else None
+        kept = self._log.kept if self._log is not None else None
         try:  # a damaged row refuses the open (StoreCorruptError): nothing is left open
-            self._grant_table = GrantTable(path, fsync, max_grants)
+            self._grant_table = GrantTable(path, fsync, max_grants, head=head, kept=kept)
             try:
-                self._proposal_table = ProposalTable(path, fsync)
+                self._proposal_table = ProposalTable(path, fsync, head=head, kept=kept)
             except BaseException:
                 self._grant_table.close()
                 raise

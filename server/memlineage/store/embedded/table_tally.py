@@ -1,0 +1,161 @@
+"""A side table's tally (grants, proposals): how many writes it has committed, how
+many rows it holds and the XOR of their checksums, kept in ``meta`` in the same
+transaction as the rows.
+
+Two losses the rows' own checksums cannot show: a row deleted by hand (every row left
+still holds its checksum), and a cut write-ahead log that drops the table's last
+writes whole (a spent grant use given back). The first changes the rows' count or
+XOR against the tally; the second leaves the tally behind the head record
+(`op_head`), which carries the write count, written after each commit."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from memlineage.store.embedded.codec import StoreCorruptError
+from memlineage.store.embedded.op_head import Head, OpHead, check_table
+from memlineage.store.embedded.sqlite_conn import transaction
+
+Key = tuple[str, str]  # (namespace, the row's key)
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    writes: int
+    rows: int
+    xor: int
+
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """A tally worked out for a change not yet committed: the counts, and each
+    row's new checksum (None: deleted)."""
+
+    counts: Counts
+    change: dict[Key, int | None]
+
+
+def _key(table: str) -> str:
+    return f"tally:{table}"
+
+
+class TableTally:
+    """One side table's tally, in memory and in ``meta``. `stage` works out the
+    tally after a change, `save` writes it inside the change's transaction, and
+    `committed` takes it once that transaction committed (a rolled-back change
+    leaves the tally as it was)."""
+
+    def __init__(self, table: str, head: OpHead | None) -> None:
+        self.table = table
+        self._head = head
+        self._crcs: dict[Key, int] = {}
+        self._counts = Counts(0, 0, 0)
+
+    def load(
+        self, db: sqlite3.Connection, path: Path, rows: Iterable[tuple[Key, int]], kept: Head | None
+    ) -> None:
+        """Check the loaded rows (key, checksum) against the stored tally, and the
+        tally against the head record `kept` (``StoreCorruptError``); a table
+        without a tally yet (written before it) is given one."""
+        self._crcs = dict(rows)
+        stored = read_tally(db, path, self.table)
+        found = _counts(self._crcs.values(), stored.writes if stored else 0)
+        if stored is not None:
+            _compare(path, self.table, found, stored)
+        check_table(path, self.table, found.writes, kept)
+        self._counts = found
+        if stored is None:
+            with transaction(db):
+                self.save(db, found)
+
+    def stage(self, put: Sequence[tuple[Key, int]], dropped: Sequence[Key] = ()) -> Staged:
+        """The tally once rows `dropped` are deleted, then rows `put` (key, checksum)
+        written (new or replacing)."""
+        change: dict[Key, int | None] = dict.fromkeys(dropped)
+        change.update(put)
+        rows, xor = self._counts.rows, self._counts.xor
+        for key, new in change.items():
+            old = self._crcs.get(key)
+            if old is not None:
+                rows, xor = rows - 1, xor ^ old
+            if new is not None:
+                rows, xor = rows + 1, xor ^ new
+        return Staged(Counts(self._counts.writes + 1, rows, xor), change)
+
+    def save(self, db: sqlite3.Connection, counts: Counts) -> None:
+        """Write `counts` into ``meta`` (inside the caller's transaction)."""
+        value = json.dumps({"writes": counts.writes, "rows": counts.rows, "xor": counts.xor})
+        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (_key(self.table), value))
+
+    def committed(self, staged: Staged) -> None:
+        """Take the staged tally once its transaction committed, and tell the head."""
+        for key, new in staged.change.items():
+            if new is None:
+                self._crcs.pop(key, None)
+            else:
+                self._crcs[key] = new
+        self._counts = staged.counts
+        if self._head is not None:
+            self._head.side_committed(self.table, staged.counts.writes)
+
+
+def read_tally(db: sqlite3.Connection, path: Path, table: str) -> Counts | None:
+    """The tally ``meta`` holds for `table` (None: none yet); one that does not
+    read back as written is ``StoreCorruptError``."""
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (_key(table),)).fetchone()
+    except sqlite3.Error as exc:
+        raise StoreCorruptError(path, f"the meta table cannot be read ({exc})") from exc
+    if row is None:
+        return None
+    try:
+        v = json.loads(row[0])
+        counts = Counts(int(v["writes"]), int(v["rows"]), int(v["xor"]))
+    except (ValueError, TypeError, KeyError, RecursionError):
+        raise StoreCorruptError(
+            path, f"the {table} table's tally in meta does not read back ({row[0]!r:.80})"
+        ) from None
+    return counts
+
+
+def check_tally(path: Path, table: str, crcs: Iterable[int], kept: Head | None) -> None:
+    """`memlineage store check`'s look at `table`'s tally, read-only: the rows'
+    checksums against it, and it against the head record `kept`."""
+    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+    try:
+        has_meta = db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+        ).fetchone()
+        stored = read_tally(db, path, table) if has_meta else None
+    finally:
+        db.close()
+    found = _counts(crcs, stored.writes if stored else 0)
+    if stored is not None:
+        _compare(path, table, found, stored)
+    check_table(path, table, found.writes, kept)
+
+
+def _counts(crcs: Iterable[int], writes: int) -> Counts:
+    rows = xor = 0
+    for crc in crcs:
+        rows, xor = rows + 1, xor ^ crc
+    return Counts(writes, rows, xor)
+
+
+def _compare(path: Path, table: str, found: Counts, stored: Counts) -> None:
+    if found.rows != stored.rows:
+        raise StoreCorruptError(
+            path,
+            f"the {table} table holds {found.rows:,} rows, but its tally says "
+            f"{stored.rows:,} (rows removed or added by hand)",
+        )
+    if found.xor != stored.xor:
+        raise StoreCorruptError(
+            path,
+            f"the {table} table's rows are not the ones its tally was written for "
+            "(a row replaced by hand)",
+        )
