@@ -6,6 +6,7 @@ spent grant use was given back without a word; a known gap of the head record)."
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from pathlib import Path
 
@@ -174,3 +175,28 @@ def test_the_tally_follows_puts_replacements_drops_and_reopens(tmp_path: Path) -
             store.close()
         summary = persistence.check(data)
         assert summary.grants == min(round_ + 1, 2)
+
+
+def test_a_head_record_that_cannot_be_written_is_said_once_and_its_return(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The record is written on the side of each commit: a failure is not the
+    write's, but it weakens the check at the next open, so it is logged once (not
+    every second) and so is its end (before: swallowed without a word)."""
+    monkeypatch.setattr(op_head, "HEAD_EVERY", 0.0)
+    data = tmp_path / "d"
+    store = EmbeddedStore(data, clock=ManualClock(NOW))
+    try:
+        (data / HEAD_NAME).unlink(missing_ok=True)
+        (data / HEAD_NAME).mkdir()  # a directory in its place: the rename fails
+        with caplog.at_level("WARNING", logger="memlineage.store"):
+            for i in range(3):
+                store.record(MemoryRecord(id=f"m{i}", namespace=NS, creator_id="agent:a"))
+            (data / HEAD_NAME).rmdir()
+            store.record(MemoryRecord(id="m3", namespace=NS, creator_id="agent:a"))
+    finally:
+        store.close()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2, said
+    assert "cannot be written" in said[0] and "is written again" in said[1]
+    assert json.loads((data / HEAD_NAME).read_text())["seq"] == 4

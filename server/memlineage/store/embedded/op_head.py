@@ -19,6 +19,7 @@ otherwise give the use back without a word."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -28,6 +29,8 @@ from pathlib import Path
 
 from memlineage.oserrors import reason
 from memlineage.store.embedded.codec import StoreCorruptError
+
+log = logging.getLogger("memlineage.store")
 
 HEAD_NAME = "lineage.head"
 HEAD_EVERY = 1.0  # seconds between two writes of the record while writing
@@ -60,6 +63,7 @@ class OpHead:
         self._tables: dict[str, int] = {}
         self._written: Head | None = None
         self._at = 0.0
+        self._failing = False  # the last write failed (and said so)
 
     def committed(self, seq: int) -> None:
         """After op `seq` was committed: write the record when a second has passed."""
@@ -94,8 +98,21 @@ class OpHead:
         try:
             partial.write_text(json.dumps(record, sort_keys=True) + "\n")
             os.replace(partial, self.path)
-        except OSError:
+        except OSError as exc:
+            # said once per run of failures: the check at open is weaker meanwhile
+            if not self._failing:
+                log.warning(
+                    "embedded store: its head record %s cannot be written (%s); ops "
+                    "lost from a cut write-ahead log are not found at the next open "
+                    "until it can",
+                    self.path,
+                    reason(exc),
+                )
+            self._failing = True
             return
+        if self._failing:
+            log.warning("embedded store: its head record %s is written again", self.path)
+        self._failing = False
         self._written = now
 
     def read(self, database: Path) -> Head | None:
