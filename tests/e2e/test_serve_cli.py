@@ -379,3 +379,24 @@ def test_a_sidecar_whose_store_is_down_is_named_as_answering(tmp_path: Path) -> 
         ), out.stderr
     finally:
         served.stop()
+
+
+@pytest.mark.parametrize("runtime", ["sync", "aio"])
+def test_a_port_in_use_is_one_line_saying_so(runtime: str) -> None:
+    """Before: gRPC's C-core log line ("E1206 ... add_port.cc:83] Failed to add port
+    ...") on stderr, then "Failed to bind ...; set GRPC_VERBOSITY=debug ...", which
+    says neither that the port is taken nor which setting moves it."""
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    try:
+        line = serve_refusal(["--listen", f"127.0.0.1:{port}", "--grpc-runtime", runtime])
+    finally:
+        taken.close()
+    assert line == (
+        f"error: cannot listen on 127.0.0.1:{port}: the port is in use (another process "
+        "listens there: stop it, or choose another port with the setting listen)"
+    ), line

@@ -31,6 +31,7 @@ from memlineage.grpc_api import aio_handlers
 from memlineage.grpc_api.admin_servicer import PolicyAdminService
 from memlineage.grpc_api.auth import Authenticator
 from memlineage.grpc_api.gate import AioAuthGate, AuthGate
+from memlineage.grpc_api.listen_probe import listen_problem
 from memlineage.grpc_api.registration import Caught
 from memlineage.grpc_api.server import (
     EMBEDDED_WORKERS,
@@ -231,6 +232,10 @@ async def serve_aio(
     served = AioServed(
         server, 0, health_servicer, service, (pool, streams), asyncio.get_running_loop()
     )
+    problem = listen_problem(config.listen)  # before gRPC logs its own C-core line
+    if problem is not None:
+        served.close()
+        raise OSError(f"cannot listen on {config.listen}: {problem}")
     try:
         if config.tls_cert and config.tls_key:
             key, cert = tls_pair(config.tls_cert, config.tls_key)
@@ -242,10 +247,12 @@ async def serve_aio(
         raise
     except RuntimeError as exc:
         served.close()
-        raise OSError(f"cannot listen on {config.listen}: {exc}") from exc
+        why = listen_problem(config.listen) or str(exc).split("; set GRPC_VERBOSITY")[0]
+        raise OSError(f"cannot listen on {config.listen}: {why}") from exc
     if port == 0:
         served.close()
-        raise OSError(f"cannot listen on {config.listen}")
+        why = listen_problem(config.listen) or "gRPC could not bind it"
+        raise OSError(f"cannot listen on {config.listen}: {why}")
     await server.start()
     served.port = port
     metrics.watch_pools(

@@ -30,6 +30,7 @@ from memlineage.engine.core import Engine
 from memlineage.grpc_api.admin_servicer import PolicyAdminService
 from memlineage.grpc_api.auth import Authenticator
 from memlineage.grpc_api.gate import AuthGate
+from memlineage.grpc_api.listen_probe import listen_problem
 from memlineage.grpc_api.registration import CallPool
 from memlineage.grpc_api.servicer import MemLineageService, register
 from memlineage.grpc_api.standard import NamedHealth, add_health, add_reflection
@@ -224,6 +225,10 @@ def serve(
         for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
 
+    problem = listen_problem(config.listen)  # before gRPC logs its own C-core line
+    if problem is not None:
+        close()
+        raise OSError(f"cannot listen on {config.listen}: {problem}")
     try:
         if config.tls_cert and config.tls_key:
             key, cert = tls_pair(config.tls_cert, config.tls_key)
@@ -236,10 +241,12 @@ def serve(
         raise
     except RuntimeError as exc:  # the sync server raises where grpc.aio answered 0
         close()
-        raise OSError(f"cannot listen on {config.listen}: {exc}") from exc
+        why = listen_problem(config.listen) or str(exc).split("; set GRPC_VERBOSITY")[0]
+        raise OSError(f"cannot listen on {config.listen}: {why}") from exc
     if port == 0:
         close()
-        raise OSError(f"cannot listen on {config.listen}")
+        why = listen_problem(config.listen) or "gRPC could not bind it"
+        raise OSError(f"cannot listen on {config.listen}: {why}")
     server.start()
     watched = (pool, service.watch_pool, *pools)
     metrics.watch_pools(lambda: [(p.name, p.threads, p.held) for p in watched])
