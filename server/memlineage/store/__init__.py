@@ -38,9 +38,12 @@ def open_store(
     """Open the store named by ``url_or_kind``; ``options`` go to the backend/client.
 
     Redis clients wait at most ``connect_timeout`` to connect and ``socket_timeout``
-    for a reply (the embedded store ignores both). A standalone client reconnects once
-    on a broken connection (redis-py's ``Retry``), never after a timeout; a cluster
-    client does not retry."""
+    for a reply (the embedded store ignores both). Neither client sends a command
+    again by itself: a connection broken after Redis applied a script would apply it
+    twice (a grant use spent twice, a revoke answered "revoked to revoked"; an outside
+    audit through a proxy that dropped replies). A pooled connection the server closed
+    meanwhile (a Redis restart) is reconnected before it is used (redis-py's pool
+    checks it), so only a call caught by the break fails, as UNAVAILABLE."""
     if url_or_kind == "embedded":
         return EmbeddedStore(clock=clock, limits=limits, **options)
     if url_or_kind.startswith("embedded://"):
@@ -52,7 +55,6 @@ def open_store(
 
     store_keys = ("prefix", "cascade_chunk", "max_grants")
     store_opts = {k: options.pop(k) for k in store_keys if k in options}
-    import redis.exceptions as rex
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
@@ -61,7 +63,7 @@ def open_store(
     if url_or_kind.startswith(("redis://", "rediss://", "unix://")):
         import redis
 
-        options.setdefault("retry", Retry(NoBackoff(), 1, supported_errors=(rex.ConnectionError,)))
+        options.setdefault("retry", Retry(NoBackoff(), 0))
         client = redis.Redis.from_url(url_or_kind, decode_responses=True, **options)
         return RedisStore(client, clock=clock, limits=limits, **store_opts)
     if url_or_kind.startswith("redis+cluster://"):

@@ -37,6 +37,17 @@ _UNAVAILABLE = (
     rex.OutOfMemoryError,
 )
 
+# Redis refusing a command for its own state, not the data: no good replicas
+# (min-replicas-to-write), a failed background save (stop-writes-on-bgsave-error),
+# another client's script running (BUSY), a replica without its master. A script meets
+# it at its first write, before it changed anything (the state cannot change while a
+# script runs): unavailable, as a dropped connection. Redis 7 starts the reply with the
+# code; older ones put it after the script's name.
+_REFUSED = re.compile(
+    r"^(?:ERR Error running script \(call to f_\w+\): @user_script:\d+: )?"
+    r"(?:NOREPLICAS|MISCONF|BUSY|MASTERDOWN)\b"
+)
+
 # What a script's error says when it comes from the data it met, not from the script:
 # its own check (ML_CORRUPT, redis_scripts), a command refusing a stored value (HINCRBY,
 # INCR, HINCRBYFLOAT, a key of another type), Lua arithmetic, comparison or
@@ -95,6 +106,8 @@ class RedisBase(LineageStore):
         except _UNAVAILABLE as exc:
             raise StoreUnavailableError(f"redis unavailable: {exc}") from exc
         except rex.ResponseError as exc:
+            if _REFUSED.match(str(exc)):
+                raise StoreUnavailableError(f"redis refused the command: {exc}") from exc
             found = self._another_type(str(exc), keys, remedy)
             if found is None:
                 raise
