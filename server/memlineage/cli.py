@@ -38,6 +38,16 @@ def _log(args: argparse.Namespace) -> int:
 def _store(args: argparse.Namespace) -> int:
     from memlineage.store.embedded import persistence
 
+    where = args.dir
+    if "://" in where:  # a store URL, not a directory (an outside audit typed one)
+        print(
+            f"error: store {args.store_command} DIR takes an embedded store's data "
+            f"directory, not the store URL {where!r}; a Redis store is checked and backed "
+            "up by Redis's own tools (redis-check-aof, redis-check-rdb, BGSAVE), see "
+            "docs/operating.md",
+            file=sys.stderr,
+        )
+        return 2
     try:
         if args.store_command == "check":
             summary = persistence.check(args.dir)

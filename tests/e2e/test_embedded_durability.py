@@ -253,3 +253,19 @@ def test_store_check_and_backup_while_a_server_writes(
     assert cli("store", "check", str(dest)).returncode == 0
     missing = cli("store", "check", str(tmp_path / "nowhere"))
     assert missing.returncode == 1 and "no embedded store" in missing.stderr
+
+
+@pytest.mark.parametrize("command", ["check", "backup"])
+def test_store_commands_given_a_store_url_say_what_they_take(command: str, tmp_path: Path) -> None:
+    """Before: "no embedded store in redis://... (no lineage.sqlite3)", as if the URL
+    were a directory that lacked a file (an outside audit)."""
+    url = "redis://127.0.0.1:6379/0"
+    args = ["store", command, url] + ([str(tmp_path / "dest")] if command == "backup" else [])
+    out = cli(*args)
+    assert out.returncode == 2, out
+    assert out.stderr.startswith(
+        f"error: store {command} DIR takes an embedded store's data directory, not the "
+        f"store URL {url!r}; a Redis store is checked and backed up by Redis's own tools"
+    ), out.stderr
+    assert "docs/operating.md" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "dest").exists()

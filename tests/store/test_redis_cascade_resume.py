@@ -81,3 +81,26 @@ def test_a_finished_cascade_leaves_no_note(store: LineageStore) -> None:
     store.set_status(NS, "c0", Status.SUPERSEDED, reason="newer", successor="newer", now=NOW)
     assert statuses(store, ids) == ["superseded"] + ["pending_verification"] * 4
     assert raw(store).exists(KEYS.pending_cascades(NS)) == 0
+
+
+def test_a_cascade_stopped_in_a_namespace_missing_from_the_registry_is_finished(
+    store: LineageStore,
+) -> None:
+    """Records applied while the registry's master did not answer leave their
+    namespace out of it (the registry is written after the record's script, in
+    another slot). A revoke registers its namespace before its walk's note, so
+    maintenance, which walks the registry, finishes a walk stopped there (before:
+    never, and the memories below the stop stayed active for good; an outside audit
+    on a cluster whose registry master was killed)."""
+    ids = chain(store, 6)
+    raw(store).srem(KEYS.namespaces(), NS)  # as if each Record's registry write failed
+    assert NS not in store.namespaces()
+    history = KEYS.history(NS, "c3")
+    raw(store).delete(history)
+    raw(store).set(history, "not a list")  # the walk stops at c3
+    with pytest.raises(StoreCorruptError):
+        store.revoke(NS, "c0", reason="bad source", now=NOW)
+    raw(store).delete(history)
+    assert NS in store.namespaces()
+    assert store.finish_cascades(min_age=30, now=NOW + 60) == 1
+    assert statuses(store, ids) == ["revoked"] + ["pending_verification"] * 5

@@ -151,6 +151,15 @@ class RedisBase(LineageStore):
                 return _held_another_type(key, got, want, remedy)
         return None
 
+    def _register(self, namespace: str, remedy: str = RECORD_REMEDY) -> None:
+        """Add `namespace` to the registry of namespaces (`RedisKeys.namespaces`,
+        outside every namespace's slot): after a Record, and before a change whose
+        cascade may leave a note for maintenance, which walks the registry only (a
+        namespace whose Records met the registry's master down was never found, and a
+        cascade stopped in it never finished; an outside audit)."""
+        with self._guard(self.keys.namespaces(), remedy=remedy):
+            self.client.sadd(self.keys.namespaces(), namespace)
+
     def _run(self, name: str, keys: list[str], args: list[Any], namespace: str = "") -> Any:
         counter = redis_scripts.COUNTERS.get(name)
         if counter is not None:  # a writing script: it moves the namespace's counter

@@ -92,6 +92,8 @@ class RedisChanges(RedisBase):
             self._retention,
             _US.join((memory_id, target.value, walk_reason, repr(now))) if cascades else "",
         ]
+        if cascades:  # before the walk's note: maintenance finds it by the registry
+            self._register(namespace)
         out = self._run("set_status", keys, args, namespace)
         if out[0] == 0:
             code, detail = out[1], out[2]
@@ -318,6 +320,7 @@ class RedisChanges(RedisBase):
                 self._retention,
                 *deps,
             ]
+            self._register(namespace)  # before a cascade's note, as `_set_status`
             out = self._run("add_dependencies", keys, args, namespace)
             if out[0] == 1:
                 if out[1]:

@@ -204,8 +204,7 @@ class RedisRecord(RedisBase):
         # The namespace registry lives outside the namespace's slot, so it is written
         # after the atomic record (and again by a replay, should a crash have come in
         # between): it only ever says "holds memories", never which.
-        with self._guard(k.namespaces(), remedy=_UNREGISTERED):
-            self.client.sadd(k.namespaces(), ns)
+        self._register(ns, _UNREGISTERED)
         if out[0] == 2:
             stored = self._load(ns, [rec.id], False)[rec.id]
             return RecordOutcome(stored, out[2] or None, tuple(out[3].split()), True)
