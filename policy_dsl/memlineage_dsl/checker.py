@@ -392,6 +392,7 @@ class _Checker:
                     )
                     continue
                 memories[stmt.name] = stmt
+        counted = 0.0  # call and action events given so far (`_counted`)
         for stmt in test.stmts:
             if isinstance(stmt, A.GivenMemory):
                 self._check_fields(
@@ -405,6 +406,7 @@ class _Checker:
                 what = "a call count" if isinstance(stmt, A.GivenCalls) else "an action count"
                 ex.expect(stmt.count, S.NUMBER, what)
                 self._check_count(src, stmt.count, what, MAX_TEST_CALLS)
+                counted = self._counted(src, stmt.count, counted)
                 if stmt.at is not None:
                     ex.expect(stmt.at, S.TIME, "`at`")
             elif isinstance(stmt, A.GivenGrant):
@@ -458,6 +460,25 @@ class _Checker:
                     self._check_range(src, f.value, f"`{f.name}`", low=0.0, high=1.0)
                 elif want == S.NUMBER and f.name in (*_INT_FIELDS, "uses", "used"):
                     self._check_count(src, f.value, f"`{f.name}`", INT32_MAX)
+
+    def _counted(self, src: SourceFile, expr: A.Expr, before: float) -> float:
+        """The test's call and action events with `expr`'s count (folded; one that is
+        not a number counts nothing here, the runner checks it): past MAX_TEST_CALLS in
+        all is E504 at the count that crosses it, said once per test."""
+        value = self.folder.fold(expr)
+        if not isinstance(value, A.Number) or not math.isfinite(value.value):
+            return before
+        total = before + max(value.value, 0.0)
+        if before <= MAX_TEST_CALLS < total:
+            self.diags.append(
+                src.diag(
+                    "E504",
+                    expr.span,
+                    f"the test's call and action counts add up to {num(total)}, more than "
+                    f"{MAX_TEST_CALLS} (each is an event the test keeps)",
+                )
+            )
+        return total
 
     def _check_count(self, src: SourceFile, expr: A.Expr, what: str, most: int) -> None:
         """A test value that becomes a count: a whole number in [0, most]."""

@@ -13,16 +13,15 @@ from typing import TextIO
 
 from .diagnostics import Severity, SourceFile
 from .formatter import format_source
-from .loader import Unreadable, collect_files
+from .loader import Unreadable, collect_files, read_regular
 from .render import render_human
 
 OK, WOULD_CHANGE, BROKEN = 0, 1, 2
 
 
-def _read(path: str) -> str:
-    # newline="" keeps a lone "\r" inside a string literal; CRLF becomes LF.
-    with open(path, encoding="utf-8", newline="") as fh:
-        return fh.read().replace("\r\n", "\n")
+def _read(raw: bytes) -> str:
+    # a lone "\r" is kept (inside a string literal); CRLF becomes LF.
+    return raw.decode("utf-8").replace("\r\n", "\n")
 
 
 def _lines(text: str) -> list[str]:
@@ -45,9 +44,8 @@ def fmt_paths(paths: Iterable[str], check: bool, diff: bool, out: TextIO) -> int
     status = OK
     for path in collect_files(paths):
         try:
-            with open(path, "rb") as fh:
-                raw = fh.read()
-            text = _read(path)
+            raw = read_regular(path)
+            text = _read(raw)
         except (OSError, UnicodeDecodeError) as err:
             why = Unreadable.of(err).reason
             out.write(f"{path}:1:1: error[E006]: cannot read `{path}`: {why}\n")

@@ -7,7 +7,9 @@ include that closes it.
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -69,13 +71,27 @@ def _norm(path: str) -> str:
     return os.path.normpath(path)
 
 
+def read_regular(path: str) -> bytes:
+    """The bytes of `path`, which must be a regular file: anything else (a FIFO, which
+    blocks its reader until a writer comes, a link to `/dev/zero`, which never ends) is
+    an OSError saying so. Opened without blocking, so a FIFO is refused, not waited on."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as fh:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, device or socket"
+            raise OSError(errno.EINVAL, f"not a regular file ({kind})")
+        return fh.read()
+
+
 def read_file(path: str) -> str | Unreadable:
-    """The UTF-8 text of a file on disk, or why it cannot be read."""
+    """The UTF-8 text of a file on disk (newlines as Python's text mode reads them), or
+    why it cannot be read."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        text = read_regular(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
         return Unreadable.of(err)
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def read_files(paths: Iterable[str]) -> dict[str, str | Unreadable]:

@@ -167,25 +167,30 @@ class _TestRun:
             elif isinstance(stmt, A.GivenGrant):
                 self.add_grant(stmt)
             elif isinstance(stmt, A.GivenActs):
-                at = TEST_NOW if stmt.at is None else _float(self.value(stmt.at))
-                count = self.value(stmt.count)
-                if not (isinstance(count, int | float) and 0 <= count <= MAX_TEST_CALLS):
-                    raise _Setup(
-                        stmt.count.span,
-                        f"an action count must be in [0, {MAX_TEST_CALLS}], got {count!r}",
-                    )
-                self.acts.extend([(stmt.action, at)] * _int(count))
+                self.acts.extend([(stmt.action, self._at(stmt))] * self._count(stmt))
             elif isinstance(stmt, A.GivenRequest):
                 self.request.update({f.name: self.value(f.value) for f in stmt.fields})
             elif isinstance(stmt, A.GivenCalls):
-                at = TEST_NOW if stmt.at is None else _float(self.value(stmt.at))
-                count = self.value(stmt.count)
-                if not (isinstance(count, int | float) and 0 <= count <= MAX_TEST_CALLS):
-                    raise _Setup(
-                        stmt.count.span,
-                        f"a call count must be in [0, {MAX_TEST_CALLS}], got {count!r}",
-                    )
-                self.calls.extend([(stmt.source, at)] * _int(count))
+                self.calls.extend([(stmt.source, self._at(stmt))] * self._count(stmt))
+
+    def _at(self, stmt: A.GivenCalls | A.GivenActs) -> float:
+        return TEST_NOW if stmt.at is None else _float(self.value(stmt.at))
+
+    def _count(self, stmt: A.GivenCalls | A.GivenActs) -> int:
+        """The statement's count, in [0, MAX_TEST_CALLS], and with the test's counts
+        before it at most MAX_TEST_CALLS in all (each is a list entry: a few hundred
+        lines of the most each took gigabytes at a reload; an outside audit)."""
+        what = "a call count" if isinstance(stmt, A.GivenCalls) else "an action count"
+        count = self.value(stmt.count)
+        if not (isinstance(count, int | float) and 0 <= count <= MAX_TEST_CALLS):
+            raise _Setup(stmt.count.span, f"{what} must be in [0, {MAX_TEST_CALLS}], got {count!r}")
+        n = _int(count)
+        if len(self.calls) + len(self.acts) + n > MAX_TEST_CALLS:
+            raise _Setup(
+                stmt.count.span,
+                f"the test's call and action counts add up to more than {MAX_TEST_CALLS}",
+            )
+        return n
 
     def _target_for(self, op: str, m: Memory) -> Memory:
         """For a write/derive, the active memory of the same claim it would supersede."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,47 @@ def test_fmt_says_why_a_file_cannot_be_read(tmp_path: Path) -> None:
         "gone.mlp:1:1: error[E006]: cannot read `gone.mlp`: No such file or directory",
         "binary.mlp:1:1: error[E006]: cannot read `binary.mlp`: not UTF-8 (byte 11)",
     ]
+
+
+def test_a_fifo_or_device_named_mlp_is_refused_not_read(tmp_path: Path) -> None:
+    """A FIFO blocks its reader until a writer comes and `/dev/zero` never ends: lint,
+    fmt and test (and a sidecar's reload, which loads the same way) hung on one (an
+    outside audit). Each is E006 now, the files beside it read as before."""
+    import os
+
+    (tmp_path / "ok.mlp").write_text(
+        "policy p {\n  on read\n  when memory.confidence < 0.5\n  deny\n}\n"
+    )
+    os.mkfifo(tmp_path / "pipe.mlp")
+    (tmp_path / "zero.mlp").symlink_to("/dev/zero")
+    said = "not a regular file (a FIFO, device or socket)"
+    for args, code in ((("lint", "."), 1), (("fmt", "--check", "."), 2), (("test", "."), 1)):
+        out = run(*args, cwd=tmp_path)  # bounded by `run`'s timeout
+        assert out.returncode == code, out
+        for name in ("pipe.mlp", "zero.mlp"):  # lint names `pipe.mlp`, fmt `./pipe.mlp`
+            line = rf"^(\./)?{name}:1:1: error\[E006\]: cannot read `(\./)?{name}`: "
+            assert re.search(line + re.escape(said) + "$", out.stdout, re.M), out
+    (tmp_path / "pipe.mlp").unlink()
+    (tmp_path / "zero.mlp").unlink()
+    assert run("lint", ".", cwd=tmp_path).returncode == 0
+
+
+def test_a_tests_call_counts_are_bounded_in_all(tmp_path: Path) -> None:
+    """Each `given calls` / `given acts` count was held to 100,000 but not their sum:
+    400 such lines (12 KB of text) took 5 s and 942 MB to run, and a reload or Shadow
+    LOAD of a set 32 KB long took 2.6 GB (an outside audit). The test's total is
+    E504 at the count that crosses it, for lint and test alike."""
+    lines = "\n".join(f'  given {k} "{n}" = 40000' for k, n in (("calls", "tool:a"),) * 2)
+    lines += '\n  given acts "send_money" = 30000'
+    (tmp_path / "t.mlp").write_text(
+        'policy p {\n  on read\n  when calls("tool:a", 1h) > 5\n  deny\n}\n\n'
+        f'test "t" {{\n  given memory m {{ creator: "tool:a" }}\n{lines}\n'
+        "  expect read m -> deny\n}\n"
+    )
+    for args in (("lint", "t.mlp"), ("test", "t.mlp")):
+        out = run(*args, cwd=tmp_path)
+        assert out.returncode == 1, out
+        assert (
+            "t.mlp:11:29: error[E504]: the test's call and action counts add up to 110000, "
+            "more than 100000 (each is an event the test keeps)"
+        ) in out.stdout, out.stdout
