@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import operator
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -31,6 +31,7 @@ from .facts import (
     user_made,
 )
 from .horizon import LIN, MOVING, OPAQUE, REL, VAL
+from .limits import MAX_NESTED_ITEMS
 from .messages import SHOW
 from .schema import SYMBOLS
 
@@ -237,6 +238,24 @@ def rt_timed(s: LineageSnapshot, now: float, kind: str, q: object, op: str, c: o
     return result
 
 
+class EvaluationBudgetError(Exception):
+    """An evaluation went past `MAX_NESTED_ITEMS` in nested quantifiers and walks."""
+
+
+def rt_budget(spent: list[int], items: Sized) -> Sized:
+    """`items` (a collection a nested quantifier goes through, or a walk inside a
+    quantifier), counted against the evaluation's budget `spent` (`w`, one list per
+    call of a generated function)."""
+    spent[0] += len(items)
+    if spent[0] > MAX_NESTED_ITEMS:
+        raise EvaluationBudgetError(
+            f"the evaluation went through more than {MAX_NESTED_ITEMS:,} items in nested "
+            "quantifiers and lineage walks inside a quantifier (nesting multiplies a "
+            "lineage's size): the rule fails closed"
+        )
+    return items
+
+
 def rt_timed_right(
     s: LineageSnapshot, now: float, kind: str, c: object, op: str, q: object
 ) -> object:
@@ -252,6 +271,7 @@ RUNTIME: dict[str, object] = {
     "_anc": rt_ancestors,
     "_desc": rt_descendants,
     "_lin": rt_lineage,
+    "_q": rt_budget,
     "_min": rt_min,
     "_max": rt_max,
     "_glob": glob_match,
@@ -278,6 +298,7 @@ class CodeGen:
     # notes is tested with: `OpPlan.test_fixed`).
     noting: bool = True
     _const_stack: tuple[str, ...] = ()
+    _nesting: int = 0  # quantifier bodies the expression being generated is inside
 
     def source_var(self, name: str) -> str:
         var = f"S_{name}"
@@ -375,7 +396,8 @@ class CodeGen:
             return f"(now - {args[0]})"
         if f in ("ancestors", "descendants", "lineage"):
             helper = {"ancestors": "_anc", "descendants": "_desc", "lineage": "_lin"}[f]
-            return f"{helper}(s, {', '.join(args)})"
+            walk = f"{helper}(s, {', '.join(args)})"
+            return f"_q(w, {walk})" if self._nesting else walk  # a walk per item: budgeted
         if f == "unknown":
             return f"(not {args[0]}.known)"
         if f == "calls":
@@ -392,8 +414,14 @@ class CodeGen:
 
     def _Quant(self, e: A.Quant, scope: frozenset[str]) -> str:
         coll = self.expr(e.collection, scope)
+        if self._nesting and not coll.startswith("_q(w, "):  # once per item outside
+            coll = f"_q(w, {coll})"
         inner = scope | {e.var}
-        body = self.expr(e.body, inner)
+        self._nesting += 1
+        try:
+            body = self.expr(e.body, inner)
+        finally:
+            self._nesting -= 1
         var = f"v_{e.var}"
         gen = f"{body} for {var} in {coll}"
         if e.kind == "any":
@@ -502,6 +530,9 @@ class CodeGen:
         return self.define(src, name)
 
     def define(self, src: str, name: str) -> Callable[..., object]:
+        if "_q(w, " in src:  # nested quantifiers: the call's budget (`rt_budget`) first
+            head, _, rest = src.partition("\n")
+            src = f"{head}\n    w = [0]\n{rest}"
         code = compile(src, f"<mlp:{name}>", "exec")
         exec(code, self.globals)
         fn = self.globals[name]

@@ -31,6 +31,12 @@ INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1  # `priority` (proto int32)
 MAX_WEIGHT = 1e6  # `weight`: a share of the compliance score
 MAX_COST = 1e12  # `cost`: literal bound, and computed costs are clamped to it
 MAX_TEST_CALLS = 100_000  # `given calls "x" = N` in a test
+# Items that quantifiers nested in another one, and lineage walks inside a
+# quantifier, go through in one evaluation (a rule test, a message, a computed value):
+# nesting multiplies a lineage's size (four nested `ancestors` over 960 memories took
+# minutes for one decision, and held a sidecar's workers; an outside audit). Past it
+# the rule raises `EvaluationBudgetError`: it fails closed for that decision only.
+MAX_NESTED_ITEMS = 100_000
 MAX_WINDOW = 7 * 86400.0  # `calls()` / `acts()` windows: the sidecar keeps 7 days of events
 # `calls("source", w)`: the sidecar counts one exact source, its counter named
 # `calls:<source>`, an id (at most 128 of these characters)

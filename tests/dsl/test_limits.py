@@ -253,3 +253,59 @@ def test_the_commands_answer_every_attack_without_a_traceback(name: str, tmp_pat
     assert "nested parentheses" not in out.getvalue()
     assert fmt_paths([str(path)], check=True, diff=False, out=io.StringIO()) in (0, 1, 2)
     assert run_test_command([str(path)], io.StringIO()) == code
+
+
+# ---------------------------------------------------------------- nested quantifiers
+def _layered(layers: int, width: int) -> tuple[DictSnapshot, MemoryFacts]:
+    """Each memory rests on every memory of the layer above: the deepest one's
+    ancestors are all the others."""
+    facts: list[MemoryFacts] = []
+    above: tuple[str, ...] = ()
+    for layer in range(layers):
+        ids = tuple(f"L{layer}_{i}" for i in range(width))
+        facts += [MemoryFacts(id=i, dependencies=above) for i in ids]
+        above = ids
+    return DictSnapshot(facts, []), facts[-1]
+
+
+NESTED = (
+    "any(a in ancestors(memory) : any(b in ancestors(a) : "
+    "any(c in ancestors(b) : c.status == revoked)))"
+)
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        NESTED,
+        "count(a in ancestors(memory) : count(b in lineage(a) : b.confidence < 2) > 0) > 0",
+        "any(a in ancestors(memory) : len(ancestors(a)) > 10000)",
+    ],
+    ids=["nested-any", "nested-count", "walk-per-item"],
+)
+def test_nested_quantifiers_over_lineage_fail_closed_past_their_budget(when: str) -> None:
+    """Nesting multiplies a lineage's size: four nested `ancestors` over 960 memories
+    took minutes for one decision and held a sidecar's workers (a shadow candidate
+    that passed lint; an outside audit). Past MAX_NESTED_ITEMS the rule fails closed
+    for that decision, at once, and a rule beside it still decides."""
+    import time
+
+    snap, deep = _layered(14, 40)  # 520 ancestors: 124,800 items walked from them
+    build = build_texts(
+        {"a.mlp": _policy(when) + 'policy q { on read when memory.confidence < 2 degrade "y" }\n'}
+    )
+    assert build.compiled is not None, build.diagnostics
+    started = time.monotonic()
+    d = decide(build.compiled, Request("read", deep, Creator("user", "user:a"), time=1.0), snap)
+    assert time.monotonic() - started < 5
+    assert d.effect == "deny" and d.errors, d
+    assert any("more than 100,000 items in nested quantifiers" in e for e in d.errors), d.errors
+    assert [r.policy for r in d.reasons if r.effect == "degrade"] == ["q"]
+
+
+def test_a_nested_quantifier_within_its_budget_decides_as_before() -> None:
+    snap, deep = _layered(4, 10)  # 30 ancestors: 30 x 30 x 30 = 27,000 items
+    build = build_texts({"a.mlp": _policy(NESTED.replace("revoked", "active"))})
+    assert build.compiled is not None, build.diagnostics
+    d = decide(build.compiled, Request("read", deep, Creator("user", "user:a"), time=1.0), snap)
+    assert (d.effect, d.errors) == ("deny", ()), d
