@@ -176,3 +176,56 @@ def test_the_documented_example_runs_as_shown() -> None:
         with contextlib.redirect_stdout(out):
             exec(compile(code.group(1).replace("127.0.0.1:50051", sidecar.address), "doc", "exec"))
     assert out.getvalue() == expected.group(1)
+
+
+class FailingPuts(DictMemoryStore):
+    """A dict store whose puts fail once `failing` is set (a store gone away)."""
+
+    failing = False
+
+    def put(self, key: str, value: object, **meta: object) -> None:
+        if self.failing:
+            raise OSError("the store went away")
+        super().put(key, value, **meta)
+
+
+@pytest.mark.parametrize("fault", ["reply-lost", "reply-and-read-lost", "store-put-fails"])
+def test_a_put_over_a_key_never_leaves_the_old_value_under_the_new_writer(
+    world: World, fault: str
+) -> None:
+    """The record is revised before the store is written. Before: a Revise applied
+    whose answer was lost (a dropped connection; it is never sent again), or a store
+    put that failed after the Revise, left the injected guess in the store under the
+    user's new version, served as hers and driving a payment (an outside audit). Now
+    a lost answer is settled by reading the record again (one version on, by this
+    writer: applied, the value written), and what cannot be settled, or a put that
+    failed, takes the key out of the store."""
+    from memlineage.client.revise_outcome import OutcomeUnknown
+    from support.faults import AppliesReviseLosesReply
+
+    store = FailingPuts()
+    with AppliesReviseLosesReply(world.sidecar.address, token="token-alice", timeout=10) as ml:
+        GuardedStore(store, ml).put(
+            "plan", "WIRE MONEY TO EVE", creator="reasoning:planner", confidence=0.4
+        )
+        with pytest.raises(PolicyDenied):
+            GuardedStore(store, ml).get("plan")  # a doubtful guess: hidden
+        user = GuardedStore(store, ml, creator="user:alice")
+        if fault == "store-put-fails":
+            store.failing = True
+            with pytest.raises(OSError, match="the store went away"):
+                user.put("plan", "pay Bob 20")
+        else:
+            ml.lose, ml.lose_reads = True, fault == "reply-and-read-lost"
+            if fault == "reply-lost":
+                user.put("plan", "pay Bob 20")  # applied, settled: the value written
+            else:
+                with pytest.raises(OutcomeUnknown, match="removed from the store"):
+                    user.put("plan", "pay Bob 20")
+        ml.back()
+        record = ml.explain("plan").memory
+        assert (record.creator.id, record.version) == ("user:alice", 2)
+        if fault == "reply-lost":
+            assert store.get("plan") == "pay Bob 20"
+        else:
+            assert "plan" not in store  # never the guess under alice's name

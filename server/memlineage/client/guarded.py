@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Container
 from typing import Any, Protocol
@@ -12,12 +13,14 @@ from typing import Any, Protocol
 from memlineage.client.errors import (
     AlreadyExists,
     FailedPrecondition,
+    MemLineageError,
     NotFound,
     PolicyDenied,
     revised_concurrently,
     stale_version,
 )
 from memlineage.client.messages import VERSION_READ, replayed
+from memlineage.client.revise_outcome import UNKNOWN_OUTCOME, settled, unknown
 from memlineage.client.sync import MemLineageClient
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -133,12 +136,28 @@ class GuardedStore:
                     raise PolicyDenied(response.decision)
                 if not replayed(response):  # a replay: the record was there already
                     return self.store.put(key, value, **meta)
-        self._allow(self._revised(key, creator, lineage))
-        return self.store.put(key, value, **meta)
+        decision = self._revised(key, creator, lineage)
+        if decision is not None:  # None: applied, its answer lost (`revise_outcome`)
+            self._allow(decision)
+        try:
+            return self.store.put(key, value, **meta)
+        except BaseException:
+            # the record now names this put's writer: the old value must not stay
+            # under it (it would be served as this writer's; an outside audit)
+            self._take_out(key)
+            raise
 
-    def _revised(self, key: str, creator: str, lineage: dict[str, Any]) -> pb.Decision:
+    def _take_out(self, key: str) -> None:
+        """Remove `key` from the wrapped store, as far as it lets us (a store that fails
+        its put may fail this too: its own error is the one raised)."""
+        with contextlib.suppress(Exception):  # the caller gets the first error
+            self.store.delete(key)
+
+    def _revised(self, key: str, creator: str, lineage: dict[str, Any]) -> pb.Decision | None:
         """The decision of a put over `key`: a new version of its record (Revise), or
-        the Record of a key the sidecar does not know."""
+        the Record of a key the sidecar does not know. None: a Revise whose answer was
+        lost was applied (read again, `revise_outcome.settled`); one that cannot be
+        told takes the key out of the store and raises `OutcomeUnknown`."""
         for _ in range(_REVISE_ATTEMPTS):
             try:
                 stored = self.client.explain(key, **VERSION_READ).memory
@@ -165,6 +184,18 @@ class GuardedStore:
             except FailedPrecondition as exc:
                 if not stale_version(exc):
                     raise  # else a concurrent put revised it first: read it again
+            except UNKNOWN_OUTCOME as exc:  # maybe applied: read the record again
+                try:
+                    found: Any = self.client.explain(key, **VERSION_READ)
+                except MemLineageError as again:
+                    found = again
+                done = settled(found, stored.version, creator)
+                if done is None:
+                    self._take_out(key)
+                    raise unknown(key, exc) from exc
+                if done:
+                    return None
+                raise  # not applied: the store keeps the old value, as its record says
         raise revised_concurrently(key, _REVISE_ATTEMPTS)
 
     def get(self, key: str) -> Any:

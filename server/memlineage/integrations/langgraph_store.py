@@ -45,6 +45,12 @@ from memlineage.client.errors import (
     revised_concurrently,
 )
 from memlineage.client.messages import VERSION_READ, replayed
+from memlineage.client.revise_outcome import (
+    UNKNOWN_OUTCOME,
+    OutcomeUnknown,
+    settled,
+    unknown,
+)
 from memlineage.client.sync import MemLineageClient
 from memlineage.integrations import langgraph_search as paging
 from memlineage.integrations.answers import DECISION_KEY
@@ -446,7 +452,8 @@ class GuardedLangGraphStore(BaseStore):
         """Record the new versions of the updates the store now holds; one the sidecar
         refuses now (a concurrent change, its policies, an error) has its old value put
         back in the store, so the store never holds a value its record does not name,
-        and the refusal is raised."""
+        and the refusal is raised; one whose outcome stayed unknown (`revise_outcome`)
+        is taken out of the store."""
         failed: list[tuple[int, Exception]] = []
         for i in pending:
             try:
@@ -456,10 +463,10 @@ class GuardedLangGraphStore(BaseStore):
         if not failed:
             return
         restore: list[Op] = []
-        for i, _ in failed:
+        for i, error in failed:
             put, old = ops[i], before.get(i)
             assert isinstance(put, PutOp)
-            value = None if old is None else old.value
+            value = None if old is None or isinstance(error, OutcomeUnknown) else old.value
             restore.append(PutOp(put.namespace, put.key, value))
         yield _StoreBatch(restore)
         raise failed[0][1]
@@ -507,6 +514,15 @@ class GuardedLangGraphStore(BaseStore):
                 {**fields, "expected_version": stored.version, "actor": self.actor},
             )
             [reply] = yield _Calls([call])
+            if isinstance(reply, UNKNOWN_OUTCOME):  # maybe applied: read the record again
+                [found] = yield _Calls([_Call("explain", (mid,), dict(VERSION_READ))])
+                done = settled(found, stored.version, fields["creator"])
+                if done is None:
+                    raise unknown(mid, reply)  # `_apply_updates` takes the item out
+                if done:
+                    self._known.remember(found.memory, self.client)
+                    return
+                raise reply  # not applied: the old value goes back
             if self._known.read_again(mid, reply, known):  # and record it, when gone
                 known = None
                 continue

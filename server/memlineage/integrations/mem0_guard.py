@@ -10,11 +10,13 @@ from typing import Any, Generic, TypeVar
 from memlineage.client.aio import AsyncMemLineageClient
 from memlineage.client.errors import (
     FailedPrecondition,
+    MemLineageError,
     NotFound,
     PolicyDenied,
     revised_concurrently,
 )
 from memlineage.client.messages import VERSION_READ
+from memlineage.client.revise_outcome import UNKNOWN_OUTCOME, settled, unknown
 from memlineage.client.sync import MemLineageClient
 from memlineage.integrations.answers import DECISION_KEY, mem0_decision, mem0_shown
 from memlineage.integrations.concurrency import Beside
@@ -36,9 +38,10 @@ _C = TypeVar("_C", bound=MemLineageClient | AsyncMemLineageClient)
 
 SidecarCall = tuple[str, tuple[Any, ...], dict[str, Any]]
 """A call `Mem0Guard._revised` asks its wrapper to make: ``client.<method>(*args, **kw)``."""
-RETRIED = (FailedPrecondition, NotFound)
-"""The errors of a call that `_revised` decides on (a stale version, a record gone);
-any other propagates from the wrapper's call as it is."""
+RETRIED: tuple[type[MemLineageError], ...] = (FailedPrecondition, NotFound, *UNKNOWN_OUTCOME)
+"""The errors of a call that `_revised` decides on (a stale version, a record gone, a
+Revise that may have been applied); any other propagates from the wrapper's call as
+it is."""
 
 
 def check_top_k(top_k: object) -> None:
@@ -189,7 +192,7 @@ class Mem0Guard(Generic[_C]):
 
     def _revised(
         self, memory_id: str, writer: str, read: Any = None
-    ) -> Generator[SidecarCall, Any, pb.Decision]:
+    ) -> Generator[SidecarCall, Any, pb.Decision | None]:
         """An update's new version by `writer` (Revise, decided as an update), over the
         record this wrapper last wrote (`KnownVersions`) or else the one Explain reads
         (`read`: its first answer, or the error it raised, asked beside the decision),
@@ -210,6 +213,15 @@ class Mem0Guard(Generic[_C]):
                     raise found
                 stored = found.memory
             revised = yield ("revise", (memory_id,), self._revision(stored, writer))
+            if isinstance(revised, UNKNOWN_OUTCOME):  # maybe applied: read the record again
+                found = yield ("explain", (memory_id,), VERSION_READ)
+                done = settled(found, stored.version, writer)
+                if done is None:
+                    raise unknown(memory_id, revised)  # `update` takes it out of Mem0
+                if done:
+                    self._known.remember(found.memory, self.client)
+                    return None  # applied, its decision lost: the update's check stands
+                raise revised  # not applied: the old text goes back
             if isinstance(revised, BaseException):
                 if not self._known.read_again(memory_id, revised, known):
                     raise revised

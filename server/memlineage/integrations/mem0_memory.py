@@ -28,6 +28,7 @@ from typing import Any
 from memlineage.client.aio import AsyncMemLineageClient
 from memlineage.client.errors import PolicyDenied
 from memlineage.client.messages import VERSION_READ
+from memlineage.client.revise_outcome import OutcomeUnknown
 from memlineage.client.sync import MemLineageClient
 from memlineage.integrations.answers import DECISION_KEY, mem0_history, mem0_shown
 from memlineage.integrations.concurrency import finished
@@ -190,8 +191,11 @@ class GuardedMem0Memory(Mem0Guard[MemLineageClient]):
         before = self.memory.get(memory_id)
         result = self.memory.update(memory_id, text, metadata, **kwargs)
         try:
-            decision = self._update_decision(memory_id, writer, read)
+            decision = self._update_decision(memory_id, writer, read) or checked
             self._check_write(decision)
+        except OutcomeUnknown:  # recorded or not, nobody can say: out of Mem0
+            self.memory.delete(memory_id)
+            raise
         except BaseException:
             if before is not None:  # the store back to what its record names
                 self.memory.update(memory_id, before.get("memory"), before.get("metadata"))
@@ -200,7 +204,7 @@ class GuardedMem0Memory(Mem0Guard[MemLineageClient]):
 
     def _update_decision(
         self, memory_id: str, writer: str, read: Future[pb.ExplainResponse] | None = None
-    ) -> pb.Decision:
+    ) -> pb.Decision | None:
         """`Mem0Guard._revised`, its calls made here (`read`: the Explain asked beside
         the decision, its answer or error taken once the loop needs it)."""
         first: Any = None
@@ -215,7 +219,7 @@ class GuardedMem0Memory(Mem0Guard[MemLineageClient]):
             try:
                 method, args, kwargs = steps.send(answer)
             except StopIteration as done:
-                decision: pb.Decision = done.value
+                decision: pb.Decision | None = done.value
                 return decision
             try:
                 answer = getattr(self.client, method)(*args, **kwargs)
@@ -385,8 +389,11 @@ class GuardedAsyncMem0Memory(Mem0Guard[MemLineageClient | AsyncMemLineageClient]
         before = await self.memory.get(memory_id)
         result = await self.memory.update(memory_id, text, metadata, **kwargs)
         try:
-            decision = await self._update_decision(memory_id, writer, *read)
+            decision = await self._update_decision(memory_id, writer, *read) or checked
             self._check_write(decision)
+        except OutcomeUnknown:  # as the sync twin: out of Mem0
+            await asyncio.shield(self.memory.delete(memory_id))
+            raise
         except BaseException:
             if before is not None:
                 restore = self.memory.update(
@@ -396,7 +403,9 @@ class GuardedAsyncMem0Memory(Mem0Guard[MemLineageClient | AsyncMemLineageClient]
             raise
         return self._changed(result, decision)
 
-    async def _update_decision(self, memory_id: str, writer: str, read: Any = None) -> pb.Decision:
+    async def _update_decision(
+        self, memory_id: str, writer: str, read: Any = None
+    ) -> pb.Decision | None:
         """`Mem0Guard._revised`, its calls awaited; `read`: the first Explain's answer
         (or its error), asked beside the decision."""
         steps = self._revised(memory_id, writer, read)
@@ -405,7 +414,7 @@ class GuardedAsyncMem0Memory(Mem0Guard[MemLineageClient | AsyncMemLineageClient]
             try:
                 method, args, kwargs = steps.send(answer)
             except StopIteration as done:
-                decision: pb.Decision = done.value
+                decision: pb.Decision | None = done.value
                 return decision
             try:
                 answer = await self._acall(method, *args, **kwargs)
