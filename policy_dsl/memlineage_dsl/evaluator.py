@@ -285,6 +285,19 @@ def _arg(value: object) -> object:
     return value
 
 
+def _factor(kind: str, args: tuple[object, ...]) -> tuple[object, ...]:
+    """A computed `downrank` factor held to [0, 1], as computed scores are: above 1 it
+    would raise a degraded memory over allowed ones (an outside audit: a factor of
+    1.8 ranked it first), below 0 turn its rank negative. A literal outside (0, 1] is
+    lint's E203."""
+    if kind != "downrank" or not args:
+        return args
+    x = args[0]
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return args
+    return (min(max(float(x), 0.0), 1.0), *args[1:])
+
+
 def _outcome(p: CompiledPolicy, m: Memory, t: Memory, r: Request, s: LineageSnapshot) -> _Outcome:
     now = r.time
     score = p.score(m, t, r, s, now) if callable(p.score) else p.score
@@ -292,7 +305,7 @@ def _outcome(p: CompiledPolicy, m: Memory, t: Memory, r: Request, s: LineageSnap
     obligations = tuple(
         ObligationOut(
             o.kind,
-            tuple(_arg(a(m, t, r, s, now)) if callable(a) else a for a in o.args)
+            _factor(o.kind, tuple(_arg(a(m, t, r, s, now)) if callable(a) else a for a in o.args))
             if o.dynamic
             else o.args,
             p.name,

@@ -309,3 +309,46 @@ def test_a_nested_quantifier_within_its_budget_decides_as_before() -> None:
     assert build.compiled is not None, build.diagnostics
     d = decide(build.compiled, Request("read", deep, Creator("user", "user:a"), time=1.0), snap)
     assert (d.effect, d.errors) == ("deny", ()), d
+
+
+@pytest.mark.parametrize(
+    ("factor", "held"),
+    [("memory.confidence * 2", 1.0), ("memory.confidence - 1", 0.0), ("memory.confidence", 0.9)],
+)
+def test_a_computed_downrank_factor_is_held_to_0_1(factor: str, held: float) -> None:
+    """Lint checks a constant factor; a computed one was used as it came: 1.8 ranked a
+    degraded memory above allowed ones, -0.5 made its rank negative (an outside
+    audit). It is clamped as a computed score is."""
+    build = build_texts(
+        {"a.mlp": f"policy p {{ on read when memory.confidence < 2 degrade downrank({factor}) }}\n"}
+    )
+    assert build.compiled is not None, build.diagnostics
+    m = MemoryFacts(id="b", creator=Creator("tool", "tool:scraper"), confidence=0.9)
+    d = decide(
+        build.compiled,
+        Request("read", m, Creator("user", "user:a"), time=1.0),
+        DictSnapshot([], []),
+    )
+    assert d.effect == "degrade" and not d.errors, d
+    [ob] = d.obligations
+    assert (ob.kind, ob.args) == ("downrank", (held,))
+
+
+@pytest.mark.parametrize(
+    ("head", "where"),
+    [
+        ('resolve cost_aware waive_penalty calls("tool:x", 1h) / 100\n', (1, 34)),
+        ("const Z = 0\nresolve cost_aware waive_penalty 1 / Z\n", (2, 34)),
+    ],
+)
+def test_a_resolve_option_that_is_not_a_constant_is_an_error_at_its_place(
+    head: str, where: tuple[int, int]
+) -> None:
+    """Before: lint passed, and the build failed with E601 "policy set failed to
+    compile: 'NoneType' object has no attribute 'calls'" (or "float division by
+    zero") at 1:1 of whichever file came first (an outside audit)."""
+    texts = {"a_rules.mlp": _policy(TERM), "z_resolve.mlp": head}
+    diags = lint_texts(texts)
+    assert [(d.code, d.span.line, d.span.column) for d in diags] == [("E202", *where)]
+    assert diags[0].file == "z_resolve.mlp"
+    assert diags[0].message == "`waive_penalty` must be a constant number"
