@@ -206,18 +206,21 @@ def rt_pinned(s: LineageSnapshot, r: Request, a: Argument, now: float) -> bool:
     return True
 
 
+_NONE: Any = object()  # `min`'s default: no item (no value a policy computes is it)
+
+
 def rt_min(values: Iterable[SupportsRichComparisonT]) -> SupportsRichComparisonT:
-    items = list(values)
-    if not items:
+    least = min(values, default=_NONE)
+    if least is _NONE:
         raise ValueError("min() over an empty collection")
-    return min(items)
+    return least
 
 
 def rt_max(values: Iterable[SupportsRichComparisonT]) -> SupportsRichComparisonT:
-    items = list(values)
-    if not items:
+    most = max(values, default=_NONE)
+    if most is _NONE:
         raise ValueError("max() over an empty collection")
-    return max(items)
+    return most
 
 
 # Any operands: a comparison the checker typed may still meet, say, a None at run time.
@@ -263,6 +266,16 @@ def rt_timed_right(
     result = _COMPARE[op](c, q)
     s.note(kind, q, c, now)
     return result
+
+
+def _quantified(kind: str, var: str, coll: str, body: str) -> str:
+    """The generated code of quantifier `kind` of `body` over `var` in `coll`."""
+    gen = f"{body} for {var} in {coll}"
+    if kind in ("any", "all", "sum"):
+        return f"{kind}({gen})"
+    if kind == "count":
+        return f"sum(1 for {var} in {coll} if {body})"
+    return f"_{kind}({gen})"
 
 
 RUNTIME: dict[str, object] = {
@@ -416,23 +429,41 @@ class CodeGen:
         coll = self.expr(e.collection, scope)
         if self._nesting and not coll.startswith("_q(w, "):  # once per item outside
             coll = f"_q(w, {coll})"
-        inner = scope | {e.var}
         self._nesting += 1
         try:
-            body = self.expr(e.body, inner)
+            body = self.expr(e.body, scope | {e.var})
         finally:
             self._nesting -= 1
         var = f"v_{e.var}"
-        gen = f"{body} for {var} in {coll}"
-        if e.kind == "any":
-            return f"any({gen})"
-        if e.kind == "all":
-            return f"all({gen})"
-        if e.kind == "count":
-            return f"sum(1 for {var} in {coll} if {body})"
-        if e.kind == "sum":
-            return f"sum({gen})"
-        return f"_{e.kind}({gen})"
+        root = self.root_walk(e.collection, scope)
+        if root is None:
+            return _quantified(e.kind, var, coll, body)
+        # a memory built on nothing: no walk, no helper call
+        x, walk = root
+        bare = f"({x}.known and not {x}.dependencies)"
+        if walk == "lineage":  # the memory alone
+            return _quantified(e.kind, var, f"(({x},) if {bare} else {coll})", body)
+        plain = _quantified(e.kind, var, coll, body)
+        empty = {"any": "False", "all": "True", "count": "0", "sum": "0"}.get(e.kind)
+        if empty is None:  # min, max: an empty collection raises, as before
+            return plain
+        return f"({empty} if {bare} else {plain})"
+
+    def root_walk(self, e: A.Expr, scope: frozenset[str]) -> tuple[str, str] | None:
+        """(`m` or `t`, the walk) when `e` is `ancestors(memory)` or `lineage(memory)`
+        (of `target` alike) without a depth: over a memory with no dependencies the
+        first is empty and the second the memory alone, whatever the snapshot (an
+        unknown memory takes the helper, which raises as before)."""
+        if (
+            isinstance(e, A.Call)
+            and e.func in ("ancestors", "lineage")
+            and len(e.args) == 1
+            and isinstance(e.args[0], A.Name)
+            and e.args[0].id in ("memory", "target")
+            and e.args[0].id not in scope
+        ):
+            return ROOT_VARS[e.args[0].id], e.func
+        return None
 
     def pattern(self, e: A.Expr) -> str | tuple[str, ...]:
         """The constant pattern `acts` counts by: a glob, or a named list's globs."""
