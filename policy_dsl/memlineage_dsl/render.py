@@ -36,6 +36,20 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def _visible(text: str) -> str:
+    """A quoted line with its control characters (a NUL, an escape that would move
+    the terminal's cursor) shown as their Control Pictures, one column each, so the
+    carets still line up; tabs kept."""
+    return "".join(
+        ch
+        if ch == "\t" or ch.isprintable()
+        else chr(0x2400 + ord(ch))
+        if ord(ch) < 0x20
+        else "\N{REPLACEMENT CHARACTER}"
+        for ch in text
+    )
+
+
 def _human_one(d: Diagnostic, src: SourceFile | None) -> str:
     sp = d.span
     lines = [f"{d.location}: {d.severity.value}[{d.code}]: {d.message}"]
@@ -49,7 +63,7 @@ def _human_one(d: Diagnostic, src: SourceFile | None) -> str:
         # keep tabs so the carets line up with the quoted text
         indent = "".join("\t" if ch == "\t" else " " for ch in text[:start])
         lines += [
-            f" {gutter} | {text}",
+            f" {gutter} | {_visible(text)}",
             f" {pad} | {indent}{'^' * width}",
         ]
     elif d.snippet:

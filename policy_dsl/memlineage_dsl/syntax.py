@@ -130,7 +130,8 @@ def error_to_diag(
                     'a string knows `\\"`, `\\\\`, `\\n` and `\\t`',
                 )
             return src.diag("E001", span, "unterminated string", 'close the string with `"`')
-        return src.diag("E002", span, f"unexpected character `{ch}`", help_)
+        shown = ch if ch.isprintable() else f"U+{ord(ch):04X}"  # a NUL, a control byte
+        return src.diag("E002", span, f"unexpected character `{shown}`", help_)
     token_type = getattr(getattr(err, "token", None), "type", None)
     if isinstance(err, UnexpectedEOF) or token_type == "$END":
         parsed = text.rstrip().split("\n")  # lines as Lark counts them

@@ -6,7 +6,7 @@ import json
 
 from memlineage_dsl.ast import Span
 from memlineage_dsl.diagnostics import CODES, Diagnostic, Severity, SourceFile
-from memlineage_dsl.pipeline import lint_set
+from memlineage_dsl.pipeline import lint_set, lint_texts
 from memlineage_dsl.render import render_human, render_json, render_sarif, summary
 
 TEXT = """\
@@ -131,3 +131,17 @@ def test_sarif_with_no_diagnostics_is_a_valid_empty_run() -> None:
     log = json.loads(render_sarif([]))
     assert log["runs"][0]["results"] == []
     assert log["runs"][0]["tool"]["driver"]["rules"] == []
+
+
+def test_a_control_character_is_named_and_shown_as_its_picture() -> None:
+    """A NUL or an escape byte in a policy file was put raw into the message and the
+    quoted line (an outside audit): a terminal shows nothing, or obeys it. It is named
+    by its code point and quoted as its Control Picture, the caret under it."""
+    text = "policy p {\n  on read\n  when memory.confidence < 0.5 \x00\n  deny\n}\n"
+    diags = lint_texts({"a.mlp": text})
+    assert [(d.code, d.message) for d in diags] == [("E002", "unexpected character `U+0000`")]
+    shown = render_human(diags, {"a.mlp": SourceFile("a.mlp", text)})
+    assert " 3 |   when memory.confidence < 0.5 \u2400\n" in shown
+    assert "\x00" not in shown
+    caret = shown.splitlines()[2]
+    assert caret.index("^") == shown.splitlines()[1].index("\u2400")
