@@ -18,6 +18,7 @@ from memlineage.store.embedded.dir_lock import LOCK_NAME
 from memlineage.store.embedded.op_head import HEAD_NAME
 from memlineage.store.embedded.persistence import DB_NAME, StoreCorruptError
 from memlineage.store.embedded.summed_rows import row_crc
+from support.grants import user_grant
 from support.memories import NOW
 from support.proposals import stale_at_now
 
@@ -27,14 +28,7 @@ MEMORY = "bill"
 
 
 def _grant(gid: str = GRANT, uses: int = 3) -> GrantRecord:
-    return GrantRecord(
-        id=gid,
-        namespace=NS,
-        issuer="user:alice",
-        actions=("send_money",),
-        memory_id=MEMORY,
-        uses=uses,
-    )
+    return user_grant(NS, gid, uses=uses, memory_id=MEMORY)
 
 
 def populated(data: Path) -> Path:

@@ -19,6 +19,7 @@ from memlineage.lineage import MemoryRecord
 from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.grants import GrantRecord
 from memlineage.store import RedisStore, open_store
+from support.grants import user_grant
 from support.redis_servers import RedisServer, start_redis_server
 
 NS = "refused"
@@ -36,15 +37,7 @@ def server(tmp_path: Path) -> Iterator[RedisServer]:
 
 
 def _grant(gid: str) -> GrantRecord:
-    return GrantRecord(
-        id=gid,
-        namespace=NS,
-        issuer="user:alice",
-        actions=("send_money",),
-        memory_id="base",
-        uses=3,
-        expires_at=time.time() + 3600,
-    )
+    return user_grant(NS, gid, uses=3, memory_id="base", expires_in=3600)
 
 
 def _writes(store: RedisStore) -> dict[str, Callable[[], object]]:
@@ -53,7 +46,9 @@ def _writes(store: RedisStore) -> dict[str, Callable[[], object]]:
             MemoryRecord(id="new", namespace=NS, creator_id="tool:t", dependencies=("base",))
         ),
         "revoke": lambda: store.revoke(NS, "base", reason="r"),
-        "put_grant": lambda: store.put_grant(_grant("g2")),
+        "put_grant": lambda: store.put_grant(
+            user_grant(NS, "g2", uses=3, memory_id="base", expires_in=3600)
+        ),
         "use_grants": lambda: store.use_grants(NS, ["g1"]),
         "feedback": lambda: store.feedback(NS, ["base"], True),
         "incr_counter": lambda: store.incr_counter(NS, "calls:tool:t"),

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 from memlineage.lineage import MemoryRecord
 from memlineage.lineage.errors import StoreUnavailableError
-from memlineage.lineage.grants import GrantRecord
 from memlineage.store import RedisStore, open_store
+from support.grants import user_grant
 from support.redis_servers import RedisServer
 from support.reply_cut import ReplyCutProxy
 
@@ -33,24 +33,12 @@ def cut(redis_server: RedisServer) -> Iterator[tuple[RedisStore, ReplyCutProxy, 
         proxy.close()
 
 
-def _grant(gid: str, uses: int) -> GrantRecord:
-    return GrantRecord(
-        id=gid,
-        namespace=NS,
-        issuer="user:alice",
-        actions=("send_money",),
-        memory_id="root",
-        uses=uses,
-        expires_at=time.time() + 3600,
-    )
-
-
 def test_a_grant_use_whose_reply_is_lost_is_spent_once(
     cut: tuple[RedisStore, ReplyCutProxy, RedisServer],
 ) -> None:
     store, proxy, _ = cut
     store.record(MemoryRecord(id="root", namespace=NS, creator_id="user:alice"))
-    store.put_grant(_grant("g1", uses=5))
+    store.put_grant(user_grant(NS, "g1", uses=5, memory_id="root", expires_in=3600))
     assert store.use_grants(NS, ["g1"])  # the script loaded: the next call is one EVALSHA
     proxy.arm(b"EVALSHA")
     with pytest.raises(StoreUnavailableError):

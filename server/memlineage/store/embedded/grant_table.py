@@ -72,13 +72,8 @@ class GrantTable:
             "SELECT ns, id, data, crc FROM grants",
             functools.partial(_decoded, required=required),
         )
-        if self._db is not None and path is not None:
-            try:
-                summed = [((g.namespace, g.id), crc) for g, crc in loaded if crc is not None]
-                self._tally.load(self._db, path, summed, kept)
-            except BaseException:
-                self.close()
-                raise
+        summed = [((g.namespace, g.id), crc) for g, crc in loaded if crc is not None]
+        self._tally.opened(self._db, path, summed, kept, self.close)
         unsummed = [g for g, crc in loaded if crc is None]
         if unsummed:  # rows written before the checksum: given theirs once
             self._write(unsummed, [])

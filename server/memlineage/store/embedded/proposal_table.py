@@ -63,13 +63,8 @@ class ProposalTable:
             "SELECT ns, memory, data, crc FROM proposals",
             functools.partial(_decoded, required=required),
         )
-        if self._db is not None and path is not None:
-            try:
-                summed = [((p.namespace, p.memory_id), crc) for p, crc in loaded if crc is not None]
-                self._tally.load(self._db, path, summed, kept)
-            except BaseException:
-                self.close()
-                raise
+        summed = [((p.namespace, p.memory_id), crc) for p, crc in loaded if crc is not None]
+        self._tally.opened(self._db, path, summed, kept, self.close)
         for p, crc in loaded:
             self._rows[(p.namespace, p.memory_id)] = p
             if crc is None:  # a row written before the checksum: given its own once

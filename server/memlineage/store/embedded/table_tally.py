@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +54,24 @@ class TableTally:
         self._head = head
         self._crcs: dict[Key, int] = {}
         self._counts = Counts(0, 0, 0)
+
+    def opened(
+        self,
+        db: sqlite3.Connection | None,
+        path: Path | None,
+        rows: Iterable[tuple[Key, int]],
+        kept: Head | None,
+        close: Callable[[], None],
+    ) -> None:
+        """`load` for a side table just opened (nothing without a file); a refusal
+        calls `close` first, so the open leaves nothing behind."""
+        if db is None or path is None:
+            return
+        try:
+            self.load(db, path, rows, kept)
+        except BaseException:
+            close()
+            raise
 
     def load(
         self, db: sqlite3.Connection, path: Path, rows: Iterable[tuple[Key, int]], kept: Head | None
