@@ -18,6 +18,7 @@ from . import schema as S
 from .diagnostics import Diagnostic, SourceFile
 from .env import Env, Located
 from .fold import Folder, literal_value
+from .limits import MAX_NESTED_ITEMS
 from .spans import sub_span
 
 Lit = float | str | bool  # the value of a literal (durations in seconds)
@@ -105,7 +106,41 @@ def analyze(env: Env, skip: Collection[str] = ()) -> list[Diagnostic]:
                 )
             )
     diags.extend(_unused(env))
+    for rule in rules:
+        diags.extend(_walks_inside_quantifiers(env, rule.loc))
     return diags
+
+
+_WALKS = frozenset({"ancestors", "descendants", "lineage", "origins"})
+
+
+def _walks_inside_quantifiers(env: Env, loc: Located[A.Policy]) -> Iterator[Diagnostic]:
+    """W406 at each lineage walk inside the body of a quantifier over a walk: evaluated
+    once per item, it multiplies the lineage's size (a walk per argument of an act is
+    the arguments' count times it: not said), and one evaluation goes through at most
+    MAX_NESTED_ITEMS such items before the rule fails closed (`codegen.rt_budget`)."""
+    src = env.files[loc.path]
+    said: set[int] = set()  # a walk inside two quantifiers is said once
+    for expr in _exprs_of(loc.node):
+        for q in _walk(expr):
+            if not (  # over a walk: a walk per item is lineage times lineage
+                isinstance(q, A.Quant)
+                and isinstance(q.collection, A.Call)
+                and q.collection.func in _WALKS
+            ):
+                continue
+            for inner in _walk(q.body):
+                if isinstance(inner, A.Call) and inner.func in _WALKS and id(inner) not in said:
+                    said.add(id(inner))
+                    yield src.diag(
+                        "W406",
+                        inner.span,
+                        f"`{inner.func}(...)` inside a quantifier: walked once per item of "
+                        "the list outside, so its cost multiplies the lineage's size",
+                        f"one evaluation goes through at most {MAX_NESTED_ITEMS:,} items "
+                        "this way and fails closed past that; quantify over the walk once "
+                        "if you can",
+                    )
 
 
 # ---------------------------------------------------------------- rules

@@ -58,6 +58,7 @@ CODES: dict[str, str] = {
     "W403": "conflicting-rules",
     "W404": "unused-definition",
     "W405": "test-without-expect",
+    "W406": "walk-inside-quantifier",
     # tests (E5xx)
     "E501": "undefined-test-memory",
     "E502": "unknown-test-field",

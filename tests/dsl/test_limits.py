@@ -352,3 +352,15 @@ def test_a_resolve_option_that_is_not_a_constant_is_an_error_at_its_place(
     assert [(d.code, d.span.line, d.span.column) for d in diags] == [("E202", *where)]
     assert diags[0].file == "z_resolve.mlp"
     assert diags[0].message == "`waive_penalty` must be a constant number"
+
+
+def test_a_walk_inside_a_quantifier_over_a_walk_is_a_warning_at_the_walk() -> None:
+    """W406 says where a decision's cost multiplies (each nested walk once), before the
+    budget fails the rule closed; a walk per argument of an act is not said."""
+    text = _policy(NESTED)
+    assert _codes(text) == [("W406", 1, 63), ("W406", 1, 87)]
+    assert lint_texts({"a.mlp": _policy(NESTED)})[0].message.startswith(
+        "`ancestors(...)` inside a quantifier"
+    )
+    per_argument = "any(a in request.args : any(o in origins(a) : o.confidence < 0.5))"
+    assert _codes("policy p { on act when " + per_argument + ' deny "x" }\n') == []
