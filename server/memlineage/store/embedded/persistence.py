@@ -62,7 +62,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from itertools import repeat
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,7 @@ from memlineage.store.embedded.score_mirror import SCORED
 from memlineage.store.embedded.snapshot_parts import FORMAT, crc, dumps, write_snapshot
 from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
 from memlineage.store.embedded.state import State
+from memlineage.store.embedded.summary import Summary
 
 __all__ = [
     "DB_NAME",
@@ -101,41 +102,6 @@ _SCHEMA = (
 _INSERT_OP = "INSERT INTO ops (seq, op, crc) VALUES (?, ?, ?)"
 _TUPLES = ("tags", "dependencies", "confirmed_by", "contradicted_by")
 _set = object.__setattr__
-
-
-@dataclass(frozen=True)
-class Summary:
-    """What a check found in a data directory."""
-
-    path: str
-    records: int
-    namespaces: int
-    ops: int
-    """Ops in the log after the snapshot (replayed at every open)."""
-    snapshot_seq: int
-    """The last op the snapshot covers (0: no snapshot)."""
-    last_seq: int
-    events: int
-    """Lineage events retained, all namespaces."""
-    bytes: int
-    """Size of the database file (without its WAL)."""
-    grants: int = 0
-    """Rows of the grants table, each decoded and its checksum held."""
-    proposals: int = 0
-    """Rows of the proposals table, likewise."""
-
-    def describe(self) -> str:
-        def n(count: int, noun: str) -> str:
-            return f"{count:,} {noun}" + ("" if count == 1 else "s")
-
-        return (
-            f"{self.path}: ok, {n(self.records, 'record')} in {n(self.namespaces, 'namespace')}, "
-            f"{n(self.events, 'event')} retained, {n(self.grants, 'grant')}, "
-            f"{n(self.proposals, 'proposal')}; "
-            f"{self.last_seq:,} ops written, "
-            f"{self.ops:,} after the snapshot (of op {self.snapshot_seq:,}); "
-            f"{self.bytes:,} bytes"
-        )
 
 
 # -- reading (read-only, strict) ----------------------------------------------------------
