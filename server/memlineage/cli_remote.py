@@ -29,17 +29,12 @@ def seconds(text: str) -> float:
 def rfc3339(text: str) -> float:
     """A ``--at``: an RFC 3339 time with its zone, in epoch seconds (argparse's
     one-line error else)."""
-    from datetime import datetime
+    from memlineage.lineage.times import parse_rfc3339
 
     try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a time like 2026-01-13T09:00:00Z"
-        ) from None
-    if parsed.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{text!r} has no time zone (end it with Z)")
-    return parsed.timestamp()
+        return parse_rfc3339(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def count(text: str) -> int:

@@ -19,7 +19,6 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -35,6 +34,7 @@ from memlineage.lineage.clock import ManualClock
 from memlineage.lineage.errors import LineageError
 from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.model import MemoryRecord
+from memlineage.lineage.times import parse_rfc3339, show_time
 from memlineage.store.embedded import EmbeddedStore
 
 NAMESPACE = "default"
@@ -78,8 +78,7 @@ class Event:
 
 def iso(t: float) -> str:
     """A time as the script writes it: UTC, RFC 3339, `Z`, seconds unless fractional."""
-    text = datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
-    return text.replace(".000+00:00", "Z").replace("+00:00", "Z")
+    return show_time(t)
 
 
 def span(text: str) -> float:
@@ -96,13 +95,7 @@ def span(text: str) -> float:
 
 def absolute(text: str) -> float:
     """An RFC 3339 time with its zone (`2026-01-01T09:00:00Z`) in epoch seconds."""
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a time like 2026-01-01T09:00:00Z or +2h") from None
-    if parsed.tzinfo is None:
-        raise ValueError(f"{text!r} has no time zone (end it with Z)")
-    return parsed.timestamp()
+    return parse_rfc3339(text, " or +2h")
 
 
 class _Step:

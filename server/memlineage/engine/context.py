@@ -8,7 +8,6 @@ import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from memlineage_dsl.compiler import CompiledPolicySet
 from memlineage_dsl.decision import Decision
@@ -45,21 +44,13 @@ from memlineage.lineage.errors import (
     ValidationError,
 )
 from memlineage.lineage.model import MemoryRecord
+from memlineage.lineage.times import show_time
 from memlineage.scoring.batch import Memo, Scores, score, sources_of
 from memlineage.scoring.config import ScoringConfig
 from memlineage.store.base import LineageStore
 
 # The input of the decision a thread is about to issue (`_decide_safely` -> `_issue`).
 _CAPTURED = threading.local()
-
-
-def _iso(t: float) -> str:
-    """A time as messages show it: UTC, ISO 8601, `Z` (seconds beyond datetime's range)."""
-    try:
-        whole = datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds")
-    except (OverflowError, OSError, ValueError):
-        return f"{t:g} s"
-    return whole.replace(".000+00:00", "Z").replace("+00:00", "Z")
 
 
 @dataclass
@@ -176,7 +167,7 @@ class EngineBase:
         if not math.isfinite(at) or at > now + self.max_future_seconds:
             raise ValidationError(
                 f"is more than {self.max_future_seconds:g} s ahead of the server's clock "
-                f"({_iso(now)}; setting max_future_seconds) or not a number",
+                f"({show_time(now)}; setting max_future_seconds) or not a number",
                 field="time",
             )
         return at
@@ -223,7 +214,7 @@ class EngineBase:
             return clock.advance_to(at)
         except ValueError:
             raise ValidationError(
-                f"{_iso(at)} is before the simulation clock ({_iso(clock())}): "
+                f"{show_time(at)} is before the simulation clock ({show_time(clock())}): "
                 "simulated time only moves forward",
                 field="time",
             ) from None
