@@ -342,13 +342,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
     top = parser()
     args, extra = top.parse_known_args(argv)
     if extra:  # the subcommand's usage, not the top one's (`serve --listn x`)
-        import difflib
+        from memlineage.nearest import nearest
 
         own = innermost(top, args)
         flags = [o for a in own._actions for o in a.option_strings if o.startswith("--")]
-        near = [
-            m for x in extra if x.startswith("--") for m in difflib.get_close_matches(x, flags, 1)
-        ]
+        near = [m for x in extra if x.startswith("--") if (m := nearest(x, flags)) is not None]
         hint = f" (did you mean {', '.join(near)}?)" if near else ""
         own.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
     out = sys.stdout

@@ -13,6 +13,7 @@ from typing import Any
 from memlineage.config.definition import _META, _TABLE_META, Config, _Meta
 from memlineage.config.help import _SCORING_HELP, SECTIONS
 from memlineage.config.kinds import _KINDS, BOOL, CONFIG_ENV, ConfigError, Kind, Range
+from memlineage.nearest import nearest
 from memlineage.oserrors import reason
 
 
@@ -157,10 +158,8 @@ def _file_layer(path: str) -> dict[str, tuple[Any, str]]:
 
 
 def _nearest(name: str, known: list[str]) -> str:
-    import difflib
-
-    near = difflib.get_close_matches(name, known, n=1)
-    return f" (did you mean {near[0]!r}?)" if near else ""
+    near = nearest(name, known)
+    return f" (did you mean {near!r}?)" if near else ""
 
 
 def _env_layer(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
@@ -192,14 +191,12 @@ CLIENT_ENV = ("MEMLINEAGE_TOKEN", "MEMLINEAGE_TARGET")
 def unknown_env(env: Mapping[str, str] | None = None) -> list[str]:
     """A warning per ``MEMLINEAGE_*`` variable that is no setting (a typo such as
     ``MEMLINEAGE_LISTN`` is otherwise ignored without a word), with the nearest name."""
-    import difflib
-
     env = os.environ if env is None else env
     known = {s.env for s in SETTINGS} | {CONFIG_ENV, *CLIENT_ENV}
     out = []
     for name in sorted(n for n in env if n.startswith("MEMLINEAGE_") and n not in known):
-        near = difflib.get_close_matches(name, sorted(known), n=1)
-        hint = f" (did you mean {near[0]}?)" if near else ""
+        near = nearest(name, known)
+        hint = f" (did you mean {near}?)" if near else ""
         out.append(f"{name} is not a setting and is ignored{hint}")
     return out
 
