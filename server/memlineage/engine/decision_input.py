@@ -24,9 +24,9 @@ from memlineage_dsl.facts import (
     Request,
     UnknownMemory,
 )
-from memlineage_dsl.schema import OPERATIONS
+from memlineage_dsl.schema import CREATOR_KINDS, OPERATIONS
 
-from memlineage.engine.snapshot import StoreSnapshot, acts_counter
+from memlineage.engine.snapshot import SCORES, StoreSnapshot, acts_counter
 
 __all__ = ["ReplaySnapshot", "decode_input", "encode_input"]
 
@@ -104,7 +104,7 @@ def encode_input(req: Request, snap: StoreSnapshot) -> str:
         "memory": req.memory.id,
         "target": req.target.id if req.target is not None else None,
         "memories": [m.id for m in req.memories],
-        "actor": req.actor.id,
+        "actor": [req.actor.kind, req.actor.id],  # the kind as given: an id may name none
         "namespace": req.namespace,
         "budget": req.budget,
         "time": req.time,
@@ -121,6 +121,7 @@ def encode_input(req: Request, snap: StoreSnapshot) -> str:
         ],
         "grants": [_grant(g) for g in req.grants],
         "counts": [[name, window, hit[0]] for (name, window), hit in snap.counts_read().items()],
+        "scored": sorted(snap.scored),
         "facts": facts,
     }
     return json.dumps(body, separators=(",", ":"))
@@ -134,6 +135,12 @@ class ReplaySnapshot(DictSnapshot):
         super().__init__(facts)
         self.counts = counts
         self.missing: list[str] = []
+        self.scored = SCORES  # the scores the logged facts carry as computed
+
+    def unscored(self, reads: frozenset[str]) -> list[str]:
+        """The scores among `reads` (what a set's policies read) that the logged
+        decision left at their default: a replay reading one is approximate."""
+        return sorted((reads & SCORES) - self.scored)
 
     def _count(self, name: str, window: float) -> int:
         hit = self.counts.get((name, window))
@@ -154,6 +161,20 @@ class BadInput(ValueError):
     """A logged input whose field is not one the log writes (said as is)."""
 
 
+def _actor(v: object) -> Creator:
+    """The asker as logged: ``[kind, id]`` (an id may name no kind: `Actor(user,
+    "alice")`), or ``"kind:id"`` as logs before 2026-12-07 wrote it (the kind then
+    read from the id: such a line misstated an actor whose id names none)."""
+    if isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) and x for x in v):
+        if v[0] not in CREATOR_KINDS:
+            raise BadInput(f"actor: {v[0]!r} is not a kind")
+        return Creator(v[0], v[1])
+    actor = str(v)
+    if ":" not in actor:
+        raise BadInput(f"actor: {actor!r} is not kind:id")
+    return Creator.parse(actor)
+
+
 def decode_input(text: str | dict[str, Any]) -> tuple[Request, ReplaySnapshot]:
     """The request and snapshot `encode_input` wrote. Raises ValueError/KeyError on a
     malformed input."""
@@ -161,6 +182,11 @@ def decode_input(text: str | dict[str, Any]) -> tuple[Request, ReplaySnapshot]:
     memories = {i: _unfact(d) for i, d in v["facts"].items()}
     known = [m for m in memories.values() if isinstance(m, MemoryFacts)]
     snap = ReplaySnapshot(known, {(str(n), float(w)): int(c) for n, w, c in v.get("counts", [])})
+    scored = v.get("scored")  # absent (logs before 2026-12-07): taken as both
+    if scored is not None:
+        if not isinstance(scored, list) or not set(scored) <= SCORES:
+            raise BadInput(f"scored: {scored!r} is not a list of scores")
+        snap.scored = frozenset(scored)
 
     def ref(i: str) -> Memory:
         return memories.get(i) or UnknownMemory(i, str(v["namespace"]))
@@ -170,13 +196,10 @@ def decode_input(text: str | dict[str, Any]) -> tuple[Request, ReplaySnapshot]:
         raise BadInput(f"op: {op!r} is not an operation")
     if not math.isfinite(at):
         raise BadInput(f"time: {at!r} is not a finite time")
-    actor = str(v["actor"])
-    if ":" not in actor:
-        raise BadInput(f"actor: {actor!r} is not kind:id")
     req = Request(
         op,
         ref(v["memory"]),
-        Creator.parse(actor),
+        _actor(v["actor"]),
         str(v["namespace"]),
         float(v["budget"]),
         at,

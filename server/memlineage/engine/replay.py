@@ -34,6 +34,7 @@ class ReplayReport:
     without_input: int = 0  # lines logged without `decision_log_inputs`
     unreadable: list[str] = field(default_factory=list)  # "FILE:LINE: why"
     unfaithful: int = 0  # the candidate read a count the logged decision did not
+    unscored: int = 0  # the candidate read a score the logged decision left at 1.0
     transitions: Counter[tuple[str, str]] = field(default_factory=Counter)
     by_policy: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
     examples: dict[tuple[str, str], list[str]] = field(default_factory=dict)
@@ -127,6 +128,8 @@ def replay_lines(
         report.replayed += 1
         if snap.missing:
             report.unfaithful += 1
+        if snap.unscored(candidate.plans[req.op].reads):
+            report.unscored += 1
         before = str(line.get("effect"))
         if d.effect == before:
             report.unchanged += 1
@@ -154,6 +157,7 @@ def merge(reports: Iterable[ReplayReport]) -> ReplayReport:
         out.without_input += r.without_input
         out.unreadable.extend(r.unreadable)
         out.unfaithful += r.unfaithful
+        out.unscored += r.unscored
         out.score_changes += r.score_changes
         out.transitions.update(r.transitions)
         for key, policies in r.by_policy.items():
@@ -248,6 +252,12 @@ def render(report: ReplayReport, out: TextIO) -> None:
         out.write(
             f"{report.unfaithful} read a rate counter the logged decision had not read "
             "(counted as 0: the candidate's answer there is approximate)\n"
+        )
+    if report.unscored:
+        out.write(
+            f"{report.unscored} read a score (reliability, value_score) the logged "
+            "decision's policies did not read, logged at 1.0: the candidate's answer "
+            "there is approximate\n"
         )
     for where in report.unreadable[:10]:
         out.write(f"unreadable: {where}\n")

@@ -101,6 +101,10 @@ class StoreSnapshot(DictSnapshot):
         self._namespace = namespace
         self._counts: dict[tuple[str, float], tuple[int, float]] = {}
         self.store_failed = False  # a counter read hit an unavailable store
+        # The scores its facts carry as computed (`snapshot_of`); one left out (no
+        # policy of the operation reads it) is at its default 1.0 (`decision_input`
+        # logs which: a replay by a set that reads it would be approximate).
+        self.scored: frozenset[str] = SCORES
         # Whether the horizon is wanted: only a decision that may be kept for reuse
         # works out when its time-dependent tests would flip (`EngineBase._bound`
         # turns it on); the others (writes, acts, reuse off) are tested with plain
@@ -152,6 +156,9 @@ class StoreSnapshot(DictSnapshot):
         self.until(hit[1])
         return hit[0]
 
+
+SCORES = frozenset({"reliability", "value_score"})
+"""The scores a memory's facts carry (computed per request)."""
 
 # Facts of records a store hands out as shared immutable objects (the embedded
 # store returns the same MemoryRecord until its row changes): built once per
@@ -214,4 +221,9 @@ def snapshot_of(
             f.reliability = rel.get(f.id, f.reliability)
         if val is not None:
             f.value_score = val.get(f.id, f.value_score)
-    return StoreSnapshot(facts, store, namespace), facts
+    snap = StoreSnapshot(facts, store, namespace)
+    if rel is None or val is None:
+        snap.scored = frozenset(
+            name for name, kept in (("reliability", rel), ("value_score", val)) if kept is not None
+        )
+    return snap, facts

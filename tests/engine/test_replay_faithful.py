@@ -1,0 +1,86 @@
+"""Replay re-decides a logged line as it was served: the asker's kind as the request
+gave it (an id may name none), and a score the serving set did not read (logged at
+its default) said to make the replay approximate (an outside audit: an update by
+`Actor(user, "ops:alice")` served ALLOW replayed as DENY, and a candidate reading
+reliability replayed a memory of reliability ~1e-11 as 1.0, with no word)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from memlineage.engine.core import Engine
+from memlineage.engine.decision_log import DecisionLog
+from memlineage.engine.policies import PolicyHolder
+from memlineage.engine.replay import render, replay_lines
+from memlineage.lineage.model import MemoryRecord
+from memlineage.store.embedded import EmbeddedStore
+from memlineage_dsl.facts import Creator
+from memlineage_dsl.pipeline import build_texts
+from support.sidecar import BUNDLED_POLICIES
+
+
+def _engine(policies: Path | str) -> tuple[Engine, io.StringIO, PolicyHolder]:
+    sink = io.StringIO()
+    holder = PolicyHolder(policies)
+    engine = Engine(
+        EmbeddedStore(), holder, log=DecisionLog(sink), reuse_decisions=False, capture_inputs=True
+    )
+    return engine, sink, holder
+
+
+def _lines(sink: io.StringIO) -> list[tuple[str, int, str]]:
+    return [("log", n, text) for n, text in enumerate(sink.getvalue().splitlines(), 1)]
+
+
+def test_an_actor_whose_id_names_no_kind_replays_as_served() -> None:
+    engine, sink, holder = _engine(BUNDLED_POLICIES)
+    user = Creator("user", "user:alice")
+    engine.record(MemoryRecord("city", "default", creator_id="user:alice"), user)
+    for asker in (Creator("user", "ops:alice"), Creator("user", "alice")):
+        d = engine.check("default", "update", ("city",), asker)
+        assert d.decision.effect == "allow"  # a user changes what the user stated
+    logged = [json.loads(text) for _, _, text in _lines(sink)][-2:]
+    assert [x["input"]["actor"] for x in logged] == [["user", "ops:alice"], ["user", "alice"]]
+    report = replay_lines(_lines(sink), holder.current.compiled)
+    assert (report.unreadable, report.replayed, report.unchanged) == ([], 3, 3), report
+
+
+def test_an_old_lines_kind_colon_id_actor_still_replays() -> None:
+    engine, sink, holder = _engine(BUNDLED_POLICIES)
+    engine.record(
+        MemoryRecord("city", "default", creator_id="user:alice"), Creator("user", "user:alice")
+    )
+    engine.check("default", "read", ("city",), Creator("agent", "agent:p"))
+    line = json.loads(sink.getvalue().splitlines()[-1])
+    line["input"]["actor"] = "agent:p"  # as logs before [kind, id] wrote it
+    del line["input"]["scored"]
+    report = replay_lines([("old", 1, json.dumps(line))], holder.current.compiled)
+    assert (report.unreadable, report.unchanged, report.unscored) == ([], 1, 0), report
+
+
+def test_a_score_the_serving_set_did_not_read_makes_its_replay_approximate(
+    tmp_path: Path,
+) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "a.mlp").write_text('policy p { on read when memory.confidence < 0.1 deny "x" }\n')
+    reads = build_texts(
+        {"a.mlp": 'policy q { on read when memory.reliability < 0.3 degrade "y" }\n'}
+    )
+    assert reads.compiled is not None
+    engine, sink, holder = _engine(served)
+    engine.record(
+        MemoryRecord("note", "default", creator_id="tool:web", creator_confidence=0.2),
+        Creator("tool", "tool:web"),
+    )
+    engine.check("default", "read", ("note",), Creator("agent", "agent:p"))
+    [*_, last] = [json.loads(text) for _, _, text in _lines(sink)]
+    assert last["input"]["scored"] == []  # the serving set reads no score
+    assert replay_lines(_lines(sink), holder.current.compiled).unscored == 0
+    report = replay_lines(_lines(sink), reads.compiled)
+    out = io.StringIO()
+    render(report, out)
+    assert report.unscored == 1, report
+    assert "1 read a score (reliability, value_score)" in out.getvalue()
