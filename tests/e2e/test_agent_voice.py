@@ -100,7 +100,7 @@ def test_owners_hear_object_and_the_sweep_waits(voice: tuple) -> None:
             c.object_to("shared", "  ", actor="agent:beta")
         with pytest.raises(InvalidArgument) as bad:  # before: stored verbatim, shown by Explain
             c.object_to("shared", "keep\x00\x1b[2J\nFAKE LOG LINE", actor="agent:beta")
-        assert bad.value.details == "reason: must not contain control characters"
+        assert bad.value.details == "reason: must not contain control characters (U+0000)"
         got = c.object_to("shared", "the trip is next month", actor="agent:beta")
         assert got.proposal.state == "postponed" and got.proposal.objections_left == 1
         assert got.proposal.deadline.seconds == int(clock() + POSTPONE)

@@ -200,11 +200,25 @@ def check_reason(reason: Any, limits: StoreLimits) -> str:
     return check_one_line(reason, "reason", code="INVALID_REASON")
 
 
+_NOT_ONE_LINE = re.compile(
+    "[\x00-\x1f\x7f-\x9f"  # C0, DEL, C1 (U+009B is a terminal's CSI)
+    "\u2028\u2029"  # line and paragraph separators
+    "\u202a-\u202e\u2066-\u2069]"  # bidi embeddings, overrides and isolates
+)
+
+
 def check_one_line(value: str, field: str, *, code: str = "INVALID_TEXT") -> str:
     """Text shown on one line (a reason, an action, a short request field): no control
-    character, not even a newline, which would forge a line wherever it is printed."""
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
-        raise ValidationError("must not contain control characters", field=field, code=code)
+    character, not even a newline, which would forge a line wherever it is printed, and
+    none that reorders or moves what a terminal shows (C1 controls, bidi overrides:
+    an outside audit printed a reason holding U+009B and U+202E raw)."""
+    bad = _NOT_ONE_LINE.search(value)
+    if bad is not None:
+        raise ValidationError(
+            f"must not contain control characters (U+{ord(bad.group()):04X})",
+            field=field,
+            code=code,
+        )
     return value
 
 
