@@ -154,3 +154,38 @@ def test_versions_become_a_revision_chain() -> None:
     assert ("city@v2", "user:bob") in attributed
     # An answer without versions has no revision.
     assert "wasDerivedFrom" not in to_prov(pb.ExplainResponse(memory=version(1, "user:alice")))
+
+
+def test_creators_sharing_an_id_of_two_kinds_stay_two_agents() -> None:
+    """An id may name no kind (`(user, "alice")`, `(tool, "alice")`): keyed by the id
+    alone they were one agent, the user's memory attributed to a tool (an outside
+    audit). An id that names its kind keeps its plain agent id."""
+
+    def memory(mid: str, kind: int, creator: str) -> pb.Memory:
+        return pb.Memory(
+            id=mid, namespace="default", version=1, status=pb.STATUS_ACTIVE,
+            creator=pb.Creator(kind=kind, id=creator), type="fact",
+        )  # fmt: skip
+
+    resp = pb.ExplainResponse(
+        memory=memory("said", pb.CREATOR_KIND_USER, "alice"),
+        ancestors=[
+            memory("scraped", pb.CREATOR_KIND_TOOL, "alice"),
+            memory("typed", pb.CREATOR_KIND_USER, "user:alice"),
+        ],
+    )
+    agents = to_prov(resp)["agent"]
+    assert {k: v["ml:kind"] for k, v in agents.items()} == {
+        "creator:user/alice": "user",
+        "creator:tool/alice": "tool",
+        "creator:user:alice": "user",
+    }
+    doc = read(to_prov_json(resp))
+    attributed = {
+        (str(r.args[0].localpart), str(r.args[1].localpart)) for r in by_kind(doc, ProvAttribution)
+    }
+    assert attributed == {
+        ("said", "user/alice"),
+        ("scraped", "tool/alice"),
+        ("typed", "user:alice"),
+    }

@@ -7,7 +7,8 @@ package, a triple store) in the W3C vocabulary instead of MemLineage's own:
   `ml:version`, `ml:reliability`, its claim, tags...), generated at its `created_at`
   (`wasGeneratedBy`, no activity) and, when revoked, superseded or evicted,
   invalidated at that change (`wasInvalidatedBy`, with the reason);
-- each creator is an `agent` (`creator:KIND:ID`; a user is a `prov:Person`, anything
+- each creator is an `agent` (`creator:KIND:ID`, or `creator:KIND/ID` for an id that names
+  no kind; a user is a `prov:Person`, anything
   else a `prov:SoftwareAgent`) with its credibility, and `wasAttributedTo` ties a
   memory to it;
 - each lineage edge is `wasDerivedFrom` (the derived memory from its dependency);
@@ -81,7 +82,13 @@ def _memory_id(memory_id: str, version: int | None = None) -> str:
     return f"mem:{_local(memory_id)}" + (f"@v{version}" if version is not None else "")
 
 
-def _creator_id(creator_id: str) -> str:
+def _creator_id(creator_id: str, kind: str = "") -> str:
+    """`creator:ID` for an id that names its kind (`user:alice`); one that names none
+    is `creator:KIND/ID`, so `(user, "alice")` and `(tool, "alice")` stay two agents
+    (before: merged, the user's memory attributed to a tool; an outside audit). A
+    source's statistics, which carry no kind, go to `creator:ID`."""
+    if kind and not creator_id.startswith(f"{kind}:"):
+        return f"creator:{kind}/{_local(creator_id)}"
     return f"creator:{_local(creator_id)}"
 
 
@@ -116,8 +123,8 @@ def _add_memory(doc: _Doc, m: pb.Memory, ident: str) -> None:
     """The memory's entity, its creator's agent, attribution, generation, invalidation."""
     doc.record("entity", ident, _attributes(m))
     if m.creator.id:
-        agent = _creator_id(m.creator.id)
         kind = pb.CreatorKind.Name(m.creator.kind).removeprefix("CREATOR_KIND_").lower()
+        agent = _creator_id(m.creator.id, kind)
         person = kind == "user"
         doc.record(
             "agent",
