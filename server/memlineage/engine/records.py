@@ -147,15 +147,18 @@ def _serial_of(decision_id: str) -> int | None:
         return None
 
 
-_MANY = -1
-"""The key of a decision on other than one memory (an act's): CPython's `hash` never
-returns -1, so no memory id's key is this."""
+_MANY = 0x5DEECE66D
+"""Mixed into the key of a decision on other than one memory (an act's)."""
 
 
-def _key(memory_ids: Sequence[str]) -> int:
-    """A journal slot's key: the hash of its decision's one memory id (equal ids, equal
-    keys; a key shared by chance only costs reading that slot), else `_MANY`."""
-    return hash(memory_ids[0]) if len(memory_ids) == 1 else _MANY
+def _key(namespace: str, memory_ids: Sequence[str]) -> int:
+    """A journal slot's key: its namespace's hash mixed with its decision's one memory
+    id's (equal ids, equal keys; a key shared by chance only costs reading that slot),
+    or with `_MANY`. The namespace's part: a memory's recent decisions are looked for
+    among its own namespace's acts only (before: every namespace's, so one tenant's
+    acts slowed another's Explain, and timed it; an outside audit). A string caches
+    its hash: two lookups and an xor."""
+    return hash(namespace) ^ (hash(memory_ids[0]) if len(memory_ids) == 1 else _MANY)
 
 
 class DecisionJournal:
@@ -190,7 +193,7 @@ class DecisionJournal:
         """Keep `rec`, issued with `serial` (`issue_decision_id`). A list store is
         atomic: no lock."""
         i = serial % self._limit
-        self._keys[i] = _key(rec.memory_ids)
+        self._keys[i] = _key(rec.namespace, rec.memory_ids)
         self._slots[i] = rec
         if self.queue is not None:
             self.queue.append(rec)
@@ -200,7 +203,8 @@ class DecisionJournal:
         for serial, rec in zip(serials, recs, strict=True):
             i = serial % limit
             ids = rec.memory_ids
-            keys[i] = hash(ids[0]) if len(ids) == 1 else _MANY  # `_key`, inlined
+            # `_key`, inlined
+            keys[i] = hash(rec.namespace) ^ (hash(ids[0]) if len(ids) == 1 else _MANY)
             slots[i] = rec
         if self.queue is not None:
             self.queue.extend(recs)
@@ -213,7 +217,7 @@ class DecisionJournal:
         i = serial % self._limit
         self._serials[i] = serial
         self._times[i] = decided_at
-        self._keys[i] = _key(context.memory_ids)
+        self._keys[i] = _key(context.namespace, context.memory_ids)
         self._slots[i] = context
         if self.queue is not None:
             self.queue.append((serial, context, decided_at))
@@ -231,7 +235,8 @@ class DecisionJournal:
         keys = np.frombuffer(self._keys, dtype=np.int64)
         # The slots that may hold one: its key, or several memories' (an act). A slot
         # rewritten meanwhile is read as it is now, and checked below as every one is.
-        maybe = np.flatnonzero((keys == hash(memory_id)) | (keys == _MANY)).tolist()
+        mine, acts = _key(namespace, (memory_id,)), _key(namespace, ())
+        maybe = np.flatnonzero((keys == mine) | (keys == acts)).tolist()
         found = (self._at(i) for i in maybe)
         recs = [
             r
