@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
@@ -295,3 +296,65 @@ def test_a_caller_holding_its_share_is_refused_and_others_are_served() -> None:
             time.sleep(0.05)
         a.record("m1", creator="user:alice")
         assert a.check("read", "m1").effect == pb.EFFECT_ALLOW
+
+
+@pytest.mark.parametrize("method", ["Check", "Watch"])
+def test_a_burst_of_held_calls_is_bounded_from_its_first_call(method: str) -> None:
+    """400 calls opened at once, none sending its request: before, none had waited
+    0.25 s when the next came, so all were admitted and took every thread the pool
+    grows (256), and another tenant's Check, or Watch, waited out its deadline (an
+    outside audit). A caller's calls are counted from the first: past
+    HELD_PER_CALLER the rest are RESOURCE_EXHAUSTED at once, and the other caller
+    is served (its Watch sees its own Record) while they are held."""
+    from memlineage.config import Config
+    from memlineage.grpc_api.auth import TokenGrant
+    from memlineage.grpc_api.gate import HELD_PER_CALLER
+    from support.sidecar import BUNDLED_POLICIES
+
+    config = Config(
+        policy_dir=BUNDLED_POLICIES,
+        decision_log="off",
+        tokens=(TokenGrant("token-a", ("a",), name="a"), TokenGrant("token-b", ("b",), name="b")),
+    )
+    as_a = (("authorization", "Bearer token-a"),)
+    with (
+        RunningSidecar(config, pinned=True) as running,  # the sync server's pools
+        MemLineageClient(running.address, token="token-b", timeout=5) as b,
+    ):
+        channel = grpc.insecure_channel(running.address)
+        stop = threading.Event()
+        refused: list[int] = []
+        calls: list[Any] = []
+        for _ in range(400):
+            if method == "Check":
+                call: Any = channel.stream_unary(
+                    ML + "Check", request_serializer=None, response_deserializer=None
+                ).future(_never(stop), timeout=25, metadata=as_a)
+            else:
+                call = channel.stream_stream(
+                    ML + "Watch", request_serializer=None, response_deserializer=None
+                )(_never(stop), timeout=25, metadata=as_a)
+            call.add_done_callback(
+                lambda c: (
+                    refused.append(1) if c.code() == grpc.StatusCode.RESOURCE_EXHAUSTED else None
+                )
+            )
+            calls.append(call)
+        try:
+            deadline = time.monotonic() + 15
+            while len(refused) < 400 - HELD_PER_CALLER:
+                assert time.monotonic() < deadline, len(refused)
+                time.sleep(0.05)
+            b.record("m1", creator="user:bob")
+            if method == "Check":
+                assert b.check("read", "m1").effect == pb.EFFECT_ALLOW
+            else:
+                stream = b.watch(from_oldest=True)
+                first = next(iter(stream))
+                assert first.memory_id == "m1"
+                stream.cancel()
+        finally:
+            stop.set()
+            for call in calls:
+                call.cancel()
+            channel.close()

@@ -36,10 +36,15 @@ most this often per reason, with how many since the last line (a flood of bad to
 must not flood the log)."""
 
 HELD_PER_CALLER = 32
-"""Calls one caller (a token) may hold on the server's pool without sending their
-request (`registration.CallPool.held_by`): past it, its next calls are answered
+"""Calls of one caller (a token) a pool may have whose request has not come, queued or
+on a thread (`registration.CallPool.unread_by`): past it, its next calls are answered
 RESOURCE_EXHAUSTED at once, so one tenant cannot take the threads the pool grows for
-everyone. Without tokens every caller is one: there is no such limit then."""
+everyone (counted from the first call of a burst: counting only calls that had waited
+0.25 s let 400 opened at once take all 256 threads; an outside audit). The unary pool
+and the Watch pool each count. Without tokens every caller is one: no such limit."""
+
+WATCH = "/memlineage.v1.MemLineage/Watch"
+"""The method whose calls run on the Watch pool (`registration.on_pool`)."""
 
 log = logging.getLogger("memlineage.auth")
 
@@ -56,11 +61,16 @@ class AuthGate(grpc.ServerInterceptor):
     RESOURCE_EXHAUSTED for a caller holding `HELD_PER_CALLER` calls on `pool`."""
 
     def __init__(
-        self, auth: Authenticator, metrics: Metrics | None = None, pool: CallPool | None = None
+        self,
+        auth: Authenticator,
+        metrics: Metrics | None = None,
+        pool: CallPool | None = None,
+        watch_pool: CallPool | None = None,
     ) -> None:
         self._auth = auth
         self._metrics = metrics
         self._pool = pool
+        self._watch_pool = watch_pool
         self._lock = threading.Lock()
         self._said: dict[str, tuple[float, int]] = {}  # reason -> (last line, refused since)
 
@@ -114,13 +124,13 @@ class AuthGate(grpc.ServerInterceptor):
         verdict = self.admit(method, details.invocation_metadata)
         if verdict is None:
             return continuation(details)
-        pool = self._pool
+        pool = self._watch_pool if method == WATCH else self._pool
         if pool is not None:  # until it is known whose call this is (a refusal: no one's)
             pool.for_caller(None)
         if isinstance(verdict, Refusal):
             return self._refusal(verdict.exc, verdict.reason, method)
         if pool is not None:
-            if pool.held_by(verdict.name) >= HELD_PER_CALLER:
+            if pool.unread_by(verdict.name) >= HELD_PER_CALLER:
                 return self._holding(verdict.name, method)
             pool.for_caller(verdict.name)  # grpc submits this call next, on this thread
         return continuation(details)
@@ -130,7 +140,8 @@ class AuthGate(grpc.ServerInterceptor):
         share of calls that never sent their request."""
         message = (
             f"caller {caller!r} holds {HELD_PER_CALLER} calls that have not sent their "
-            "request: send or cancel them (each gives its thread back when it ends)"
+            "request or wait for a thread: send, cancel or await them (each gives its "
+            "place back when its request comes or it ends)"
         )
 
         def refuse(requests: Any, context: grpc.ServicerContext) -> Any:

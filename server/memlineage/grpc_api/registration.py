@@ -64,6 +64,10 @@ class CallPool(ThreadPoolExecutor):
         self.workers, self.most = workers, max(workers, most)
         # call token -> (when a thread took it, its caller when known)
         self._waiting: dict[object, tuple[float, str | None]] = {}
+        # per caller: its calls submitted whose request has not come (queued or on a
+        # thread), each counted once (`_Unread`) until its request comes or it ends
+        self._unread: dict[str, int] = {}
+        self._unread_lock = threading.Lock()
         self._local = threading.local()
         self._next = threading.local()  # the caller of the call submitted next (`for_caller`)
         self._recheck_due = False  # a timer will look again (see `_look`)
@@ -77,9 +81,12 @@ class CallPool(ThreadPoolExecutor):
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         caller = getattr(self._next, "caller", None)
+        unread: list[str | None] = [caller]  # the call's count, until given back
         if caller is not None:
             self._next.caller = None
-        future = super().submit(self._run, fn, args, kwargs, caller)
+            with self._unread_lock:
+                self._unread[caller] = self._unread.get(caller, 0) + 1
+        future = super().submit(self._run, fn, args, kwargs, unread)
         if self._waiting:
             self._look()
         return future
@@ -127,21 +134,42 @@ class CallPool(ThreadPoolExecutor):
                 if len(self._threads) == started:
                     break
 
-    def _run(self, fn: Callable[..., Any], args: Any, kwargs: Any, caller: str | None) -> Any:
+    def _run(self, fn: Callable[..., Any], args: Any, kwargs: Any, unread: list[str | None]) -> Any:
         token = object()
-        self._waiting[token] = (time.monotonic(), caller)
-        self._local.token = token
+        self._waiting[token] = (time.monotonic(), unread[0])
+        self._local.token, self._local.unread = token, unread
         try:
             return fn(*args, **kwargs)
         finally:
             self._waiting.pop(token, None)
-            self._local.token = None
+            self._give_back(unread)
+            self._local.token = self._local.unread = None
+
+    def _give_back(self, unread: list[str | None]) -> None:
+        """The call's request came, or it ended: its caller's count down, once."""
+        caller = unread[0]
+        if caller is None:
+            return
+        unread[0] = None
+        with self._unread_lock:
+            left = self._unread.get(caller, 0) - 1
+            if left > 0:
+                self._unread[caller] = left
+            else:
+                self._unread.pop(caller, None)
 
     def received(self) -> None:
         """The call on this thread has its request (its handler is about to run)."""
         token = getattr(self._local, "token", None)
         if token is not None:
             self._waiting.pop(token, None)
+            self._give_back(self._local.unread)
+
+    def unread_by(self, caller: str) -> int:
+        """`caller`'s calls submitted whose request has not come: queued, or on a
+        thread waiting for it, however long (a burst opened at once is counted from
+        its first call; `held_by` counts only calls that have waited)."""
+        return self._unread.get(caller, 0)
 
     @property
     def threads(self) -> int:

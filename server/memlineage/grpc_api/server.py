@@ -198,6 +198,9 @@ def serve(
         NETWORK_STORE_WORKERS if engine.store.waits_on_network else EMBEDDED_WORKERS
     )
     pool = CallPool(workers)
+    service = MemLineageService(engine, auth, metrics)
+    # with tokens, the gate first: a caller without one never holds a worker
+    gate = [AuthGate(auth, metrics, pool, service.watch_pool)] if auth.enabled else []
     server = grpc.server(
         pool,
         options=[
@@ -205,11 +208,8 @@ def serve(
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ],
-        # with tokens, the gate first: a caller without one never holds a worker
-        interceptors=([AuthGate(auth, metrics, pool)] if auth.enabled else []) + list(interceptors)
-        or None,
+        interceptors=gate + list(interceptors) or None,
     )
-    service = MemLineageService(engine, auth, metrics)
     register(service, server, pool)
     admin = PolicyAdminService(engine, auth, metrics)
     admin.sweep_batch = config.sweep_batch
