@@ -248,7 +248,15 @@ def test_hmac_log_rejects_a_log_rechained_without_the_key(tmp_path: Path) -> Non
         "altered: the HMAC does not match the line (or written with another key)",
     )
     path.write_text("".join(sha_chain(lines, 0)), encoding="utf-8")
-    assert verify([str(path)]).ok  # a plain SHA-256 chain can be redone: hence the key
+    # a plain SHA-256 chain can be redone: hence the key. Its head record, written with
+    # the key, does not read back without it: verify says so (with the record deleted
+    # too, the re-chained log verifies without the key, as README says)
+    assert problem(verify([str(path)]))[1:] == (
+        0,
+        "its head record was altered (or written with another key)",
+    )
+    Path(f"{path}.head").unlink()
+    assert verify([str(path)]).ok
     assert problem(verify([str(path)], key="s3cret"))[1] == 1
     wrong = sha_chain(lines, 3, lambda b: hmac.new(b"guess", b, "sha256").hexdigest())
     path.write_text("".join(wrong), encoding="utf-8")
@@ -537,3 +545,22 @@ def test_an_emptied_log_verifies_nothing(tmp_path: Path) -> None:
     path = tmp_path / "d.log"
     path.write_text("", encoding="utf-8")
     assert problem(verify([str(path)])) == ("d.log", 0, "no decision line: nothing was verified")
+
+
+def test_verify_finds_lines_cut_from_the_end_by_the_head_record(tmp_path: Path) -> None:
+    """Lines cut from the end of a log while its sidecar is down leave a whole chain:
+    before, `log verify` said "chain intact" (the head record was only read by the
+    next writer; an outside audit). It reads the head record first, and names the
+    missing seqs; a log whose head record is gone is verified on its lines alone."""
+    path = tmp_path / "d.log"
+    lines = write_log(path, key="s3cret")
+    assert verify([str(path)], key="s3cret").ok
+    path.write_text("".join(lines[:-3]), encoding="utf-8")
+    found = verify([str(path)], key="s3cret")
+    assert found.problem is not None and found.problem.line == 0
+    last = len(lines) - 4
+    assert found.problem.what.startswith(
+        f"decisions seq {last + 1}..{last + 3} are missing: the log ended at seq {last}"
+    ), found.problem.what
+    Path(f"{path}.head").unlink()
+    assert verify([str(path)], key="s3cret").ok

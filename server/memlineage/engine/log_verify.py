@@ -1,7 +1,8 @@
 """`memlineage log verify`: walk decision-log files in order as one chain and name
 the first line that does not fit: altered (its hash), removed, inserted or moved (its
-`seq` and `prev`), unreadable, or a `gap` line the writer wrote on finding the file
-cut behind its head record (`log_head`). The line format: `decision_log`."""
+`seq` and `prev`), unreadable, a `gap` line the writer wrote on finding the file
+cut behind its head record (`log_head`), or a file that ends before that record while
+the writer is down. The line format: `decision_log`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from memlineage.engine.log_chain import GENESIS, HASH_RE, HEX64, digester, key_bytes
+from memlineage.engine.log_head import Head, gap_after, read_head
 from memlineage.lineage.errors import TOO_DEEP
 from memlineage.oserrors import said
 
@@ -102,6 +104,10 @@ def verify(
     keyed = key_bytes(key)
     digest = digester(keyed)
     what_hash = "HMAC" if keyed else "hash"
+    paths = list(paths)
+    # the live file's head record (`log_head`), read before the lines: a writer going
+    # on meanwhile only ever puts it behind what is read next
+    kept = read_head(paths[-1], digest) if paths else None
     decisions = 0
     first_seq: int | None = None
     last_seq, last_hash = -1, GENESIS
@@ -158,6 +164,11 @@ def verify(
         last_path = path
     if decisions == 0:  # an emptied log said "0 decisions, chain intact"
         return Verified(0, None, Problem(last_path, 0, "no decision line: nothing was verified"))
+    # lines cut from the end leave a whole chain: only the head record shows them
+    # (before: "chain intact" over a log cut while its sidecar was down; an audit)
+    cut = gap_after(Head(last_seq, last_hash), kept)
+    if cut is not None:
+        return Verified(decisions, first_seq, Problem(last_path, 0, cut))
     return Verified(decisions, first_seq, None)
 
 
