@@ -189,3 +189,35 @@ def test_creators_sharing_an_id_of_two_kinds_stay_two_agents() -> None:
         ("scraped", "tool/alice"),
         ("typed", "user:alice"),
     }
+
+
+def test_a_decision_used_the_version_it_met() -> None:
+    """Each decision `used` the version of the memory current at its time (before:
+    every decision, the first write's too, used the newest version; an outside
+    audit)."""
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    def version(n: int, at: int) -> pb.Memory:
+        return pb.Memory(
+            id="note", namespace="default", version=n, status=pb.STATUS_ACTIVE,
+            creator=pb.Creator(kind=pb.CREATOR_KIND_USER, id="user:alice"), type="fact",
+            created_at=Timestamp(seconds=at),
+        )  # fmt: skip
+
+    def decision(did: str, at: int) -> pb.Decision:
+        return pb.Decision(
+            decision_id=did, operation=pb.OPERATION_UPDATE, effect=pb.EFFECT_ALLOW,
+            memory_ids=["note"], decided_at=Timestamp(seconds=at),
+        )  # fmt: skip
+
+    resp = pb.ExplainResponse(
+        memory=version(3, 300),
+        versions=[version(2, 200), version(1, 100)],
+        decisions=[decision("d-write", 100), decision("d-v2", 200), decision("d-late", 250)],
+    )
+    used = {r["prov:activity"]: r["prov:entity"] for r in to_prov(resp)["used"].values()}
+    assert used == {
+        "decision:d-write": "mem:note@v1",
+        "decision:d-v2": "mem:note@v2",
+        "decision:d-late": "mem:note@v2",
+    }

@@ -190,6 +190,16 @@ def to_prov(resp: pb.ExplainResponse) -> dict[str, Any]:
             {"prov:label": s.source, "ml:credibility": s.credibility},
         )
     entities = doc.doc.get("entity", {})
+    # each version of the explained memory by its time: a decision used the one it met
+    # (before: every decision `used` the current one; an outside audit)
+    dated = sorted(
+        (m.created_at.seconds + m.created_at.nanos / 1e9, ident)
+        for m, ident in (
+            (resp.memory, _memory_id(resp.memory.id)),
+            *((old, _memory_id(old.id or resp.memory.id, old.version)) for old in _versions(resp)),
+        )
+        if resp.memory.id and m.HasField("created_at")
+    )
     for d in resp.decisions:
         ident = f"decision:{_local(d.decision_id)}"
         activity: dict[str, Any] = {
@@ -204,10 +214,25 @@ def to_prov(resp: pb.ExplainResponse) -> dict[str, Any]:
         if d.reasons:
             activity["ml:policy"] = [r.policy for r in d.reasons]
         doc.record("activity", ident, activity)
+        at = d.decided_at.seconds + d.decided_at.nanos / 1e9 if d.HasField("decided_at") else None
         for memory_id in d.memory_ids:
-            if _memory_id(memory_id) in entities:
-                doc.relation("used", {"prov:activity": ident, "prov:entity": _memory_id(memory_id)})
+            entity = _memory_id(memory_id)
+            if memory_id == resp.memory.id and dated and at is not None:
+                entity = _version_at(dated, at)
+            if entity in entities:
+                doc.relation("used", {"prov:activity": ident, "prov:entity": entity})
     return doc.doc
+
+
+def _version_at(dated: list[tuple[float, str]], at: float) -> str:
+    """The entity of the newest version made at or before `at` (a decision taken just
+    before its own write's record: the oldest)."""
+    entity = dated[0][1]
+    for created, ident in dated:
+        if created > at:
+            break
+        entity = ident
+    return entity
 
 
 def to_prov_json(resp: pb.ExplainResponse) -> str:
