@@ -56,25 +56,36 @@ class ActionMatcher:
         return action_listed(value, self.patterns)
 
 
-class SourceMatcher:
-    """Membership in a named source list: exact ids in a set, globs in one regex."""
+_SEEN_LIMIT = 4096  # answers a source list keeps (`SourceMatcher._seen`)
 
-    __slots__ = ("exact", "patterns", "regex")
+
+class SourceMatcher:
+    """Membership in a named source list: exact ids in a set, globs in one regex, and
+    the answers for the ids asked lately (a few creators ask again and again: each
+    decision of a FilterRank tests its candidate's creator)."""
+
+    __slots__ = ("_seen", "exact", "patterns", "regex")
 
     def __init__(self, patterns: tuple[str, ...]) -> None:
         self.patterns = patterns
         self.exact = frozenset(p for p in patterns if not any(c in p for c in "*?["))
         globs = [fnmatch.translate(p) for p in patterns if p not in self.exact]
         self.regex = re.compile("|".join(globs)) if globs else None
+        self._seen: dict[str, bool] = {}
 
     def match(self, value: object) -> bool:
+        hit = self._seen.get(value) if type(value) is str else None
+        if hit is not None:
+            return hit
         if isinstance(value, Creator):  # a creator stands for its id
             value = value.id
         if not isinstance(value, str):
             raise TypeError(f"source lists match strings, got {type(value).__name__}")
-        if value in self.exact:
-            return True
-        return bool(self.regex and self.regex.match(value))
+        found = value in self.exact or bool(self.regex and self.regex.match(value))
+        if len(self._seen) >= _SEEN_LIMIT:
+            self._seen.clear()
+        self._seen[value] = found
+        return found
 
 
 def glob_match(value: str, pattern: str | Sequence[str]) -> bool:
@@ -435,6 +446,13 @@ class CodeGen:
         finally:
             self._nesting -= 1
         var = f"v_{e.var}"
+        getter = self.getter(e, var, body)
+        if getter is not None:  # `min(v in L : v.confidence)`: map an attrgetter, in C
+            x, walk = self.root_walk(e.collection, scope) or ("", "")
+            if walk == "lineage":
+                coll = f"(({x},) if ({x}.known and not {x}.dependencies) else {coll})"
+            name = e.kind if e.kind in ("any", "all", "sum") else f"_{e.kind}"
+            return f"{name}(map({getter}, {coll}))"
         root = self.root_walk(e.collection, scope)
         if root is None:
             return _quantified(e.kind, var, coll, body)
@@ -448,6 +466,20 @@ class CodeGen:
         if empty is None:  # min, max: an empty collection raises, as before
             return plain
         return f"({empty} if {bare} else {plain})"
+
+    def getter(self, e: A.Quant, var: str, body: str) -> str | None:
+        """The name of an `operator.attrgetter` global for a quantifier whose body is
+        only an attribute of its variable (`v.confidence`) and that takes the values
+        as they are (min, max, sum, any, all: not count, which tests them), else None."""
+        if e.kind == "count" or not body.startswith(var + "."):
+            return None
+        attr = body[len(var) + 1 :]
+        if not attr.isidentifier():
+            return None
+        name = f"_get_{attr}"
+        if name not in self.globals:
+            self.globals[name] = operator.attrgetter(attr)
+        return name
 
     def root_walk(self, e: A.Expr, scope: frozenset[str]) -> tuple[str, str] | None:
         """(`m` or `t`, the walk) when `e` is `ancestors(memory)` or `lineage(memory)`

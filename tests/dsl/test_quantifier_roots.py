@@ -1,6 +1,8 @@
 """Quantifiers over `ancestors(memory)` and `lineage(memory)` of a memory built on
-nothing skip the walk (`CodeGen.root_walk`): the same answers as the walk gives, for
-every quantifier, for a root, a derived memory and one with no recorded lineage."""
+nothing skip the walk (`CodeGen.root_walk`), and one whose body is only an attribute
+of its variable maps an attrgetter (`CodeGen.getter`): the same answers as the
+general code gives, for every quantifier, for a root, a derived memory and one with
+no recorded lineage."""
 
 from __future__ import annotations
 
@@ -24,6 +26,10 @@ CASES = [
     ("max(a in lineage(memory) : a.confidence) > 0.5", (False, True, True)),
     ("count(a in lineage(memory) : a.confidence >= 0) == 1", (True, False, False)),
     ("any(a in lineage(memory) : a.id == memory.id)", (True, True, True)),
+    # a body that is only an attribute of the variable maps an attrgetter
+    ("any(a in ancestors(memory) : a.known)", (False, True, True)),
+    ("all(a in lineage(memory) : a.known)", (True, True, True)),
+    ("sum(a in lineage(memory) : a.confidence) > 1", (False, False, True)),
 ]
 
 

@@ -159,6 +159,13 @@ class StoreSnapshot(DictSnapshot):
 
 SCORES = frozenset({"reliability", "value_score"})
 """The scores a memory's facts carry (computed per request)."""
+_SCORED = {
+    (True, True): SCORES,
+    (True, False): frozenset({"reliability"}),
+    (False, True): frozenset({"value_score"}),
+    (False, False): frozenset(),
+}
+"""`StoreSnapshot.scored` by (reliability computed, value computed)."""
 
 # Facts of records a store hands out as shared immutable objects (the embedded
 # store returns the same MemoryRecord until its row changes): built once per
@@ -223,7 +230,5 @@ def snapshot_of(
             f.value_score = val.get(f.id, f.value_score)
     snap = StoreSnapshot(facts, store, namespace)
     if rel is None or val is None:
-        snap.scored = frozenset(
-            name for name, kept in (("reliability", rel), ("value_score", val)) if kept is not None
-        )
+        snap.scored = _SCORED[rel is not None, val is not None]
     return snap, facts
