@@ -241,14 +241,10 @@ def test_a_call_queued_behind_calls_not_yet_held_is_served_with_no_call_after_it
         pool.shutdown(wait=True)
 
 
-def test_a_caller_holding_its_share_is_refused_and_others_are_served() -> None:
-    """With tokens: a caller holding HELD_PER_CALLER calls without their request gets
-    RESOURCE_EXHAUSTED at once for its next ones, whole or not (before: it could take
-    every thread the pool grows); another caller is served throughout, and the first
-    is served again once its held calls end."""
+def _two_callers() -> tuple[Any, tuple[tuple[str, str], ...]]:
+    """A configuration with the tokens of callers `a` and `b`, and `a`'s metadata."""
     from memlineage.config import Config
     from memlineage.grpc_api.auth import TokenGrant
-    from memlineage.grpc_api.gate import HELD_PER_CALLER
     from support.sidecar import BUNDLED_POLICIES
 
     config = Config(
@@ -256,7 +252,17 @@ def test_a_caller_holding_its_share_is_refused_and_others_are_served() -> None:
         decision_log="off",
         tokens=(TokenGrant("token-a", ("a",), name="a"), TokenGrant("token-b", ("b",), name="b")),
     )
-    as_a = (("authorization", "Bearer token-a"),)
+    return config, (("authorization", "Bearer token-a"),)
+
+
+def test_a_caller_holding_its_share_is_refused_and_others_are_served() -> None:
+    """With tokens: a caller holding HELD_PER_CALLER calls without their request gets
+    RESOURCE_EXHAUSTED at once for its next ones, whole or not (before: it could take
+    every thread the pool grows); another caller is served throughout, and the first
+    is served again once its held calls end."""
+    from memlineage.grpc_api.gate import HELD_PER_CALLER
+
+    config, as_a = _two_callers()
     with (
         RunningSidecar(config, pinned=True) as running,
         MemLineageClient(running.address, token="token-a", timeout=5) as a,
@@ -306,17 +312,9 @@ def test_a_burst_of_held_calls_is_bounded_from_its_first_call(method: str) -> No
     outside audit). A caller's calls are counted from the first: past
     HELD_PER_CALLER the rest are RESOURCE_EXHAUSTED at once, and the other caller
     is served (its Watch sees its own Record) while they are held."""
-    from memlineage.config import Config
-    from memlineage.grpc_api.auth import TokenGrant
     from memlineage.grpc_api.gate import HELD_PER_CALLER
-    from support.sidecar import BUNDLED_POLICIES
 
-    config = Config(
-        policy_dir=BUNDLED_POLICIES,
-        decision_log="off",
-        tokens=(TokenGrant("token-a", ("a",), name="a"), TokenGrant("token-b", ("b",), name="b")),
-    )
-    as_a = (("authorization", "Bearer token-a"),)
+    config, as_a = _two_callers()
     with (
         RunningSidecar(config, pinned=True) as running,  # the sync server's pools
         MemLineageClient(running.address, token="token-b", timeout=5) as b,
