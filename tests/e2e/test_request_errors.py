@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -204,14 +205,14 @@ def test_open_health_watch_streams_leave_the_probes_their_threads(sidecar: Sidec
     open: they run on a pool of their own, so a probe's Check still answers at once
     (before: HEALTH_WATCH_THREADS of them on Check's pool made every probe run to its
     deadline; an orchestrator probing it would restart it in a loop)."""
-    from memlineage.grpc_api.standard import HEALTH_WATCH_THREADS
+    from memlineage.grpc_api.standard import HEALTH_WATCH_STREAMS
 
     watch = sidecar.channel.unary_stream(
         HEALTH + "Watch", request_serializer=None, response_deserializer=None
     )
-    streams = [watch(b"", timeout=30) for _ in range(HEALTH_WATCH_THREADS + 2)]
+    streams = [watch(b"", timeout=30) for _ in range(HEALTH_WATCH_STREAMS)]
     try:
-        for stream in streams[:HEALTH_WATCH_THREADS]:
+        for stream in streams:
             next(stream)  # its first status: the stream holds a thread now
         for _ in range(3):
             started = time.monotonic()
@@ -859,3 +860,45 @@ def test_errors_name_the_request_fields(sidecar: Sidecar) -> None:
         "the memory was recorded with no claim, and a revision cannot add one; record "
         "another memory for the claim"
     ), details
+
+
+def test_health_watch_streams_past_their_bound_are_refused_at_once() -> None:
+    """On the synchronous server each open health Watch holds a thread: the next one
+    past HEALTH_WATCH_STREAMS is RESOURCE_EXHAUSTED at once (before: it waited on the
+    pool to its deadline, so 8 streams held open by anyone, no token needed, kept
+    every other health Watch waiting; an outside audit); one closed makes room."""
+    from memlineage.grpc_api.standard import HEALTH_WATCH_STREAMS
+
+    config = Config(policy_dir=BUNDLED_POLICIES, decision_log="off")
+    with RunningSidecar(config, pinned=True) as running:  # the sync server's pools
+        s = Sidecar(running)
+        streams: list[Any] = []
+        try:
+            watch = s.channel.unary_stream(
+                HEALTH + "Watch", request_serializer=None, response_deserializer=None
+            )
+            streams += [watch(b"", timeout=30) for _ in range(HEALTH_WATCH_STREAMS)]
+            for stream in streams:
+                next(stream)  # open, holding its thread
+            started = time.monotonic()
+            with pytest.raises(grpc.RpcError) as refused:
+                next(watch(b"", timeout=30))
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert time.monotonic() - started < 5
+            assert s.call(HEALTH + "Check", b"")  # probes still answered
+            streams[0].cancel()
+            deadline = time.monotonic() + 10
+            while True:  # the cancelled stream's place comes back
+                again = watch(b"", timeout=30)
+                try:
+                    next(again)
+                    break
+                except grpc.RpcError as exc:
+                    assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                    assert time.monotonic() < deadline
+                    time.sleep(0.1)
+            again.cancel()
+        finally:
+            for stream in streams:
+                stream.cancel()
+            s.channel.close()

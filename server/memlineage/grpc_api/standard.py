@@ -15,6 +15,7 @@ open.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,10 +27,14 @@ from memlineage.grpc_api.registration import CallPool, Caught
 
 HEALTH_THREADS = 8
 """Threads of health Check, which probes ask (Kubernetes: liveness and readiness)."""
-HEALTH_WATCH_THREADS = 8
-"""Threads of health Watch, a pool of its own: anyone may open Watch streams without a
-token, and each holds its thread while open; on Check's pool 8 of them made every
-probe time out (a restart loop for an orchestrator that probes it)."""
+HEALTH_WATCH_STREAMS = 8
+"""Health Watch streams open at once (anyone may open them, without a token); the next
+is RESOURCE_EXHAUSTED at once (before: it waited on the pool until its deadline, so 8
+streams held open kept every other health Watch waiting; an outside audit)."""
+HEALTH_WATCH_THREADS = 2 * HEALTH_WATCH_STREAMS
+"""Threads of health Watch, a pool of its own: each open stream holds its thread (on
+Check's pool 8 of them made every probe time out: a restart loop for an orchestrator
+that probes it); the threads past the streams' bound answer the refusals."""
 REFLECTION_THREADS = 4
 
 
@@ -120,7 +125,23 @@ def _register(
 
 class NamedHealth(health.HealthServicer):
     """grpcio's health service, whose NOT_FOUND for a service it does not know says
-    so and names those it serves (grpcio's answers NOT_FOUND with no message)."""
+    so and names those it serves (grpcio's answers NOT_FOUND with no message), and
+    whose Watch streams are bounded (`HEALTH_WATCH_STREAMS`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._streams = threading.BoundedSemaphore(HEALTH_WATCH_STREAMS)
+
+    def Watch(
+        self, request: Any, context: grpc.ServicerContext, send_response_callback: Any = None
+    ) -> Any:
+        if not self._streams.acquire(blocking=False):
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"{HEALTH_WATCH_STREAMS} health Watch streams are open: ask Check, or close one",
+            )
+        context.add_callback(self._streams.release)  # when the stream ends, however
+        return super().Watch(request, context, send_response_callback)
 
     def Check(self, request: Any, context: grpc.ServicerContext) -> Any:
         with self._lock:
@@ -161,6 +182,7 @@ def add_reflection(names: tuple[str, ...], server: Any) -> list[CallPool]:
 
 __all__ = [
     "HEALTH_THREADS",
+    "HEALTH_WATCH_STREAMS",
     "HEALTH_WATCH_THREADS",
     "REFLECTION_THREADS",
     "NamedHealth",
