@@ -32,21 +32,21 @@ def _issue(journal: DecisionJournal, memory: str = "m", ns: str = "ns") -> Decis
 def test_found_by_id_until_its_slot_is_reused() -> None:
     journal = DecisionJournal(limit=8)
     first = [_issue(journal) for _ in range(8)]
-    assert all(journal.get(r.decision_id) is r for r in first)
+    assert all(journal.get("ns", r.decision_id) is r for r in first)
     ids, serials = issue_decision_ids(2.0, 3)
     later = [_rec(i) for i in ids]
     journal.put_many(serials, later)
-    assert [journal.get(r.decision_id) for r in first[:3]] == [None, None, None]
-    assert all(journal.get(r.decision_id) is r for r in first[3:] + later)
+    assert [journal.get("ns", r.decision_id) for r in first[:3]] == [None, None, None]
+    assert all(journal.get("ns", r.decision_id) is r for r in first[3:] + later)
 
 
 def test_ids_not_of_this_process_are_not_found() -> None:
     journal = DecisionJournal(limit=8)
     rec = _issue(journal)
     head, _, serial = rec.decision_id.rpartition("-")
-    assert journal.get(f"d1-00000000-{serial}") is None  # another process's prefix
-    assert journal.get("nonsense") is None
-    assert journal.get(f"{head}-zz") is None
+    assert journal.get("ns", f"d1-00000000-{serial}") is None  # another process's prefix
+    assert journal.get("ns", "nonsense") is None
+    assert journal.get("ns", f"{head}-zz") is None
 
 
 def test_recent_is_newest_first_per_namespace_and_memory() -> None:
@@ -68,13 +68,13 @@ def test_a_reused_decision_is_kept_as_its_context_and_rebuilt() -> None:
         decision_id, serial = issue_decision_id(100.0 + k / 8)
         journal.put_issue(serial, ctx, 100.0 + k / 8)
         issued.append(decision_id)
-    got = journal.get(issued[1])
+    got = journal.get("ns", issued[1])
     assert got == DecisionRecord(issued[1], ALLOW, "ns", "read", ("a",), "user:u", 100.125, "v1")
     assert [r.decision_id for r in journal.recent("ns", "a", 5)] == issued[::-1]
     assert journal.recent("ns", "b", 5) == [] and journal.recent("other", "a", 5) == []
     for _ in range(8):  # the slots move on
         _issue(journal, memory="b")
-    assert journal.get(issued[1]) is None
+    assert journal.get("ns", issued[1]) is None
     assert journal.recent("ns", "a", 5) == []
 
 
@@ -158,18 +158,17 @@ def test_recent_reads_no_slot_of_an_unrelated_memory() -> None:
     for k in range(250):
         _issue(journal, memory=f"other{k}")
     mine = _issue(journal, memory="mine")
-    journal._slots = slots = _CountedSlots(journal._slots)
+    ring = journal._rings["ns"]
+    ring.slots = slots = _CountedSlots(ring.slots)
     assert journal.recent("ns", "mine", 5) == [mine]
     assert slots.read == 1
 
 
-def test_a_memorys_recent_decisions_read_no_other_namespaces_acts(
-    monkeypatch: Any,
-) -> None:
+def test_a_memorys_recent_decisions_read_no_other_namespaces_acts() -> None:
     """Acts (decisions on several memories) were all read for every namespace's
     Explain: one tenant's 40,000 acts took another's Explain from 1 ms to 42 ms, and
-    timed its volume (an outside audit). Slots are keyed with their namespace: only
-    this namespace's acts and this memory's decisions are read."""
+    timed its volume (an outside audit). Each namespace has its own ring: another's
+    acts are not there to read."""
     journal = DecisionJournal()
     mine = _issue(journal, memory="seat", ns="beta")
     for _ in range(2_000):  # another tenant's acts
@@ -178,14 +177,41 @@ def test_a_memorys_recent_decisions_read_no_other_namespaces_acts(
             serials[0],
             DecisionRecord(ids[0], ALLOW, "alpha", "act", ("a", "b"), "agent:x", 1.0, "v1"),
         )
-    read: list[int] = []
-    real = journal._at
-
-    def counting(i: int) -> Any:
-        read.append(i)
-        return real(i)
-
-    monkeypatch.setattr(journal, "_at", counting)
+    ring = journal._rings["beta"]
+    ring.slots = slots = _CountedSlots(ring.slots)
     assert [r.decision_id for r in journal.recent("beta", "seat", 5)] == [mine.decision_id]
-    assert len(read) == 1
+    assert slots.read == 1
     assert len(journal.recent("alpha", "a", 5)) == 5  # its own acts are still found
+
+
+def test_another_namespaces_volume_ends_no_decision_early() -> None:
+    """One ring for every namespace let one tenant's traffic push another's decisions
+    out, and the moment a marker decision left told the total volume (an outside
+    audit). A namespace keeps its newest `limit` whatever the others issue."""
+    journal = DecisionJournal(limit=8)
+    marker = _issue(journal, memory="m", ns="quiet")
+    for k in range(100):  # another tenant, in every way a decision comes in
+        _issue(journal, memory=f"x{k}", ns="busy")
+        ids, serials = issue_decision_ids(1.0, 3)
+        journal.put_many(serials, [_rec(i, "y", "busy") for i in ids])
+        ctx = DecisionContext(ALLOW, "busy", "read", ("z",), "user:u", "v1")
+        did, serial = issue_decision_id(2.0)
+        journal.put_issue(serial, ctx, 2.0)
+    assert journal.get("quiet", marker.decision_id) is marker
+    assert journal.recent("quiet", "m", 5) == [marker]
+    assert journal.get("busy", marker.decision_id) is None  # asked in another namespace
+    assert journal.get("quiet", did) is None
+    own = [_issue(journal, memory="m", ns="quiet") for _ in range(7)]
+    assert journal.get("quiet", marker.decision_id) is marker  # its 8th: still held
+    _issue(journal, memory="m", ns="quiet")
+    assert journal.get("quiet", marker.decision_id) is None  # its own 9th ends it
+    assert journal.recent("quiet", "m", 20)[-1] == own[0]
+
+
+def test_a_batch_of_several_namespaces_goes_to_each_ring() -> None:
+    journal = DecisionJournal(limit=4)
+    ids, serials = issue_decision_ids(1.0, 4)
+    recs = [_rec(i, "m", ns) for i, ns in zip(ids, ("a", "b", "a", "b"), strict=True)]
+    journal.put_many(serials, recs)
+    assert [journal.get(r.namespace, r.decision_id) for r in recs] == recs
+    assert journal.recent("a", "m", 5) == [recs[2], recs[0]]

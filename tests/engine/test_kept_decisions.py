@@ -78,7 +78,7 @@ def test_embedded_data_dir_keeps_decisions_through_a_restart(tmp_path: Path) -> 
     assert store.kept_decisions(NS, "city", 20) == []  # nothing written on the request path
     assert engine.decisions.pending() == len(ids) + 1
     before = {r.decision_id: r for r in engine.explain(NS, "city").decisions}
-    deny = engine.journal.get(ids[-1])
+    deny = engine.journal.get(NS, ids[-1])
     assert deny is not None and deny.decision.effect == "deny" and deny.decision.reasons
     assert engine.flush_decisions() == 0  # Explain flushed them
     assert [k.decision_id for k in store.kept_decisions(NS, "city", 20)] == ids[3::-1]
@@ -86,7 +86,7 @@ def test_embedded_data_dir_keeps_decisions_through_a_restart(tmp_path: Path) -> 
 
     store = EmbeddedStore(tmp_path, clock=clock)
     fresh = _engine(store, clock)  # a new journal: empty
-    assert fresh.journal.get(ids[0]) is None
+    assert fresh.journal.get(NS, ids[0]) is None
     after = fresh.explain(NS, "city").decisions
     assert [r.decision_id for r in after] == ids[3::-1]  # newest first
     for r in after:
@@ -128,6 +128,41 @@ def test_embedded_retention_keeps_the_newest(tmp_path: Path) -> None:
     assert store._log.decisions.count(NS) == 5
     assert [k.decision_id for k in store.kept_decisions(NS, "m", 50)] == ids[:-6:-1]
     assert store.kept_decision(NS, ids[0]) is None
+    store.close()
+
+
+@pytest.mark.parametrize("data_dir", [False, True], ids=["in-memory", "data-dir"])
+def test_a_namespace_keeps_its_newest_whatever_other_namespaces_issue(
+    tmp_path: Path, data_dir: bool
+) -> None:
+    """The journal was one ring of 100,000 for every namespace: another tenant's
+    traffic ended a decision early (in memory, where the journal is the only copy),
+    the moment a marker decision left told the total volume, and with a data dir the
+    journal went on showing decisions past the store's `decision_retention` (an
+    outside audit). Now each namespace keeps its newest `decision_retention`, in the
+    journal as in the store: found by Explain and Feedback until its own namespace's
+    decisions move it out, never by another's."""
+    clock = ManualClock(T0)
+    store = EmbeddedStore(tmp_path if data_dir else None, clock=clock)
+    store.decision_retention = 5
+    engine = _engine(store, clock)
+    for ns in ("quiet", "busy"):
+        engine.record(MemoryRecord(id="m", namespace=ns, creator_id="user:alice"), ALICE)
+    marker = engine.check("quiet", "read", ["m"], ALICE).decision_id
+    for _ in range(60):  # another tenant's volume
+        clock.advance(1)
+        engine.check("busy", "read", ["m"], ALICE)
+        engine.filter_rank("busy", [("m", 0.9)], ALICE)
+    assert marker in [r.decision_id for r in engine.explain("quiet", "m").decisions]
+    assert engine.feedback("quiet", marker, [], True) == 1
+    with pytest.raises(NotFoundError):
+        engine.feedback("busy", marker, [], True)  # only in its own namespace
+    for _ in range(5):  # its own namespace's newer decisions
+        clock.advance(1)
+        engine.check("quiet", "read", ["m"], ALICE)
+    assert marker not in [r.decision_id for r in engine.explain("quiet", "m").decisions]
+    with pytest.raises(NotFoundError):
+        engine.feedback("quiet", marker, [], True)
     store.close()
 
 
@@ -179,7 +214,7 @@ def test_two_engines_over_one_redis_share_decisions(redis_url: str) -> None:
     mine = b.check(NS, "read", ["city"], ALICE)
     shown = b.explain(NS, "city").decisions
     assert [r.decision_id for r in shown] == [mine.decision_id, *ids[3::-1]]
-    _same(shown[1], a.journal.get(ids[3]))
+    _same(shown[1], a.journal.get(NS, ids[3]))
     assert b.feedback(NS, ids[-1], [], success=False) == 1  # A's id, on B
     assert sb.get(NS, "guess").uses_failed == 1
     with pytest.raises(NotFoundError):  # another namespace's: as one never issued

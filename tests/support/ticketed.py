@@ -27,7 +27,7 @@ class Ticketed:
             issued = self.engine.reissue(ticket)
             if issued is not None:
                 self.reissued += 1
-                rec = self.engine.journal.get(issued[0])  # its own id, journaled
+                rec = self.engine.journal.get(self.namespace, issued[0])  # its own id, journaled
                 assert rec is not None and rec.decided_at == issued[1] == self.engine.clock()
                 return rec.decision
         rec, ticket = self.engine.check_ticketed(self.namespace, op, ids, actor, **kw)

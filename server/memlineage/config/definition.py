@@ -223,8 +223,9 @@ class Config:
     )
     decision_retention: int = _setting(
         10_000,
-        "decisions the store keeps per namespace for Explain and Feedback by any sidecar, also "
-        "after a restart (Redis, an embedded data dir); 1 to 10000000",
+        "decisions kept per namespace for Explain and Feedback: by the store, for any sidecar "
+        "and after a restart (Redis, an embedded data dir), and in the process (at most "
+        "100000); 1 to 10000000",
         "decisions",
         range=Range(1, 10_000_000),
     )

@@ -107,6 +107,9 @@ class EngineBase:
         self.credibility = CredibilityCache(self.store, self.scoring, ttl=self.credibility_ttl)
         self.access = AccessBuffer(self.store)
         self.reuse = DecisionReuse(self.store) if self.reuse_decisions else NoReuse(self.store)
+        # the journal keeps no more per namespace than the store does (Explain and
+        # Feedback then find the same decisions with and without a copy in the store)
+        self.journal.limit = min(self.journal.limit, self.store.decision_retention)
         self.decisions = DecisionKeeper(self.store, self.journal)
         if self.keep_views and self.store.change_mark() is not None:
             self.views = ViewCache(self.store)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from array import array
 from collections import deque
 from collections.abc import Sequence
@@ -148,109 +149,151 @@ def _serial_of(decision_id: str) -> int | None:
 
 
 _MANY = 0x5DEECE66D
-"""Mixed into the key of a decision on other than one memory (an act's)."""
+"""A slot's key for a decision on other than one memory (an act's)."""
+
+JOURNAL_MOST = 100_000
+"""A namespace's journal keeps at most this many decisions (fewer when the store keeps
+fewer per namespace, `decision_retention`): with no data dir it is their only copy."""
 
 
-def _key(namespace: str, memory_ids: Sequence[str]) -> int:
-    """A journal slot's key: its namespace's hash mixed with its decision's one memory
-    id's (equal ids, equal keys; a key shared by chance only costs reading that slot),
-    or with `_MANY`. The namespace's part: a memory's recent decisions are looked for
-    among its own namespace's acts only (before: every namespace's, so one tenant's
-    acts slowed another's Explain, and timed it; an outside audit). A string caches
-    its hash: two lookups and an xor."""
-    return hash(namespace) ^ (hash(memory_ids[0]) if len(memory_ids) == 1 else _MANY)
+def _key(memory_ids: Sequence[str]) -> int:
+    """A slot's key: its decision's one memory id's hash (equal ids, equal keys; a key
+    shared by chance only costs reading that slot), or `_MANY`. A string caches its
+    hash: one lookup."""
+    return hash(memory_ids[0]) if len(memory_ids) == 1 else _MANY
+
+
+class _Ring:
+    """One namespace's newest `size` decisions: slot `position % size`, the positions
+    counted per namespace, so no other namespace's decisions move this one's on.
+    Grown as decisions come (a namespace with few holds few), then rewritten in turn.
+    `where` finds a decision's slot by its serial; writes and reads hold `lock`."""
+
+    __slots__ = ("keys", "lock", "next", "serials", "size", "slots", "times", "where")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.next = 0  # the next decision's position
+        self.slots: list[DecisionRecord | DecisionContext] = []
+        self.serials = array("q")  # per slot: its decision's serial
+        self.times = array("d")  # per slot: when a reused one (a context) was issued
+        self.keys = array("q")  # per slot: `_key` of its memory ids
+        self.where: dict[int, int] = {}  # serial -> slot
+        self.lock = threading.Lock()
+
+    def place(
+        self, serial: int, entry: DecisionRecord | DecisionContext, key: int, at: float
+    ) -> None:
+        """Keep `entry` in the next slot (the caller holds `lock`)."""
+        pos = self.next
+        self.next = pos + 1
+        if pos < self.size:  # still growing: slot `pos` is new
+            self.slots.append(entry)
+            self.serials.append(serial)
+            self.times.append(at)
+            self.keys.append(key)
+            self.where[serial] = pos
+            return
+        i = pos % self.size
+        self.where.pop(self.serials[i], None)
+        self.slots[i] = entry
+        self.serials[i] = serial
+        self.times[i] = at
+        self.keys[i] = key
+        self.where[serial] = i
+
+    def at(self, i: int) -> DecisionRecord:
+        entry = self.slots[i]
+        if type(entry) is DecisionContext:
+            when = self.times[i]
+            return entry.record(decision_id_of(when, self.serials[i]), when)
+        return entry  # type: ignore[return-value]  # `type() is` does not narrow: a record here
 
 
 class DecisionJournal:
-    """The last `limit` decisions of this process, for Explain and Feedback.
+    """The newest decisions of each namespace in this process, for Explain and Feedback.
 
-    A decision id ends with its serial, so a decision lives in slot `serial % limit`
-    until the decision `limit` serials later takes the slot: adding (every
-    decision's path) is one list store, with no dict to keep and nothing evicted
-    but what the store replaces; finding one by id is a parse and an index.
-    A reused decision is kept as its shared `DecisionContext` plus its serial and
-    time in two typed arrays (nothing allocated per issue but, with a `queue`, the
-    (serial, context, time) it queues); its record is rebuilt when asked for.
-    A memory's recent decisions (Explain, which the store adapters ask before each
-    update) are found through a third typed array, each slot's `_key` (its memory
-    id's hash): one vectorised comparison, then only the slots it names are read.
-    Before, Explain read all `limit` slots in Python: ~5-12 ms with the GIL held,
-    on every update a LangGraph or Mem0 adapter made. Keeping a key costs each
-    decision ~0.1 us (a FilterRank of 100: ~11 us, of ~1.6 ms)."""
+    Each namespace has a ring of its own (`_Ring`, at most `limit` decisions), so how
+    long a decision stays tells nothing of other namespaces' volume (before: one ring
+    of 100,000 for all, so one tenant's traffic ended another's decisions early, and
+    the moment a marker decision left told the total; an outside audit). Adding is a
+    few list and array stores under the ring's lock; finding one by id a parse and a
+    dict lookup. A reused decision is kept as its shared `DecisionContext` plus its
+    serial and time (nothing allocated per issue but, with a `queue`, the (serial,
+    context, time) it queues); its record is rebuilt when asked for. A memory's recent
+    decisions (Explain, which the store adapters ask before each update) are found
+    through each slot's `_key` (its memory id's hash): one vectorised comparison, then
+    only the slots it names are read."""
 
-    def __init__(self, per_memory: int = 20, limit: int = 100_000) -> None:
+    def __init__(self, per_memory: int = 20, limit: int = JOURNAL_MOST) -> None:
         self._per_memory = per_memory
-        self._limit = limit
-        self._slots: list[DecisionRecord | DecisionContext | None] = [None] * limit
-        self._serials = array("q", bytes(8 * limit))
-        self._times = array("d", bytes(8 * limit))
-        self._keys = array("q", bytes(8 * limit))  # per slot: `_key` of its memory ids
+        self.limit = limit  # per namespace
+        self._rings: dict[str, _Ring] = {}
         # Every decision kept is also appended here when set (one deque append: thread-
         # safe, no lock), for the store: a record, or (serial, context, time) of an issue.
         self.queue: deque[DecisionRecord | tuple[int, DecisionContext, float]] | None = None
 
+    def _ring(self, namespace: str) -> _Ring:
+        ring = self._rings.get(namespace)
+        if ring is None:  # setdefault is atomic: two first decisions share one ring
+            ring = self._rings.setdefault(namespace, _Ring(self.limit))
+        return ring
+
     def put(self, serial: int, rec: DecisionRecord) -> None:
-        """Keep `rec`, issued with `serial` (`issue_decision_id`). A list store is
-        atomic: no lock."""
-        i = serial % self._limit
-        self._keys[i] = _key(rec.namespace, rec.memory_ids)
-        self._slots[i] = rec
+        """Keep `rec`, issued with `serial` (`issue_decision_id`)."""
+        ring = self._ring(rec.namespace)
+        with ring.lock:
+            ring.place(serial, rec, _key(rec.memory_ids), 0.0)
         if self.queue is not None:
             self.queue.append(rec)
 
     def put_many(self, serials: Sequence[int], recs: Sequence[DecisionRecord]) -> None:
-        slots, keys, limit = self._slots, self._keys, self._limit
-        for serial, rec in zip(serials, recs, strict=True):
-            i = serial % limit
-            ids = rec.memory_ids
-            # `_key`, inlined
-            keys[i] = hash(rec.namespace) ^ (hash(ids[0]) if len(ids) == 1 else _MANY)
-            slots[i] = rec
+        """`put` of each (a FilterRank's batch: one namespace, one lock)."""
+        if not recs:
+            return
+        ns = recs[0].namespace
+        ring = self._ring(ns)
+        with ring.lock:
+            place = ring.place
+            for serial, rec in zip(serials, recs, strict=True):
+                if rec.namespace != ns:  # not a FilterRank's: each to its own ring
+                    self.put(serial, rec)
+                    continue
+                ids = rec.memory_ids
+                place(serial, rec, hash(ids[0]) if len(ids) == 1 else _MANY, 0.0)
         if self.queue is not None:
-            self.queue.extend(recs)
+            self.queue.extend(r for r in recs if r.namespace == ns)
 
     def put_issue(self, serial: int, context: DecisionContext, decided_at: float) -> None:
-        """Keep the decision `context` issued with `serial` at `decided_at`. The
-        context goes in last: until then the slot's old entry stays whole, and a
-        reader rebuilding the id from a half-written slot finds a mismatch, not a
-        wrong decision."""
-        i = serial % self._limit
-        self._serials[i] = serial
-        self._times[i] = decided_at
-        self._keys[i] = _key(context.namespace, context.memory_ids)
-        self._slots[i] = context
+        """Keep the decision `context` issued with `serial` at `decided_at`."""
+        ring = self._ring(context.namespace)
+        with ring.lock:
+            ring.place(serial, context, _key(context.memory_ids), decided_at)
         if self.queue is not None:
             self.queue.append((serial, context, decided_at))
 
-    def _at(self, i: int) -> DecisionRecord | None:
-        entry = self._slots[i]
-        if type(entry) is DecisionContext:
-            at = self._times[i]
-            return entry.record(decision_id_of(at, self._serials[i]), at)
-        return entry  # type: ignore[return-value]  # `type() is` does not narrow: a record here
-
     def recent(self, namespace: str, memory_id: str, limit: int) -> list[DecisionRecord]:
-        """The newest decisions on `memory_id`, newest first."""
+        """The newest decisions on `memory_id` in `namespace`, newest first."""
         limit = min(limit, self._per_memory)
-        keys = np.frombuffer(self._keys, dtype=np.int64)
-        # The slots that may hold one: its key, or several memories' (an act). A slot
-        # rewritten meanwhile is read as it is now, and checked below as every one is.
-        mine, acts = _key(namespace, (memory_id,)), _key(namespace, ())
-        maybe = np.flatnonzero((keys == mine) | (keys == acts)).tolist()
-        found = (self._at(i) for i in maybe)
-        recs = [
-            r
-            for r in found
-            if r is not None  # the slot may have moved on since
-            and r.namespace == namespace
-            and memory_id in r.memory_ids
-        ]
-        recs.sort(key=lambda r: _serial_of(r.decision_id) or 0, reverse=True)
-        return recs[:limit]
+        ring = self._rings.get(namespace)
+        if ring is None or limit <= 0:
+            return []
+        with ring.lock:  # (the ring's arrays do not grow while numpy views them)
+            keys = np.frombuffer(ring.keys, dtype=np.int64)
+            # The slots that may hold one: its key, or several memories' (an act).
+            maybe = np.flatnonzero((keys == _key((memory_id,))) | (keys == _MANY)).tolist()
+            del keys
+            found = [(ring.serials[i], ring.at(i)) for i in maybe]
+        found.sort(key=lambda pair: pair[0], reverse=True)
+        return [r for _, r in found if memory_id in r.memory_ids][:limit]
 
-    def get(self, decision_id: str) -> DecisionRecord | None:
+    def get(self, namespace: str, decision_id: str) -> DecisionRecord | None:
+        """The decision `decision_id` if `namespace` holds it still."""
         serial = _serial_of(decision_id)
-        if serial is None:
+        ring = self._rings.get(namespace)
+        if serial is None or ring is None:
             return None
-        rec = self._at(serial % self._limit)
+        with ring.lock:
+            i = ring.where.get(serial)
+            rec = ring.at(i) if i is not None else None
         return rec if rec is not None and rec.decision_id == decision_id else None

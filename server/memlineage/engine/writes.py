@@ -289,9 +289,8 @@ class Writes(EngineBase):
         uses_failed) and their sources' credibility."""
         now = self._now(time)
         ids = list(dict.fromkeys(memory_ids))
-        known = self.journal.get(decision_id) if decision_id else None
-        if known is not None and known.namespace != ns:
-            known = None  # another namespace's is answered as one never issued: no oracle
+        # (only this namespace's journal: another's is answered as one never issued)
+        known = self.journal.get(ns, decision_id) if decision_id else None
         if known is None and decision_id and not ids:
             # Another sidecar's, or one from before a restart: the store's copy (found
             # only in the caller's namespace; with memory ids given, none is needed).
