@@ -96,7 +96,9 @@ def _memory_origins(s: LineageSnapshot, start: Memory) -> list[Memory]:
     out: dict[str, Memory] = {}
     for m in chain:
         deps = m.dependencies if isinstance(m, MemoryFacts) else ()
-        if not deps:
+        # a tool's output is content from outside whatever its inputs were (a tool
+        # called with the user's query returns what the world says): an origin too
+        if not deps or (isinstance(m, MemoryFacts) and m.creator.kind == "tool"):
             out.setdefault(m.id, m)
         for d in deps:
             if d not in ids:

@@ -117,6 +117,19 @@ def test_origins_are_the_roots_of_the_lineage_and_unknown_dependencies() -> None
     assert [o.id for o in origins_of(snap, user)] == ["u"]
 
 
+def test_a_tool_output_is_an_origin_even_when_it_rests_on_the_users_query() -> None:
+    """Only memories built on nothing were origins: a tool result recorded with the
+    user's prompt as its dependency (the query it was called with) left the user as
+    the only origin, and an injected recipient in it was ALLOWed (an outside audit,
+    also by a same-tool Revise that added the dependency)."""
+    prompt = MemoryFacts("p", creator=Creator.parse("user:a"))
+    inbox = MemoryFacts("i", creator=Creator.parse("tool:read_inbox"), dependencies=("p",))
+    note = MemoryFacts("n", creator=Creator.parse("agent:x"), dependencies=("i",))
+    snap = DictSnapshot([prompt, inbox, note])
+    assert sorted(o.id for o in origins_of(snap, inbox)) == ["i", "p"]
+    assert sorted(o.id for o in origins_of(snap, Argument("to", (note,)))) == ["i", "p"]
+
+
 def test_a_grant_covers_only_when_live_and_issued_by_a_user() -> None:
     bill = MemoryFacts("bill", creator=Creator.parse("tool:read_file"))
     base = Grant("g", Creator.parse("user:a"), ("send_*",), ("amount",), memory_id="bill")
