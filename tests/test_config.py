@@ -160,6 +160,8 @@ def test_an_unknown_memlineage_variable_is_named_with_the_nearest_setting() -> N
         (" ; ", "MEMLINEAGE_TOKENS: names no token (only separators)"),
         ("a=ns1;a=ns2,admin", "MEMLINEAGE_TOKENS: tokens.env1: the same token as tokens.env0"),
         ("tok=*", "MEMLINEAGE_TOKENS: tokens.env0: namespace '*' is not 1 to 128 of letters"),
+        ("tok=ns,as=robot:x", "MEMLINEAGE_TOKENS: tokens.env0: speaks_as 'robot:x' is not KIND:"),
+        ("tok=ns,as=", "MEMLINEAGE_TOKENS: tokens.env0: speaks_as '' is not KIND:NAME"),
     ],
 )
 def test_tokens_that_cannot_serve_are_refused_where_they_are_given(env: str, message: str) -> None:
@@ -188,6 +190,35 @@ def test_token_tables_that_cannot_serve_are_refused(tmp_path: Path) -> None:
         Config(
             tokens=(TokenGrant("t", ("x",), name="a"), TokenGrant("t", ("y",), name="b"))
         ).validated()
+
+
+def test_a_tokens_identities_come_from_the_file_the_environment_and_round_trip(
+    tmp_path: Path,
+) -> None:
+    f = tmp_path / "t.toml"
+    f.write_text(
+        '[tokens.runtime]\ntoken = "rt"\nnamespaces = ["a"]\nspeaks_as = ["agent:*", "tool:*"]\n'
+        '[tokens.app]\ntoken = "ap"\nnamespaces = ["a"]\n'
+    )
+    runtime, app = load_config(str(f), env={}).tokens
+    assert runtime.speaks_as == ("agent:*", "tool:*") and app.speaks_as == ()
+    (env,) = load_config(env={"MEMLINEAGE_TOKENS": "rt=a,b,as=agent:*,as=tool:read_*"}).tokens
+    assert env.namespaces == ("a", "b") and env.speaks_as == ("agent:*", "tool:read_*")
+    f.write_text('[tokens.x]\ntoken = "t"\nnamespaces = ["a"]\nspeaks_as = "agent:*"\n')
+    with pytest.raises(ConfigError, match=r"tokens\.x\.speaks_as must be a list of strings"):
+        load_config(str(f), env={})
+    import tomllib
+
+    from memlineage.config import TokenGrant
+    from memlineage.config.kinds import TOKENS
+
+    tables = tomllib.loads("tokens = " + TOKENS.toml((runtime, app)))["tokens"]
+    assert TOKENS.convert(tables, "file") == (runtime, app)
+    both = (runtime, app)  # written back as a table and as text, read back the same
+    assert TOKENS.convert(TOKENS.text(both), "env") == tuple(
+        TokenGrant(g.token, g.namespaces, g.admin, f"env{i}", g.speaks_as)
+        for i, g in enumerate(both)
+    )
 
 
 def test_scoring_table_sets_each_field_with_its_type(tmp_path: Path) -> None:

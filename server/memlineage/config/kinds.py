@@ -29,6 +29,9 @@ class TokenGrant:
     namespaces: tuple[str, ...]
     admin: bool = False
     name: str = ""  # how logs name the caller (the `[tokens.NAME]` table, or envN/flagN)
+    # globs of the identities (`kind:name`) the caller may state as a creator or actor;
+    # none: any (the runtime holding the token is trusted to say who spoke)
+    speaks_as: tuple[str, ...] = ()
 
 
 def _shown(value: float) -> str:
@@ -194,9 +197,10 @@ def _priors(value: object, _route: str) -> tuple[tuple[str, float], ...]:
     return tuple((str(p), _float(c)) for p, c in value)
 
 
-_TOKEN_KEYS = {"token", "namespaces", "admin"}
+_TOKEN_KEYS = {"token", "namespaces", "admin", "speaks_as"}
 _TOKEN_VALUE = re.compile(r"[\x21-\x7e]{1,4096}")  # visible ASCII: an HTTP header value
 _NAMESPACE = re.compile(r"[A-Za-z0-9._:/-]{1,128}")  # as the lineage model's ids
+_SPEAKS_AS = re.compile(r"(?:user|tool|reasoning|agent|system|\*):[\x21-\x7e]{1,240}")
 
 
 def check_tokens(grants: tuple[TokenGrant, ...]) -> tuple[TokenGrant, ...]:
@@ -221,6 +225,12 @@ def check_tokens(grants: tuple[TokenGrant, ...]) -> tuple[TokenGrant, ...]:
                 raise ValueError(
                     f"{where}: namespace {n!r} is not 1 to 128 of letters, digits and ._:/-"
                 )
+        for pattern in g.speaks_as:
+            if not _SPEAKS_AS.fullmatch(pattern):
+                raise ValueError(
+                    f"{where}: speaks_as {pattern!r} is not KIND:NAME (a glob; KIND one of "
+                    "user, tool, reasoning, agent, system or *), at most 256 visible characters"
+                )
     return grants
 
 
@@ -238,14 +248,17 @@ def _read_tokens(value: object, route: str) -> tuple[TokenGrant, ...]:
         for i, part in enumerate(p for p in value.split(";") if p.strip()):
             token, sep, spaces = part.partition("=")
             if not sep or not token.strip():
-                raise ValueError("entries are token=namespace[,namespace...][,admin]")
+                raise ValueError(
+                    "entries are token=namespace[,namespace...][,admin][,as=KIND:NAME...]"
+                )
             names = [n.strip() for n in spaces.split(",") if n.strip()]
             grants.append(
                 TokenGrant(
                     token.strip(),
-                    tuple(n for n in names if n != "admin"),
+                    tuple(n for n in names if n != "admin" and not n.startswith("as=")),
                     "admin" in names,
                     f"{route}{i}",
+                    tuple(n[3:] for n in names if n.startswith("as=")),
                 )
             )
         return tuple(grants)
@@ -261,12 +274,16 @@ def _read_tokens(value: object, route: str) -> tuple[TokenGrant, ...]:
         spaces = spec.get("namespaces", [])
         if not isinstance(spaces, list) or not all(isinstance(n, str) for n in spaces):
             raise ValueError(f"tokens.{name}.namespaces must be a list of strings")
+        speaks = spec.get("speaks_as", [])
+        if not isinstance(speaks, list) or not all(isinstance(n, str) for n in speaks):
+            raise ValueError(f"tokens.{name}.speaks_as must be a list of strings")
         grants.append(
             TokenGrant(
                 _str(spec["token"], route),
                 tuple(spaces),
                 _bool(spec.get("admin", False), route),
                 str(name),
+                tuple(speaks),
             )
         )
     return tuple(grants)
@@ -286,7 +303,9 @@ def _toml_float(x: float) -> str:
 def _tokens_toml(grants: tuple[TokenGrant, ...]) -> str:
     tables = [
         f"{_toml_key(g.name)} = {{ token = {json.dumps(g.token)}, "
-        f"namespaces = {json.dumps(list(g.namespaces))}, admin = {str(g.admin).lower()} }}"
+        f"namespaces = {json.dumps(list(g.namespaces))}, admin = {str(g.admin).lower()}"
+        + (f", speaks_as = {json.dumps(list(g.speaks_as))}" if g.speaks_as else "")
+        + " }"
         for g in grants
     ]
     return "{ " + ", ".join(tables) + " }" if tables else "{}"
@@ -294,7 +313,11 @@ def _tokens_toml(grants: tuple[TokenGrant, ...]) -> str:
 
 def _tokens_text(grants: tuple[TokenGrant, ...]) -> str:
     return ";".join(
-        f"{g.token}=" + ",".join([*g.namespaces, *(["admin"] if g.admin else [])]) for g in grants
+        f"{g.token}="
+        + ",".join(
+            [*g.namespaces, *(["admin"] if g.admin else []), *(f"as={a}" for a in g.speaks_as)]
+        )
+        for g in grants
     )
 
 
@@ -328,7 +351,8 @@ PRIORS = Kind(
 )
 TOKENS = Kind(
     "token tables",
-    "`TOKEN=NAMESPACE[,NAMESPACE...][,admin]` entries joined by `;` (replaces every token)",
+    "`TOKEN=NAMESPACE[,NAMESPACE...][,admin][,as=KIND:NAME...]` entries joined by `;` "
+    "(replaces every token)",
     _tokens,
     _tokens_toml,
     _tokens_text,

@@ -11,6 +11,9 @@ from __future__ import annotations
 import hmac
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from memlineage_dsl.facts import Creator
 
 from memlineage.config import TokenGrant as TokenGrant  # re-exported: configured in config
 from memlineage.lineage.errors import LineageError
@@ -34,14 +37,18 @@ class Principal:
     namespaces: tuple[str, ...]  # the first is the default
     admin: bool = False
     loopback_admin: bool = False  # no auth configured: admin iff the peer is loopback
-    # (default namespace, every namespace): what a Check's answer depends on of its
-    # caller, hashed once (a token may name thousands of namespaces; a tuple of them
-    # would be scanned by every `in` and hashed by every memo lookup)
-    scope: tuple[str, frozenset[str]] = field(init=False, compare=False, repr=False)
+    speaks_as: tuple[str, ...] = ()  # globs of the identities it may state; none: any
+    # (default namespace, every namespace, identities): what a Check's answer depends
+    # on of its caller, hashed once (a token may name thousands of namespaces; a tuple
+    # of them would be scanned by every `in` and hashed by every memo lookup)
+    scope: tuple[str, frozenset[str], tuple[str, ...]] = field(
+        init=False, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         default = self.namespaces[0] if self.namespaces else ""
-        object.__setattr__(self, "scope", (default, frozenset(self.namespaces)))
+        scope = (default, frozenset(self.namespaces), self.speaks_as)
+        object.__setattr__(self, "scope", scope)
 
 
 LOCAL = Principal("local", (DEFAULT_NAMESPACE,), loopback_admin=True)
@@ -62,7 +69,15 @@ class Authenticator:
                 raise ValueError("a token needs a value and at least one namespace or admin")
         # one principal per token, built once: a call only compares tokens
         self._principals = [
-            (g.token.encode(), Principal(g.name or f"token:{g.token[:4]}…", g.namespaces, g.admin))
+            (
+                g.token.encode(),
+                Principal(
+                    g.name or f"token:{g.token[:4]}…",
+                    g.namespaces,
+                    g.admin,
+                    speaks_as=g.speaks_as,
+                ),
+            )
             for g in self._grants
         ]
 
@@ -95,6 +110,23 @@ class Authenticator:
                 f"this caller may not use namespace {requested!r}", field="namespace"
             )
         return requested
+
+    @staticmethod
+    def speaks(principal: Principal, who: Creator, field: str) -> Creator:
+        """`who`, if the caller may state it (its token's `speaks_as`; none: anyone).
+        A runtime's token that may only speak as `agent:*` and `tool:*` cannot record
+        a user's words, nor grant or object as the user (an outside audit: the agent's
+        token recorded an injected value as `user:alice` and the act was ALLOWed)."""
+        if not principal.speaks_as:
+            return who
+        name = who.id if who.id.startswith(f"{who.kind}:") else f"{who.kind}:{who.id}"
+        if any(fnmatchcase(name, pattern) for pattern in principal.speaks_as):
+            return who
+        raise PermissionDenied(
+            f"this caller may not speak as {name!r} (its token speaks as "
+            f"{', '.join(principal.speaks_as)}): state one of those",
+            field=field,
+        )
 
     @staticmethod
     def require_admin(principal: Principal, peer: str) -> None:

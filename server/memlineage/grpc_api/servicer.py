@@ -133,6 +133,14 @@ class ServiceBase:
         metadata = {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
         return self.auth.principal(metadata)
 
+    def acting(
+        self, principal: Principal, msg: pb.Actor, ns: str, default: Creator | None = None
+    ) -> Creator:
+        """The request's actor (unset: `default`, else the namespace's user), if the
+        caller may speak as it (`Authenticator.speaks`)."""
+        who = serde.actor(msg, default if default is not None else self.default_actor(ns))
+        return self.auth.speaks(principal, who, "actor") if principal.speaks_as else who
+
     def default_actor(self, ns: str) -> Creator:
         # Creators are frozen: one per namespace, bounded.
         cache: dict[str, Creator] = self.__dict__.setdefault("_default_actors", {})
@@ -261,7 +269,7 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
                 serde.text(request.action, "action", MAX_ACTION_LENGTH),
                 serde.ids(request.memory_ids, "memory_ids"),
                 serde.arguments(request.arguments),
-                serde.actor(request.actor, self.default_actor(ns)),
+                self.acting(principal, request.actor, ns),
                 serde.budget(request),
                 serde.from_ts(request, "time"),
             )
@@ -279,7 +287,7 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
             ns,
             op,
             ids,
-            serde.actor(request.actor, self.default_actor(ns)),
+            self.acting(principal, request.actor, ns),
             serde.budget(request),
             serde.text(request.action, "action", MAX_ACTION_LENGTH),
             request.historical,
@@ -315,7 +323,7 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
         ranked = self.engine.filter_rank(
             ns,
             pairs,
-            serde.actor(request.actor, self.default_actor(ns)),
+            self.acting(principal, request.actor, ns),
             budget=serde.budget(request),
             historical=request.historical,
             limit=request.limit,
@@ -331,11 +339,13 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
         ns = self.auth.namespace(principal, request.namespace)
         self._check_memory(request)
         proposed = serde.record_from_pb(ns, request.memory)
-        creator = Creator(proposed.creator_kind, proposed.creator_id)
+        creator = self.auth.speaks(
+            principal, Creator(proposed.creator_kind, proposed.creator_id), "memory.creator.id"
+        )
         try:
             result = self.engine.record(
                 proposed,
-                serde.actor(request.actor, creator),
+                self.acting(principal, request.actor, ns, creator),
                 budget=serde.budget(request),
                 time=serde.from_ts(request, "time"),
             )
@@ -375,7 +385,7 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
                 ns,
                 request.memory_id,
                 action,
-                serde.actor(request.actor, self.default_actor(ns)),
+                self.acting(principal, request.actor, ns),
                 successor=request.successor_id or None,
                 reason=request.reason,
                 expected_version=request.expected_version or None,
@@ -400,11 +410,14 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
                 field="expected_version",
             )
         proposed = serde.record_from_pb(ns, request.memory)
+        creator = self.auth.speaks(
+            principal, Creator(proposed.creator_kind, proposed.creator_id), "memory.creator.id"
+        )
         try:
             result = self.engine.revise(
                 proposed,
                 request.expected_version,
-                serde.actor(request.actor, Creator(proposed.creator_kind, proposed.creator_id)),
+                self.acting(principal, request.actor, ns, creator),
                 budget=serde.budget(request),
                 time=serde.from_ts(request, "time"),
             )
@@ -466,7 +479,7 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
         ns = self.auth.namespace(principal, request.namespace)
         stored = self.engine.record_grant(
             serde.grant_from_pb(ns, request.grant),
-            serde.actor(request.actor, self.default_actor(ns)),
+            self.acting(principal, request.actor, ns),
             serde.from_ts(request, "time"),
         )
         return pb.GrantResponse(grant=serde.grant_to_pb(stored, stored.created_at))
@@ -480,7 +493,7 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
         postponed = self.engine.object_to(
             ns,
             check_id(request.memory_id, "memory_id"),
-            serde.actor(request.actor, self.default_actor(ns)),
+            self.acting(principal, request.actor, ns),
             request.reason,
             serde.from_ts(request, "time"),
         )
