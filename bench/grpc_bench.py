@@ -443,7 +443,8 @@ def memories(n: int, now: float, rng: random.Random, prefix: str = "m") -> list[
         m.created_at.CopyFrom(_ts(created))
         roots.append(m)
     layers = [roots]
-    earlier = [m.id for m in roots]
+    # no plan is built on a blocked source (policies/sources.mlp refuses that derive)
+    earlier = [m.id for m in roots if not m.creator.id.startswith("tool:scraper")]
     per_layer = (n - n_roots) // 2
     for depth in (1, 2):
         layer = []
