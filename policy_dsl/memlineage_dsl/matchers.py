@@ -29,17 +29,29 @@ class ActionMatcher:
 _SEEN_LIMIT = 4096  # answers a source list keeps (`SourceMatcher._seen`)
 
 
+_SPELLING = str.maketrans({"-": "_", ".": "_"})
+
+
+def source_spelling(name: str) -> str:
+    """How a source list compares ids: case and the separators `-`, `_`, `.` alike
+    (`tool:Web-Search` is `tool:web_search`). A runtime names a tool as the tool
+    names itself, so `tool:WEB_SEARCH` escaped a list of `tool:web_*` (an outside
+    audit); a name chosen to pass for a listed one could be spelled exactly anyway."""
+    return name.lower().translate(_SPELLING)
+
+
 class SourceMatcher:
-    """Membership in a named source list: exact ids in a set, globs in one regex, and
-    the answers for the ids asked lately (a few creators ask again and again: each
-    decision of a FilterRank tests its candidate's creator)."""
+    """Membership in a named source list: exact ids in a set, globs in one regex, both
+    in `source_spelling`, and the answers for the ids asked lately (a few creators ask
+    again and again: each decision of a FilterRank tests its candidate's creator)."""
 
     __slots__ = ("_seen", "exact", "patterns", "regex")
 
     def __init__(self, patterns: tuple[str, ...]) -> None:
         self.patterns = patterns
-        self.exact = frozenset(p for p in patterns if not any(c in p for c in "*?["))
-        globs = [fnmatch.translate(p) for p in patterns if p not in self.exact]
+        spelled = [source_spelling(p) for p in patterns]
+        self.exact = frozenset(p for p in spelled if not any(c in p for c in "*?["))
+        globs = [fnmatch.translate(p) for p in spelled if p not in self.exact]
         self.regex = re.compile("|".join(globs)) if globs else None
         self._seen: dict[str, bool] = {}
 
@@ -51,10 +63,11 @@ class SourceMatcher:
             value = value.id
         if not isinstance(value, str):
             raise TypeError(f"source lists match strings, got {type(value).__name__}")
+        key, value = value, source_spelling(value)
         found = value in self.exact or bool(self.regex and self.regex.match(value))
         if len(self._seen) >= _SEEN_LIMIT:
             self._seen.clear()
-        self._seen[value] = found
+        self._seen[key] = found
         return found
 
 
