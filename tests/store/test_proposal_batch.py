@@ -5,6 +5,8 @@ single read refuses it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from memlineage.lifecycle.sweep import sweep
 from memlineage.lineage.clock import ManualClock
@@ -95,3 +97,26 @@ def test_a_sweep_reads_its_batch_s_proposals_in_one_round_trip(
     finally:
         store.close()
         raw.close()
+
+
+def test_a_save_replacing_a_proposal_is_written_only_over_that_one(store: LineageStore) -> None:
+    """`replacing`: two owners objecting at once were both answered while one
+    objection was lost (an outside audit). The second save, made over the proposal
+    the first replaced, writes nothing: neither the proposal nor its event."""
+    store.record(memory("m", ns=NS))
+    first = pending_for_an_hour(NS, "m", NOW)
+    store.save_proposal(first, "proposed", now=NOW)
+    a = stale_at_now(NS, "m", objected=True)
+    b = replace(a, objections=(replace(a.objections[0], by="agent:other"),))
+    _, cursor = store.events(NS)
+    assert store.save_proposal(a, "objected", now=NOW, replacing=first)
+    assert not store.save_proposal(b, "objected", now=NOW, replacing=first)
+    assert store.proposal(NS, "m") == a
+    events, _ = store.events(NS, after=cursor)
+    assert [(e.type, e.memory_id) for e in events] == [("objected", "m")]
+    assert not store.save_proposal(b, now=NOW, replacing=first)  # with no event alike
+    assert store.save_proposal(b, now=NOW, replacing=a)  # over the one there: written
+    assert store.proposal(NS, "m") == b
+    fresh = pending_for_an_hour(NS, "none", NOW)  # none there: nothing to replace
+    assert not store.save_proposal(fresh, now=NOW, replacing=first)
+    assert store.proposal(NS, "none") is None

@@ -11,13 +11,18 @@ from typing import TYPE_CHECKING
 
 from memlineage_dsl.facts import Creator
 
-from memlineage.lineage.errors import NothingLoadedError, NotOwnerError, ValidationError
+from memlineage.lineage.errors import (
+    NothingLoadedError,
+    NotOwnerError,
+    ValidationError,
+)
 from memlineage.lineage.proposals import PENDING, POSTPONED, Objection, Proposal
 from memlineage.lineage.validation import check_one_line
 from memlineage.scoring.config import ScoringConfig
 from memlineage.store.base import LineageStore
 
 MAX_REASON = 512
+_TRIES = 8  # saves of an objection tried before the caller is asked to ask again
 
 __all__ = ["Voice"]
 
@@ -40,6 +45,30 @@ class Voice:
             raise ValidationError(f"must be 1 to {MAX_REASON} characters", field="reason")
         check_one_line(reason, "reason")  # as a status change's reason
         self.store.get(ns, memory_id)  # NOT_FOUND for an unknown memory
+        for _ in range(_TRIES):  # until saved over the proposal it was decided on
+            p = self._objectable(ns, memory_id, actor, now)
+            postponed = replace(
+                p,
+                state=POSTPONED,
+                deadline=now + self.scoring.objection_postpone,
+                objections=(*p.objections, Objection(now, actor.id, reason)),
+            )
+            # Another owner's objection (or the sweep) may have saved meanwhile: then
+            # this one is decided again on what is there now, as if it came second.
+            if self.store.save_proposal(postponed, "objected", now=now, replacing=p):
+                break
+        else:
+            raise NothingLoadedError(
+                f"the proposal for {memory_id!r} kept changing while this objection was "
+                "decided: ask again",
+                field="memory_id",
+            )
+        self.store.feedback(ns, [memory_id], True, now=now)
+        self.store.schedule_review(ns, {memory_id: postponed.deadline}, now=now)
+        return postponed
+
+    def _objectable(self, ns: str, memory_id: str, actor: Creator, now: float) -> Proposal:
+        """The memory's proposal, if `actor` may object to it now."""
         p = self.store.proposal(ns, memory_id)
         if p is None or p.state != PENDING or now >= p.deadline:
             raise NothingLoadedError(
@@ -53,16 +82,7 @@ class Voice:
                 "transition happens at its deadline",
                 field="memory_id",
             )
-        postponed = replace(
-            p,
-            state=POSTPONED,
-            deadline=now + self.scoring.objection_postpone,
-            objections=(*p.objections, Objection(now, actor.id, reason)),
-        )
-        self.store.save_proposal(postponed, "objected", now=now)
-        self.store.feedback(ns, [memory_id], True, now=now)
-        self.store.schedule_review(ns, {memory_id: postponed.deadline}, now=now)
-        return postponed
+        return p
 
     def objections_left(self, p: Proposal) -> int:
         return max(0, self.scoring.max_objections - len(p.objections))

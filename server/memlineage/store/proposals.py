@@ -27,13 +27,22 @@ class ProposalsMixin:
         def _ns(self, namespace: str) -> str: ...
 
     def save_proposal(
-        self, proposal: Proposal, event: str | None = None, *, now: float | None = None
-    ) -> None:
+        self,
+        proposal: Proposal,
+        event: str | None = None,
+        *,
+        now: float | None = None,
+        replacing: Proposal | None = None,
+    ) -> bool:
         """Keep `proposal` (replacing the memory's earlier one) and, with `event`
-        (`proposed` or `objected`), append that Watch event in the same step."""
+        (`proposed` or `objected`), append that Watch event in the same step. With
+        `replacing`: only if the memory's proposal is still that one (False: it
+        changed meanwhile, nothing written), so two owners objecting at once cannot
+        both be answered while one objection is lost."""
         if event not in (None, "proposed", "objected"):
             raise ValueError(f"event {event!r}")
-        self._save_proposal(self._ns(proposal.namespace), proposal, event, self._now(now))
+        ns = self._ns(proposal.namespace)
+        return self._save_proposal(ns, proposal, event, self._now(now), replacing)
 
     def proposal(self, namespace: str, memory_id: str) -> Proposal | None:
         return self._proposal(self._ns(namespace), memory_id)
@@ -53,7 +62,9 @@ class ProposalsMixin:
         self._drop_proposal(self._ns(namespace), memory_id)
 
     @abstractmethod
-    def _save_proposal(self, ns: str, p: Proposal, event: str | None, now: float) -> None: ...
+    def _save_proposal(
+        self, ns: str, p: Proposal, event: str | None, now: float, replacing: Proposal | None
+    ) -> bool: ...
 
     @abstractmethod
     def _proposal(self, ns: str, memory_id: str) -> Proposal | None: ...

@@ -15,18 +15,20 @@ from memlineage.store.redis_record_lua import HISTORY
 from memlineage.store.redis_scripts import EXPECT_TYPE
 
 # KEYS: proposals hash, event stream; ARGV: memory id, JSON, event kind ('' none), cap,
-# then the event's fields as name, value pairs. The type of the keys it writes is
-# checked before the first write.
+# the JSON it must replace ('' any: else 0 and nothing written when the stored one is
+# another), then the event's fields as name, value pairs. The type of the keys it
+# writes is checked before the first write.
 _SAVE = (
     EXPECT_TYPE
     + HISTORY
     + """
 ml_expect_type(KEYS[1], 'hash')
 if ARGV[3] ~= '' then ml_expect_type(KEYS[2], 'stream') end
+if ARGV[5] ~= '' and redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[5] then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 if ARGV[3] ~= '' then
   local fields = {}
-  for i = 5, #ARGV do fields[#fields + 1] = ARGV[i] end
+  for i = 6, #ARGV do fields[#fields + 1] = ARGV[i] end
   emit(KEYS[2], tonumber(ARGV[4]), 't', ARGV[3], unpack(fields))
 end
 return 1
@@ -41,7 +43,9 @@ class RedisProposals(RedisBase):
 
     _proposal_scripts: dict[str, Any]
 
-    def _save_proposal(self, ns: str, p: Proposal, event: str | None, now: float) -> None:
+    def _save_proposal(
+        self, ns: str, p: Proposal, event: str | None, now: float, replacing: Proposal | None
+    ) -> bool:
         fields: list[Any] = []
         if event is not None:
             fields = [
@@ -61,11 +65,13 @@ class RedisProposals(RedisBase):
             elif p.objections:
                 fields += ["r", p.objections[-1].by, "w", p.objections[-1].reason]
         keys = [self.keys.proposals(ns), self.keys.events(ns)]
+        expected = replacing.to_json() if replacing is not None else ""
         with self._guard(*keys):
-            self._proposal_scripts["save"](
+            saved = self._proposal_scripts["save"](
                 keys=keys,
-                args=[p.memory_id, p.to_json(), event or "", self._retention, *fields],
+                args=[p.memory_id, p.to_json(), event or "", self._retention, expected, *fields],
             )
+        return bool(saved)
 
     def _proposal(self, ns: str, memory_id: str) -> Proposal | None:
         """The memory's proposal, strictly decoded (read as bytes): a damaged value is

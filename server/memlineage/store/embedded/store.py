@@ -227,11 +227,15 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
         return self._grant_table.use(namespace, ids, now)
 
     # -- proposals: in memory, written through (``ProposalTable``); events under the lock
-    def _save_proposal(self, ns: str, p: Proposal, event: str | None, now: float) -> None:
+    def _save_proposal(
+        self, ns: str, p: Proposal, event: str | None, now: float, replacing: Proposal | None
+    ) -> bool:
         with self._lock:
+            if replacing is not None and self._proposal_table.get(ns, p.memory_id) != replacing:
+                return False
             self._proposal_table.save(p)
             if event is None:
-                return
+                return True
             fields: dict[str, Any] = {
                 "status": p.to_status,
                 "previous_status": p.from_status,
@@ -244,6 +248,7 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
             self._state.emit(
                 ns, self._state.space(ns), EventType(event), p.memory_id, now, **fields
             )
+            return True
 
     def _proposal(self, ns: str, memory_id: str) -> Proposal | None:
         return self._proposal_table.get(ns, memory_id)
