@@ -109,6 +109,37 @@ def _pattern(needle: str) -> re.Pattern[str]:
     return re.compile(before + re.escape(needle) + after)
 
 
+_QUOTED = 12
+"""A tool output shorter than this (normalised) is never taken for a quote of it: too
+short to tell from the user's own words (``ok``, ``deleted``)."""
+
+_QUOTED_RUN = 32
+"""A human text sharing a run this long with a recorded tool output (or, for an output
+shorter than twice this, half of it) quotes the tool: a ReAct loop's observation,
+truncated to the runtime's budget or reformatted, is still the tool's words."""
+
+
+def _quotes(text: str, tool: str) -> bool:
+    """Whether the human ``text`` holds a substantial piece of the ``tool`` output
+    (both normalised), also with all whitespace removed (a runtime joining or
+    re-wrapping lines). Before: only the whole output counted, and an observation cut
+    to 400 characters was the user's words, its injected payee theirs (an outside
+    audit); a shared word or short phrase still is not a quote."""
+    if len(tool) >= _QUOTED and tool in text:
+        return True
+    for a, b in ((text, tool), (text.replace(" ", ""), tool.replace(" ", ""))):
+        if len(b) < _QUOTED:
+            continue
+        k = min(_QUOTED_RUN, max(_QUOTED, -(-len(b) // 2)))
+        small, big = (a, b) if len(a) <= len(b) else (b, a)
+        if len(small) < k:
+            continue
+        pieces = {small[i : i + k] for i in range(len(small) - k + 1)}
+        if any(big[i : i + k] in pieces for i in range(len(big) - k + 1)):
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class _Leaf:
     """One traceable part of an argument value: its spellings (None: it carries no

@@ -26,6 +26,7 @@ from memlineage.integrations.langchain_callbacks.binding import (
     _output_text,
     _pattern,
     _Pending,
+    _quotes,
     _Record,
     _Run,
     _safe,
@@ -55,10 +56,6 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 `check_free_text`, which this package may not import; the LangChain fuzz meets a drift."""
 
 _NOTHING = object()
-
-_QUOTED = 12
-"""A human text holding a recorded tool output this long or longer (normalised) quotes
-the tool, as a ReAct loop's "Observation: ..." does: it is not the user's."""
 
 
 def _same_call(given: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
@@ -130,6 +127,7 @@ class _Core:
         self.runs: dict[UUID, _Run] = {}
         self.sources: list[_Source] = []
         self.user_seen: set[str] = set()
+        self.quoted: set[str] = set()  # human texts found quoting a tool: never the user's
         self.tool_memories: dict[str, str] = {}
         self.pending: dict[str, _Pending] = {}
         self.acts: list[ActRecord] = []
@@ -196,9 +194,10 @@ class _Core:
         with self.lock:
             for text in _user_texts(value):
                 norm = _norm(text)
-                if not norm or norm in self.user_seen:
+                if not norm or norm in self.user_seen or (root_only and norm in self.quoted):
                     continue
-                if root_only and any(len(t) >= _QUOTED and t in norm for t in tool_texts):
+                if root_only and any(_quotes(norm, t) for t in tool_texts):
+                    self.quoted.add(norm)  # a loop sends its history again: judged once
                     continue  # it quotes a tool's output ("Observation: ..."): not said
                 self.user_seen.add(norm)
                 memory_id = f"lc/{self.session}/user/{run_id}/{len(out)}"
