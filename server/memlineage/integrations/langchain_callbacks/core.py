@@ -36,6 +36,7 @@ from memlineage.integrations.langchain_callbacks.binding import (
 )
 from memlineage.integrations.langchain_callbacks.errors import (
     _ID_RE,
+    _MAX_RELIED,
     _MAX_SOURCES,
     _MAX_TAGS_RUNS,
     _MAX_VALUE,
@@ -133,6 +134,9 @@ class _Core:
         self.acts: list[ActRecord] = []
         self.root_inputs: dict[UUID, Any] = {}
         self.ambiguous_ids: set[str] = set()  # tool call ids a model's output named twice
+        self.count = 0  # sources recorded so far
+        self.seq: dict[str, int] = {}  # each source's place in the order of recording
+        self.decided: dict[str, int] = {}  # a call id: `count` when a model's answer named it
 
     # -- the run tree
     def start(
@@ -284,6 +288,8 @@ class _Core:
         with self.lock:
             if record.source is not None:
                 self.sources.append(record.source)
+                self.count += 1
+                self.seq[record.source.memory_id] = self.count
             if record.key:
                 self.tool_memories[record.key] = record.memory_id
 
@@ -333,6 +339,26 @@ class _Core:
                 if depth < len(ids) and len(kept) < _MAX_SOURCES:
                     kept.setdefault(ids[-1 - depth])
         return [i for i in out if i in kept]
+
+    def read_so_far(self, parent: UUID | None, call_id: str | None) -> list[str]:
+        """What the agent had read when it made the call ``call_id`` under ``parent``:
+        the user's latest input (its root run's own, else the handler's) and every
+        memory recorded since (tool results, derived values, later user inputs),
+        whatever run recorded them (a bare loop's tools are root runs), up to the model's
+        answer naming the call (a call made beside it did not read its output), else up
+        to now. [] with no user input recorded. What a call that binds nothing rests on:
+        before, the user's input alone, and an injected "delete everything" in a tool
+        output ran (an outside audit)."""
+        chain = self.ancestors(parent)
+        own = f"lc/{self.session}/user/{chain[-1]}/" if chain else None
+        with self.lock:
+            upto = self.decided.pop(call_id, self.count) if call_id else self.count
+            sources = [s for s in self.sources if self.seq[s.memory_id] <= upto]
+        users = [i for i, s in enumerate(sources) if s.origin == "user"]
+        mine = [i for i in users if own is not None and sources[i].memory_id.startswith(own)]
+        if not users:
+            return []
+        return list(dict.fromkeys(s.memory_id for s in sources[(mine or users)[-1] :]))
 
     def _inherited(self, parent: UUID | None) -> Mapping[str, Any]:
         """The parent run's metadata: LangChain gives a child run its parents'
@@ -401,11 +427,14 @@ class _Core:
             explicit |= {str(k): list(v) for k, v in raw.items()}
         explicit |= pending.args
         exclude = self._wrapper_input(run_id, parent, values)
+        read = self.read_so_far(parent, call_id)
         arguments: dict[str, ActArg] = {}
         for arg, value in values.items():
             sources = explicit[arg] if arg in explicit else self.sources_of(value, exclude)
             if sources is None:
-                continue
+                # None or empty names nothing, yet it is the agent's choice (`path=""`:
+                # every file): it rests on what the agent read, as a call binding nothing
+                sources = read if len(read) <= _MAX_SOURCES else []
             arguments[_arg_name(arg, arguments)] = ActArg(tuple(sources), **self._value(value))
         for arg, sources in explicit.items():
             if arg not in values:
@@ -415,18 +444,18 @@ class _Core:
             own_relies = ()
         relies = list(own_relies) + list(pending.relies_on)
         if not arguments and not relies:
-            # an act must name something: a call with nothing to bind rests on the
-            # user's latest request (none seen: it cannot be asked, see `unaskable`)
-            with self.lock:
-                users = [s.memory_id for s in self.sources if s.origin == "user"]
-            relies = users[-1:]
+            # a call with nothing to bind rests on what the agent read: an injected
+            # tool output among it refuses a sensitive one (no user input seen, or more
+            # than an act may name: it cannot be asked, see `unaskable`)
+            relies = read if len(read) <= _MAX_RELIED else []
         return _Act(action, arguments, tuple(dict.fromkeys(relies)), run_id, call_id)
 
     def note_calls(self, output: Any) -> None:
         """The tool call ids a model's output names: an id named twice in it makes each
         call of it refused (before: a second call carrying the id of one the runtime
         had bound took that binding, and ran first; an outside audit); a binding made
-        before the output named its id was not made for this call: dropped."""
+        before the output named its id was not made for this call: dropped. What had
+        been recorded then is what the call was made on (`read_so_far`)."""
         named = (
             c.get("id")
             for gens in getattr(output, "generations", ())
@@ -438,6 +467,7 @@ class _Core:
         with self.lock:
             for i, n in ids.items():
                 self.pending.pop(i, None)
+                self.decided[i] = self.count
                 if n > 1:
                     self.ambiguous_ids.add(i)
                 else:
@@ -457,7 +487,8 @@ class _Core:
             return None
         why = (
             "nothing to ask the act gate with: no argument to bind, no memory relied on"
-            " and no user input recorded (record the user's input first)"
+            " and no user input recorded (record the user's input first), or more"
+            f" memories read since it than an act may name ({_MAX_RELIED}: bind the call)"
         )
         reason = pb.Reason(policy="langchain_callbacks", effect=pb.EFFECT_DENY, message=why)
         return pb.Decision(effect=pb.EFFECT_DENY, operation=pb.OPERATION_ACT, reasons=[reason])

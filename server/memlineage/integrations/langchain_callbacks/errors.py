@@ -26,6 +26,7 @@ _SESSION_RE = re.compile(r"[A-Za-z0-9_:-]{1,48}")  # no "/" nor ".": see `_Core`
 _MAX_TAGS_RUNS = 16  # ancestors named in tags, nearest first (the sidecar allows 64 tags)
 _MAX_VALUE = 4096  # the sidecar's limit on an act argument's value
 _MAX_SOURCES = 256  # ... and on its sources
+_MAX_RELIED = 10_000  # ... and on the memories an act names besides them
 _T = TypeVar("_T")
 
 
