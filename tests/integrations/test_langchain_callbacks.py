@@ -580,6 +580,41 @@ def test_a_delegated_recipient_asks_the_confirm_hook(ml: MemLineageClient, world
     assert h.acts[-1].confirmed is True
 
 
+def test_a_grant_pinning_the_value_needs_no_confirmation(
+    ml: MemLineageClient, world: World
+) -> None:
+    """`grant(value=...)` / `digest=` reach the sidecar (before: not passed on): the
+    recipient the runtime resolved is fixed, no confirmation asked."""
+    carol = "carol@acme.example"
+    digest = "sha256:" + hashlib.sha256(carol.encode()).hexdigest()
+
+    async def main() -> None:
+        ah = AsyncLineageCallbackHandler(ml, user=USER)
+        await ah.user_input("Pay the bill in bill.txt")
+        cfg: RunnableConfig = {"callbacks": [ah]}
+        await world.tools["read_file"].ainvoke(call("read_file", "a1", path="bill.txt"), cfg)
+        bill = ah.tool_memory("a1") or ""
+        g = await ah.grant(["send_money"], memory_id=bill, arguments=["amount"])
+        p = await ah.grant(["send_money"], memory_id=bill, arguments=["recipient"], value=carol)
+        assert (g.value, p.value) == ("", carol)
+        pay = call("send_money", "a2", recipient=carol, amount=120.5)
+        await world.tools["send_money"].ainvoke(pay, cfg)
+
+    asyncio.run(main())
+    assert world.sent == [("send_money", {"recipient": carol, "amount": 120.5})]
+    h = handler(ml)  # no hook: a DEGRADE would be refused
+    cfg: RunnableConfig = {"callbacks": [h]}
+    h.user_input("Pay the bill in bill.txt")
+    world.tools["read_file"].invoke(call("read_file", "c1", path="bill.txt"), cfg)
+    bill = h.tool_memory("c1") or ""
+    h.grant(["send_money"], memory_id=bill, arguments=["amount"])
+    h.grant(["send_money"], memory_id=bill, arguments=["recipient"], value=carol)
+    world.tools["send_money"].invoke(call("send_money", "c2", recipient=carol, amount=120.5), cfg)
+    assert len(world.sent) == 2 and h.acts[-1].decision.effect == pb.EFFECT_ALLOW
+    # a digest pin reaches the sidecar too (it covers an act sending that digest)
+    assert h.grant(["send_money"], memory_id=bill, digest=digest).digest == digest
+
+
 def test_a_degrade_without_a_hook_is_refused(ml: MemLineageClient, world: World) -> None:
     h = handler(ml)
     cfg: RunnableConfig = {"callbacks": [h]}

@@ -237,9 +237,13 @@ class LineageCallbackHandler(_Shared, BaseCallbackHandler):
         arguments: Sequence[str] = (),
         uses: int = 1,
         expires_at: float | None = None,
+        value: str = "",
+        digest: str = "",
     ) -> pb.Grant:
         """Record the user's delegation (as the user): ``memory_id`` (e.g. a
-        `tool_memory`) or ``source`` (``"tool:read_file"``) may fill ``arguments``."""
+        `tool_memory`) or ``source`` (``"tool:read_file"``) may fill ``arguments``;
+        ``value`` (or ``digest``) pins the one value it covers, so the act gate asks
+        no confirmation for it (before: not passed on, and a pin could not be made)."""
         return self.client.grant(
             actions,
             memory_id=memory_id,
@@ -247,6 +251,8 @@ class LineageCallbackHandler(_Shared, BaseCallbackHandler):
             arguments=arguments,
             uses=uses,
             expires_at=expires_at,
+            value=value,
+            digest=digest,
             actor=self._core.user,
         )
 
@@ -415,6 +421,8 @@ class AsyncLineageCallbackHandler(_Shared, AsyncCallbackHandler):  # type: ignor
         arguments: Sequence[str] = (),
         uses: int = 1,
         expires_at: float | None = None,
+        value: str = "",
+        digest: str = "",
     ) -> pb.Grant:
         """Record the user's delegation (see the sync handler)."""
         return await self._acall(
@@ -425,6 +433,8 @@ class AsyncLineageCallbackHandler(_Shared, AsyncCallbackHandler):  # type: ignor
             arguments=arguments,
             uses=uses,
             expires_at=expires_at,
+            value=value,
+            digest=digest,
             actor=self._core.user,
         )
 
