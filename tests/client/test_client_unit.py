@@ -683,6 +683,38 @@ def test_a_sidecar_never_reached_is_named_in_the_deadline() -> None:
     assert f"the sidecar at {target} was never reachable" in caught.value.details
 
 
+UNREACHABLE_SCRIPT = """
+import sys, threading, time
+from memlineage.client import DeadlineExceeded, MemLineageClient
+client = MemLineageClient(sys.argv[1], timeout=0.3)
+try:
+    client.explain("m")
+except DeadlineExceeded as exc:
+    print("never reachable" in exc.details)
+time.sleep(1.0)  # past the 0.2 s a grpc connectivity poll waits at a time
+print(sorted(t.name for t in threading.enumerate() if t is not threading.main_thread()))
+"""
+
+
+def test_a_sidecar_never_reached_leaves_no_thread_and_no_traceback_at_exit() -> None:
+    """Asking whether the channel ever connected left its ready-future waiting, never
+    cancelled: a grpc thread kept polling the channel for the rest of the process and,
+    meeting the interpreter's exit, printed `Exception in thread Thread-1 (_run):
+    Traceback ...` after the clear DeadlineExceeded."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        target = f"127.0.0.1:{probe.getsockname()[1]}"
+    out = subprocess.run(
+        [sys.executable, "-c", UNREACHABLE_SCRIPT, target],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["True", "[]"], out.stdout  # no poll thread left
+    assert "Traceback" not in out.stderr and "Exception in thread" not in out.stderr, out.stderr
+
+
 def test_counts_past_the_requests_int32_are_named_before_anything_is_sent() -> None:
     """Before: protobuf's "Value out of range: N", naming no argument."""
     c = MemLineageClient("127.0.0.1:1", timeout=1, retries=0)

@@ -181,11 +181,17 @@ def revised_concurrently(memory_id: str, attempts: int) -> FailedPrecondition:
 
 
 def never_ready(channel: grpc.Channel) -> bool:
-    """Whether `channel` is not connected now (asked on a failed call only)."""
+    """Whether `channel` is not connected now (asked on a failed call only). The
+    future is cancelled whatever its answer: one left waiting keeps its channel
+    subscribed, a grpc thread polling the channel until the process ends (and
+    printing a traceback when it meets the interpreter's exit)."""
+    ready = grpc.channel_ready_future(channel)
     try:
-        grpc.channel_ready_future(channel).result(timeout=0.05)
+        ready.result(timeout=0.05)
     except grpc.FutureTimeoutError:
         return True
+    finally:
+        ready.cancel()
     return False
 
 
