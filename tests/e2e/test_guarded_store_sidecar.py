@@ -4,19 +4,44 @@ and provenance decides what it gets back and what it may change."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import re
 from pathlib import Path
 
 import pytest
-from memlineage.client import DictMemoryStore, GuardedStore, NotFound, PolicyDenied
+from memlineage.client import (
+    AsyncMemLineageClient,
+    DictMemoryStore,
+    GuardedStore,
+    NotFound,
+    PolicyDenied,
+)
 from memlineage.v1 import memlineage_pb2 as pb
 from support.sidecar import RunningSidecar, World
 
 
 def snapshot(store: DictMemoryStore) -> dict:
     return {k: (v, dict(meta)) for k, (v, meta) in store.items.items()}
+
+
+def test_an_async_client_is_refused_when_the_store_is_made(world: World) -> None:
+    """Before, GuardedStore took an AsyncMemLineageClient and its first get/put failed
+    on a coroutine it never awaited (``'coroutine' object has no attribute ...``)."""
+    store = DictMemoryStore()
+
+    async def make() -> None:
+        async with AsyncMemLineageClient(world.sidecar.address, token="token-alice") as aclient:
+            with pytest.raises(
+                TypeError,
+                match=r"^client: AsyncMemLineageClient given; GuardedStore takes a "
+                r"MemLineageClient \(the synchronous one: ",
+            ):
+                GuardedStore(store, aclient)  # type: ignore[arg-type]
+
+    asyncio.run(make())
+    assert len(store) == 0
 
 
 def test_search_returns_the_preference_not_doubtful_reasoning(world: World) -> None:

@@ -526,6 +526,24 @@ def test_the_async_handler_refuses_an_async_client_at_once(sidecar: RunningSidec
     asyncio.run(make())
 
 
+def test_the_sync_handler_refuses_an_async_client_at_once(sidecar: RunningSidecar) -> None:
+    """As its async twin does: before, an AsyncMemLineageClient was taken, its calls
+    returned coroutines the handler never awaited, and the first tool call failed with
+    ``AttributeError: 'coroutine' object has no attribute 'effect'``."""
+    from memlineage.client import AsyncMemLineageClient
+
+    async def make() -> None:
+        async with AsyncMemLineageClient(sidecar.address, timeout=5) as aclient:
+            with pytest.raises(
+                TypeError,
+                match=r"^client: AsyncMemLineageClient given; LineageCallbackHandler takes a "
+                r"MemLineageClient \(the synchronous one: ",
+            ):
+                LineageCallbackHandler(aclient, user=USER)  # type: ignore[arg-type]
+
+    asyncio.run(make())
+
+
 def test_a_user_grant_lets_the_bill_fill_the_amount_once(
     ml: MemLineageClient, world: World
 ) -> None:

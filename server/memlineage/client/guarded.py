@@ -21,7 +21,7 @@ from memlineage.client.errors import (
 )
 from memlineage.client.messages import VERSION_READ, replayed
 from memlineage.client.revise_outcome import UNKNOWN_OUTCOME, settled, unknown
-from memlineage.client.sync import MemLineageClient
+from memlineage.client.sync import MemLineageClient, require_sync_client
 from memlineage.v1 import memlineage_pb2 as pb
 
 __all__ = ["DEFAULT_ACTOR", "DictMemoryStore", "GuardedStore", "MemoryStore"]
@@ -77,6 +77,12 @@ class GuardedStore:
         overfetch: int = 3,
         historical: bool = False,
     ) -> None:
+        require_sync_client(
+            client,
+            "GuardedStore",
+            "its put/get/search/delete are synchronous and cannot await an "
+            "AsyncMemLineageClient's calls",
+        )
         if overfetch < 1:
             raise ValueError(f"overfetch: {overfetch!r} must be at least 1")
         self.store = store

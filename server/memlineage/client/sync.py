@@ -26,7 +26,7 @@ from memlineage.client.retry import backoff_delay, channel_options
 from memlineage.client.stubs import Unary, WatchCall, new_stubs
 from memlineage.v1 import memlineage_pb2 as pb
 
-__all__ = ["MemLineageClient", "WatchStream"]
+__all__ = ["MemLineageClient", "WatchStream", "require_sync_client"]
 
 _Req = TypeVar("_Req")
 _Resp = TypeVar("_Resp")
@@ -354,6 +354,18 @@ class MemLineageClient:
         response = self._call(self._health.Check, health_pb2.HealthCheckRequest(service=service))
         name: str = health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
         return name
+
+
+def require_sync_client(client: object, taker: str, why: str) -> None:
+    """Refuse, when it is made, a wrapper given anything but a `MemLineageClient`: given
+    an `AsyncMemLineageClient`, its calls return coroutines the wrapper never awaits,
+    and the first one failed far from the cause (``'coroutine' object has no attribute
+    'effect'``). ``taker`` names the wrapper, ``why`` says why it needs the sync one."""
+    if not isinstance(client, MemLineageClient):
+        raise TypeError(
+            f"client: {type(client).__name__} given; {taker} takes a MemLineageClient "
+            f"(the synchronous one: {why})"
+        )
 
 
 class WatchStream(Iterator[pb.LineageEvent]):

@@ -15,6 +15,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 
 from memlineage.client import MemLineageClient
+from memlineage.client.sync import require_sync_client
 from memlineage.integrations.langchain_callbacks.binding import ActRecord, _norm, _Record
 from memlineage.integrations.langchain_callbacks.core import _Core
 from memlineage.integrations.langchain_callbacks.errors import _T, DERIVED_TYPE, LineageRefused
@@ -191,6 +192,13 @@ class LineageCallbackHandler(_Shared, BaseCallbackHandler):
         send_values: bool = True,
         structure_keys: Iterable[str] = (),
     ) -> None:
+        require_sync_client(
+            client,
+            "LineageCallbackHandler",
+            "its callbacks are synchronous and cannot await an AsyncMemLineageClient's "
+            "calls; in an async run use it or AsyncLineageCallbackHandler, with a "
+            "MemLineageClient either way",
+        )
         self.client = client
         self.actor = actor
         self.on_confirm = on_confirm
@@ -343,13 +351,12 @@ class AsyncLineageCallbackHandler(_Shared, AsyncCallbackHandler):  # type: ignor
         send_values: bool = True,
         structure_keys: Iterable[str] = (),
     ) -> None:
-        if not isinstance(client, MemLineageClient):
-            raise TypeError(
-                f"client: {type(client).__name__} given; the handler takes a "
-                "MemLineageClient (the synchronous one: its tool gate must be "
-                "synchronous, see the class's docstring; its other calls run in a "
-                "worker thread)"
-            )
+        require_sync_client(
+            client,
+            "AsyncLineageCallbackHandler",
+            "its tool gate must be synchronous, see the class's docstring; its other "
+            "calls run in a worker thread",
+        )
         self.client = client
         self.actor = actor
         self.on_confirm = on_confirm
