@@ -160,7 +160,9 @@ class Config:
     )
     fail_mode: str = _setting(
         "closed",
-        "when the store is unavailable: `closed` answers UNAVAILABLE, `degraded` degrades reads",
+        "when the store is unavailable: `closed` answers UNAVAILABLE; `degraded` answers "
+        "Check and FilterRank without it (reads DEGRADE, act, update, delete and derive "
+        "DENY) and every other RPC that needs it UNAVAILABLE",
         "policies",
         choices=FAIL_MODES,
     )

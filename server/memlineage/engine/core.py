@@ -10,7 +10,8 @@ Semantics a caller relies on (README "Decisions"):
 - `UpdateStatus` decides `update` on the memory before revoking, superseding or
   confirming it;
 - store unavailable: fail closed (raise `StoreUnavailableError`, UNAVAILABLE)
-  or, with `fail_mode="degraded"`, answer reads DEGRADE and everything else DENY.
+  or, with `fail_mode="degraded"`, decide Check and FilterRank without it: reads
+  DEGRADE, every other operation DENY (the rest still raises).
 """
 
 from __future__ import annotations
