@@ -168,8 +168,10 @@ def _check(args: argparse.Namespace) -> int:
             print(f"  obligation {o.kind}({arg})  [{o.policy}]")
         for r in d.reasons:
             print(f"  {r.status:<10} {r.policy}: {r.message}")
-        for e in d.errors:
-            print(f"  error      {e}")
+        shown = {r.message for r in d.reasons if r.status == "error"}
+        for e in d.errors:  # each rule's error is its reason's message: printed above
+            if e not in shown:
+                print(f"  error      {e}")
     return 3 if d.effect == pb.EFFECT_DENY else 0
 
 

@@ -5,6 +5,9 @@ with the documented annotation, everything else DENY, writes UNAVAILABLE."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -151,6 +154,18 @@ def test_fail_degraded_reads_degrade_the_rest_is_denied(redis: RedisServer) -> N
 
         with quick("Record"), pytest.raises(Unavailable):
             c.record("lost", creator="user:alice")
+
+        # the CLI prints the sidecar's reason once (before: again as an `error` line)
+        out = subprocess.run(
+            [sys.executable, "-m", "memlineage", "check", "read", "pref", "--target", c.target],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "MEMLINEAGE_TOKEN": "tok"},
+        )
+        assert out.returncode == 0 and out.stdout.startswith("DEGRADE "), out
+        errors = [line for line in out.stdout.splitlines() if line.startswith("  error ")]
+        assert errors == [f"  error      <store-unavailable>: {DOWN_TEXT}"], out.stdout
 
         redis.start()
         assert c.check("read", "pref").effect == pb.EFFECT_ALLOW
