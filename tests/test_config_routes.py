@@ -294,6 +294,40 @@ def test_config_show_command_reports_values_and_origins(tmp_path: Path) -> None:
     assert len(lines) == len(SETTINGS)
 
 
+def test_config_show_names_each_flag_as_typed() -> None:
+    """Before: `--no-fsync` showed as `flag --fsync` (the flag that sets it true) and
+    the alias `--policy-dir` as `flag --policies`; each origin is now the flag typed,
+    as an env origin is the variable set and a file origin the file read."""
+
+    def show(*args: str) -> list[str]:
+        out = subprocess.run(
+            [sys.executable, "-m", "memlineage", "config", "show", *args],
+            capture_output=True,
+            text=True,
+            env={k: v for k, v in os.environ.items() if not k.startswith("MEMLINEAGE_")},
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.splitlines()
+
+    typed = show("--no-fsync", "--policy-dir", "y", "--no-record-access")
+    assert "fsync = false  # flag --no-fsync" in typed
+    assert 'policy_dir = "y"  # flag --policy-dir' in typed
+    assert "record_access = false  # flag --no-record-access" in typed
+    regular = show("--policies", "z", "--record-access")
+    assert 'policy_dir = "z"  # flag --policies' in regular
+    assert "record_access = true  # flag --record-access" in regular
+
+
+def test_a_refused_flag_value_names_the_flag_as_typed() -> None:
+    args = cli_parser.parser().parse_args(["serve", "--policy-dir", "p", "--grpc-workers", "x"])
+    from memlineage.config import flag_overrides, typed_flags
+
+    assert typed_flags(args) == {"policy_dir": "--policy-dir", "grpc_workers": "--grpc-workers"}
+    with pytest.raises(ConfigError, match=r"^--grpc-workers: must be an integer, got 'x'"):
+        load_config(env={}, overrides=flag_overrides(args), flags=typed_flags(args))
+
+
 def test_serve_reports_a_bad_flag_value_as_configuration() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "memlineage", "serve", "--lineage-depth", "deep"],

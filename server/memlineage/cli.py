@@ -272,6 +272,7 @@ def _config(args: argparse.Namespace) -> int:
         render_docs,
         render_show,
         resolve_config,
+        typed_flags,
         unknown_env,
     )
 
@@ -281,7 +282,9 @@ def _config(args: argparse.Namespace) -> int:
     for warning in unknown_env():
         print(f"warning: configuration: {warning}", file=sys.stderr)
     try:
-        cfg, origins = resolve_config(args.config, overrides=flag_overrides(args))
+        cfg, origins = resolve_config(
+            args.config, overrides=flag_overrides(args), flags=typed_flags(args)
+        )
     except ConfigError as exc:
         print(f"error: configuration: {exc}", file=sys.stderr)
         return 2
@@ -293,7 +296,13 @@ def _serve(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from memlineage.config import ConfigError, flag_overrides, load_config, unknown_env
+    from memlineage.config import (
+        ConfigError,
+        flag_overrides,
+        load_config,
+        typed_flags,
+        unknown_env,
+    )
     from memlineage.engine.policies import PolicyLoadError
     from memlineage.sidecar import run
 
@@ -301,7 +310,7 @@ def _serve(args: argparse.Namespace) -> int:
     for warning in unknown_env():
         print(f"warning: configuration: {warning}", file=sys.stderr)
     try:
-        config = load_config(args.config, overrides=flag_overrides(args))
+        config = load_config(args.config, overrides=flag_overrides(args), flags=typed_flags(args))
         asyncio.run(run(config))
     except ConfigError as exc:
         print(f"error: configuration: {exc}", file=sys.stderr)

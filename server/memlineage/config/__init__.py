@@ -40,6 +40,7 @@ from memlineage.config.settings import (
     flag_overrides,
     load_config,
     resolve_config,
+    typed_flags,
     unknown_env,
     value_of,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "render_docs",
     "render_show",
     "resolve_config",
+    "typed_flags",
     "unknown_env",
     "value_of",
 ]

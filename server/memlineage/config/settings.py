@@ -171,8 +171,11 @@ def _env_layer(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
     }
 
 
-def _flag_layer(overrides: Mapping[str, object]) -> dict[str, tuple[Any, str]]:
-    """Overrides by setting key (the `serve` flags); None means not given."""
+def _flag_layer(
+    overrides: Mapping[str, object], typed: Mapping[str, str]
+) -> dict[str, tuple[Any, str]]:
+    """Overrides by setting key (the `serve` flags); None means not given. A value is
+    named by the flag as typed (`typed`: `--no-fsync`, an alias), else its own flag."""
     out = {}
     for key, value in overrides.items():
         if value is None:
@@ -180,7 +183,8 @@ def _flag_layer(overrides: Mapping[str, object]) -> dict[str, tuple[Any, str]]:
         s = BY_KEY.get(key)
         if s is None:
             raise ConfigError(f"unknown setting {key!r}")
-        out[key] = (_convert(s, value, s.flag, "flag"), f"flag {s.flag}")
+        flag = typed.get(key, s.flag)
+        out[key] = (_convert(s, value, flag, "flag"), f"flag {flag}")
     return out
 
 
@@ -205,12 +209,14 @@ def resolve_config(
     path: str | None = None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, object] | None = None,
+    flags: Mapping[str, str] | None = None,
 ) -> tuple[Config, dict[str, str]]:
-    """The validated Config and, per setting key, where its value came from."""
+    """The validated Config and, per setting key, where its value came from (a flag
+    named as typed: `flags`, by key, from `typed_flags`)."""
     env = os.environ if env is None else env
     path = path or env.get(CONFIG_ENV) or None
     layers = [_file_layer(path)] if path else []
-    layers += [_env_layer(env), _flag_layer(overrides or {})]
+    layers += [_env_layer(env), _flag_layer(overrides or {}, flags or {})]
     values: dict[str, Any] = {}
     origins = {s.key: "default" for s in SETTINGS}
     for layer in layers:  # later layers win, key by key
@@ -229,9 +235,10 @@ def load_config(
     path: str | None = None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, object] | None = None,
+    flags: Mapping[str, str] | None = None,
 ) -> Config:
     """Defaults < the TOML file (path, else $MEMLINEAGE_CONFIG) < env < overrides (flags)."""
-    return resolve_config(path, env, overrides)[0]
+    return resolve_config(path, env, overrides, flags)[0]
 
 
 def value_of(cfg: Config, key: str) -> Any:
@@ -243,6 +250,45 @@ def value_of(cfg: Config, key: str) -> Any:
 
 
 # ------------------------------------------------------------------ flags
+
+_TYPED = "_setting_flags_typed"  # the parsed namespace's {key: the flag as typed}
+
+
+def _note_typed(namespace: argparse.Namespace, key: str, option: str | None) -> None:
+    if option:
+        typed = getattr(namespace, _TYPED, None)
+        if typed is None:
+            typed = {}
+            setattr(namespace, _TYPED, typed)
+        typed[key] = option
+
+
+class _Store(argparse.Action):
+    """A setting's flag: stores the value and notes the flag as typed (an alias too)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        _note_typed(namespace, self.dest, option_string)
+
+
+class _Bool(argparse.BooleanOptionalAction):
+    """A boolean setting's `--flag` / `--no-flag`, noting which one was typed."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        super().__call__(parser, namespace, values, option_string)
+        _note_typed(namespace, self.dest, option_string)
 
 
 def add_setting_flags(parser: argparse.ArgumentParser) -> None:
@@ -262,14 +308,13 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
         help_ = help_.replace("%", "%%")
         group = groups[s.section]
         if s.kind is BOOL:
-            group.add_argument(
-                s.flag, *s.aliases, dest=s.key, action=argparse.BooleanOptionalAction, help=help_
-            )
+            group.add_argument(s.flag, *s.aliases, dest=s.key, action=_Bool, help=help_)
         else:
             group.add_argument(
                 s.flag,
                 *s.aliases,
                 dest=s.key,
+                action=_Store,
                 choices=s.choices or None,
                 metavar=None if s.choices else s.key.rpartition(".")[2].upper(),
                 help=help_,
@@ -279,3 +324,9 @@ def add_setting_flags(parser: argparse.ArgumentParser) -> None:
 def flag_overrides(args: argparse.Namespace) -> dict[str, object]:
     """The settings given as flags (parsed by add_setting_flags), by key."""
     return {s.key: getattr(args, s.key, None) for s in SETTINGS}
+
+
+def typed_flags(args: argparse.Namespace) -> dict[str, str]:
+    """The flags as typed (`--no-fsync`, `--policy-dir`), by setting key: what `config
+    show` names as a value's origin and a refused value's error names."""
+    return dict(getattr(args, _TYPED, None) or {})
