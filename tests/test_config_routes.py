@@ -328,6 +328,20 @@ def test_a_refused_flag_value_names_the_flag_as_typed() -> None:
         load_config(env={}, overrides=flag_overrides(args), flags=typed_flags(args))
 
 
+def test_sweep_namespace_help_says_every_namespace(capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: "default: the caller's; all of them"; a sweep's empty namespace is every
+    namespace (RunSweep's), the other commands' the caller's."""
+
+    def help_of(command: str) -> str:
+        with pytest.raises(SystemExit):
+            cli_parser.parser().parse_args([command, "--help"])
+        return " ".join(capsys.readouterr().out.split())
+
+    assert "--namespace NAMESPACE namespace (default: every namespace)" in help_of("sweep")
+    for command in ("check", "explain"):
+        assert "--namespace NAMESPACE namespace (default: the caller's)" in help_of(command)
+
+
 def test_serve_reports_a_bad_flag_value_as_configuration() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "memlineage", "serve", "--lineage-depth", "deep"],

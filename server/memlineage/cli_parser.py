@@ -90,8 +90,8 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument(
             "--namespace",
             default="",
-            help="namespace (default: the caller's"
-            + ("; all of them" if sp.prog.endswith(" sweep") else "")
+            help="namespace (default: "
+            + ("every namespace" if sp.prog.endswith(" sweep") else "the caller's")
             + ")",
         )
         sp.add_argument(
