@@ -25,13 +25,17 @@ VALIDATOR = Draft202012Validator(SCHEMA, format_checker=FormatChecker())
 
 
 def traffic(c: MemLineageClient) -> None:
-    """Every kind of decision: writes, a derive, reads, a ranking, a status change, and
-    acts with and without a grant spent."""
+    """Every kind of decision: writes, a derive, reads, a ranking, a status change, a
+    Revise (its input with the stored version beside the proposed one), and acts with
+    and without a grant spent."""
     c.record("prompt", creator="user:alice")
     c.record("bill", creator="tool:read_file", type="tool_result")
     c.record("plan", creator="agent:planner", dependencies=["prompt"])
     c.record("guess", creator="reasoning:planner", confidence=0.4)
     c.check("read", "plan")
+    assert c.revise(
+        "guess", expected_version=1, creator="reasoning:planner", confidence=0.5
+    ).applied
     c.filter_rank([("plan", 0.9), ("guess", 0.8), ("bill", 0.5)])
     c.grant(["send_money"], memory_id="bill", arguments=["amount"], uses=1, actor="user:alice")
     paid = c.act("send_money", {"recipient": ["prompt"], "amount": ["bill"]})

@@ -84,3 +84,51 @@ def test_a_score_the_serving_set_did_not_read_makes_its_replay_approximate(
     render(report, out)
     assert report.unscored == 1, report
     assert "1 read a score (reliability, value_score)" in out.getvalue()
+
+
+def test_a_revise_replays_with_the_stored_version_as_its_target() -> None:
+    """A Revise decides `update` on the proposed version (`memory`) over the stored
+    one (`target`), both of one id: the log carries the stored one's facts beside the
+    proposed one's, so `target.creator` replays as the user's (an outside audit: the
+    unchanged set replayed an agent's denied Revise of the user's statement as allow)."""
+    engine, sink, holder = _engine(BUNDLED_POLICIES)
+    user = Creator("user", "user:alice")
+    engine.record(
+        MemoryRecord(
+            "city",
+            "default",
+            subject="user:alice",
+            attribute="city",
+            value="Paris",
+            creator_id="user:alice",
+        ),
+        user,
+    )
+    agents = MemoryRecord(
+        "city",
+        "default",
+        subject="user:alice",
+        attribute="city",
+        value="Rome",
+        creator_id="agent:planner",
+    )
+    denied = engine.revise(agents, 1)
+    assert not denied.applied and denied.decision.decision.effect == "deny"
+    mine = MemoryRecord(
+        "city",
+        "default",
+        subject="user:alice",
+        attribute="city",
+        value="Oslo",
+        creator_id="user:alice",
+    )
+    assert engine.revise(mine, 1, user).applied
+    report = replay_lines(_lines(sink), holder.current.compiled)
+    assert (report.unreadable, report.replayed, report.unchanged) == ([], 3, 3), report
+    updates = [json.loads(t)["input"] for _, _, t in _lines(sink)][-2:]
+    assert [u["op"] for u in updates] == ["update", "update"]
+    assert updates[0]["target_facts"][8] == ["user", "user:alice"]  # the stored creator
+    # a line logged before `target_facts` is still read (its target as its id's facts)
+    old = json.loads(_lines(sink)[1][2])
+    del old["input"]["target_facts"]
+    assert replay_lines([("old", 1, json.dumps(old))], holder.current.compiled).replayed == 1

@@ -99,7 +99,7 @@ def encode_input(req: Request, snap: StoreSnapshot) -> str:
     for m in (req.memory, req.target, *req.memories, *(s for a in req.args for s in a.sources)):
         if m is not None and m.id not in facts:
             facts[m.id] = _fact(m)
-    body = {
+    body: dict[str, Any] = {
         "op": req.op,
         "memory": req.memory.id,
         "target": req.target.id if req.target is not None else None,
@@ -124,6 +124,14 @@ def encode_input(req: Request, snap: StoreSnapshot) -> str:
         "scored": sorted(snap.scored),
         "facts": facts,
     }
+    if req.target is not None:
+        # An update (Revise) decides on the proposed version as `memory` and the stored
+        # one as `target`, both of one id: `facts` holds the proposed one, so the
+        # stored one goes beside it (before, a replay read the proposed version as
+        # `target` too, and any rule comparing them replayed another answer)
+        own = _fact(req.target)
+        if own != facts[req.target.id]:
+            body["target_facts"] = own
     return json.dumps(body, separators=(",", ":"))
 
 
@@ -191,6 +199,15 @@ def decode_input(text: str | dict[str, Any]) -> tuple[Request, ReplaySnapshot]:
     def ref(i: str) -> Memory:
         return memories.get(i) or UnknownMemory(i, str(v["namespace"]))
 
+    target = v.get("target")
+    if v.get("target_facts") is not None:  # the stored version, beside the proposed one
+        own = _unfact(v["target_facts"])
+        if target is None or own.id != target:
+            raise BadInput("target_facts: not the facts of `target`")
+        given: Memory | None = own
+    else:  # logged before target_facts: the facts of its id (the proposed version)
+        given = ref(target) if target is not None else None
+
     op, at = str(v["op"]), float(v["time"])
     if op not in OPERATIONS:
         raise BadInput(f"op: {op!r} is not an operation")
@@ -205,7 +222,7 @@ def decode_input(text: str | dict[str, Any]) -> tuple[Request, ReplaySnapshot]:
         at,
         str(v["action"]),
         bool(v["historical"]),
-        ref(v["target"]) if v.get("target") is not None else None,
+        given,
         tuple(ref(i) for i in v["memories"]),
         tuple(
             Argument(a["name"], tuple(ref(s) for s in a["sources"]), a["value"], a["digest"])
