@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 from pathlib import Path
 
 from memlineage.engine.core import Engine
 from memlineage.engine.decision_log import DecisionLog
 from memlineage.engine.policies import PolicyHolder
 from memlineage.engine.replay import render, replay_lines
+from memlineage.lineage.clock import ManualClock
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store.embedded import EmbeddedStore
 from memlineage_dsl.facts import Creator
 from memlineage_dsl.pipeline import build_texts
+from support.memories import T0
 from support.sidecar import BUNDLED_POLICIES
 
 
@@ -132,3 +135,34 @@ def test_a_revise_replays_with_the_stored_version_as_its_target() -> None:
     old = json.loads(_lines(sink)[1][2])
     del old["input"]["target_facts"]
     assert replay_lines([("old", 1, json.dumps(old))], holder.current.compiled).replayed == 1
+
+
+def test_a_reused_decision_replays_at_its_own_time(tmp_path: Path) -> None:
+    """A read answered by reuse two minutes after the first is logged with the first
+    one's input (its time too): replay decides it at its line's time, so a candidate
+    that expires notes after a minute denies it (an outside audit: it replayed as
+    unchanged, at the first read's time)."""
+    candidate = tmp_path / "candidate"
+    shutil.copytree(BUNDLED_POLICIES, candidate)
+    (candidate / "expire.mlp").write_text(
+        'policy notes_expire priority 90 {\n  on read\n  when "note" in memory.tags and '
+        'age(memory) > 1m\n  deny "notes expire after a minute"\n}\n'
+    )
+    sink, clock = io.StringIO(), ManualClock(T0)
+    holder = PolicyHolder(BUNDLED_POLICIES)
+    engine = Engine(
+        EmbeddedStore(), holder, clock=clock, log=DecisionLog(sink), capture_inputs=True
+    )
+    alice = Creator("user", "user:alice")
+    engine.record(MemoryRecord("n1", "default", tags=("note",), creator_id="user:alice"), alice)
+    engine.check("default", "read", ("n1",), alice)
+    clock.advance(120)
+    engine.check("default", "read", ("n1",), alice)
+    assert engine.reused == 1
+    last = json.loads(_lines(sink)[-1][2])
+    assert last["ts"] == T0 + 120 and last["input"]["time"] == T0  # as first decided
+    same = replay_lines(_lines(sink), holder.current.compiled)
+    assert (same.replayed, same.unchanged) == (3, 3), same
+    report = replay_lines(_lines(sink), PolicyHolder(str(candidate)).current.compiled)
+    assert report.transitions == {("allow", "deny"): 1}, report
+    assert report.examples[("allow", "deny")] == [last["decision_id"]]

@@ -94,3 +94,14 @@ def test_a_score_that_is_no_finite_number_is_named(
     report = replay_lines([("edited.log", 1, json.dumps(line))], compiled)
     assert len(report.unreadable) == 1
     assert report.unreadable[0].startswith("edited.log:1: score: "), report.unreadable
+
+
+@pytest.mark.parametrize(
+    "ts", [10**400, float("nan"), "soon", True], ids=["big", "nan", "text", "bool"]
+)
+def test_a_ts_that_is_no_time_is_named(logged: tuple[list[dict[str, Any]], Any], ts: Any) -> None:
+    """A line's `ts` is the time it is replayed at: an edited one is named, not read."""
+    lines, compiled = logged
+    report = replay_lines([("edited.log", 1, json.dumps({**lines[0], "ts": ts}))], compiled)
+    assert len(report.unreadable) == 1
+    assert report.unreadable[0].startswith("edited.log:1: ts: "), report.unreadable

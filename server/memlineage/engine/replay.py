@@ -10,7 +10,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 from memlineage_dsl.compiler import CompiledPolicySet
@@ -96,6 +96,9 @@ def _logged(text: str) -> dict[str, Any]:
     score = line.get("score", 0.0)
     if not finite_number(score):
         raise _Unreadable(f"score: {score!r} is not a number")
+    ts = line.get("ts")
+    if ts is not None and not finite_number(ts):
+        raise _Unreadable(f"ts: {ts!r} is not a time")
     reasons = line.get("reasons", [])
     if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
         raise _Unreadable("reasons: not a list of texts")
@@ -116,6 +119,13 @@ def replay_lines(
                 report.without_input += 1
                 continue
             req, snap = decode_input(given)
+            at = line.get("ts")
+            if at is not None and float(at) != req.time:
+                # A decision answered by reuse is logged with the input it was first
+                # decided on, time included; reuse holds only while nothing it read
+                # changed, so it is re-decided at its own time (before: at the first
+                # one's, and a candidate's `age()` rule never saw the later reads)
+                req = replace(req, time=float(at))
         except (_Unreadable, BadInput) as exc:
             report.unreadable.append(f"{path}:{n}: {exc}")
             continue
