@@ -213,8 +213,9 @@ def parser() -> argparse.ArgumentParser:
     replay = sub.add_parser(
         "replay",
         help="re-decide logged decisions against candidate policies and print what changes "
-        "(exit 1 when a --fail-on transition occurs, 2 when the input cannot be read "
-        "or a --fail-on replay found nothing to replay)",
+        "(exit 1 when a --fail-on transition occurs, 2 when the input cannot be read, "
+        "the candidate is a set the sidecar would refuse (errors, a failing test block, "
+        "no policy) or a --fail-on replay found nothing to replay)",
     )
     replay.add_argument("files", nargs="+", metavar="LOG", help="decision-log files")
     replay.add_argument(

@@ -119,7 +119,7 @@ def _refusals(build: Build, where: str) -> list[Diagnostic]:
     ]
 
 
-def _unservable(build: Build, where: str) -> list[Diagnostic] | None:
+def unservable(build: Build, where: str) -> list[Diagnostic] | None:
     """What to report when `build` is not served (its diagnostics, with the refusals
     of a set that compiled), or None when it may serve."""
     refused = _refusals(build, where)
@@ -141,7 +141,7 @@ class PolicyHolder:
         self.directory = directory
         self._lock = threading.Lock()
         build = build_paths([directory])
-        said = _unservable(build, directory)
+        said = unservable(build, directory)
         if said is not None:
             raise PolicyLoadError([d for d in said if d.severity == "error"])
         self._current = self._serving(build, directory)
@@ -167,7 +167,7 @@ class PolicyHolder:
     ) -> tuple[ServingPolicies | None, list[Diagnostic]]:
         """A compiled set that is not served (a shadow candidate), or its errors."""
         build = lint_set(files) if files else build_paths([directory or "."])
-        said = _unservable(build, _where(directory, files))
+        said = unservable(build, _where(directory, files))
         if said is not None:
             return None, said
         return cls._serving(build, None if files else directory), build.diagnostics
@@ -185,7 +185,7 @@ class PolicyHolder:
                 version = _version(build, self.directory)
                 if version == self._from_directory != self._current.version:
                     return ReloadOutcome(False, self._current.version, [], unchanged=True)
-            said = _unservable(build, _where(self.directory, files))
+            said = unservable(build, _where(self.directory, files))
             if said is not None:
                 return ReloadOutcome(False, self._current.version, said)
             self._current = self._serving(build, None if files else self.directory)

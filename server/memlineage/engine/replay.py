@@ -292,13 +292,15 @@ def replay_command(
     err: TextIO | None = None,
 ) -> int:
     """Exit 0: no guarded transition; 1: a guarded transition occurred; 2: the logs or
-    the candidate could not be read, `fail_on` was given and nothing was replayed, or
-    (`verify`) the logs' hash chain is broken: then nothing is replayed, since a gate
-    over edited lines would pass what the sidecar never decided."""
+    the candidate could not be read, the candidate is a set the sidecar refuses to
+    serve, `fail_on` was given and nothing was replayed, or (`verify`) the logs' hash
+    chain is broken: then nothing is replayed, since a gate over edited lines would
+    pass what the sidecar never decided."""
     from memlineage_dsl.pipeline import build_paths
     from memlineage_dsl.render import render_human
 
     from memlineage.engine.log_verify import verify_command
+    from memlineage.engine.policies import unservable
 
     err = err or sys.stderr
     if (key or partial) and not verify:
@@ -313,8 +315,12 @@ def replay_command(
     if verify and verify_command(paths, key, out, err, partial=partial) != 0:
         return 2
     build = build_paths([policy_dir])
-    if build.compiled is None:
-        out.write(render_human(build.diagnostics, build.sources))
+    # refused as the sidecar refuses it (start, reload, shadow load): a set whose own
+    # tests fail (E503, E504) or with no policy (E305) is not replayed as a candidate
+    # (before: only a set that did not compile was, and such a gate passed green)
+    refused = unservable(build, policy_dir)
+    if refused is not None:
+        out.write(render_human(refused, build.sources))
         return 2
     try:
         report = replay_parallel(paths, policy_dir, jobs or os.cpu_count() or 1)
