@@ -85,3 +85,35 @@ policy watch priority 10 {
     assert pay(engine) == "allow"
     assert pay(engine) == "allow"  # counted once each: 2 so far, not 4
     assert pay(engine) == "deny"
+
+
+def test_a_shadow_candidates_rate_rule_counts_from_its_load(tmp_path: Path) -> None:
+    """A candidate adding a rate rule sees the actions allowed since it was loaded:
+    the shadow reports the acts it would deny, and once promoted it goes on from that
+    count (an outside audit: its counter was never moved, the shadow said 0 disagreed
+    and the promoted set allowed the sixth act)."""
+    clock = ManualClock(T0)
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "open.mlp").write_text(
+        'policy doubt priority 5 {\n  on act\n  when memory.confidence < 0.1\n  deny "no"\n}\n'
+    )
+    candidate = tmp_path / "candidate"
+    candidate.mkdir()
+    (candidate / "cap.mlp").write_text(LISTED.format(globs='["pay_*"]'))
+    engine = Engine(
+        EmbeddedStore(clock=clock), PolicyHolder(str(served)), clock=clock, reuse_decisions=False
+    )
+    rec = MemoryRecord(id="invoice", namespace=NS, creator_id="user:alice", created_at=T0)
+    assert engine.record(rec).recorded
+    engine.shadow_dir = str(candidate)
+    status, problems = engine.shadow_load()
+    assert status.active, problems
+    assert [pay(engine) for _ in range(5)] == ["allow"] * 5  # the serving set has no cap
+    status = engine.shadow.status()
+    assert (status.compared, status.disagreed) == (5, 3), status
+    assert [(d.policy, d.serving, d.candidate, d.count) for d in status.diffs] == [
+        ("cap", "allow", "deny", 3)
+    ]
+    engine.shadow_promote()
+    assert pay(engine) == "deny"  # five counted already

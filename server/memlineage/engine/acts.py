@@ -227,9 +227,23 @@ class Acts(EngineBase):
                 field="arguments" if arguments else "memory_ids",
             )
         ask = _Ask(ns, action, ids, arguments, actor, spend, now)
-        counted = serving.compiled.counts_action(action) if action else ()
+        counted = self._counted(serving, action)
         with _counting(ns) if counted else contextlib.nullcontext():
             return self._act_once(serving, ask, counted)
+
+    def _counted(self, serving: Any, action: str) -> Sequence[Any]:
+        """The `acts()` patterns `action` is counted under: the serving set's and a
+        loaded shadow candidate's, so a candidate's own rate rule reads the actions
+        allowed since it was loaded (before: only the serving set's were counted, and a
+        candidate's new rule always read 0, so the shadow showed no disagreement where
+        serving it would deny; an outside audit)."""
+        if not action:
+            return ()
+        counted = serving.compiled.counts_action(action)
+        candidate = self.shadow.current
+        if candidate is not None:
+            counted = [*counted, *candidate.compiled.counts_action(action)]
+        return counted
 
     def _act_once(self, serving: Any, ask: _Ask, counted: Sequence[Any]) -> DecisionRecord:
         """Decide, spend the grants, count the action: one step per namespace for an

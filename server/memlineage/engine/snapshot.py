@@ -75,7 +75,8 @@ def calls_counter(source: str) -> str:
 def acts_counter(pattern: str | tuple[str, ...]) -> str:
     """The store counter of allowed actions matching `pattern` (a glob or a list of
     them, as `acts()` names it): the engine counts an allowed action under every
-    pattern of the serving set it matches (`CompiledPolicySet.counts_action`).
+    pattern of the serving set and of a loaded shadow candidate it matches
+    (`CompiledPolicySet.counts_action`).
     Keyed by the set of globs, so a list reordered, repeated or of one glob counts on
     where it was: a policy edit that keeps what the pattern matches keeps its count."""
     globs = sorted({pattern} if isinstance(pattern, str) else set(pattern))
