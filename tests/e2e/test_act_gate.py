@@ -434,6 +434,37 @@ def test_bad_act_and_grant_input_is_a_precise_error(sidecar: tuple) -> None:
 
 
 @pytest.mark.slow
+def test_a_sha256_digest_is_one_digest_in_any_case(sidecar: tuple) -> None:
+    """A grant pinned by `SHA256:<HEX>` is stored as `sha256:<hex>`; an act's digest in
+    any case is compared with it, and checked against a value sent beside it (an outside
+    audit: the pinned digest in upper case rode along with an injected value, ALLOW).
+    Two payments at most: the fixture's rate rule allows two an hour."""
+    _, c, _ = sidecar
+    prompt, bill, _ = _trace(c)
+    iban = "DE89370400440532013000"
+    good = hashlib.sha256(iban.encode()).hexdigest()
+    pinned = c.grant(
+        ["send_money"],
+        memory_id=bill,
+        arguments=["recipient"],
+        digest="SHA256:" + good.upper(),
+        uses=2,
+    )
+    assert pinned.digest == "sha256:" + good
+    for spelled in ("SHA256:" + good, "Sha256:" + good.upper()):
+        evil = ActArg([bill], value="GB00EVIL", digest=spelled)
+        with pytest.raises(MemLineageError) as err:
+            c.act("send_money", {"recipient": evil, "amount": [prompt]})
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT, spelled
+        assert err.value.details.startswith("arguments[0].digest: is not the sha256"), spelled
+    both = ActArg([bill], value=iban, digest="Sha256:" + good.upper())
+    paid = c.act("send_money", {"recipient": both, "amount": [prompt]})
+    assert paid.effect == pb.EFFECT_ALLOW and list(paid.grants_used) == [pinned.id]
+    only = ActArg([bill], digest="sha256:" + good)
+    paid = c.act("send_money", {"recipient": only, "amount": [prompt]})
+    assert paid.effect == pb.EFFECT_ALLOW and list(paid.grants_used) == [pinned.id]
+
+
 def test_a_namespace_full_of_live_grants_answers_resource_exhausted(sidecar: tuple) -> None:
     """The served store with its real cap: filled with live grants (written through the
     store itself, the quick way), a RecordGrant is RESOURCE_EXHAUSTED saying so, and

@@ -35,7 +35,7 @@ from memlineage.engine.outcomes import store_down
 from memlineage.engine.records import DecisionRecord
 from memlineage.engine.snapshot import StoreSnapshot, acts_counter, snapshot_of
 from memlineage.lineage.errors import StoreUnavailableError, ValidationError
-from memlineage.lineage.grants import GrantRecord
+from memlineage.lineage.grants import SHA256, GrantRecord, canonical_digest
 from memlineage.lineage.validation import check_action_name, check_free_text, check_id, valid_id
 from memlineage.store.arguments import MAX_BATCH_IDS
 
@@ -56,9 +56,12 @@ class ActArgument:
 
 
 def checked_arguments(args: Sequence[ActArgument]) -> tuple[ActArgument, ...]:
+    """`args` checked, their `sha256:` digests in the one spelling grants are stored
+    in (`canonical_digest`), so the two compare whatever case either was sent in."""
     if len(args) > MAX_ARGUMENTS:
         raise ValidationError(f"at most {MAX_ARGUMENTS} arguments", field="arguments")
     seen: set[str] = set()
+    changed = False  # a `sha256:` digest not in its one spelling (`canonical_digest`)
     for i, a in enumerate(args):
         if not valid_id(a.name):  # the field named (formatted) only on the error path
             check_id(a.name, f"arguments[{i}].name")
@@ -79,17 +82,22 @@ def checked_arguments(args: Sequence[ActArgument]) -> tuple[ActArgument, ...]:
                 )
             if text:
                 check_free_text(text, f"arguments[{i}].{what}")
-        if a.value and a.digest.startswith("sha256:"):
+        digest = canonical_digest(a.digest)
+        if a.value and digest.startswith(SHA256):
             # both given: the digest must be the value's, else a pinned grant's digest
-            # could ride along with another value (an outside audit)
-            own = "sha256:" + hashlib.sha256(a.value.encode("utf-8")).hexdigest()
-            if a.digest.lower() != own:
+            # could ride along with another value (an outside audit), in any case
+            own = SHA256 + hashlib.sha256(a.value.encode("utf-8")).hexdigest()
+            if digest != own:
                 raise ValidationError(
                     "is not the sha256 of the argument's value (send one of them, or both "
                     "agreeing)",
                     field=f"arguments[{i}].digest",
                 )
-    return tuple(args)
+        if digest != a.digest:
+            changed = True
+    if not changed:
+        return tuple(args)
+    return tuple(replace(a, digest=canonical_digest(a.digest)) for a in args)
 
 
 # Facts of grants a store hands out as shared immutable objects (the embedded store
@@ -124,7 +132,7 @@ def _grant_facts(g: GrantRecord) -> Grant:
         g.expires_at,
         g.created_at,
         g.value,
-        g.digest,
+        canonical_digest(g.digest),  # a grant stored before digests were made canonical
     )
 
 

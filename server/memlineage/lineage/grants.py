@@ -22,6 +22,22 @@ DEFAULT_GRANT_SECONDS = 3600.0
 MAX_GRANT_VALUE = 4096
 
 
+SHA256 = "sha256:"
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def canonical_digest(digest: str) -> str:
+    """A `sha256:` digest in one spelling, its prefix and hex lowercased (`SHA256:AB..`
+    is `sha256:ab..`), so a grant and an act compare it whatever the case, and an act
+    sending a value beside it has the two checked (before, only a lowercase prefix
+    was: a grant pinned as `SHA256:<hex>` let an act send another value with that
+    digest; an outside audit). Any other digest is kept as given."""
+    if digest[:7].lower() != SHA256:
+        return digest
+    rest = digest[7:]
+    return SHA256 + (rest.lower() if len(rest) == 64 and _HEX.issuperset(rest) else rest)
+
+
 @dataclass(frozen=True, slots=True)
 class GrantRecord:
     id: str
@@ -141,6 +157,7 @@ def validated_grant(g: GrantRecord, now: float) -> GrantRecord:
         raise ValidationError("must be after the grant's time", field="grant.expires_at")
     return replace(
         g,
+        digest=canonical_digest(g.digest),
         actions=actions,
         arguments=arguments,
         uses=uses,
