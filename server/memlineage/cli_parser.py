@@ -213,7 +213,8 @@ def parser() -> argparse.ArgumentParser:
     replay = sub.add_parser(
         "replay",
         help="re-decide logged decisions against candidate policies and print what changes "
-        "(exit 1 when a --fail-on transition occurs, 2 when the input cannot be read, "
+        "(effects, obligations under the same effect, scores: what the shadow counts as a "
+        "disagreement) (exit 1 when a --fail-on change occurs, 2 when the input cannot be read, "
         "the candidate is a set the sidecar would refuse (errors, a failing test block, "
         "no policy) or a --fail-on replay found nothing to replay)",
     )
@@ -225,7 +226,8 @@ def parser() -> argparse.ArgumentParser:
         "--fail-on",
         default="",
         metavar="FROM->TO,...",
-        help="transitions that fail the run, e.g. allow->deny (or `any`)",
+        help="changes that fail the run: effect transitions (allow->deny), `obligations` "
+        "(the same effect with other obligations), or `any` (all of them)",
     )
     replay.add_argument(
         "--jobs", type=int, default=0, help="processes replaying in parallel (0: one per core)"

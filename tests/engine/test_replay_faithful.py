@@ -14,7 +14,7 @@ from pathlib import Path
 from memlineage.engine.core import Engine
 from memlineage.engine.decision_log import DecisionLog
 from memlineage.engine.policies import PolicyHolder
-from memlineage.engine.replay import render, replay_lines
+from memlineage.engine.replay import render, replay_command, replay_lines
 from memlineage.lineage.clock import ManualClock
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store.embedded import EmbeddedStore
@@ -166,3 +166,39 @@ def test_a_reused_decision_replays_at_its_own_time(tmp_path: Path) -> None:
     report = replay_lines(_lines(sink), PolicyHolder(str(candidate)).current.compiled)
     assert report.transitions == {("allow", "deny"): 1}, report
     assert report.examples[("allow", "deny")] == [last["decision_id"]]
+
+
+def test_replay_reports_the_obligation_changes_the_shadow_counts(tmp_path: Path) -> None:
+    """A candidate that drops `downrank(0.5)` from `unknown_provenance_read` answers
+    the same effect with other obligations: the shadow counts each such read as a
+    disagreement, and replay reports the same reads as obligations changed, which
+    `--fail-on obligations` (and `any`) fails (an outside audit: replay said unchanged
+    and exited 0)."""
+    candidate = tmp_path / "candidate"
+    shutil.copytree(BUNDLED_POLICIES, candidate)
+    path = candidate / "unknown_provenance.mlp"
+    text = path.read_text()
+    assert ", downrank(0.5)" in text
+    path.write_text(text.replace(", downrank(0.5)", "", 1))
+    log = tmp_path / "decisions.log"
+    with log.open("w", encoding="utf-8") as sink:
+        holder = PolicyHolder(BUNDLED_POLICIES)
+        engine = Engine(EmbeddedStore(), holder, log=DecisionLog(sink), capture_inputs=True)
+        engine.shadow_dir = str(candidate)
+        assert engine.shadow_load()[0].active
+        for i in range(3):
+            engine.check("default", "read", (f"legacy-{i}",), Creator("agent", "agent:p"))
+        status = engine.shadow.status()
+    assert (status.compared, status.disagreed) == (3, 3), status
+    served = [json.loads(x) for x in log.read_text().splitlines()]
+    report = replay_lines(
+        [("log", n, json.dumps(x)) for n, x in enumerate(served, 1)],
+        PolicyHolder(str(candidate)).current.compiled,
+    )
+    assert (report.replayed, report.unchanged, report.transitions) == (3, 0, {}), report
+    assert report.obligations == {("degrade", ("downrank(0.5)",), ()): 3}, report
+    for guard, code in (("obligations", 1), ("any", 1), ("allow->deny", 0)):
+        out = io.StringIO()
+        assert replay_command([str(log)], str(candidate), guard, out, 1) == code, out.getvalue()
+    assert "3 more with the same effect and other obligations" in out.getvalue()
+    assert "degrade obligations -downrank(0.5): 3" in out.getvalue()

@@ -1,7 +1,9 @@
 """`memlineage replay LOG... --policies CANDIDATE`: re-decide logged decisions
 against a candidate policy set, from what each decision read (its line's `input`,
-`decision_input`), and report what changes: effect transitions, the policies behind
-them, examples; guards for CI ("no allow may become deny")."""
+`decision_input`), and report what changes, as the shadow counts it (`answers`): effect
+transitions with the policies behind them, obligations changed under the same effect,
+scores; examples; guards for CI ("no allow may become deny", "no obligation may
+change")."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from memlineage_dsl.compiler import CompiledPolicySet
 from memlineage_dsl.decision import FIRED
 from memlineage_dsl.evaluator import decide
 
+from memlineage.engine.answers import OBLIGATIONS, SCORE, Answer, answer, change, logged
 from memlineage.engine.decision_input import BadInput, decode_input
 from memlineage.lineage.validation import finite_number
 from memlineage.oserrors import said
@@ -38,7 +41,14 @@ class ReplayReport:
     transitions: Counter[tuple[str, str]] = field(default_factory=Counter)
     by_policy: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
     examples: dict[tuple[str, str], list[str]] = field(default_factory=dict)
-    score_changes: int = 0  # same effect, another compliance score
+    score_changes: int = 0  # same effect and obligations, another compliance score
+    # same effect, other obligations: by (effect, obligations dropped, obligations added)
+    obligations: Counter[tuple[str, tuple[str, ...], tuple[str, ...]]] = field(
+        default_factory=Counter
+    )
+    obligation_examples: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = field(
+        default_factory=dict
+    )
 
     def changed(self, before: str, after: str, decision_id: str, policies: Iterable[str]) -> None:
         key = (before, after)
@@ -47,6 +57,22 @@ class ReplayReport:
         shown = self.examples.setdefault(key, [])
         if len(shown) < EXAMPLES:
             shown.append(decision_id)
+
+    def obliged(self, before: Answer, after: Answer, decision_id: str) -> None:
+        """The same effect with other obligations (`answers.change`)."""
+        key = (
+            before.effect,
+            tuple(o for o in before.obligations if o not in after.obligations),
+            tuple(o for o in after.obligations if o not in before.obligations),
+        )
+        self.obligations[key] += 1
+        shown = self.obligation_examples.setdefault(key, [])
+        if len(shown) < EXAMPLES:
+            shown.append(decision_id)
+
+    @property
+    def obligation_changes(self) -> int:
+        return sum(self.obligations.values())
 
 
 def _lines(paths: Sequence[str]) -> Iterator[tuple[str, int, str]]:
@@ -99,9 +125,10 @@ def _logged(text: str) -> dict[str, Any]:
     ts = line.get("ts")
     if ts is not None and not finite_number(ts):
         raise _Unreadable(f"ts: {ts!r} is not a time")
-    reasons = line.get("reasons", [])
-    if not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons):
-        raise _Unreadable("reasons: not a list of texts")
+    for name in ("reasons", "obligations"):
+        texts = line.get(name, [])
+        if not isinstance(texts, list) or not all(isinstance(r, str) for r in texts):
+            raise _Unreadable(f"{name}: not a list of texts")
     return line
 
 
@@ -140,19 +167,28 @@ def replay_lines(
             report.unfaithful += 1
         if snap.unscored(candidate.plans[req.op].reads):
             report.unscored += 1
-        before = str(line.get("effect"))
-        if d.effect == before:
+        was = logged(
+            str(line["effect"]),
+            line.get("obligations", []),
+            float(line.get("score", d.compliance_score)),
+        )
+        now = answer(d)
+        changed = change(was, now)
+        decision_id = str(line.get("decision_id", f"{path}:{n}"))
+        if changed is None:
             report.unchanged += 1
-            if abs(d.compliance_score - float(line.get("score", d.compliance_score))) > 1e-6:
-                report.score_changes += 1
             continue
+        if changed == SCORE:
+            report.score_changes += 1
+            continue
+        if changed == OBLIGATIONS:
+            report.obliged(was, now, decision_id)
+            continue
+        before = was.effect
         now_fired = {r.policy for r in d.reasons if r.status == FIRED}
         was_fired = _fired(line.get("reasons", ()))
         report.changed(
-            before,
-            d.effect,
-            str(line.get("decision_id", f"{path}:{n}")),
-            sorted(now_fired ^ was_fired) or ["<resolution>"],
+            before, d.effect, decision_id, sorted(now_fired ^ was_fired) or ["<resolution>"]
         )
     return report
 
@@ -174,6 +210,10 @@ def merge(reports: Iterable[ReplayReport]) -> ReplayReport:
             out.by_policy.setdefault(key, Counter()).update(policies)
         for key, shown in r.examples.items():
             mine = out.examples.setdefault(key, [])
+            mine.extend(shown[: EXAMPLES - len(mine)])
+        out.obligations.update(r.obligations)
+        for okey, shown in r.obligation_examples.items():
+            mine = out.obligation_examples.setdefault(okey, [])
             mine.extend(shown[: EXAMPLES - len(mine)])
     return out
 
@@ -233,16 +273,26 @@ def replay_parallel(paths: Sequence[str], policy_dir: str, jobs: int) -> ReplayR
         return merge(pool.map(_replay_chunk, tasks))
 
 
+OBLIGATIONS_CHANGED = ("obligations", "obligations")
+"""The guard `obligations`: the same effect with other obligations fails a replay."""
+
+
 def parse_guards(text: str) -> set[tuple[str, str]]:
-    """`allow->deny,degrade->deny` (or `any`) -> the transitions that fail a replay."""
+    """`allow->deny,degrade->deny,obligations` (or `any`: every transition and
+    `obligations`) -> the changes that fail a replay."""
     effects = ("allow", "deny", "degrade")
     if text.strip() == "any":
-        return {(a, b) for a in effects for b in effects if a != b}
+        return {(a, b) for a in effects for b in effects if a != b} | {OBLIGATIONS_CHANGED}
     out = set()
     for part in text.split(","):
+        if part.strip() == "obligations":
+            out.add(OBLIGATIONS_CHANGED)
+            continue
         before, sep, after = part.strip().partition("->")
         if not sep or before not in effects or after not in effects or before == after:
-            raise ValueError(f"--fail-on: {part.strip()!r} is not EFFECT->EFFECT (or `any`)")
+            raise ValueError(
+                f"--fail-on: {part.strip()!r} is not EFFECT->EFFECT or `obligations` (or `any`)"
+            )
         out.add((before, after))
     return out
 
@@ -251,7 +301,8 @@ def render(report: ReplayReport, out: TextIO) -> None:
     out.write(
         f"{report.lines} decision(s) read, {report.replayed} replayed, "
         f"{report.unchanged} unchanged, {sum(report.transitions.values())} changed"
-        f" ({report.score_changes} more with the same effect and another score)\n"
+        f" ({report.obligation_changes} more with the same effect and other obligations, "
+        f"{report.score_changes} with the same effect and obligations and another score)\n"
     )
     if report.without_input:
         out.write(
@@ -277,6 +328,10 @@ def render(report: ReplayReport, out: TextIO) -> None:
         )
         examples = ", ".join(report.examples[(before, after)])
         out.write(f"  {before} -> {after}: {count}  by {policies}; e.g. {examples}\n")
+    for (effect, dropped, added), count in report.obligations.most_common():
+        what = " ".join([*(f"-{o}" for o in dropped), *(f"+{o}" for o in added)])
+        examples = ", ".join(report.obligation_examples[(effect, dropped, added)])
+        out.write(f"  {effect} obligations {what or '(reordered)'}: {count}; e.g. {examples}\n")
 
 
 def replay_command(
@@ -331,6 +386,9 @@ def replay_command(
     crossed = [t for t in report.transitions if t in guards]
     for before, after in crossed:
         out.write(f"guard crossed: {before} -> {after}\n")
+    if OBLIGATIONS_CHANGED in guards and report.obligation_changes:
+        crossed.append(OBLIGATIONS_CHANGED)
+        out.write(f"guard crossed: obligations ({report.obligation_changes})\n")
     if report.unreadable:
         return 2
     if guards and not report.replayed:  # a gate that checked nothing is not green

@@ -9,10 +9,11 @@ evaluator is compiled Python) plus whatever lineage the candidate reads that the
 serving set does not (`uses`/`reads` are the union of both while a candidate is
 loaded). While a candidate is loaded no decision is reused (`Checks._window`), so it
 sees the traffic as it comes, each decision weighed as often as it is asked.
-A disagreement is any change in what a caller acts on: the effect, the obligations
-(a dropped `require_confirmation` or `downrank` counts) or the compliance score; it is
-counted under each fired policy whose effect or obligations differ (`<resolution>`
-when none does and the change comes from resolving them, `<score>` for a score alone).
+A disagreement is any change in what a caller acts on (`answers.change`, the one
+definition `memlineage replay` reports by too): the effect, the obligations (a dropped
+`require_confirmation` or `downrank` counts) or the compliance score; it is counted
+under each fired policy whose effect or obligations differ (`<resolution>` when none
+does and the change comes from resolving them, `<score>` for a score alone).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from memlineage_dsl.diagnostics import Diagnostic
 from memlineage_dsl.evaluator import decide
 from memlineage_dsl.facts import LineageSnapshot, Request
 
+from memlineage.engine.answers import SCORE, answer, change
 from memlineage.engine.policies import PolicyHolder, ServingPolicies
 from memlineage.lineage.errors import NothingLoadedError, ValidationError
 
@@ -179,23 +181,14 @@ class ShadowSet:
 
 def _disagreement(served: Decision, shadow: Decision) -> tuple[_Key, ...]:
     """The keys a disagreement is counted under; () when both answer the same."""
-    if _answer(shadow) == _answer(served):
+    changed = change(answer(served), answer(shadow))
+    if changed is None:
         return ()
     named = _changed_policies(served, shadow)
     if not named:
-        only_score = _answer(shadow)[:2] == _answer(served)[:2]
-        named = ["<score>" if only_score else "<resolution>"]
+        named = ["<score>" if changed == SCORE else "<resolution>"]
     a, b = _kinds(served, shadow)
     return tuple((policy, served.effect, shadow.effect, a, b) for policy in named)
-
-
-def _answer(d: Decision) -> tuple[object, ...]:
-    """What a caller acts on: the effect, the obligations, the score (to 1e-9)."""
-    return (d.effect, _obligations(d), round(d.compliance_score, 9))
-
-
-def _obligations(d: Decision) -> tuple[tuple[str, tuple[object, ...]], ...]:
-    return tuple((o.kind, o.args) for o in d.obligations)
 
 
 def _changed_policies(served: Decision, shadow: Decision) -> list[str]:
@@ -215,15 +208,15 @@ def _fired(d: Decision) -> dict[str, str]:
     return {r.policy: r.effect for r in d.reasons if r.status == FIRED}
 
 
-def _given(d: Decision, policy: str) -> tuple[tuple[str, tuple[object, ...]], ...]:
-    """The obligations `policy` put in the answer."""
-    return tuple((o.kind, o.args) for o in d.obligations if o.policy == policy)
+def _given(d: Decision, policy: str) -> tuple[str, ...]:
+    """The obligations `policy` put in the answer (as `answers.answer` has them)."""
+    return tuple(str(o) for o in d.obligations if o.policy == policy)
 
 
 def _kinds(served: Decision, shadow: Decision) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The obligation kinds of each side when only the obligations differ (the diff
     table then reads e.g. `degrade [annotate, downrank] -> degrade [annotate]`)."""
-    if served.effect != shadow.effect or _obligations(served) == _obligations(shadow):
+    if served.effect != shadow.effect or answer(served).obligations == answer(shadow).obligations:
         return (), ()
     return tuple(o.kind for o in served.obligations), tuple(o.kind for o in shadow.obligations)
 
