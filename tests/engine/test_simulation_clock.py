@@ -4,6 +4,8 @@ requests' times, and only a ManualClock can be moved."""
 from __future__ import annotations
 
 import math
+import shutil
+from pathlib import Path
 
 import pytest
 from memlineage.engine.core import Engine
@@ -64,3 +66,28 @@ def test_manual_clock_advance_to() -> None:
     with pytest.raises(ValueError, match="before the clock"):
         clock.advance_to(12.0)
     assert clock() == 12.5
+
+
+def test_a_simulation_counts_each_read_before_the_next_request(tmp_path: Path) -> None:
+    """A simulation-mode sidecar flushed access statistics on wall time, so a policy
+    reading `access_count` answered by how fast the requests came (allow, allow,
+    allow back to back; allow, degrade, degrade 1.5 s apart) while `memlineage
+    simulate` answered allow, degrade, degrade (an outside audit)."""
+    policies = tmp_path / "policies"
+    shutil.copytree(BUNDLED_POLICIES, policies)
+    (policies / "seen.mlp").write_text(
+        "policy seen_before priority 20 {\n  on read\n  when memory.access_count >= 1\n"
+        '  degrade annotate("read before") "read before"\n}\n'
+    )
+    clock = ManualClock(T0)
+    engine = Engine(
+        EmbeddedStore(clock=clock), PolicyHolder(str(policies)), clock=clock, simulation=True
+    )
+    engine.record(
+        MemoryRecord(id="n", namespace="default", creator_kind="user", creator_id="user:alice")
+    )
+    effects = [
+        engine.check("default", "read", ["n"], USER, time=T0 + 60 * k).decision.effect
+        for k in (1, 2, 3)
+    ]
+    assert effects == ["allow", "degrade", "degrade"]

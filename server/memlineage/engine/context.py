@@ -105,7 +105,10 @@ class EngineBase:
         if self.simulation and not isinstance(self.clock, ManualClock):
             raise TypeError("a simulation runs on a ManualClock the callers advance")
         self.credibility = CredibilityCache(self.store, self.scoring, ttl=self.credibility_ttl)
-        self.access = AccessBuffer(self.store)
+        # A simulation writes each read's statistics at once: its decisions then follow
+        # the requests alone, as `memlineage simulate` does (flushed on wall time, a
+        # policy reading `access_count` answered by how fast the requests came)
+        self.access = AccessBuffer(self.store, max_pending=1 if self.simulation else 10_000)
         self.reuse = DecisionReuse(self.store) if self.reuse_decisions else NoReuse(self.store)
         # the journal keeps no more per namespace than the store does (Explain and
         # Feedback then find the same decisions with and without a copy in the store)
