@@ -197,6 +197,22 @@ def test_a_damaged_database_refuses_to_start_and_is_left_untouched(
     assert sha(db) == before
 
 
+def test_a_removed_database_refuses_to_start(tmp_path: Path, policies: Path) -> None:
+    """The database removed after a clean stop, its head record left: `serve` refuses
+    with one line naming the file, and `store check` says the same (before: the
+    sidecar served an empty store and rewrote the record; an outside audit)."""
+    data = tmp_path / "data"
+    _populate(data)
+    for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
+        (data / name).unlink(missing_ok=True)
+    line = serve_refusal(["--policies", str(policies), "--data-dir", str(data)])
+    assert line.startswith(f"error: embedded store {data / DB_NAME} cannot be read: is missing")
+    assert f"remove {HEAD_NAME} to start an empty store" in line
+    assert not (data / DB_NAME).exists()
+    checked = cli("store", "check", str(data))
+    assert (checked.returncode, checked.stderr.strip()) == (1, line)
+
+
 def test_store_check_and_backup_while_a_server_writes(
     tmp_path: Path, policies: Path, servers: list[Server]
 ) -> None:

@@ -19,6 +19,7 @@ from memlineage.store.embedded import EmbeddedStore, op_head, persistence
 from memlineage.store.embedded.dir_lock import LOCK_NAME
 from memlineage.store.embedded.op_head import HEAD_NAME
 from memlineage.store.embedded.persistence import DB_NAME, StoreCorruptError
+from support.grants import user_grant
 from support.memories import NOW
 
 NS = "tenant:sql"
@@ -179,6 +180,35 @@ def test_a_write_ahead_log_without_its_database_is_refused_and_kept(
     again = EmbeddedStore(image)
     assert len(again.get_many(NS, [f"m{i}" for i in range(30)])) == 30
     again.close()
+
+
+def test_a_database_removed_while_its_head_record_stays_is_refused(tmp_path: Path) -> None:
+    """A directory whose database (and -wal, -shm) was removed after a clean stop,
+    its head record left: the open and `check` refuse, naming the file and what the
+    record says was committed, and create nothing (before: an open made an empty
+    database, rewrote the record to op 0, and `check` then said ok; an outside
+    audit). Removing the record, as the refusal says, starts an empty store."""
+    store = EmbeddedStore(tmp_path, clock=ManualClock(NOW))
+    for i in range(5):
+        store.record(mem(f"m{i}"))
+    store.put_grant(user_grant(NS, "g", uses=3, memory_id="m0"))
+    store.close()
+    for name in (DB_NAME, f"{DB_NAME}-wal", f"{DB_NAME}-shm"):
+        (tmp_path / name).unlink(missing_ok=True)
+    head = (tmp_path / HEAD_NAME).read_bytes()
+    for attempt in (lambda: persistence.check(tmp_path), lambda: EmbeddedStore(tmp_path)):
+        with pytest.raises(
+            StoreCorruptError,
+            match=f"{DB_NAME} cannot be read: is missing, but its head record lineage\\.head "
+            "says op 5 and 1 writes of its grants table were committed",
+        ):
+            attempt()
+        assert sorted(p.name for p in tmp_path.iterdir()) == [HEAD_NAME, LOCK_NAME]
+        assert (tmp_path / HEAD_NAME).read_bytes() == head
+    (tmp_path / HEAD_NAME).unlink()
+    empty = EmbeddedStore(tmp_path)
+    assert not empty.get_many(NS, ["m0"])
+    empty.close()
 
 
 def test_ops_lost_from_the_end_of_the_write_ahead_log_are_refused(

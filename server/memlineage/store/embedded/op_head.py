@@ -149,6 +149,26 @@ class OpHead:
             self._written = Head(last, dict(kept.tables)) if last == kept.seq else None
 
 
+def check_missing(database: Path, kept: Head | None) -> None:
+    """Refuse (``StoreCorruptError``) a directory whose database is missing while its
+    head record `kept` says writes were committed: before, an open created an empty
+    database and rewrote the record to op 0, and `store check` then said ok (an
+    outside audit: the acknowledged writes were gone without a word)."""
+    if kept is None:
+        return
+    said = [f"op {kept.seq:,}"] if kept.seq else []
+    said += [f"{n:,} writes of its {t} table" for t, n in sorted(kept.tables.items()) if n]
+    if not said:
+        return
+    raise StoreCorruptError(
+        database,
+        f"is missing, but its head record {HEAD_NAME} says {' and '.join(said)} were "
+        "committed: the database was moved or deleted; put it back (with its -wal file, "
+        f"or from a backup), or remove {HEAD_NAME} to start an empty store",
+        remedy="nothing on disk was changed",
+    )
+
+
 def check_table(database: Path, table: str, writes: int, kept: Head | None) -> None:
     """Refuse (``StoreCorruptError``) side table `table` when the database holds fewer
     of its writes (`writes`) than `kept`, the head record read before the table was."""

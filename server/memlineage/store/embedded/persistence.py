@@ -71,7 +71,7 @@ from memlineage.store.embedded.checkpointer import Checkpointer
 from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.decision_table import DecisionTable
 from memlineage.store.embedded.dir_lock import DirLock
-from memlineage.store.embedded.op_head import Head, OpHead
+from memlineage.store.embedded.op_head import Head, OpHead, check_missing
 from memlineage.store.embedded.reading import FREEZE_ROWS, connect_ro, read_store, stray_log
 from memlineage.store.embedded.snapshot_parts import FORMAT, crc, dumps, write_snapshot
 from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
@@ -120,6 +120,7 @@ def check(directory: str | os.PathLike[str], limits: StoreLimits | None = None) 
     state = State(limits or StoreLimits(), changed)
     stray_log(path)
     if not path.exists():
+        check_missing(path, OpHead(Path(directory)).read(path))
         old = legacy.legacy_files(Path(directory))
         if old:
             with changed:
@@ -245,6 +246,7 @@ class SqliteLog:
             self._finish_import()
             self.decisions = DecisionTable(self.path, self._fsync)
             return
+        check_missing(self.path, self.head.read(self.path))
         old = legacy.legacy_files(self._dir)
         partial = self._dir / f"{DB_NAME}.partial"
         for leftover in (partial, Path(f"{partial}-wal"), Path(f"{partial}-shm")):
