@@ -28,10 +28,9 @@ from memlineage.store.embedded.summed_rows import (
     check_row,
     is_summed,
     mark_summed,
-    read_only_rows,
     row_crc,
 )
-from memlineage.store.embedded.table_tally import TableTally, check_tally
+from memlineage.store.embedded.table_tally import TableTally, check_tally, read_for_check
 from memlineage.store.grants import MAX_GRANTS_PER_NAMESPACE, DecodeProblem, decoded_grant
 
 _SCHEMA = (
@@ -169,8 +168,7 @@ def check_grants(path: Path, kept: Head | None = None) -> int:
     """`memlineage store check`'s look at the grants table, read-only: every row decodes
     and holds its checksum, the rows are the ones its tally counts, and the tally is
     not behind the head record `kept` (StoreCorruptError); how many rows there are."""
-    rows = read_only_rows(path, "grants", "id")
-    required = is_summed(path, "grants")
+    rows, required, stored = read_for_check(path, "grants", "id")
     crcs = [_decoded(path, *row, required=required)[1] for row in rows]
-    check_tally(path, "grants", [c for c in crcs if c is not None], kept)
+    check_tally(path, "grants", [c for c in crcs if c is not None], stored, kept)
     return len(rows)

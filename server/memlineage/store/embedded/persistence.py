@@ -72,9 +72,9 @@ from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.decision_table import DecisionTable
 from memlineage.store.embedded.dir_lock import DirLock
 from memlineage.store.embedded.op_head import Head, OpHead, check_missing
-from memlineage.store.embedded.reading import FREEZE_ROWS, connect_ro, read_store, stray_log
+from memlineage.store.embedded.reading import FREEZE_ROWS, read_store, stray_log
 from memlineage.store.embedded.snapshot_parts import FORMAT, crc, dumps, write_snapshot
-from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
+from memlineage.store.embedded.sqlite_conn import connect_ro, connect_rw, transaction
 from memlineage.store.embedded.state import State
 from memlineage.store.embedded.summary import Summary
 

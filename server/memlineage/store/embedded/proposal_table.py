@@ -25,10 +25,9 @@ from memlineage.store.embedded.summed_rows import (
     check_row,
     is_summed,
     mark_summed,
-    read_only_rows,
     row_crc,
 )
-from memlineage.store.embedded.table_tally import Staged, TableTally, check_tally
+from memlineage.store.embedded.table_tally import Staged, TableTally, check_tally, read_for_check
 from memlineage.store.proposals import DecodeProblem, decoded_proposal
 
 _SCHEMA = (
@@ -147,8 +146,7 @@ def check_proposals(path: Path, kept: Head | None = None) -> int:
     """`memlineage store check`'s look at the proposals table, read-only: every row
     decodes and holds its checksum, the rows are the ones its tally counts, and the
     tally is not behind the head record `kept` (StoreCorruptError); how many."""
-    rows = read_only_rows(path, "proposals", "memory")
-    required = is_summed(path, "proposals")
+    rows, required, stored = read_for_check(path, "proposals", "memory")
     crcs = [_decoded(path, *row, required=required)[1] for row in rows]
-    check_tally(path, "proposals", [c for c in crcs if c is not None], kept)
+    check_tally(path, "proposals", [c for c in crcs if c is not None], stored, kept)
     return len(rows)

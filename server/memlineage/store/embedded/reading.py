@@ -20,21 +20,10 @@ from memlineage.store.embedded.codec import StoreCorruptError, event_from_json
 from memlineage.store.embedded.row import FIELD_DEFAULTS, ROW_FIELDS, Row
 from memlineage.store.embedded.score_mirror import SCORED
 from memlineage.store.embedded.snapshot_parts import FORMAT, crc
+from memlineage.store.embedded.sqlite_conn import connect_ro
 from memlineage.store.embedded.state import State
 
 READABLE = frozenset({"1", FORMAT})
-
-
-def connect_ro(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(
-        f"{path.resolve().as_uri()}?mode=ro",
-        uri=True,
-        isolation_level=None,
-        check_same_thread=False,
-        timeout=30,
-    )
-    db.execute("PRAGMA query_only = ON")
-    return db
 
 
 FREEZE_ROWS = 20_000

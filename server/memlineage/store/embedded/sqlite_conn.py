@@ -27,6 +27,19 @@ def connect_rw(path: Path, fsync: bool) -> sqlite3.Connection:
     return db
 
 
+def connect_ro(path: Path) -> sqlite3.Connection:
+    """A read-only connection (autocommit: a read transaction is begun by hand)."""
+    db = sqlite3.connect(
+        f"{path.resolve().as_uri()}?mode=ro",
+        uri=True,
+        isolation_level=None,
+        check_same_thread=False,
+        timeout=30,
+    )
+    db.execute("PRAGMA query_only = ON")
+    return db
+
+
 def open_table(
     path: Path | None, fsync: bool, schema: tuple[str, ...]
 ) -> sqlite3.Connection | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import sqlite3
 import zlib
 from pathlib import Path
-from typing import Any
 
 from memlineage.store.embedded.codec import StoreCorruptError
 
@@ -62,22 +61,6 @@ def add_crc_column(path: Path, table: str) -> None:
         db.close()
 
 
-def read_only_rows(path: Path, table: str, key_column: str) -> list[Any]:
-    """`store check`'s read of `table`, read-only: its ``(ns, key, data, crc)`` rows
-    (crc None before the column existed; no rows when there is no table)."""
-    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
-    try:
-        cols = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
-        if not cols:
-            return []
-        crc = "crc" if "crc" in cols else "NULL"
-        return db.execute(f"SELECT ns, {key_column}, data, {crc} FROM {table}").fetchall()
-    except sqlite3.Error as exc:
-        raise StoreCorruptError(path, f"the {table} table cannot be read ({exc})") from exc
-    finally:
-        db.close()
-
-
 def _marker(table: str) -> str:
     return f"summed:{table}"
 
@@ -89,14 +72,17 @@ def is_summed(path: Path, table: str) -> bool:
         has_meta = db.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
         ).fetchone()
-        if not has_meta:
-            return False
-        row = db.execute("SELECT value FROM meta WHERE key = ?", (_marker(table),)).fetchone()
-        return row is not None
+        return bool(has_meta) and is_summed_in(db, table)
     except sqlite3.Error as exc:
         raise StoreCorruptError(path, f"the meta table cannot be read ({exc})") from exc
     finally:
         db.close()
+
+
+def is_summed_in(db: sqlite3.Connection, table: str) -> bool:
+    """`is_summed` on an open connection whose database has a ``meta`` table."""
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (_marker(table),)).fetchone()
+    return row is not None
 
 
 def mark_summed(db: sqlite3.Connection, table: str) -> None:

@@ -15,10 +15,12 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.op_head import Head, OpHead, check_table
-from memlineage.store.embedded.sqlite_conn import transaction
+from memlineage.store.embedded.sqlite_conn import connect_ro, transaction
+from memlineage.store.embedded.summed_rows import is_summed_in
 
 Key = tuple[str, str]  # (namespace, the row's key)
 
@@ -140,17 +142,43 @@ def read_tally(db: sqlite3.Connection, path: Path, table: str) -> Counts | None:
     return counts
 
 
-def check_tally(path: Path, table: str, crcs: Iterable[int], kept: Head | None) -> None:
-    """`memlineage store check`'s look at `table`'s tally, read-only: the rows'
-    checksums against it, and it against the head record `kept`."""
-    db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+def read_for_check(
+    path: Path, table: str, key_column: str
+) -> tuple[list[Any], bool, Counts | None]:
+    """`memlineage store check`'s read of side table `table`, read-only and in one read
+    transaction (one snapshot): its ``(ns, key, data, crc)`` rows (crc None before the
+    column existed), whether ``meta`` says every row is summed, and its tally. Read
+    apart, a live writer's commit between the rows and the tally was reported as a row
+    replaced by hand (an outside audit: about half the checks of a serving store)."""
     try:
+        db = connect_ro(path)
+    except sqlite3.Error as exc:
+        raise StoreCorruptError(path, f"the {table} table cannot be read ({exc})") from exc
+    try:
+        db.execute("BEGIN")
+        cols = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+        rows: list[Any] = []
+        if cols:
+            crc = "crc" if "crc" in cols else "NULL"
+            rows = db.execute(f"SELECT ns, {key_column}, data, {crc} FROM {table}").fetchall()
         has_meta = db.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
         ).fetchone()
+        summed = bool(has_meta) and is_summed_in(db, table)
         stored = read_tally(db, path, table) if has_meta else None
+    except sqlite3.Error as exc:
+        raise StoreCorruptError(path, f"the {table} table cannot be read ({exc})") from exc
     finally:
         db.close()
+    return rows, summed, stored
+
+
+def check_tally(
+    path: Path, table: str, crcs: Iterable[int], stored: Counts | None, kept: Head | None
+) -> None:
+    """`memlineage store check`'s look at `table`'s tally: the rows' checksums against
+    `stored` (read with them, `read_for_check`), and it against the head record
+    `kept`."""
     found = _counts(crcs, stored.writes if stored else 0)
     if stored is not None:
         _compare(path, table, found, stored)
