@@ -136,6 +136,26 @@ def test_one_data_directory_has_one_writer(tmp_path: Path) -> None:
     second.close()
 
 
+def test_a_removed_lock_file_does_not_let_a_second_store_in(tmp_path: Path) -> None:
+    """The lock file removed while a store holds the directory: a second store still
+    refuses to open (the directory itself is locked too); before, it locked a new
+    file and served beside the first, spending grant uses twice (an outside audit).
+    Once the first is closed, the directory opens again."""
+    first = EmbeddedStore(tmp_path)
+    first.record(mem("mine"))
+    (tmp_path / LOCK_NAME).unlink()
+    with pytest.raises(
+        StoreUnavailableError, match="in use by another store \\(pid unknown: its lock file"
+    ):
+        EmbeddedStore(tmp_path)
+    first.record(mem("more"))
+    first.close()
+    second = EmbeddedStore(tmp_path)
+    assert (tmp_path / LOCK_NAME).read_text() == f"{os.getpid()}\n"
+    assert [second.get(NS, m).id for m in ("mine", "more")] == ["mine", "more"]
+    second.close()
+
+
 def test_a_store_that_failed_to_open_leaves_the_directory_free(tmp_path: Path) -> None:
     EmbeddedStore(tmp_path).close()
     (tmp_path / "lineage.sqlite3").write_bytes(b"not a database")
