@@ -36,6 +36,7 @@ def _log(args: argparse.Namespace) -> int:
 
 
 def _store(args: argparse.Namespace) -> int:
+    from memlineage.lineage.errors import StoreUnavailableError
     from memlineage.store.embedded import persistence
 
     where = args.dir
@@ -54,7 +55,7 @@ def _store(args: argparse.Namespace) -> int:
         else:
             summary = persistence.backup(args.dir, args.dest)
             print(f"backed up {args.dir} into {args.dest}")
-    except (persistence.StoreCorruptError, OSError) as exc:
+    except (persistence.StoreCorruptError, StoreUnavailableError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(summary.describe())

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shlex
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -211,6 +213,50 @@ def test_a_removed_database_refuses_to_start(tmp_path: Path, policies: Path) -> 
     assert not (data / DB_NAME).exists()
     checked = cli("store", "check", str(data))
     assert (checked.returncode, checked.stderr.strip()) == (1, line)
+
+
+def _check_read_only(data: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """`store check DATA` with DATA bind-mounted read-only, in a mount namespace of its
+    own (`unshare`); skips where namespaces cannot be made."""
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(
+            ["unshare", "-rm", "true"], capture_output=True, timeout=timeout
+        ).returncode
+    ):
+        pytest.skip("unshare -rm (a mount namespace) is not available here")
+    d = shlex.quote(str(data))
+    script = (
+        f"mount --bind {d} {d} && mount -o remount,ro,bind {d} {d} && "
+        f"exec {shlex.quote(sys.executable)} -m memlineage store check {d}"
+    )
+    return subprocess.run(
+        ["unshare", "-rm", "sh", "-c", script], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_store_check_on_a_read_only_file_system(tmp_path: Path) -> None:
+    """A cleanly stopped store on a read-only file system is checked (opened
+    immutable: no -shm to make); a crash image there whose -wal needs a -shm that
+    cannot be made is said to be unopenable, not damaged (before: both were reported
+    as corruption with advice to move the store away; an outside audit)."""
+    clean, crashed = tmp_path / "clean", tmp_path / "crashed"
+    store = EmbeddedStore(clean, clock=ManualClock(1_700_000_000.0))
+    for i in range(5):
+        store.record(MemoryRecord(id=f"m{i}", namespace=NS, creator_id="user:u"))
+    crashed.mkdir()
+    for name in (DB_NAME, f"{DB_NAME}-wal", HEAD_NAME):
+        (crashed / name).write_bytes((clean / name).read_bytes())
+    store.close()
+    ok = _check_read_only(clean)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.startswith(f"{clean / DB_NAME}: ok, 5 records")
+    refused = _check_read_only(crashed)
+    assert refused.returncode == 1
+    line = refused.stderr.strip()
+    assert line.startswith(f"error: embedded store {crashed / DB_NAME} cannot be opened: its ")
+    assert "file system is read-only" in line and "this is not damage" in line
+    assert "STORE_CORRUPT" not in line and "move it away" not in line
 
 
 def test_store_check_and_backup_while_a_server_writes(

@@ -20,7 +20,7 @@ from memlineage.store.embedded.codec import StoreCorruptError, event_from_json
 from memlineage.store.embedded.row import FIELD_DEFAULTS, ROW_FIELDS, Row
 from memlineage.store.embedded.score_mirror import SCORED
 from memlineage.store.embedded.snapshot_parts import FORMAT, crc
-from memlineage.store.embedded.sqlite_conn import connect_ro
+from memlineage.store.embedded.sqlite_conn import cannot_open, connect_ro
 from memlineage.store.embedded.state import State
 
 READABLE = frozenset({"1", FORMAT})
@@ -196,7 +196,9 @@ def read_store(path: Path, state: State) -> tuple[int, int, int, int]:
     try:
         db = connect_ro(path)
     except sqlite3.Error as exc:
-        raise StoreCorruptError(path, f"cannot be opened ({exc})") from exc
+        raise cannot_open(path, exc) or StoreCorruptError(
+            path, f"cannot be opened ({exc})"
+        ) from exc
     try:
         with _no_gc():
             try:
@@ -226,7 +228,7 @@ def read_store(path: Path, state: State) -> tuple[int, int, int, int]:
                 if sum(len(sp.rows) for sp in state.spaces.values()) >= FREEZE_ROWS:
                     gc.freeze()
             except sqlite3.Error as exc:
-                raise StoreCorruptError(path, f"SQLite: {exc}") from exc
+                raise cannot_open(path, exc) or StoreCorruptError(path, f"SQLite: {exc}") from exc
     finally:
         db.close()
     return snap, last, n, size

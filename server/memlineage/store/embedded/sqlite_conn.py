@@ -6,12 +6,13 @@ of their own (`open_table`)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from memlineage.lineage.errors import StoreCorruptError
+from memlineage.lineage.errors import StoreCorruptError, StoreUnavailableError
 
 _T = TypeVar("_T")
 
@@ -28,9 +29,23 @@ def connect_rw(path: Path, fsync: bool) -> sqlite3.Connection:
 
 
 def connect_ro(path: Path) -> sqlite3.Connection:
-    """A read-only connection (autocommit: a read transaction is begun by hand)."""
+    """A read-only connection (autocommit: a read transaction is begun by hand). On a
+    read-only file system, a database without a write-ahead log is opened
+    ``immutable`` (no -shm file to make; nothing can be writing it), so `store check`
+    reads a cleanly stopped store there instead of failing to open it."""
+    db = _ro(path, "")
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchall()
+    except sqlite3.Error as exc:
+        if _not_opened(exc) and _read_only_fs(path) and not _has_wal(path):
+            db.close()
+            return _ro(path, "&immutable=1")
+    return db
+
+
+def _ro(path: Path, extra: str) -> sqlite3.Connection:
     db = sqlite3.connect(
-        f"{path.resolve().as_uri()}?mode=ro",
+        f"{path.resolve().as_uri()}?mode=ro{extra}",
         uri=True,
         isolation_level=None,
         check_same_thread=False,
@@ -38,6 +53,53 @@ def connect_ro(path: Path) -> sqlite3.Connection:
     )
     db.execute("PRAGMA query_only = ON")
     return db
+
+
+_NOT_OPENED = frozenset({sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_PERM})
+
+
+def _not_opened(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _NOT_OPENED
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _has_wal(path: Path) -> bool:
+    try:
+        return Path(f"{path}-wal").stat().st_size > 0
+    except OSError:
+        return False
+
+
+def cannot_open(path: Path, exc: sqlite3.Error) -> StoreUnavailableError | None:
+    """``StoreUnavailableError`` when `exc` is SQLite failing to open or read the file
+    for its permissions or a read-only file system (not damage: before, it was
+    reported as corruption, with advice to move the store away; an outside audit);
+    None for any other error."""
+    if not _not_opened(exc):
+        return None
+    name, where = path.name, path.parent
+    if _read_only_fs(path):
+        why = (
+            f"its file system is read-only, and SQLite must make {name}-shm beside its "
+            f"write-ahead log {name}-wal to read it; check a copy, or mount it read-write"
+        )
+    elif not os.access(where, os.W_OK | os.X_OK):
+        why = f"permission denied: SQLite must make {name}-shm in {where}, which this user cannot"
+    elif not os.access(path, os.R_OK):
+        why = "permission denied: this user cannot read it"
+    else:
+        why = "SQLite cannot open it"
+    return StoreUnavailableError(
+        f"embedded store {path} cannot be opened: {why} ({exc}); this is not damage, "
+        "and nothing was read or changed"
+    )
 
 
 def open_table(

@@ -19,7 +19,7 @@ from typing import Any
 
 from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.op_head import Head, OpHead, check_table
-from memlineage.store.embedded.sqlite_conn import connect_ro, transaction
+from memlineage.store.embedded.sqlite_conn import cannot_open, connect_ro, transaction
 from memlineage.store.embedded.summed_rows import is_summed_in
 
 Key = tuple[str, str]  # (namespace, the row's key)
@@ -153,7 +153,8 @@ def read_for_check(
     try:
         db = connect_ro(path)
     except sqlite3.Error as exc:
-        raise StoreCorruptError(path, f"the {table} table cannot be read ({exc})") from exc
+        problem = StoreCorruptError(path, f"the {table} table cannot be read ({exc})")
+        raise cannot_open(path, exc) or problem from exc
     try:
         db.execute("BEGIN")
         cols = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
@@ -167,7 +168,8 @@ def read_for_check(
         summed = bool(has_meta) and is_summed_in(db, table)
         stored = read_tally(db, path, table) if has_meta else None
     except sqlite3.Error as exc:
-        raise StoreCorruptError(path, f"the {table} table cannot be read ({exc})") from exc
+        problem = StoreCorruptError(path, f"the {table} table cannot be read ({exc})")
+        raise cannot_open(path, exc) or problem from exc
     finally:
         db.close()
     return rows, summed, stored
