@@ -259,6 +259,33 @@ def test_store_check_on_a_read_only_file_system(tmp_path: Path) -> None:
     assert "STORE_CORRUPT" not in line and "move it away" not in line
 
 
+def test_a_data_directory_removed_while_serving_refuses_writes(
+    tmp_path: Path, policies: Path, servers: list[Server]
+) -> None:
+    """`rm -rf` of the data directory under a serving sidecar: the next Record is
+    UNAVAILABLE naming the file (not recorded into an unlinked file), the log says
+    why, and health goes NOT_SERVING (before: every write answered recorded=True,
+    health stayed SERVING, and all was lost at the restart; an outside audit)."""
+    data = tmp_path / "data"
+    server = Server(data, policies)
+    servers.append(server)
+    with MemLineageClient(server.address, timeout=10) as c:
+        assert c.record("before", creator="user:u").recorded
+        shutil.rmtree(data)
+        for i in range(3):
+            with pytest.raises(MemLineageError) as refused:
+                c.record(f"after{i}", creator="user:u")
+            assert refused.value.code.name == "UNAVAILABLE"
+            assert f"{data / DB_NAME}: the database is no longer at its path" in str(refused.value)
+        server.expect(r"no longer the file it opened", timeout=20)
+        deadline = time.monotonic() + 10.0
+        while c.health() != "NOT_SERVING" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert c.health() == "NOT_SERVING"
+    assert server.stop() == 0
+    assert not data.exists()
+
+
 def test_store_check_and_backup_while_a_server_writes(
     tmp_path: Path, policies: Path, servers: list[Server]
 ) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -154,6 +155,42 @@ def test_a_removed_lock_file_does_not_let_a_second_store_in(tmp_path: Path) -> N
     assert (tmp_path / LOCK_NAME).read_text() == f"{os.getpid()}\n"
     assert [second.get(NS, m).id for m in ("mine", "more")] == ["mine", "more"]
     second.close()
+
+
+@pytest.mark.parametrize("how", ["removed", "replaced"])
+def test_writes_are_refused_once_the_database_is_gone_from_its_path(
+    tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The data directory removed (or replaced by a copy) while a store serves: the
+    next write and every one after it is StoreUnavailableError naming the file, grant
+    spends too, `ping` says False, the log says it once, and the close writes no head
+    record there (before: SQLite wrote into the unlinked file, every write was
+    acknowledged, and all was lost at the next start; an outside audit)."""
+    data = tmp_path / "data"
+    store = EmbeddedStore(data, clock=ManualClock(NOW))
+    store.record(mem("before"))
+    store.put_grant(user_grant(NS, "g", uses=5, memory_id="before"))
+    if how == "removed":
+        shutil.rmtree(data)
+    else:
+        shutil.copytree(data, tmp_path / "copy")
+        shutil.rmtree(data)
+        (tmp_path / "copy").rename(data)
+    after = sorted(p.name for p in data.iterdir()) if data.exists() else None
+    gone = f"embedded store {data / DB_NAME}: the database is no longer at its path"
+    with caplog.at_level("ERROR", logger="memlineage.store"):
+        for i in range(3):
+            with pytest.raises(StoreUnavailableError, match=gone):
+                store.record(mem(f"after{i}"))
+        with pytest.raises(StoreUnavailableError, match=gone):
+            store.use_grants(NS, ["g"])
+        assert not store.ping()
+    said = [r for r in caplog.records if "no longer the file it opened" in r.getMessage()]
+    assert len(said) == 1
+    with pytest.raises(NotFoundError):
+        store.get(NS, "after0")
+    store.close()
+    assert (sorted(p.name for p in data.iterdir()) if data.exists() else None) == after
 
 
 def test_a_store_that_failed_to_open_leaves_the_directory_free(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from memlineage.oserrors import reason
 from memlineage.store.embedded.codec import StoreCorruptError
+from memlineage.store.embedded.file_watch import FileWatch
 
 log = logging.getLogger("memlineage.store")
 
@@ -64,11 +65,21 @@ class OpHead:
         self._written: Head | None = None
         self._at = 0.0
         self._failing = False  # the last write failed (and said so)
+        self.watch: FileWatch | None = None  # the database, once opened (`watching`)
+
+    def watching(self, database: Path) -> None:
+        """From now on, every commit told here first checks that `database` is still
+        the file opened (`file_watch`): StoreUnavailableError once it is not."""
+        watch = FileWatch(database)
+        watch.opened()
+        self.watch = watch
 
     def committed(self, seq: int) -> None:
         """After op `seq` was committed: write the record when a second has passed."""
         with self._lock:
             self._seq = seq
+            if self.watch is not None:
+                self.watch.check()
             if time.monotonic() - self._at >= HEAD_EVERY:
                 self._write()
 
@@ -77,14 +88,19 @@ class OpHead:
         `committed`)."""
         with self._lock:
             self._tables[table] = writes
+            if self.watch is not None:
+                self.watch.check()
             if time.monotonic() - self._at >= HEAD_EVERY:
                 self._write()
 
     def write(self, seq: int) -> None:
-        """Write the record now, op `seq` the last committed (at close)."""
+        """Write the record now, op `seq` the last committed (at close); not once the
+        database is gone from its path (a directory made again there is not this
+        store's)."""
         with self._lock:
             self._seq = seq
-            self._write()
+            if self.watch is None or self.watch.there():
+                self._write()
 
     def _write(self) -> None:
         """Replace the record (a temporary file renamed over it: whole or not at all);

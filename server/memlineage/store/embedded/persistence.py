@@ -237,6 +237,7 @@ class SqliteLog:
             _, self._seq, _, self._bytes = read_store(self.path, state)
             self.head.check(self.path, self._seq, kept)
             self._db = connect_rw(self.path, self._fsync)
+            self.head.watching(self.path)
             self._checkpointer = Checkpointer(self.path, self._fsync)
             with transaction(self._db):  # format 1 is read as 2: from now on it is 2
                 self._db.execute(
@@ -267,8 +268,13 @@ class SqliteLog:
         for p in old:  # kept, renamed: the database is the store from now on
             os.replace(p, p.with_name(p.name + ".imported"))
         self._db = connect_rw(self.path, self._fsync)
+        self.head.watching(self.path)
         self._checkpointer = Checkpointer(self.path, self._fsync)
         self.decisions = DecisionTable(self.path, self._fsync)
+
+    def there(self) -> bool:
+        """Whether the database opened is still at its path (`file_watch`)."""
+        return self.head.watch is None or self.head.watch.there()
 
     def synced_commits(self) -> bool:
         """Whether the open database fsyncs at every commit (``PRAGMA synchronous``
@@ -294,6 +300,9 @@ class SqliteLog:
         db = self._db
         if db is None:
             return
+        watch = self.head.watch
+        if watch is not None and watch.gone:
+            watch.check()  # refused without writing into the file no longer there
         text = dumps(op)
         seq = self._seq + 1
         try:

@@ -154,6 +154,11 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
         if self._log is not None:
             self._log.append(op)
 
+    def ping(self) -> bool:
+        """False once the database is no longer at its path (removed or replaced while
+        serving, `file_watch`): health NOT_SERVING, as every write is refused."""
+        return self._log is None or self._log.there()
+
     def change_mark(self) -> int:
         """A change stamp: a row or namespace statistic stamped at or after it has
         changed since (`unchanged_since`). Take it before reading."""
