@@ -309,6 +309,47 @@ def test_ops_lost_from_the_end_of_the_write_ahead_log_are_refused(
     whole.close()
 
 
+def test_another_stores_database_copied_in_is_refused(tmp_path: Path) -> None:
+    """A database is given a random identity at creation, kept in ``meta`` and in the
+    head record: another store's database copied into the directory is refused at
+    open and by `check`, files untouched (before: it passed, the record holding only
+    counts, and the sidecar served another tenant's memories; an outside audit)."""
+    a, b = written(tmp_path / "a", n=5), written(tmp_path / "b", n=8)
+    head = json.loads((a / HEAD_NAME).read_text())
+    assert head["store"] and head["store"] != json.loads((b / HEAD_NAME).read_text())["store"]
+    (a / DB_NAME).write_bytes((b / DB_NAME).read_bytes())
+    before = {n: sha(a / n) for n in (DB_NAME, HEAD_NAME)}
+    for attempt in (lambda: persistence.check(a), lambda: EmbeddedStore(a)):
+        with pytest.raises(
+            StoreCorruptError,
+            match=f"is another store's database .*, not the one its head record "
+            f"lineage\\.head was written for \\(store {head['store']}\\)",
+        ):
+            attempt()
+        assert {n: sha(a / n) for n in (DB_NAME, HEAD_NAME)} == before
+
+
+def test_a_store_from_before_identities_opens_and_is_given_one(tmp_path: Path) -> None:
+    """A database without an identity and a head record without one (written by an
+    earlier version) open as before; the database is given an identity, which the
+    record carries from then on."""
+    written(tmp_path, n=3)
+    con = rw(tmp_path)
+    con.execute("DELETE FROM meta WHERE key = 'store'")
+    con.close()
+    old = {"seq": 3, "tables": {}, "crc": op_head._crc(3, {})}
+    (tmp_path / HEAD_NAME).write_text(json.dumps(old))
+    assert persistence.check(tmp_path).records == 3
+    store = EmbeddedStore(tmp_path)
+    assert len(store.get_many(NS, ["m0", "m1", "m2"])) == 3
+    store.close()
+    con = ro(tmp_path)
+    given = con.execute("SELECT value FROM meta WHERE key = 'store'").fetchone()[0]
+    con.close()
+    assert json.loads((tmp_path / HEAD_NAME).read_text())["store"] == given
+    EmbeddedStore(tmp_path).close()
+
+
 # -- refusals at open ---------------------------------------------------------------------
 
 

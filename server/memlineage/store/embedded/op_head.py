@@ -11,10 +11,11 @@ the commit it names (a killed process never leaves it ahead); after a power loss
 with ``fsync`` off, which may lose the last moments of the log, it can be ahead:
 the refusal says to remove it to start from what is there.
 
-The record also holds how many writes each side table (grants, proposals) has
-committed (`side_committed`; `table_tally` keeps the count in the database, in the
-same transaction as the rows): a cut log that loses a spent grant use would
-otherwise give the use back without a word."""
+The record also names the database it was written for (``store``: a random id kept
+in the database's ``meta`` table, `check_identity`), and holds how many writes each
+side table (grants, proposals) has committed (`side_committed`; `table_tally` keeps
+the count in the database, in the same transaction as the rows): a cut log that
+loses a spent grant use would otherwise give the use back without a word."""
 
 from __future__ import annotations
 
@@ -37,10 +38,12 @@ HEAD_NAME = "lineage.head"
 HEAD_EVERY = 1.0  # seconds between two writes of the record while writing
 
 
-def _crc(seq: int, tables: dict[str, int] | None = None) -> int:
+def _crc(seq: int, tables: dict[str, int] | None = None, store: str | None = None) -> int:
     """The record's checksum (one written before side tables were counted: no
-    `tables`)."""
+    `tables`; before stores had an identity: no `store`)."""
     text = f"head:{seq}" if tables is None else f"head:{seq}:{json.dumps(tables, sort_keys=True)}"
+    if store is not None:
+        text += f":{store}"
     return zlib.crc32(text.encode())
 
 
@@ -51,6 +54,7 @@ class Head:
 
     seq: int
     tables: dict[str, int] = field(default_factory=dict)
+    store: str | None = None  # the identity of the database it was written for
 
 
 class OpHead:
@@ -62,6 +66,7 @@ class OpHead:
         self._lock = threading.Lock()
         self._seq = 0
         self._tables: dict[str, int] = {}
+        self._store: str | None = None
         self._written: Head | None = None
         self._at = 0.0
         self._failing = False  # the last write failed (and said so)
@@ -105,12 +110,15 @@ class OpHead:
     def _write(self) -> None:
         """Replace the record (a temporary file renamed over it: whole or not at all);
         a failure is not the write's: the next one tries again."""
-        now = Head(self._seq, dict(self._tables))
+        now = Head(self._seq, dict(self._tables), self._store)
         if now == self._written:
             return
         self._at = time.monotonic()
         partial = self.path.with_name(f"{HEAD_NAME}.{os.getpid()}.tmp")
-        record = {"seq": now.seq, "tables": now.tables, "crc": _crc(now.seq, now.tables)}
+        record: dict[str, object] = {"seq": now.seq, "tables": now.tables}
+        if now.store is not None:
+            record["store"] = now.store
+        record["crc"] = _crc(now.seq, now.tables, now.store)
         try:
             partial.write_text(json.dumps(record, sort_keys=True) + "\n")
             os.replace(partial, self.path)
@@ -162,7 +170,30 @@ class OpHead:
             raise _lost(database, f"ends at op {last:,}", f"op {kept.seq:,} was committed")
         with self._lock:
             self._seq, self._tables = last, dict(kept.tables)
-            self._written = Head(last, dict(kept.tables)) if last == kept.seq else None
+            self._written = Head(last, dict(kept.tables), kept.store) if last == kept.seq else None
+
+    def identify(self, store: str) -> None:
+        """The identity of the database opened (`check_identity`), written into the
+        record from now on."""
+        with self._lock:
+            self._store = store
+
+
+def check_identity(database: Path, kept: Head | None, store: str | None) -> None:
+    """Refuse (``StoreCorruptError``) a database whose identity `store` (``meta``) is
+    not the one the head record `kept` was written for: another store's database
+    copied into this directory was served, its counts being all the record held (an
+    outside audit). A database or a record from before identities is not compared."""
+    if kept is None or kept.store is None or store is None or kept.store == store:
+        return
+    raise StoreCorruptError(
+        database,
+        f"is another store's database (store {store}), not the one its head record "
+        f"{HEAD_NAME} was written for (store {kept.store}): copied or restored from "
+        "another data directory; put this directory's own database back, or, to serve "
+        f"this one on purpose, {_REMEDY}",
+        remedy="nothing on disk was changed",
+    )
 
 
 def check_missing(database: Path, kept: Head | None) -> None:
@@ -219,7 +250,10 @@ def _decoded(v: object) -> Head | None:
         isinstance(k, str) and type(n) is int for k, n in tables.items()
     ):
         return None
-    return Head(seq, dict(tables)) if v.get("crc") == _crc(seq, tables) else None
+    store = v.get("store")
+    if store is not None and not isinstance(store, str):
+        return None
+    return Head(seq, dict(tables), store) if v.get("crc") == _crc(seq, tables, store) else None
 
 
 _REMEDY = f"remove {HEAD_NAME} to start from what is there"

@@ -60,6 +60,7 @@ import json
 import os
 import sqlite3
 import threading
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,7 @@ from memlineage.store.embedded.checkpointer import Checkpointer
 from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.decision_table import DecisionTable
 from memlineage.store.embedded.dir_lock import DirLock
-from memlineage.store.embedded.op_head import Head, OpHead, check_missing
+from memlineage.store.embedded.op_head import Head, OpHead, check_identity, check_missing
 from memlineage.store.embedded.reading import FREEZE_ROWS, read_store, stray_log
 from memlineage.store.embedded.snapshot_parts import FORMAT, crc, dumps, write_snapshot
 from memlineage.store.embedded.sqlite_conn import connect_ro, connect_rw, transaction
@@ -139,6 +140,7 @@ def check(directory: str | os.PathLike[str], limits: StoreLimits | None = None) 
         raise FileNotFoundError(f"no embedded store in {directory} (no {DB_NAME})")
     head = OpHead(Path(directory))
     kept = head.read(path)  # first: a live writer never puts it past what is read next
+    check_identity(path, kept, _store_id(path))
     with changed:
         snap, last, n, _ = read_store(path, state)
     head.check(path, last, kept)
@@ -187,6 +189,20 @@ def _sync_dir(directory: Path) -> None:
             os.close(fd)
 
 
+def _store_id(path: Path) -> str | None:
+    """The database's identity (``meta``; None before it had one); a database that
+    cannot be read this far is said by the strict read that follows."""
+    try:
+        db = connect_ro(path)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'store'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    return row[0] if row is not None and isinstance(row[0], str) else None
+
+
 # -- writing ------------------------------------------------------------------------------
 
 
@@ -197,6 +213,7 @@ def _create(path: Path, fsync: bool) -> sqlite3.Connection:
         for statement in _SCHEMA:
             db.execute(statement)
         db.execute("INSERT INTO meta VALUES ('format', ?)", (FORMAT,))
+        db.execute("INSERT INTO meta VALUES ('store', ?)", (uuid.uuid4().hex,))
     return db
 
 
@@ -234,6 +251,8 @@ class SqliteLog:
         stray_log(self.path)
         if self.path.exists():
             self.kept = kept = self.head.read(self.path)
+            store = _store_id(self.path)
+            check_identity(self.path, kept, store)
             _, self._seq, _, self._bytes = read_store(self.path, state)
             self.head.check(self.path, self._seq, kept)
             self._db = connect_rw(self.path, self._fsync)
@@ -244,6 +263,10 @@ class SqliteLog:
                     "UPDATE meta SET value = ? WHERE key = 'format' AND value != ?",
                     (FORMAT, FORMAT),
                 )
+                if store is None:  # a database from before identities is given one
+                    store = uuid.uuid4().hex
+                    self._db.execute("INSERT INTO meta VALUES ('store', ?)", (store,))
+            self.head.identify(store)
             self._finish_import()
             self.decisions = DecisionTable(self.path, self._fsync)
             return
@@ -269,6 +292,8 @@ class SqliteLog:
             os.replace(p, p.with_name(p.name + ".imported"))
         self._db = connect_rw(self.path, self._fsync)
         self.head.watching(self.path)
+        made = self._db.execute("SELECT value FROM meta WHERE key = 'store'").fetchone()
+        self.head.identify(str(made[0]))
         self._checkpointer = Checkpointer(self.path, self._fsync)
         self.decisions = DecisionTable(self.path, self._fsync)
 
