@@ -19,6 +19,7 @@ loses a spent grant use would otherwise give the use back without a word."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -123,6 +124,8 @@ class OpHead:
             partial.write_text(json.dumps(record, sort_keys=True) + "\n")
             os.replace(partial, self.path)
         except OSError as exc:
+            with contextlib.suppress(OSError):  # not one 0-byte file left per failure
+                partial.unlink(missing_ok=True)
             # said once per run of failures: the check at open is weaker meanwhile
             if not self._failing:
                 log.warning(
