@@ -29,15 +29,58 @@ class ActionMatcher:
 _SEEN_LIMIT = 4096  # answers a source list keeps (`SourceMatcher._seen`)
 
 
-_SPELLING = str.maketrans({"-": "_", ".": "_"})
+_SEPARATORS = "-_./ "
 
 
 def source_spelling(name: str) -> str:
-    """How a source list compares ids: case and the separators `-`, `_`, `.` alike
-    (`tool:Web-Search` is `tool:web_search`). A runtime names a tool as the tool
-    names itself, so `tool:WEB_SEARCH` escaped a list of `tool:web_*` (an outside
-    audit); a name chosen to pass for a listed one could be spelled exactly anyway."""
-    return name.lower().translate(_SPELLING)
+    """How a source list compares ids: case-folded, without the separators `-`, `_`,
+    `.`, `/` and spaces (`tool:Web-Search`, `tool:web/search`, `tool:WebSearch` are
+    all `tool:websearch`). A runtime names a tool as the tool names itself, so
+    `tool:WEB_SEARCH` escaped a list of `tool:web_*` (an outside audit); a name
+    chosen to pass for a listed one could be spelled exactly anyway."""
+    return name.casefold().translate(_DROP)
+
+
+_DROP = str.maketrans("", "", _SEPARATORS)
+
+
+def _glob_spelling(pattern: str) -> str:
+    """`source_spelling` of a glob: outside `[...]` as of an id; inside, case-folded,
+    a range's `-` kept (`[0-9]`), a literal separator dropped, a class of separators
+    only (`[-_]`, which now stands for nothing) dropped whole and its negation
+    (`[!_]`) any character."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c != "[":
+            out.append(c.casefold().translate(_DROP))
+            i += 1
+            continue
+        j = i + 1
+        if j < n and pattern[j] == "!":
+            j += 1
+        if j < n and pattern[j] == "]":  # a leading `]` is a member
+            j += 1
+        end = pattern.find("]", j)
+        if end < 0:  # no class: `[` is a literal, as fnmatch reads it
+            out.append("[")
+            i += 1
+            continue
+        body = pattern[i + 1 : end]
+        negated = body.startswith("!")
+        members = body[1:] if negated else body
+        kept: list[str] = []
+        for k, m in enumerate(members):
+            ranged = m == "-" and 0 < k < len(members) - 1
+            if ranged or m not in _SEPARATORS:
+                kept.append(m.casefold())
+        if kept:
+            out.append("[" + ("!" if negated else "") + "".join(kept) + "]")
+        elif negated:  # not a separator: after dropping them, any character
+            out.append("?")
+        i = end + 1
+    return "".join(out)
 
 
 class SourceMatcher:
@@ -49,7 +92,7 @@ class SourceMatcher:
 
     def __init__(self, patterns: tuple[str, ...]) -> None:
         self.patterns = patterns
-        spelled = [source_spelling(p) for p in patterns]
+        spelled = [_glob_spelling(p) for p in patterns]
         self.exact = frozenset(p for p in spelled if not any(c in p for c in "*?["))
         globs = [fnmatch.translate(p) for p in spelled if p not in self.exact]
         self.regex = re.compile("|".join(globs)) if globs else None

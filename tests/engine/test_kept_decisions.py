@@ -295,3 +295,24 @@ def test_a_kept_decision_nested_past_the_parser_reads_as_none() -> None:
     kept = KeptDecision("d1", "ns", "read", ("m1",), "agent:a", T0, "v1", "allow", deep)
     assert record_of(kept) is None
     assert KeptDecision.from_json(kept.to_json()) == kept  # a sound one still reads
+
+
+def test_beside_a_store_that_keeps_decisions_the_journal_keeps_only_the_newest(
+    tmp_path: Path,
+) -> None:
+    """A ring per namespace of `decision_retention` cost ~4 MB for each namespace ever
+    served, also where the store keeps every decision itself (a review). Beside such
+    a store the journal keeps 1,000 per namespace; Explain and Feedback still find the
+    older ones in the store."""
+    clock = ManualClock(T0)
+    store = EmbeddedStore(tmp_path, clock=clock)
+    engine = _engine(store, clock)
+    assert engine.journal.limit == 1_000
+    assert _engine(EmbeddedStore(clock=clock), clock).journal.limit == 10_000  # the only copy
+    engine.record(MemoryRecord(id="m", namespace=NS, creator_id="user:alice"), ALICE)
+    first = engine.check(NS, "read", ["m"], ALICE).decision_id
+    for _ in range(1_000):
+        engine.check(NS, "read", ["m"], ALICE)
+    assert engine.journal.get(NS, first) is None  # past the journal's 1,000
+    assert engine.feedback(NS, first, [], True) == 1  # found in the store
+    store.close()

@@ -24,6 +24,8 @@ from memlineage.engine.outcomes import (
 )
 from memlineage.engine.policies import PolicyHolder, ServingPolicies
 from memlineage.engine.records import (
+    JOURNAL_BESIDE_STORE,
+    JOURNAL_MOST,
     DecisionJournal,
     DecisionLog,
     DecisionRecord,
@@ -111,8 +113,10 @@ class EngineBase:
         self.access = AccessBuffer(self.store, max_pending=1 if self.simulation else 10_000)
         self.reuse = DecisionReuse(self.store) if self.reuse_decisions else NoReuse(self.store)
         # the journal keeps no more per namespace than the store does (Explain and
-        # Feedback then find the same decisions with and without a copy in the store)
-        self.journal.limit = min(self.journal.limit, self.store.decision_retention)
+        # Feedback then find the same decisions with and without a copy in the store),
+        # and only the newest beside a store that keeps them too
+        most = JOURNAL_BESIDE_STORE if self.store.keeps_decisions else JOURNAL_MOST
+        self.journal.limit = min(self.journal.limit, self.store.decision_retention, most)
         self.decisions = DecisionKeeper(self.store, self.journal)
         if self.keep_views and self.store.change_mark() is not None:
             self.views = ViewCache(self.store)

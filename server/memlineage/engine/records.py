@@ -154,6 +154,11 @@ _MANY = 0x5DEECE66D
 JOURNAL_MOST = 100_000
 """A namespace's journal keeps at most this many decisions (fewer when the store keeps
 fewer per namespace, `decision_retention`): with no data dir it is their only copy."""
+JOURNAL_BESIDE_STORE = 1_000
+"""... and at most this many when the store keeps them too (Redis, a data dir): Explain
+and Feedback flush to the store first and read it, so the journal only saves a read;
+a ring per namespace of `decision_retention` (~400 B a decision) cost ~4 MB for each
+namespace ever served (a review)."""
 
 
 def _key(memory_ids: Sequence[str]) -> int:
@@ -203,11 +208,14 @@ class _Ring:
         self.where[serial] = i
 
     def at(self, i: int) -> DecisionRecord:
-        entry = self.slots[i]
-        if type(entry) is DecisionContext:
-            when = self.times[i]
-            return entry.record(decision_id_of(when, self.serials[i]), when)
-        return entry  # type: ignore[return-value]  # `type() is` does not narrow: a record here
+        return _record(self.serials[i], self.slots[i], self.times[i])
+
+
+def _record(serial: int, entry: DecisionRecord | DecisionContext, when: float) -> DecisionRecord:
+    """A slot's decision: a record as kept, or a reused one's rebuilt from its context."""
+    if type(entry) is DecisionContext:
+        return entry.record(decision_id_of(when, serial), when)
+    return entry  # type: ignore[return-value]  # `type() is` does not narrow: a record here
 
 
 class DecisionJournal:
@@ -283,9 +291,13 @@ class DecisionJournal:
             # The slots that may hold one: its key, or several memories' (an act).
             maybe = np.flatnonzero((keys == _key((memory_id,))) | (keys == _MANY)).tolist()
             del keys
-            found = [(ring.serials[i], ring.at(i)) for i in maybe]
-        found.sort(key=lambda pair: pair[0], reverse=True)
-        return [r for _, r in found if memory_id in r.memory_ids][:limit]
+            # only copied under the lock (the namespace's decisions wait for it)
+            slots, serials, times = ring.slots, ring.serials, ring.times
+            found = [(serials[i], slots[i], times[i]) for i in maybe]
+        # then the ones on this memory, newest first; only those returned are rebuilt
+        mine = [f for f in found if memory_id in f[1].memory_ids]
+        mine.sort(key=lambda f: f[0], reverse=True)
+        return [_record(*f) for f in mine[:limit]]
 
     def get(self, namespace: str, decision_id: str) -> DecisionRecord | None:
         """The decision `decision_id` if `namespace` holds it still."""
