@@ -124,7 +124,9 @@ def _quotes(text: str, tool: str) -> bool:
     (both normalised), also with all whitespace removed (a runtime joining or
     re-wrapping lines). Before: only the whole output counted, and an observation cut
     to 400 characters was the user's words, its injected payee theirs (an outside
-    audit); a shared word or short phrase still is not a quote."""
+    audit); a shared word or short phrase still is not a quote. It slices both texts:
+    the handlers ask `quotes._QuoteIndex`, which indexes each output once and falls
+    back to this only for outputs past its bound."""
     if len(tool) >= _QUOTED and tool in text:
         return True
     for a, b in ((text, tool), (text.replace(" ", ""), tool.replace(" ", ""))):

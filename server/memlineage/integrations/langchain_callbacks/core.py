@@ -26,7 +26,6 @@ from memlineage.integrations.langchain_callbacks.binding import (
     _output_text,
     _pattern,
     _Pending,
-    _quotes,
     _Record,
     _Run,
     _safe,
@@ -50,6 +49,7 @@ from memlineage.integrations.langchain_callbacks.errors import (
     ActDenied,
     ActNotConfirmed,
 )
+from memlineage.integrations.langchain_callbacks.quotes import _QuoteIndex
 from memlineage.v1 import memlineage_pb2 as pb
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -136,6 +136,7 @@ class _Core:
         self.ambiguous_ids: set[str] = set()  # tool call ids a model's output named twice
         self.count = 0  # sources recorded so far
         self.seq: dict[str, int] = {}  # each source's place in the order of recording
+        self.quotes = _QuoteIndex()  # the tool outputs and derived values, for quotes
         self.decided: dict[str, int] = {}  # a call id: `count` when a model's answer named it
 
     # -- the run tree
@@ -183,7 +184,6 @@ class _Core:
             return []  # a tool invoked through a wrapper at the root: the model's call
         with self.lock:
             inside_tool = any(r.name for r in self.runs.values())
-            tool_texts = [t for s in self.sources if s.origin == "tool" for t in s.texts]
         if root_only and inside_tool:
             # a root run started while a tool of this handler runs: a sub-agent the tool
             # invoked with the model's text, not the user's (before: captured as the
@@ -200,7 +200,7 @@ class _Core:
                 norm = _norm(text)
                 if not norm or norm in self.user_seen or (root_only and norm in self.quoted):
                     continue
-                if root_only and any(_quotes(norm, t) for t in tool_texts):
+                if root_only and self.quotes.quoted(norm, ("tool",), first=True):
                     self.quoted.add(norm)  # a loop sends its history again: judged once
                     continue  # it quotes a tool's output ("Observation: ..."): not said
                 self.user_seen.add(norm)
@@ -290,6 +290,9 @@ class _Core:
                 self.sources.append(record.source)
                 self.count += 1
                 self.seq[record.source.memory_id] = self.count
+                if record.source.origin != "user":  # indexed once, not at each text
+                    for text in record.source.texts:
+                        self.quotes.add(record.memory_id, record.source.origin, text)
             if record.key:
                 self.tool_memories[record.key] = record.memory_id
 
