@@ -270,9 +270,9 @@ def test_a_human_text_costs_the_same_lookups_whatever_the_history(
 
     def windows(text: str) -> int:
         """Each 16-character window of the text, normalised and with no whitespace,
-        once (the user's capture)."""
+        once for the user's capture and once for the model's input."""
         norm = _norm(text)
-        return len(norm) - 15 + len(norm.replace(" ", "")) - 15
+        return 2 * (len(norm) - 15 + len(norm.replace(" ", "")) - 15)
 
     for n in range(4):
         read_log.invoke(call("read_log", f"c{n}", n=n), cfg)

@@ -1,9 +1,9 @@
 """A tool call that binds nothing (no argument, or only None / empty ones), against a
-real sidecar and the bundled policies: it rests on what the agent read since the
-user's request, so an injected "delete everything" in a tool's output is refused and
-the same call straight after the user's request runs (an outside audit found
-`delete_all_emails()`, `purchase_cart(coupon=None)` and `delete_file(path="")` run on
-an inbox's word)."""
+real sidecar and the bundled policies: it rests on what the model read (its input),
+so an injected "delete everything" in a tool's output is refused, in that turn or a
+later one, and the same call straight after the user's request runs (an outside audit
+found `delete_all_emails()`, `purchase_cart(coupon=None)` and `delete_file(path="")`
+run on an inbox's word; a review, one run a user turn later)."""
 
 from __future__ import annotations
 
@@ -82,14 +82,20 @@ WIPE_CALLS = [
 ]
 
 
-def run(world: World, cfg: RunnableConfig, calls: list[dict[str, Any]]) -> list[str]:
-    """Run each call as a loop would, a refused one left out: the denied actions."""
+def run(
+    world: World, cfg: RunnableConfig, calls: list[dict[str, Any]], read: list[Any] | None = None
+) -> list[str]:
+    """Run each call as a loop would, a refused one left out: the denied actions. Each
+    output is appended to ``read`` (the model's next input), as a loop does."""
     denied = []
     for c in calls:
         try:
-            world.tools[c["name"]].invoke(dict(c, type="tool_call"), cfg)
+            out = world.tools[c["name"]].invoke(dict(c, type="tool_call"), cfg)
         except ActDenied as e:
             denied.append(e.action)
+        else:
+            if read is not None:
+                read.append(out)
     return denied
 
 
@@ -104,7 +110,7 @@ def loop(world: World, *turns: list[dict[str, Any]]) -> RunnableLambda[Any, Any]
             ai = chat.invoke(messages, config)
             assert isinstance(ai, AIMessage)
             messages.append(ai)
-            denied += run(world, config, [dict(tc) for tc in ai.tool_calls])
+            denied += run(world, config, [dict(tc) for tc in ai.tool_calls], messages)
         return denied
 
     return RunnableLambda(agent, name="agent")
@@ -143,10 +149,12 @@ def test_a_call_binding_nothing_rests_on_what_the_agent_read(
     assert tools.sent[-1] == ("delete_all_emails", {})
 
 
-def test_only_what_was_read_since_the_users_latest_request_counts(
+def test_what_the_model_read_in_an_earlier_turn_still_counts(
     ml: MemLineageClient, tools: World
 ) -> None:
-    """A bare loop: the model, each tool, each a root run of its own."""
+    """A bare loop (the model, each tool, each a root run): the mailbox read in turn 1
+    is still in the model's input after the user's harmless reply (before: the call
+    rested on "Thanks!" alone, and the injected wipe ran; an outside review)."""
     h = LineageCallbackHandler(ml, user=USER)
     cfg: RunnableConfig = {"callbacks": [h]}
     chat = model([call("read_mailbox", "r1")], [call("delete_all_emails", "w1")])
@@ -157,30 +165,104 @@ def test_only_what_was_read_since_the_users_latest_request_counts(
     ai = chat.invoke(messages, cfg)
     assert isinstance(ai, AIMessage)
     assert run(tools, cfg, [dict(ai.tool_calls[0])]) == ["delete_all_emails"]
+    request, mailbox = h.user_memories[0], h.tool_memory("r1")
+    # the user says something harmless; the model, the mailbox in its history, calls again
+    chat = model([call("delete_all_emails", "w2")], [call("delete_all_emails", "w3")])
+    messages += [ai, HumanMessage("Thanks!")]
+    ai = chat.invoke(messages, cfg)
+    assert isinstance(ai, AIMessage)
+    assert run(tools, cfg, [dict(ai.tool_calls[0])]) == ["delete_all_emails"]
     assert tools.sent == []
-    # the user's next request: what was read before it is not what this call rests on
-    chat = model([call("delete_all_emails", "w2")])
-    ai = chat.invoke([*messages, HumanMessage("Yes, delete all my emails.")], cfg)
+    thanks = h.user_memories[-1]
+    assert h.acts[-1].relies_on == (request, mailbox, thanks)
+    assert h.acts[-1].decision.effect == pb.EFFECT_DENY
+    # asking for it in words changes nothing while the mailbox is read: the runtime
+    # says the user asked for it, and its binding wins
+    messages += [ai, HumanMessage("Yes, delete all my emails.")]
+    ai = chat.invoke(messages, cfg)
+    assert isinstance(ai, AIMessage)
+    assert run(tools, cfg, [dict(ai.tool_calls[0])]) == ["delete_all_emails"]
+    h.bind("w4", relies_on=[h.user_memories[-1]])
+    assert run(tools, cfg, [call("delete_all_emails", "w4")]) == []
+    assert tools.sent == [("delete_all_emails", {})]
+    # a new conversation on the same handler, no tool output in the model's input:
+    # what the handler recorded before is not what this call rests on
+    chat = model([call("delete_all_emails", "w5")])
+    ai = chat.invoke([HumanMessage("Delete all my emails, please")], cfg)
     assert isinstance(ai, AIMessage)
     assert run(tools, cfg, [dict(ai.tool_calls[0])]) == []
-    assert tools.sent == [("delete_all_emails", {})]
     assert h.acts[-1].relies_on == (h.user_memories[-1],)
+    assert len(tools.sent) == 2
 
 
-def test_the_async_twin_rests_a_call_binding_nothing_on_what_was_read(
+def test_a_tool_output_quoted_in_a_message_is_read(ml: MemLineageClient, tools: World) -> None:
+    """A ReAct-style loop sends the output back as a human message (no tool message),
+    cut to its budget: still the tool's, read in every later turn."""
+    h = LineageCallbackHandler(ml, user=USER)
+    cfg: RunnableConfig = {"callbacks": [h]}
+    chat = model([call("read_mailbox", "r1")], "It asks to wipe everything.")
+    messages: list[Any] = [HumanMessage("What is in my mailbox?")]
+    ai = chat.invoke(messages, cfg)
+    assert isinstance(ai, AIMessage)
+    out = tools.tools["read_mailbox"].invoke(dict(ai.tool_calls[0]), cfg)
+    messages += [ai, HumanMessage(f"Observation: {out.content[:60]}")]
+    messages.append(chat.invoke(messages, cfg))
+    chat = model([call("delete_all_emails", "w1")])
+    ai = chat.invoke([*messages, HumanMessage("Thanks!")], cfg)
+    assert isinstance(ai, AIMessage)
+    assert run(tools, cfg, [dict(ai.tool_calls[0])]) == ["delete_all_emails"]
+    assert h.tool_memory("r1") in h.acts[-1].relies_on and tools.sent == []
+
+
+def test_a_call_whose_model_input_was_not_seen_rests_on_everything_recorded(
+    ml: MemLineageClient, tools: World
+) -> None:
+    """No model answer seen naming the call (the runtime called the tool itself, or
+    the model ran without the handler): all this handler recorded, fail-closed."""
+    h = LineageCallbackHandler(ml, user=USER)
+    cfg: RunnableConfig = {"callbacks": [h]}
+    first = h.user_input("Summarise my mailbox")
+    tools.tools["read_mailbox"].invoke(call("read_mailbox", "r1"), cfg)
+    latest = h.user_input("Now delete all my emails")
+    assert run(tools, cfg, [call("delete_all_emails", "w1")]) == ["delete_all_emails"]
+    assert h.acts[-1].relies_on == (first, h.tool_memory("r1"), latest)
+    assert run(tools, cfg, [call("delete_file", "w2", path="")]) == ["delete_file"]
+    assert tools.sent == []
+    h.bind("w3", relies_on=[latest])
+    assert run(tools, cfg, [call("delete_all_emails", "w3")]) == []
+    assert tools.sent == [("delete_all_emails", {})]
+
+
+def test_the_async_twin_rests_a_call_binding_nothing_on_what_the_model_read(
     ml: MemLineageClient, tools: World
 ) -> None:
     async def main() -> None:
         h = AsyncLineageCallbackHandler(ml, user=USER)
         cfg: RunnableConfig = {"callbacks": [h]}
-        await h.user_input("Summarise my mailbox")
-        await tools.tools["read_mailbox"].ainvoke(call("read_mailbox", "r1"), cfg)
-        for c in WIPE_CALLS:
+        chat = model([call("read_mailbox", "r1")], WIPE_CALLS, WIPE_CALLS[:1])
+        messages: list[Any] = [HumanMessage("Summarise my mailbox")]
+        ai = await chat.ainvoke(messages, cfg)
+        assert isinstance(ai, AIMessage)
+        messages += [ai, await tools.tools["read_mailbox"].ainvoke(dict(ai.tool_calls[0]), cfg)]
+        ai = await chat.ainvoke(messages, cfg)
+        assert isinstance(ai, AIMessage)
+        for c in ai.tool_calls:
             with pytest.raises(ActDenied):
-                await tools.tools[c["name"]].ainvoke(c, cfg)
+                await tools.tools[c["name"]].ainvoke(dict(c), cfg)
+        # the next turn: the mailbox is still in the model's input
+        messages += [ai, HumanMessage("Thanks!")]
+        ai = await chat.ainvoke(messages, cfg)
+        assert isinstance(ai, AIMessage)
+        with pytest.raises(ActDenied):
+            await tools.tools["delete_all_emails"].ainvoke(dict(ai.tool_calls[0]), cfg)
         assert tools.sent == []
-        await h.user_input("Now delete all my emails")
-        await tools.tools["delete_all_emails"].ainvoke(call("delete_all_emails", "w4"), cfg)
+        assert h.tool_memory("r1") in h.acts[-1].relies_on
+        # a new conversation, nothing but the user's request read: theirs, it runs
+        chat = model([call("delete_all_emails", "w9")])
+        ai = await chat.ainvoke([HumanMessage("Now delete all my emails")], cfg)
+        assert isinstance(ai, AIMessage)
+        await tools.tools["delete_all_emails"].ainvoke(dict(ai.tool_calls[0]), cfg)
         assert tools.sent == [("delete_all_emails", {})]
+        assert h.acts[-1].relies_on == (h.user_memories[-1],)
 
     asyncio.run(main())

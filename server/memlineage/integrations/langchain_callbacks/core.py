@@ -49,7 +49,7 @@ from memlineage.integrations.langchain_callbacks.errors import (
     ActDenied,
     ActNotConfirmed,
 )
-from memlineage.integrations.langchain_callbacks.quotes import _QuoteIndex
+from memlineage.integrations.langchain_callbacks.quotes import _memories_in, _QuoteIndex
 from memlineage.v1 import memlineage_pb2 as pb
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -137,7 +137,8 @@ class _Core:
         self.count = 0  # sources recorded so far
         self.seq: dict[str, int] = {}  # each source's place in the order of recording
         self.quotes = _QuoteIndex()  # the tool outputs and derived values, for quotes
-        self.decided: dict[str, int] = {}  # a call id: `count` when a model's answer named it
+        self.model_reads: dict[UUID, list[str]] = {}  # a model run: what its input held
+        self.decided: dict[str, list[str] | None] = {}  # a call id: what its model read
 
     # -- the run tree
     def start(
@@ -154,6 +155,7 @@ class _Core:
     def end(self, run_id: UUID) -> _Run | None:
         with self.lock:
             self.root_inputs.pop(run_id, None)
+            self.model_reads.pop(run_id, None)
             return self.runs.pop(run_id, None)
 
     def ancestors(self, parent: UUID | None) -> list[UUID]:
@@ -343,25 +345,29 @@ class _Core:
                     kept.setdefault(ids[-1 - depth])
         return [i for i in out if i in kept]
 
-    def read_so_far(self, parent: UUID | None, call_id: str | None) -> list[str]:
-        """What the agent had read when it made the call ``call_id`` under ``parent``:
-        the user's latest input (its root run's own, else the handler's) and every
-        memory recorded since (tool results, derived values, later user inputs),
-        whatever run recorded them (a bare loop's tools are root runs), up to the model's
-        answer naming the call (a call made beside it did not read its output), else up
-        to now. [] with no user input recorded. What a call that binds nothing rests on:
-        before, the user's input alone, and an injected "delete everything" in a tool
-        output ran (an outside audit)."""
-        chain = self.ancestors(parent)
-        own = f"lc/{self.session}/user/{chain[-1]}/" if chain else None
+    def model_input(self, run_id: UUID, value: Any) -> None:
+        """Note what a model run's input (messages or prompts) holds of the recorded
+        memories (`_memories_in`), for the calls its answer names (`note_calls`)."""
         with self.lock:
-            upto = self.decided.pop(call_id, self.count) if call_id else self.count
-            sources = [s for s in self.sources if self.seq[s.memory_id] <= upto]
-        users = [i for i, s in enumerate(sources) if s.origin == "user"]
-        mine = [i for i in users if own is not None and sources[i].memory_id.startswith(own)]
-        if not users:
-            return []
-        return list(dict.fromkeys(s.memory_id for s in sources[(mine or users)[-1] :]))
+            users = [s for s in self.sources if s.origin == "user"]
+            ids = _memories_in(value, self.quotes, users, self.tool_memories)
+            self.model_reads[run_id] = sorted(ids, key=lambda i: self.seq.get(i, 0))
+
+    def read_for(self, call_id: str | None) -> list[str]:
+        """What the model read when it named the call ``call_id``: the memories its
+        input held (`model_input`), in the order they were recorded. When that cannot
+        be told (no model answer seen naming the call, its model's input not seen, or
+        holding nothing recorded): everything this handler recorded, fail-closed.
+        Before: only what was recorded since the user's latest input, and after a
+        "Thanks!" an inbox read one turn earlier, still in the model's history, drove
+        `delete_all_emails()` (an outside review)."""
+        with self.lock:
+            read = self.decided.pop(call_id, None) if call_id else None
+            alive = list(dict.fromkeys(s.memory_id for s in self.sources))
+        if not read:
+            return alive
+        kept = set(alive)  # a wrapper's input, no longer the user's, is no source
+        return [i for i in read if i in kept]
 
     def _inherited(self, parent: UUID | None) -> Mapping[str, Any]:
         """The parent run's metadata: LangChain gives a child run its parents'
@@ -430,13 +436,13 @@ class _Core:
             explicit |= {str(k): list(v) for k, v in raw.items()}
         explicit |= pending.args
         exclude = self._wrapper_input(run_id, parent, values)
-        read = self.read_so_far(parent, call_id)
+        read = self.read_for(call_id)
         arguments: dict[str, ActArg] = {}
         for arg, value in values.items():
             sources = explicit[arg] if arg in explicit else self.sources_of(value, exclude)
             if sources is None:
                 # None or empty names nothing, yet it is the agent's choice (`path=""`:
-                # every file): it rests on what the agent read, as a call binding nothing
+                # every file): it rests on what the model read, as a call binding nothing
                 sources = read if len(read) <= _MAX_SOURCES else []
             arguments[_arg_name(arg, arguments)] = ActArg(tuple(sources), **self._value(value))
         for arg, sources in explicit.items():
@@ -447,18 +453,18 @@ class _Core:
             own_relies = ()
         relies = list(own_relies) + list(pending.relies_on)
         if not arguments and not relies:
-            # a call with nothing to bind rests on what the agent read: an injected
-            # tool output among it refuses a sensitive one (no user input seen, or more
+            # a call with nothing to bind rests on what the model read: an injected
+            # tool output among it refuses a sensitive one (nothing recorded, or more
             # than an act may name: it cannot be asked, see `unaskable`)
             relies = read if len(read) <= _MAX_RELIED else []
         return _Act(action, arguments, tuple(dict.fromkeys(relies)), run_id, call_id)
 
-    def note_calls(self, output: Any) -> None:
+    def note_calls(self, output: Any, run_id: UUID | None = None) -> None:
         """The tool call ids a model's output names: an id named twice in it makes each
         call of it refused (before: a second call carrying the id of one the runtime
         had bound took that binding, and ran first; an outside audit); a binding made
-        before the output named its id was not made for this call: dropped. What had
-        been recorded then is what the call was made on (`read_so_far`)."""
+        before the output named its id was not made for this call: dropped. What the
+        model run ``run_id`` read is what the call was made on (`read_for`)."""
         named = (
             c.get("id")
             for gens in getattr(output, "generations", ())
@@ -468,9 +474,10 @@ class _Core:
         )
         ids = Counter(i for i in named if isinstance(i, str) and i)
         with self.lock:
+            read = self.model_reads.get(run_id) if run_id is not None else None
             for i, n in ids.items():
                 self.pending.pop(i, None)
-                self.decided[i] = self.count
+                self.decided[i] = read
                 if n > 1:
                     self.ambiguous_ids.add(i)
                 else:
@@ -490,8 +497,8 @@ class _Core:
             return None
         why = (
             "nothing to ask the act gate with: no argument to bind, no memory relied on"
-            " and no user input recorded (record the user's input first), or more"
-            f" memories read since it than an act may name ({_MAX_RELIED}: bind the call)"
+            " and nothing recorded (record the user's input first), or more memories"
+            f" read than an act may name ({_MAX_RELIED}: bind the call)"
         )
         reason = pb.Reason(policy="langchain_callbacks", effect=pb.EFFECT_DENY, message=why)
         return pb.Decision(effect=pb.EFFECT_DENY, operation=pb.OPERATION_ACT, reasons=[reason])

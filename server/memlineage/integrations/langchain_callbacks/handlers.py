@@ -290,6 +290,7 @@ class LineageCallbackHandler(_Shared, BaseCallbackHandler):
     ) -> None:
         self._core.start(run_id, parent_run_id, metadata)
         self._record_now(self._core.user_records(run_id, parent_run_id, messages))
+        self._core.model_input(run_id, messages)
 
     def on_llm_start(
         self,
@@ -303,6 +304,7 @@ class LineageCallbackHandler(_Shared, BaseCallbackHandler):
     ) -> None:
         self._core.start(run_id, parent_run_id, metadata)
         self._record_now(self._core.user_records(run_id, parent_run_id, prompts))
+        self._core.model_input(run_id, prompts)
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         record = self._core.run_derived(run_id, self._core.end(run_id), outputs)
@@ -310,7 +312,7 @@ class LineageCallbackHandler(_Shared, BaseCallbackHandler):
             self._record_now([record])
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
-        self._core.note_calls(response)
+        self._core.note_calls(response, run_id)
         record = self._core.run_derived(run_id, self._core.end(run_id), response)
         if record is not None:
             self._record_now([record])
@@ -470,6 +472,7 @@ class AsyncLineageCallbackHandler(_Shared, AsyncCallbackHandler):  # type: ignor
     ) -> None:
         self._core.start(run_id, parent_run_id, metadata)
         await self._record(self._core.user_records(run_id, parent_run_id, messages))
+        self._core.model_input(run_id, messages)
 
     async def on_llm_start(
         self,
@@ -483,6 +486,7 @@ class AsyncLineageCallbackHandler(_Shared, AsyncCallbackHandler):  # type: ignor
     ) -> None:
         self._core.start(run_id, parent_run_id, metadata)
         await self._record(self._core.user_records(run_id, parent_run_id, prompts))
+        self._core.model_input(run_id, prompts)
 
     async def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         record = self._core.run_derived(run_id, self._core.end(run_id), outputs)
@@ -490,7 +494,7 @@ class AsyncLineageCallbackHandler(_Shared, AsyncCallbackHandler):  # type: ignor
             await self._record([record])
 
     async def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
-        self._core.note_calls(response)
+        self._core.note_calls(response, run_id)
         record = self._core.run_derived(run_id, self._core.end(run_id), response)
         if record is not None:
             await self._record([record])

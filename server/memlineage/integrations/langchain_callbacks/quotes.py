@@ -1,5 +1,6 @@
 """The quote test over every recorded tool output, indexed once when each is recorded,
-so a text costs lookups in proportion to its own length, not to the history's.
+so a text costs lookups in proportion to its own length, not to the history's; and
+with it, which recorded memories a model's input holds (`_memories_in`).
 
 The rule is `binding._quotes`'s (docs/integrations.md, "A human text that quotes a
 tool"): a run of 32 characters shared with an output, or half of an output shorter
@@ -11,10 +12,20 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from memlineage.integrations.langchain_callbacks.binding import _QUOTED, _QUOTED_RUN, _quotes
+from langchain_core.messages import BaseMessage, ToolMessage
+
+from memlineage.integrations.langchain_callbacks.binding import (
+    _QUOTED,
+    _QUOTED_RUN,
+    _norm,
+    _quotes,
+    _Source,
+    _texts,
+)
 
 _BLOCK = 16
 """A long output is indexed by its blocks of this size at positions multiple of it: a
@@ -189,3 +200,32 @@ class _QuoteIndex:
                 if first:
                     break
         return found
+
+
+def _memories_in(
+    value: Any, index: _QuoteIndex, users: Sequence[_Source], by_call: Mapping[str, str]
+) -> set[str]:
+    """The memories a model's input (its messages, or a completion model's prompts)
+    holds: a tool message's own, by its call id; in every message's text, the user
+    inputs it contains and the tool outputs and derived values it quotes (a ReAct
+    observation, a summary that copies one), whatever the message's role."""
+    found: set[str] = set()
+    texts: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, ToolMessage) and v.tool_call_id in by_call:
+            found.add(by_call[v.tool_call_id])
+        if isinstance(v, BaseMessage):
+            texts.extend([v.content] if isinstance(v.content, str) else _texts(v.content))
+        elif isinstance(v, str):
+            texts.append(v)
+        elif isinstance(v, list | tuple):
+            for item in v:
+                walk(item)
+
+    walk(value)
+    for text in texts:
+        norm = _norm(text)
+        found |= {s.memory_id for s in users if any(u in norm for u in s.texts)}
+        found |= index.quoted(norm, ("tool", "derived"))
+    return found
