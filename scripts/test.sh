@@ -45,7 +45,9 @@ if [ "$#" -eq 0 ]; then
                tests/e2e/test_embedded_durability.py tests/e2e/test_redis_faults.py
                tests/e2e/test_flush_outage.py)
     echo "== the served tests on grpc_runtime = aio"
-    MEMLINEAGE_GRPC_RUNTIME=aio .venv/bin/python -m pytest -q -p no:cacheprovider "${AIO_TESTS[@]}"
+    # (`any_runtime` tests check what the runtime does not touch: run once, above)
+    MEMLINEAGE_GRPC_RUNTIME=aio .venv/bin/python -m pytest -q -p no:cacheprovider \
+        -m "not any_runtime" "${AIO_TESTS[@]}"
     RANGE_TESTS=(tests/client tests/e2e/test_api_contract.py tests/test_dependency_bounds.py
                  tests/test_proto_generated.py::test_committed_code_is_the_pinned_old_gencode)
     for venv in .venv-lowest .venv-newest; do

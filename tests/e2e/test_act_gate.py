@@ -465,6 +465,7 @@ def test_a_sha256_digest_is_one_digest_in_any_case(sidecar: tuple) -> None:
     assert paid.effect == pb.EFFECT_ALLOW and list(paid.grants_used) == [pinned.id]
 
 
+@pytest.mark.any_runtime
 def test_a_namespace_full_of_live_grants_answers_resource_exhausted(sidecar: tuple) -> None:
     """The served store with its real cap: filled with live grants (written through the
     store itself, the quick way), a RecordGrant is RESOURCE_EXHAUSTED saying so, and

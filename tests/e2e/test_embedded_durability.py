@@ -174,6 +174,7 @@ def _edit_a_value(db: Path) -> None:
     [_flip_middle_byte, _truncate, _edit_a_value],
     ids=["flipped-byte", "truncated", "hand-edited"],
 )
+@pytest.mark.any_runtime
 def test_a_damaged_database_refuses_to_start_and_is_left_untouched(
     tmp_path: Path, policies: Path, damage
 ) -> None:  # type: ignore[no-untyped-def]
@@ -199,6 +200,7 @@ def test_a_damaged_database_refuses_to_start_and_is_left_untouched(
     assert sha(db) == before
 
 
+@pytest.mark.any_runtime
 def test_a_removed_database_refuses_to_start(tmp_path: Path, policies: Path) -> None:
     """The database removed after a clean stop, its head record left: `serve` refuses
     with one line naming the file, and `store check` says the same (before: the
@@ -232,6 +234,7 @@ def _check_read_only(data: Path, timeout: float = 60) -> subprocess.CompletedPro
     )
 
 
+@pytest.mark.any_runtime
 def test_store_check_on_a_read_only_file_system(tmp_path: Path) -> None:
     """A cleanly stopped store on a read-only file system is checked (opened
     immutable: no -shm to make); a crash image there whose -wal needs a -shm that
@@ -283,6 +286,7 @@ def test_a_data_directory_removed_while_serving_refuses_writes(
     assert not data.exists()
 
 
+@pytest.mark.any_runtime
 def test_store_check_and_backup_while_a_server_writes(
     tmp_path: Path, policies: Path, servers: list[Server]
 ) -> None:
@@ -341,6 +345,7 @@ def test_store_check_and_backup_while_a_server_writes(
     assert missing.returncode == 1 and "no embedded store" in missing.stderr
 
 
+@pytest.mark.any_runtime
 @pytest.mark.parametrize("command", ["check", "backup"])
 def test_store_commands_given_a_store_url_say_what_they_take(command: str, tmp_path: Path) -> None:
     """Before: "no embedded store in redis://... (no lineage.sqlite3)", as if the URL

@@ -234,6 +234,7 @@ def test_a_call_without_a_token_says_how_to_give_one() -> None:
         s.kill()
 
 
+@pytest.mark.any_runtime
 def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     """A store that is not there, a store URL no backend takes, a closed pipe: a line on
     stderr and an exit code, never a traceback (before: each a Python traceback, and a

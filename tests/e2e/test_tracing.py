@@ -135,12 +135,14 @@ print(sorted(m for m in sys.modules if m.split(".")[0] == "opentelemetry"))
 """
 
 
+@pytest.mark.any_runtime
 def test_tracing_off_imports_nothing_of_opentelemetry() -> None:
     done = _run(_START.format(prelude="", policies=BUNDLED_POLICIES, tracing="off"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
 
 
+@pytest.mark.any_runtime
 def test_tracing_on_without_the_package_refuses_to_start_naming_the_extra() -> None:
     # `sys.modules[name] = None` makes importing it fail as an absent package does.
     prelude = "sys.modules['opentelemetry'] = None"
@@ -195,6 +197,7 @@ def test_otlp_http_export_to_a_loopback_collector() -> None:
     assert resource["service.instance.id"] == "sc-otlp"
 
 
+@pytest.mark.any_runtime
 def test_only_the_tracing_module_imports_opentelemetry() -> None:
     """Everything else runs without the extra: the import stays behind the setting."""
     from test_layering import tree_imports
