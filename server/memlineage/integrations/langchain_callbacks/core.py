@@ -57,6 +57,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 `check_free_text`, which this package may not import; the LangChain fuzz meets a drift."""
 
 _NOTHING = object()
+MOST_NAMED = 10_000
+"""Calls a model named and that did not run yet, each with what its model read, kept
+at most (the oldest forgotten: such a call then rests on everything recorded)."""
 
 
 def _same_call(given: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
@@ -477,7 +480,10 @@ class _Core:
             read = self.model_reads.get(run_id) if run_id is not None else None
             for i, n in ids.items():
                 self.pending.pop(i, None)
+                self.decided.pop(i, None)  # (re-inserted: the newest last)
                 self.decided[i] = read
+                if len(self.decided) > MOST_NAMED:  # named, never run: the oldest goes
+                    del self.decided[next(iter(self.decided))]
                 if n > 1:
                     self.ambiguous_ids.add(i)
                 else:
