@@ -178,7 +178,9 @@ def test_a_head_record_that_cannot_be_written_is_said_once_and_its_return(
 ) -> None:
     """The record is written on the side of each commit: a failure is not the
     write's, but it weakens the check at the next open, so it is logged once (not
-    every second) and so is its end (before: swallowed without a word)."""
+    every second) and so is its end (before: swallowed without a word). A failed
+    write (here its rename; on a full disk, the write of the temporary file)
+    removes its temporary file (before: one was left behind each time)."""
     monkeypatch.setattr(op_head, "HEAD_EVERY", 0.0)
     data = tmp_path / "d"
     store = EmbeddedStore(data, clock=ManualClock(NOW))
@@ -188,10 +190,12 @@ def test_a_head_record_that_cannot_be_written_is_said_once_and_its_return(
         with caplog.at_level("WARNING", logger="memlineage.store"):
             for i in range(3):
                 store.record(MemoryRecord(id=f"m{i}", namespace=NS, creator_id="agent:a"))
+            assert not list(data.glob(f"{HEAD_NAME}.*.tmp"))
             (data / HEAD_NAME).rmdir()
             store.record(MemoryRecord(id="m3", namespace=NS, creator_id="agent:a"))
     finally:
         store.close()
+    assert not list(data.glob(f"{HEAD_NAME}.*.tmp"))
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2, said
     assert "cannot be written" in said[0] and "is written again" in said[1]
@@ -227,24 +231,3 @@ def test_check_of_a_live_store_reads_rows_and_tally_as_of_one_moment(tmp_path: P
         stop.set()
         writer.join(timeout=10)
         store.close()
-
-
-def test_a_failed_head_write_leaves_no_temporary_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A head record write that fails (here its rename; on a full disk, the write
-    of the temporary file) removes its temporary file (before: one was left behind,
-    0 bytes on a full disk, each time)."""
-    monkeypatch.setattr(op_head, "HEAD_EVERY", 0.0)
-    data = tmp_path / "d"
-    store = EmbeddedStore(data, clock=ManualClock(NOW))
-    try:
-        (data / HEAD_NAME).unlink(missing_ok=True)
-        (data / HEAD_NAME).mkdir()  # a directory in its place: the rename fails
-        for i in range(3):
-            store.record(MemoryRecord(id=f"m{i}", namespace=NS, creator_id="agent:a"))
-        assert not list(data.glob(f"{HEAD_NAME}.*.tmp"))
-        (data / HEAD_NAME).rmdir()
-    finally:
-        store.close()
-    assert not list(data.glob(f"{HEAD_NAME}.*.tmp"))
