@@ -73,7 +73,11 @@ def test_the_runtimes_token_cannot_speak_as_the_user(sidecar: RunningSidecar) ->
         # a Check with no actor asks as the namespace's user: it must state its own
         with pytest.raises(PermissionDenied) as err:
             agent.check("read", "prompt")
-        _refused(err.value, "actor")
+        assert _refused(err.value, "actor") == (
+            "actor: the request states no actor, so it asks as the namespace's user "
+            "'user:default'; this caller's token speaks as agent:*, tool:*: state an actor "
+            "it may be (the client's and the adapters' `actor=`)"
+        )
         assert agent.check("read", "prompt", actor="agent:assistant").effect == pb.EFFECT_ALLOW
         # the frontend's token (no speaks_as) speaks as anyone, as before
         assert user.grant(["send_*"], source="tool:read_inbox").id

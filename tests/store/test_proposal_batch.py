@@ -120,3 +120,31 @@ def test_a_save_replacing_a_proposal_is_written_only_over_that_one(store: Lineag
     fresh = pending_for_an_hour(NS, "none", NOW)  # none there: nothing to replace
     assert not store.save_proposal(fresh, now=NOW, replacing=first)
     assert store.proposal(NS, "none") is None
+
+
+def test_on_redis_a_save_replacing_a_value_spelled_otherwise_is_written(
+    redis_server: RedisServer,
+) -> None:
+    """The Redis script compared the stored bytes with `replacing.to_json()`: a
+    proposal another writer stored with whole-number times (`1767225600`, not
+    `1767225600.0`) decoded equal but never compared equal, so every objection to it
+    was refused as "kept changing" for good (a review). The bytes compared are the
+    ones read now, when they decode to `replacing`."""
+    store = open_store(redis_server.emptied())
+    raw = redis_server.client(socket_timeout=5)
+    try:
+        store.record(memory("m", ns=NS))
+        first = replace(pending_for_an_hour(NS, "m", NOW), proposed_at=float(int(NOW)))
+        store.save_proposal(first, now=NOW)
+        key = f"ml:{{{NS}}}:pp"
+        spelled = first.to_json().replace(repr(float(int(NOW))), str(int(NOW)))
+        assert spelled != first.to_json()
+        raw.hset(key, "m", spelled)
+        assert store.proposal(NS, "m") == first
+        later = stale_at_now(NS, "m", objected=True)
+        assert store.save_proposal(later, "objected", now=NOW, replacing=first)
+        assert store.proposal(NS, "m") == later
+        assert not store.save_proposal(first, now=NOW, replacing=first)  # moved on: refused
+    finally:
+        store.close()
+        raw.close()

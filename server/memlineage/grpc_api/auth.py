@@ -112,7 +112,7 @@ class Authenticator:
         return requested
 
     @staticmethod
-    def speaks(principal: Principal, who: Creator, field: str) -> Creator:
+    def speaks(principal: Principal, who: Creator, field: str, *, unset: bool = False) -> Creator:
         """`who`, if the caller may state it (its token's `speaks_as`; none: anyone).
         A runtime's token that may only speak as `agent:*` and `tool:*` cannot record
         a user's words, nor grant or object as the user (an outside audit: the agent's
@@ -122,11 +122,15 @@ class Authenticator:
         name = who.id if who.id.startswith(f"{who.kind}:") else f"{who.kind}:{who.id}"
         if any(fnmatchcase(name, pattern) for pattern in principal.speaks_as):
             return who
-        raise PermissionDenied(
-            f"this caller may not speak as {name!r} (its token speaks as "
-            f"{', '.join(principal.speaks_as)}): state one of those",
-            field=field,
+        said = (
+            f"the request states no actor, so it asks as the namespace's user {name!r}; "
+            f"this caller's token speaks as {', '.join(principal.speaks_as)}: state an "
+            "actor it may be (the client's and the adapters' `actor=`)"
+            if unset
+            else f"this caller may not speak as {name!r} (its token speaks as "
+            f"{', '.join(principal.speaks_as)}): state one of those"
         )
+        raise PermissionDenied(said, field=field)
 
     @staticmethod
     def require_admin(principal: Principal, peer: str) -> None:

@@ -139,7 +139,10 @@ class ServiceBase:
         """The request's actor (unset: `default`, else the namespace's user), if the
         caller may speak as it (`Authenticator.speaks`)."""
         who = serde.actor(msg, default if default is not None else self.default_actor(ns))
-        return self.auth.speaks(principal, who, "actor") if principal.speaks_as else who
+        if not principal.speaks_as:
+            return who
+        unset = msg.kind == pb.CREATOR_KIND_UNSPECIFIED and not msg.id and default is None
+        return self.auth.speaks(principal, who, "actor", unset=unset)
 
     def default_actor(self, ns: str) -> Creator:
         # Creators are frozen: one per namespace, bounded.

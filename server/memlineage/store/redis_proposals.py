@@ -65,7 +65,20 @@ class RedisProposals(RedisBase):
             elif p.objections:
                 fields += ["r", p.objections[-1].by, "w", p.objections[-1].reason]
         keys = [self.keys.proposals(ns), self.keys.events(ns)]
-        expected = replacing.to_json() if replacing is not None else ""
+        expected: bytes | str = ""
+        if replacing is not None:
+            # the bytes stored now, if they decode to `replacing` (a value written by
+            # another writer may spell it otherwise: `1` for `1.0`); the script then
+            # writes only over those bytes
+            with self._guard(keys[0]):
+                text = self.client.execute_command("HGET", keys[0], p.memory_id, NEVER_DECODE=True)
+            try:
+                now_there = decoded_proposal(text, ns, p.memory_id) if text else None
+            except DecodeProblem:
+                now_there = None
+            if now_there != replacing:
+                return False
+            expected = text
         with self._guard(*keys):
             saved = self._proposal_scripts["save"](
                 keys=keys,
