@@ -135,7 +135,7 @@ _TOKENS_DOC = [
     "nothing in the agent's process, which runs tools and reads their output, can",
     "record the user's words, revise a memory into the user's, or grant and object",
     "as the user. The adapters and what their tokens must allow: docs/integrations.md,",
-    "\"With a token that has `speaks_as`\".",
+    '"With a token that has `speaks_as`".',
     "",
     "In `MEMLINEAGE_TOKENS` (or `--tokens`), entries `TOKEN=NS1,NS2` joined by `;`,",
     "where the namespace entry `admin` makes an admin token and each `as=KIND:NAME`",
