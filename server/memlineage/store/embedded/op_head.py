@@ -238,6 +238,9 @@ def _lost(database: Path, holds: str, said: str) -> StoreCorruptError:
         f"({database.name}-wal) was cut, damaged or removed, and acknowledged writes are "
         "lost; restore the directory from a backup, or (after a power loss with fsync "
         f"off, or a restore on purpose) {_REMEDY}",
+        # its own advice: not the generic "restore the file from a backup, or move it
+        # away", which read as a contradiction after a restore on purpose (a review)
+        remedy="nothing on disk was changed",
     )
 
 
