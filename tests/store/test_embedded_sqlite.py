@@ -534,6 +534,14 @@ def test_check_summarises_and_backup_copies_a_live_store(tmp_path: Path) -> None
     assert copied.records >= 6 + 50
     with pytest.raises(FileExistsError):
         store.backup(tmp_path / "copy")
+    # a directory holding only another store's head record: refused before copying
+    # (before: copied, then its check failed against that record, the copy left there)
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    (stale / op_head.HEAD_NAME).write_bytes((data / op_head.HEAD_NAME).read_bytes())
+    with pytest.raises(FileExistsError, match="lineage.head exists"):
+        store.backup(stale)
+    assert sorted(p.name for p in stale.iterdir()) == [op_head.HEAD_NAME]
     store.close()
     copy = EmbeddedStore(tmp_path / "copy")
     assert copy.get(NS, "m5").status == "pending_verification"

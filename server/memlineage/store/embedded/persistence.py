@@ -72,7 +72,13 @@ from memlineage.store.embedded.checkpointer import Checkpointer
 from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.decision_table import DecisionTable
 from memlineage.store.embedded.dir_lock import DirLock
-from memlineage.store.embedded.op_head import Head, OpHead, check_identity, check_missing
+from memlineage.store.embedded.op_head import (
+    HEAD_NAME,
+    Head,
+    OpHead,
+    check_identity,
+    check_missing,
+)
 from memlineage.store.embedded.reading import FREEZE_ROWS, read_store, stray_log
 from memlineage.store.embedded.snapshot_parts import FORMAT, crc, dumps, write_snapshot
 from memlineage.store.embedded.sqlite_conn import connect_ro, connect_rw, transaction
@@ -163,6 +169,9 @@ def backup(directory: str | os.PathLike[str], dest: str | os.PathLike[str]) -> S
     target = out / DB_NAME
     if target.exists():
         raise FileExistsError(f"{target} exists: back up into a new directory")
+    head = out / HEAD_NAME
+    if head.exists():  # another store's record: the copy would be checked against it
+        raise FileExistsError(f"{head} exists (another store's): back up into a new directory")
     partial = out / f"{DB_NAME}.partial"
     partial.unlink(missing_ok=True)
     src = connect_ro(source)
