@@ -539,7 +539,7 @@ def test_check_summarises_and_backup_copies_a_live_store(tmp_path: Path) -> None
     stale = tmp_path / "stale"
     stale.mkdir()
     (stale / op_head.HEAD_NAME).write_bytes((data / op_head.HEAD_NAME).read_bytes())
-    with pytest.raises(FileExistsError, match="lineage.head exists"):
+    with pytest.raises(FileExistsError, match=r"lineage\.head exists"):
         store.backup(stale)
     assert sorted(p.name for p in stale.iterdir()) == [op_head.HEAD_NAME]
     store.close()
