@@ -57,6 +57,7 @@ def test_tls_serves_trusting_clients_only(tmp_path: Path) -> None:
             plain.health()
 
 
+@pytest.mark.any_runtime  # what the CLI says: the client's side
 def test_the_cli_speaks_tls_with_tls_ca(tmp_path: Path) -> None:
     """`memlineage check --tls-ca` reaches a TLS sidecar; without it (or where nothing
     serves) the one line says where it asked and what to check (before: no TLS option,
@@ -114,6 +115,7 @@ def test_the_cli_speaks_tls_with_tls_ca(tmp_path: Path) -> None:
         assert bad.stderr.startswith(f"error: --tls-ca {wrong}: is not a"), bad.stderr
 
 
+@pytest.mark.any_runtime  # what the CLI says: the client's side
 def test_the_cli_names_what_listens_where_no_answer_came(tmp_path: Path) -> None:
     """A call with no answer is followed by one probe of the address, so the line says
     what to change: a CA that is not the sidecar's, --tls-ca against a plaintext
