@@ -38,13 +38,26 @@ def source_spelling(name: str) -> str:
     all `tool:websearch`). A runtime names a tool as the tool names itself, so
     `tool:WEB_SEARCH` escaped a list of `tool:web_*` (an outside audit); a name
     chosen to pass for a listed one could be spelled exactly anyway."""
-    return name.casefold().translate(_DROP)
+    head, colon, rest = name.partition(":")
+    if not colon:
+        return name.casefold().translate(_DROP)
+    # the kind keeps its separators: `to-ol:x` is no tool's id (the store refuses a
+    # prefix naming another kind in any case, not one spelled apart)
+    return f"{head.casefold()}:{rest.casefold().translate(_DROP)}"
 
 
 _DROP = str.maketrans("", "", _SEPARATORS)
 
 
-def _glob_spelling(pattern: str) -> str:
+def glob_spelling(pattern: str) -> str:
+    """`source_spelling` of a glob (`_glob_rest` after a plain `kind:` prefix)."""
+    head, colon, rest = pattern.partition(":")
+    if colon and not any(c in head for c in "*?["):
+        return f"{head.casefold()}:{_glob_rest(rest)}"
+    return _glob_rest(pattern)
+
+
+def _glob_rest(pattern: str) -> str:
     """`source_spelling` of a glob: outside `[...]` as of an id; inside, case-folded,
     a range's `-` kept (`[0-9]`), a literal separator dropped, a class of separators
     only (`[-_]`, which now stands for nothing) dropped whole and its negation
@@ -92,7 +105,7 @@ class SourceMatcher:
 
     def __init__(self, patterns: tuple[str, ...]) -> None:
         self.patterns = patterns
-        spelled = [_glob_spelling(p) for p in patterns]
+        spelled = [glob_spelling(p) for p in patterns]
         self.exact = frozenset(p for p in spelled if not any(c in p for c in "*?["))
         globs = [fnmatch.translate(p) for p in spelled if p not in self.exact]
         self.regex = re.compile("|".join(globs)) if globs else None

@@ -47,3 +47,12 @@ def test_a_glob_class_keeps_its_ranges() -> None:
     for miss in ("tool:scraper_vx", "tool:xd", "tool:y", "tool:q"):
         assert not blocked.match(miss), miss
     assert blocked.match("tool:qa")
+
+
+def test_the_kind_keeps_its_separators_so_no_other_kind_passes_for_a_listed_one() -> None:
+    """Folding separators in the kind too made an agent's `to-ol:flight_api` (a prefix
+    naming no kind, so the store took it) pass for the trusted `tool:flight_api`."""
+    trusted = SourceMatcher(("tool:flight_api",))
+    assert trusted.match("TOOL:Flight-API")
+    for other in ("to-ol:flight_api", "t.ool:flight_api", "agent:flight_api"):
+        assert not trusted.match(other), other

@@ -215,6 +215,13 @@ def test_a_creator_kind_and_id_that_disagree_are_refused(sidecar: tuple) -> None
     with pytest.raises(MemLineageError) as missing:
         c.explain("evil-note")
     assert missing.value.code == grpc.StatusCode.NOT_FOUND
+    # in any case: source lists and priors compare ids case-folded, so an agent's
+    # `TOOL:flight_api` would pass for the trusted tool (a review of the spelling rule)
+    upper = pb.Memory(id="upper", creator=pb.Creator(kind=pb.CREATOR_KIND_AGENT, id="TOOL:x"))
+    with pytest.raises(grpc.RpcError) as err:
+        c._stub.Record(pb.RecordRequest(namespace=c.namespace, memory=upper), metadata=AUTH)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert err.value.details().startswith("memory.creator.id: 'TOOL:x' names the kind tool")
 
 
 def test_a_granted_payee_needs_a_confirmation(sidecar: tuple) -> None:

@@ -96,12 +96,15 @@ def check_creator(kind: str, creator_id: str, field: str) -> None:
     """A creator id that names a kind (``user:alice``) names its own: the kind decides
     what policies trust (``memory.creator.kind``, a grant's issuer) and the id is what
     their globs match (``user:*``), so a ``user:`` id of an agent would be trusted by
-    one and not the other. An id without a kind prefix is taken with its stated kind."""
+    one and not the other. An id without a kind prefix is taken with its stated kind.
+    The prefix names a kind in any case (`TOOL:x`): source lists and credibility priors
+    compare ids case-folded, so an agent's `TOOL:flight_api` would pass for the tool."""
     prefix, sep, _ = creator_id.partition(":")
-    if sep and prefix in _CREATOR_KINDS and prefix != kind:
+    named = prefix.casefold()
+    if sep and named in _CREATOR_KINDS and named != kind:
         raise ValidationError(
-            f"{creator_id!r} names the kind {prefix}, the creator's kind is {kind}: "
-            f"state kind {prefix}, or an id of the form {kind}:NAME",
+            f"{creator_id!r} names the kind {named}, the creator's kind is {kind}: "
+            f"state kind {named}, or an id of the form {kind}:NAME",
             field=field,
             code="CREATOR_KIND_MISMATCH",
         )

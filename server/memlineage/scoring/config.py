@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from memlineage_dsl.matchers import glob_spelling, source_spelling
+
 DAY = 86400.0
 
 DEFAULT_HALF_LIVES: dict[str, float] = {
@@ -127,12 +129,19 @@ class ScoringConfig:
         return hit
 
     def prior(self, source: str) -> float:
+        """The first matching pattern's prior (0.5 without one). Ids and patterns compare
+        as a policy's source lists compare them (`source_spelling`: case-folded, no
+        separators), so `tool:Web-Search` takes `tool:web_*`'s prior, not `tool:*`'s."""
         cache: dict[str, float] = self.__dict__.setdefault("_prior_cache", {})
         hit = cache.get(source)
         if hit is None:
-            hit = next(
-                (v for p, v in self.credibility_priors if fnmatch.fnmatchcase(source, p)), 0.5
-            )
+            spelled = self.__dict__.get("_spelled_priors")
+            if spelled is None:
+                spelled = self.__dict__["_spelled_priors"] = tuple(
+                    (glob_spelling(p), v) for p, v in self.credibility_priors
+                )
+            name = source_spelling(source)
+            hit = next((v for p, v in spelled if fnmatch.fnmatchcase(name, p)), 0.5)
             if len(cache) < 100_000:
                 cache[source] = hit
         return hit
