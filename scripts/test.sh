@@ -43,7 +43,7 @@ if [ "$#" -eq 0 ]; then
                tests/client/test_error_codes.py tests/client/test_async_client.py
                tests/integrations/test_langgraph_store.py
                tests/e2e/test_embedded_durability.py tests/e2e/test_redis_faults.py
-               tests/e2e/test_flush_outage.py)
+               tests/e2e/test_flush_outage.py tests/e2e/test_token_identities.py)
     echo "== the served tests on grpc_runtime = aio"
     # (`any_runtime` tests check what the runtime does not touch: run once, above)
     MEMLINEAGE_GRPC_RUNTIME=aio .venv/bin/python -m pytest -q -p no:cacheprovider \

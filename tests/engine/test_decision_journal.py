@@ -209,10 +209,14 @@ def test_another_namespaces_volume_ends_no_decision_early() -> None:
 
 
 def test_a_batch_of_several_namespaces_goes_to_each_ring() -> None:
+    from collections import deque
+
     journal = DecisionJournal(limit=4)
+    journal.queue = deque()  # as beside a store that keeps decisions
     ids, serials = issue_decision_ids(1.0, 4)
     recs = [_rec(i, "m", ns) for i, ns in zip(ids, ("a", "b", "a", "b"), strict=True)]
     journal.put_many(serials, recs)
+    assert list(journal.queue) == recs  # queued once each, in their order
     assert [journal.get(r.namespace, r.decision_id) for r in recs] == recs
     assert journal.recent("a", "m", 5) == [recs[2], recs[0]]
 

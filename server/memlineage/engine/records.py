@@ -249,11 +249,15 @@ class DecisionJournal:
 
     def put(self, serial: int, rec: DecisionRecord) -> None:
         """Keep `rec`, issued with `serial` (`issue_decision_id`)."""
+        self._keep(serial, rec)
+        if self.queue is not None:
+            self.queue.append(rec)
+
+    def _keep(self, serial: int, rec: DecisionRecord) -> None:
+        """`rec` in its namespace's ring (not queued)."""
         ring = self._ring(rec.namespace)
         with ring.lock:
             ring.place(serial, rec, _key(rec.memory_ids), 0.0)
-        if self.queue is not None:
-            self.queue.append(rec)
 
     def put_many(self, serials: Sequence[int], recs: Sequence[DecisionRecord]) -> None:
         """`put` of each (a FilterRank's batch: one namespace, one lock)."""
@@ -265,12 +269,12 @@ class DecisionJournal:
             place = ring.place
             for serial, rec in zip(serials, recs, strict=True):
                 if rec.namespace != ns:  # not a FilterRank's: each to its own ring
-                    self.put(serial, rec)
+                    self._keep(serial, rec)
                     continue
                 ids = rec.memory_ids
                 place(serial, rec, hash(ids[0]) if len(ids) == 1 else _MANY, 0.0)
         if self.queue is not None:
-            self.queue.extend(r for r in recs if r.namespace == ns)
+            self.queue.extend(recs)  # in their order, each once
 
     def put_issue(self, serial: int, context: DecisionContext, decided_at: float) -> None:
         """Keep the decision `context` issued with `serial` at `decided_at`."""
