@@ -156,6 +156,15 @@ class Grant:
             and self.created_at <= now < self.expires_at
         )
 
+    def same_content(self, argument: Argument) -> bool:
+        """Whether a pinned grant names `argument`'s content: by value where both carry
+        one, else by digest (the engine gives a value its sha256 on either side, so a
+        grant pinned by digest covers the same text sent as a value, and the reverse).
+        Nothing to compare: not covered."""
+        if self.value and argument.value:
+            return argument.value == self.value
+        return bool(self.digest) and argument.digest == self.digest
+
     def covers(self, action: str, argument: Argument, origin: Memory, now: float) -> bool:
         """Whether this grant lets `origin` fill `argument` of `action` at `now`."""
         if not self.live(now):
@@ -164,9 +173,7 @@ class Grant:
             return False
         if self.arguments and argument.name not in self.arguments:
             return False
-        if (self.value and argument.value != self.value) or (
-            self.digest and argument.digest != self.digest
-        ):
+        if (self.value or self.digest) and not self.same_content(argument):
             return False
         if self.memory_id and origin.id == self.memory_id:
             return True
