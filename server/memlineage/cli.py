@@ -156,7 +156,7 @@ def _check(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    if args.json:
+    if args.format == "json":
         print(MessageToJson(d, preserving_proto_field_name=True))
     else:
         effect = pb.Effect.Name(d.effect).removeprefix("EFFECT_")
@@ -324,6 +324,11 @@ def _serve(args: argparse.Namespace) -> int:
     return 0  # a store's or the OS's error: one line by `main`
 
 
+def _human(format_name: str) -> str:
+    """The language's commands call the text format `human`."""
+    return "human" if format_name == "text" else format_name
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The CLI: one line on stderr for what a user can mend (a store that cannot be
     opened or reached, a file that cannot be read), never a traceback; a closed pipe
@@ -365,7 +370,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if args.command == "lint":
         from memlineage_dsl.commands import lint_command
 
-        return lint_command(args.paths, args.format, out, each=args.each)
+        return lint_command(args.paths, _human(args.format), out, each=args.each)
     if args.command == "fmt":
         from memlineage_dsl.fmt_command import fmt_paths
 
@@ -380,7 +385,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
             each=args.each,
             coverage=args.coverage,
             coverage_min=args.coverage_min,
-            fmt=args.format,
+            fmt=_human(args.format),
         )
     if args.command == "serve":
         return _serve(args)

@@ -32,7 +32,7 @@ def parser() -> argparse.ArgumentParser:
 
     lint = sub.add_parser("lint", help="check .mlp files; exit 1 on any error")
     lint.add_argument("paths", nargs="+", help=".mlp files or directories")
-    lint.add_argument("--format", choices=("human", "json", "sarif"), default="human")
+    _format(lint, "json", "sarif")
     lint.add_argument("--each", action="store_true", help="treat every file as its own policy set")
 
     fmt = sub.add_parser("fmt", help="format .mlp files in place")
@@ -57,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="PERCENT",
         help="exit 1 when coverage is below PERCENT (implies --coverage)",
     )
-    test.add_argument("--format", choices=("human", "json"), default="human")
+    _format(test, "json")
     serve = sub.add_parser(
         "serve",
         help="run the sidecar (gRPC)",
@@ -120,7 +120,10 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="ask as a historical query (archived memories answer as history)",
     )
-    check.add_argument("--json", action="store_true", help="print the decision as JSON")
+    _format(check, "json")
+    check.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="--format json"
+    )
     remote(check)
 
     explain = sub.add_parser("explain", help="a memory's lineage graph and recent decisions")
@@ -259,6 +262,17 @@ def parser() -> argparse.ArgumentParser:
     )
     simulate.add_argument("--format", choices=("text", "json"), default="text")
     return p
+
+
+def _format(command: argparse.ArgumentParser, *machine: str) -> None:
+    """`--format`, one spelling across commands: `text` (the default; `human` is its
+    older name, still taken) or a machine format (json, sarif, ...)."""
+    command.add_argument(
+        "--format",
+        choices=("text", "human", *machine),
+        default="text",
+        help=f"text (default; also `human`) or {' or '.join(machine)}",
+    )
 
 
 def innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:

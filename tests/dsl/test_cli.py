@@ -62,6 +62,18 @@ def test_lint_json_and_sarif(tmp_path: Path) -> None:
     assert (region["startLine"], region["startColumn"]) == (1, 15)
 
 
+def test_text_is_the_format_every_command_names(tmp_path: Path) -> None:
+    """`--format text` as check, explain and simulate spell it; `human` still taken."""
+    (tmp_path / "bad.mlp").write_text("policy p { on raed deny }\n")
+    text = run("lint", "--format", "text", "bad.mlp", cwd=tmp_path)
+    assert text.stdout == run("lint", "--format", "human", "bad.mlp", cwd=tmp_path).stdout
+    assert "bad.mlp:1:15: error[E106]" in text.stdout
+    (tmp_path / "bad.mlp").unlink()
+    (tmp_path / "p.mlp").write_text(GOOD)
+    tested = run("test", "--format", "text", ".", cwd=tmp_path)
+    assert tested.returncode == 0 and tested.stdout.strip().endswith("passed, 0 failed")
+
+
 def test_test_command_reports_a_failing_expectation(tmp_path: Path) -> None:
     (tmp_path / "p.mlp").write_text(GOOD.replace("-> deny", "-> allow"))
     out = run("test", ".", cwd=tmp_path)

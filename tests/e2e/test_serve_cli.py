@@ -5,6 +5,7 @@ SIGTERM shuts down gracefully, the embedded data directory survives a restart;
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -117,6 +118,13 @@ def test_check_and_explain_commands(served) -> None:
     denied = cli("check", "read", "guess", "--target", s.address)
     assert denied.returncode == 3
     assert "fired      low_confidence_reasoning: doubtful reasoning" in denied.stdout
+    # one spelling across commands: --format json (and --json, its shorthand)
+    as_json = cli("check", "read", "guess", "--format", "json", "--target", s.address)
+    assert as_json.returncode == 3 and json.loads(as_json.stdout)["effect"] == "EFFECT_DENY"
+    short = cli("check", "read", "guess", "--json", "--target", s.address)
+    assert json.loads(short.stdout).keys() == json.loads(as_json.stdout).keys()
+    text = cli("check", "read", "hotel", "--format", "text", "--target", s.address)
+    assert text.stdout.startswith("ALLOW  score 1.000")
     dot = cli("explain", "city", "--format", "dot", "--target", s.address)
     assert dot.returncode == 0 and dot.stdout.startswith("digraph")
     assert re.search(r'"city"\s*->\s*"hotel"', dot.stdout), dot.stdout
