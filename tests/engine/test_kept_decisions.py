@@ -5,6 +5,7 @@ sidecar's engine; the newest `decision_retention` per namespace."""
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from memlineage.lineage.errors import (
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store import LineageStore, open_store
 from memlineage.store.embedded import EmbeddedStore
+from memlineage.store.embedded.persistence import DB_NAME
 from memlineage_dsl.facts import Creator
 from support.memories import T0
 from support.redis_servers import RedisClusterHandle, RedisServer
@@ -188,6 +190,39 @@ def test_a_refused_batch_is_written_at_the_next_flush(tmp_path: Path) -> None:
     assert engine.flush_decisions() == len(ids) + 1
     assert store.kept_decision(NS, ids[0]) is not None
     store.close()
+
+
+def test_decisions_are_refused_once_the_database_is_gone_from_its_path(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The data directory removed while the engine serves: the next flush of kept
+    decisions is StoreUnavailableError naming the file, as every other write of the
+    store, and keeps its batch for the next one; nothing of it is read back from the
+    removed file (before: the batch was committed into it, counted as written and
+    dropped from the queue, Explain read it from there, and it was gone at the next
+    start)."""
+    clock = ManualClock(T0)
+    data = tmp_path / "data"
+    store = EmbeddedStore(data, clock=clock)
+    engine = _engine(store, clock)
+    kept = _decide(engine, clock)
+    assert engine.flush_decisions() == len(kept) + 1
+    clock.advance(1)
+    later = _decide(engine, clock)
+    shutil.rmtree(data)
+    gone = f"embedded store {data / DB_NAME}: the database is no longer at its path"
+    with caplog.at_level("ERROR", logger="memlineage.store"):
+        for _ in range(2):
+            with pytest.raises(StoreUnavailableError, match=gone):
+                engine.flush_decisions()
+            assert engine.decisions.pending() == len(later) + 1  # retried, not dropped
+    said = [r for r in caplog.records if "no longer the file it opened" in r.getMessage()]
+    assert len(said) == 1
+    assert [store.kept_decision(NS, i) for i in later] == [None] * len(later)
+    assert all(store.kept_decision(NS, i) is not None for i in kept)  # as before
+    assert not store.ping()
+    store.close()
+    assert not data.exists()
 
 
 @pytest.fixture(params=["redis", "cluster"])

@@ -1,7 +1,15 @@
 """The kept decisions of a data directory (`LineageStore.keep_decisions`): tables
 of their own in the store's SQLite file, on a connection of their own, so a batch
 of decisions never holds the store's lock; not part of the op log, the snapshot
-or `store check`."""
+or `store check`.
+
+Like every other write of the store, a batch is refused (StoreUnavailableError) once
+the database is no longer the file opened (`file_watch`): before, batches went on
+being committed into a removed file, each flush counted as written and dropped from
+the engine's queue, read back by Explain from that connection and lost at the next
+start. The file is looked at inside the batch's transaction, last before its commit
+(a batch that finds it gone is rolled back: never read back from a file no longer
+there), and again after the commit (removed in between)."""
 
 from __future__ import annotations
 
@@ -12,6 +20,7 @@ from pathlib import Path
 
 from memlineage.lineage.decisions import KeptDecision
 from memlineage.lineage.errors import StoreUnavailableError
+from memlineage.store.embedded.op_head import OpHead
 from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
 
 _DECISION_SCHEMA = (
@@ -35,8 +44,11 @@ class DecisionTable:
     so a batch never holds the store's lock (readers go on; a writer of the op log
     may wait for the batch's commit, SQLite's one writer)."""
 
-    def __init__(self, path: Path, fsync: bool) -> None:
+    def __init__(self, path: Path, fsync: bool, head: OpHead | None = None) -> None:
+        """`head`: the data directory's head record, whose watch on the database
+        (`OpHead.still_there`) each batch asks."""
         self._lock = threading.Lock()
+        self._head = head
         self._db: sqlite3.Connection | None = connect_rw(path, fsync)
         with self._lock, transaction(self._db):
             for statement in _DECISION_SCHEMA:
@@ -55,6 +67,10 @@ class DecisionTable:
             db = self._db
             if db is None or not entries:
                 return
+            head = self._head
+            watch = head.watch if head is not None else None
+            if watch is not None and watch.gone:
+                watch.check()  # refused without writing into the file no longer there
             try:
                 with transaction(db):
                     for e in entries:
@@ -81,10 +97,14 @@ class DecisionTable:
                         db.execute(
                             "DELETE FROM decisions WHERE ns = ? AND seq <= ?", (namespace, cut[0])
                         )
+                    if head is not None:  # gone: rolled back, never read back from it
+                        head.still_there()
             except sqlite3.Error as exc:
                 raise StoreUnavailableError(
                     f"embedded store: keeping decisions failed ({exc})"
                 ) from exc
+            if head is not None:  # removed between that look and the commit
+                head.still_there()
 
     def recent(self, namespace: str, memory_id: str, limit: int) -> list[KeptDecision]:
         with self._lock:

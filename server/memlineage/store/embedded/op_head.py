@@ -99,6 +99,14 @@ class OpHead:
             if time.monotonic() - self._at >= HEAD_EVERY:
                 self._write()
 
+    def still_there(self) -> None:
+        """StoreUnavailableError once the database is no longer the file opened
+        (`file_watch`), for a writer whose commits the record does not count (the kept
+        decisions): as `committed`, under the same lock (the log says it once)."""
+        with self._lock:
+            if self.watch is not None:
+                self.watch.check()
+
     def write(self, seq: int) -> None:
         """Write the record now, op `seq` the last committed (at close); not once the
         database is gone from its path (a directory made again there is not this

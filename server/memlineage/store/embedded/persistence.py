@@ -277,7 +277,7 @@ class SqliteLog:
                     self._db.execute("INSERT INTO meta VALUES ('store', ?)", (store,))
             self.head.identify(store)
             self._finish_import()
-            self.decisions = DecisionTable(self.path, self._fsync)
+            self.decisions = DecisionTable(self.path, self._fsync, self.head)
             return
         check_missing(self.path, self.head.read(self.path))
         old = legacy.legacy_files(self._dir)
@@ -304,7 +304,7 @@ class SqliteLog:
         made = self._db.execute("SELECT value FROM meta WHERE key = 'store'").fetchone()
         self.head.identify(str(made[0]))
         self._checkpointer = Checkpointer(self.path, self._fsync)
-        self.decisions = DecisionTable(self.path, self._fsync)
+        self.decisions = DecisionTable(self.path, self._fsync, self.head)
 
     def there(self) -> bool:
         """Whether the database opened is still at its path (`file_watch`)."""
