@@ -193,6 +193,32 @@ def test_writes_are_refused_once_the_database_is_gone_from_its_path(
     assert (sorted(p.name for p in data.iterdir()) if data.exists() else None) == after
 
 
+def test_a_refused_write_moves_no_write_counter(tmp_path: Path) -> None:
+    """A write refused (here: the database gone from its path) leaves the counters
+    that readers reuse what they derived by (`epochs`, `unchanged_since`) as they were:
+    before, they moved ahead of the commit, so a refused rate count said the
+    namespace's counters had changed, and one in a new namespace made it."""
+    data = tmp_path / "data"
+    store = EmbeddedStore(data, clock=ManualClock(NOW))
+    store.record(mem("before"))
+    store.incr_counter(NS, "tool:t")
+    epochs, mark = store.epochs(NS), store.change_mark()
+    shutil.rmtree(data)
+    refused: list[Callable[[], object]] = [
+        lambda: store.incr_counter(NS, "tool:t"),
+        lambda: store.record_claim(mem("after"), count="tool:t"),
+        lambda: store.record_access(NS, ["before"]),
+        lambda: store.feedback(NS, ["before"], True),
+    ]
+    for write in refused:
+        with pytest.raises(StoreUnavailableError):
+            write()
+    assert store.epochs(NS) == epochs
+    assert store.unchanged_since(NS, ["before"], mark, access=True, counters=True)
+    assert store.count(NS, "tool:t", 3600) == 1
+    store.close()
+
+
 def test_a_store_that_failed_to_open_leaves_the_directory_free(tmp_path: Path) -> None:
     EmbeddedStore(tmp_path).close()
     (tmp_path / "lineage.sqlite3").write_bytes(b"not a database")

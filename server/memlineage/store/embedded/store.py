@@ -140,7 +140,10 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
         """Write-ahead: the op is committed to SQLite (synchronous=NORMAL, or FULL
         with ``fsync``) before it is applied; a failed write raises
         StoreUnavailableError and nothing is applied.
-        Every write passes here, under the lock: the write counters move here too."""
+        Every write passes here, under the lock: the write counters move here too, once
+        the op is committed (a refused write moves none, nor makes its namespace)."""
+        if self._log is not None:
+            self._log.append(op)
         kind = op["o"]
         if kind == "A":
             self.access_epoch += 1
@@ -151,8 +154,6 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
             # they change (`State.compare_claims`, `State.apply_feedback`).
             if kind == "c" or (kind == "R" and op.get("k") is not None):
                 self._state.space(op["n"]).counted = STAMPS.__next__()
-        if self._log is not None:
-            self._log.append(op)
 
     def ping(self) -> bool:
         """False once the database is no longer at its path (removed or replaced while
