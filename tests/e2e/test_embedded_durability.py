@@ -286,6 +286,43 @@ def test_a_data_directory_removed_while_serving_refuses_writes(
     assert not data.exists()
 
 
+def test_a_write_refused_after_the_database_was_removed_is_never_read(
+    tmp_path: Path, policies: Path, servers: list[Server]
+) -> None:
+    """`rm -rf` of the data directory under a serving sidecar, then a Record: it is
+    UNAVAILABLE, and nothing reads it afterwards: Explain does not find it, Check and
+    FilterRank answer it as an id never written (a doubtful reasoning memory a read
+    would deny if it were held), and the other memory is answered as before. The
+    refused write is committed into the removed file only; the store applies an op
+    after that commit and its check of the file."""
+    started = time.monotonic()
+    data = tmp_path / "data"
+    server = Server(data, policies)
+    servers.append(server)
+    with MemLineageClient(server.address, timeout=10) as c:
+        assert c.record("before", creator="user:u").recorded
+        assert c.check("read", "guess-0").effect == pb.EFFECT_ALLOW  # an unknown id
+        c.record("guess-0", creator="reasoning:planner", confidence=0.3)
+        assert c.check("read", "guess-0").effect == pb.EFFECT_DENY  # held: denied
+        shutil.rmtree(data)
+        with pytest.raises(MemLineageError) as refused:
+            c.record("guess-1", creator="reasoning:planner", confidence=0.3)
+        assert refused.value.code.name == "UNAVAILABLE"
+        with pytest.raises(MemLineageError) as missing:
+            c.explain("guess-1", decisions=5)
+        assert missing.value.code.name == "NOT_FOUND"
+        assert c.explain("before").memory.id == "before"
+        assert c.check("read", "guess-1").effect == pb.EFFECT_ALLOW
+        ranked = c.filter_rank([("guess-1", 0.9), ("never", 0.9), ("guess-0", 0.9)])
+        by_id = {x.memory_id: x for x in ranked.candidates}
+        for field in ("kept", "reliability", "value_score", "rank_score"):
+            assert getattr(by_id["guess-1"], field) == getattr(by_id["never"], field), field
+        assert by_id["guess-1"].decision.effect == pb.EFFECT_ALLOW
+        assert not by_id["guess-0"].kept  # the memory held before: as before
+    server.kill()
+    assert time.monotonic() - started < 60
+
+
 @pytest.mark.any_runtime
 def test_store_check_and_backup_while_a_server_writes(
     tmp_path: Path, policies: Path, servers: list[Server]
