@@ -217,7 +217,8 @@ def parser() -> argparse.ArgumentParser:
         "replay",
         help="re-decide logged decisions against candidate policies and print what changes "
         "(effects, obligations under the same effect, scores: what the shadow counts as a "
-        "disagreement) (exit 1 when a --fail-on change occurs, 2 when the input cannot be read, "
+        "disagreement) (exit 1 when a --fail-on change occurs, or with --fail-on approximations "
+        "a decision is replayed approximately, 2 when the input cannot be read, "
         "the candidate is a set the sidecar would refuse (errors, a failing test block, "
         "no policy) or a --fail-on replay found nothing to replay)",
     )
@@ -229,8 +230,10 @@ def parser() -> argparse.ArgumentParser:
         "--fail-on",
         default="",
         metavar="FROM->TO,...",
-        help="changes that fail the run: effect transitions (allow->deny), `obligations` "
-        "(the same effect with other obligations), or `any` (all of them)",
+        help="what fails the run: effect transitions (allow->deny), `obligations` "
+        "(the same effect with other obligations), `any` (all of those), and "
+        "`approximations` (a decision the candidate could not re-decide exactly: it read a "
+        "rate counter or a score the logged decision had not; not part of `any`)",
     )
     replay.add_argument(
         "--jobs", type=int, default=0, help="processes replaying in parallel (0: one per core)"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from memlineage.client import MemLineageClient
 from memlineage.config import Config
-from memlineage.engine.replay import OBLIGATIONS_CHANGED, parse_guards
+from memlineage.engine.replay import APPROXIMATIONS, OBLIGATIONS_CHANGED, parse_guards
 from memlineage.lineage.clock import ManualClock
 from support.memories import T0
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
@@ -192,6 +192,9 @@ def test_guards_parse() -> None:
     assert parse_guards("allow->deny, degrade->deny") == {("allow", "deny"), ("degrade", "deny")}
     assert len(parse_guards("any")) == 7 and OBLIGATIONS_CHANGED in parse_guards("any")
     assert parse_guards("obligations, allow->deny") == {OBLIGATIONS_CHANGED, ("allow", "deny")}
+    assert APPROXIMATIONS not in parse_guards("any")  # `any` names the changes
+    assert parse_guards("any,approximations") == parse_guards("any") | {APPROXIMATIONS}
+    assert parse_guards(" approximations ") == {APPROXIMATIONS}
     for bad in ("allow", "allow->allow", "allow->maybe", "allow->deny,", "->deny"):
         with pytest.raises(ValueError, match="is not EFFECT->EFFECT"):
             parse_guards(bad)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from memlineage.engine.core import Engine
@@ -87,6 +89,84 @@ def test_a_score_the_serving_set_did_not_read_makes_its_replay_approximate(
     render(report, out)
     assert report.unscored == 1, report
     assert "1 read a score (reliability, value_score)" in out.getvalue()
+
+
+def _approximate_log(tmp_path: Path) -> tuple[Path, Path, dict[str, Path]]:
+    """A log served by a set reading neither scores nor rate counters, and candidates:
+    `same` (that set), `scores` (reads reliability), `counters` (reads a rate counter):
+    unchanged answers all, the last two replayed approximately."""
+    sets = {
+        "same": 'policy p { on read when memory.confidence < 0.1 deny "x" }\n',
+        "scores": 'policy q { on read when memory.reliability < 0.3 degrade "y" }\n',
+        "counters": 'policy r { on read when calls("tool:web", 1h) > 100 deny "z" }\n',
+    }
+    dirs = {}
+    for name, text in sets.items():
+        dirs[name] = tmp_path / name
+        dirs[name].mkdir()
+        (dirs[name] / "a.mlp").write_text(text)
+    engine, sink, _ = _engine(dirs["same"])
+    engine.record(
+        MemoryRecord("note", "default", creator_id="tool:web", creator_confidence=0.2),
+        Creator("tool", "tool:web"),
+    )
+    for _ in range(2):
+        engine.check("default", "read", ("note",), Creator("agent", "agent:p"))
+    log = tmp_path / "decisions.log"
+    log.write_text(sink.getvalue())
+    return log, dirs["same"], dirs
+
+
+def test_fail_on_approximations_fails_a_replay_that_was_not_exact(tmp_path: Path) -> None:
+    """`--fail-on approximations` exits 1 when a decision was replayed approximately
+    (a score or a rate counter the logged decision had not read), with a line saying
+    how many and why; 0 when every one replayed exactly. `any` (the changes) is as
+    before, and a list takes both (before: an approximate replay exited 0 whatever was
+    asked, so a CI gate passed on answers it had not reproduced)."""
+    log, served, sets = _approximate_log(tmp_path)
+    expected = {
+        ("same", "approximations"): 0,
+        ("scores", "approximations"): 1,
+        ("counters", "approximations"): 1,
+        ("scores", "any"): 0,
+        ("counters", "any"): 0,
+        ("scores", "any,approximations"): 1,
+        ("counters", "allow->deny, approximations"): 1,
+        ("scores", ""): 0,
+    }
+    said = {}
+    for (name, guard), code in expected.items():
+        out = io.StringIO()
+        got = replay_command([str(log)], str(sets[name]), guard, out, 1)
+        assert got == code, (name, guard, out.getvalue())
+        said[(name, guard)] = out.getvalue()
+    assert "3 replayed, 3 unchanged" in said[("scores", "approximations")]
+    assert (
+        "guard crossed: approximations (2 replayed approximately: 0 read a rate counter, "
+        "2 a score, the logged decision had not)" in said[("scores", "approximations")]
+    )
+    assert (
+        "approximations (2 replayed approximately: 2 read a rate counter, 0 a score"
+        in (said[("counters", "approximations")])
+    )
+    assert "guard crossed" not in said[("scores", "any")]
+    assert "guard crossed" not in said[("same", "approximations")]
+    assert served == sets["same"]
+
+
+def test_fail_on_approximations_is_the_cli_exit_code(tmp_path: Path) -> None:
+    """The same through `memlineage replay` itself (the exit code a CI job reads)."""
+    log, _, sets = _approximate_log(tmp_path)
+    cli = [sys.executable, "-m", "memlineage", "replay", "--jobs", "1"]
+    for name, code in (("same", 0), ("scores", 1), ("counters", 1)):
+        done = subprocess.run(
+            [*cli, str(log), "--policies", str(sets[name]), "--fail-on", "any,approximations"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == code, (name, done.stdout, done.stderr)
 
 
 def test_a_revise_replays_with_the_stored_version_as_its_target() -> None:

@@ -3,7 +3,7 @@ against a candidate policy set, from what each decision read (its line's `input`
 `decision_input`), and report what changes, as the shadow counts it (`answers`): effect
 transitions with the policies behind them, obligations changed under the same effect,
 scores; examples; guards for CI ("no allow may become deny", "no obligation may
-change")."""
+change", "every decision replayed exactly")."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ class ReplayReport:
     unreadable: list[str] = field(default_factory=list)  # "FILE:LINE: why"
     unfaithful: int = 0  # the candidate read a count the logged decision did not
     unscored: int = 0  # the candidate read a score the logged decision left at 1.0
+    approximate: int = 0  # decisions replayed approximately: unfaithful, unscored or both
     transitions: Counter[tuple[str, str]] = field(default_factory=Counter)
     by_policy: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
     examples: dict[tuple[str, str], list[str]] = field(default_factory=dict)
@@ -165,8 +166,11 @@ def replay_lines(
         report.replayed += 1
         if snap.missing:
             report.unfaithful += 1
-        if snap.unscored(candidate.plans[req.op].reads):
+        unscored = snap.unscored(candidate.plans[req.op].reads)
+        if unscored:
             report.unscored += 1
+        if snap.missing or unscored:
+            report.approximate += 1
         was = logged(
             str(line["effect"]),
             line.get("obligations", []),
@@ -204,6 +208,7 @@ def merge(reports: Iterable[ReplayReport]) -> ReplayReport:
         out.unreadable.extend(r.unreadable)
         out.unfaithful += r.unfaithful
         out.unscored += r.unscored
+        out.approximate += r.approximate
         out.score_changes += r.score_changes
         out.transitions.update(r.transitions)
         for key, policies in r.by_policy.items():
@@ -276,22 +281,32 @@ def replay_parallel(paths: Sequence[str], policy_dir: str, jobs: int) -> ReplayR
 OBLIGATIONS_CHANGED = ("obligations", "obligations")
 """The guard `obligations`: the same effect with other obligations fails a replay."""
 
+APPROXIMATIONS = ("approximations", "approximations")
+"""The guard `approximations`: a decision the candidate could not re-decide exactly (it
+read a rate counter or a score the logged decision had not) fails a replay. Not part of
+`any`, which names changes: a replay with no change exits as before unless asked."""
+
 
 def parse_guards(text: str) -> set[tuple[str, str]]:
-    """`allow->deny,degrade->deny,obligations` (or `any`: every transition and
-    `obligations`) -> the changes that fail a replay."""
+    """`allow->deny,degrade->deny,obligations,approximations` (`any`: every transition
+    and `obligations`) -> what fails a replay."""
     effects = ("allow", "deny", "degrade")
-    if text.strip() == "any":
-        return {(a, b) for a in effects for b in effects if a != b} | {OBLIGATIONS_CHANGED}
     out = set()
-    for part in text.split(","):
-        if part.strip() == "obligations":
+    for part in (p.strip() for p in text.split(",")):
+        if part == "any":
+            out |= {(a, b) for a in effects for b in effects if a != b} | {OBLIGATIONS_CHANGED}
+            continue
+        if part == "obligations":
             out.add(OBLIGATIONS_CHANGED)
             continue
-        before, sep, after = part.strip().partition("->")
+        if part == "approximations":
+            out.add(APPROXIMATIONS)
+            continue
+        before, sep, after = part.partition("->")
         if not sep or before not in effects or after not in effects or before == after:
             raise ValueError(
-                f"--fail-on: {part.strip()!r} is not EFFECT->EFFECT or `obligations` (or `any`)"
+                f"--fail-on: {part!r} is not EFFECT->EFFECT, `obligations`, `approximations` "
+                "or `any`"
             )
         out.add((before, after))
     return out
@@ -346,7 +361,8 @@ def replay_command(
     partial: bool = False,
     err: TextIO | None = None,
 ) -> int:
-    """Exit 0: no guarded transition; 1: a guarded transition occurred; 2: the logs or
+    """Exit 0: no guarded change; 1: a guarded change occurred (or, guarded by
+    `approximations`, a decision was replayed approximately); 2: the logs or
     the candidate could not be read, the candidate is a set the sidecar refuses to
     serve, `fail_on` was given and nothing was replayed, or (`verify`) the logs' hash
     chain is broken: then nothing is replayed, since a gate over edited lines would
@@ -389,6 +405,13 @@ def replay_command(
     if OBLIGATIONS_CHANGED in guards and report.obligation_changes:
         crossed.append(OBLIGATIONS_CHANGED)
         out.write(f"guard crossed: obligations ({report.obligation_changes})\n")
+    if APPROXIMATIONS in guards and report.approximate:
+        crossed.append(APPROXIMATIONS)
+        out.write(
+            f"guard crossed: approximations ({report.approximate} replayed approximately: "
+            f"{report.unfaithful} read a rate counter, {report.unscored} a score, the "
+            "logged decision had not)\n"
+        )
     if report.unreadable:
         return 2
     if guards and not report.replayed:  # a gate that checked nothing is not green
