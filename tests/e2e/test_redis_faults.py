@@ -30,7 +30,7 @@ TOKENS = (TokenGrant("tok", (NS,), name="t"),)
 DEADLINE = 5.0  # the client's deadline: a dead store must answer well within it
 BOUND = 2.5  # socket timeout (1 s) plus one reconnect and the RPC itself
 KEY_LAYOUT = re.compile(
-    r"ml:namespaces|ml:\{(?P<ns>[^{}]+)\}:(?:(?:m|d|h|c|w|cg|cp):.+|e|cw|ca|cr|ev|src|rv|dec|dix|pc)"
+    r"ml:namespaces|ml:store|ml:\{(?P<ns>[^{}]+)\}:(?:(?:m|d|h|c|w|cg|cp):.+|e|cw|ca|cr|ev|src|rv|dec|dix|pc)"
 )
 
 

@@ -25,6 +25,7 @@ from memlineage.lineage.model import MemoryRecord
 from memlineage.store import redis_scripts
 from memlineage.store.base import LineageStore
 from memlineage.store.redis_codec import RECORD_REMEDY, decode_flat, not_utf8
+from memlineage.store.redis_identity import StoreIdentity
 from memlineage.store.redis_keys import RedisKeys
 
 _UNAVAILABLE = (
@@ -94,13 +95,18 @@ class RedisBase(LineageStore):
     _scripts: dict[str, Any]
     _decision_scripts: dict[str, Any]
     _block_slice: float
+    _identity: StoreIdentity
 
     @contextlib.contextmanager
     def _guard(self, *keys: str, remedy: str = RECORD_REMEDY) -> Iterator[None]:
         """Turn connection-level failures into StoreUnavailableError, and a key of another
         Redis type than the store keeps there into ``StoreCorruptError`` naming it (with
         `remedy`): the one a script's ``ml_expect_type`` named, else the one of `keys`
-        (every key the block uses) TYPE finds, after a WRONGTYPE only."""
+        (every key the block uses) TYPE finds, after a WRONGTYPE only. Once the store
+        found Redis emptied under it (``redis_identity``), every block is refused."""
+        lost = self._identity.lost
+        if lost is not None:
+            raise StoreUnavailableError(lost)
         try:
             yield
         except _UNAVAILABLE as exc:

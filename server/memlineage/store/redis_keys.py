@@ -40,6 +40,8 @@ Layout (prefix ``ml``)::
                                         once every descendant is marked; resumed if a
                                         sidecar or Redis stopped it half-way)
     ml:namespaces               set     every namespace holding a memory (outside the slots)
+    ml:store                    string  the store's identity (random; redis_identity), on a
+                                        cluster ml:store:{tag} per primary instead
 """
 
 from __future__ import annotations

@@ -79,6 +79,7 @@ between, so racing changes can never close a cycle.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Any, cast
 
@@ -96,6 +97,7 @@ from memlineage.store.redis_codec import RECORD_REMEDY
 from memlineage.store.redis_decisions import DECISION_SCRIPTS, RedisDecisions
 from memlineage.store.redis_events import RedisEvents, block_slice
 from memlineage.store.redis_grants import GRANT_SCRIPTS, RedisGrants
+from memlineage.store.redis_identity import StoreIdentity
 from memlineage.store.redis_keys import RedisKeys
 from memlineage.store.redis_proposals import PROPOSAL_SCRIPTS, RedisProposals
 from memlineage.store.redis_record import RedisRecord
@@ -146,6 +148,11 @@ class RedisStore(
             name: client.register_script(src) for name, src in PROPOSAL_SCRIPTS.items()
         }
         self._block_slice = block_slice(client)
+        # Checked on every connection and ping (redis_identity); first now, when Redis
+        # answers (else at the first connection).
+        self._identity = StoreIdentity(client, prefix)
+        with contextlib.suppress(*_UNAVAILABLE, rex.RedisError, OSError):
+            self._identity.check()
 
     def epochs(self, namespace: str) -> tuple[int, int]:
         """The namespace's write and access counters, in one round trip: every writer
@@ -176,12 +183,14 @@ class RedisStore(
 
     def ping(self) -> bool:
         """PING every primary (one for a standalone Redis) within the client's
-        timeouts: False when any does not answer."""
+        timeouts, and check it still holds the store's data and evicts nothing
+        (``redis_identity``): False when any does not answer or fails the check."""
         try:
             if isinstance(self.client, redis.cluster.RedisCluster):
                 self.client.ping(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
             else:
                 self.client.ping()
+            self._identity.check()
         except (*_UNAVAILABLE, rex.RedisError, OSError):
             return False
         return True
