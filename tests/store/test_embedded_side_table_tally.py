@@ -210,16 +210,18 @@ def test_check_of_a_live_store_reads_rows_and_tally_as_of_one_moment(tmp_path: P
     store = EmbeddedStore(tmp_path / "live", clock=ManualClock(NOW))
     store.record(MemoryRecord(id=MEMORY, namespace=NS, creator_id="agent:planner"))
     store.put_grant(_grant(uses=1_000_000))
-    stop = threading.Event()
+    stop, saved = threading.Event(), threading.Event()
 
     def spend() -> None:
         while not stop.is_set():
             assert store.use_grants(NS, [GRANT])
             store.save_proposal(stale_at_now(NS, MEMORY, objected=True), "objected")
+            saved.set()
 
     writer = threading.Thread(target=spend, daemon=True)
     writer.start()
     try:
+        assert saved.wait(10)  # the proposal is there before the first check counts it
         deadline = time.monotonic() + 3.0
         checks = 0
         while time.monotonic() < deadline and checks < 60:
