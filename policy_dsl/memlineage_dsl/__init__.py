@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         UnknownProvenance,
     )
     from .horizon import window_change
+    from .lineage_bound import LineageCut
     from .loader import collect_files
     from .parser import parse_source
     from .pipeline import Build, build_paths, build_texts, lint_set, lint_texts
@@ -81,6 +82,7 @@ _EXPORTS = {
         "facts",
     ),
     "window_change": "horizon",
+    "LineageCut": "lineage_bound",
     "collect_files": "loader",
     "parse_source": "parser",
     **dict.fromkeys(("Build", "build_paths", "build_texts", "lint_set", "lint_texts"), "pipeline"),
@@ -103,6 +105,7 @@ __all__ = [
     "Decision",
     "Diagnostic",
     "DictSnapshot",
+    "LineageCut",
     "LineageSnapshot",
     "Memory",
     "MemoryFacts",

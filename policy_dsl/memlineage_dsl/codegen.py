@@ -28,6 +28,7 @@ from .facts import (
 )
 from .horizon import LIN, MOVING, OPAQUE, REL, VAL
 from .limits import MAX_NESTED_ITEMS
+from .lineage_bound import LineageCut
 from .matchers import ActionMatcher, SourceMatcher, glob_match
 from .messages import SHOW
 from .schema import SYMBOLS
@@ -91,7 +92,13 @@ def origins_of(s: LineageSnapshot, x: Argument | Memory) -> list[Memory]:
 def _memory_origins(s: LineageSnapshot, start: Memory) -> list[Memory]:
     if not start.known or not isinstance(start, MemoryFacts) or not start.dependencies:
         return [start]
-    chain: list[Memory] = [start, *s.ancestors(start.id)]
+    try:
+        walked: Sequence[Memory] = s.ancestors(start.id)
+    except LineageCut as cut:
+        # past the loaded depth: what was loaded, its unloaded dependencies unknown
+        # origins (below), so an act relying on them fails closed as before
+        walked = cut.walked
+    chain: list[Memory] = [start, *walked]
     ids = {m.id for m in chain}
     out: dict[str, Memory] = {}
     for m in chain:

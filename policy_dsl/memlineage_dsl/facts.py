@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .horizon import crossing, window_change
+from .lineage_bound import Bound, LineageCut, cut_message, levels_from
 
 # What a request may spend on obligations when it does not say (cost units).
 DEFAULT_BUDGET = 1.0
@@ -293,7 +294,8 @@ def user_made(origin: Memory) -> bool:
 
 
 class LineageSnapshot(Protocol):
-    """Lineage around the memories of one request, already read from the store."""
+    """Lineage around the memories of one request, already read from the store. A
+    walk that needs lineage the store was not read for raises `LineageCut`."""
 
     def ancestors(self, memory_id: str, depth: int | None = None) -> Sequence[MemoryFacts]: ...
 
@@ -377,6 +379,14 @@ class DictSnapshot:
         # (origin id ""), asked by several rules and the reasons of one act: found
         # once per snapshot (argument by object)
         self.cover_cache: dict[tuple[int, str, float], tuple[object, Any]] = {}
+        # The levels of each held memory above and below the `bound`'s roots: worked
+        # out on the first neighbour a walk does not find (a rare branch), not before
+        self._levels: dict[bool, dict[str, int]] = {}
+
+    # How much lineage the memories are (`Bound`), as a server loaded them; None: all
+    # there is (the test runner is given the whole store). A walk that meets a
+    # neighbour not held raises `LineageCut` when it lies past the bound.
+    bound: Bound | None = None
 
     def ancestors(self, memory_id: str, depth: int | None = None) -> list[MemoryFacts]:
         key = (memory_id, depth, True)
@@ -396,6 +406,7 @@ class DictSnapshot:
         out: list[MemoryFacts] = []
         frontier = [first]
         level = 0
+        cut: tuple[str, str] | None = None
         while frontier and (depth is None or level < depth):
             level += 1
             nxt: list[MemoryFacts] = []
@@ -408,23 +419,96 @@ class DictSnapshot:
                             out.append(m)
                             if m.dependencies:
                                 nxt.append(m)
+                        elif cut is None and self.bound is not None and self._unloaded(node.id):
+                            cut = (node.id, other)  # not loaded, rather than not stored
             frontier = nxt
+        if cut is not None:
+            raise LineageCut(self._cut_message("lineage", start, *cut, True), out)
         return out
+
+    def _unloaded(self, node: str, up: bool = True) -> bool:
+        """Whether the neighbours of held memory `node` above it (`up`), or below it,
+        were left unloaded by the `bound` (a neighbour not held is then one past it,
+        not one the store does not hold): `node` is as many levels from the nearest
+        root as the bound loads, or is reached from none (or a limit cut the load)."""
+        bound = self.bound
+        if bound is None:
+            return False
+        if bound[3]:
+            return True
+        level = self._levels_of(up).get(node)
+        return level is None or level >= (bound[1] if up else bound[2])
+
+    def _levels_of(self, up: bool) -> dict[str, int]:
+        levels = self._levels.get(up)
+        if levels is None:
+            assert self.bound is not None
+            levels = self._levels[up] = levels_from(
+                self.memories, self.bound[0], None if up else self._children_map()
+            )
+        return levels
+
+    def _cut_message(self, walk: str, start: str, node: str, other: str, up: bool) -> str:
+        assert self.bound is not None
+        return cut_message(self.bound, node in self._levels_of(up), walk, start, node, other, up)
+
+    def derivations(self, memory_id: str) -> tuple[str, ...]:
+        """The ids derived from held memory `memory_id`, as its store records them
+        (a server's snapshot; here: those held, so none is ever missing)."""
+        return ()
+
+    def _children_map(self) -> dict[str, tuple[str, ...]]:
+        children = self._children
+        if children is None:
+            found: dict[str, list[str]] = {}
+            for m in self.memories.values():
+                for dep in m.dependencies:
+                    found.setdefault(dep, []).append(m.id)
+            children = self._children = {k: tuple(v) for k, v in found.items()}
+        return children
 
     def descendants(self, memory_id: str, depth: int | None = None) -> list[MemoryFacts]:
         key = (memory_id, depth, False)
         hit = self._walks.get(key)
         if hit is None:
-            children = self._children
-            if children is None:
-                found: dict[str, list[str]] = {}
-                for m in self.memories.values():
-                    for dep in m.dependencies:
-                        found.setdefault(dep, []).append(m.id)
-                children = self._children = {k: tuple(v) for k, v in found.items()}
+            children = self._children_map()
             ids = _walk(memory_id, children, depth)
-            hit = self._walks[key] = [self.memories[i] for i in ids if i in self.memories]
+            hit = [self.memories[i] for i in ids if i in self.memories]
+            if self.bound is not None:
+                self._descended(memory_id, depth, children, hit)
+            self._walks[key] = hit
         return hit
+
+    def _descended(
+        self,
+        start: str,
+        depth: int | None,
+        children: dict[str, tuple[str, ...]],
+        walked: list[MemoryFacts],
+    ) -> None:
+        """Raise `LineageCut` when the descendant walk from `start` (to `depth`) passed
+        a held memory with a derivation the `bound` left unloaded. A memory's held
+        children are counted against its recorded derivations: one held per
+        derivation is the common case, checked with a comparison."""
+        frontier, level, seen = [start], 0, {start}
+        while frontier and (depth is None or level < depth):
+            level += 1
+            nxt: list[str] = []
+            for node in frontier:
+                held = children.get(node, ())
+                derived = self.derivations(node)
+                if len(derived) > len(held):
+                    for other in derived:
+                        if other not in self.memories and self._unloaded(node, False):
+                            raise LineageCut(
+                                self._cut_message("descendants", start, node, other, False),
+                                walked,
+                            )
+                for other in held:
+                    if other not in seen:
+                        seen.add(other)
+                        nxt.append(other)
+            frontier = nxt
 
     def calls(self, source: str | Creator, window_seconds: float, now: float) -> int:
         # one exact source, as the sidecar's counters count (the checker refuses a glob)
