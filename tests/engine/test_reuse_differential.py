@@ -735,18 +735,22 @@ def _decisions(w: World, engine: Engine, cands: list[tuple[str, float]]) -> dict
 
 
 def test_a_candidate_is_decided_within_its_own_lineage_depth(tmp_path: Path) -> None:
-    """lineage_depth 1, z <- a <- b with z tagged bad. A Check of b loads b and a:
-    ALLOW, kept. A FilterRank of [a, b] loads z too (a's parent): a is DENY, and b is
-    decided on its own view (b, a) as its Check was, ALLOW, by both engines (before: b
-    DENY afresh, the kept ALLOW reused)."""
+    """lineage_depth 1, z <- a <- b with z tagged bad. A Check of b loads b and a; its
+    walk goes past a: fail-closed DENY, not kept (before: ALLOW, z unseen). A FilterRank
+    of [a, b] loads z too (a's parent): a is DENY, and b is decided on its own view
+    (b, a) as its Check was, by both engines (before the views: b DENY afresh, the kept
+    ALLOW reused; a walk past the depth is now an error on either view)."""
     w = _minimal(tmp_path, DEEP_ANCESTOR, lineage_depth=1)
     w.record("z", "user:alice", tags=("bad",))
     w.record("a", "user:alice", "z")
     w.record("b", "user:alice", "a")
-    assert w.reusing.check(NS, "read", ["b"], USER).decision.effect == "allow"
+    alone = w.reusing.check(NS, "read", ["b"], USER).decision
+    assert alone.effect == "deny" and "raise lineage_depth" in alone.errors[0]
     cands = [("a", 0.9), ("b", 0.8)]
-    assert _decisions(w, w.fresh, cands) == {"a": "deny", "b": "allow"}
-    assert _decisions(w, w.reusing, cands) == {"a": "deny", "b": "allow"}
+    for engine in (w.fresh, w.reusing):
+        ranked = {c.memory_id: c.decision.decision for c in engine.filter_rank(NS, cands, USER)}
+        assert ranked["a"].effect == "deny" and not ranked["a"].errors
+        assert ranked["b"] == alone
     w.filter_rank(cands)
 
 

@@ -307,10 +307,16 @@ class Acts(EngineBase):
     ) -> tuple[Decision, tuple[Request, StoreSnapshot]]:
         ns, action, ids, arguments = ask.ns, ask.action, ask.ids, ask.arguments
         actor, spend, now = ask.actor, ask.spend, ask.now
-        records = self._view(ns, ids, "act", compiled) if ids else {}
+        records, bound = self._view(ns, ids, "act", compiled) if ids else ({}, None)
         reads = self._reads(compiled, "act")
         snap, facts = snapshot_of(
-            records, self.store, ns, now, scores=self._scores(ns, records, now, reads), reads=reads
+            records,
+            self.store,
+            ns,
+            now,
+            scores=self._scores(ns, records, now, reads),
+            reads=reads,
+            bound=bound,
         )
         self._bound(snap)
         memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)

@@ -11,6 +11,7 @@ from memlineage_dsl.compiler import CompiledPolicySet
 from memlineage_dsl.decision import DENY, Decision
 from memlineage_dsl.evaluator import decide
 from memlineage_dsl.facts import Creator, Memory, MemoryFacts, Request, UnknownMemory
+from memlineage_dsl.lineage_bound import Bound
 from memlineage_dsl.schema import OPERATIONS
 
 from memlineage.engine.batch_views import divergent
@@ -108,7 +109,7 @@ class Checks(EngineBase):
             if window.down is not None:  # asked once in this request: not again
                 raise window.down
             reads = self._reads(serving.compiled, op)
-            records, scores, scored = self._view_scored(
+            records, bound, scores, scored = self._view_scored(
                 ns, ids, op, serving.compiled, reads, now, window.epoch
             )
         except StoreUnavailableError:
@@ -117,7 +118,9 @@ class Checks(EngineBase):
             return self._issue(store_down(op), ns, op, ids, actor, now, serving.version), None
         if not scored:
             scores = self._scores(ns, records, now, reads, epoch=window.epoch)
-        snap, facts = snapshot_of(records, self.store, ns, now, scores=scores, reads=reads)
+        snap, facts = snapshot_of(
+            records, self.store, ns, now, scores=scores, reads=reads, bound=bound
+        )
         self._bound(snap, window)
         memories: tuple[Memory, ...] = tuple(facts.get(i) or UnknownMemory(i, ns) for i in ids)
         req = Request(
@@ -229,13 +232,13 @@ class Checks(EngineBase):
         try:
             if window.down is not None:  # the counters went unanswered: not asked again
                 raise window.down
-            records, whole = (
-                self._view_whole(ns, ids, "read", serving.compiled) if ids else ({}, True)
+            records, bound = (
+                self._view_whole(ns, ids, "read", serving.compiled) if ids else ({}, None)
             )
         except StoreUnavailableError:
             if self.fail_mode != "degraded":
                 raise
-            records, whole, down = {}, True, True
+            records, bound, down = {}, None, True
         reads = self._reads(serving.compiled, "read")
         scores = self._scores(ns, records, now, reads, rank=ids or ("",), epoch=window.epoch)
         assert scores is not None  # rank= always asks for values
@@ -245,6 +248,7 @@ class Checks(EngineBase):
         compiled, version = serving.compiled, serving.version
         # Candidates that another one's lineage touches are decided on their own view,
         # as a Check of each would be (`batch_views`); the others share the batch's.
+        whole = bound is None or not bound[3]
         known = self._heights if whole and self.store.shares_records else None
         alone = divergent(records, ids, *self._depths("read", compiled), known)
         decision_ids, serials = issue_decision_ids(now, len(candidates))
@@ -274,10 +278,12 @@ class Checks(EngineBase):
                     d = reused
                 else:
                     if snap is None:
-                        snap, facts = self._facts(records, ns, now, scores, reads, window)
+                        snap, facts = self._facts(records, ns, now, scores, reads, window, bound)
                     d = self._evaluated(window, compiled, req, snap, facts, records, mid, key, now)
             else:
-                d, reliability, value = self._alone(window, compiled, req, view, mid, key, now)
+                # its own view holds its lineage as the batch's held it around it
+                own = None if bound is None else ((mid,), bound[1], bound[2], bound[3])
+                d, reliability, value = self._alone(window, compiled, req, view, own, mid, key, now)
             if view is None:
                 reliability = reliability_of(mid, 1.0)
                 value = value_of(mid, 1.0)
@@ -327,6 +333,7 @@ class Checks(EngineBase):
         compiled: CompiledPolicySet,
         req: Request,
         view: Mapping[str, MemoryRecord],
+        bound: Bound | None,
         mid: str,
         key: ReuseKey | None,
         now: float,
@@ -343,7 +350,7 @@ class Checks(EngineBase):
                 window,
                 compiled,
                 req,
-                *self._facts(view, ns, now, scores, reads, window),
+                *self._facts(view, ns, now, scores, reads, window, bound),
                 view,
                 mid,
                 key,
@@ -359,10 +366,14 @@ class Checks(EngineBase):
         scores: Scores,
         reads: frozenset[str],
         window: Window,
+        bound: Bound | None,
     ) -> tuple[StoreSnapshot, dict[str, MemoryFacts]]:
         """The facts of a FilterRank's records and their snapshot, bounded for `window`:
-        only once a candidate is evaluated (a batch of reused decisions needs none)."""
-        snap, facts = snapshot_of(records, self.store, ns, now, scores=scores, reads=reads)
+        only once a candidate is evaluated (a batch of reused decisions needs none).
+        `bound`: how far the records hold the lineage (`EngineBase._view`)."""
+        snap, facts = snapshot_of(
+            records, self.store, ns, now, scores=scores, reads=reads, bound=bound
+        )
         self._bound(snap, window)
         return snap, facts
 

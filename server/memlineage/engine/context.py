@@ -13,6 +13,7 @@ from memlineage_dsl.compiler import CompiledPolicySet
 from memlineage_dsl.decision import Decision
 from memlineage_dsl.evaluator import decide
 from memlineage_dsl.facts import DEFAULT_BUDGET, Creator, Request
+from memlineage_dsl.lineage_bound import Bound
 
 from memlineage.engine.access import AccessBuffer
 from memlineage.engine.batch_views import Heights
@@ -281,10 +282,11 @@ class EngineBase:
         op: str,
         compiled: CompiledPolicySet,
         loaded: Mapping[str, MemoryRecord] | None = None,
-    ) -> dict[str, MemoryRecord]:
+    ) -> tuple[dict[str, MemoryRecord], Bound | None]:
         """The records `ids` and the lineage the operation needs, in one store read;
-        none when the caller already `loaded` them and no lineage is needed."""
-        return self._view_whole(ns, ids, op, compiled, loaded)[0]
+        none when the caller already `loaded` them and no lineage is needed. With how
+        far they hold it (`snapshot_of`'s `bound`; None: no lineage was loaded)."""
+        return self._view_whole(ns, ids, op, compiled, loaded)
 
     def _view_scored(
         self,
@@ -295,29 +297,31 @@ class EngineBase:
         reads: frozenset[str],
         now: float,
         epoch: int | None,
-    ) -> tuple[dict[str, MemoryRecord], Scores | None, bool]:
+    ) -> tuple[dict[str, MemoryRecord], Bound | None, Scores | None, bool]:
         """`_view` and, when it has them, `_scores`: for one memory, from a view kept
         while nothing it holds changed (`views`), else read and kept. Not while inputs
         are captured for the log (they carry access statistics as read now). The flag
         says whether the scores are given (else the caller scores the records)."""
         views = self.views
         if views is None or len(ids) != 1 or self.capture_inputs:
-            return self._view(ns, ids, op, compiled), None, False
+            return *self._view(ns, ids, op, compiled), None, False
         up, down = self._depths(op, compiled)
         key = (ns, ids[0], up, down, not reads.isdisjoint(ACCESS_FACTS))
         kept = views.get(key)
         if kept is not None:
+            # kept only whole (no record limit cut it): bound as it was read
+            bound: Bound | None = (ids, up, down, False) if up or down else None
             timeless = kept.scoring is self.scoring and "value_score" not in reads
             if kept.scores is not None and timeless:
-                return kept.records, kept.scores, True
-            return kept.records, None, False
+                return kept.records, bound, kept.scores, True
+            return kept.records, bound, None, False
         mark = self.store.change_mark()
-        records, whole = self._view_whole(ns, ids, op, compiled, depths=(up, down))
-        if mark is None or not whole or ids[0] not in records:
-            return records, None, False
+        records, bound = self._view_whole(ns, ids, op, compiled, depths=(up, down))
+        if mark is None or (bound is not None and bound[3]) or ids[0] not in records:
+            return records, bound, None, False
         scores = self._scores(ns, records, now, reads, epoch=epoch)
         views.keep(key, mark, records, scores, self.scoring)
-        return records, scores, True
+        return records, bound, scores, True
 
     def _view_whole(
         self,
@@ -327,16 +331,17 @@ class EngineBase:
         compiled: CompiledPolicySet,
         loaded: Mapping[str, MemoryRecord] | None = None,
         depths: tuple[int, int] | None = None,
-    ) -> tuple[dict[str, MemoryRecord], bool]:
-        """`_view`, and whether no walk was cut by the view's record limit (`depths`:
-        `_depths` of `op`, when the caller has them already)."""
+    ) -> tuple[dict[str, MemoryRecord], Bound | None]:
+        """`_view` (`depths`: `_depths` of `op`, when the caller has them already). Its
+        bound says a walk was cut by the view's record limit (`bound[3]`): the
+        records are then not the whole of each memory's lineage to `depths`."""
         up, down = depths or self._depths(op, compiled)
         if not up and not down:
             if loaded is not None and all(i in loaded for i in ids):
-                return {i: loaded[i] for i in ids}, True
-            return self.store.get_many(ns, ids), True
+                return {i: loaded[i] for i in ids}, None
+            return self.store.get_many(ns, ids), None
         view = self.store.lineage_view(ns, ids, ancestor_depth=up, descendant_depth=down)
-        return view.records, not view.truncated
+        return view.records, (tuple(ids), up, down, view.truncated)
 
     def _depths(self, op: str, compiled: CompiledPolicySet) -> tuple[int, int]:
         """How far `_view` walks up (ancestors) and down (descendants) for `op`: the

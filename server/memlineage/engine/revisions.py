@@ -70,7 +70,7 @@ class Revisions(EngineBase):
         actor = actor or Creator(proposed.creator_kind, proposed.creator_id)
         serving = self.policies.current
         deps = [str(d) for d in proposed.dependencies]
-        records = self._view(ns, [proposed.id, *deps], "update", serving.compiled)
+        records, bound = self._view(ns, [proposed.id, *deps], "update", serving.compiled)
         stored = records.get(proposed.id)
         if stored is None:
             raise NotFoundError(f"no memory {proposed.id!r} in this namespace", field="id")
@@ -103,7 +103,9 @@ class Revisions(EngineBase):
         target = snapshot_of(records, self.store, ns, now, scores=before, reads=reads)[1][stored.id]
         after = self._scores(ns, {**records, new.id: new}, now, reads)
         mine = to_facts(new, now)
-        snap, _ = snapshot_of(records, self.store, ns, now, extra=[mine], scores=after, reads=reads)
+        snap, _ = snapshot_of(
+            records, self.store, ns, now, extra=[mine], scores=after, reads=reads, bound=bound
+        )
         req = Request("update", mine, actor, ns, spend, now, target=target)
         d = self._decide_safely(serving.compiled, req, snap, "update")
         if d.effect == DENY:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import cast
 
 from memlineage_dsl.facts import Creator, DictSnapshot, MemoryFacts
+from memlineage_dsl.lineage_bound import Bound
 
 from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.model import MemoryRecord
@@ -111,6 +112,13 @@ class StoreSnapshot(DictSnapshot):
         # turns it on); the others (writes, acts, reuse off) are tested with plain
         # comparisons (`OpPlan.test_fixed`).
         self.timed = False
+        # The records the facts were made of (`snapshot_of`): their derivations, for a
+        # descendant walk past the loaded `bound`
+        self.records: Mapping[str, MemoryRecord] = {}
+
+    def derivations(self, memory_id: str) -> tuple[str, ...]:
+        rec = self.records.get(memory_id)
+        return () if rec is None else rec.derivations
 
     def note(self, kind: str, q: object, c: object, now: float) -> None:
         if self.timed:
@@ -184,11 +192,13 @@ def snapshot_of(
     extra: Iterable[MemoryFacts] = (),
     scores: Scores | None = None,
     reads: frozenset[str] | None = None,
+    bound: Bound | None = None,
 ) -> tuple[StoreSnapshot, dict[str, MemoryFacts]]:
     """Facts of `records` (+ `extra`) with the request's scores, and their snapshot.
 
     With `reads` (the attributes the operation's policies read), a score no policy
-    reads is left at its default: it cannot change the decision."""
+    reads is left at its default: it cannot change the decision. `bound`: how far
+    `records` hold the lineage (`EngineBase._view`): a walk past it fails its rule."""
     rel = (
         scores.reliability
         if scores is not None and (reads is None or "reliability" in reads)
@@ -230,6 +240,9 @@ def snapshot_of(
         if val is not None:
             f.value_score = val.get(f.id, f.value_score)
     snap = StoreSnapshot(facts, store, namespace)
+    if bound is not None:
+        snap.bound = bound
+        snap.records = records
     if rel is None or val is None:
         snap.scored = _SCORED[rel is not None, val is not None]
     return snap, facts

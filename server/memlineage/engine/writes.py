@@ -62,7 +62,7 @@ class Writes(EngineBase):
         # the write: the store then writes nothing (ClaimMovedError) and we decide again.
         for attempt in range(8):
             # One read: the id (must be new) and the dependencies with their lineage.
-            records = self._view(ns, [proposed.id, *deps], op, serving.compiled)
+            records, bound = self._view(ns, [proposed.id, *deps], op, serving.compiled)
             if proposed.id in records:
                 # Recorded already: an identical retry answers the first outcome (nothing
                 # is decided or written again); another memory is AlreadyExistsError.
@@ -104,7 +104,7 @@ class Writes(EngineBase):
             reads = self._reads(serving.compiled, op)
             scores = self._scores(ns, {**records, proposed.id: proposed}, now, reads)
             snap, facts = snapshot_of(
-                records, self.store, ns, now, extra=[mine], scores=scores, reads=reads
+                records, self.store, ns, now, extra=[mine], scores=scores, reads=reads, bound=bound
             )
             target = facts[current.id] if current is not None else mine
             req = Request(op, mine, actor, ns, spend, now, target=target)
@@ -221,10 +221,16 @@ class Writes(EngineBase):
         check_transition(current.status, target, memory_id)
         now = self._now(time)
         serving = self.policies.current
-        records = self._view(ns, [memory_id], "update", serving.compiled, loaded=found)
+        records, bound = self._view(ns, [memory_id], "update", serving.compiled, loaded=found)
         reads = self._reads(serving.compiled, "update")
         snap, facts = snapshot_of(
-            records, self.store, ns, now, scores=self._scores(ns, records, now, reads), reads=reads
+            records,
+            self.store,
+            ns,
+            now,
+            scores=self._scores(ns, records, now, reads),
+            reads=reads,
+            bound=bound,
         )
         memory = facts.get(memory_id) or UnknownMemory(memory_id, ns)
         d = self._decide_safely(
