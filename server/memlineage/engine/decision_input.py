@@ -24,6 +24,7 @@ from memlineage_dsl.facts import (
     Request,
     UnknownMemory,
 )
+from memlineage_dsl.lineage_bound import Bound
 from memlineage_dsl.schema import CREATOR_KINDS, OPERATIONS
 
 from memlineage.engine.snapshot import SCORES, StoreSnapshot, acts_counter
@@ -124,6 +125,18 @@ def encode_input(req: Request, snap: StoreSnapshot) -> str:
         "scored": sorted(snap.scored),
         "facts": facts,
     }
+    if snap.bound is not None:
+        # how far the facts hold the lineage: a replay's walk past it fails as this
+        # decision's did (a log without it: the facts are taken as all there is)
+        roots, up, down, cut = snap.bound
+        body["bound"] = [list(roots), up, down, cut]
+        if down:  # the derivations a descendant walk would find not held
+            held = snap.memories
+            body["derivations"] = {
+                i: list(rec.derivations)
+                for i, rec in snap.records.items()
+                if any(d not in held for d in rec.derivations)
+            }
     if req.target is not None:
         # An update (Revise) decides on the proposed version as `memory` and the stored
         # one as `target`, both of one id: `facts` holds the proposed one, so the
@@ -144,6 +157,11 @@ class ReplaySnapshot(DictSnapshot):
         self.counts = counts
         self.missing: list[str] = []
         self.scored = SCORES  # the scores the logged facts carry as computed
+        # the logged derivations of held memories with one not held (`bound`)
+        self.derived: dict[str, tuple[str, ...]] = {}
+
+    def derivations(self, memory_id: str) -> tuple[str, ...]:
+        return self.derived.get(memory_id, ())
 
     def unscored(self, reads: frozenset[str]) -> list[str]:
         """The scores among `reads` (what a set's policies read) that the logged
@@ -183,6 +201,20 @@ def _actor(v: object) -> Creator:
     return Creator.parse(actor)
 
 
+def _bound(v: object) -> Bound:
+    """A logged `bound`: [roots, up, down, cut]."""
+    if (
+        isinstance(v, list)
+        and len(v) == 4
+        and isinstance(v[0], list)
+        and all(isinstance(r, str) for r in v[0])
+        and all(type(n) is int and n >= 0 for n in v[1:3])
+        and isinstance(v[3], bool)
+    ):
+        return (tuple(v[0]), v[1], v[2], v[3])
+    raise BadInput(f"bound: {v!r} is not [roots, up, down, cut]")
+
+
 def decode_input(text: str | dict[str, Any]) -> tuple[Request, ReplaySnapshot]:
     """The request and snapshot `encode_input` wrote. Raises ValueError/KeyError on a
     malformed input."""
@@ -190,6 +222,13 @@ def decode_input(text: str | dict[str, Any]) -> tuple[Request, ReplaySnapshot]:
     memories = {i: _unfact(d) for i, d in v["facts"].items()}
     known = [m for m in memories.values() if isinstance(m, MemoryFacts)]
     snap = ReplaySnapshot(known, {(str(n), float(w)): int(c) for n, w, c in v.get("counts", [])})
+    bound = v.get("bound")
+    if bound is not None:
+        snap.bound = _bound(bound)
+        derived = v.get("derivations") or {}
+        if not isinstance(derived, dict):
+            raise BadInput("derivations: not an object")
+        snap.derived = {str(i): tuple(str(d) for d in ds) for i, ds in derived.items()}
     scored = v.get("scored")  # absent (logs before 2026-12-07): taken as both
     if scored is not None:
         if not isinstance(scored, list) or not set(scored) <= SCORES:
