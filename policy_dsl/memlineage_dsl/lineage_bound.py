@@ -74,8 +74,9 @@ def cut_message(
         )
     if reached:
         depth = bound[1] if up else bound[2]
+        goes = "goes" if walk == "lineage" else "go"
         return (
-            f"the {walk} of `{start}` goes deeper than the lineage_depth ({depth}) loaded "
+            f"the {walk} of `{start}` {goes} deeper than the lineage_depth ({depth}) loaded "
             f"for this decision ({edge}): raise lineage_depth"
         )
     return f"the {walk} of `{start}` was not loaded for this decision ({edge})"
