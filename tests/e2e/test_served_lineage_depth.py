@@ -1,0 +1,55 @@
+"""Through a real sidecar (lineage_depth 3, the bundled policies) and the client: a
+chain of notes on web output one derivation deeper than the sidecar loads is not read,
+ranked, acted on or derived from (fail closed, naming lineage_depth), where before its
+walks stopped at the depth and the web source went unseen; a chain within the depth
+is decided as before."""
+
+from __future__ import annotations
+
+from memlineage.client import MemLineageClient
+from memlineage.config import Config
+from memlineage.lineage.clock import ManualClock
+from memlineage.v1 import memlineage_pb2 as pb
+from support.memories import T0
+from support.sidecar import BUNDLED_POLICIES, RunningSidecar
+
+DEPTH = 3
+PAST = f"goes deeper than the lineage_depth ({DEPTH}) loaded for this decision"
+
+
+def _past(d: pb.Decision) -> bool:
+    return d.effect == pb.EFFECT_DENY and any(
+        PAST in e and "raise lineage_depth" in e for e in d.errors
+    )
+
+
+def test_a_chain_past_the_served_depth_fails_closed() -> None:
+    config = Config(policy_dir=BUNDLED_POLICIES, decision_log="off", lineage_depth=DEPTH)
+    with (
+        RunningSidecar(config, ManualClock(T0)) as s,
+        MemLineageClient(s.address, timeout=10) as c,
+    ):
+        assert c.record("w0", creator="tool:web_search", type="tool_result").recorded
+        for i in range(1, DEPTH + 2):  # w4: 4 derivations up, its lineage one past 3
+            note = c.record(f"w{i}", creator="agent:assistant", dependencies=[f"w{i - 1}"])
+            assert note.recorded, note.decision
+        within, past = f"w{DEPTH}", f"w{DEPTH + 1}"
+
+        read = c.check("read", past)
+        assert _past(read), read
+        assert f"the lineage of `{past}`" in read.errors[0]
+        assert c.check("read", past).errors == read.errors  # never kept: decided again
+        assert c.check("read", within).effect != pb.EFFECT_DENY
+
+        ranked = {r.memory_id: r for r in c.filter_rank([(past, 0.9), (within, 0.8)]).candidates}
+        assert not ranked[past].kept and _past(ranked[past].decision)
+        assert ranked[within].kept and not ranked[within].decision.errors
+
+        act = c.act("book_hotel", relies_on=[past])
+        assert _past(act), act
+        acted = c.act("book_hotel", relies_on=[within])  # the web source is seen
+        assert acted.effect == pb.EFFECT_DENY and not acted.errors
+        assert "untrusted_lineage_cannot_act" in {r.policy for r in acted.reasons}
+
+        derived = c.record("w-next", creator="agent:assistant", dependencies=[past])
+        assert not derived.recorded and _past(derived.decision), derived.decision
