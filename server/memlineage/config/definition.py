@@ -168,7 +168,8 @@ class Config:
     )
     lineage_depth: int = _setting(
         16,
-        "ancestors and descendants loaded per decision, 1 to 64 (the deepest walk a store makes)",
+        "ancestors and descendants loaded per decision, 1 to 64 (the deepest walk a store "
+        "makes); a policy walk needing more fails its rule closed (DENY, naming this setting)",
         "policies",
         range=Range(1, 64),
     )

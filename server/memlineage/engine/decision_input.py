@@ -130,13 +130,13 @@ def encode_input(req: Request, snap: StoreSnapshot) -> str:
         # decision's did (a log without it: the facts are taken as all there is)
         roots, up, down, cut = snap.bound
         body["bound"] = [list(roots), up, down, cut]
-        if down:  # the derivations a descendant walk would find not held
-            held = snap.memories
-            body["derivations"] = {
-                i: list(rec.derivations)
-                for i, rec in snap.records.items()
-                if any(d not in held for d in rec.derivations)
-            }
+        # the derivations a descendant walk would find not held (none walks down: {})
+        held = snap.memories
+        body["derivations"] = {
+            i: list(rec.derivations)
+            for i, rec in (snap.records.items() if down else ())
+            if any(d not in held for d in rec.derivations)
+        }
     if req.target is not None:
         # An update (Revise) decides on the proposed version as `memory` and the stored
         # one as `target`, both of one id: `facts` holds the proposed one, so the
