@@ -11,6 +11,7 @@ import math
 from . import ast as A
 from . import schema as S
 from .analysis import analyze
+from .arith import faults
 from .checker_tests import TestBlockChecks
 from .diagnostics import Diagnostic, Severity, SourceFile, did_you_mean, sort_diagnostics
 from .env import Env, Located
@@ -37,9 +38,11 @@ class _Checker(TestBlockChecks):
         self._cycles: set[frozenset[str]] = set()
         self.policy_names = Names(env.consts, self.const_type, env.sources, roots=True)
         self.plain_names = Names(env.consts, self.const_type, env.sources, roots=False)
+        self._overflows: set[int] = set()  # ids of nodes `_check_arith` said overflow
 
     def run(self) -> list[Diagnostic]:
         self._check_literals()
+        self._check_arith()
         for name in self.env.consts:
             self.const_type(name)
             self._check_const_value(name)
@@ -89,11 +92,45 @@ class _Checker(TestBlockChecks):
                             )
                         )
 
+    def _check_arith(self) -> None:
+        """Arithmetic of constants that cannot work (`arith.faults`): a divisor that is
+        always 0, `min`/`max` of `[]`, an overflow. Before, a division by a zero const
+        passed lint and failed its rule for every request (an outside audit)."""
+        located: list[tuple[str, A.Expr]] = [
+            (loc.path, loc.node.value) for loc in self.env.consts.values()
+        ]
+        for loc in self.env.policies.values():
+            p = loc.node
+            exprs = [e for e in (p.when, p.score, p.cost) if e is not None]
+            if p.effect is not None:
+                exprs += [a for ob in p.effect.obligations for a in ob.args]
+                if isinstance(p.effect.message, A.Message):
+                    exprs += p.effect.message.values
+            located += [(loc.path, e) for e in exprs]
+        for path, expr in located:
+            src = self.env.files[path]
+            for f in faults(expr, self.folder.const):
+                if f.overflow:
+                    self._overflows.add(id(f.node))
+                code = "E203" if f.always or f.overflow else "W407"
+                message = f.message
+                if code == "W407":
+                    message += ": the rule fails closed (DENY) for every request that reaches it"
+                self.diags.append(src.diag(code, f.node.span, message, f.help))
+
+    def _overflow_within(self, expr: A.Expr) -> bool:
+        """An overflow inside `expr` was reported at its place (`_check_arith`)."""
+        return bool(self._overflows) and any(id(n) in self._overflows for n, _ in walk(expr))
+
     def _check_const_value(self, name: str) -> None:
         """A const that folds to a number must fold to a finite one (`1e308 * 10`)."""
         loc = self.env.consts[name]
         value = self.folder.const(name)
-        if infinite(value) and not has_infinite_literal(loc.node.value):
+        if (
+            infinite(value)
+            and not has_infinite_literal(loc.node.value)
+            and not self._overflow_within(loc.node.value)
+        ):
             src = self.env.files[loc.path]
             self.diags.append(
                 src.diag(
@@ -291,7 +328,7 @@ class _Checker(TestBlockChecks):
             return
         v = value.value
         if not math.isfinite(v):
-            if not has_infinite_literal(expr):  # a literal inf is reported as such
+            if not has_infinite_literal(expr) and not self._overflow_within(expr):
                 self.diags.append(
                     src.diag(
                         "E203",

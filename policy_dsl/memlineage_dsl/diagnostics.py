@@ -59,6 +59,7 @@ CODES: dict[str, str] = {
     "W404": "unused-definition",
     "W405": "test-without-expect",
     "W406": "walk-inside-quantifier",
+    "W407": "fails-when-reached",
     # tests (E5xx)
     "E501": "undefined-test-memory",
     "E502": "unknown-test-field",

@@ -72,7 +72,7 @@ class Folder:
             return A.Unary(expr.op, inner, span=expr.span)
         if isinstance(expr, A.Binary):
             left, right = self.fold(expr.left, bound), self.fold(expr.right, bound)
-            return _fold_binary(expr, left, right)
+            return fold_binary(expr, left, right)
         if isinstance(expr, A.Attr):
             return A.Attr(
                 self.fold(expr.obj, bound), expr.name, span=expr.span, name_span=expr.name_span
@@ -100,7 +100,7 @@ class Folder:
         return expr
 
 
-def _fold_binary(expr: A.Binary, left: A.Expr, right: A.Expr) -> A.Expr:
+def fold_binary(expr: A.Binary, left: A.Expr, right: A.Expr) -> A.Expr:
     """Fold arithmetic on literals of matching kinds; leave anything else unfolded."""
     span = expr.span
     op = expr.op

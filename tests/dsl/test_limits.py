@@ -364,3 +364,67 @@ def test_a_walk_inside_a_quantifier_over_a_walk_is_a_warning_at_the_walk() -> No
     )
     per_argument = "any(a in request.args : any(o in origins(a) : o.confidence < 0.5))"
     assert _codes("policy p { on act when " + per_argument + ' deny "x" }\n') == []
+
+
+# ---------------------------------------------------------------- constant arithmetic
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("const Z = 0\n" + _policy("memory.confidence / Z > 1"), (2, 45)),
+        ("const Z = 0\npolicy p { on read deny score 1 / Z }\n", (2, 35)),
+        ("const Z = 0\npolicy p { on read degrade downrank(0.5 / Z) }\n", (2, 43)),
+        ("const Z = 0\npolicy p { on read degrade cost 1 / (Z * 2) }\n", (2, 38)),
+        (_policy("age(memory) / 0s > 1"), (1, 39)),
+        ('const Z = 0\npolicy p { on read deny "{1 / Z}" }\n', (2, 31)),
+        ("const Q = 1 / 0\n" + _policy("memory.confidence < Q"), (1, 15)),
+        (_policy("memory.confidence < min(x in [] : 1)"), (1, 45)),
+        # an overflow of constants written in place, not in a const (before: compared
+        # with inf, or with NaN: a `deny` that never fired)
+        (_policy("memory.confidence < 1e308 * 10"), (1, 45)),
+    ],
+)
+def test_constant_arithmetic_that_cannot_work_is_an_error_at_its_place(
+    text: str, where: tuple[int, int]
+) -> None:
+    """Before: lint passed, and the rule failed closed for every request (a division
+    by a zero const, `min` of `[]`): one const broke every decision of the set."""
+    build = build_texts({"a.mlp": text})
+    errors = [
+        (d.code, d.span.line, d.span.column) for d in build.diagnostics if d.severity == "error"
+    ]
+    assert errors == [("E203", *where)], build.diagnostics
+    assert build.compiled is None
+    assert all(d.help for d in build.diagnostics if d.code == "E203")
+
+
+def test_constant_arithmetic_reached_for_some_requests_is_a_warning_and_fails_only_those() -> None:
+    text = (
+        "const Z = 0\n"
+        + _policy("memory.confidence > 0.5 and memory.confidence / Z > 1")
+        + 'policy q { on read when memory.confidence < 2 degrade "y" }\n'
+    )
+    build = build_texts({"a.mlp": text})
+    assert build.compiled is not None, build.diagnostics
+    assert [
+        (d.code, d.span.line, d.span.column) for d in build.diagnostics if d.code != "W403"
+    ] == [("W407", 2, 73)]
+    hit = MemoryFacts(id="b", creator=Creator("user", "user:a"), confidence=0.9)
+    d = decide(
+        build.compiled,
+        Request("read", hit, Creator("user", "user:a"), time=1.0),
+        DictSnapshot([], []),
+    )
+    assert d.effect == "deny" and len(d.errors) == 1 and "`p`" in d.errors[0], d
+    assert [r.policy for r in d.reasons if r.effect == "degrade"] == ["q"]
+    miss = MemoryFacts(id="b", creator=Creator("user", "user:a"), confidence=0.1)
+    d = decide(
+        build.compiled,
+        Request("read", miss, Creator("user", "user:a"), time=1.0),
+        DictSnapshot([], []),
+    )
+    assert (d.effect, d.errors) == ("degrade", ()), d
+
+
+def test_a_quantifier_variable_shadowing_a_zero_const_is_no_division_by_zero() -> None:
+    text = "const x = 0\n" + _policy("sum(x in [1, 2] : 1 / x) > 1")
+    assert [d.code for d in lint_texts({"a.mlp": text})] == []
