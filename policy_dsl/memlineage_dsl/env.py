@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from . import ast as A
+from . import schema as S
 from .diagnostics import Diagnostic, SourceFile
 from .loader import LoadedSet
+from .spans import sub_span
 
 DEFAULT_STRATEGY = "deny_overrides"
 
@@ -48,6 +50,22 @@ def _span(node: Decl) -> A.Span:
     return node.name_span if isinstance(node, A.Policy) else node.span
 
 
+def builtin(name: str) -> str | None:
+    """What the language already calls `name`, if anything: a const or a list of that
+    name would change what it means in every file of the set (`const user = "agent"`
+    made another file's `memory.creator.kind == user` compare with "agent"; a const
+    `target` was typed as the const and compiled as the root)."""
+    if name in S.ROOTS:
+        return "a root a rule reads"
+    if name in S.CREATOR_KINDS:
+        return "a creator kind"
+    if name in S.STATUSES:
+        return "a memory status"
+    if name in S.OPERATIONS:
+        return "an operation"
+    return None
+
+
 def build_env(loaded: LoadedSet) -> tuple[Env, list[Diagnostic]]:
     env = Env(files=dict(loaded.sources))
     diags: list[Diagnostic] = []
@@ -65,9 +83,28 @@ def build_env(loaded: LoadedSet) -> tuple[Env, list[Diagnostic]]:
             )
         )
 
+    def reserved(item: A.Const | A.Sources, path: str) -> bool:
+        meaning = builtin(item.name)
+        if meaning is None:
+            return False
+        src = env.files[path]
+        keyword = "const" if isinstance(item, A.Const) else item.kind
+        diags.append(
+            src.diag(
+                "E109",
+                sub_span(src, item.span, keyword + r"\s+", item.name),
+                f"`{item.name}` is a built-in name ({meaning}): it cannot be redefined",
+                f"give the {keyword} another name: every file of the set reads "
+                f"`{item.name}` as the built-in",
+            )
+        )
+        return True
+
     for module in loaded.modules:
         path = module.path
         for item in module.items:
+            if isinstance(item, A.Const | A.Sources) and reserved(item, path):
+                continue
             if isinstance(item, A.Const):
                 const = Located(item, path)
                 if item.name in names:

@@ -437,3 +437,29 @@ def test_a_test_that_expects_nothing_is_warned_and_fails_when_run(tmp_path: Path
     assert not errors(
         'test "t" {\n  given memory m { creator: "user:alice" }\n  expect read m -> allow\n}\n'
     )
+
+
+@pytest.mark.parametrize(
+    ("definition", "column"),
+    [
+        ('const user = "agent"', 7),
+        ('const target = "x"', 7),
+        ("const memory = 5", 7),
+        ("const active = 1", 7),
+        ('sources tool = ["tool:*"]', 9),
+        ('actions read = ["read_*"]', 9),
+    ],
+)
+def test_a_definition_named_as_a_built_in_is_refused_at_its_name(
+    definition: str, column: int
+) -> None:
+    """Before: `const user = "agent"` in one file made another file's
+    `memory.creator.kind == user` compare with "agent" (lint clean: a rule for users
+    silently became one for agents); `const target = "x"` was typed as the const
+    but compiled as the root, so `target == "x"` checked clean and never held."""
+    other = 'policy users { on read when memory.creator.kind == user deny "x" }\n'
+    diags = lint_texts({"a.mlp": definition + "\n", "b.mlp": other})
+    assert [(d.file, d.code, d.span.line, d.span.column) for d in diags][:1] == [
+        ("a.mlp", "E109", 1, column)
+    ], diags
+    assert "built-in" in diags[0].message and diags[0].help
