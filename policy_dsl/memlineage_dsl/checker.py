@@ -16,6 +16,7 @@ from .checker_tests import TestBlockChecks
 from .diagnostics import Diagnostic, Severity, SourceFile, did_you_mean, sort_diagnostics
 from .env import Env, Located
 from .fold import Folder
+from .globs import empty_class
 from .limits import INT32_MAX, INT32_MIN, MAX_COST, MAX_WEIGHT, item_exprs, walk
 from .literals import has_infinite_literal, infinite, magnitude, num
 from .messages import check_values
@@ -43,6 +44,7 @@ class _Checker(TestBlockChecks):
     def run(self) -> list[Diagnostic]:
         self._check_literals()
         self._check_arith()
+        self._check_globs()
         for name in self.env.consts:
             self.const_type(name)
             self._check_const_value(name)
@@ -117,6 +119,51 @@ class _Checker(TestBlockChecks):
                 if code == "W407":
                     message += ": the rule fails closed (DENY) for every request that reaches it"
                 self.diags.append(src.diag(code, f.node.span, message, f.help))
+
+    def _check_globs(self) -> None:
+        """A glob written in the set that can match nothing (`[z-a]`) is E203: a list or
+        a `matches` holding it silently listed nothing (a `deny` that never fired)."""
+        for lst in self.env.sources.values():
+            src = self.env.files[lst.path]
+            for pattern in lst.node.patterns:
+                self._empty_glob(src, pattern, self._pattern_span(src, lst.node, pattern))
+        for loc in self.env.policies.values():
+            src = self.env.files[loc.path]
+            p = loc.node
+            exprs = [p.when] if p.when is not None else []
+            if p.effect is not None and isinstance(p.effect.message, A.Message):
+                exprs += p.effect.message.values
+            for expr in exprs:
+                for node, _ in walk(expr):
+                    if isinstance(node, A.Binary) and node.op == "matches":
+                        right = node.right
+                        items = right.items if isinstance(right, A.ListLit) else (right,)
+                        for item in items:  # a const is reported where it is used
+                            value = self.folder.fold(item)
+                            if isinstance(value, A.Str):
+                                self._empty_glob(src, value.value, item.span)
+
+    def _empty_glob(self, src: SourceFile, pattern: str, span: A.Span) -> None:
+        cls = empty_class(pattern)
+        if cls is not None:
+            self.diags.append(
+                src.diag(
+                    "E203",
+                    span,
+                    f"glob `{pattern}` can match nothing: its class `{cls}` holds no character",
+                    "a range goes from the lower character to the higher, e.g. `[a-z]`, `[0-9]`",
+                )
+            )
+
+    @staticmethod
+    def _pattern_span(src: SourceFile, node: A.Sources, pattern: str) -> A.Span:
+        """Where `pattern` is written in the list `node` (its name if not found)."""
+        quoted = '"' + pattern.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        for line in range(node.span.line, node.span.end_line + 1):
+            at = src.line(line).find(quoted, node.span.column - 1 if line == node.span.line else 0)
+            if at >= 0:
+                return A.Span(line, at + 1, line, at + 1 + len(quoted))
+        return sub_span(src, node.span, node.kind + r"\s+", node.name)
 
     def _overflow_within(self, expr: A.Expr) -> bool:
         """An overflow inside `expr` was reported at its place (`_check_arith`)."""

@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 
 from .facts import Creator, action_listed
+from .globs import glob_fullmatch
 
 
 class ActionMatcher:
@@ -136,4 +137,5 @@ def glob_match(value: str, pattern: str | Sequence[str]) -> bool:
         return any(glob_match(value, p) for p in pattern)
     if not isinstance(value, str) or not isinstance(pattern, str):
         raise TypeError("`matches` needs two strings")
-    return fnmatch.fnmatchcase(value, pattern)
+    # a glob computed from the request is bounded, and cached apart (`globs`)
+    return glob_fullmatch(value, pattern)

@@ -428,3 +428,51 @@ def test_constant_arithmetic_reached_for_some_requests_is_a_warning_and_fails_on
 def test_a_quantifier_variable_shadowing_a_zero_const_is_no_division_by_zero() -> None:
     text = "const x = 0\n" + _policy("sum(x in [1, 2] : 1 / x) > 1")
     assert [d.code for d in lint_texts({"a.mlp": text})] == []
+
+
+# ---------------------------------------------------------------- globs
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('sources s = ["tool:a",\n  "tool:[z-a]*"]\n' + _policy("memory.creator in s"), (2, 3)),
+        ('actions t = ["[9-0]"]\n' + _policy("request.action in t"), (1, 14)),
+        (_policy('memory.id matches "tool:[z-a]"'), (1, 43)),
+        ('const G = "[z-a]"\n' + _policy('memory.id matches ["x", G]'), (2, 49)),
+    ],
+)
+def test_a_glob_that_can_match_nothing_is_an_error_at_its_place(
+    text: str, where: tuple[int, int]
+) -> None:
+    """Before: lint clean, and the list (or `matches`) never held anything: the rule
+    over it never fired, silently."""
+    diags = lint_texts({"a.mlp": text})
+    assert [(d.code, d.span.line, d.span.column) for d in diags] == [("E203", *where)], diags
+    assert "can match nothing" in diags[0].message and diags[0].help
+
+
+def test_a_glob_from_the_request_is_bounded_and_fails_closed_for_that_request_only() -> None:
+    """`x matches memory.value` compiled whatever glob a client sent, into fnmatch's
+    cache of 32,768 regexes: long distinct patterns made decisions slow and held memory."""
+    import fnmatch
+    import time
+
+    text = _policy("memory.id matches memory.value") + (
+        'policy q { on read when memory.confidence < 2 degrade "y" }\n'
+    )
+    build = build_texts({"a.mlp": text})
+    assert build.compiled is not None, build.diagnostics
+
+    def decide_value(value: str):  # type: ignore[no-untyped-def]
+        m = MemoryFacts(id="b", creator=Creator("user", "user:a"), value=value)
+        req = Request("read", m, Creator("user", "user:a"), time=1.0)
+        return decide(build.compiled, req, DictSnapshot([], []))
+
+    assert decide_value("b*").effect == "deny"
+    before = fnmatch._compile_pattern.cache_info().currsize  # type: ignore[attr-defined]
+    started = time.monotonic()
+    for i in range(50):
+        d = decide_value(f"*{i}" * 30_000)
+        assert d.effect == "deny" and len(d.errors) == 1 and "`p`" in d.errors[0], d
+        assert [r.policy for r in d.reasons if r.effect == "degrade"] == ["q"]
+    assert time.monotonic() - started < 5
+    assert fnmatch._compile_pattern.cache_info().currsize == before  # type: ignore[attr-defined]
