@@ -60,6 +60,7 @@ CODES: dict[str, str] = {
     "W405": "test-without-expect",
     "W406": "walk-inside-quantifier",
     "W407": "fails-when-reached",
+    "W408": "analysis-stopped",
     # tests (E5xx)
     "E501": "undefined-test-memory",
     "E502": "unknown-test-field",

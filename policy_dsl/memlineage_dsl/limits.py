@@ -37,6 +37,8 @@ MAX_TEST_CALLS = 100_000  # `given calls "x" = N` in a test
 # minutes for one decision, and held a sidecar's workers; an outside audit). Past it
 # the rule raises `EvaluationBudgetError`: it fails closed for that decision only.
 MAX_NESTED_ITEMS = 100_000
+# Pairs of rules the rule analysis (W402, W403) compares in one set; past it, W408.
+MAX_RULE_PAIRS = 1_000_000
 MAX_WINDOW = 7 * 86400.0  # `calls()` / `acts()` windows: the sidecar keeps 7 days of events
 # `calls("source", w)`: the sidecar counts one exact source, its counter named
 # `calls:<source>`, an id (at most 128 of these characters)
