@@ -49,7 +49,7 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 6048
 
 
 def duration_seconds(text: str) -> float:
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)", text)
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d|w)", text)
     if not m:
         raise ValueError(f"not a duration: {text!r}")
     return float(m.group(1)) * _UNITS[m.group(2)]

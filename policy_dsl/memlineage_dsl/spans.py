@@ -26,7 +26,7 @@ def head_span(span: Span, name: str) -> Span:
     return Span(span.line, span.column, span.line, span.column + len(name))
 
 
-_SCORE = re.compile(r"\bscore\s+-?[\d.]+(\s*\.\.\s*-?[\d.]+)?")
+_SCORE = re.compile(r"\bscore\s+-?[0-9.]+(\s*\.\.\s*-?[0-9.]+)?")
 
 
 def score_span(src: SourceFile, span: Span) -> Span:

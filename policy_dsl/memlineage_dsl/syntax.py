@@ -10,6 +10,7 @@ the rest of an item is still checked.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
@@ -131,6 +132,11 @@ def error_to_diag(
                 )
             return src.diag("E001", span, "unterminated string", 'close the string with `"`')
         shown = ch if ch.isprintable() else f"U+{ord(ch):04X}"  # a NUL, a control byte
+        if ch.isdigit():  # not 0-9 (the lexer reads those): 0.\u09ea (Bengali four) looks like 0.8
+            help_ = (
+                f"`{ch}` is {unicodedata.name(ch, 'a digit of another script')}: numbers "
+                "are written with the digits 0-9 (so that a policy reads as it decides)"
+            )
         return src.diag("E002", span, f"unexpected character `{shown}`", help_)
     token_type = getattr(getattr(err, "token", None), "type", None)
     if isinstance(err, UnexpectedEOF) or token_type == "$END":
@@ -182,7 +188,7 @@ def _spaced_duration(text: str, token: Token) -> tuple[int, int, str] | None:
     unit = _UNIT_WORDS.get(str(token).lower()) if token.type == "NAME" else None
     if unit is None or token.start_pos is None:
         return None
-    m = re.search(r"(\d+(?:\.\d+)?)[ \t]+$", text[: token.start_pos])
+    m = re.search(r"([0-9]+(?:\.[0-9]+)?)[ \t]+$", text[: token.start_pos])
     if m is None:
         return None
     return m.start(), token.start_pos + len(str(token)), f"{m.group(1)}{unit}"

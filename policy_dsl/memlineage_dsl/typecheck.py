@@ -429,7 +429,7 @@ def _compare_hint(left: str, right: str, e: A.Binary) -> str | None:
         )
     if {left, right} == {S.STRING, S.NUMBER}:
         for side in (e.left, e.right):
-            if isinstance(side, A.Str) and re.fullmatch(r"-?\d+(\.\d+)?", side.value):
+            if isinstance(side, A.Str) and re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", side.value):
                 return f"remove the quotes: `{side.value}`"
         return None
     return None
@@ -444,7 +444,7 @@ def _hint(want: str, got: str, expr: A.Expr) -> str | None:
         want == S.NUMBER
         and got == S.STRING
         and isinstance(expr, A.Str)
-        and re.fullmatch(r"-?\d+(\.\d+)?", expr.value)
+        and re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", expr.value)
     ):
         return f"remove the quotes: `{expr.value}`"
     if want == S.BOOL:

@@ -280,3 +280,23 @@ def test_duplicate_clause() -> None:
 def test_parse_expr_raises_on_error() -> None:
     with pytest.raises(ValueError):
         parse_expr("a ==")
+
+
+@pytest.mark.parametrize(
+    ("text", "digit", "name"),
+    [
+        ("0.\u09ea", "\u09ea", "BENGALI DIGIT FOUR"),  # looks like an 8, read as 4 before
+        ("\u0660.\u0665", "\u0660", "ARABIC-INDIC DIGIT ZERO"),
+        ("\uff15m", "\uff15", "FULLWIDTH DIGIT FIVE"),  # was 5 minutes
+    ],
+)
+def test_a_number_is_written_with_the_digits_0_to_9(text: str, digit: str, name: str) -> None:
+    """A digit of another script is no digit of the language (before, `\\d` read it,
+    and a reviewer saw another number than the one decided on)."""
+    src = f'policy p priority 1 {{\n  on read\n  when memory.confidence < {text}\n  deny "x"\n}}\n'
+    _, diags = parse_source(src, "p.mlp")
+    first = diags[0]
+    assert (first.code, first.message) == ("E002", f"unexpected character `{digit}`")
+    assert first.help is not None and name in first.help and "0-9" in first.help
+    with pytest.raises(ValueError):
+        duration_seconds("\uff15m")
