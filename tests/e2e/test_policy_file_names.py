@@ -18,6 +18,7 @@ import grpc
 import pytest
 from memlineage.client import InvalidArgument, MemLineageClient
 from memlineage.config import Config
+from memlineage.grpc_api.admin_servicer import MAX_POLICY_TEXT
 from memlineage.v1 import memlineage_pb2 as pb
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
 from support.serve_process import NO_WEB_POLICY
@@ -141,3 +142,23 @@ def test_only_load_takes_files(admin: MemLineageClient, action: str) -> None:
     status = admin.shadow("status")
     assert status.active and status.version == loaded.version
     assert admin.list_policies().version == serving
+
+
+def test_every_rpc_refuses_more_policy_text_than_a_request_may_send(
+    admin: MemLineageClient,
+) -> None:
+    """A set past `MAX_POLICY_TEXT` in all is refused before any parse (before, the
+    4 MB a message holds kept a worker parsing for a minute or more): INVALID_ARGUMENT
+    on `files`, nothing loaded; one character less is parsed."""
+    serving = admin.list_policies().version
+    pad = MAX_POLICY_TEXT - len(NO_WEB_POLICY)
+    too_much = {"a.mlp": NO_WEB_POLICY, "b.mlp": "#" * (pad + 1)}
+    for rpc, call in _rpcs(admin).items():
+        with pytest.raises(InvalidArgument) as refused:
+            call(too_much)
+        err = refused.value
+        assert (err.reason, err.field) == ("POLICY_TEXT_TOO_LARGE", "files"), (rpc, err)
+        assert f"{MAX_POLICY_TEXT + 1:,} characters of policy text" in err.details, rpc
+        assert admin.list_policies().version == serving and not admin.shadow("status").active
+    at_most = admin.lint_policy({"a.mlp": NO_WEB_POLICY, "b.mlp": "#" * pad})
+    assert at_most.ok, at_most

@@ -46,15 +46,31 @@ def _name_problem(name: str) -> str | None:
     return None
 
 
+MAX_POLICY_TEXT = 1 << 20
+"""Characters of policy text one request may send (LintPolicy, ReloadPolicies, a
+shadow load): the bundled set is ~30,000. Parsing and checking take tens of µs per
+character on a busy core, so the 4 MB a gRPC message may hold would keep a worker
+(and the GIL the decisions need) for a minute or more (an outside audit)."""
+
+
 def policy_files(files: Mapping[str, str]) -> dict[str, str]:
     """A request's `files` map, every name checked before anything is built: one bad
     name refuses the request (INVALID_ARGUMENT on `files["NAME"]`), nothing loaded. The
-    names in order, so the one named does not depend on the map's order on the wire."""
+    names in order, so the one named does not depend on the map's order on the wire.
+    More than `MAX_POLICY_TEXT` characters in all is refused too, before any parse."""
     for name in sorted(files):
         problem = _name_problem(name)
         if problem is not None:
             shown = json.dumps(name if len(name) <= 200 else name[:200] + "...")
             raise ValidationError(problem, field=f"files[{shown}]", code="INVALID_FILE_NAME")
+    total = sum(len(text) for text in files.values())
+    if total > MAX_POLICY_TEXT:
+        raise ValidationError(
+            f"{total:,} characters of policy text: at most {MAX_POLICY_TEXT:,} per request "
+            "(a policy set of that size is loaded from its directory by the sidecar)",
+            field="files",
+            code="POLICY_TEXT_TOO_LARGE",
+        )
     return dict(files)
 
 
