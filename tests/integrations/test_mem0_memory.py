@@ -86,6 +86,12 @@ def creator_of(ml: MemLineageClient, memory_id: str) -> str:
     return c.id  # "kind:id", as recorded
 
 
+def without_nonce(item: dict[str, Any]) -> dict[str, Any]:
+    """A memory as a bare Mem0 shows it: its metadata without the add's nonce."""
+    rest = {k: v for k, v in (item.get("metadata") or {}).items() if k != ADD_KEY}
+    return {**item, "metadata": rest or None}
+
+
 def stored_ids(memory: Memory, user: str) -> set[str]:
     return {r["id"] for r in memory.get_all(filters={"user_id": user})["results"]}
 
@@ -264,7 +270,7 @@ def test_get_and_get_all_hide_denied_and_mark_degraded(
     ids = _seed(guarded, user)
     assert guarded.get(ids["blocked"]) is None and guarded.get(ids["guess"]) is None
     assert memory.get(ids["blocked"]) is not None  # Mem0 still holds it
-    assert guarded.get(ids["user"]) == memory.get(ids["user"])
+    assert guarded.get(ids["user"]) == without_nonce(memory.get(ids["user"]))
     tool = guarded.get(ids["tool"])
     assert tool is not None and tool[DECISION_KEY]["effect"] == "degrade"
     assert guarded.get("00000000-0000-0000-0000-000000000000") is None  # absent: no check
@@ -273,6 +279,52 @@ def test_get_and_get_all_hide_denied_and_mark_degraded(
     listed = guarded.get_all(filters={"user_id": user})["results"]
     assert filter_ranks(sidecar) == before + 1
     assert {r["id"] for r in listed} == {ids["user"], ids["tool"]}
+
+
+def test_reads_show_the_metadata_mem0_shows_without_the_adds_nonce(
+    memory: Memory, ml: MemLineageClient, user: str
+) -> None:
+    """The add's nonce (`ADD_KEY`) stays in Mem0 but is never answered: a memory added
+    with no metadata reads ``metadata: None``, as through a bare Mem0 (before, every
+    read through the wrapper showed ``{"_memlineage_add": ...}``)."""
+    guarded = GuardedMem0Memory(memory, ml)
+    (bare,) = guarded.add("I like tea", user_id=user, infer=False)["results"]
+    (tagged,) = guarded.add("I like coffee", user_id=user, metadata={"cat": "drink"}, infer=False)[
+        "results"
+    ]
+    assert ADD_KEY in memory.get(bare["id"])["metadata"]  # kept in Mem0
+    expected = {bare["id"]: None, tagged["id"]: {"cat": "drink"}}
+    for memory_id, metadata in expected.items():
+        got = guarded.get(memory_id)
+        assert got is not None and got["metadata"] == metadata
+        assert got == without_nonce(memory.get(memory_id))
+    listed = guarded.get_all(filters={"user_id": user})["results"]
+    found = guarded.search("tea coffee", filters={"user_id": user})["results"]
+    for answer in (listed, found):
+        assert {r["id"]: r["metadata"] for r in answer} == expected
+
+
+def test_get_all_is_not_left_short_by_hidden_memories(
+    memory: Memory, ml: MemLineageClient, user: str, sidecar: RunningSidecar
+) -> None:
+    """``top_k`` memories the caller may read when Mem0 holds them, however many hidden
+    ones Mem0 lists first (before: Mem0 was asked for ``top_k`` exactly, and each
+    hidden one left the answer one short)."""
+    guarded = GuardedMem0Memory(memory, ml)
+    hidden = {LINEAGE_KEY: {"creator": "tool:scraper_y"}}  # a blocked source: denied
+    words = [{"role": "user", "content": f"rumour number {n}"} for n in range(24)]
+    guarded.add(words, user_id=user, metadata=hidden, infer=False)
+    shown = {
+        guarded.add(f"fact {n}", user_id=user, infer=False)["results"][0]["id"] for n in range(2)
+    }
+    assert len(memory.get_all(filters={"user_id": user}, top_k=100)["results"]) == 26
+    before = filter_ranks(sidecar)
+    listed = guarded.get_all(filters={"user_id": user}, top_k=2)["results"]
+    assert {r["id"] for r in listed} == shown
+    assert filter_ranks(sidecar) - before <= 4  # 6, 12, 24, 48 listed: one FilterRank each
+    assert {r["id"] for r in guarded.get_all(filters={"user_id": user})["results"]} == shown
+    (one,) = guarded.get_all(filters={"user_id": user}, top_k=1)["results"]
+    assert one["id"] in shown
 
 
 def test_history_is_decided_as_a_read_of_the_memory(
@@ -473,6 +525,10 @@ def test_the_async_twin_over_mem0_async_memory(
             assert await guarded.get(hidden["id"]) is None
             listed = await guarded.get_all(filters={"user_id": user})
             assert [r["id"] for r in listed["results"]] == [item["id"]]
+            assert listed["results"][0]["metadata"] is None  # no nonce (ADD_KEY) shown
+            assert (await guarded.get(item["id"]))["metadata"] is None
+            (first,) = (await guarded.get_all(filters={"user_id": user}, top_k=1))["results"]
+            assert first["id"] == item["id"]  # the hidden one listed first leaves it not empty
 
             with pytest.raises(PolicyDenied):
                 await guarded.update(item["id"], "seat by the aisle")

@@ -131,3 +131,17 @@ def listed_ids(listing: Any) -> list[str]:
     """The ids of a Mem0 ``get_all`` answer."""
     items = listing.get("results", []) if isinstance(listing, Mapping) else []
     return [str(i["id"]) for i in items if isinstance(i, Mapping) and i.get("id")]
+
+
+def unmarked(item: Any) -> Any:
+    """A memory as Mem0 would answer it without the wrapper: ``metadata`` without the
+    add's nonce (`ADD_KEY`), None when nothing else is in it (as Mem0 answers a memory
+    added with no metadata). Before, every memory read through the wrapper carried
+    ``{"_memlineage_add": ...}`` in its metadata, which a bare Mem0 never shows."""
+    if not isinstance(item, Mapping):
+        return item
+    metadata = item.get("metadata")
+    if not isinstance(metadata, Mapping) or ADD_KEY not in metadata:
+        return item
+    rest = {k: v for k, v in metadata.items() if k != ADD_KEY}
+    return {**item, "metadata": rest or None}

@@ -22,7 +22,7 @@ from memlineage.integrations.answers import DECISION_KEY, mem0_decision, mem0_sh
 from memlineage.integrations.concurrency import Beside
 from memlineage.integrations.known_versions import KnownVersions
 from memlineage.integrations.lineage_fields import checked_lineage
-from memlineage.integrations.mem0_add import LINEAGE_KEY, AddPlan, record_args
+from memlineage.integrations.mem0_add import LINEAGE_KEY, AddPlan, record_args, unmarked
 from memlineage.v1 import memlineage_pb2 as pb
 
 REVISE_ATTEMPTS = 4  # a concurrent update moved the version: read it again
@@ -37,6 +37,9 @@ PROVISIONAL_ID = "mem0:provisional"
 _C = TypeVar("_C", bound=MemLineageClient | AsyncMemLineageClient)
 
 SidecarCall = tuple[str, tuple[Any, ...], dict[str, Any]]
+ListingStep = tuple[str, str, tuple[Any, ...], dict[str, Any]]
+"""A call `Mem0Guard._listing` asks its wrapper to make: ``<target>.<method>(*args, **kw)``."""
+GET_ALL_TOP_K = 20  # Mem0's own default of get_all's top_k
 """A call `Mem0Guard._revised` asks its wrapper to make: ``client.<method>(*args, **kw)``."""
 RETRIED: tuple[type[MemLineageError], ...] = (FailedPrecondition, NotFound, *UNKNOWN_OUTCOME)
 """The errors of a call that `_revised` decides on (a stale version, a record gone, a
@@ -120,7 +123,7 @@ class Mem0Guard(Generic[_C]):
         for item in items:
             key = str(item.get("id", ""))
             if key and key not in seen:
-                seen[key] = item
+                seen[key] = unmarked(item)
         # a negative similarity (cosine) counts as 0: the rank multiplies it by penalties
         score = (lambda i: max(0.0, float(i.get("score") or 0.0))) if scored else (lambda i: 1.0)
         return [(k, score(i), i) for k, i in seen.items()]
@@ -152,16 +155,46 @@ class Mem0Guard(Generic[_C]):
         return out
 
     @staticmethod
-    def _listed(candidates: Sequence[Any], response: pb.FilterRankResponse) -> list[Any]:
-        """Kept memories in Mem0's own order (get_all is a listing, not a ranking)."""
-        kept = {c.memory_id: c for c in response.candidates if c.kept}
+    def _listed(candidates: Sequence[Any], decided: Mapping[str, Any]) -> list[Any]:
+        """Kept memories in Mem0's own order (get_all is a listing, not a ranking);
+        `decided`: FilterRank's candidates by memory id."""
         out = []
         for memory_id, _, item in candidates:
-            c = kept.get(memory_id)
-            shown = mem0_shown(dict(item), c.decision) if c is not None else None
+            c = decided.get(memory_id)
+            shown = mem0_shown(dict(item), c.decision) if c is not None and c.kept else None
             if shown is not None:
                 out.append(shown)
         return out
+
+    def _listing(
+        self, actor: str | None, kwargs: dict[str, Any]
+    ) -> Generator[ListingStep, Any, dict[str, Any]]:
+        """`get_all`'s steps: Mem0's listing of ``overfetch x top_k`` memories, one
+        FilterRank of the ones no earlier round decided, and, while hidden memories
+        leave fewer than ``top_k`` kept and Mem0 listed all it was asked (it may hold
+        more), the listing asked again for twice as many (Mem0 lists in a stable order:
+        a longer listing starts with the shorter one). Before, Mem0 was asked for
+        ``top_k`` exactly, so each hidden memory left the answer one short although
+        Mem0 held more the caller may read. It yields ``(target, method, args,
+        keywords)``, target ``"memory"`` or ``"client"``, and is sent the answer."""
+        top_k = kwargs.pop("top_k", GET_ALL_TOP_K)
+        check_top_k(top_k)
+        ask = top_k * self.overfetch
+        decided: dict[str, Any] = {}
+        while True:
+            result = yield ("memory", "get_all", (), {**kwargs, "top_k": ask})
+            items = result.get("results", []) if isinstance(result, Mapping) else []
+            candidates = self._candidates(items, scored=False)
+            new = [c for c in candidates if c[0] not in decided]
+            if new:
+                args, rank_kwargs = self._rank_call(new, 0, actor)
+                response = yield ("client", "filter_rank", args, rank_kwargs)
+                decided.update((c.memory_id, c) for c in response.candidates)
+            listed = self._listed(candidates, decided)
+            if len(listed) >= top_k or len(items) < ask:
+                # top_k 0: Mem0's own answer (it lists one memory then) filtered, uncut
+                return {**result, "results": listed[:top_k] if top_k else listed}
+            ask *= 2
 
     @staticmethod
     def _changed(result: Any, decision: pb.Decision) -> Any:

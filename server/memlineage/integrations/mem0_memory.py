@@ -40,6 +40,7 @@ from memlineage.integrations.mem0_add import (
     UNDO_ROUNDS,
     AddPlan,
     listed_ids,
+    unmarked,
 )
 from memlineage.integrations.mem0_guard import (
     DEFAULT_ACTOR,
@@ -136,17 +137,21 @@ class GuardedMem0Memory(Mem0Guard[MemLineageClient]):
         decision = self.client.check(
             "read", memory_id, actor=actor or self.actor, historical=self.historical
         )
-        return mem0_shown(item, decision)
+        return mem0_shown(unmarked(item), decision)
 
     def get_all(self, *, actor: str | None = None, **kwargs: Any) -> dict[str, Any]:
-        """Mem0's listing without denied memories, in Mem0's order: one FilterRank."""
-        result = self.memory.get_all(**kwargs)
-        candidates = self._candidates(result.get("results", []), scored=False)
-        if not candidates:
-            return dict(result)
-        args, rank_kwargs = self._rank_call(candidates, 0, actor)
-        response = self.client.filter_rank(*args, **rank_kwargs)
-        return {**result, "results": self._listed(candidates, response)}
+        """Mem0's listing without denied memories, in Mem0's order, at most ``top_k``:
+        one FilterRank, more rounds only while hidden ones leave it short (`_listing`)."""
+        steps = self._listing(actor, kwargs)
+        answer: Any = None
+        while True:
+            try:
+                target, method, args, call_kwargs = steps.send(answer)
+            except StopIteration as done:
+                listed: dict[str, Any] = done.value
+                return listed
+            called = self.memory if target == "memory" else self.client
+            answer = getattr(called, method)(*args, **call_kwargs)
 
     def search(
         self, query: str, *, top_k: int = 20, actor: str | None = None, **kwargs: Any
@@ -337,17 +342,22 @@ class GuardedAsyncMem0Memory(Mem0Guard[MemLineageClient | AsyncMemLineageClient]
             actor=actor or self.actor,
             historical=self.historical,
         )
-        return mem0_shown(item, decision)
+        return mem0_shown(unmarked(item), decision)
 
     async def get_all(self, *, actor: str | None = None, **kwargs: Any) -> dict[str, Any]:
         """`GuardedMem0Memory.get_all`, awaited."""
-        result = await self.memory.get_all(**kwargs)
-        candidates = self._candidates(result.get("results", []), scored=False)
-        if not candidates:
-            return dict(result)
-        args, rank_kwargs = self._rank_call(candidates, 0, actor)
-        response = await self._acall("filter_rank", *args, **rank_kwargs)
-        return {**result, "results": self._listed(candidates, response)}
+        steps = self._listing(actor, kwargs)
+        answer: Any = None
+        while True:
+            try:
+                target, method, args, call_kwargs = steps.send(answer)
+            except StopIteration as done:
+                listed: dict[str, Any] = done.value
+                return listed
+            if target == "memory":
+                answer = await getattr(self.memory, method)(*args, **call_kwargs)
+            else:
+                answer = await self._acall(method, *args, **call_kwargs)
 
     async def search(
         self, query: str, *, top_k: int = 20, actor: str | None = None, **kwargs: Any
