@@ -889,6 +889,55 @@ def test_a_denied_put_leaves_a_ttl_untouched(ml: MemLineageClient, ns: tuple[str
         assert expiry() == before
 
 
+def test_a_search_refreshes_the_ttls_of_what_it_answers_only(
+    ml: MemLineageClient, ns: tuple[str, str]
+) -> None:
+    """The wrapped store is searched for whole blocks of hits and refreshes what it
+    returns; the wrapper refreshes the page's items only (before: every hit of the
+    widened search, hidden ones too, so searching kept alive what no caller saw)."""
+    ttl = {"default_ttl": 10.0, "refresh_on_read": True}
+    with SqliteStore.from_conn_string(":memory:", ttl=ttl) as inner:  # type: ignore[arg-type]
+        inner.setup()
+        store = GuardedLangGraphStore(inner, ml)
+        for key in ("a", "b", "c"):
+            store.put(ns, key, {"t": key, "_lineage": lineage(f"user:{ns[0]}")})
+        weak = lineage("reasoning:planner", confidence=0.4)  # denied: hidden
+        store.put(ns, "guess", {"t": "guess", "_lineage": weak})
+        far = "2999-01-01 00:00:00"
+        inner.conn.execute("update store set expires_at = ?", (far,))
+
+        def moved() -> set[str]:
+            rows = inner.conn.execute("select key, expires_at from store").fetchall()
+            return {key for key, expires in rows if expires != far}
+
+        (shown,) = store.search(ns, limit=1)
+        assert moved() == {shown.key}  # not the hidden guess, nor the rest of the block
+        inner.conn.execute("update store set expires_at = ?", (far,))
+        assert len(store.search(ns, limit=10, refresh_ttl=False)) == 3
+        assert moved() == set()
+        assert {i.key for i in store.search(ns, limit=10)} == {"a", "b", "c"}
+        assert moved() == {"a", "b", "c"}
+
+
+def test_the_wrapped_stores_ttl_sweeper_is_the_wrappers(
+    ml: MemLineageClient, ns: tuple[str, str]
+) -> None:
+    """`sweep_ttl`, `start_ttl_sweeper`, `stop_ttl_sweeper` are the wrapped store's
+    (before: an AttributeError on the wrapper of a store that has them)."""
+    ttl = {"default_ttl": 10.0, "sweep_interval_minutes": 60}
+    with SqliteStore.from_conn_string(":memory:", ttl=ttl) as inner:  # type: ignore[arg-type]
+        inner.setup()
+        store = GuardedLangGraphStore(inner, ml)
+        store.put(ns, "old", {"t": "x", "_lineage": lineage(f"user:{ns[0]}")})
+        inner.conn.execute("update store set expires_at = '2000-01-01 00:00:00'")
+        assert store.sweep_ttl() == 1
+        assert inner.get(ns, "old") is None
+        store.start_ttl_sweeper()
+        assert store.stop_ttl_sweeper(timeout=10) is True
+    with pytest.raises(AttributeError):
+        GuardedLangGraphStore(InMemoryStore(), ml).sweep_ttl()  # as InMemoryStore() itself
+
+
 class _FailingWrites(InMemoryStore):
     """An InMemoryStore whose batches with a put fail (a store that went away)."""
 

@@ -18,10 +18,11 @@ the store has no more hits.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langgraph.store.base import SearchItem, SearchOp
+from langgraph.store.base import GetOp, Op, SearchItem, SearchOp
 
 from memlineage.integrations.answers import DECISION_KEY, obligations_of
 from memlineage.integrations.langgraph_ids import _cached_prefix, _joined
@@ -54,8 +55,22 @@ def first_ask(op: SearchOp, overfetch: int) -> int:
 
 
 def widened(op: SearchOp, asked: int) -> SearchOp:
-    """The op as the wrapped store runs it: ``asked`` hits from the first."""
-    return op._replace(limit=asked, offset=0)
+    """The op as the wrapped store runs it: ``asked`` hits from the first, no TTL
+    refreshed (`refreshes` refreshes the page's items only)."""
+    return op._replace(limit=asked, offset=0, refresh_ttl=False)
+
+
+def refreshes(ops: Sequence[Op], pages: Mapping[int, list[SearchItem]]) -> list[GetOp]:
+    """The gets refreshing the TTLs of the items the searches asking for it answered.
+    The wrapped store refreshes what its search returns, and it returns every hit of
+    the widened search (hidden ones, and the blocks around the page): refreshed there,
+    a search kept alive items it never showed, a hidden one as long as searches ran."""
+    out: list[GetOp] = []
+    for i, page in pages.items():
+        op = ops[i]
+        if isinstance(op, SearchOp) and op.refresh_ttl:
+            out += [GetOp(item.namespace, item.key, refresh_ttl=True) for item in page]
+    return out
 
 
 def pool_of(op: SearchOp, overfetch: int, asked: int, hits: Any) -> Pool:

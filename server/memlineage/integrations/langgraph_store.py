@@ -63,6 +63,7 @@ from memlineage.integrations.langgraph_ids import (
     split_memory_id,
 )
 from memlineage.integrations.langgraph_lineage import LINEAGE_KEY, LineageHook, put_lineage
+from memlineage.integrations.langgraph_ttl import TTLSweeper
 from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -134,7 +135,7 @@ def _already_exists(reply: Any) -> bool:
 _REVISE_ATTEMPTS = 4  # a concurrent put moved the version: read it again and revise
 
 
-class GuardedLangGraphStore(BaseStore):
+class GuardedLangGraphStore(TTLSweeper, BaseStore):
     """A `BaseStore` that asks MemLineage before every write, change, delete and read.
 
     ``store`` is any LangGraph store (`InMemoryStore`, `SqliteStore`, ...); ``client``
@@ -360,6 +361,8 @@ class GuardedLangGraphStore(BaseStore):
         decided = gets_decided(asked, replies[: len(asked)])
         decided.update(zip(ranked, replies[len(asked) :], strict=True))
         pages = yield from self._pages(ops, pools, {i: decided[i] for i in ranked})
+        if self.supports_ttl and (refresh := paging.refreshes(ops, pages)):
+            yield _StoreBatch(list(refresh))  # the TTLs of what the searches answered
         out: list[Result] = []
         for i, op in enumerate(ops):
             if isinstance(op, GetOp):
