@@ -919,6 +919,35 @@ def test_a_search_refreshes_the_ttls_of_what_it_answers_only(
         assert moved() == {"a", "b", "c"}
 
 
+def test_a_get_refreshes_the_ttl_of_an_item_it_answers_only(
+    ml: MemLineageClient, ns: tuple[str, str]
+) -> None:
+    """A denied get answers None and leaves the item's expiry as it was (before: the
+    wrapped store's get refreshed it, so asking for a hidden item kept it alive); an
+    answered one (one get, or several in a batch) refreshes it as a bare get does."""
+    ttl = {"default_ttl": 10.0, "refresh_on_read": True}
+    with SqliteStore.from_conn_string(":memory:", ttl=ttl) as inner:  # type: ignore[arg-type]
+        inner.setup()
+        store = GuardedLangGraphStore(inner, ml)
+        store.put(ns, "mine", {"t": "x", "_lineage": lineage(f"user:{ns[0]}")})
+        store.put(ns, "guess", {"t": "y", "_lineage": lineage("reasoning:planner", confidence=0.4)})
+        far = "2999-01-01 00:00:00"
+
+        def moved() -> set[str]:
+            rows = inner.conn.execute("select key, expires_at from store").fetchall()
+            return {key for key, expires in rows if expires != far}
+
+        inner.conn.execute("update store set expires_at = ?", (far,))
+        assert store.get(ns, "guess") is None
+        assert moved() == set()
+        assert store.get(ns, "mine") is not None and moved() == {"mine"}
+        inner.conn.execute("update store set expires_at = ?", (far,))
+        got = store.batch([GetOp(ns, "guess"), GetOp(ns, "mine"), GetOp(ns, "guess")])
+        assert [g is None for g in got] == [True, False, True] and moved() == {"mine"}
+        inner.conn.execute("update store set expires_at = ?", (far,))
+        assert store.get(ns, "mine", refresh_ttl=False) is not None and moved() == set()
+
+
 def test_the_wrapped_stores_ttl_sweeper_is_the_wrappers(
     ml: MemLineageClient, ns: tuple[str, str]
 ) -> None:

@@ -361,20 +361,26 @@ class GuardedLangGraphStore(TTLSweeper, BaseStore):
         decided = gets_decided(asked, replies[: len(asked)])
         decided.update(zip(ranked, replies[len(asked) :], strict=True))
         pages = yield from self._pages(ops, pools, {i: decided[i] for i in ranked})
-        if self.supports_ttl and (refresh := paging.refreshes(ops, pages)):
-            yield _StoreBatch(list(refresh))  # the TTLs of what the searches answered
         out: list[Result] = []
+        shown: list[GetOp] = []  # gets answered with an item, whose TTL they refresh
         for i, op in enumerate(ops):
             if isinstance(op, GetOp):
                 item = results[i]
                 assert item is None or isinstance(item, Item)
-                out.append(None if item is None else get_result(item, _answer(decided[i])))
+                answer = None if item is None else get_result(item, _answer(decided[i]))
+                if answer is not None and op.refresh_ttl:
+                    shown.append(op)
+                out.append(answer)
             elif isinstance(op, SearchOp):
                 out.append(pages.get(i, []))
             elif isinstance(op, PutOp):
                 out.append(None)
             else:
                 out.append(results[i])
+        # The TTLs of what was answered only: a denied item's was refreshed by the get
+        # that read it, so a hidden item lived on as long as anyone asked for it.
+        if self.supports_ttl and (refresh := shown + paging.refreshes(ops, pages)):
+            yield _StoreBatch(list(refresh))
         return out
 
     def _pages(
@@ -548,6 +554,8 @@ class GuardedLangGraphStore(TTLSweeper, BaseStore):
             return op._replace(value={k: v for k, v in op.value.items() if k not in _RESERVED})
         if isinstance(op, SearchOp):  # whole blocks from the first hit (`langgraph_search`)
             return paging.widened(op, paging.first_ask(op, self.overfetch) if op.limit else 0)
+        if isinstance(op, GetOp) and op.refresh_ttl:  # refreshed once answered (`_filtered`)
+            return op._replace(refresh_ttl=False)
         return op
 
     def _read_check(self, mid: str) -> _Call:
