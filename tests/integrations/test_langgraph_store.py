@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     MatchCondition,
@@ -171,8 +172,10 @@ def test_memory_id_is_injective_and_inverted_by_split(
     ],
 )
 def test_memory_id_refuses_what_it_cannot_map(namespace: Any, key: Any, message: str) -> None:
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as err:
         memory_id(namespace, key)
+    # a namespace's fault is LangGraph's own error, as a LangGraph store raises it
+    assert isinstance(err.value, InvalidNamespaceError) == message.startswith("namespace")
 
 
 def test_split_memory_id_refuses_an_id_that_is_no_mapping() -> None:

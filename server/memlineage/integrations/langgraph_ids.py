@@ -8,6 +8,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from langgraph.store.base import InvalidNamespaceError
+
 __all__ = ["MAX_ID_LENGTH", "memory_id", "split_memory_id"]
 
 MAX_ID_LENGTH = 128
@@ -30,14 +32,15 @@ def memory_id(namespace: Sequence[str], key: str, *, max_length: int = MAX_ID_LE
 
 
 def _prefix(namespace: Sequence[str]) -> str:
-    """The id's namespace part, ``alice/trip.``, or a ValueError naming the label."""
+    """The id's namespace part, ``alice/trip.``, or an InvalidNamespaceError (LangGraph's
+    own, a ValueError) naming the label."""
     if isinstance(namespace, str) or not isinstance(namespace, tuple | list):
-        raise ValueError(f"namespace: {namespace!r} is not a tuple of labels")
+        raise InvalidNamespaceError(f"namespace: {namespace!r} is not a tuple of labels")
     if not namespace:
-        raise ValueError("namespace: an empty namespace holds no item")
+        raise InvalidNamespaceError("namespace: an empty namespace holds no item")
     for i, label in enumerate(namespace):
         if not isinstance(label, str) or not _LABEL.fullmatch(label):
-            raise ValueError(
+            raise InvalidNamespaceError(
                 f"namespace[{i}]: {label!r} cannot be mapped to a memory id; a label is "
                 "1 or more letters, digits, '_', ':' or '-' ('/' joins labels, '.' ends them)"
             )
@@ -57,7 +60,7 @@ def _cached_prefix(seen: dict[tuple[str, ...], str | None], namespace: Any) -> s
             raise
     prefix = seen[namespace]
     if prefix is None:
-        raise ValueError(f"namespace: {namespace!r} cannot be mapped to a memory id")
+        raise InvalidNamespaceError(f"namespace: {namespace!r} cannot be mapped to a memory id")
     return prefix
 
 
