@@ -26,6 +26,7 @@ from memlineage.client import (
     PolicyDenied,
     Unavailable,
 )
+from memlineage.integrations import mem0_memory
 from memlineage.integrations.mem0_memory import (
     ADD_KEY,
     DECISION_KEY,
@@ -849,3 +850,52 @@ def test_an_update_whose_revise_was_applied_but_its_answer_lost(
         assert held is not None and held["memory"] == "pay Bob 20"
     else:
         assert held is None  # never the guess under the user's name
+
+
+def test_delete_all_decides_each_memory_and_deletes_none_when_one_is_denied(
+    memory: Memory, ml: MemLineageClient, user: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`delete_all` lists what the filters hold (in pages that grow), asks `delete` of
+    each, and deletes none when one is denied (before: AttributeError, and the bare
+    `.memory.delete_all` deleted what the user stated); allowed, each goes by Mem0's
+    delete. `reset` is refused, naming the way to do it knowingly."""
+    monkeypatch.setattr(mem0_memory, "DELETE_ALL_PAGE", 2)  # three pages for five memories
+    agent = GuardedMem0Memory(memory, ml, actor="agent:planner")
+    notes = [
+        agent.add(f"note {i}", user_id=user, infer=False)["results"][0]["id"] for i in range(4)
+    ]
+    (stated,) = agent.add(
+        [{"role": "user", "content": "I am vegetarian"}], user_id=user, infer=False
+    )["results"]
+    with pytest.raises(PolicyDenied, match="only the user can change what the user stated"):
+        agent.delete_all(user_id=user)
+    assert stored_ids(memory, user) == {*notes, stated["id"]}  # nothing deleted
+    assert agent.delete_all(user_id=user, actor=f"user:{user}") == {
+        "message": "Memories deleted successfully!"
+    }
+    assert stored_ids(memory, user) == set()
+    assert creator_of(ml, stated["id"]) == f"user:{user}"  # the lineage stays for audit
+    with pytest.raises(ValueError, match="At least one filter is required"):
+        agent.delete_all()
+    with pytest.raises(NotImplementedError, match=r"call \.memory\.reset\(\) knowingly"):
+        agent.reset()
+
+
+def test_the_async_delete_all_decides_each_memory(
+    tmp_path: Path, embedder_url: str, sidecar: RunningSidecar, user: str
+) -> None:
+    async def scenario() -> None:
+        inner = AsyncMemory.from_config(mem0_config(tmp_path, embedder_url))
+        async with AsyncMemLineageClient(sidecar.address, timeout=10) as aml:
+            guarded = GuardedAsyncMem0Memory(inner, aml, actor="agent:planner")
+            await guarded.add("a note", user_id=user, infer=False)
+            await guarded.add([{"role": "user", "content": "mine"}], user_id=user, infer=False)
+            with pytest.raises(PolicyDenied):
+                await guarded.delete_all(user_id=user)
+            assert len((await inner.get_all(filters={"user_id": user}))["results"]) == 2
+            await guarded.delete_all(user_id=user, actor=f"user:{user}")
+            assert (await inner.get_all(filters={"user_id": user}))["results"] == []
+            with pytest.raises(NotImplementedError):
+                await guarded.reset()
+
+    asyncio.run(scenario())

@@ -47,6 +47,30 @@ Revise that may have been applied); any other propagates from the wrapper's call
 it is."""
 
 
+DELETE_ALL_PAGE = 100  # memories `delete_all` lists at once, doubled while more come
+DELETE_ALL_MOST = 100_000  # ... and at most: a delete_all of more is refused, nothing deleted
+RESET_REFUSED = (
+    "reset() deletes every memory without a decision: call .memory.reset() knowingly "
+    "(the sidecar keeps the lineage records), or delete_all(user_id=...) through the "
+    "wrapper, which decides each memory"
+)
+
+
+def delete_all_filters(
+    user_id: str | None, agent_id: str | None, run_id: str | None
+) -> dict[str, str]:
+    """Mem0's ``delete_all`` entity filters; none is Mem0's own ValueError."""
+    filters = {
+        k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)) if v
+    }
+    if not filters:
+        raise ValueError(
+            "At least one filter is required to delete all memories (user_id, agent_id or "
+            "run_id); reset() is not wrapped"
+        )
+    return filters
+
+
 def check_top_k(top_k: object) -> None:
     """The caller's `top_k` refused as the caller wrote it (Mem0 named the overfetched
     number: `Invalid top_k: -3` for -1)."""

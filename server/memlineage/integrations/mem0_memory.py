@@ -44,10 +44,14 @@ from memlineage.integrations.mem0_add import (
 )
 from memlineage.integrations.mem0_guard import (
     DEFAULT_ACTOR,
+    DELETE_ALL_MOST,
+    DELETE_ALL_PAGE,
     PROVISIONAL_ID,
+    RESET_REFUSED,
     RETRIED,
     Mem0Guard,
     check_top_k,
+    delete_all_filters,
 )
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -69,7 +73,8 @@ class GuardedMem0Memory(Mem0Guard[MemLineageClient]):
     are lineage fields for every add (e.g. ``{"creator": "agent:planner"}``),
     overridden by ``metadata["_lineage"]``; ``actor`` is who asks (None: the
     sidecar's default); each read/update/delete also takes ``actor=``.
-    ``delete_all``/``reset`` are not wrapped: use ``.memory`` knowingly.
+    ``delete_all`` decides each memory it would delete; ``reset`` is refused (use
+    ``.memory.reset()`` knowingly).
     """
 
     def add(
@@ -239,6 +244,38 @@ class GuardedMem0Memory(Mem0Guard[MemLineageClient]):
         )
         self._check_write(decision)
         return self._changed(self.memory.delete(memory_id), decision)
+
+    def delete_all(
+        self,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        *,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        """Mem0's ``delete_all``, each memory the filters list checked for ``delete``
+        first: one DENY raises `PolicyDenied` (naming it) with Mem0 untouched; else each
+        is deleted by Mem0's ``delete``, so a memory added meanwhile, never decided, is
+        not. More than `DELETE_ALL_MOST` memories is a ValueError, nothing deleted."""
+        filters = delete_all_filters(user_id, agent_id, run_id)
+        top_k = DELETE_ALL_PAGE
+        while True:
+            ids = listed_ids(self.memory.get_all(filters=filters, top_k=top_k))
+            if len(ids) > DELETE_ALL_MOST:
+                raise ValueError(_too_many(filters))
+            if len(ids) < top_k:
+                break
+            top_k = min(top_k * 2, DELETE_ALL_MOST + 1)
+        who = actor or self.actor or DEFAULT_ACTOR
+        for memory_id in ids:
+            self._check_write(self.client.check("delete", memory_id, actor=who))
+        for memory_id in ids:
+            self.memory.delete(memory_id)
+        return {"message": "Memories deleted successfully!"}
+
+    def reset(self) -> None:
+        """Refused: it would delete every memory without a decision (`RESET_REFUSED`)."""
+        raise NotImplementedError(RESET_REFUSED)
 
     def history(self, memory_id: str, *, actor: str | None = None) -> list[Any]:
         """Mem0's change history of the memory, decided as a read of it: a denied
@@ -439,9 +476,45 @@ class GuardedAsyncMem0Memory(Mem0Guard[MemLineageClient | AsyncMemLineageClient]
         self._check_write(decision)
         return self._changed(await self.memory.delete(memory_id), decision)
 
+    async def delete_all(
+        self,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        run_id: str | None = None,
+        *,
+        actor: str | None = None,
+    ) -> dict[str, Any]:
+        """`GuardedMem0Memory.delete_all`, awaited."""
+        filters = delete_all_filters(user_id, agent_id, run_id)
+        top_k = DELETE_ALL_PAGE
+        while True:
+            ids = listed_ids(await self.memory.get_all(filters=filters, top_k=top_k))
+            if len(ids) > DELETE_ALL_MOST:
+                raise ValueError(_too_many(filters))
+            if len(ids) < top_k:
+                break
+            top_k = min(top_k * 2, DELETE_ALL_MOST + 1)
+        who = actor or self.actor or DEFAULT_ACTOR
+        for memory_id in ids:
+            self._check_write(await self._acall("check", "delete", memory_id, actor=who))
+        for memory_id in ids:
+            await self.memory.delete(memory_id)
+        return {"message": "Memories deleted successfully!"}
+
+    async def reset(self) -> None:
+        """Refused, as `GuardedMem0Memory.reset`."""
+        raise NotImplementedError(RESET_REFUSED)
+
     async def history(self, memory_id: str, *, actor: str | None = None) -> list[Any]:
         """`GuardedMem0Memory.history`, awaited."""
         decision = await self._acall(
             "check", "read", memory_id, actor=actor or self.actor, historical=True
         )
         return mem0_history(await self.memory.history(memory_id), decision)
+
+
+def _too_many(filters: dict[str, str]) -> str:
+    return (
+        f"delete_all({filters}): more than {DELETE_ALL_MOST:,} memories; nothing deleted "
+        "(narrow the filters, or delete through .memory knowingly)"
+    )
