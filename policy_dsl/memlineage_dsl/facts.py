@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import hashlib
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -159,12 +160,16 @@ class Grant:
 
     def same_content(self, argument: Argument) -> bool:
         """Whether a pinned grant names `argument`'s content: by value where both carry
-        one, else by digest (the engine gives a value its sha256 on either side, so a
-        grant pinned by digest covers the same text sent as a value, and the reverse).
-        Nothing to compare: not covered."""
+        one, else by digest, a value meeting a digest through its `sha256:` (so a grant
+        pinned by digest covers the same text sent as a value, and the reverse; the
+        hash only then). Nothing to compare: not covered."""
         if self.value and argument.value:
             return argument.value == self.value
-        return bool(self.digest) and argument.digest == self.digest
+        if self.digest and argument.digest:
+            return argument.digest == self.digest
+        if self.digest and argument.value:
+            return sha256_of(argument.value) == self.digest
+        return bool(self.value and argument.digest) and sha256_of(self.value) == argument.digest
 
     def covers(self, action: str, argument: Argument, origin: Memory, now: float) -> bool:
         """Whether this grant lets `origin` fill `argument` of `action` at `now`."""
@@ -183,6 +188,12 @@ class Grant:
             and isinstance(origin, MemoryFacts)
             and fnmatch.fnmatchcase(origin.creator.id, self.source)
         )
+
+
+def sha256_of(value: str) -> str:
+    """A value's `sha256:` digest (its UTF-8 text), in the spelling the sidecar keeps
+    digests in (lowercase): how a value meets a digest."""
+    return "sha256:" + hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")

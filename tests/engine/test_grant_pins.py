@@ -13,10 +13,10 @@ from memlineage.engine.acts import ActArgument
 from memlineage.engine.core import Engine
 from memlineage.engine.policies import PolicyHolder
 from memlineage.lineage.errors import ValidationError
-from memlineage.lineage.grants import GrantRecord, value_digest
+from memlineage.lineage.grants import GrantRecord
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store.embedded import EmbeddedStore
-from memlineage_dsl.facts import Creator
+from memlineage_dsl.facts import Creator, sha256_of
 
 POLICIES = Path(__file__).resolve().parents[2] / "policies"
 IBAN = "DE89370400440532013000"
@@ -68,12 +68,12 @@ def _pay(engine: Engine, *, value: str = "", digest: str = "") -> tuple[str, tup
 @pytest.mark.parametrize(
     ("pin", "sent"),
     [
-        ({"digest": value_digest(IBAN)}, {"value": IBAN}),  # the handler's case
-        ({"digest": value_digest(IBAN).upper()}, {"value": IBAN}),
-        ({"value": IBAN}, {"digest": value_digest(IBAN)}),
+        ({"digest": sha256_of(IBAN)}, {"value": IBAN}),  # the handler's case
+        ({"digest": sha256_of(IBAN).upper()}, {"value": IBAN}),
+        ({"value": IBAN}, {"digest": sha256_of(IBAN)}),
         ({"value": IBAN}, {"value": IBAN}),
-        ({"digest": value_digest(IBAN)}, {"digest": value_digest(IBAN)}),
-        ({"value": IBAN, "digest": value_digest(IBAN)}, {"value": IBAN}),
+        ({"digest": sha256_of(IBAN)}, {"digest": sha256_of(IBAN)}),
+        ({"value": IBAN, "digest": sha256_of(IBAN)}, {"value": IBAN}),
     ],
 )
 def test_the_pinned_content_is_covered_as_text_or_digest(pin: dict, sent: dict) -> None:
@@ -86,10 +86,10 @@ def test_the_pinned_content_is_covered_as_text_or_digest(pin: dict, sent: dict) 
 @pytest.mark.parametrize(
     ("pin", "sent"),
     [
-        ({"digest": value_digest(IBAN)}, {"value": "GB00EVIL"}),
-        ({"value": IBAN}, {"digest": value_digest("GB00EVIL")}),
+        ({"digest": sha256_of(IBAN)}, {"value": "GB00EVIL"}),
+        ({"value": IBAN}, {"digest": sha256_of("GB00EVIL")}),
         ({"value": IBAN}, {"value": "GB00EVIL"}),
-        ({"digest": value_digest(IBAN)}, {}),  # nothing sent to compare: not covered
+        ({"digest": sha256_of(IBAN)}, {}),  # nothing sent to compare: not covered
     ],
 )
 def test_other_content_is_not_covered(pin: dict, sent: dict) -> None:
@@ -103,7 +103,7 @@ def test_a_grant_pinning_two_contents_is_refused() -> None:
     """A value with another value's digest would cover an act by either one."""
     engine = _engine()
     with pytest.raises(ValidationError) as err:
-        _grant(engine, value=IBAN, digest=value_digest("GB00EVIL"))
+        _grant(engine, value=IBAN, digest=sha256_of("GB00EVIL"))
     assert err.value.field == "grant.digest"
     assert "is not the sha256 of the grant's value" in str(err.value)
     assert engine.store.grants("ns") == []  # nothing written

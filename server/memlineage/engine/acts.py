@@ -25,6 +25,7 @@ from memlineage_dsl.facts import (
     UnknownMemory,
     action_in,
     action_itself,
+    sha256_of,
     user_made,
 )
 
@@ -34,7 +35,7 @@ from memlineage.engine.outcomes import store_down
 from memlineage.engine.records import DecisionRecord
 from memlineage.engine.snapshot import StoreSnapshot, acts_counter, snapshot_of
 from memlineage.lineage.errors import StoreUnavailableError, ValidationError
-from memlineage.lineage.grants import SHA256, GrantRecord, canonical_digest, value_digest
+from memlineage.lineage.grants import SHA256, GrantRecord, canonical_digest
 from memlineage.lineage.validation import check_action_name, check_free_text, check_id, valid_id
 from memlineage.store.arguments import MAX_BATCH_IDS
 
@@ -84,25 +85,16 @@ def checked_arguments(args: Sequence[ActArgument]) -> tuple[ActArgument, ...]:
         digest = canonical_digest(a.digest)
         # both given: the digest must be the value's, else a pinned grant's digest
         # could ride along with another value (an outside audit), in any case
-        if a.value and digest.startswith(SHA256) and digest != value_digest(a.value):
+        if a.value and digest.startswith(SHA256) and digest != sha256_of(a.value):
             raise ValidationError(
                 "is not the sha256 of the argument's value (send one of them, or both agreeing)",
                 field=f"arguments[{i}].digest",
             )
-        if digest != a.digest or (a.value and not a.digest):
+        if digest != a.digest:
             changed = True
     if not changed:
         return tuple(args)
-    return tuple(replace(a, digest=_digest_of(a)) for a in args)
-
-
-def _digest_of(a: ActArgument) -> str:
-    """An argument's digest in its one spelling; a value sent without one gets its
-    sha256, so a grant pinned by digest covers that text (before, only an act sending
-    the digest itself was covered: the LangChain handler sends text as a value)."""
-    if a.digest:
-        return canonical_digest(a.digest)
-    return value_digest(a.value) if a.value else ""
+    return tuple(replace(a, digest=canonical_digest(a.digest)) for a in args)
 
 
 # Facts of grants a store hands out as shared immutable objects (the embedded store
@@ -137,9 +129,7 @@ def _grant_facts(g: GrantRecord) -> Grant:
         g.expires_at,
         g.created_at,
         g.value,
-        # canonical: a grant stored before digests were; a value's own sha256 where it
-        # names none, so an act sending that text as a digest is covered too
-        canonical_digest(g.digest) if g.digest else (value_digest(g.value) if g.value else ""),
+        canonical_digest(g.digest),  # a grant stored before digests were made canonical
     )
 
 

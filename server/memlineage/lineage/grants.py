@@ -8,11 +8,12 @@ the engine hands live ones to the policies, which decide what a grant allows.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass, replace
 from typing import Any
+
+from memlineage_dsl.facts import sha256_of
 
 from memlineage.lineage.errors import ValidationError
 from memlineage.lineage.validation import check_action_name, check_free_text, check_id
@@ -37,12 +38,6 @@ def canonical_digest(digest: str) -> str:
         return digest
     rest = digest[7:]
     return SHA256 + (rest.lower() if len(rest) == 64 and _HEX.issuperset(rest) else rest)
-
-
-def value_digest(value: str) -> str:
-    """The `sha256:` digest of a value's UTF-8 text, as a runtime would send it: how a
-    value meets a digest (a grant pinned by one side, an act sending the other)."""
-    return SHA256 + hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +150,7 @@ def validated_grant(g: GrantRecord, now: float) -> GrantRecord:
             raise ValidationError(f"at most {MAX_GRANT_VALUE} characters", field=f"grant.{what}")
         check_free_text(text, f"grant.{what}")
     digest = canonical_digest(g.digest)
-    if g.value and digest.startswith(SHA256) and digest != value_digest(g.value):
+    if g.value and digest.startswith(SHA256) and digest != sha256_of(g.value):
         # a pin of two contents: an act would be covered by either one
         raise ValidationError(
             "is not the sha256 of the grant's value (pin by one of them, or both agreeing)",
