@@ -75,3 +75,23 @@ def test_a_token_of_many_namespaces_is_one_principal_with_its_scope() -> None:
     assert first.scope[1] == other.scope[1]
     assert first.scope != other.scope  # n0 and n4999 are their defaults
     assert Authenticator.namespace(other, "") == "n4999"
+
+
+def test_an_unnamed_token_is_named_by_its_place_never_by_its_value() -> None:
+    """The name is the caller in the logs (`requested_by`) and in the per-caller bounds:
+    before, an unnamed token was `token:` and its first 4 characters, a piece of the
+    secret in every log line, and two unnamed tokens sharing them were one caller."""
+    auth = Authenticator(
+        [TokenGrant("tenant-one-secret", ("a",)), TokenGrant("tenant-two-secret", ("b",))]
+    )
+    one = auth.principal({"authorization": "Bearer tenant-one-secret"})
+    two = auth.principal({"authorization": "Bearer tenant-two-secret"})
+    assert (one.name, two.name) == ("token#0", "token#1")
+    named = Authenticator([TokenGrant("s3cr3t-value", ("a",), name="agent")])
+    assert named.principal({"authorization": "Bearer s3cr3t-value"}).name == "agent"
+
+
+def test_two_tokens_of_one_name_are_refused() -> None:
+    """Two callers of one name would share their bounds and their log lines."""
+    with pytest.raises(ValueError, match="two tokens named 'x'"):
+        Authenticator([TokenGrant("t1", ("a",), name="x"), TokenGrant("t2", ("b",), name="x")])

@@ -28,7 +28,8 @@ class TokenGrant:
     token: str
     namespaces: tuple[str, ...]
     admin: bool = False
-    name: str = ""  # how logs name the caller (the `[tokens.NAME]` table, or envN/flagN)
+    name: str = ""  # how logs name the caller (the `[tokens.NAME]` table, or envN/flagN;
+    # unset: `token#I`, its place in the list), one per token
     # globs of the identities (`kind:name`) the caller may state as a creator or actor;
     # none: any (the runtime holding the token is trusted to say who spoke)
     speaks_as: tuple[str, ...] = ()

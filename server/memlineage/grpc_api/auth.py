@@ -9,6 +9,7 @@ token configured (the local default) every caller gets the single namespace
 from __future__ import annotations
 
 import hmac
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -67,18 +68,19 @@ class Authenticator:
         for g in self._grants:
             if not g.token or (not g.namespaces and not g.admin):
                 raise ValueError("a token needs a value and at least one namespace or admin")
-        # one principal per token, built once: a call only compares tokens
+        # one principal per token, built once: a call only compares tokens. Its name is
+        # the caller's identity in the logs and in the per-caller bounds (Watch streams,
+        # held calls): one per token, never made of the token's value (before: an unnamed
+        # token was `token:` and its first 4 characters, a piece of the secret in every
+        # log line, and two unnamed tokens sharing them were one caller, whose Watch
+        # streams and held calls counted against each other; an outside audit)
+        names = [g.name or f"token#{i}" for i, g in enumerate(self._grants)]
+        twice = sorted(n for n, k in Counter(names).items() if k > 1)
+        if twice:
+            raise ValueError(f"two tokens named {twice[0]!r}: each token needs a name of its own")
         self._principals = [
-            (
-                g.token.encode(),
-                Principal(
-                    g.name or f"token:{g.token[:4]}…",
-                    g.namespaces,
-                    g.admin,
-                    speaks_as=g.speaks_as,
-                ),
-            )
-            for g in self._grants
+            (g.token.encode(), Principal(name, g.namespaces, g.admin, speaks_as=g.speaks_as))
+            for name, g in zip(names, self._grants, strict=True)
         ]
 
     @property
