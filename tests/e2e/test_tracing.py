@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 import pytest
 from memlineage import cli
-from memlineage.client import MemLineageClient, NotFound
+from memlineage.client import MemLineageClient, MemLineageError, NotFound
 from memlineage.config import Config
 from memlineage.v1 import memlineage_pb2 as pb
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
@@ -208,3 +208,43 @@ def test_only_the_tracing_module_imports_opentelemetry() -> None:
         if i.target == "opentelemetry" or i.target.startswith("opentelemetry.")
     }
     assert importers == {"memlineage.grpc_api.tracing"}
+
+
+def test_a_span_names_the_namespace_the_call_acted_in(tmp_path: Path) -> None:
+    """With tokens, a request naming no namespace acts in its token's first one: its span
+    said `default` (another tenant's, here), a memo-answered Check's too. A caller's
+    action is cut as the servicer refuses it, not carried whole (up to the 4 MB a
+    message holds) to every exporter."""
+    from memlineage.config import TokenGrant
+
+    out = tmp_path / "spans.jsonl"
+    config = Config(
+        policy_dir=BUNDLED_POLICIES,
+        decision_log="off",
+        tracing=f"file:{out}",
+        tokens=(TokenGrant("tok-a", ("a",), name="a"), TokenGrant("tok-d", ("default",))),
+    )
+    with RunningSidecar(config) as sidecar:
+        with MemLineageClient(sidecar.address, token="tok-a", retries=0) as c:
+            c.record("city", creator="user:alice")
+            c.check("read", "city")
+            c.check("read", "city")  # the same bytes: answered from the Check memo
+            with pytest.raises(MemLineageError):
+                c.check("read", "city", action="x" * 100_000)
+        with (
+            MemLineageClient(sidecar.address, token="tok-a", namespace="b", retries=0) as c,
+            pytest.raises(MemLineageError),
+        ):
+            c.check("read", "city")
+    found = [s["attributes"] for s in spans(out)]
+    ns = [(a["rpc.method"], a.get("memlineage.namespace")) for a in found]
+    assert ns == [
+        ("Record", "a"),
+        ("Check", "a"),
+        ("Check", "a"),
+        ("Check", "a"),
+        ("Check", "b"),  # refused: the one it asked for
+    ]
+    long = found[3]
+    assert long["rpc.grpc.status_code"] == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert long["memlineage.action"] == "x" * 256 + "…"

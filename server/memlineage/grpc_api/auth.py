@@ -11,6 +11,7 @@ from __future__ import annotations
 import hmac
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
@@ -20,6 +21,11 @@ from memlineage.config import TokenGrant as TokenGrant  # re-exported: configure
 from memlineage.lineage.errors import LineageError
 
 DEFAULT_NAMESPACE = "default"
+
+ACTING_IN: ContextVar[str | None] = ContextVar("acting_in", default=None)
+"""The namespace the RPC running in this context acts in, once its caller was allowed
+it (`Authenticator.namespace`): what tracing names as the span's namespace (a request
+naming none acts in its token's first namespace, not `default`)."""
 
 
 class Unauthenticated(LineageError):
@@ -106,11 +112,12 @@ class Authenticator:
         if not requested:
             if not principal.namespaces:
                 raise PermissionDenied("this caller has no namespace", field="namespace")
-            return principal.namespaces[0]
-        if requested not in principal.scope[1]:
+            requested = principal.namespaces[0]
+        elif requested not in principal.scope[1]:
             raise PermissionDenied(
                 f"this caller may not use namespace {requested!r}", field="namespace"
             )
+        ACTING_IN.set(requested)
         return requested
 
     @staticmethod

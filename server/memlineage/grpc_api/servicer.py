@@ -30,7 +30,7 @@ from memlineage_dsl.facts import Creator
 from memlineage.engine.core import Engine
 from memlineage.engine.outcomes import RecordResult, StatusResult
 from memlineage.grpc_api import registration, serde, wire
-from memlineage.grpc_api.auth import LOCAL, Authenticator, Principal
+from memlineage.grpc_api.auth import ACTING_IN, LOCAL, Authenticator, Principal
 from memlineage.grpc_api.check_memo import CheckMemo, Remembered
 from memlineage.grpc_api.registration import CallPool
 from memlineage.lineage.errors import LineageError, StoreUnavailableError, ValidationError
@@ -253,6 +253,7 @@ class MemLineageService(ServiceBase, pb_grpc.MemLineageServicer):
             except StoreUnavailableError as exc:  # decided under the fail mode, not asked again
                 issued, down = None, exc
             if issued is not None:
+                ACTING_IN.set(known.ticket.context.namespace)
                 self.metrics.count_again(known.tallies)
                 return known.answer.encode(*issued)
         return self._check(serde.parse(pb.CheckRequest, request), principal, key, down)

@@ -5,9 +5,10 @@ nothing of OpenTelemetry is imported and the gRPC server has no interceptor, so 
 request path is exactly what it was. With it on, a server interceptor wraps each unary
 handler in a SERVER span named after the gRPC method (`memlineage.v1.MemLineage/Check`),
 a child of the caller's span when the call carries W3C `traceparent` metadata, with the
-request's namespace and operation, the answer's effect and decision id, and the gRPC
-status code; the decision log writes the span's ids into each line decided inside it
-(`current_ids`). Watch streams are not traced: one lives for minutes.
+namespace it acted in (a request naming none: its token's first) and its operation, the
+answer's effect and decision id, and the gRPC status code; the decision log writes the
+span's ids into each line decided inside it (`current_ids`). Watch streams are not
+traced: one lives for minutes.
 
 The tracer provider is this sidecar's own, not the process-global one, so that sidecars
 sharing a process (the tests) keep their spans apart; spans leave through a batch
@@ -32,6 +33,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from memlineage import __version__
 from memlineage.config import ConfigError
+from memlineage.grpc_api.auth import ACTING_IN
 from memlineage.v1 import memlineage_pb2 as pb
 
 __all__ = ["Tracing", "current_ids", "exporter_for"]
@@ -89,14 +91,37 @@ def _request_attributes(span: Span, request: Any, cls: type[Message]) -> None:
         except DecodeError:
             return
     fields = request.DESCRIPTOR.fields_by_name
-    if "namespace" in fields:
-        span.set_attribute("memlineage.namespace", request.namespace or "default")
+    if "namespace" in fields and request.namespace:
+        # what the caller asked for (cut: it is the caller's text, not yet checked);
+        # replaced by the namespace the call acted in once it is known (`_acted_in`)
+        span.set_attribute("memlineage.namespace", _cut(request.namespace, MAX_NAMESPACE))
     if "operation" in fields:
         span.set_attribute(
             "memlineage.operation", _name(request.operation, pb.Operation, "OPERATION_")
         )
     if "action" in fields and isinstance(request.action, str) and request.action:
-        span.set_attribute("memlineage.action", request.action)
+        span.set_attribute("memlineage.action", _cut(request.action, MAX_ACTION))
+
+
+MAX_NAMESPACE = 128
+"""A namespace's longest name (config's token check): a longer one asked is cut."""
+MAX_ACTION = 256
+"""An action's longest name (the servicer's `MAX_ACTION_LENGTH`): a longer one is cut,
+as the servicer refuses it (before: the 4 MB a message may carry went into the span,
+to every exporter, before the request was refused)."""
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _acted_in(span: Span) -> None:
+    """The namespace the call acted in (`auth.ACTING_IN`): a request naming none acts in
+    its token's first namespace (before: every such span said `default`, another
+    tenant's namespace on a sidecar with tokens)."""
+    acted = ACTING_IN.get()
+    if acted is not None:
+        span.set_attribute("memlineage.namespace", acted)
 
 
 def _response_attributes(span: Span, response: Any, cls: type[Message]) -> None:
@@ -174,11 +199,17 @@ class _Interceptor(grpc.ServerInterceptor):
                 set_status_on_exception=False,
             ) as span:
                 _request_attributes(span, request, request_class)
+                acting = ACTING_IN.set(None)  # set by the call once its namespace is known
                 try:
                     response = inner(request, context)
                 except BaseException:
+                    _acted_in(span)
                     _finish(span, context, failed=True)
                     raise
+                else:
+                    _acted_in(span)
+                finally:
+                    ACTING_IN.reset(acting)
                 _response_attributes(span, response, response_class)
                 _finish(span, context, failed=False)
                 return response
