@@ -356,3 +356,54 @@ def test_a_burst_of_held_calls_is_bounded_from_its_first_call(method: str) -> No
             for call in calls:
                 call.cancel()
             channel.close()
+
+
+def test_callers_take_turns_for_the_pools_threads() -> None:
+    """One thread; tenant A's call runs and three more of A's wait, then two of B's and
+    one of no one's: they take turns, A, B, no one, A, ... (before: one line, B behind
+    all of A's: one tenant's burst of heavy calls kept another's Check past its
+    deadline). Calls of no caller (no tokens) keep one line, in order. Each future is
+    its own call's."""
+    pool = CallPool(1, most=1)
+    started, release = threading.Event(), threading.Event()
+    ran: list[str] = []
+
+    def call(name: str) -> str:
+        pool.received()
+        ran.append(name)
+        if name == "a0":
+            started.set()
+            release.wait(20)
+        return name
+
+    def submit(caller: str | None, name: str) -> Any:
+        pool.for_caller(caller)
+        return pool.submit(call, name)
+
+    try:
+        first = submit("a", "a0")
+        assert started.wait(10)
+        queued = [submit("a", f"a{i}") for i in (1, 2, 3)]
+        queued += [submit("b", "b0"), submit("b", "b1"), submit(None, "n0")]
+        release.set()
+        assert [f.result(timeout=10) for f in [first, *queued]] == [
+            "a0",
+            "a1",
+            "a2",
+            "a3",
+            "b0",
+            "b1",
+            "n0",
+        ]
+        assert ran == ["a0", "a1", "b0", "n0", "a2", "b1", "a3"]
+        release.clear()
+        started.clear()
+        first = submit(None, "a0")
+        assert started.wait(10)
+        rest = [submit(None, n) for n in ("x", "y", "z")]
+        release.set()
+        assert [f.result(timeout=10) for f in rest] == ["x", "y", "z"]
+        assert ran[-3:] == ["x", "y", "z"]  # no caller: one line, in order
+    finally:
+        release.set()
+        pool.shutdown(wait=True)
