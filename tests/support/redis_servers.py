@@ -9,6 +9,8 @@ hard failure with an install hint, never a skip.
 
 from __future__ import annotations
 
+import os
+import random
 import shutil
 import signal
 import socket
@@ -35,23 +37,51 @@ def require_binaries() -> tuple[str, str]:
     return server, cli
 
 
+# Ports handed out by free_port: below the kernel's ephemeral range (32768 and up on
+# Linux), where bind(("127.0.0.1", 0)) -- every in-process sidecar's listen port --
+# and outgoing connections take theirs, and split between pytest-xdist workers
+# (PYTEST_XDIST_WORKER=gwN of PYTEST_XDIST_WORKER_COUNT): a port one worker picked and
+# released is never the one another worker picks before the first has bound it. A
+# cluster node's bus port is port + 10000, inside [BUS_PORTS_FROM, BUS_PORTS_FROM +
+# 10000): apart from every worker's ports too.
+PORTS_FROM = 10000
+BUS_PORTS_FROM = PORTS_FROM + 10000
+_next_port: list[int] = []
+
+
+def _worker_ports() -> range:
+    """This process's share of [PORTS_FROM, BUS_PORTS_FROM): all of it outside xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(worker.removeprefix("gw")) if worker.startswith("gw") else 0
+    share = (BUS_PORTS_FROM - PORTS_FROM) // max(count, 1)
+    start = PORTS_FROM + index * share
+    return range(start, start + share)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port(*, with_bus: bool = False) -> int:
-    """A loopback port free right now (and port + 10000 too, for the cluster bus)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if not with_bus:
+    """A loopback port free right now (and port + 10000 too, for the cluster bus), from
+    this worker's share (_worker_ports), each call the next one on: a port this process
+    was just given is not given again until the share has gone round."""
+    ports = _worker_ports()
+    if not _next_port:
+        # a random place to begin: two suites on one machine rarely start on one port
+        _next_port.append(random.SystemRandom().randrange(len(ports)))
+    for _ in range(len(ports)):
+        port = ports[_next_port[0] % len(ports)]
+        _next_port[0] += 1
+        if _bindable(port) and (not with_bus or _bindable(port + 10000)):
             return port
-        if port + 10000 > 65535:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 10000))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no free loopback port found")
+    raise RuntimeError(f"no free loopback port in {ports.start}-{ports.stop - 1}")
 
 
 def _wait_ready(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -64,17 +94,27 @@ def _wait_ready(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
                 raise RuntimeError(
                     f"redis-server on port {port} exited (code {proc.returncode}):\n{tail}"
                 )
-            try:
-                # PING answers while the AOF is still loading; wait for loading to end.
-                if client.ping() and client.info("persistence").get("loading", 0) == 0:
-                    return
-            except redis.exceptions.ConnectionError:  # includes BusyLoadingError
-                pass
+            # after the exit check: a PING that waited long on another listener (below)
+            # still ends in the exit's message
             if time.monotonic() > deadline:
                 raise RuntimeError(
                     f"redis-server on port {port} not ready after "
                     f"{STARTUP_TIMEOUT:.0f} s (log: {log})"
                 )
+            try:
+                # PING answers while the AOF is still loading; wait for loading to end.
+                # What answers must be this process: another one may hold the port (then
+                # this one exits with "Address already in use", seen above).
+                if (
+                    client.ping()
+                    and client.info("server").get("process_id") == proc.pid
+                    and client.info("persistence").get("loading", 0) == 0
+                ):
+                    return
+            # ConnectionError includes BusyLoadingError; TimeoutError is a listener on
+            # the port that does not answer as Redis does
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                pass
             time.sleep(0.02)
     finally:
         client.close()
@@ -162,12 +202,29 @@ class RedisServer:
 
 
 def start_redis_server(
-    dir: Path, *, port: int | None = None, aof: bool = True, extra_args: tuple[str, ...] = ()
+    dir: Path,
+    *,
+    port: int | None = None,
+    aof: bool = True,
+    extra_args: tuple[str, ...] = (),
+    with_bus: bool = False,
 ) -> RedisServer:
-    """Start a standalone server (AOF on by default) on a free loopback port."""
-    return RedisServer(
-        port=port or free_port(), dir=Path(dir), aof=aof, extra_args=extra_args
-    ).start()
+    """Start a standalone server (AOF on by default) on a free loopback port (or on
+    ``port``). A free port can be taken between free_port's look and redis-server's
+    bind (by a process outside this suite): then the server starts again on another."""
+    if port is not None:
+        return RedisServer(port=port, dir=Path(dir), aof=aof, extra_args=extra_args).start()
+    for attempt in range(5):
+        server = RedisServer(
+            port=free_port(with_bus=with_bus), dir=Path(dir), aof=aof, extra_args=extra_args
+        )
+        try:
+            return server.start()
+        except RuntimeError as exc:
+            if "Address already in use" not in str(exc) or attempt == 4:
+                raise
+            server.log.unlink(missing_ok=True)
+    raise AssertionError("unreachable")
 
 
 @dataclass
@@ -195,11 +252,10 @@ def start_redis_cluster(dir: Path, *, masters: int = 3) -> RedisClusterHandle:
     servers: list[RedisServer] = []
     try:
         for i in range(masters):
-            port = free_port(with_bus=True)
             servers.append(
                 start_redis_server(
                     Path(dir) / f"node{i}",
-                    port=port,
+                    with_bus=True,
                     aof=False,
                     extra_args=(
                         "--cluster-enabled",
