@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -44,6 +43,7 @@ from memlineage.client import (
 from memlineage.client.retry import MAX_RETRIES, RETRIED_METHODS, channel_options, service_config
 from memlineage.v1 import memlineage_pb2 as pb
 from memlineage.v1 import memlineage_pb2_grpc as pb_grpc
+from support.redis_servers import free_port
 
 UNAVAILABLE = grpc.StatusCode.UNAVAILABLE
 
@@ -253,12 +253,6 @@ def fail_then(times: int, code: grpc.StatusCode, details: str, then: Handler) ->
         return then(request, context)
 
     return handler
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ---------------------------------------------------------------- calls
@@ -673,9 +667,7 @@ def test_a_sidecar_never_reached_is_named_in_the_deadline() -> None:
     """A call that waited for a sidecar that is not there says so (before: a bare
     "Deadline Exceeded", which an operator cannot tell from a slow policy); a slow
     answer from a sidecar that is there keeps the plain message (the test above)."""
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        target = f"127.0.0.1:{probe.getsockname()[1]}"
+    target = f"127.0.0.1:{free_port()}"  # a port nothing listens on
     started = time.monotonic()
     with MemLineageClient(target, timeout=0.5) as c, pytest.raises(DeadlineExceeded) as caught:
         c.explain("m")
@@ -701,9 +693,7 @@ def test_a_sidecar_never_reached_leaves_no_thread_and_no_traceback_at_exit() -> 
     cancelled: a grpc thread kept polling the channel for the rest of the process and,
     meeting the interpreter's exit, printed `Exception in thread Thread-1 (_run):
     Traceback ...` after the clear DeadlineExceeded."""
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        target = f"127.0.0.1:{probe.getsockname()[1]}"
+    target = f"127.0.0.1:{free_port()}"  # a port nothing listens on
     out = subprocess.run(
         [sys.executable, "-c", UNREACHABLE_SCRIPT, target],
         capture_output=True,
