@@ -43,19 +43,38 @@ def require_binaries() -> tuple[str, str]:
 # (PYTEST_XDIST_WORKER=gwN of PYTEST_XDIST_WORKER_COUNT): a port one worker picked and
 # released is never the one another worker picks before the first has bound it. A
 # cluster node's bus port is port + 10000, inside [BUS_PORTS_FROM, BUS_PORTS_FROM +
-# 10000): apart from every worker's ports too.
+# 10000): apart from every worker's ports too. Two pytest runs at once (scripts/test.sh
+# runs the .venv-lowest and .venv-newest passes side by side) each get a part of the
+# range with MEMLINEAGE_TEST_PORTS=FIRST-LAST (inside 10000-19999), split in turn
+# between that run's workers.
 PORTS_FROM = 10000
 BUS_PORTS_FROM = PORTS_FROM + 10000
 _next_port: list[int] = []
 
 
+def _run_ports() -> range:
+    """This pytest run's ports: MEMLINEAGE_TEST_PORTS, or all of them."""
+    spec = os.environ.get("MEMLINEAGE_TEST_PORTS", "")
+    if not spec:
+        return range(PORTS_FROM, BUS_PORTS_FROM)
+    first, _, last = spec.partition("-")
+    ports = range(int(first), int(last) + 1)
+    if not (PORTS_FROM <= ports.start < ports.stop <= BUS_PORTS_FROM):
+        raise RuntimeError(
+            f"MEMLINEAGE_TEST_PORTS={spec}: must be FIRST-LAST inside "
+            f"{PORTS_FROM}-{BUS_PORTS_FROM - 1}"
+        )
+    return ports
+
+
 def _worker_ports() -> range:
-    """This process's share of [PORTS_FROM, BUS_PORTS_FROM): all of it outside xdist."""
+    """This process's share of _run_ports(): all of it outside xdist."""
+    ports = _run_ports()
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     index = int(worker.removeprefix("gw")) if worker.startswith("gw") else 0
-    share = (BUS_PORTS_FROM - PORTS_FROM) // max(count, 1)
-    start = PORTS_FROM + index * share
+    share = len(ports) // max(count, 1)
+    start = ports.start + index * share
     return range(start, start + share)
 
 
