@@ -11,27 +11,34 @@
 # Without arguments the two pytest passes of .venv run on two CPUs (pytest-xdist,
 # -n 2 --dist loadfile: each test file whole on one worker, with its module state and
 # in the order it was written; a session fixture such as the Redis servers starts once
-# per worker), and the two range venvs' passes run side by side; with arguments,
-# pytest runs them in one process, as given.
+# per worker; --no-loadscope-reorder: files handed out as tests/conftest.py orders them,
+# the longest first), and the two range venvs' passes run side by side; with
+# arguments, pytest runs them in one process, as given.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup_env.sh
+# Setup in the background meanwhile, waited for before pytest starts (and, should a
+# check below fail, before the script ends: nothing is left running): the pinned
+# protobuf generator's venv from the start; without arguments, once .venv is there,
+# the two range venvs, one after the other, as each install builds the project's
+# editable wheel in this tree (memlineage.egg-info, which `python -m` finds from here).
+background=()
+trap 'for pid in "${background[@]}"; do wait "$pid" || true; done' EXIT
+ensure_protoc &
+background+=($!)
 ensure_venv dev
 ensure_redis
 ensure_openssl
-range_setup=""
 if [ "$#" -eq 0 ]; then
-    # The range venvs install in the background while protoc, ruff, mypy and the
-    # policies' checks run: one after the other, as each install builds the project's
-    # editable wheel in this tree (memlineage.egg-info, which `python -m` finds from
-    # here), and done before pytest starts. A check that fails ends the script once
-    # they are done (nothing is left running).
     { ensure_range_venv .venv-lowest constraints-lowest.txt
       ensure_range_venv .venv-newest; } &
-    range_setup=$!
-    trap '[ -z "$range_setup" ] || wait "$range_setup" || true' EXIT
+    background+=($!)
 fi
-ensure_protoc
+wait_background() {
+    local pid
+    for pid in "${background[@]}"; do wait "$pid"; done
+    background=()
+}
 # The project's bytecode, written once: the suite starts a few hundred `memlineage`
 # processes, and where PYTHONDONTWRITEBYTECODE is set (as on this project's machines)
 # each of them compiled every module it imports anew; process-heavy test files ran
@@ -44,6 +51,7 @@ ensure_protoc
 .venv/bin/memlineage lint policies
 .venv/bin/memlineage fmt --check policies
 .venv/bin/memlineage test policies
+wait_background
 if [ "$#" -gt 0 ]; then
     .venv/bin/python -m pytest -q "$@"
     exit 0
@@ -51,9 +59,7 @@ fi
 # Two workers, or one (no xdist) on a one-CPU machine: the fault tests' time bounds
 # are checked with at most two suites' worth of load.
 workers=$(( $(nproc) >= 2 ? 2 : 0 ))
-PARALLEL=(-n "$workers" --dist loadfile)
-wait "$range_setup"
-range_setup=""
+PARALLEL=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 .venv/bin/python -m pytest -q "${PARALLEL[@]}"
 # The served tests again with every sidecar on grpc_runtime = "aio" (the setting's
 # own variable: in-process sidecars and `memlineage serve` both read it).
