@@ -26,7 +26,7 @@ from memlineage.client import (
     PolicyDenied,
     Unavailable,
 )
-from memlineage.integrations import mem0_memory
+from memlineage.integrations import mem0_guard
 from memlineage.integrations.mem0_memory import (
     ADD_KEY,
     DECISION_KEY,
@@ -859,7 +859,7 @@ def test_delete_all_decides_each_memory_and_deletes_none_when_one_is_denied(
     each, and deletes none when one is denied (before: AttributeError, and the bare
     `.memory.delete_all` deleted what the user stated); allowed, each goes by Mem0's
     delete. `reset` is refused, naming the way to do it knowingly."""
-    monkeypatch.setattr(mem0_memory, "DELETE_ALL_PAGE", 2)  # three pages for five memories
+    monkeypatch.setattr(mem0_guard, "DELETE_ALL_PAGE", 2)  # three pages for five memories
     agent = GuardedMem0Memory(memory, ml, actor="agent:planner")
     notes = [
         agent.add(f"note {i}", user_id=user, infer=False)["results"][0]["id"] for i in range(4)

@@ -22,7 +22,13 @@ from memlineage.integrations.answers import DECISION_KEY, mem0_decision, mem0_sh
 from memlineage.integrations.concurrency import Beside
 from memlineage.integrations.known_versions import KnownVersions
 from memlineage.integrations.lineage_fields import checked_lineage
-from memlineage.integrations.mem0_add import LINEAGE_KEY, AddPlan, record_args, unmarked
+from memlineage.integrations.mem0_add import (
+    LINEAGE_KEY,
+    AddPlan,
+    listed_ids,
+    record_args,
+    unmarked,
+)
 from memlineage.v1 import memlineage_pb2 as pb
 
 REVISE_ATTEMPTS = 4  # a concurrent update moved the version: read it again
@@ -219,6 +225,32 @@ class Mem0Guard(Generic[_C]):
                 # top_k 0: Mem0's own answer (it lists one memory then) filtered, uncut
                 return {**result, "results": listed[:top_k] if top_k else listed}
             ask *= 2
+
+    def _deleting_all(
+        self, filters: dict[str, str], actor: str | None
+    ) -> Generator[ListingStep, Any, dict[str, Any]]:
+        """`delete_all`'s steps (as `_listing`'s): Mem0's listing of what the filters
+        hold, twice as long while it comes back full; a ``delete`` check of each, the
+        first DENY raising `PolicyDenied` before anything is deleted; then Mem0's own
+        ``delete`` of each (a memory added meanwhile, never decided, stays)."""
+        top_k = DELETE_ALL_PAGE
+        while True:
+            listing = yield ("memory", "get_all", (), {"filters": filters, "top_k": top_k})
+            ids = listed_ids(listing)
+            if len(ids) > DELETE_ALL_MOST:
+                raise ValueError(
+                    f"delete_all({filters}): more than {DELETE_ALL_MOST:,} memories; nothing "
+                    "deleted (narrow the filters, or delete through .memory knowingly)"
+                )
+            if len(ids) < top_k:
+                break
+            top_k = min(top_k * 2, DELETE_ALL_MOST + 1)
+        who = actor or self.actor or DEFAULT_ACTOR
+        for memory_id in ids:
+            self._check_write((yield ("client", "check", ("delete", memory_id), {"actor": who})))
+        for memory_id in ids:
+            yield ("memory", "delete", (memory_id,), {})
+        return {"message": "Memories deleted successfully!"}
 
     @staticmethod
     def _changed(result: Any, decision: pb.Decision) -> Any:

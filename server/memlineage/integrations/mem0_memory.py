@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from typing import Any
 
@@ -44,11 +44,10 @@ from memlineage.integrations.mem0_add import (
 )
 from memlineage.integrations.mem0_guard import (
     DEFAULT_ACTOR,
-    DELETE_ALL_MOST,
-    DELETE_ALL_PAGE,
     PROVISIONAL_ID,
     RESET_REFUSED,
     RETRIED,
+    ListingStep,
     Mem0Guard,
     check_top_k,
     delete_all_filters,
@@ -147,14 +146,18 @@ class GuardedMem0Memory(Mem0Guard[MemLineageClient]):
     def get_all(self, *, actor: str | None = None, **kwargs: Any) -> dict[str, Any]:
         """Mem0's listing without denied memories, in Mem0's order, at most ``top_k``:
         one FilterRank, more rounds only while hidden ones leave it short (`_listing`)."""
-        steps = self._listing(actor, kwargs)
+        return self._run_steps(self._listing(actor, kwargs))
+
+    def _run_steps(self, steps: Generator[ListingStep, Any, dict[str, Any]]) -> dict[str, Any]:
+        """Run a plan's steps (`_listing`, `_deleting_all`): each a call to Mem0 or the
+        sidecar, its answer sent back; the plan's return value."""
         answer: Any = None
         while True:
             try:
                 target, method, args, call_kwargs = steps.send(answer)
             except StopIteration as done:
-                listed: dict[str, Any] = done.value
-                return listed
+                out: dict[str, Any] = done.value
+                return out
             called = self.memory if target == "memory" else self.client
             answer = getattr(called, method)(*args, **call_kwargs)
 
@@ -257,21 +260,9 @@ class GuardedMem0Memory(Mem0Guard[MemLineageClient]):
         first: one DENY raises `PolicyDenied` (naming it) with Mem0 untouched; else each
         is deleted by Mem0's ``delete``, so a memory added meanwhile, never decided, is
         not. More than `DELETE_ALL_MOST` memories is a ValueError, nothing deleted."""
-        filters = delete_all_filters(user_id, agent_id, run_id)
-        top_k = DELETE_ALL_PAGE
-        while True:
-            ids = listed_ids(self.memory.get_all(filters=filters, top_k=top_k))
-            if len(ids) > DELETE_ALL_MOST:
-                raise ValueError(_too_many(filters))
-            if len(ids) < top_k:
-                break
-            top_k = min(top_k * 2, DELETE_ALL_MOST + 1)
-        who = actor or self.actor or DEFAULT_ACTOR
-        for memory_id in ids:
-            self._check_write(self.client.check("delete", memory_id, actor=who))
-        for memory_id in ids:
-            self.memory.delete(memory_id)
-        return {"message": "Memories deleted successfully!"}
+        return self._run_steps(
+            self._deleting_all(delete_all_filters(user_id, agent_id, run_id), actor)
+        )
 
     def reset(self) -> None:
         """Refused: it would delete every memory without a decision (`RESET_REFUSED`)."""
@@ -383,14 +374,19 @@ class GuardedAsyncMem0Memory(Mem0Guard[MemLineageClient | AsyncMemLineageClient]
 
     async def get_all(self, *, actor: str | None = None, **kwargs: Any) -> dict[str, Any]:
         """`GuardedMem0Memory.get_all`, awaited."""
-        steps = self._listing(actor, kwargs)
+        return await self._run_steps(self._listing(actor, kwargs))
+
+    async def _run_steps(
+        self, steps: Generator[ListingStep, Any, dict[str, Any]]
+    ) -> dict[str, Any]:
+        """`GuardedMem0Memory._run_steps`, each call awaited."""
         answer: Any = None
         while True:
             try:
                 target, method, args, call_kwargs = steps.send(answer)
             except StopIteration as done:
-                listed: dict[str, Any] = done.value
-                return listed
+                out: dict[str, Any] = done.value
+                return out
             if target == "memory":
                 answer = await getattr(self.memory, method)(*args, **call_kwargs)
             else:
@@ -486,20 +482,7 @@ class GuardedAsyncMem0Memory(Mem0Guard[MemLineageClient | AsyncMemLineageClient]
     ) -> dict[str, Any]:
         """`GuardedMem0Memory.delete_all`, awaited."""
         filters = delete_all_filters(user_id, agent_id, run_id)
-        top_k = DELETE_ALL_PAGE
-        while True:
-            ids = listed_ids(await self.memory.get_all(filters=filters, top_k=top_k))
-            if len(ids) > DELETE_ALL_MOST:
-                raise ValueError(_too_many(filters))
-            if len(ids) < top_k:
-                break
-            top_k = min(top_k * 2, DELETE_ALL_MOST + 1)
-        who = actor or self.actor or DEFAULT_ACTOR
-        for memory_id in ids:
-            self._check_write(await self._acall("check", "delete", memory_id, actor=who))
-        for memory_id in ids:
-            await self.memory.delete(memory_id)
-        return {"message": "Memories deleted successfully!"}
+        return await self._run_steps(self._deleting_all(filters, actor))
 
     async def reset(self) -> None:
         """Refused, as `GuardedMem0Memory.reset`."""
@@ -511,10 +494,3 @@ class GuardedAsyncMem0Memory(Mem0Guard[MemLineageClient | AsyncMemLineageClient]
             "check", "read", memory_id, actor=actor or self.actor, historical=True
         )
         return mem0_history(await self.memory.history(memory_id), decision)
-
-
-def _too_many(filters: dict[str, str]) -> str:
-    return (
-        f"delete_all({filters}): more than {DELETE_ALL_MOST:,} memories; nothing deleted "
-        "(narrow the filters, or delete through .memory knowingly)"
-    )
