@@ -407,3 +407,38 @@ def test_callers_take_turns_for_the_pools_threads() -> None:
     finally:
         release.set()
         pool.shutdown(wait=True)
+
+
+def test_a_caller_whose_first_call_finds_every_thread_busy_gets_one_of_its_own() -> None:
+    """One thread, held by tenant A's call, and more of A's queued: B's call gets a
+    thread of its own (the pool grows by one) and is answered while A's still runs
+    (before: B waited for A's call to end, then for A's queued ones). A's own queued
+    calls grow nothing, nor do calls of no caller (no tokens)."""
+    pool = CallPool(1, most=4)
+    started, release = threading.Event(), threading.Event()
+
+    def call(name: str) -> str:
+        pool.received()
+        if name.endswith("*"):
+            started.set()
+            release.wait(20)
+        return name
+
+    def submit(caller: str | None, name: str) -> Any:
+        pool.for_caller(caller)
+        return pool.submit(call, name)
+
+    try:
+        held = submit("a", "a0*")
+        assert started.wait(10)
+        a_queued = [submit("a", "a1"), submit("a", "a2"), submit(None, "n0")]
+        assert pool.threads == 1  # A has a call running; no caller's calls grow nothing
+        b = submit("b", "b0")
+        assert b.result(timeout=10) == "b0" and not held.done()
+        assert pool.threads == 2
+        release.set()
+        assert [f.result(timeout=10) for f in (held, *a_queued)] == ["a0*", "a1", "a2", "n0"]
+        assert pool.threads == 2
+    finally:
+        release.set()
+        pool.shutdown(wait=True)

@@ -13,11 +13,14 @@ whole. Watch streams run on the servicer's own pool, health and reflection on th
 (`standard.py`): CallPools too, told by their handlers when they start.
 
 Calls wait their turn per caller (the token's name, `for_caller`), not in one line:
-a free thread takes the next caller's oldest call, round robin. In one line, one
-tenant's burst of heavy calls (four FilterRanks of 10,000 candidates) kept another's
-Check queued behind all of them, 2.6 s at the median and past its 5 s deadline at
-worst (an outside audit); now it waits for the calls already running only. Without
-tokens every call is no one's: one line, as before.
+a free thread takes the oldest call of the first caller in turn with none running,
+else of the first in turn (round robin). And a caller whose first call finds every
+thread busy with other callers' calls gets a thread of its own (the pool grows by
+one, up to `MOST_THREADS`): it shares the GIL with them instead of waiting for one to
+end. In one line, one tenant's burst of heavy calls (FilterRanks of 10,000
+candidates) kept another's Check queued behind all of them, 2.6 s at the median and
+past its 5 s deadline at worst (an outside audit). Without tokens every call is no
+one's: one line, as before, and nothing grows for it.
 """
 
 from __future__ import annotations
@@ -87,6 +90,8 @@ class CallPool(ThreadPoolExecutor):
         # in the order of their turns (each once): a thread takes the first one's oldest
         self._lines: dict[str | None, deque[_Queued]] = {}
         self._turns: deque[str | None] = deque()
+        self._running: dict[str | None, int] = {}  # per caller: its calls on a thread
+        self._busy = 0  # calls on a thread, all callers'
         self._lines_lock = threading.Lock()
 
     def for_caller(self, name: str | None) -> None:
@@ -112,6 +117,16 @@ class CallPool(ThreadPoolExecutor):
                 line = self._lines[caller] = deque()
                 self._turns.append(caller)
             line.append((future, fn, args, kwargs, unread))
+            # every thread busy with others' calls, none of this caller's: one of its own
+            alone = (
+                caller is not None
+                and len(line) == 1
+                and not self._running.get(caller)
+                and self._busy >= self._max_workers
+            )
+        if alone:
+            with self._shutdown_lock:
+                self._max_workers = min(self.most, self._max_workers + 1)
         try:
             super().submit(self._take)
         except RuntimeError:  # shut down: the call is not queued after all
@@ -140,22 +155,44 @@ class CallPool(ThreadPoolExecutor):
         """One turn: the oldest call of the caller first in line, who then goes to the
         back of it if it has more (round robin over callers with calls queued)."""
         with self._lines_lock:
-            if not self._turns:  # its call was taken back (`_unqueue`)
+            turns = self._turns
+            if not turns:  # its call was taken back (`_unqueue`)
                 return
-            caller = self._turns.popleft()
+            running = self._running
+            # the first in turn with no call running, else the first in turn
+            at = next((i for i, c in enumerate(turns) if not running.get(c)), 0)
+            caller = turns[at]
+            del turns[at]
             line = self._lines[caller]
             future, fn, args, kwargs, unread = line.popleft()
             if line:
-                self._turns.append(caller)
+                turns.append(caller)
             else:
                 del self._lines[caller]
-        if not future.set_running_or_notify_cancel():
-            self._give_back(unread)
-            return
+            running[caller] = running.get(caller, 0) + 1
+            self._busy += 1
+        result: Any = None
+        failed: BaseException | None = None
+        started = future.set_running_or_notify_cancel()
         try:
-            result = self._run(fn, args, kwargs, unread)
+            if started:
+                result = self._run(fn, args, kwargs, unread)
+            else:
+                self._give_back(unread)
         except BaseException as exc:  # the call's own future carries it, as the executor's
-            future.set_exception(exc)
+            failed = exc
+        finally:
+            with self._lines_lock:  # counted off before its future says it ended
+                self._busy -= 1
+                left = running[caller] - 1
+                if left:
+                    running[caller] = left
+                else:
+                    del running[caller]
+        if not started:
+            return
+        if failed is not None:
+            future.set_exception(failed)
         else:
             future.set_result(result)
 
