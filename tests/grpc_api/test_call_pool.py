@@ -358,6 +358,29 @@ def test_a_burst_of_held_calls_is_bounded_from_its_first_call(method: str) -> No
             channel.close()
 
 
+class _Calls:
+    """Calls on `pool` that say their request came at once and return their name; the
+    one named `holding` runs until `release` (`started` says it is running)."""
+
+    def __init__(self, pool: CallPool, holding: str) -> None:
+        self.pool, self.holding = pool, holding
+        self.started, self.release = threading.Event(), threading.Event()
+        self.ran: list[str] = []
+
+    def call(self, name: str) -> str:
+        self.pool.received()
+        self.ran.append(name)
+        if name == self.holding:
+            self.started.set()
+            self.release.wait(20)
+        return name
+
+    def submit(self, caller: str | None, name: str) -> Any:
+        """`name`'s call, submitted as `caller`'s (as the server's interceptor says)."""
+        self.pool.for_caller(caller)
+        return self.pool.submit(self.call, name)
+
+
 def test_callers_take_turns_for_the_pools_threads() -> None:
     """One thread; tenant A's call runs and three more of A's wait, then two of B's and
     one of no one's: they take turns, A, B, no one, A, ... (before: one line, B behind
@@ -365,21 +388,8 @@ def test_callers_take_turns_for_the_pools_threads() -> None:
     deadline). Calls of no caller (no tokens) keep one line, in order. Each future is
     its own call's."""
     pool = CallPool(1, most=1)
-    started, release = threading.Event(), threading.Event()
-    ran: list[str] = []
-
-    def call(name: str) -> str:
-        pool.received()
-        ran.append(name)
-        if name == "a0":
-            started.set()
-            release.wait(20)
-        return name
-
-    def submit(caller: str | None, name: str) -> Any:
-        pool.for_caller(caller)
-        return pool.submit(call, name)
-
+    calls = _Calls(pool, holding="a0")
+    started, release, ran, submit = calls.started, calls.release, calls.ran, calls.submit
     try:
         first = submit("a", "a0")
         assert started.wait(10)
@@ -415,19 +425,8 @@ def test_a_caller_whose_first_call_finds_every_thread_busy_gets_one_of_its_own()
     (before: B waited for A's call to end, then for A's queued ones). A's own queued
     calls grow nothing, nor do calls of no caller (no tokens)."""
     pool = CallPool(1, most=4)
-    started, release = threading.Event(), threading.Event()
-
-    def call(name: str) -> str:
-        pool.received()
-        if name.endswith("*"):
-            started.set()
-            release.wait(20)
-        return name
-
-    def submit(caller: str | None, name: str) -> Any:
-        pool.for_caller(caller)
-        return pool.submit(call, name)
-
+    calls = _Calls(pool, holding="a0*")
+    started, release, submit = calls.started, calls.release, calls.submit
     try:
         held = submit("a", "a0*")
         assert started.wait(10)
