@@ -16,7 +16,7 @@ from typing import Any
 import grpc
 import pytest
 from memlineage.client import MemLineageClient, ResourceExhausted
-from memlineage.grpc_api.registration import STUCK_SECONDS, CallPool
+from memlineage.grpc_api.call_pool import STUCK_SECONDS, CallPool
 from memlineage.grpc_api.server import EMBEDDED_WORKERS
 from memlineage.v1 import memlineage_pb2 as pb
 from prometheus_client import generate_latest
@@ -441,3 +441,27 @@ def test_a_caller_whose_first_call_finds_every_thread_busy_gets_one_of_its_own()
     finally:
         release.set()
         pool.shutdown(wait=True)
+
+
+def test_shutdown_cancels_the_queued_calls_and_lets_the_running_one_end() -> None:
+    """One thread holding a call and two queued: `shutdown(cancel_futures=True)` says
+    the queued ones are cancelled on their own futures (what grpc waits on to count a
+    call ended; before, they stayed pending), the running one ends with its answer,
+    and nothing is taken after."""
+    pool = CallPool(1, most=1)
+    calls = _Calls(pool, holding="a0")
+    try:
+        running = calls.submit(None, "a0")
+        assert calls.started.wait(10)
+        queued = [calls.submit(None, "a1"), calls.submit("b", "b0")]
+        pool.shutdown(wait=False, cancel_futures=True)
+        assert all(f.cancelled() for f in queued)
+        assert pool.unread_by("b") == 0
+        calls.release.set()
+        assert running.result(timeout=10) == "a0"
+        with pytest.raises(RuntimeError, match="after shutdown"):
+            pool.submit(calls.call, "late")
+        pool.shutdown(wait=True)
+        assert calls.ran == ["a0"]
+    finally:
+        calls.release.set()

@@ -2,7 +2,7 @@
 
 The synchronous gRPC server hands a call to a thread, which then waits for the
 request message; a client that opens calls and never sends one holds a thread each
-(the pool grows for such calls, `registration.py`, up to a bound; a caller holding
+(the pool grows for such calls, `call_pool.py`, up to a bound; a caller holding
 `HELD_PER_CALLER` of them is answered RESOURCE_EXHAUSTED here, from its headers,
 until some end). With tokens configured, this interceptor checks the
 `authorization` header as the call arrives (on the server's own thread, before any
@@ -25,7 +25,7 @@ import grpc
 
 from memlineage.grpc_api.aio_handlers import Aborted, SyncContext, end
 from memlineage.grpc_api.auth import Authenticator, Principal, Unauthenticated
-from memlineage.grpc_api.registration import CallPool
+from memlineage.grpc_api.call_pool import CallPool
 from memlineage.grpc_api.servicer import abort_with, loggable
 from memlineage.metrics import Metrics
 
@@ -37,7 +37,7 @@ must not flood the log)."""
 
 HELD_PER_CALLER = 32
 """Calls of one caller (a token) a pool may have whose request has not come, queued or
-on a thread (`registration.CallPool.unread_by`): past it, its next calls are answered
+on a thread (`call_pool.CallPool.unread_by`): past it, its next calls are answered
 RESOURCE_EXHAUSTED at once, so one tenant cannot take the threads the pool grows for
 everyone (counted from the first call of a burst: counting only calls that had waited
 0.25 s let 400 opened at once take all 256 threads; an outside audit). The unary pool

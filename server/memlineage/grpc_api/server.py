@@ -2,7 +2,7 @@
 reflection, TLS, and a graceful shutdown.
 
 The gRPC server is the synchronous one (a pool of worker threads, grown for calls
-that never send their request: `registration.py`; Watch streams on a pool of their
+that never send their request: `call_pool.py`; Watch streams on a pool of their
 own): in this Python it serves a unary call for markedly less
 CPU than grpc.aio (bench/README.md). Health and reflection are registered apart
 from the business services; on shutdown health flips to NOT_SERVING before the
@@ -29,9 +29,9 @@ from memlineage.config import Config
 from memlineage.engine.core import Engine
 from memlineage.grpc_api.admin_servicer import PolicyAdminService
 from memlineage.grpc_api.auth import Authenticator
+from memlineage.grpc_api.call_pool import CallPool
 from memlineage.grpc_api.gate import AuthGate
 from memlineage.grpc_api.listen_probe import listen_problem
-from memlineage.grpc_api.registration import CallPool
 from memlineage.grpc_api.servicer import MemLineageService, register
 from memlineage.grpc_api.standard import NamedHealth, add_health, add_reflection
 from memlineage.metrics import Metrics

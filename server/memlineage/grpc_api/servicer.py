@@ -31,8 +31,8 @@ from memlineage.engine.core import Engine
 from memlineage.engine.outcomes import RecordResult, StatusResult
 from memlineage.grpc_api import registration, serde, wire
 from memlineage.grpc_api.auth import ACTING_IN, LOCAL, Authenticator, Principal
+from memlineage.grpc_api.call_pool import CallPool
 from memlineage.grpc_api.check_memo import CheckMemo, Remembered
-from memlineage.grpc_api.registration import CallPool
 from memlineage.lineage.errors import LineageError, StoreUnavailableError, ValidationError
 from memlineage.lineage.validation import check_id
 from memlineage.metrics import Metrics

@@ -8,7 +8,7 @@ INVALID_ARGUMENT `request: ...`, as every MemLineage RPC does. Each service also
 on a small pool of its own (the sync server's per-handler `experimental_thread_pool`):
 calls to them that never send their request hold those threads, not the workers the
 MemLineage RPCs need, and the reverse. Health's pools grow for such calls as the
-server's does (`registration.CallPool`): a probe's Check is answered while they are
+server's does (`call_pool.CallPool`): a probe's Check is answered while they are
 held. Reflection's streams (request-streaming: started at once) hold its threads while
 open.
 """
@@ -23,7 +23,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from memlineage.grpc_api.registration import CallPool, Caught
+from memlineage.grpc_api.call_pool import CallPool
+from memlineage.grpc_api.registration import Caught
 
 HEALTH_THREADS = 8
 """Threads of health Check, which probes ask (Kubernetes: liveness and readiness)."""
