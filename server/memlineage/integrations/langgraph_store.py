@@ -63,6 +63,7 @@ from memlineage.integrations.langgraph_ids import (
     split_memory_id,
 )
 from memlineage.integrations.langgraph_lineage import LINEAGE_KEY, LineageHook, put_lineage
+from memlineage.integrations.langgraph_restore import PutSettings, restoring, safe_settings
 from memlineage.integrations.langgraph_ttl import TTLSweeper
 from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
 from memlineage.v1 import memlineage_pb2 as pb
@@ -179,6 +180,7 @@ class GuardedLangGraphStore(TTLSweeper, BaseStore):
         self.ttl_config = getattr(store, "ttl_config", None)
         self._locks = KeyLocks()  # one writer of a key at a time, in this instance
         self._known = KnownVersions()  # the records it last wrote: updates need no Explain
+        self._settings = PutSettings()  # each item's index and TTL, put back on a rollback
         self._beside = Beside("memlineage-langgraph")  # a step's calls at once (`_call`)
 
     # -- the drivers
@@ -330,10 +332,16 @@ class GuardedLangGraphStore(TTLSweeper, BaseStore):
                 )
             ):
                 pending.append(i)
-        before = {i: item for i, item in zip(lineage, held, strict=True)} if lineage else {}
+        before = {  # what a rollback puts back: the item, and the settings it was put with
+            i: (item, None if item is None else self._settings.of(ids[i], item.value))
+            for i, item in zip(lineage, held, strict=True)
+        }
 
-        writes = any(isinstance(op, PutOp) for op in ops)
-        results = yield _StoreBatch([self._forwarded(op) for op in ops], protected=writes)
+        writes = [self._forwarded(op) for op in ops]
+        results = yield _StoreBatch(writes, protected=any(isinstance(op, PutOp) for op in ops))
+        for i, op in enumerate(writes):
+            if isinstance(op, PutOp):
+                self._settings.applied(ids[i], op)
         yield from self._apply_updates(ops, ids, lineage, pending, before, reads)
         return (yield from self._filtered(ops, ids, results))
 
@@ -455,14 +463,14 @@ class GuardedLangGraphStore(TTLSweeper, BaseStore):
         ids: dict[int, str],
         lineage: dict[int, dict[str, Any]],
         pending: list[int],
-        before: dict[int, Any],
+        before: dict[int, tuple[Any, Any]],
         reads: dict[str, Any],
     ) -> Generator[_Step, Any, None]:
         """Record the new versions of the updates the store now holds; one the sidecar
-        refuses now (a concurrent change, its policies, an error) has its old value put
-        back in the store, so the store never holds a value its record does not name,
-        and the refusal is raised; one whose outcome stayed unknown (`revise_outcome`)
-        is taken out of the store."""
+        refuses now (a concurrent change, its policies, an error) has its old item put
+        back in the store with its index and TTL settings (`langgraph_restore`), so the
+        store never holds a value its record does not name, and the refusal is raised;
+        one whose outcome stayed unknown (`revise_outcome`) is taken out of the store."""
         failed: list[tuple[int, Exception]] = []
         for i in pending:
             try:
@@ -471,13 +479,20 @@ class GuardedLangGraphStore(TTLSweeper, BaseStore):
                 failed.append((i, exc))
         if not failed:
             return
-        restore: list[Op] = []
+        back = []
         for i, error in failed:
-            put, old = ops[i], before.get(i)
+            put, (old, settings) = ops[i], before[i]
             assert isinstance(put, PutOp)
-            value = None if old is None or isinstance(error, OutcomeUnknown) else old.value
-            restore.append(PutOp(put.namespace, put.key, value))
-        yield _StoreBatch(restore)
+            old = None if isinstance(error, OutcomeUnknown) else old
+            back.append(
+                (put, old, settings or safe_settings(put, self.supports_ttl, self.ttl_config))
+            )
+        deletes, puts = restoring(back)
+        yield _StoreBatch(list(deletes))  # no vector of a refused value left
+        if puts:
+            yield _StoreBatch(list(puts))
+        for op in [*deletes, *puts]:
+            self._settings.applied(memory_id(op.namespace, op.key), op)
         raise failed[0][1]
 
     def _update(
