@@ -16,9 +16,9 @@ import pytest
 from langgraph.store.base import BaseStore, PutOp
 from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
-from memlineage.client import Unavailable
+from memlineage.client import MemLineageClient, Unavailable
 from memlineage.integrations.langgraph_restore import PutSettings, Settings, fingerprint
-from memlineage.integrations.langgraph_store import GuardedLangGraphStore
+from memlineage.integrations.langgraph_store import GuardedLangGraphStore, memory_id
 from support.faults import LosesRevise
 from support.sidecar import RunningSidecar
 
@@ -174,3 +174,40 @@ def test_put_settings_follow_the_value_the_store_holds() -> None:
     for key in ("a", "b", "c"):
         kept.applied(key, PutOp(("n",), key, {"k": key}, index=["k"]))
     assert kept.of("a", {"k": "a"}) is None and kept.of("c", {"k": "c"}) == Settings(["k"], None)
+
+
+class _ClosedBeforeRevise(MemLineageClient):
+    """The real client, closed (by another thread of the application) between an
+    update's decision and its Revise once `lose` is set: grpc raises its ValueError,
+    no `MemLineageError`."""
+
+    lose = False
+
+    def revise(self, *args: Any, **kwargs: Any) -> Any:
+        if self.lose:
+            self.close()
+        return super().revise(*args, **kwargs)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_an_update_whose_record_fails_with_any_error_puts_the_old_item_back(
+    sidecar: RunningSidecar, ns: tuple[str, str], mode: str
+) -> None:
+    """Before: only a `MemLineageError` or `PolicyDenied` put the old item back; any
+    other error (a client closed meanwhile) left the new value in the store under the
+    old record, its creator credited with what it may not have written."""
+    inner = InMemoryStore(index=INDEX)
+    with MemLineageClient(sidecar.address, timeout=10) as ml:
+        closing = _ClosedBeforeRevise(sidecar.address, timeout=10)
+        store = GuardedLangGraphStore(inner, closing)
+        _put_old(store, ns)
+        closing.lose = True
+        value = {**NEW, "_lineage": {"creator": f"user:{ns[0]}"}}
+        with pytest.raises(ValueError, match="closed channel"):
+            if mode == "sync":
+                store.put(ns, "item", value)
+            else:
+                asyncio.run(store.aput(ns, "item", value))
+        assert inner.get(ns, "item").value == OLD
+        record = ml.explain(memory_id(ns, "item")).memory
+        assert (record.creator.id, record.version) == (f"user:{ns[0]}", 1)

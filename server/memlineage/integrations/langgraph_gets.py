@@ -16,7 +16,6 @@ from typing import Any
 
 from langgraph.store.base import Item
 
-from memlineage.client.errors import MemLineageError
 from memlineage.integrations.langgraph_search import shown
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -35,14 +34,14 @@ def gets_asked(gets: list[int]) -> list[Asked]:
 
 
 def gets_decided(asked: Sequence[Asked], replies: Sequence[Any]) -> dict[int, Any]:
-    """Each get's decision (pb.Decision), or the `MemLineageError` its call raised,
+    """Each get's decision (pb.Decision), or the error its call raised,
     from the replies to `asked`'s calls. A FilterRank answers its candidates in the
     order asked."""
     decided: dict[int, Any] = {}
     for gets, reply in zip(asked, replies, strict=True):
         if isinstance(gets, int):
             decided[gets] = reply
-        elif isinstance(reply, MemLineageError):
+        elif isinstance(reply, Exception):
             decided.update(dict.fromkeys(gets, reply))
         else:
             decided.update((i, c.decision) for i, c in zip(gets, reply.candidates, strict=True))

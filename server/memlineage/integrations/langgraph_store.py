@@ -112,7 +112,8 @@ class _Call:
 
 @dataclass(frozen=True, slots=True)
 class _Calls:
-    """Make these calls; the plan gets each one's answer, or the `MemLineageError` it raised."""
+    """Make these calls; the plan gets each one's answer, or the error it raised (any:
+    one raised in the driver skipped the plan's rollback of a write it had made)."""
 
     calls: list[_Call]
 
@@ -122,7 +123,7 @@ _Plan: TypeAlias = Generator[_Step, Any, list[Result]]
 
 
 def _answer(reply: Any) -> Any:
-    if isinstance(reply, MemLineageError):
+    if isinstance(reply, Exception):
         raise reply
     return reply
 
@@ -276,7 +277,7 @@ class GuardedLangGraphStore(TTLSweeper, BaseStore):
     def _one(self, c: _Call) -> Any:
         try:
             return getattr(self.client, c.method)(*c.args, **c.kwargs)
-        except MemLineageError as exc:  # the plan decides (ALREADY_EXISTS is not fatal)
+        except Exception as exc:  # the plan decides (ALREADY_EXISTS is not fatal)
             return exc
 
     async def _acall(self, calls: list[_Call]) -> list[Any]:
@@ -290,7 +291,7 @@ class GuardedLangGraphStore(TTLSweeper, BaseStore):
     async def _aone(client: AsyncMemLineageClient, call: _Call) -> Any:
         try:
             return await getattr(client, call.method)(*call.args, **call.kwargs)
-        except MemLineageError as exc:  # as `_call`: the plan decides
+        except Exception as exc:  # as `_call`: the plan decides
             return exc
 
     # -- the plan
@@ -475,7 +476,7 @@ class GuardedLangGraphStore(TTLSweeper, BaseStore):
         for i in pending:
             try:
                 yield from self._update(ids[i], lineage[i], reads.pop(ids[i], None))
-            except (MemLineageError, PolicyDenied) as exc:
+            except Exception as exc:  # any: a closed client's ValueError too
                 failed.append((i, exc))
         if not failed:
             return
