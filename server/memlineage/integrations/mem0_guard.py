@@ -77,6 +77,47 @@ def delete_all_filters(
     return filters
 
 
+SET_BY_MEM0 = frozenset(
+    {"data", "hash", "text_lemmatized", "created_at", "updated_at"}
+    | {"user_id", "agent_id", "run_id", "actor_id"}
+)
+"""Payload keys an update's metadata cannot change: Mem0 sets the first from the text
+and keeps ``created_at``; it ignores the identity keys."""
+SHOWN = ("role", "attributed_to", "expiration_date")
+"""Payload keys Mem0's ``get`` shows beside ``metadata``, not in it, that an update's
+metadata (or ``expiration_date=``) can change."""
+
+
+def restoring(
+    before: Mapping[str, Any], metadata: Mapping[str, Any] | None, kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``Memory.update`` keywords putting back the memory `before` (Mem0's ``get`` of
+    it) over an update given `metadata` and `kwargs`: its text, its metadata and the
+    keys shown beside it (`SHOWN`: a role, an expiration date), which Mem0 keeps from
+    an update unless given again (before, only the text and ``metadata`` went back, so
+    a refused update's expiration date, role and new keys stayed). Mem0's update
+    merges metadata and cannot drop a key: one the refused update added is set to
+    None (its value gone, the key left)."""
+    old = dict(before.get("metadata") or {})
+    old.update((k, before[k]) for k in SHOWN if k in before)
+    added = {*(metadata or {}), *(["expiration_date"] if "expiration_date" in kwargs else [])}
+    old.update((k, None) for k in added - old.keys() - SET_BY_MEM0)
+    back: dict[str, Any] = {"text": before.get("memory")}
+    if "expiration_date" in old:  # Mem0's own keyword: a date, or None to clear it
+        back["expiration_date"] = old.pop("expiration_date")
+    return {**back, "metadata": old or None}
+
+
+def changed_since(before: Mapping[str, Any], now: Any) -> bool:
+    """Whether Mem0's memory `now` (its ``get``) is no longer `before` (``updated_at``
+    aside: Mem0 sets it on every update, and no update can set it back)."""
+    if not isinstance(now, Mapping):
+        return True
+    return {k: v for k, v in before.items() if k != "updated_at"} != {
+        k: v for k, v in now.items() if k != "updated_at"
+    }
+
+
 def check_top_k(top_k: object) -> None:
     """The caller's `top_k` refused as the caller wrote it (Mem0 named the overfetched
     number: `Invalid top_k: -3` for -1)."""

@@ -49,8 +49,10 @@ from memlineage.integrations.mem0_guard import (
     RETRIED,
     ListingStep,
     Mem0Guard,
+    changed_since,
     check_top_k,
     delete_all_filters,
+    restoring,
 )
 from memlineage.v1 import memlineage_pb2 as pb
 
@@ -202,18 +204,33 @@ class GuardedMem0Memory(Mem0Guard[MemLineageClient]):
         if writer is None:
             return self._changed(self.memory.update(memory_id, text, metadata, **kwargs), checked)
         before = self.memory.get(memory_id)
-        result = self.memory.update(memory_id, text, metadata, **kwargs)
         try:
+            result = self.memory.update(memory_id, text, metadata, **kwargs)
             decision = self._update_decision(memory_id, writer, read) or checked
             self._check_write(decision)
         except OutcomeUnknown:  # recorded or not, nobody can say: out of Mem0
             self.memory.delete(memory_id)
             raise
-        except BaseException:
-            if before is not None:  # the store back to what its record names
-                self.memory.update(memory_id, before.get("memory"), before.get("metadata"))
+        except BaseException as exc:  # the store back to what its record names
+            self._put_back(memory_id, before, (metadata, kwargs), exc)
             raise
         return self._changed(result, decision)
+
+    def _put_back(
+        self, memory_id: str, before: Any, update: tuple[Any, Any], error: BaseException
+    ) -> None:
+        """Mem0's memory back to `before` after a failed `update` (its metadata and
+        keywords): the new version refused, or Mem0 failing after it wrote (its history
+        db), when the memory is no longer as it was. Before, a Mem0 that failed there
+        kept the new text under the old record. A put back that fails is noted on
+        `error`, which is raised either way."""
+        if before is None:
+            return
+        try:
+            if changed_since(before, self.memory.get(memory_id)):
+                self.memory.update(memory_id, **restoring(before, *update))
+        except Exception as failed:
+            error.add_note(f"memlineage: memory {memory_id!r} may not be as it was: {failed!r}")
 
     def _update_decision(
         self, memory_id: str, writer: str, read: Future[pb.ExplainResponse] | None = None
@@ -414,8 +431,10 @@ class GuardedAsyncMem0Memory(Mem0Guard[MemLineageClient | AsyncMemLineageClient]
         actor: str | None = None,
         **kwargs: Any,
     ) -> Any:
-        """`GuardedMem0Memory.update`, awaited (a cancellation after Mem0's update puts
-        the old text back too)."""
+        """`GuardedMem0Memory.update`, awaited. From Mem0's update on it runs to its end,
+        the new version recorded or the old memory put back, even if the caller is
+        cancelled (`finished`; before, a cancellation during Mem0's update left what it
+        wrote under the old record)."""
         self._no_lineage_change(metadata)
         writer = actor or self.actor
         asked = [self._acall("check", "update", memory_id, actor=writer or DEFAULT_ACTOR)]
@@ -430,21 +449,43 @@ class GuardedAsyncMem0Memory(Mem0Guard[MemLineageClient | AsyncMemLineageClient]
             result = await self.memory.update(memory_id, text, metadata, **kwargs)
             return self._changed(result, checked)
         before = await self.memory.get(memory_id)
-        result = await self.memory.update(memory_id, text, metadata, **kwargs)
+        update = (text, metadata, kwargs)
+        return await finished(self._updated(memory_id, update, before, writer, checked, read))
+
+    async def _updated(
+        self,
+        memory_id: str,
+        update: tuple[Any, Any, dict[str, Any]],
+        before: Any,
+        writer: str,
+        checked: pb.Decision,
+        read: list[Any],
+    ) -> Any:
+        """Mem0's update, then its new version recorded or the old memory put back."""
+        text, metadata, kwargs = update
         try:
+            result = await self.memory.update(memory_id, text, metadata, **kwargs)
             decision = await self._update_decision(memory_id, writer, *read) or checked
             self._check_write(decision)
         except OutcomeUnknown:  # as the sync twin: out of Mem0
-            await asyncio.shield(self.memory.delete(memory_id))
+            await self.memory.delete(memory_id)
             raise
-        except BaseException:
-            if before is not None:
-                restore = self.memory.update(
-                    memory_id, before.get("memory"), before.get("metadata")
-                )
-                await asyncio.shield(restore)
+        except BaseException as exc:
+            await self._put_back(memory_id, before, (metadata, kwargs), exc)
             raise
         return self._changed(result, decision)
+
+    async def _put_back(
+        self, memory_id: str, before: Any, update: tuple[Any, Any], error: BaseException
+    ) -> None:
+        """`GuardedMem0Memory._put_back`, awaited."""
+        if before is None:
+            return
+        try:
+            if changed_since(before, await self.memory.get(memory_id)):
+                await self.memory.update(memory_id, **restoring(before, *update))
+        except Exception as failed:
+            error.add_note(f"memlineage: memory {memory_id!r} may not be as it was: {failed!r}")
 
     async def _update_decision(
         self, memory_id: str, writer: str, read: Any = None
