@@ -28,7 +28,7 @@ from memlineage.client import MemLineageClient, NotFound, PolicyDenied
 from memlineage.config import Config
 from memlineage.integrations.langgraph_store import DECISION_KEY, GuardedLangGraphStore, memory_id
 from memlineage.integrations.mem0_memory import LINEAGE_KEY, GuardedMem0Memory
-from support.mem0_offline import embedder, mem0_config
+from support.mem0_offline import mem0_config
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
 NO_SCRAPER_WRITES = """policy no_scraper_writes priority 100 {
@@ -351,12 +351,6 @@ def test_search_windows_are_slices_of_one_ranking_without_unmappable_hits(
 
 
 # ---------------------------------------------------------------- Mem0
-
-
-@pytest.fixture(scope="module")
-def embedder_url() -> Iterator[str]:
-    with embedder() as url:
-        yield url
 
 
 @pytest.fixture

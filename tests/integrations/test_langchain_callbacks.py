@@ -51,12 +51,6 @@ BILL = "Invoice 77 from Acme Water. Amount due: 120.50 EUR. Pay to carol@acme.ex
 # ---------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module")
-def sidecar() -> Iterator[RunningSidecar]:
-    with RunningSidecar() as s:
-        yield s
-
-
 @pytest.fixture
 def ml(sidecar: RunningSidecar) -> Iterator[MemLineageClient]:
     """A client of the sidecar's default namespace. The tests share it: each handler's

@@ -26,12 +26,6 @@ BOUND = 20.0  # seconds any wait of these tests may take at most
 UNLOCKED = 2.0  # how long the second writer gets to run past a held first writer
 
 
-@pytest.fixture(scope="module")
-def sidecar() -> Iterator[RunningSidecar]:
-    with RunningSidecar() as s:
-        yield s
-
-
 @pytest.fixture
 def ml(sidecar: RunningSidecar) -> Iterator[MemLineageClient]:
     with MemLineageClient(sidecar.address, timeout=10) as client:

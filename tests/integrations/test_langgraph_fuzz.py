@@ -32,12 +32,6 @@ DEFAULTS = {"creator": "agent:planner"}
 
 
 @pytest.fixture(scope="module")
-def sidecar() -> Iterator[RunningSidecar]:
-    with RunningSidecar() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
 def store(sidecar: RunningSidecar) -> Iterator[GuardedLangGraphStore]:
     with MemLineageClient(sidecar.address, timeout=10) as client:
         yield GuardedLangGraphStore(InMemoryStore(), client, defaults=DEFAULTS)

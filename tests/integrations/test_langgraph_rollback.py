@@ -23,12 +23,6 @@ from support.faults import LosesRevise
 from support.sidecar import RunningSidecar
 
 
-@pytest.fixture(scope="module")
-def sidecar() -> Iterator[RunningSidecar]:
-    with RunningSidecar() as s:
-        yield s
-
-
 @pytest.fixture
 def client(sidecar: RunningSidecar) -> Iterator[LosesRevise]:
     """The real client, whose Revise fails once `lose` is set: the refusal that comes

@@ -59,12 +59,6 @@ UNTRUSTED = "from a tool that is not on the trusted list"
 # ---------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="module")
-def sidecar() -> Iterator[RunningSidecar]:
-    with RunningSidecar() as s:
-        yield s
-
-
 @pytest.fixture
 def ml(sidecar: RunningSidecar) -> Iterator[MemLineageClient]:
     with MemLineageClient(sidecar.address, timeout=10) as client:

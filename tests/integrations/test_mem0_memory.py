@@ -38,20 +38,8 @@ from memlineage.integrations.mem0_memory import (
 from memlineage.v1 import memlineage_pb2 as pb
 from openai import BadRequestError
 from support.faults import AppliesReviseLosesReply, LosesExplain, LosesRevise
-from support.mem0_offline import REFUSED, embedder, mem0_config
+from support.mem0_offline import REFUSED, mem0_config
 from support.sidecar import RunningSidecar
-
-
-@pytest.fixture(scope="module")
-def embedder_url() -> Iterator[str]:
-    with embedder() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def sidecar() -> Iterator[RunningSidecar]:
-    with RunningSidecar() as s:
-        yield s
 
 
 @pytest.fixture

@@ -24,20 +24,8 @@ from memlineage.integrations.mem0_memory import (
     GuardedMem0Memory,
 )
 from support.faults import LosesRevise
-from support.mem0_offline import embedder, mem0_config
+from support.mem0_offline import mem0_config
 from support.sidecar import RunningSidecar
-
-
-@pytest.fixture(scope="module")
-def embedder_url() -> Iterator[str]:
-    with embedder() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def sidecar() -> Iterator[RunningSidecar]:
-    with RunningSidecar() as s:
-        yield s
 
 
 @pytest.fixture

@@ -1,0 +1,24 @@
+"""Fixtures the adapter tests share: a sidecar per test file on the bundled policies
+(a file that needs another one defines its own `sidecar`), and Mem0's offline
+embedder."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from support.sidecar import RunningSidecar
+
+
+@pytest.fixture(scope="module")
+def sidecar() -> Iterator[RunningSidecar]:
+    with RunningSidecar() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def embedder_url() -> Iterator[str]:
+    from support.mem0_offline import embedder  # mem0's tests only: it sets mem0's home
+
+    with embedder() as url:
+        yield url
