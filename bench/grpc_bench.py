@@ -103,6 +103,7 @@ FRESH = "sidecar, every decision fresh (reuse off)"
 SHADOW = "sidecar, every decision fresh, a shadow candidate loaded"
 COLD = "sidecar, every decision fresh, no kept views"
 OTHER_WORKERS = "sidecar, every decision fresh, grpc_workers = {}"
+STACK = "sidecar's server, Check a spin of {:.0f} us"
 MIX = "sidecar, 5% Record mix (reuse on)"
 
 # --rows: names and groups.
@@ -117,6 +118,7 @@ ROWS = (
     "shadow",
     "views",
     "workers",
+    "stack",
 )
 ROW_GROUPS = {
     "all": ROWS,
@@ -364,17 +366,19 @@ def launch_sidecar(
     config: Path | None = None,
     runtime: str = "sync",
     env: dict[str, str] | None = None,
+    spin_us: float | None = None,
 ) -> ServerProcess:
     """`memlineage serve`; `config`: a TOML file for `--config` (its flags still win);
     `runtime`: its `--grpc-runtime`; `env`: its environment (another revision's code on
-    its `PYTHONPATH`: `revision_bench.py`). Its metrics endpoint is on: the bench reads
-    the handlers' own time from it."""
+    its `PYTHONPATH`: `revision_bench.py`); `spin_us`: the same server with its Check
+    replaced by `STACK_CHECK`'s spin (the `stack` row). Its metrics endpoint is on: the
+    bench reads the handlers' own time from it."""
     metrics_port = free_port()
+    command = ["-m", "memlineage"] if spin_us is None else ["-c", STACK_CHECK, f"{spin_us:g}"]
     proc = launch(
         [
             sys.executable,
-            "-m",
-            "memlineage",
+            *command,
             "serve",
             *(["--config", str(config)] if config else []),
             "--listen",
@@ -395,6 +399,33 @@ def launch_sidecar(
     )
     proc.metrics_port = metrics_port
     return proc
+
+
+STACK_CHECK = f"""
+import sys, time
+from memlineage.grpc_api import servicer
+from memlineage.v1 import memlineage_pb2 as pb
+spin = float(sys.argv.pop(1)) * 1e-6
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+from grpc_bench import constant_decision
+answer = pb.CheckResponse(decision=constant_decision()).SerializeToString()
+
+@servicer.rpc(pb.CheckRequest, raw=True)
+def Check(self, request, context, principal):
+    end = time.perf_counter() + spin
+    while time.perf_counter() < end:
+        pass
+    return answer
+
+servicer.MemLineageService.Check = Check
+from memlineage.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+"""The `stack` row's server: `memlineage serve` whose Check, in the servicer's own
+wrapper (principal, metrics, errors), spins for the given microseconds of Python and
+answers the ceilings' constant: the sidecar's server (pool, registration, wrapper,
+its other threads) around a handler that touches no memory, to set beside the same
+server deciding (the fresh Check) and beside the bare servicer spinning as long."""
 
 
 # ------------------------------------------------------------------ the workload
@@ -1154,6 +1185,33 @@ async def run(opts: argparse.Namespace) -> int:
                 finally:
                     spinner.stop()
 
+    async def stack_rows(sidecar: ServerProcess, workload: Workload) -> None:
+        """The `stack` row: the sidecar's server whose Check spins as long as the fresh
+        Check's handler took (`STACK_CHECK`), in alternation with the bare sync servicer
+        spinning as long (what the server costs around a handler of that length) and
+        with the fresh sidecar (what a decision costs beyond its length)."""
+        fresh = next(
+            r
+            for r in results
+            if (r.server, r.store, r.rpc, r.inflight)
+            == (FRESH, "embedded", "Check", opts.concurrency)
+        )
+        spin = round(fresh.handler_us)
+        label = STACK.format(spin)
+        stack = launch_sidecar(tmp, "embedded", "off", "stack", reuse_off, spin_us=spin)
+        bare = launch_ceiling(tmp, spin, sync=True)
+        try:
+            bare_label = f"{SYNC} + {spin:g} us handler"
+            interleaved["stack/bare"] = await paired(
+                bare, stack, "Check", workload.check, opts, bare_label, label
+            )
+            interleaved["stack/fresh"] = await paired(
+                stack, sidecar, "Check", workload.check, opts, label, FRESH
+            )
+        finally:
+            stack.stop()
+            bare.stop()
+
     try:
         ceiling = launch_ceiling(tmp)
         sync_ceiling = launch_ceiling(tmp, sync=True)
@@ -1265,7 +1323,7 @@ async def run(opts: argparse.Namespace) -> int:
 
             # Reuse off: every decision fresh.
             latency = backend == "embedded" and "latency" in rows
-            if rows & {"fresh-check", "fresh-fr", "shadow", "views", "workers"} or latency:
+            if rows & {"fresh-check", "fresh-fr", "shadow", "views", "workers", "stack"} or latency:
                 sidecar = launch_sidecar(
                     tmp, fresh_url, "off", f"fresh-{backend}", reuse_off, opts.runtime
                 )
@@ -1384,6 +1442,8 @@ async def run(opts: argparse.Namespace) -> int:
                             interleaved["workers/Check@1"] = await paired(
                                 other, twin, "Check", workload.check, one, label, FRESH
                             )
+                    if backend == "embedded" and "stack" in rows and opts.rounds:
+                        await stack_rows(sidecar, workload)
                     if not calibrated:
                         await calibration(workload)
                         calibrated = True
@@ -1651,6 +1711,19 @@ def report_targets(
                 f"{other_r.server_us:,.0f} vs {default_r.server_us:,.0f} us; p50 "
                 f"{other_r.pct(0.5):.2f} vs {default_r.pct(0.5):.2f} ms)"
             )
+    if "stack/bare" in interleaved and "stack/fresh" in interleaved:
+        bare_r, stack_r, _ = interleaved["stack/bare"]
+        spin_r, fresh_r, _ = interleaved["stack/fresh"]
+        print(
+            f"the server around the handler (stack row, interleaved): with a Check that "
+            f"spins as long as the fresh Check's handler took, the sidecar's server "
+            f"{stack_r.rps:,.0f} calls/s vs the bare sync servicer spinning as long "
+            f"{bare_r.rps:,.0f}/s = {stack_r.rps / bare_r.rps:.0%} (server CPU per call "
+            f"{stack_r.server_us:,.0f} vs {bare_r.server_us:,.0f} us); the fresh sidecar "
+            f"{fresh_r.rps:,.0f}/s vs that spinning server {spin_r.rps:,.0f}/s = "
+            f"{fresh_r.rps / spin_r.rps:.0%} ({fresh_r.server_us:,.0f} vs "
+            f"{spin_r.server_us:,.0f} us): what deciding costs beyond the handler's length"
+        )
     if "views/fresh" in interleaved:
         cold_r, kept_r, ratios = interleaved["views/fresh"]
         print(
@@ -1766,6 +1839,8 @@ def _rows(text: str) -> tuple[str, ...]:
         if part in ROW_GROUPS:
             names += ROW_GROUPS[part]
         elif part in ROWS:
+            if part == "stack":  # spins as long as the fresh Check's handler took
+                names.append("fresh-check")
             names.append(part)
         else:
             raise argparse.ArgumentTypeError(
