@@ -163,3 +163,19 @@ def test_grpc_bench_sets_each_variant_against_a_twin_started_with_it() -> None:
     assert any(x.startswith("kept views (engine/view_cache.py): fresh Check") for x in lines)
     workers = [x for x in lines if x.startswith("grpc_workers (embedded, reuse off)")]
     assert len(workers) == 3, out.stdout
+
+
+def test_grpc_bench_stack_row_serves_a_spinning_check_in_the_sidecars_server() -> None:
+    """The stack row starts `memlineage serve` with its Check replaced by a spin (code
+    of the bench's own, run with `-c`): it serves, and its line sets it beside the
+    bare servicer spinning as long and beside the fresh sidecar, with figures."""
+    out = run_bench(
+        "grpc_bench.py",
+        *("--rows", "stack", "--backends", "embedded", "--memories", "100"),
+        *("--duration", "0.2", "--warmup", "0.1", "--rounds", "1"),
+    )
+    line = [x for x in out.stdout.splitlines() if x.startswith("the server around the handler")]
+    assert len(line) == 1 and "nan" not in line[0], out.stdout
+    assert "what deciding costs beyond the handler's length" in line[0]
+    rows = [x for x in out.stdout.splitlines() if x.startswith("sidecar, every decision fresh")]
+    assert rows and rows[0][-2:] == " 0", rows  # the fresh row ran, with no errors
