@@ -393,6 +393,8 @@ class DictSnapshot:
         # The levels of each held memory above and below the `bound`'s roots: worked
         # out on the first neighbour a walk does not find (a rare branch), not before
         self._levels: dict[bool, dict[str, int]] = {}
+        # Neighbours past the `bound` the store was found not to hold (`stored`)
+        self.absent: set[str] = set()
 
     # How much lineage the memories are (`Bound`), as a server loaded them; None: all
     # there is (the test runner is given the whole store). A walk that meets a
@@ -430,7 +432,12 @@ class DictSnapshot:
                             out.append(m)
                             if m.dependencies:
                                 nxt.append(m)
-                        elif cut is None and self.bound is not None and self._unloaded(node.id):
+                        elif (
+                            cut is None
+                            and self.bound is not None
+                            and self._unloaded(node.id)
+                            and self.stored(other)
+                        ):
                             cut = (node.id, other)  # not loaded, rather than not stored
             frontier = nxt
         if cut is not None:
@@ -449,6 +456,12 @@ class DictSnapshot:
             return True
         level = self._levels_of(up).get(node)
         return level is None or level >= (bound[1] if up else bound[2])
+
+    def stored(self, memory_id: str) -> bool:
+        """Whether a neighbour not held, past the `bound`, is a memory the store holds
+        (a cut) rather than a dangling id (skipped, as one within the bound is). Here:
+        unless `absent` says so; a server's snapshot asks its store."""
+        return memory_id not in self.absent
 
     def _levels_of(self, up: bool) -> dict[str, int]:
         levels = self._levels.get(up)
@@ -510,7 +523,11 @@ class DictSnapshot:
                 derived = self.derivations(node)
                 if len(derived) > len(held):
                     for other in derived:
-                        if other not in self.memories and self._unloaded(node, False):
+                        if (
+                            other not in self.memories
+                            and self._unloaded(node, False)
+                            and self.stored(other)
+                        ):
                             raise LineageCut(
                                 self._cut_message("descendants", start, node, other, False),
                                 walked,

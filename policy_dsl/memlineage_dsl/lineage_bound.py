@@ -3,7 +3,9 @@
 A server loads the lineage around a decision's memories to a bound (its
 `lineage_depth`); the test runner is given all of it. A walk that meets a neighbour
 the snapshot does not hold past that bound must not stop there silently (a blocked
-source one derivation further up would go unseen): it raises `LineageCut`.
+source one derivation further up would go unseen): it raises `LineageCut`, unless the
+neighbour is one the store does not hold either (a dangling id: passed over, as one
+within the bound is; the snapshot's `stored` says which).
 """
 
 from __future__ import annotations

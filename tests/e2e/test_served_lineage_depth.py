@@ -2,7 +2,7 @@
 chain of notes on web output one derivation deeper than the sidecar loads is not read,
 ranked, acted on or derived from (fail closed, naming lineage_depth), where before its
 walks stopped at the depth and the web source went unseen; a chain within the depth
-is decided as before."""
+is decided as before. A dangling dependency at the depth is passed over as within it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from memlineage.config import Config
 from memlineage.lineage.clock import ManualClock
 from memlineage.v1 import memlineage_pb2 as pb
 from support.memories import T0
+from support.redis_servers import RedisServer
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
 DEPTH = 3
@@ -53,3 +54,37 @@ def test_a_chain_past_the_served_depth_fails_closed() -> None:
 
         derived = c.record("w-next", creator="agent:assistant", dependencies=[past])
         assert not derived.recorded and _past(derived.decision), derived.decision
+
+
+def test_a_dangling_dependency_at_the_served_depth_is_passed_over(
+    redis_server: RedisServer,
+) -> None:
+    """On a damaged store (a memory's record gone, its dependants still naming it) the
+    dangling id one past the depth is passed over, as it is within the depth; a stored
+    one there is still a cut."""
+    config = Config(
+        policy_dir=BUNDLED_POLICIES,
+        store=redis_server.emptied(),
+        decision_log="off",
+        lineage_depth=DEPTH,
+    )
+    with (
+        RunningSidecar(config, ManualClock(T0)) as s,
+        MemLineageClient(s.address, timeout=10) as c,
+    ):
+        for prefix in ("b", "c"):
+            assert c.record(f"{prefix}0", creator="user:alice").recorded
+            for i in range(1, DEPTH + 2):
+                note = c.record(
+                    f"{prefix}{i}", creator="agent:assistant", dependencies=[f"{prefix}{i - 1}"]
+                )
+                assert note.recorded, note.decision
+        raw = redis_server.client()
+        try:
+            assert raw.delete("ml:{default}:m:b0") == 1
+        finally:
+            raw.close()
+        at, within = c.check("read", f"b{DEPTH + 1}"), c.check("read", f"b{DEPTH}")
+        assert at.effect == within.effect == pb.EFFECT_ALLOW, (at, within)
+        assert not at.errors
+        assert _past(c.check("read", f"c{DEPTH + 1}"))  # undamaged: past the depth

@@ -137,6 +137,8 @@ def encode_input(req: Request, snap: StoreSnapshot) -> str:
             for i, rec in (snap.records.items() if down else ())
             if any(d not in held for d in rec.derivations)
         }
+        # the ids past it the store did not hold (dangling: passed over, not a cut)
+        body["absent"] = sorted(snap.absent)
     if req.target is not None:
         # An update (Revise) decides on the proposed version as `memory` and the stored
         # one as `target`, both of one id: `facts` holds the proposed one, so the
@@ -229,6 +231,10 @@ def decode_input(text: str | dict[str, Any]) -> tuple[Request, ReplaySnapshot]:
         if not isinstance(derived, dict):
             raise BadInput("derivations: not an object")
         snap.derived = {str(i): tuple(str(d) for d in ds) for i, ds in derived.items()}
+        absent = v.get("absent") or []
+        if not isinstance(absent, list) or not all(isinstance(i, str) for i in absent):
+            raise BadInput("absent: not a list of ids")
+        snap.absent = set(absent)
     scored = v.get("scored")  # absent (logs before 2026-12-07): taken as both
     if scored is not None:
         if not isinstance(scored, list) or not set(scored) <= SCORES:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from typing import cast
 
@@ -115,10 +116,32 @@ class StoreSnapshot(DictSnapshot):
         # The records the facts were made of (`snapshot_of`): their derivations, for a
         # descendant walk past the loaded `bound`
         self.records: Mapping[str, MemoryRecord] = {}
+        self._present: set[str] = set()  # ids `stored` found held
 
     def derivations(self, memory_id: str) -> tuple[str, ...]:
         rec = self.records.get(memory_id)
         return () if rec is None else rec.derivations
+
+    def stored(self, memory_id: str) -> bool:
+        """Asked of the store, once per id, only when a walk meets a neighbour past the
+        bound: a dangling id there (an older or damaged store) is skipped as it is
+        within the bound, not reported as lineage to load. A decision that read an
+        absence is not kept for reuse: the id may be recorded at any time."""
+        if memory_id in self.absent:
+            self.horizon = -math.inf
+            return False
+        if memory_id not in self._present:
+            try:
+                held = self._store.get_many(self._namespace, [memory_id])
+            except StoreUnavailableError:
+                self.store_failed = True
+                raise
+            if memory_id not in held:
+                self.absent.add(memory_id)
+                self.horizon = -math.inf
+                return False
+            self._present.add(memory_id)
+        return True
 
     def note(self, kind: str, q: object, c: object, now: float) -> None:
         if self.timed:
