@@ -2,9 +2,12 @@
 chain of notes on web output one derivation deeper than the sidecar loads is not read,
 ranked, acted on or derived from (fail closed, naming lineage_depth), where before its
 walks stopped at the depth and the web source went unseen; a chain within the depth
-is decided as before. A dangling dependency at the depth is passed over as within it."""
+is decided as before. A dangling dependency at the depth is passed over as within it,
+and a Record decides on its claim holder's lineage, bounded the same way."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from memlineage.client import MemLineageClient
 from memlineage.config import Config
@@ -88,3 +91,57 @@ def test_a_dangling_dependency_at_the_served_depth_is_passed_over(
         assert at.effect == within.effect == pb.EFFECT_ALLOW, (at, within)
         assert not at.errors
         assert _past(c.check("read", f"c{DEPTH + 1}"))  # undamaged: past the depth
+
+
+HOLDER_RULE = """
+policy rests_on_the_user priority 100 {
+  on write, derive
+  when target.id != memory.id and memory.creator.kind != user
+    and any(a in ancestors(target) : a.creator.kind == user)
+  deny "a claim resting on what the user stated is replaced by the user only"
+}
+"""
+
+
+def test_a_record_decides_on_the_served_holders_lineage(tmp_path: Path) -> None:
+    """A write rule walking the claim holder's ancestors sees them (before: a
+    fail-closed deny, "not loaded", on any holder with lineage), and past the depth
+    fails closed naming it."""
+    (tmp_path / "rule.mlp").write_text(HOLDER_RULE)
+    config = Config(policy_dir=str(tmp_path), decision_log="off", lineage_depth=DEPTH)
+    with (
+        RunningSidecar(config, ManualClock(T0)) as s,
+        MemLineageClient(s.address, timeout=10) as c,
+    ):
+        assert c.record("said", creator="user:alice").recorded
+        assert c.record("planner", creator="agent:planner").recorded
+        held = c.record(
+            "h",
+            creator="agent:assistant",
+            dependencies=["said"],
+            claim=("user:alice", "city", "Paris"),
+        )
+        assert held.recorded
+        over = c.record("w", creator="agent:assistant", claim=("user:alice", "city", "Rome"))
+        assert not over.recorded and not over.decision.errors, over.decision
+        assert "rests_on_the_user" in {r.policy for r in over.decision.reasons}
+        assert c.record(
+            "k",
+            creator="agent:assistant",
+            dependencies=["planner"],
+            claim=("user:bob", "city", "Oslo"),
+        ).recorded
+        moved = c.record("k2", creator="agent:assistant", claim=("user:bob", "city", "Bergen"))
+        assert moved.recorded and not moved.decision.errors, moved.decision
+        for i in range(1, DEPTH + 1):
+            prev = "planner" if i == 1 else f"p{i - 1}"
+            assert c.record(f"p{i}", creator="agent:assistant", dependencies=[prev]).recorded
+        deep = c.record(
+            "d",
+            creator="agent:assistant",
+            dependencies=[f"p{DEPTH}"],
+            claim=("user:carol", "city", "Kyiv"),
+        )
+        assert deep.recorded, deep.decision
+        past = c.record("d2", creator="agent:assistant", claim=("user:carol", "city", "Lviv"))
+        assert not past.recorded and _past(past.decision), past.decision

@@ -61,8 +61,19 @@ class Writes(EngineBase):
         # A concurrent Record of the same claim may move its holder between the read and
         # the write: the store then writes nothing (ClaimMovedError) and we decide again.
         for attempt in range(8):
-            # One read: the id (must be new) and the dependencies with their lineage.
-            records, bound = self._view(ns, [proposed.id, *deps], op, serving.compiled)
+            # The claim's holder first: a write decides on it as `target`, so its lineage
+            # is loaded with the rest, to the same bound as the dependencies' (before, it
+            # was added alone, and any walk of it failed closed as not loaded).
+            current = (
+                self.store.current_claim(ns, proposed.subject, proposed.attribute)
+                if proposed.subject and proposed.attribute
+                else None
+            )
+            held = [current.id] if current is not None else []
+            # One read: the id (must be new), the dependencies and the holder with their
+            # lineage.
+            ids = list(dict.fromkeys([proposed.id, *deps, *held]))
+            records, bound = self._view(ns, ids, op, serving.compiled)
             if proposed.id in records:
                 # Recorded already: an identical retry answers the first outcome (nothing
                 # is decided or written again); another memory is AlreadyExistsError.
@@ -93,11 +104,6 @@ class Writes(EngineBase):
                     raise UnknownDependencyError(
                         f"no memory {dep!r} in this namespace", field=f"dependencies[{i}]"
                     )
-            current = (
-                self.store.current_claim(ns, proposed.subject, proposed.attribute)
-                if proposed.subject and proposed.attribute
-                else None
-            )
             if current is not None:
                 records = {**records, current.id: current}
             mine = to_facts(proposed, now)
