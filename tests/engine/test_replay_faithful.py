@@ -143,7 +143,8 @@ def test_fail_on_approximations_fails_a_replay_that_was_not_exact(tmp_path: Path
     assert "3 replayed, 3 unchanged" in said[("scores", "approximations")]
     assert (
         "guard crossed: approximations (2 replayed approximately: 0 read a rate counter, "
-        "2 a score, the logged decision had not)" in said[("scores", "approximations")]
+        "2 a score, 0 walked lineage, the logged decision had not)"
+        in said[("scores", "approximations")]
     )
     assert (
         "approximations (2 replayed approximately: 2 read a rate counter, 0 a score"

@@ -24,7 +24,7 @@ from memlineage_dsl.facts import (
     Request,
     UnknownMemory,
 )
-from memlineage_dsl.lineage_bound import Bound
+from memlineage_dsl.lineage_bound import Bound, LineageCut
 from memlineage_dsl.schema import CREATOR_KINDS, OPERATIONS
 
 from memlineage.engine.snapshot import SCORES, StoreSnapshot, acts_counter
@@ -125,11 +125,12 @@ def encode_input(req: Request, snap: StoreSnapshot) -> str:
         "scored": sorted(snap.scored),
         "facts": facts,
     }
+    # how far the facts hold the lineage: a replay's walk past it fails as this
+    # decision's did, one where it loaded none is approximate (a log without it, written
+    # before it was always logged: the facts are taken as all there is)
+    roots, up, down, cut = snap.bound or ((req.memory.id,), 0, 0, False)
+    body["bound"] = [list(roots), up, down, cut]
     if snap.bound is not None:
-        # how far the facts hold the lineage: a replay's walk past it fails as this
-        # decision's did (a log without it: the facts are taken as all there is)
-        roots, up, down, cut = snap.bound
-        body["bound"] = [list(roots), up, down, cut]
         # the derivations a descendant walk would find not held (none walks down: {})
         held = snap.memories
         body["derivations"] = {
@@ -161,9 +162,35 @@ class ReplaySnapshot(DictSnapshot):
         self.scored = SCORES  # the scores the logged facts carry as computed
         # the logged derivations of held memories with one not held (`bound`)
         self.derived: dict[str, tuple[str, ...]] = {}
+        # walks into lineage the logged decision loaded none of (`_loaded`)
+        self.unloaded: set[str] = set()
 
     def derivations(self, memory_id: str) -> tuple[str, ...]:
         return self.derived.get(memory_id, ())
+
+    def ancestors(self, memory_id: str, depth: int | None = None) -> list[MemoryFacts]:
+        try:
+            return super().ancestors(memory_id, depth)
+        except LineageCut as cut:
+            if self._loaded(True, depth):  # past what it loaded: a cut, as it was
+                raise
+            # a dependency the logged decision loaded no ancestors to find
+            self.unloaded.add(f"the lineage of `{memory_id}`")
+            return list(cut.walked)
+
+    def descendants(self, memory_id: str, depth: int | None = None) -> list[MemoryFacts]:
+        if not self._loaded(False, depth):  # no derivations were logged: unknown
+            self.unloaded.add(f"the descendants of `{memory_id}`")
+        return super().descendants(memory_id, depth)
+
+    def _loaded(self, up: bool, depth: int | None) -> bool:
+        """Whether the logged decision loaded lineage this way (the candidate walks what
+        the live engine would have loaded for it): when it loaded none, the walk decides
+        on what the facts hold, and the replay is approximate (`unloaded`), not a cut
+        saying "raise lineage_depth" nor a silent answer on less. A log without `bound`
+        (before it): the facts are all there is."""
+        bound = self.bound
+        return bound is None or depth == 0 or (bound[1] if up else bound[2]) > 0
 
     def unscored(self, reads: frozenset[str]) -> list[str]:
         """The scores among `reads` (what a set's policies read) that the logged

@@ -38,7 +38,8 @@ class ReplayReport:
     unreadable: list[str] = field(default_factory=list)  # "FILE:LINE: why"
     unfaithful: int = 0  # the candidate read a count the logged decision did not
     unscored: int = 0  # the candidate read a score the logged decision left at 1.0
-    approximate: int = 0  # decisions replayed approximately: unfaithful, unscored or both
+    unloaded: int = 0  # the candidate walked lineage the logged decision loaded none of
+    approximate: int = 0  # decisions replayed approximately: unfaithful, unscored, unloaded
     transitions: Counter[tuple[str, str]] = field(default_factory=Counter)
     by_policy: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
     examples: dict[tuple[str, str], list[str]] = field(default_factory=dict)
@@ -169,7 +170,9 @@ def replay_lines(
         unscored = snap.unscored(candidate.plans[req.op].reads)
         if unscored:
             report.unscored += 1
-        if snap.missing or unscored:
+        if snap.unloaded:
+            report.unloaded += 1
+        if snap.missing or unscored or snap.unloaded:
             report.approximate += 1
         was = logged(
             str(line["effect"]),
@@ -208,6 +211,7 @@ def merge(reports: Iterable[ReplayReport]) -> ReplayReport:
         out.unreadable.extend(r.unreadable)
         out.unfaithful += r.unfaithful
         out.unscored += r.unscored
+        out.unloaded += r.unloaded
         out.approximate += r.approximate
         out.score_changes += r.score_changes
         out.transitions.update(r.transitions)
@@ -283,7 +287,8 @@ OBLIGATIONS_CHANGED = ("obligations", "obligations")
 
 APPROXIMATIONS = ("approximations", "approximations")
 """The guard `approximations`: a decision the candidate could not re-decide exactly (it
-read a rate counter or a score the logged decision had not) fails a replay. Not part of
+read a rate counter or a score, or walked lineage, the logged decision had not) fails a
+replay. Not part of
 `any`, which names changes: a replay with no change exits as before unless asked."""
 
 
@@ -334,6 +339,12 @@ def render(report: ReplayReport, out: TextIO) -> None:
             f"{report.unscored} read a score (reliability, value_score) the logged "
             "decision's policies did not read, logged at 1.0: the candidate's answer "
             "there is approximate\n"
+        )
+    if report.unloaded:
+        out.write(
+            f"{report.unloaded} walked lineage (ancestors, descendants) the logged decision "
+            "did not load, its policies walking none that way: decided on the logged facts "
+            "alone, the candidate's answer there is approximate\n"
         )
     for where in report.unreadable[:10]:
         out.write(f"unreadable: {where}\n")
@@ -409,8 +420,8 @@ def replay_command(
         crossed.append(APPROXIMATIONS)
         out.write(
             f"guard crossed: approximations ({report.approximate} replayed approximately: "
-            f"{report.unfaithful} read a rate counter, {report.unscored} a score, the "
-            "logged decision had not)\n"
+            f"{report.unfaithful} read a rate counter, {report.unscored} a score, "
+            f"{report.unloaded} walked lineage, the logged decision had not)\n"
         )
     if report.unreadable:
         return 2
