@@ -8,6 +8,7 @@ from __future__ import annotations
 import grpc
 import pytest
 from memlineage.client import MemLineageClient, PermissionDenied
+from memlineage.grpc_api.check_memo import CheckMemo
 from memlineage.grpc_api.servicer import MemLineageService
 from memlineage.v1 import memlineage_pb2 as pb
 from support.sidecar import World
@@ -119,3 +120,25 @@ def test_a_request_padded_with_unknown_fields_is_decided_not_remembered(world: W
     for _ in range(3):
         assert _raw_check(world, "token-alice", plain).decision.effect == pb.EFFECT_ALLOW
     assert len(_service(world).check_memo) == 1
+
+
+def test_a_caller_filling_the_memo_evicts_only_its_own(world: World) -> None:
+    """The memo was cleared whole when full, by whichever caller filled it: one tenant's
+    distinct requests emptied every other tenant's entries (an outside audit)."""
+    service = _service(world)
+    service.check_memo = memo = CheckMemo(limit=8)
+    world.alice.record("pref", creator="user:alice", type="preference")
+    world.bob.record("seat", creator="user:bob", type="preference")
+    bobs = pb.CheckRequest(operation=pb.OPERATION_READ, memory_id="seat").SerializeToString()
+    assert _raw_check(world, "token-bob", bobs).decision.effect == pb.EFFECT_ALLOW
+    assert len(memo) == 1
+    bob_scope = service.auth.principal({"authorization": "Bearer token-bob"}).scope
+    assert memo.get((bob_scope, bobs)) is not None
+    for i in range(30):  # distinct requests, each remembered
+        data = pb.CheckRequest(
+            operation=pb.OPERATION_READ, memory_id="pref", action=f"tool-{i}"
+        ).SerializeToString()
+        assert _raw_check(world, "token-alice", data).decision.effect == pb.EFFECT_ALLOW
+    assert memo.get((bob_scope, bobs)) is not None  # bob's request is still remembered
+    assert 1 <= len(memo) - 1 <= 7
+    assert memo.held(bob_scope) == 1

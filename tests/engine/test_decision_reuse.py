@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from memlineage.engine import reuse as reuse_module
 from memlineage.engine.core import Engine
 from memlineage.engine.policies import PolicyHolder
 from memlineage.lineage.clock import ManualClock
@@ -366,3 +367,30 @@ def test_refused_and_unreusable_decisions_have_no_ticket(tmp_path) -> None:
     _c, _s, _f, drifting = _world(str(tmp_path))
     _record(drifting, "m", "agent:a")
     assert drifting.check_ticketed(NS, "read", ["m"], USER)[1] is None  # not time-exact
+
+
+def test_a_namespace_filling_the_table_evicts_only_its_own(monkeypatch) -> None:
+    # An outside audit: the table was cleared whole when full, by whichever namespace
+    # filled it, emptying every other namespace's decisions (and telling it so).
+    monkeypatch.setattr(reuse_module, "TABLE_LIMIT", 8)
+    clock, _store, _fresh, reusing = _world()
+    for ns in ("tenant-a", "tenant-b"):
+        rec = MemoryRecord(
+            id="note",
+            namespace=ns,
+            creator_kind="user",
+            creator_id="user:alice",
+            created_at=clock(),
+        )
+        assert reusing.record(rec).recorded
+    reusing.check("tenant-b", "read", ["note"], USER)
+    before = reusing.reused
+    reusing.check("tenant-b", "read", ["note"], USER)
+    assert reusing.reused == before + 1
+    for i in range(30):  # distinct requests, one decision kept each
+        reusing.check("tenant-a", "read", ["note"], USER, action=f"tool-{i}")
+    before = reusing.reused
+    reusing.check("tenant-b", "read", ["note"], USER)
+    assert reusing.reused == before + 1  # tenant-b's decision is still kept
+    assert 1 <= reusing.reuse.held("tenant-a") <= 7
+    assert reusing.reuse.held("tenant-b") == 1

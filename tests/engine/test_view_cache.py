@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from memlineage.engine import view_cache
 from memlineage.engine.core import Engine
 from memlineage.engine.policies import PolicyHolder
 from memlineage.lineage.clock import ManualClock
@@ -201,3 +202,34 @@ def test_a_view_is_read_again_only_when_something_it_holds_changed(
     assert store.views_read == read + 1
     fresh.check(NS, "read", ["note"], ACTOR)
     assert store.views_read == read + 2  # keep_views = false reads every time
+
+
+def test_a_namespace_filling_the_cache_evicts_only_its_own_views(monkeypatch) -> None:
+    # An outside audit: the views were cleared whole when full, by whichever namespace
+    # filled them, so that every other namespace read its lineage again.
+    monkeypatch.setattr(view_cache, "LIMIT", 8)
+    clock = ManualClock(T0)
+    store = CountingStore(clock=clock)
+    engine = Engine(
+        store,
+        PolicyHolder(str(REPO / "policies")),
+        clock=clock,
+        reuse_decisions=False,
+        record_access=False,
+        keep_views=True,
+    )
+    user = Creator("user", "user:alice")
+    engine.record(memory("note", ns="tenant-b"), user)
+    for i in range(30):
+        engine.record(memory(f"m{i}", ns="tenant-a"), user)
+    engine.check("tenant-b", "read", ["note"], ACTOR)
+    read = store.views_read
+    engine.check("tenant-b", "read", ["note"], ACTOR)
+    assert store.views_read == read  # kept
+    for i in range(30):
+        engine.check("tenant-a", "read", [f"m{i}"], ACTOR)
+    assert store.views_read == read + 30
+    engine.check("tenant-b", "read", ["note"], ACTOR)
+    assert store.views_read == read + 30  # tenant-b's view is still kept
+    assert engine.views is not None
+    assert 1 <= engine.views.held("tenant-a") <= 7 and engine.views.held("tenant-b") == 1

@@ -18,6 +18,9 @@ rate counters, changed, so a write elsewhere in the namespace leaves it standing
 Redis counts writes per namespace (`LineageStore.epochs`): any write to a namespace
 ends reuse for all of it there (asking per memory would cost a round trip per
 decision; bench/README.md).
+
+The table is shared by namespaces (`engine/shares.py`): a namespace sending many
+distinct requests evicts its own decisions, never another namespace's.
 """
 
 from __future__ import annotations
@@ -31,13 +34,15 @@ from typing import Any
 from memlineage_dsl.decision import Decision
 
 from memlineage.engine.records import DecisionContext
+from memlineage.engine.shares import Shares
 from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store.base import LineageStore
 
 # Attributes that move with access statistics (flushed apart from other writes).
 ACCESS_FACTS = frozenset({"value_score", "last_access", "access_count"})
-TABLE_LIMIT = 100_000
+TABLE_LIMIT = 100_000  # decisions kept in all, shared by the namespaces
+NAMESPACES_LIMIT = 1024  # namespaces tracked at once
 
 # (namespace, operation, ids, actor kind, actor id, budget, action, historical)
 ReuseKey = tuple[str, str, tuple[str, ...], str, str, float, str, bool]
@@ -78,23 +83,38 @@ class ReuseTicket:
 
 
 class Window:
-    """What one request may reuse: the serving set's table and the store's counters or
-    change mark, read before the store was. A write after they were read (even one
-    racing the decision) makes what is kept under them unusable."""
+    """What one request may reuse: the serving set's table of its namespace (`shares`)
+    and the store's counters or change mark, read before the store was. A write after
+    they were read (even one racing the decision) makes what is kept under them
+    unusable."""
 
-    __slots__ = ("access", "access_epoch", "down", "epoch", "mark", "namespace", "reuse", "table")
+    __slots__ = (
+        "access",
+        "access_epoch",
+        "down",
+        "epoch",
+        "mark",
+        "namespace",
+        "reuse",
+        "shares",
+        "table",
+    )
 
     def __init__(
         self,
         reuse: DecisionReuse | None,
-        table: dict[ReuseKey, Reusable] | None,
+        shares: Shares[ReuseKey, Reusable] | None,
         namespace: str = "",
         epoch: int | None = None,
         access_epoch: int | None = None,
         mark: int | None = None,
         access: bool = False,
     ) -> None:
-        self.reuse, self.table, self.namespace = reuse, table, namespace
+        self.reuse, self.shares, self.namespace = reuse, shares, namespace
+        # the namespace's table as the window opened (read only; None: closed)
+        self.table: dict[ReuseKey, Reusable] | None = (
+            None if shares is None else shares.tables.get(namespace, _NONE_KEPT)
+        )
         self.epoch, self.access_epoch, self.mark, self.access = (epoch, access_epoch, mark, access)
         # the store did not answer the counters: the request meets the fail mode at
         # once instead of waiting on the store again for its lineage (each read waited
@@ -131,8 +151,8 @@ class Window:
     ) -> Reusable | None:
         """Keep `decision` for `key` until `horizon`, valid while the memories it `read`
         (and the counters, if `counted`) are unchanged; None when nothing can be kept."""
-        table = self.table
-        if table is None or horizon <= now:
+        shares = self.shares
+        if shares is None or horizon <= now:
             return None
         if self.mark is not None:
             entry = Reusable(
@@ -154,12 +174,13 @@ class Window:
             )
         else:
             return None
-        if len(table) >= TABLE_LIMIT:
-            table.clear()
-        table[key] = entry
+        shares.put(self.namespace, key, entry)
+        # later lookups of this window (a batch) see it, in a table made by this put
+        self.table = shares.tables.get(self.namespace, _NONE_KEPT)
         return entry
 
 
+_NONE_KEPT: dict[ReuseKey, Reusable] = {}  # a namespace with nothing kept: never written
 CLOSED = Window(None, None)
 
 
@@ -177,9 +198,17 @@ class DecisionReuse:
 
     def __init__(self, store: LineageStore) -> None:
         self.store = store
-        self._tables: tuple[object, dict[ReuseKey, Reusable]] = (None, {})
+        self._tables: tuple[object, Shares[ReuseKey, Reusable]] = (None, self._fresh())
         # decisions answered by reuse, for metrics: next() on a count is atomic
         self._reused = itertools.count()
+
+    @staticmethod
+    def _fresh() -> Shares[ReuseKey, Reusable]:
+        return Shares(TABLE_LIMIT, NAMESPACES_LIMIT)
+
+    def held(self, namespace: str) -> int:
+        """How many decisions of `namespace` are kept for reuse."""
+        return self._tables[1].held(namespace)
 
     @property
     def reused(self) -> int:
@@ -204,13 +233,13 @@ class DecisionReuse:
             return store_down_window(exc)
         if epochs is None:
             return CLOSED
-        owner, table = self._tables
+        owner, shares = self._tables
         if owner is not serving:  # a reload starts afresh
-            table = {}
-            self._tables = (serving, table)
+            shares = self._fresh()
+            self._tables = (serving, shares)
         access = bool(plan.reads & ACCESS_FACTS)
         return Window(
-            self, table, namespace, epochs[0], epochs[1] if access else None, mark, access
+            self, shares, namespace, epochs[0], epochs[1] if access else None, mark, access
         )
 
     def holds(

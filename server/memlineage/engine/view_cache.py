@@ -10,6 +10,9 @@ since: what a fresh read would return. The decision itself is always taken again
 (this is not decision reuse: reuse off still decides every request). Its scores are
 kept too when nothing in them depends on the time: no record decays and no value
 score was asked for (value decays with idle time).
+
+The views are shared by namespaces (`engine/shares.py`): a namespace asking about
+many distinct memories evicts its own views, never another namespace's.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from memlineage.engine.shares import Shares
 from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring.batch import Scores
 from memlineage.scoring.config import ScoringConfig
@@ -24,7 +28,8 @@ from memlineage.store.base import LineageStore
 
 # (namespace, memory id, ancestor depth, descendant depth, access statistics read)
 ViewKey = tuple[str, str, int, int, bool]
-LIMIT = 50_000
+LIMIT = 50_000  # views kept in all, shared by the namespaces
+NAMESPACES_LIMIT = 1024  # namespaces tracked at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,16 +46,22 @@ class ViewCache:
 
     def __init__(self, store: LineageStore) -> None:
         self.store = store
-        self._table: dict[ViewKey, KeptView] = {}
+        self._shares: Shares[ViewKey, KeptView] = Shares(LIMIT, NAMESPACES_LIMIT)
+        self._tables = self._shares.tables
 
     def get(self, key: ViewKey) -> KeptView | None:
-        kept = self._table.get(key)
+        table = self._tables.get(key[0])
+        kept = table.get(key) if table is not None else None
         if kept is None:
             return None
         if self.store.unchanged_since(key[0], kept.records, kept.mark, access=key[4]):
             return kept
-        self._table.pop(key, None)
+        self._shares.discard(key[0], key)
         return None
+
+    def held(self, namespace: str) -> int:
+        """How many views of `namespace` are kept."""
+        return self._shares.held(namespace)
 
     def keep(
         self,
@@ -67,10 +78,9 @@ class ViewCache:
             and not scores.value
             and all(half_life(r.volatility) == math.inf for r in records.values())
         )
-        table = self._table
-        if len(table) >= LIMIT:
-            table.clear()
-        table[key] = KeptView(mark, records, scores if timeless else None, scoring)
+        self._shares.put(
+            key[0], key, KeptView(mark, records, scores if timeless else None, scoring)
+        )
 
 
 __all__ = ["KeptView", "ViewCache", "ViewKey"]
