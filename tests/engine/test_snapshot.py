@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from memlineage.engine.snapshot import to_facts
+from memlineage.engine import snapshot
+from memlineage.engine.snapshot import snapshot_of, to_facts
 from memlineage.lineage.model import MemoryRecord
 
 
@@ -49,3 +50,25 @@ def test_to_facts_maps_every_field_by_name() -> None:
     )
     bare = to_facts(MemoryRecord(id="n", namespace="ns", creator_id="u"), now=99.0)
     assert (bare.subject, bare.value, bare.volatility, bare.context_id) == ("", "", "", "")
+
+
+class SharingStore:
+    """A store handing out its records as shared objects (as the embedded one does)."""
+
+    shares_records = True
+
+
+def test_a_namespace_loading_many_records_evicts_only_its_own_facts() -> None:
+    # An outside audit: the facts were cleared whole when full, by whichever namespace
+    # filled them, so that every other namespace built its facts again.
+    store = SharingStore()
+    mine = {"note": MemoryRecord(id="note", namespace="tenant-b", created_at=1.0)}
+    _snap, first = snapshot_of(mine, store, "tenant-b", now=5.0)  # type: ignore[arg-type]
+    many = {
+        f"m{i}": MemoryRecord(id=f"m{i}", namespace="tenant-a", created_at=1.0)
+        for i in range(100_000)  # the whole, in distinct records
+    }
+    snapshot_of(many, store, "tenant-a", now=5.0)  # type: ignore[arg-type]
+    _snap, again = snapshot_of(mine, store, "tenant-b", now=5.0)  # type: ignore[arg-type]
+    assert again["note"] is first["note"]  # tenant-b's facts are still kept
+    snapshot._FACTS.drop("tenant-a")  # not left to the other tests

@@ -8,17 +8,25 @@ entries read under the same count, so what it derives is exact for that count
 (decision reuse keeps decisions under it). Without a counter an entry lives
 `ttl` seconds (monotonic time), dropped at once when this sidecar changes the
 statistics; another sidecar's changes then show within `ttl`.
+
+The entries are shared by namespaces (`engine/shares.py`): a namespace naming many
+distinct sources evicts its own entries, never another namespace's.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable
 
+from memlineage.engine.shares import Shares
 from memlineage.scoring.batch import credibilities
 from memlineage.scoring.config import ScoringConfig
 from memlineage.store.base import LineageStore
+
+# (expires, ok, bad, write counter read under, credibility), per namespace and source
+Entry = tuple[float, float, float, int | None, float]
+LIMIT = 100_000  # entries kept in all, shared by the namespaces
+NAMESPACES_LIMIT = 1024  # namespaces tracked at once
 
 
 class CredibilityCache:
@@ -31,34 +39,31 @@ class CredibilityCache:
     ) -> None:
         self.store, self.cfg, self.ttl = store, cfg, ttl
         self._monotonic = monotonic
-        # (namespace, source) -> (expires, ok, bad, write counter read under, credibility)
-        self._entries: dict[tuple[str, str], tuple[float, float, float, int | None, float]] = {}
-        self._lock = threading.Lock()
+        self._shares: Shares[str, Entry] = Shares(LIMIT, NAMESPACES_LIMIT)
 
     def _lookup(
         self,
         namespace: str,
         sources: Iterable[str],
         epoch: int | None,
-    ) -> tuple[
-        dict[str, tuple[float, float, float, int | None, float]], list[str], float, int | None
-    ]:
+    ) -> tuple[dict[str, Entry], list[str], float, int | None]:
         """The cached entries of `sources` still valid, the sources missing, the time
         and the epoch they are judged by. `epoch`: the namespace's write counter, read
         before this call (None: the store's own, when all its writers are here)."""
         now = self._monotonic()
         if epoch is None:
             epoch = self.store.epoch  # a store whose writers are all in this process
-        found: dict[str, tuple[float, float, float, int | None, float]] = {}
+        found: dict[str, Entry] = {}
         missing: list[str] = []
-        entries = self._entries
-        with self._lock:
-            for s in sources:
-                hit = entries.get((namespace, s))
-                if hit is not None and (hit[3] == epoch if epoch is not None else hit[0] > now):
-                    found[s] = hit
-                else:
-                    missing.append(s)
+        entries = self._shares.tables.get(namespace)
+        if entries is None:
+            return found, list(sources), now, epoch
+        for s in sources:
+            hit = entries.get(s)
+            if hit is not None and (hit[3] == epoch if epoch is not None else hit[0] > now):
+                found[s] = hit
+            else:
+                missing.append(s)
         return found, missing, now, epoch
 
     def _fetch(
@@ -67,16 +72,13 @@ class CredibilityCache:
         missing: list[str],
         now: float,
         epoch: int | None,
-    ) -> dict[str, tuple[float, float, float, int | None, float]]:
+    ) -> dict[str, Entry]:
         """One store call for the `missing` sources, kept with their credibility."""
         fresh = self.store.source_stats(namespace, missing)
         cred = credibilities(self.cfg, fresh)
-        out: dict[str, tuple[float, float, float, int | None, float]] = {}
-        with self._lock:
-            if len(self._entries) > 100_000:
-                self._entries.clear()
-            for s, (ok, bad) in fresh.items():
-                out[s] = self._entries[(namespace, s)] = (now + self.ttl, ok, bad, epoch, cred[s])
+        expires = now + self.ttl
+        out = {s: (expires, ok, bad, epoch, cred[s]) for s, (ok, bad) in fresh.items()}
+        self._shares.put_many(namespace, out.items())
         return out
 
     def stats(
@@ -100,12 +102,13 @@ class CredibilityCache:
         return {s: e[4] for s, e in found.items()}
 
     def invalidate(self, namespace: str, sources: Iterable[str]) -> None:
-        with self._lock:
-            for s in sources:
-                self._entries.pop((namespace, s), None)
+        for s in sources:
+            self._shares.discard(namespace, s)
 
     def invalidate_namespace(self, namespace: str) -> None:
         """A recorded claim can move several sources' statistics at once."""
-        with self._lock:
-            for key in [k for k in self._entries if k[0] == namespace]:
-                del self._entries[key]
+        self._shares.drop(namespace)
+
+    def held(self, namespace: str) -> int:
+        """How many sources of `namespace` are cached."""
+        return self._shares.held(namespace)

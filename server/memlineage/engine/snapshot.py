@@ -16,6 +16,7 @@ from typing import cast
 from memlineage_dsl.facts import Creator, DictSnapshot, MemoryFacts
 from memlineage_dsl.lineage_bound import Bound
 
+from memlineage.engine.shares import Shares
 from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring.batch import Scores
@@ -202,9 +203,11 @@ _SCORED = {
 # Facts of records a store hands out as shared immutable objects (the embedded
 # store returns the same MemoryRecord until its row changes): built once per
 # record object and per (reliability, value_score), then shared read-only by the
-# requests that load that record. Never mutated once published here.
-_FACTS: dict[int, tuple[MemoryRecord, MemoryFacts]] = {}
+# requests that load that record. Never mutated once published here. Kept per
+# namespace (`engine/shares.py`): one loading many records evicts its own facts.
 _FACTS_LIMIT = 100_000
+_FACTS: Shares[int, tuple[MemoryRecord, MemoryFacts]] = Shares(_FACTS_LIMIT)
+_NO_FACTS: dict[int, tuple[MemoryRecord, MemoryFacts]] = {}  # never written
 
 
 def snapshot_of(
@@ -230,7 +233,8 @@ def snapshot_of(
     val = scores.value if scores is not None and (reads is None or "value_score" in reads) else None
     facts: dict[str, MemoryFacts] = {}
     if store.shares_records:
-        cache = _FACTS
+        cache = _FACTS.tables.get(namespace, _NO_FACTS)
+        built: list[tuple[int, tuple[MemoryRecord, MemoryFacts]]] = []
         for rid, rec in records.items():
             r = rel.get(rid, 1.0) if rel is not None else 1.0
             v = val.get(rid, 1.0) if val is not None else 1.0
@@ -246,9 +250,9 @@ def snapshot_of(
             f.value_score = v
             facts[rid] = f
             if rec.created_at is not None:  # else the facts depend on `now`
-                if len(cache) >= _FACTS_LIMIT:
-                    cache.clear()
-                cache[id(rec)] = (rec, f)
+                built.append((id(rec), (rec, f)))
+        if built:
+            _FACTS.put_many(namespace, built)
     else:
         for rid, rec in records.items():
             f = facts[rid] = to_facts(rec, now)
