@@ -240,6 +240,10 @@ class CallPool(ThreadPoolExecutor):
     def _run(self, fn: Callable[..., Any], args: Any, kwargs: Any, unread: list[str | None]) -> Any:
         token = object()
         self._waiting[token] = (time.monotonic(), unread[0])
+        if self._queued and not self._recheck_due:
+            # calls queued before this one was on a thread: none of their submits
+            # looked, so look now (else one queued behind held calls waits for them)
+            self._look()
         local = self._local
         local.token, local.unread = token, unread
         try:
