@@ -58,7 +58,6 @@ import random
 import re
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -191,9 +190,6 @@ def launch(policies: Path, tmp: Path, token: str, namespaces: Sequence[str]) -> 
     names = ", ".join(f'"{n}"' for n in namespaces)
     config.write_text(f'[tokens.bench]\ntoken = "{token}"\nnamespaces = [{names}]\n')
     log = tmp / "serve.log"
-    with socket.socket() as probe:  # a free port for the metrics endpoint
-        probe.bind(("127.0.0.1", 0))
-        metrics_port = probe.getsockname()[1]
     args = [
         sys.executable,
         "-m",
@@ -210,15 +206,17 @@ def launch(policies: Path, tmp: Path, token: str, namespaces: Sequence[str]) -> 
         "--decision-log",
         "off",
         "--metrics-port",
-        str(metrics_port),
+        "0",  # a port the system chose, named on the ready line
     ]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=fh, cwd=REPO)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        m = READY.search(log.read_text(errors="replace"))
-        if m:
-            return Sidecar(proc, f"127.0.0.1:{m.group(1)}", metrics_port)
+        text = log.read_text(errors="replace")
+        m = READY.search(text)
+        metrics = re.search(r", metrics on 127\.0\.0\.1:(\d+)\)", text)
+        if m and metrics:
+            return Sidecar(proc, f"127.0.0.1:{m.group(1)}", int(metrics.group(1)))
         if proc.poll() is not None:
             break
         time.sleep(0.05)

@@ -54,7 +54,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -273,6 +272,7 @@ def serve_sync_ceiling(spin_us: float = 0.0) -> None:
 
 # ------------------------------------------------------------------ server processes
 READY = re.compile(r"serving on 127\.0\.0\.1:(\d+)")
+METRICS_AT = re.compile(r"serving on 127\.0\.0\.1:\d+ \(.*, metrics on 127\.0\.0\.1:(\d+)\)")
 
 
 @dataclass
@@ -294,13 +294,6 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 _HANDLER = re.compile(
@@ -371,9 +364,9 @@ def launch_sidecar(
     """`memlineage serve`; `config`: a TOML file for `--config` (its flags still win);
     `runtime`: its `--grpc-runtime`; `env`: its environment (another revision's code on
     its `PYTHONPATH`: `revision_bench.py`); `spin_us`: the same server with its Check
-    replaced by `STACK_CHECK`'s spin (the `stack` row). Its metrics endpoint is on: the
-    bench reads the handlers' own time from it."""
-    metrics_port = free_port()
+    replaced by `STACK_CHECK`'s spin (the `stack` row). Its metrics endpoint is on, on
+    a port the system chose, which its ready line names: the bench reads the handlers'
+    own time from it (a revision before that line: none, NaN)."""
     command = ["-m", "memlineage"] if spin_us is None else ["-c", STACK_CHECK, f"{spin_us:g}"]
     proc = launch(
         [
@@ -390,14 +383,15 @@ def launch_sidecar(
             "--decision-log",
             decision_log,
             "--metrics-port",
-            str(metrics_port),
+            "0",
             "--grpc-runtime",
             runtime,
         ],
         tmp / f"{label}.log",
         env,
     )
-    proc.metrics_port = metrics_port
+    named = METRICS_AT.search(proc.log.read_text(errors="replace"))
+    proc.metrics_port = int(named.group(1)) if named else None
     return proc
 
 

@@ -355,13 +355,16 @@ async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
         pin_process(cpus)
     sidecar = await start_sidecar(config)
     settle_heap()
+    metrics_at = ""
     if config.metrics_port is not None:
         from prometheus_client import start_http_server
 
         try:
-            start_http_server(
+            httpd, _ = start_http_server(
                 config.metrics_port, addr=config.metrics_host, registry=sidecar.metrics.registry
             )
+            # the port bound (metrics_port 0: one the system chose), said on the ready line
+            metrics_at = f", metrics on {config.metrics_host}:{httpd.server_port}"
         except OSError as exc:  # said as the setting it is (before: "[Errno 98] ...")
             await sidecar.stop(0)
             raise OSError(
@@ -402,6 +405,7 @@ async def run(config: Config, *, ready: TextIO | None = sys.stderr) -> None:
             f"policies {serving.version}, {len(serving.compiled.policies)} rules"
             + (", simulated clock: requests' times move it" if config.simulation else "")
             + (f", on CPUs {format_cpus(cpus)}" if cpus else "")
+            + metrics_at
             + ")\n"
         )
         ready.flush()

@@ -354,6 +354,30 @@ def test_metrics_listen_where_metrics_host_says(tmp_path: Path) -> None:
         taken.close()
 
 
+def test_metrics_port_zero_takes_a_free_port_and_the_ready_line_names_it() -> None:
+    """`--metrics-port 0`: the endpoint listens on a port the system chose, and the
+    ready line says which (before: it listened where no one could tell; benches and
+    tests picked a port by binding and releasing one, which another process could
+    take meanwhile)."""
+    import urllib.request
+
+    s = Served(["--metrics-port", "0"])
+    try:
+        found = re.search(r", metrics on 127\.0\.0\.1:(\d+)\)$", s.banner.rstrip())
+        assert found is not None, s.banner
+        port = int(found.group(1))
+        assert port > 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            assert b"memlineage_" in r.read()
+    finally:
+        s.kill()
+    plain = Served([])  # no endpoint: the ready line says none
+    try:
+        assert "metrics on" not in plain.banner, plain.banner
+    finally:
+        plain.kill()
+
+
 def test_an_ipv6_loopback_caller_is_admin_without_tokens() -> None:
     """With no tokens, admin RPCs are for loopback callers: `[::1]` too (grpcio names
     that peer `ipv6:%5B::1%5D:PORT`, which the check did not know: refused before)."""

@@ -245,7 +245,8 @@ class Config:
     )
     metrics_port: int | None = _setting(
         None,
-        "serve Prometheus metrics on metrics_host:PORT (unset: no endpoint)",
+        "serve Prometheus metrics on metrics_host:PORT (unset: no endpoint; 0: a free port, "
+        "named on the ready line)",
         "metrics",
         range=Range(0, 65535),
     )
