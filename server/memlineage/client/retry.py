@@ -16,7 +16,10 @@ On both, gRPC's transparent retry still re-sends a request that never reached th
 server's application (the stream was refused or never left the client): that one
 was not applied. And with ``wait_for_ready`` a call made while the channel is
 down waits, within its deadline, for the sidecar to come up instead of failing at
-once: it has not been sent, so waiting is safe for every call.
+once: it has not been sent, so waiting is safe for every call. That wait ends soon
+after the sidecar is back, however long it was away: both channels try to reconnect
+at least every `MAX_RECONNECT_BACKOFF` (gRPC's own default grows to 120 s, so after a
+long outage calls kept failing for minutes against a sidecar already serving).
 
 `backoff_delay` remains for the one retry gRPC cannot do: a Watch resuming after
 the last event it delivered (gRPC retries a stream only before its first message).
@@ -32,7 +35,9 @@ from typing import Any
 __all__ = [
     "BACKOFF_MULTIPLIER",
     "INITIAL_BACKOFF",
+    "INITIAL_RECONNECT_BACKOFF",
     "MAX_BACKOFF",
+    "MAX_RECONNECT_BACKOFF",
     "MAX_RETRIES",
     "RETRIED_METHODS",
     "backoff_delay",
@@ -60,6 +65,12 @@ BACKOFF_MULTIPLIER = 2.0
 retry n (the same ceilings as `backoff_delay`, fully jittered)."""
 
 
+INITIAL_RECONNECT_BACKOFF = 0.1
+MAX_RECONNECT_BACKOFF = 1.0
+"""The channel's reconnect pacing while the sidecar is unreachable: first retry after
+INITIAL, growing 1.6x up to MAX (a local sidecar: a refused connect costs nothing)."""
+
+
 def service_config(retries: int) -> dict[str, Any]:
     """The service config of a channel re-sending `RETRIED_METHODS` up to ``retries``
     times (at most `MAX_RETRIES`); ``retries=0`` is a config with no retry policy."""
@@ -82,10 +93,13 @@ def service_config(retries: int) -> dict[str, Any]:
 
 
 def channel_options(retries: int, options: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
-    """Channel arguments for `service_config(retries)`, retries on, and the config not
-    replaced by one from name resolution; the caller's ``options`` win over these."""
+    """Channel arguments for `service_config(retries)`, retries on, the config not
+    replaced by one from name resolution, and reconnects at least every
+    `MAX_RECONNECT_BACKOFF`; the caller's ``options`` win over these."""
     merged: dict[str, Any] = {
         "grpc.enable_retries": 1,
+        "grpc.initial_reconnect_backoff_ms": int(INITIAL_RECONNECT_BACKOFF * 1000),
+        "grpc.max_reconnect_backoff_ms": int(MAX_RECONNECT_BACKOFF * 1000),
         "grpc.service_config": json.dumps(service_config(retries)),
         "grpc.service_config_disable_resolution": 1,
     }
