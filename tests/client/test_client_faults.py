@@ -6,16 +6,21 @@ call on a closed client (the same RuntimeError from both clients)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from memlineage.client import (
+    AsyncMemLineageClient,
     DeadlineExceeded,
     MemLineageClient,
+    MemLineageError,
 )
 from support.redis_servers import free_port
 from support.serve_process import ServeProcess
@@ -70,3 +75,94 @@ def test_a_sidecar_back_after_a_long_outage_is_reached_within_the_calls_deadline
         answered = time.monotonic()
         assert client.health() == "SERVING"
         assert time.monotonic() - answered < 2.5
+
+
+# ---------------------------------------------------------------- closing in flight
+
+
+def _paused(args: list[str], procs: list[ServeProcess]) -> ServeProcess:
+    """A sidecar that accepted a connection, then stopped (SIGSTOP): calls stay in flight."""
+    procs.append(server := ServeProcess(args))
+    return server
+
+
+def test_closing_the_async_client_fails_its_calls_in_flight_as_the_sync_one_does(
+    served: tuple,
+) -> None:
+    """A call in flight when its client is closed: the sync client raises
+    MemLineageError CANCELLED; the async one raised asyncio.CancelledError into a task
+    nobody cancelled, which then reported itself cancelled (a TaskGroup or gather
+    takes that for a cancellation, not a failed call). A Watch read the same."""
+    args, procs = served
+    server = _paused(args, procs)
+
+    sync = MemLineageClient(server.address, timeout=10)
+    assert sync.health() == "SERVING"
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    failed: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            sync.check("read", "x")
+        except BaseException as exc:  # what it raised is the subject
+            failed.append(exc)
+
+    caller = threading.Thread(target=call)
+    caller.start()
+    time.sleep(0.3)
+    sync.close()
+    caller.join(5)
+    [sync_error] = failed
+    assert type(sync_error) is MemLineageError
+    assert sync_error.code == grpc.StatusCode.CANCELLED
+
+    async def scenario() -> None:
+        client = AsyncMemLineageClient(server.address, timeout=10)
+        watch = client.watch()
+
+        async def follow() -> None:
+            async for _ in watch:
+                pass
+
+        check = asyncio.create_task(client.check("read", "x"))
+        record = asyncio.create_task(client.record("y", creator="user:u"))
+        reading = asyncio.create_task(follow())
+        await asyncio.sleep(0.3)
+        assert not check.done() and not record.done() and not reading.done()
+        await client.close()
+        for task in (check, record, reading):
+            with pytest.raises(MemLineageError) as caught:
+                await asyncio.wait_for(task, 5)
+            assert type(caught.value) is type(sync_error)
+            assert caught.value.code == grpc.StatusCode.CANCELLED
+            assert not task.cancelled()
+
+    asyncio.run(scenario())
+
+
+def test_a_cancelled_async_call_is_still_a_cancellation(served: tuple) -> None:
+    """The other side of the above: a call whose own task is cancelled (``task.cancel``,
+    ``asyncio.wait_for``) ends cancelled, leaves no task behind, and the client serves
+    the next call once the sidecar answers again."""
+    args, procs = served
+    server = _paused(args, procs)
+
+    async def scenario() -> None:
+        async with AsyncMemLineageClient(server.address, timeout=10) as client:
+            assert await client.health() == "SERVING"
+            os.kill(server.proc.pid, signal.SIGSTOP)
+            try:
+                with pytest.raises(TimeoutError):
+                    await asyncio.wait_for(client.check("read", "x"), 0.3)
+                task = asyncio.create_task(client.record("y", creator="user:u"))
+                await asyncio.sleep(0.3)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                assert task.cancelled()
+                assert asyncio.all_tasks() == {asyncio.current_task()}
+            finally:
+                os.kill(server.proc.pid, signal.SIGCONT)
+            assert await client.health() == "SERVING"
+
+    asyncio.run(scenario())

@@ -25,7 +25,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from memlineage.client import messages
 from memlineage.client.convert import ActArg
-from memlineage.client.errors import error_from_rpc, rpc_status
+from memlineage.client.errors import closed_in_flight, error_from_rpc, rpc_status
 from memlineage.client.messages import CheckOptions, GrantFields, MemoryFields, RankOptions
 from memlineage.client.retry import backoff_delay, channel_options
 from memlineage.client.stubs import (
@@ -126,7 +126,9 @@ class AsyncMemLineageClient:
         return grpc.aio.insecure_channel(self.target, options=options)
 
     async def close(self) -> None:
-        """Close the channels (calls in flight are cancelled); the client is unusable after."""
+        """Close the channels; the client is unusable after. Calls in flight (and Watch
+        reads) raise `MemLineageError` CANCELLED, as the sync client's do: their tasks
+        were not cancelled, so they are not told they were."""
         self._closed = True
         opened, self._open = self._open, None
         if opened is not None:
@@ -152,6 +154,10 @@ class AsyncMemLineageClient:
         except grpc.RpcError as exc:  # grpc.aio.AioRpcError
             gone = exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED and self._not_ready()
             raise error_from_rpc(exc, self.target if gone else None) from None
+        except asyncio.CancelledError:
+            if _task_cancelling():
+                raise
+            raise closed_in_flight() from None
 
     def _not_ready(self) -> bool:
         """Whether the channels are not connected now (asked on a failed call only)."""
@@ -377,6 +383,14 @@ class AsyncMemLineageClient:
         return name
 
 
+def _task_cancelling() -> bool:
+    """Whether the running task is being cancelled. A grpc.aio call raises
+    CancelledError also when its channel is closed under it; that one is the client's
+    close, not the caller's cancellation."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
+
+
 class AsyncWatchStream(AsyncIterator[pb.LineageEvent]):
     """The events of a Watch, read with ``async for``; ``cancel()`` ends the
     iteration cleanly (a pending read returns StopAsyncIteration)."""
@@ -413,10 +427,11 @@ class AsyncWatchStream(AsyncIterator[pb.LineageEvent]):
                 event = await call.read()
             except asyncio.CancelledError:
                 self._forget(call)
-                task = asyncio.current_task()
-                if self._cancelled and (task is None or not task.cancelling()):
+                if _task_cancelling():
+                    raise  # the reading task itself was cancelled: not ours to swallow
+                if self._cancelled:
                     raise StopAsyncIteration from None
-                raise  # the reading task itself was cancelled: not ours to swallow
+                raise closed_in_flight() from None  # the client closed its channel
             except grpc.RpcError as exc:
                 self._forget(call)
                 if self._cancelled:

@@ -23,6 +23,7 @@ __all__ = [
     "ResourceExhausted",
     "Unauthenticated",
     "Unavailable",
+    "closed_in_flight",
     "error_from_rpc",
     "never_ready",
     "revised_concurrently",
@@ -149,6 +150,13 @@ def error_from_rpc(exc: grpc.RpcError, unreachable: str | None = None) -> MemLin
         )
     reason, field = _trailers(exc)
     return _ERRORS.get(code, MemLineageError)(code, details, reason=reason, field=field)
+
+
+def closed_in_flight() -> MemLineageError:
+    """What a call raises when its client is closed while it is in flight: the sync
+    client's error (gRPC's CANCELLED "Channel closed!"), for the async client too,
+    whose grpc.aio call raises CancelledError instead."""
+    return MemLineageError(grpc.StatusCode.CANCELLED, "Channel closed!")
 
 
 def _trailers(exc: grpc.RpcError) -> tuple[str, str]:
