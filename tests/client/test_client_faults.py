@@ -166,3 +166,28 @@ def test_a_cancelled_async_call_is_still_a_cancellation(served: tuple) -> None:
             assert await client.health() == "SERVING"
 
     asyncio.run(scenario())
+
+
+def test_a_closed_client_refuses_calls_with_the_same_error_in_both_clients(
+    served: tuple,
+) -> None:
+    """A call on a closed client: RuntimeError from both. The sync one raised grpc's
+    ValueError ("Cannot invoke RPC on closed channel!"), which ``except ValueError``,
+    the way callers catch an `InvalidArgument`, took for a refused argument."""
+    args, procs = served
+    procs.append(server := ServeProcess(args))
+    sync = MemLineageClient(server.address, timeout=10)
+    assert sync.health() == "SERVING"
+    sync.close()
+    for call in (lambda: sync.check("read", "x"), lambda: next(sync.watch())):
+        with pytest.raises(RuntimeError, match="closed"):
+            call()
+
+    async def scenario() -> None:
+        client = AsyncMemLineageClient(server.address, timeout=10)
+        assert await client.health() == "SERVING"
+        await client.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            await client.check("read", "x")
+
+    asyncio.run(scenario())

@@ -90,11 +90,20 @@ class MemLineageClient:
         self._stub, self._admin = new_stubs(self._channel)
         self._once, self._once_admin = new_stubs(self._once_channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
+        self._closed = False
 
     # -- lifecycle
     def close(self) -> None:
+        """Close the channels; calls in flight raise `MemLineageError` CANCELLED, later
+        ones RuntimeError, as the async client's (not grpc's ValueError, which a caller
+        catching `InvalidArgument` as a ValueError would take for a refused argument)."""
+        self._closed = True
         self._channel.close()
         self._once_channel.close()
+
+    def _refuse_if_closed(self) -> None:
+        if self._closed:
+            raise RuntimeError("MemLineageClient: the client is closed")
 
     def __enter__(self) -> MemLineageClient:
         return self
@@ -105,6 +114,7 @@ class MemLineageClient:
     # -- plumbing
     def _call(self, method: Unary[_Req, _Resp], request: _Req) -> _Resp:
         """One unary call under one deadline; gRPC retries it if its channel may."""
+        self._refuse_if_closed()
         try:
             return method(
                 request,
@@ -291,6 +301,7 @@ class MemLineageClient:
         """
 
         def open_call(after: str) -> WatchCall:
+            self._refuse_if_closed()
             request = messages.watch(self.namespace, after, from_oldest)
             return self._stub.Watch(
                 request, metadata=self._metadata, wait_for_ready=self.wait_for_ready
