@@ -67,6 +67,8 @@ def render_docs() -> str:
         "flag, e.g.",
         "`error: configuration: MEMLINEAGE_METRICS_PORT: must be an integer, got 'abc'`;",
         "a file's problems are all named at once, an unknown key with the nearest setting.",
+        "The file must be a UTF-8 regular file of at most 16 MiB: a directory, a device",
+        "(`/dev/zero`), a FIFO, a larger file or one not UTF-8 is refused with its path.",
         "",
         "`deploy/memlineage.toml` is an example file.",
         "",

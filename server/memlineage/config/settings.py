@@ -14,7 +14,7 @@ from memlineage.config.definition import _META, _TABLE_META, Config, _Meta
 from memlineage.config.help import _SCORING_HELP, SECTIONS
 from memlineage.config.kinds import _KINDS, BOOL, CONFIG_ENV, ConfigError, Kind, Range
 from memlineage.nearest import nearest
-from memlineage.oserrors import reason
+from memlineage.oserrors import read_regular, reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,13 +114,19 @@ def _convert(setting: Setting, raw: object, where: str, route: str) -> Any:
     return value
 
 
+MAX_CONFIG_BYTES = 16 << 20
+"""A configuration file larger than this is refused: no real one comes near it (the
+largest holds some thousands of tokens), a mistyped path to a disk image does."""
+
+
 def _file_layer(path: str) -> dict[str, tuple[Any, str]]:
     """The file's settings by key, each with where it came from."""
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+        data = tomllib.loads(read_regular(path, MAX_CONFIG_BYTES).decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: {reason(exc)}") from exc
+    except UnicodeDecodeError as exc:  # before: a traceback (tomllib decodes it itself)
+        raise ConfigError(f"{path}: not UTF-8 (byte {exc.start}): TOML is UTF-8") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     except RecursionError:  # tomllib parses nested arrays and tables recursively
