@@ -55,8 +55,13 @@ def _store(args: argparse.Namespace) -> int:
         else:
             summary = persistence.backup(args.dir, args.dest)
             print(f"backed up {args.dir} into {args.dest}")
-    except (persistence.StoreCorruptError, StoreUnavailableError, OSError) as exc:
+    except (persistence.StoreCorruptError, StoreUnavailableError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # PATH: reason, not "[Errno 20] ...: 'PATH'"
+        from memlineage.oserrors import said
+
+        print(f"error: {said(exc)}", file=sys.stderr)
         return 1
     print(summary.describe())
     return 0

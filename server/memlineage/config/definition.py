@@ -3,6 +3,7 @@ metadata: section, help, environment variable, flag)."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -297,7 +298,11 @@ class Config:
 
     def store_url(self) -> str:
         if self.data_dir and self.store == "embedded":
-            return f"embedded://{Path(self.data_dir).resolve()}"
+            try:
+                where = str(Path(self.data_dir).resolve())
+            except RuntimeError:  # a symlink loop (Python < 3.13): the open names it
+                where = os.path.abspath(self.data_dir)  # before: a RuntimeError traceback
+            return f"embedded://{where}"
         return self.store
 
     def validated(self) -> Config:

@@ -56,6 +56,7 @@ always under its lock; ``check`` and ``backup`` need no store.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sqlite3
@@ -97,6 +98,36 @@ __all__ = [
 ]
 
 DB_NAME = "lineage.sqlite3"
+
+
+def _not_a_directory(directory: Path) -> OSError:
+    """Why `directory`, which exists as a name, is no data directory: a symlink loop's
+    reason, or that it is a file (before: mkdir's "File exists", and `store check` read
+    a file's path as a damaged store: STORE_CORRUPT, "restore it from a backup")."""
+    try:
+        os.stat(directory)
+    except OSError as exc:
+        return OSError(exc.errno, exc.strerror, str(directory))
+    return NotADirectoryError(
+        errno.ENOTDIR, f"not a directory (a data directory holds {DB_NAME})", str(directory)
+    )
+
+
+def make_data_dir(directory: Path) -> None:
+    """Create the data directory (and its parents) unless it is one already."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise _not_a_directory(directory) from None
+
+
+def _existing_dir(directory: Path) -> None:
+    """Refuse a path that is there but is no directory; a missing one is let through
+    (said as "no embedded store in DIR")."""
+    if os.path.lexists(directory) and not directory.is_dir():
+        raise _not_a_directory(directory)
+
+
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE ops (seq INTEGER PRIMARY KEY, op TEXT NOT NULL, crc INTEGER NOT NULL)",
@@ -122,6 +153,7 @@ def _summary(path: Path, state: State, snap: int, last: int, n: int) -> Summary:
 def check(directory: str | os.PathLike[str], limits: StoreLimits | None = None) -> Summary:
     """Check the data directory's database read-only, as an open would: raises
     ``StoreCorruptError`` (or ``FileNotFoundError`` when there is none)."""
+    _existing_dir(Path(directory))
     path = Path(directory) / DB_NAME
     changed = threading.Condition()
     state = State(limits or StoreLimits(), changed)
@@ -161,11 +193,12 @@ def backup(directory: str | os.PathLike[str], dest: str | os.PathLike[str]) -> S
     """Copy the data directory's database into the directory ``dest`` (created; it
     must hold no store yet) with SQLite's online backup: one read transaction, so
     the copy is consistent while a server keeps writing.  Returns the copy's check."""
+    _existing_dir(Path(directory))
     source = Path(directory) / DB_NAME
     if not source.exists():
         raise FileNotFoundError(f"no embedded store in {directory} (no {DB_NAME})")
     out = Path(dest)
-    out.mkdir(parents=True, exist_ok=True)
+    make_data_dir(out)
     target = out / DB_NAME
     if target.exists():
         raise FileExistsError(f"{target} exists: back up into a new directory")
@@ -248,7 +281,7 @@ class SqliteLog:
         database (importing the old JSON-lines files when there are some).  Raises
         ``StoreCorruptError``, or ``StoreUnavailableError`` when another store holds
         the directory."""
-        self._dir.mkdir(parents=True, exist_ok=True)
+        make_data_dir(self._dir)
         self._lock.acquire()
         try:
             self._open(state)
