@@ -15,7 +15,7 @@ from typing import TextIO
 from memlineage.engine.log_chain import GENESIS, HASH_RE, HEX64, digester, key_bytes
 from memlineage.engine.log_head import Head, gap_after, read_head
 from memlineage.lineage.errors import TOO_DEEP
-from memlineage.oserrors import said
+from memlineage.oserrors import check_kind, said
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +105,8 @@ def verify(
     digest = digester(keyed)
     what_hash = "HMAC" if keyed else "hash"
     paths = list(paths)
+    for path in paths:  # before: `log verify /dev/zero` read one endless line, growing
+        check_kind(path, pipe=True)
     # the live file's head record (`log_head`), read before the lines: a writer going
     # on meanwhile only ever puts it behind what is read next
     kept = read_head(paths[-1], digest) if paths else None

@@ -22,7 +22,7 @@ from memlineage_dsl.evaluator import decide
 from memlineage.engine.answers import OBLIGATIONS, SCORE, Answer, answer, change, logged
 from memlineage.engine.decision_input import BadInput, decode_input
 from memlineage.lineage.validation import finite_number
-from memlineage.oserrors import said
+from memlineage.oserrors import check_kind, said
 
 __all__ = ["ReplayReport", "parse_guards", "replay_command", "replay_lines"]
 
@@ -392,6 +392,12 @@ def replay_command(
         guards = parse_guards(fail_on) if fail_on else set()
     except ValueError as exc:
         out.write(f"{exc}\n")
+        return 2
+    try:  # its files are sized and read by byte ranges: a pipe or a device has none
+        for path in paths:  # (before: /dev/zero, <(zcat ...): "0 decision(s) read", exit 0)
+            check_kind(path)
+    except OSError as exc:
+        out.write(f"cannot read {said(exc)}\n")
         return 2
     # `log verify` itself (one verifier): its problem line on `err`, its summary on `out`
     if verify and verify_command(paths, key, out, err, partial=partial) != 0:
