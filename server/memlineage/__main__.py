@@ -2,6 +2,10 @@
 
 import sys
 
-from memlineage.cli import main
+try:
+    from memlineage.cli import main
 
-sys.exit(main())
+    code = main()
+except KeyboardInterrupt:  # Ctrl-C while the modules load, before `main` catches it
+    code = 130  # as a shell reports a process ended by SIGINT
+sys.exit(code)

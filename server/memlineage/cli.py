@@ -350,6 +350,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush goes nowhere
         return 141  # as a shell reports a process ended by SIGPIPE
+    except KeyboardInterrupt:  # Ctrl-C before serve's handler (before: a traceback)
+        print("interrupted", file=sys.stderr)
+        return 130  # as a shell reports a process ended by SIGINT
     except LineageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
