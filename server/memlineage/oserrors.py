@@ -56,4 +56,5 @@ def check_kind(path: str, *, pipe: bool = False) -> None:
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     kinds = "a device or socket" if pipe else "a FIFO, device or socket"
-    raise OSError(errno.EINVAL, f"not a regular file ({kinds})", path)
+    hint = "" if pipe else "; write it to a file first, e.g. zcat log.gz > log"
+    raise OSError(errno.EINVAL, f"not a regular file ({kinds}{hint})", path)

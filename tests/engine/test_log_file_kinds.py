@@ -65,4 +65,7 @@ def test_replay_refuses_a_log_it_cannot_size_or_seek(tmp_path: Path, kind: str) 
         assert replay_command([path], POLICIES, out=out, err=io.StringIO()) == 2
     finally:
         done.set()
-    assert out.getvalue() == f"cannot read {path}: not a regular file (a FIFO, device or socket)\n"
+    assert out.getvalue() == (
+        f"cannot read {path}: not a regular file (a FIFO, device or socket; write it to "
+        "a file first, e.g. zcat log.gz > log)\n"
+    )
