@@ -172,8 +172,8 @@ def test_put_settings_follow_the_value_the_store_holds() -> None:
 
 class _ClosedBeforeRevise(MemLineageClient):
     """The real client, closed (by another thread of the application) between an
-    update's decision and its Revise once `lose` is set: grpc raises its ValueError,
-    no `MemLineageError`."""
+    update's decision and its Revise once `lose` is set: the client raises its
+    RuntimeError ("the client is closed"), no `MemLineageError`."""
 
     lose = False
 
@@ -197,7 +197,7 @@ def test_an_update_whose_record_fails_with_any_error_puts_the_old_item_back(
         _put_old(store, ns)
         closing.lose = True
         value = {**NEW, "_lineage": {"creator": f"user:{ns[0]}"}}
-        with pytest.raises(ValueError, match="closed channel"):
+        with pytest.raises(RuntimeError, match="the client is closed"):
             if mode == "sync":
                 store.put(ns, "item", value)
             else:
