@@ -46,6 +46,12 @@ def test_each_code_means_one_thing_across_commands(
         ("config", "show", "--config", str(files / "bad.toml")),
         ("simulate", str(files / "script.jsonl")),
         ("store", "check", "redis://127.0.0.1:6379/0"),
+        # a path named that does not exist: 2 in lint and test as in fmt (lint was 1)
+        ("lint", str(files / "missing.mlp")),
+        ("test", str(files / "missing.mlp")),
+        ("fmt", "--check", str(files / "missing.mlp")),
+        # a value the client refuses before any call (the actor's kind:id): was 1
+        ("check", "read", "m1", "--actor", "nocolon", "--target", "127.0.0.1:9"),
     ]
     for expected, commands in ((0, done), (1, failed), (2, wrong)):
         for argv in commands:

@@ -10,6 +10,7 @@ Exit codes: 0 all good; 1 errors found / tests failed; 2 usage problem.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, TextIO
 
 from .coverage import Report, instrumented
@@ -55,7 +56,15 @@ def lint_command(paths: list[str], fmt: str, out: TextIO, each: bool = False) ->
     if fmt == "human" and not diags:
         text = f"{len(collect_files(paths))} file(s) checked, no problems\n"
     out.write(text if text.endswith("\n") else text + "\n")
+    if _named_missing(paths):  # said above (E006); the command line is wrong, as in fmt
+        return 2
     return 1 if has_errors(diags) else 0
+
+
+def _named_missing(paths: list[str]) -> bool:
+    """Whether a path the command line names does not exist: exit 2, as `fmt` (a wrong
+    input the command names), not 1 (what was checked failed)."""
+    return any(not os.path.exists(p) for p in paths)
 
 
 def test_command(
@@ -121,4 +130,6 @@ def test_command(
             if coverage_min is not None:
                 doc["coverage"]["minimum"] = coverage_min
         out.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    if _named_missing(paths):
+        return 2
     return 1 if failed or broken or short else 0

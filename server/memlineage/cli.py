@@ -158,9 +158,9 @@ def _check(args: argparse.Namespace) -> int:
     except MemLineageError as exc:
         remote_error(exc, args)
         return 1
-    except ValueError as exc:
+    except ValueError as exc:  # the client's own check of a value the command line gave
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return 2
     if args.format == "json":
         print(MessageToJson(d, preserving_proto_field_name=True))
     else:

@@ -120,11 +120,13 @@ def test_no_files_is_a_usage_error(tmp_path: Path) -> None:
 def test_lint_says_why_a_file_cannot_be_read(tmp_path: Path) -> None:
     """E006 names the reason, as fmt does (before: `cannot read `gone.mlp`` alone); an
     include that is there but cannot be read says why (a missing one stays "not
-    found", as the LintPolicy RPC says it)."""
+    found", as the LintPolicy RPC says it). A path named that does not exist is exit
+    2, as in fmt (a wrong command line); a file there but unreadable is a lint error."""
     (tmp_path / "binary.mlp").write_bytes(b"policy p {\n\xff")
     (tmp_path / "inc.mlp").write_text('include "binary.mlp"\n')
     out = run("lint", "gone.mlp", "binary.mlp", cwd=tmp_path)
-    assert out.returncode == 1, out
+    assert out.returncode == 2, out
+    assert run("lint", "binary.mlp", cwd=tmp_path).returncode == 1
     lines = out.stdout.splitlines()
     assert "gone.mlp:1:1: error[E006]: cannot read `gone.mlp`: No such file or directory" in lines
     assert "binary.mlp:1:1: error[E006]: cannot read `binary.mlp`: not UTF-8 (byte 11)" in lines
