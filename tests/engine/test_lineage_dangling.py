@@ -26,7 +26,7 @@ from memlineage.store import open_store
 from memlineage.store.base import LineageStore
 from memlineage_dsl.facts import Creator, DictSnapshot, MemoryFacts
 from memlineage_dsl.lineage_bound import LineageCut
-from support.memories import T0
+from support.memories import T0, derivation_chain
 from support.redis_servers import RedisServer
 from support.sidecar import BUNDLED_POLICIES
 
@@ -53,18 +53,7 @@ def _engine(
 
 def _chain(store: LineageStore, prefix: str, n: int, source: str = "user:alice") -> None:
     """`{prefix}0` by `source`, then `n` agent notes each built on the one before."""
-    kind = source.split(":")[0]
-    store.record(MemoryRecord(id=f"{prefix}0", namespace=NS, creator_kind=kind, creator_id=source))
-    for i in range(1, n + 1):
-        store.record(
-            MemoryRecord(
-                id=f"{prefix}{i}",
-                namespace=NS,
-                creator_kind="agent",
-                creator_id="agent:assistant",
-                dependencies=(f"{prefix}{i - 1}",),
-            )
-        )
+    derivation_chain(store, source, n, prefix, NS)
 
 
 def _damage(server: RedisServer, *ids: str) -> None:

@@ -26,7 +26,7 @@ from memlineage.store.embedded import EmbeddedStore
 from memlineage_dsl.codegen import origins_of
 from memlineage_dsl.decision import Decision
 from memlineage_dsl.facts import Creator, DictSnapshot, MemoryFacts, UnknownMemory
-from support.memories import T0
+from support.memories import T0, derivation_chain
 from support.sidecar import BUNDLED_POLICIES
 
 NS = "default"
@@ -53,22 +53,8 @@ def _engine(
 
 
 def _chain(store: EmbeddedStore, source: str, derivations: int, prefix: str = "m") -> str:
-    """`{prefix}0` made by `source`, then `derivations` notes of an agent each built on
-    the one before (written to the store directly: as a chain built before its source
-    was blocked). Returns the top's id."""
-    kind = source.split(":")[0]
-    store.record(MemoryRecord(id=f"{prefix}0", namespace=NS, creator_kind=kind, creator_id=source))
-    for i in range(1, derivations + 1):
-        store.record(
-            MemoryRecord(
-                id=f"{prefix}{i}",
-                namespace=NS,
-                creator_kind="agent",
-                creator_id="agent:assistant",
-                dependencies=(f"{prefix}{i - 1}",),
-            )
-        )
-    return f"{prefix}{derivations}"
+    """`support.memories.derivation_chain` in this suite's namespace."""
+    return derivation_chain(store, source, derivations, prefix, NS)
 
 
 def _past(d: Decision, depth: int = DEPTH) -> bool:

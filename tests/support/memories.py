@@ -13,6 +13,7 @@ The DSL suites keep their own instant (``tests/dsl``).
 from __future__ import annotations
 
 from memlineage.lineage.model import MemoryRecord, MemoryRef
+from memlineage.store.base import LineageStore
 
 NOW = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
 T0 = 1_767_225_600.0  # 2026-01-01 00:00:00 UTC
@@ -28,3 +29,25 @@ def memory(memory_id: str, *deps: str | MemoryRef, ns: str, **fields: object) ->
     """
     fields.setdefault("creator_id", DEFAULT_CREATOR)
     return MemoryRecord(id=memory_id, namespace=ns, dependencies=deps, **fields)  # type: ignore[arg-type]
+
+
+def derivation_chain(
+    store: LineageStore, source: str, derivations: int, prefix: str = "m", ns: str = "default"
+) -> str:
+    """`{prefix}0` made by `source` (``kind:id``), then `derivations` notes of an agent
+    each built on the one before, recorded in `store` directly (as a chain built before
+    its source was judged). Returns the top's id."""
+    record = store.record
+    kind = source.split(":")[0]
+    record(MemoryRecord(id=f"{prefix}0", namespace=ns, creator_kind=kind, creator_id=source))
+    for i in range(1, derivations + 1):
+        record(
+            MemoryRecord(
+                id=f"{prefix}{i}",
+                namespace=ns,
+                creator_kind="agent",
+                creator_id="agent:assistant",
+                dependencies=(f"{prefix}{i - 1}",),
+            )
+        )
+    return f"{prefix}{derivations}"
