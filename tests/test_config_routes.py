@@ -218,6 +218,14 @@ def test_empty_environment_variable_is_unset() -> None:
         ({}, {"grpc_workers": "many"}, "--grpc-workers: must be an integer, got 'many'"),
         ({}, {"scoring.alpha": "much"}, "--scoring-alpha: must be a number, got 'much'"),
         ({}, {"colour": "blue"}, "unknown setting 'colour'"),
+        # values checked once merged (their form, their range): named where given too
+        # (before: `listen must be HOST:PORT` alone, whichever route set it)
+        ({"MEMLINEAGE_LISTEN": "nowhere"}, {}, "MEMLINEAGE_LISTEN: listen must be HOST:PORT"),
+        ({}, {"listen": "nowhere"}, "--listen: listen must be HOST:PORT"),
+        ({"MEMLINEAGE_FAIL_MODE": "often"}, {}, "MEMLINEAGE_FAIL_MODE: fail_mode must be one"),
+        ({}, {"store": "mysql://x"}, "--store: store must be embedded"),
+        ({"MEMLINEAGE_TRACING": "loud"}, {}, "MEMLINEAGE_TRACING: tracing must be off"),
+        ({"MEMLINEAGE_METRICS_HOST": "a b"}, {}, "MEMLINEAGE_METRICS_HOST: metrics_host must"),
     ],
 )
 def test_a_bad_value_names_its_route(
@@ -237,6 +245,7 @@ def test_a_bad_value_names_its_route(
         ("[tokens.a]\ntoken = 'x'\nnamespace = ['y']", "tokens.a: unknown key(s) ['namespace']"),
         ("[tokens.a]\ntoken = 'x'\nnamespaces = 'y'", "tokens.a.namespaces must be a list"),
         ("[scoring]\ndefault_volatility = 3", "scoring.default_volatility: must be a string"),
+        ('listen = "nowhere"', "c.toml: listen must be HOST:PORT, got 'nowhere'"),
     ],
 )
 def test_file_values_are_checked_by_type(tmp_path: Path, text: str, message: str) -> None:

@@ -310,29 +310,35 @@ class Config:
             meta: _Meta | None = f.metadata.get(_META)
             problem = meta.range.problem(getattr(self, f.name)) if meta and meta.range else None
             if problem is not None:
-                raise ConfigError(f"{f.name} {problem}")
+                raise ConfigError(f"{f.name} {problem}", f.name)
         try:
             check_tokens(self.tokens)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         if self.grpc_runtime not in GRPC_RUNTIMES:
             raise ConfigError(
-                f"grpc_runtime must be one of {GRPC_RUNTIMES}, got {self.grpc_runtime!r}"
+                f"grpc_runtime must be one of {GRPC_RUNTIMES}, got {self.grpc_runtime!r}",
+                "grpc_runtime",
             )
         if self.fail_mode not in FAIL_MODES:
-            raise ConfigError(f"fail_mode must be one of {FAIL_MODES}, got {self.fail_mode!r}")
+            raise ConfigError(
+                f"fail_mode must be one of {FAIL_MODES}, got {self.fail_mode!r}", "fail_mode"
+            )
         parse_cpus(self.cpu_affinity)  # raises ConfigError naming the setting
         host, sep, port = self.listen.rpartition(":")
         if not sep or not host or not port.isdigit():
-            raise ConfigError(f"listen must be HOST:PORT, got {self.listen!r}")
+            raise ConfigError(f"listen must be HOST:PORT, got {self.listen!r}", "listen")
         if int(port) > 65535:  # gRPC would take it modulo 65536: another port
-            raise ConfigError(f"listen port must be 0 to 65535, got {port}")
+            raise ConfigError(f"listen port must be 0 to 65535, got {port}", "listen")
         if not self.metrics_host or any(c.isspace() for c in self.metrics_host):
-            raise ConfigError(f"metrics_host must be an address, got {self.metrics_host!r}")
+            raise ConfigError(
+                f"metrics_host must be an address, got {self.metrics_host!r}", "metrics_host"
+            )
         if not re.match(r"(embedded(://.+)?|rediss?://.+|redis\+cluster://.+)$", self.store):
             raise ConfigError(
                 f"store must be embedded, embedded:///dir, redis://host:port/db or "
-                f"redis+cluster://h1:p1,h2:p2, got {self.store!r}"
+                f"redis+cluster://h1:p1,h2:p2, got {self.store!r}",
+                "store",
             )
         try:
             self.scoring.check()
@@ -352,7 +358,8 @@ class Config:
         ):
             raise ConfigError(
                 "tracing must be off, console, file:PATH or an http(s):// OTLP endpoint, "
-                f"got {self.tracing!r}"
+                f"got {self.tracing!r}",
+                "tracing",
             )
         if self.simulation and not self.store_url().startswith("embedded"):
             raise ConfigError(

@@ -18,7 +18,13 @@ T = TypeVar("T")
 
 
 class ConfigError(ValueError):
-    """A configuration value is wrong; the message names the setting."""
+    """A configuration value is wrong; the message names the setting. `setting`: its
+    key, when one setting's value is wrong on its own (`resolve_config` then also names
+    where that value came from: the variable, the flag or the file)."""
+
+    def __init__(self, message: str, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 @dataclass(frozen=True, slots=True)

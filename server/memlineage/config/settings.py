@@ -234,7 +234,13 @@ def resolve_config(
         top[name] = table(
             **{k.removeprefix(prefix): v for k, v in values.items() if k.startswith(prefix)}
         )
-    return Config(**top).validated(), origins
+    try:
+        return Config(**top).validated(), origins
+    except ConfigError as exc:  # one setting's value: named where it was given too
+        origin = origins.get(exc.setting or "", "default")
+        if origin == "default":
+            raise
+        raise ConfigError(f"{origin.partition(' ')[2]}: {exc}", exc.setting) from None
 
 
 def load_config(
