@@ -70,6 +70,14 @@ MAX_RECONNECT_BACKOFF = 1.0
 """The channel's reconnect pacing while the sidecar is unreachable: first retry after
 INITIAL, growing 1.6x up to MAX (a local sidecar: a refused connect costs nothing)."""
 
+KEEPALIVE_SECONDS = 20.0
+KEEPALIVE_TIMEOUT_SECONDS = 10.0
+"""While a call is open (a Watch lives for hours), the channel pings the sidecar every
+KEEPALIVE_SECONDS and drops a connection that has not answered in KEEPALIVE_TIMEOUT:
+a Watch over a connection that died without a word (a partition, a host gone) then
+fails UNAVAILABLE and resumes from its cursor, where it waited for ever. The sidecar
+takes pings this often (`grpc.http2.max_ping_strikes` 0 in its server options)."""
+
 
 def service_config(retries: int) -> dict[str, Any]:
     """The service config of a channel re-sending `RETRIED_METHODS` up to ``retries``
@@ -94,12 +102,18 @@ def service_config(retries: int) -> dict[str, Any]:
 
 def channel_options(retries: int, options: Sequence[tuple[str, Any]] = ()) -> list[tuple[str, Any]]:
     """Channel arguments for `service_config(retries)`, retries on, the config not
-    replaced by one from name resolution, and reconnects at least every
-    `MAX_RECONNECT_BACKOFF`; the caller's ``options`` win over these."""
+    replaced by one from name resolution, reconnects at least every
+    `MAX_RECONNECT_BACKOFF`, and keepalive pings while a call is open
+    (`KEEPALIVE_SECONDS`); the caller's ``options`` win over these."""
     merged: dict[str, Any] = {
         "grpc.enable_retries": 1,
         "grpc.initial_reconnect_backoff_ms": int(INITIAL_RECONNECT_BACKOFF * 1000),
         "grpc.max_reconnect_backoff_ms": int(MAX_RECONNECT_BACKOFF * 1000),
+        "grpc.keepalive_time_ms": int(KEEPALIVE_SECONDS * 1000),
+        "grpc.keepalive_timeout_ms": int(KEEPALIVE_TIMEOUT_SECONDS * 1000),
+        # what newer grpcio reads for it (its default: 60 s); older ones ignore it
+        "grpc.http2.ping_timeout_ms": int(KEEPALIVE_TIMEOUT_SECONDS * 1000),
+        "grpc.http2.max_pings_without_data": 0,  # an idle Watch sends no data: ping on
         "grpc.service_config": json.dumps(service_config(retries)),
         "grpc.service_config_disable_resolution": 1,
     }

@@ -207,6 +207,9 @@ def serve(
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
+            # clients ping while a Watch is open (client/retry.py, KEEPALIVE_SECONDS):
+            # taken at any rate, never answered with GOAWAY "too_many_pings"
+            ("grpc.http2.max_ping_strikes", 0),
         ],
         interceptors=gate + list(interceptors) or None,
     )
