@@ -18,6 +18,7 @@ import grpc
 import pytest
 from memlineage.client import (
     AsyncMemLineageClient,
+    Cancelled,
     DeadlineExceeded,
     MemLineageClient,
     MemLineageError,
@@ -113,7 +114,7 @@ def test_closing_the_async_client_fails_its_calls_in_flight_as_the_sync_one_does
     sync.close()
     caller.join(5)
     [sync_error] = failed
-    assert type(sync_error) is MemLineageError
+    assert type(sync_error) is Cancelled
     assert sync_error.code == grpc.StatusCode.CANCELLED
 
     async def scenario() -> None:

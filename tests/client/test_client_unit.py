@@ -23,9 +23,11 @@ from memlineage.client import (
     Aborted,
     AlreadyExists,
     AsyncMemLineageClient,
+    Cancelled,
     DataLoss,
     DeadlineExceeded,
     FailedPrecondition,
+    Internal,
     InvalidArgument,
     MemLineageClient,
     MemLineageError,
@@ -34,6 +36,7 @@ from memlineage.client import (
     PermissionDenied,
     ResourceExhausted,
     Unavailable,
+    Unimplemented,
     backoff_delay,
     from_timestamp,
     parse_actor,
@@ -464,7 +467,10 @@ def test_status_updates_feedback_and_admin_requests(
         (grpc.StatusCode.RESOURCE_EXHAUSTED, ResourceExhausted),
         (grpc.StatusCode.ABORTED, Aborted),
         (grpc.StatusCode.DATA_LOSS, DataLoss),
-        (grpc.StatusCode.INTERNAL, MemLineageError),
+        (grpc.StatusCode.INTERNAL, Internal),  # before: the base class for these three
+        (grpc.StatusCode.UNIMPLEMENTED, Unimplemented),
+        (grpc.StatusCode.CANCELLED, Cancelled),
+        (grpc.StatusCode.UNKNOWN, MemLineageError),  # never sent by a sidecar
     ],
 )
 def test_status_codes_become_typed_errors(

@@ -41,9 +41,11 @@ from memlineage.client.convert import (
 from memlineage.client.errors import (
     Aborted,
     AlreadyExists,
+    Cancelled,
     DataLoss,
     DeadlineExceeded,
     FailedPrecondition,
+    Internal,
     InvalidArgument,
     MemLineageError,
     NotFound,
@@ -53,6 +55,7 @@ from memlineage.client.errors import (
     ResourceExhausted,
     Unauthenticated,
     Unavailable,
+    Unimplemented,
     error_from_rpc,
 )
 from memlineage.client.guarded import DictMemoryStore, GuardedStore, MemoryStore
@@ -66,6 +69,7 @@ __all__ = [
     "AlreadyExists",
     "AsyncMemLineageClient",
     "AsyncWatchStream",
+    "Cancelled",
     "CheckOptions",
     "DataLoss",
     "DeadlineExceeded",
@@ -73,6 +77,7 @@ __all__ = [
     "FailedPrecondition",
     "GrantFields",
     "GuardedStore",
+    "Internal",
     "InvalidArgument",
     "MemLineageClient",
     "MemLineageError",
@@ -86,6 +91,7 @@ __all__ = [
     "ResourceExhausted",
     "Unauthenticated",
     "Unavailable",
+    "Unimplemented",
     "WatchStream",
     "backoff_delay",
     "error_from_rpc",

@@ -1,5 +1,6 @@
 """What a failed call raises: one `MemLineageError` subclass per gRPC status the
-sidecar uses, and `PolicyDenied` for an operation the policies refused."""
+sidecar uses (UNKNOWN, which it never sends, stays the base class), and
+`PolicyDenied` for an operation the policies refused."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from memlineage.v1 import memlineage_pb2 as pb
 __all__ = [
     "Aborted",
     "AlreadyExists",
+    "Cancelled",
     "DataLoss",
     "DeadlineExceeded",
     "FailedPrecondition",
+    "Internal",
     "InvalidArgument",
     "MemLineageError",
     "NotFound",
@@ -23,6 +26,7 @@ __all__ = [
     "ResourceExhausted",
     "Unauthenticated",
     "Unavailable",
+    "Unimplemented",
     "closed_in_flight",
     "error_from_rpc",
     "never_ready",
@@ -109,7 +113,24 @@ class DataLoss(MemLineageError):
     was changed). Not retried: it stays damaged until an operator repairs it."""
 
 
+class Cancelled(MemLineageError):
+    """The call was cancelled before its answer: its client was closed with it in
+    flight. Whether a write was applied is not known (as for `Unavailable`)."""
+
+
+class Internal(MemLineageError):
+    """A bug in the sidecar, not the caller's error: its log has the traceback. Not
+    retried."""
+
+
+class Unimplemented(MemLineageError):
+    """A method the sidecar does not serve: one older than this client."""
+
+
 _ERRORS: dict[grpc.StatusCode, type[MemLineageError]] = {
+    grpc.StatusCode.CANCELLED: Cancelled,
+    grpc.StatusCode.INTERNAL: Internal,
+    grpc.StatusCode.UNIMPLEMENTED: Unimplemented,
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.NOT_FOUND: NotFound,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
@@ -156,7 +177,7 @@ def closed_in_flight() -> MemLineageError:
     """What a call raises when its client is closed while it is in flight: the sync
     client's error (gRPC's CANCELLED "Channel closed!"), for the async client too,
     whose grpc.aio call raises CancelledError instead."""
-    return MemLineageError(grpc.StatusCode.CANCELLED, "Channel closed!")
+    return Cancelled(grpc.StatusCode.CANCELLED, "Channel closed!")
 
 
 def _trailers(exc: grpc.RpcError) -> tuple[str, str]:
