@@ -41,7 +41,7 @@ from memlineage.grpc_api.auth import TokenGrant
 from memlineage.lineage.clock import ManualClock
 from memlineage.v1 import memlineage_pb2 as pb
 from support.memories import T0
-from support.redis_servers import free_port, start_redis_server
+from support.redis_servers import start_redis_server
 from support.serve_process import ServeProcess
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
@@ -358,26 +358,6 @@ def test_built_outside_a_loop_used_in_one_and_refused_in_another(sidecar: Runnin
 
 
 # ---------------------------------------------------------------- deadlines, restarts
-
-
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[list[str], list[ServeProcess]]]:
-    """`memlineage serve` args for a fixed port and data directory, and the processes
-    started with them (killed at the end)."""
-    args = [
-        "--policies",
-        BUNDLED_POLICIES,
-        "--data-dir",
-        str(tmp_path / "data"),
-        "--listen",
-        f"127.0.0.1:{free_port()}",
-    ]
-    procs: list[ServeProcess] = []
-    yield args, procs
-    for p in procs:
-        if p.proc.poll() is None:
-            os.kill(p.proc.pid, signal.SIGCONT)
-            p.kill()
 
 
 def test_a_paused_sidecar_is_a_deadline_within_the_timeout(served: tuple) -> None:
