@@ -53,7 +53,8 @@ def row_line(name: str, rows: list[gb.Result], per_call: int = 1) -> str:
     seconds = sum(r.seconds for r in rows)
     lat = sorted(x for r in rows for x in r.latencies)
     return (
-        f"  {name:8} {calls / seconds * per_call:>10,.0f}/s  p50 {lat[len(lat) // 2] * 1e3:6.3f} ms"
+        f"  {name:12} {calls / seconds * per_call:>10,.0f}/s"
+        f"  p50 {lat[len(lat) // 2] * 1e3:6.3f} ms"
         f"  server CPU {sum(r.server_cpu for r in rows) / calls * 1e6:5.0f} us/call"
         f"  client {sum(r.client_cpu for r in rows) / calls * 1e6:4.0f} us/call"
     )

@@ -3,7 +3,8 @@
 # redis-server is available, lint and format-check (ruff) and type-check (mypy)
 # the code, lint the bundled policies, run pytest (which also validates deploy/ and
 # the policy CI example offline: tests/test_deploy.py). Without arguments it then runs
-# the served tests again on the grpc.aio runtime, and the client and a served sidecar's
+# the served tests again on the grpc.aio runtime, the transport's tests again on
+# gRPC's poller before EventEngine, and the client and a served sidecar's
 # API contract again in two more venvs: on the
 # lowest supported dependencies (.venv-lowest, constraints-lowest.txt: protobuf
 # 5.26.1, grpcio 1.64.0, ...) and on the newest ones pip resolves (.venv-newest,
@@ -76,6 +77,13 @@ echo "== the served tests on grpc_runtime = aio"
 # (`any_runtime` tests check what the runtime does not touch: run once, above)
 MEMLINEAGE_GRPC_RUNTIME=aio .venv/bin/python -m pytest -q -p no:cacheprovider \
     "${PARALLEL[@]}" -m "not any_runtime" "${AIO_TESTS[@]}"
+# The transport's tests again with every process on gRPC's poller before EventEngine
+# (docs/operating.md, "gRPC's poller": an operator's choice, read from the
+# environment by the sidecars and clients these tests start and by pytest's own).
+echo "== the transport's tests on GRPC_EXPERIMENTS=-event_engine_client,-event_engine_listener"
+GRPC_EXPERIMENTS=-event_engine_client,-event_engine_listener .venv/bin/python -m pytest -q \
+    -p no:cacheprovider "${PARALLEL[@]}" tests/grpc_api tests/client \
+    tests/e2e/test_api_contract.py tests/e2e/test_tls.py
 RANGE_TESTS=(tests/client tests/e2e/test_api_contract.py tests/test_dependency_bounds.py
              tests/test_proto_generated.py::test_committed_code_is_the_pinned_old_gencode)
 range_pass() {  # VENV: its passes, in that venv's ports (support/redis_servers.py)

@@ -179,3 +179,26 @@ def test_grpc_bench_stack_row_serves_a_spinning_check_in_the_sidecars_server() -
     assert "what deciding costs beyond the handler's length" in line[0]
     rows = [x for x in out.stdout.splitlines() if x.startswith("sidecar, every decision fresh")]
     assert rows and rows[0][-2:] == " 0", rows  # the fresh row ran, with no errors
+
+
+def test_poller_bench_runs_each_side_on_the_poller_it_names() -> None:
+    """Each sidecar and each client child on its own poller (the bench reads the
+    sidecars' environment and the children report theirs; it stops on a mismatch),
+    the four pairings and every in-flight row printed."""
+    out = run_bench(
+        "poller_bench.py",
+        *("--rounds", "1", "--calls", "20", "--window", "0.2", "--memories", "200"),
+        timeout=180,
+    )
+    assert "sidecar event-engine: GRPC_EXPERIMENTS unset" in out.stdout, out.stdout
+    legacy = "sidecar legacy: GRPC_EXPERIMENTS=-event_engine_client,-event_engine_listener"
+    assert legacy in out.stdout, out.stdout
+    pollers = ("event-engine", "legacy")
+    pairings = [
+        line.split()[:2]
+        for line in out.stdout.splitlines()
+        if line.split()[:2] and all(w in pollers for w in line.split()[:2])
+    ]
+    assert pairings == [[c, s] for c in pollers for s in pollers], out.stdout
+    rows = [line.split()[0] for line in out.stdout.splitlines() if line.endswith("us/call")]
+    assert rows == ["event-engine", "legacy"] * 3, out.stdout
