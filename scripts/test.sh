@@ -96,9 +96,9 @@ range_pass() {  # VENV: its passes, in that venv's ports (support/redis_servers.
 # The two venvs' passes side by side, each on its own part of the test ports; their
 # output is shown whole, one venv after the other, once both have ended.
 logs=$(mktemp -d)
-MEMLINEAGE_TEST_PORTS=10000-14999 range_pass .venv-lowest >"$logs/lowest" 2>&1 &
+PYTEST_MEMLINEAGE_PORTS=10000-14999 range_pass .venv-lowest >"$logs/lowest" 2>&1 &
 lowest=$!
-MEMLINEAGE_TEST_PORTS=15000-19999 range_pass .venv-newest >"$logs/newest" 2>&1 &
+PYTEST_MEMLINEAGE_PORTS=15000-19999 range_pass .venv-newest >"$logs/newest" 2>&1 &
 newest=$!
 status=0
 wait "$lowest" || status=1

@@ -7,7 +7,7 @@ import argparse
 import os
 
 from memlineage import __version__
-from memlineage.cli_remote import count, rfc3339, seconds
+from memlineage.cli_remote import count, rfc3339, seconds, target
 from memlineage.config import add_setting_flags
 
 
@@ -84,6 +84,7 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument(
             "--target",
             default=os.environ.get("MEMLINEAGE_TARGET") or "127.0.0.1:50051",
+            type=target,
             help="sidecar HOST:PORT (default: $MEMLINEAGE_TARGET, else 127.0.0.1:50051)",
         )
         sp.add_argument("--token", help="bearer token (default: $MEMLINEAGE_TOKEN)")

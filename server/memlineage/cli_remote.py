@@ -26,6 +26,18 @@ def seconds(text: str) -> float:
     return value
 
 
+def target(text: str) -> str:
+    """A ``--target`` gRPC can resolve (`check_target`): a wrong one is argparse's
+    one-line error at once, not DEADLINE_EXCEEDED after the whole ``--timeout``."""
+    from memlineage.client.targets import check_target
+
+    try:
+        check_target(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def rfc3339(text: str) -> float:
     """A ``--at``: an RFC 3339 time with its zone, in epoch seconds (argparse's
     one-line error else)."""

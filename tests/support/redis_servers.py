@@ -45,7 +45,7 @@ def require_binaries() -> tuple[str, str]:
 # cluster node's bus port is port + 10000, inside [BUS_PORTS_FROM, BUS_PORTS_FROM +
 # 10000): apart from every worker's ports too. Two pytest runs at once (scripts/test.sh
 # runs the .venv-lowest and .venv-newest passes side by side) each get a part of the
-# range with MEMLINEAGE_TEST_PORTS=FIRST-LAST (inside 10000-19999), split in turn
+# range with PYTEST_MEMLINEAGE_PORTS=FIRST-LAST (inside 10000-19999), split in turn
 # between that run's workers.
 PORTS_FROM = 10000
 BUS_PORTS_FROM = PORTS_FROM + 10000
@@ -53,15 +53,15 @@ _next_port: list[int] = []
 
 
 def _run_ports() -> range:
-    """This pytest run's ports: MEMLINEAGE_TEST_PORTS, or all of them."""
-    spec = os.environ.get("MEMLINEAGE_TEST_PORTS", "")
+    """This pytest run's ports: PYTEST_MEMLINEAGE_PORTS, or all of them."""
+    spec = os.environ.get("PYTEST_MEMLINEAGE_PORTS", "")
     if not spec:
         return range(PORTS_FROM, BUS_PORTS_FROM)
     first, _, last = spec.partition("-")
     ports = range(int(first), int(last) + 1)
     if not (PORTS_FROM <= ports.start < ports.stop <= BUS_PORTS_FROM):
         raise RuntimeError(
-            f"MEMLINEAGE_TEST_PORTS={spec}: must be FIRST-LAST inside "
+            f"PYTEST_MEMLINEAGE_PORTS={spec}: must be FIRST-LAST inside "
             f"{PORTS_FROM}-{BUS_PORTS_FROM - 1}"
         )
     return ports

@@ -35,6 +35,7 @@ from memlineage.client.stubs import (
     AsyncWatchCall,
     new_async_stubs,
 )
+from memlineage.client.targets import check_target
 from memlineage.v1 import memlineage_pb2 as pb
 
 __all__ = ["AsyncMemLineageClient", "AsyncWatchStream"]
@@ -85,6 +86,7 @@ class AsyncMemLineageClient:
             raise ValueError(f"timeout: {timeout!r} must be positive")
         if retries < 0:
             raise ValueError(f"retries: {retries!r} must be 0 or more")
+        check_target(target)
         self.target = target
         self.namespace = namespace
         self.timeout = timeout

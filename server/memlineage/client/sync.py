@@ -24,6 +24,7 @@ from memlineage.client.errors import error_from_rpc, never_ready, rpc_status
 from memlineage.client.messages import CheckOptions, GrantFields, MemoryFields, RankOptions
 from memlineage.client.retry import backoff_delay, channel_options
 from memlineage.client.stubs import Unary, WatchCall, new_stubs
+from memlineage.client.targets import check_target
 from memlineage.v1 import memlineage_pb2 as pb
 
 __all__ = ["MemLineageClient", "WatchStream", "require_sync_client"]
@@ -73,6 +74,7 @@ class MemLineageClient:
             raise ValueError(f"timeout: {timeout!r} must be positive")
         if retries < 0:
             raise ValueError(f"retries: {retries!r} must be 0 or more")
+        check_target(target)
         self.target = target
         self.namespace = namespace
         self.timeout = timeout
