@@ -50,6 +50,12 @@ def test_each_code_means_one_thing_across_commands(
         ("lint", str(files / "missing.mlp")),
         ("test", str(files / "missing.mlp")),
         ("fmt", "--check", str(files / "missing.mlp")),
+        # an empty path, said as such (it read as `.`: "cannot read `.`")
+        ("lint", str(files / "good"), ""),
+        ("test", ""),
+        ("fmt", "--check", ""),
+        # an address gRPC cannot resolve: said at once (it waited the whole --timeout)
+        ("check", "read", "m1", "--target", "garbage::"),
         # a value the client refuses before any call (the actor's kind:id): was 1
         ("check", "read", "m1", "--actor", "nocolon", "--target", "127.0.0.1:9"),
     ]
@@ -58,3 +64,10 @@ def test_each_code_means_one_thing_across_commands(
             assert _code(*argv) == expected, (argv, capsys.readouterr())
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err
+
+
+def test_an_empty_path_is_said_to_name_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _code("lint", "") == 2
+    err = capsys.readouterr().err
+    assert "argument paths: an empty path names no file or directory" in err
+    assert "`.`" not in err

@@ -7,7 +7,7 @@ import argparse
 import os
 
 from memlineage import __version__
-from memlineage.cli_remote import count, rfc3339, seconds, target
+from memlineage.cli_remote import count, named_path, rfc3339, seconds, target
 from memlineage.config import add_setting_flags
 
 
@@ -31,19 +31,19 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     lint = sub.add_parser("lint", help="check .mlp files; exit 1 on any error")
-    lint.add_argument("paths", nargs="+", help=".mlp files or directories")
+    lint.add_argument("paths", nargs="+", type=named_path, help=".mlp files or directories")
     _format(lint, "json", "sarif")
     lint.add_argument("--each", action="store_true", help="treat every file as its own policy set")
 
     fmt = sub.add_parser("fmt", help="format .mlp files in place")
-    fmt.add_argument("paths", nargs="+")
+    fmt.add_argument("paths", nargs="+", type=named_path)
     fmt.add_argument(
         "--check", action="store_true", help="list files that would change; exit 1 if any"
     )
     fmt.add_argument("--diff", action="store_true", help="print a unified diff")
 
     test = sub.add_parser("test", help="run the test blocks of .mlp files")
-    test.add_argument("paths", nargs="+")
+    test.add_argument("paths", nargs="+", type=named_path)
     test.add_argument("-v", "--verbose", action="store_true")
     test.add_argument("--each", action="store_true", help="treat every file as its own policy set")
     test.add_argument(

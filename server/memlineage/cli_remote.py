@@ -26,6 +26,14 @@ def seconds(text: str) -> float:
     return value
 
 
+def named_path(text: str) -> str:
+    """A path `lint`, `fmt` or `test` is given: an empty one names no file (it read as
+    the current directory's name, "cannot read `.`", where the path was empty)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no file or directory")
+    return text
+
+
 def target(text: str) -> str:
     """A ``--target`` gRPC can resolve (`check_target`): a wrong one is argparse's
     one-line error at once, not DEADLINE_EXCEEDED after the whole ``--timeout``."""
