@@ -82,3 +82,19 @@ def report(
             f"  {new} / {base} {what}/s: median round {statistics.median(ratios):.2f}x "
             f"(rounds {min(ratios):.2f}-{max(ratios):.2f}x)"
         )
+
+
+async def compare(
+    procs: dict[str, gb.ServerProcess],
+    workloads: dict[str, gb.Workload],
+    rounds: int,
+    window: float,
+    base: str,
+    new: str,
+) -> None:
+    """Every row of `ROWS` measured (`windows`) and reported (`report`), `new` against
+    `base`, then the load average after them."""
+    for rpc, inflight, per_call in ROWS:
+        rows = await windows(procs, workloads, rpc, inflight, rounds, window)
+        report(rows, rpc, inflight, per_call, base, new)
+    print(f"load average after the run: {gb._loadavg()}")

@@ -179,12 +179,9 @@ async def compare(opts: argparse.Namespace) -> None:
             f"client on EventEngine for both), {opts.rounds} alternating windows of "
             f"{opts.window:g} s"
         )
-        for rpc, inflight, per_call in alternating.ROWS:
-            rows = await alternating.windows(
-                procs, workloads, rpc, inflight, opts.rounds, opts.window
-            )
-            alternating.report(rows, rpc, inflight, per_call, "event-engine", "legacy")
-        print(f"load average after the run: {gb._loadavg()}")
+        await alternating.compare(
+            procs, workloads, opts.rounds, opts.window, "event-engine", "legacy"
+        )
     finally:
         for p in procs.values():
             p.stop()

@@ -52,12 +52,7 @@ async def compare(opts: argparse.Namespace) -> None:
             f"windows of {opts.window:g} s each, reuse {'on' if opts.reuse else 'off'}, "
             f"{opts.memories} memories, load average {gb._loadavg()}"
         )
-        for rpc, inflight, per_call in alternating.ROWS:
-            rows = await alternating.windows(
-                procs, workloads, rpc, inflight, opts.rounds, opts.window
-            )
-            alternating.report(rows, rpc, inflight, per_call, "sync", "aio")
-        print(f"load average after the run: {gb._loadavg()}")
+        await alternating.compare(procs, workloads, opts.rounds, opts.window, "sync", "aio")
     finally:
         for p in procs.values():
             p.stop()
