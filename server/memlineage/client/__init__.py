@@ -15,6 +15,8 @@ The modules, each importable on its own:
 - `convert`: ``"kind:id"`` actors/creators, operation names, timestamps;
 - `retry`: which calls gRPC may re-send (the channels' service config) and
   `backoff_delay` for a Watch's reconnects;
+- `targets`: `check_target`, a sidecar address gRPC cannot resolve refused when a
+  client is made;
 - `messages`: the request messages both clients build, and the keyword sets of
   the calls that take many (`MemoryFields`, `CheckOptions`, `RankOptions`,
   `GrantFields`);
