@@ -15,13 +15,16 @@ would meet the same damage at every flush; the counts are statistics, not lineag
 
 A store that does not answer (StoreUnavailableError) keeps the sums it was not given
 for the next flush, merged with what is read meanwhile, and the error is raised (the
-server logs the outage once): nothing read before an outage is lost to it. A batch
+server logs the outage once): nothing read before an outage is lost to it. The flush
+a read makes when many are pending does not raise it: a store that refuses writes but
+reads (the embedded store on a full disk) still answers the read. A batch
 whose answer was lost on the way back (the connection cut after Redis applied it) is
 then counted twice: an access count may run over, never under.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import deque
@@ -52,7 +55,10 @@ class AccessBuffer:
         queue = self._queue
         queue.append((namespace, ids, now))
         if len(queue) >= self.max_pending:
-            self.flush()
+            # a store that refuses writes (a full disk) keeps the sums for the next
+            # flush, which reports it: the read that found the queue full is answered
+            with contextlib.suppress(StoreUnavailableError):
+                self.flush()
 
     def pending(self) -> int:
         """Reads queued, plus memories whose sums wait for a store that did not answer."""

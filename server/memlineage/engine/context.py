@@ -134,6 +134,13 @@ class EngineBase:
         """Write the decisions queued for the store (StoreUnavailableError: retried)."""
         return self.decisions.flush()
 
+    def _flush_access_quietly(self) -> None:
+        """Before Explain: a store that refuses writes but still reads (the embedded
+        store on a full disk) answers with the statistics last written; what was not
+        written stays buffered for the next flush."""
+        with contextlib.suppress(StoreUnavailableError):
+            self.access.flush()
+
     def _flush_decisions_quietly(self) -> None:
         """Before Explain and Feedback: a store that refuses fails the request itself."""
         with contextlib.suppress(StoreUnavailableError):

@@ -64,7 +64,7 @@ class Engine(Checks, Writes, Revisions, Acts, ShadowControl, Voice):
         descendant_depth: int = 8,
         decisions: int = 20,
     ) -> Explanation:
-        self.flush_access()
+        self._flush_access_quietly()
         self._flush_decisions_quietly()
         memory = self.store.get(ns, memory_id)
         up: Walk = self.store.ancestors(ns, memory_id, max_depth=ancestor_depth)

@@ -1,0 +1,159 @@
+"""The embedded store on a full disk: its data directory on a real small file system
+(a tmpfs mounted for the test, so the database, its write-ahead log, the head record
+and the checkpoints all meet ENOSPC), filled up through the real client.
+
+A write that finds no room is refused UNAVAILABLE naming the full file system, nothing
+of it is kept (`store check` counts only the acknowledged records), reads (Check,
+Explain) still answer, and once space is freed writes go through again without a
+restart. A sidecar stopped or killed while the disk is full keeps every acknowledged
+record, and its log says what happened without a traceback."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from memlineage.client import MemLineageClient, NotFound, Unavailable
+from memlineage.engine.core import Engine
+from memlineage.engine.policies import PolicyHolder
+from memlineage.lineage.errors import StoreUnavailableError
+from memlineage.lineage.model import MemoryRecord
+from memlineage.store.embedded import EmbeddedStore
+from memlineage_dsl.facts import Creator
+from support.serve_process import ServeProcess
+from support.sidecar import BUNDLED_POLICIES
+
+ALICE = Creator("user", "user:alice")
+
+
+@contextlib.contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of `size` mounted at `where` (made), unmounted at the end whatever
+    happened (lazily: a process still holding a file there does not keep it)."""
+    where.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+        check=True,
+        capture_output=True,
+        timeout=10,
+    )
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=True, timeout=10)
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    with tmpfs(tmp_path / "fs", "2m") as fs:
+        yield fs
+
+
+def fill(fs: Path, leave: int = 0) -> Path:
+    """A filler file taking all but about `leave` bytes of `fs`'s free space."""
+    filler = fs / "filler"
+    st = os.statvfs(fs)
+    want = max(st.f_bavail * st.f_frsize - leave, 0)
+    with filler.open("ab") as f, contextlib.suppress(OSError):  # ENOSPC: full is what was wanted
+        while want > 0:
+            n = min(want, 1 << 16)
+            f.write(b"\0" * n)
+            f.flush()
+            want -= n
+    return filler
+
+
+def record_until_refused(client: MemLineageClient, prefix: str) -> tuple[list[str], Unavailable]:
+    """Records through the client until one is refused (bounded): the ids acknowledged
+    as recorded, and the refusal."""
+    acked: list[str] = []
+    for i in range(2000):
+        memory_id = f"{prefix}{i}"
+        try:
+            answer = client.record(memory_id, creator="user:alice", tags=["tea", "x" * 60])
+        except Unavailable as refused:
+            return acked, refused
+        assert answer.recorded
+        acked.append(memory_id)
+    raise AssertionError("2000 records fit on a 2 MiB file system")
+
+
+def store_check(data: Path) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "memlineage", "store", "check", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out
+    return out.stdout
+
+
+def serve(data: Path, *extra: str) -> ServeProcess:
+    return ServeProcess(["--policies", BUNDLED_POLICIES, "--data-dir", str(data), *extra])
+
+
+def test_a_full_disk_refuses_writes_precisely_reads_answer_and_freed_space_takes_writes(
+    small_fs: Path,
+) -> None:
+    data = small_fs / "data"
+    sidecar = serve(data, "--sweep-interval", "0.2", "--access-flush-seconds", "0.2")
+    try:
+        with MemLineageClient(sidecar.address, timeout=10, retries=0) as client:
+            client.record("first", creator="user:alice")
+            filler = fill(small_fs, leave=256 * 1024)
+            acked, refused = record_until_refused(client, "m")
+            assert acked, "nothing fitted in 256 KiB"
+            fill(small_fs)  # what a smaller write would still fit in
+            assert refused.reason == "STORE_UNAVAILABLE"
+            with pytest.raises(Unavailable):  # and the next one, and the next
+                client.record("another", creator="user:alice")
+            # nothing of the refused write is there
+            with pytest.raises(NotFound):
+                client.explain(f"m{len(acked)}")
+            # reads answer, Explain too (it writes the buffered reads first: before, it
+            # was refused UNAVAILABLE with the write it had tried)
+            for memory_id in ("first", acked[0], acked[-1]):
+                decision = client.check("read", memory_id)
+                assert decision.memory_ids == [memory_id]
+                assert client.explain(memory_id, decisions=5).memory.id == memory_id
+            ranked = client.filter_rank([("first", 0.5), (acked[-1], 0.9)])
+            assert sorted(ranked.ranked_ids) == sorted(["first", acked[-1]])
+            time.sleep(1.0)  # sweeps and flushes meet the full disk meanwhile
+            assert client.health() == "SERVING"
+            assert f"ok, {len(acked) + 1} records" in store_check(data)
+
+            filler.unlink()
+            assert client.record("after", creator="user:alice").recorded  # no restart
+            assert client.explain("after").memory.id == "after"
+    finally:
+        code = sidecar.stop()
+    out = sidecar.rest()
+    assert code == 0, out
+    assert f"ok, {len(acked) + 2} records" in store_check(data)
+
+
+def test_a_read_finding_many_reads_pending_is_answered_on_a_full_disk(small_fs: Path) -> None:
+    """A read that finds `max_pending` reads buffered writes them itself; on a full disk
+    that write is refused, and the read was refused with it (every 10,000th read of
+    a busy sidecar); now it is answered and the sums wait for the next flush."""
+    store = EmbeddedStore(small_fs / "data")
+    try:
+        engine = Engine(store, PolicyHolder(BUNDLED_POLICIES))
+        engine.access.max_pending = 3
+        rec = MemoryRecord(id="m", namespace="default", creator_kind="user", creator_id=ALICE.id)
+        assert engine.record(rec).memory is not None
+        fill(small_fs)
+        for _ in range(6):  # two full queues: each read answered
+            assert engine.check("default", "read", ["m"], ALICE).decision is not None
+        assert engine.access.pending() == 1  # one memory's sums, kept
+        with pytest.raises(StoreUnavailableError, match="disk is full"):
+            engine.flush_access()
+    finally:
+        store.close()
