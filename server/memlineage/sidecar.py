@@ -67,10 +67,24 @@ class Sidecar:
         await self.served.stop(grace)
         try:
             self.engine.flush_access()
+        except StoreUnavailableError as exc:  # a full disk, a store gone: no traceback
+            log.error(
+                "final access flush failed: the access statistics of %d memories read "
+                "since the last flush are lost: %s",
+                self.engine.access.pending(),
+                exc,
+            )
         except Exception:  # the store may be the reason we stop
             log.exception("final access flush failed")
         try:
             self.engine.flush_decisions()
+        except StoreUnavailableError as exc:
+            log.error(
+                "final flush of kept decisions failed: %d decisions are not kept in the "
+                "store (Explain and Feedback will not find them after the restart): %s",
+                self.engine.decisions.pending(),
+                exc,
+            )
         except Exception:
             log.exception("final flush of kept decisions failed")
         self.served.close()
@@ -321,13 +335,20 @@ async def _sweep_forever(engine: Engine, interval: float, batch: int) -> None:
     """The background governance sweep: a batch per namespace every `interval` s,
     on a worker thread so the loop's other tasks (flushes, signals) keep running."""
     loop = asyncio.get_running_loop()
+    faults = FaultLog(log)  # a store refusing writes (a full disk): said once, not per pass
     while True:
         await asyncio.sleep(interval)
         try:
             report = await loop.run_in_executor(None, lambda: engine.sweep(batch=batch))
+        except StoreUnavailableError as exc:
+            faults.failed(
+                "sweep", str(exc), f"governance sweep failed, retried next interval: {exc}"
+            )
+            continue
         except Exception:  # a failed pass is logged and retried next interval
             log.exception("governance sweep failed")
             continue
+        faults.cleared("sweep", "governance sweep goes through again")
         if report.transitions or report.refused or report.unreadable:
             log.info(
                 "sweep: examined %d, %d transitions, %d refused, %d unreadable",

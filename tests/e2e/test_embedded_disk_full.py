@@ -112,6 +112,8 @@ def test_a_full_disk_refuses_writes_precisely_reads_answer_and_freed_space_takes
             assert acked, "nothing fitted in 256 KiB"
             fill(small_fs)  # what a smaller write would still fit in
             assert refused.reason == "STORE_UNAVAILABLE"
+            assert f"no room left on the file system of {data}" in refused.details
+            assert "free" in refused.details and "INTERNAL" not in str(refused)
             with pytest.raises(Unavailable):  # and the next one, and the next
                 client.record("another", creator="user:alice")
             # nothing of the refused write is there
@@ -136,7 +138,62 @@ def test_a_full_disk_refuses_writes_precisely_reads_answer_and_freed_space_takes
         code = sidecar.stop()
     out = sidecar.rest()
     assert code == 0, out
+    assert "Traceback" not in out, out
+    # said once each, not per refused write, sweep or flush
+    assert out.count("writes are refused: no room left on the file system") == 1, out
+    assert out.count("writes go through again") == 1, out
+    assert out.count("governance sweep failed") == 1, out
     assert f"ok, {len(acked) + 2} records" in store_check(data)
+
+
+def test_a_sidecar_stopped_or_killed_on_a_full_disk_keeps_every_acknowledged_record(
+    small_fs: Path,
+) -> None:
+    """SIGTERM while the disk is full: the final flushes fail, said without a
+    traceback; a sidecar started again on the still-full disk serves and refuses
+    writes; SIGKILLed, then started again once space is freed: every acknowledged
+    record is there and `store check` passes."""
+    data = small_fs / "data"
+    sidecar = serve(data, "--sweep-interval", "0")
+    try:
+        with MemLineageClient(sidecar.address, timeout=10, retries=0) as client:
+            filler = fill(small_fs, leave=256 * 1024)
+            acked, _ = record_until_refused(client, "m")
+            for memory_id in acked[:5]:
+                client.check("read", memory_id)  # reads and decisions left to flush
+    finally:
+        code = sidecar.stop()
+    out = sidecar.rest()
+    assert code == 0, out
+    assert "Traceback" not in out, out
+    assert "final access flush failed: the access statistics of 5 memories" in out, out
+    assert "final flush of kept decisions failed" in out, out
+
+    sidecar = serve(data, "--sweep-interval", "0")  # the disk still full
+    try:
+        with MemLineageClient(sidecar.address, timeout=10, retries=0) as client:
+            with pytest.raises(Unavailable) as refused:
+                client.record("while-full", creator="user:alice")
+            assert "no room left on the file system" in refused.value.details
+            assert client.explain(acked[-1]).memory.id == acked[-1]
+    finally:
+        sidecar.kill()
+    assert "Traceback" not in sidecar.rest()
+
+    filler.unlink()
+    assert f"ok, {len(acked)} records" in store_check(data)
+    sidecar = serve(data, "--sweep-interval", "0")
+    try:
+        with MemLineageClient(sidecar.address, timeout=10, retries=0) as client:
+            for memory_id in acked:
+                assert client.explain(memory_id).memory.id == memory_id
+            with pytest.raises(NotFound):
+                client.explain("while-full")
+            assert client.record("after", creator="user:alice").recorded
+    finally:
+        assert sidecar.stop() == 0
+    assert "Traceback" not in sidecar.rest()
+    assert f"ok, {len(acked) + 1} records" in store_check(data)
 
 
 def test_a_read_finding_many_reads_pending_is_answered_on_a_full_disk(small_fs: Path) -> None:
@@ -153,7 +210,7 @@ def test_a_read_finding_many_reads_pending_is_answered_on_a_full_disk(small_fs: 
         for _ in range(6):  # two full queues: each read answered
             assert engine.check("default", "read", ["m"], ALICE).decision is not None
         assert engine.access.pending() == 1  # one memory's sums, kept
-        with pytest.raises(StoreUnavailableError, match="disk is full"):
+        with pytest.raises(StoreUnavailableError, match="no room left"):
             engine.flush_access()
     finally:
         store.close()

@@ -21,7 +21,7 @@ from pathlib import Path
 from memlineage.lineage.decisions import KeptDecision
 from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.store.embedded.op_head import OpHead
-from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
+from memlineage.store.embedded.sqlite_conn import connect_rw, transaction, write_refused
 
 _DECISION_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS decisions (seq INTEGER PRIMARY KEY, "
@@ -49,6 +49,7 @@ class DecisionTable:
         (`OpHead.still_there`) each batch asks."""
         self._lock = threading.Lock()
         self._head = head
+        self._path = path
         self._db: sqlite3.Connection | None = connect_rw(path, fsync)
         with self._lock, transaction(self._db):
             for statement in _DECISION_SCHEMA:
@@ -101,7 +102,7 @@ class DecisionTable:
                         head.still_there()
             except sqlite3.Error as exc:
                 raise StoreUnavailableError(
-                    f"embedded store: keeping decisions failed ({exc})"
+                    f"embedded store: keeping decisions failed ({write_refused(self._path, exc)})"
                 ) from exc
             if head is not None:  # removed between that look and the commit
                 head.still_there()

@@ -22,7 +22,7 @@ from memlineage.lineage.errors import (
 from memlineage.lineage.grants import GrantRecord
 from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.op_head import Head, OpHead
-from memlineage.store.embedded.sqlite_conn import open_loaded, transaction
+from memlineage.store.embedded.sqlite_conn import open_loaded, transaction, write_refused
 from memlineage.store.embedded.summed_rows import (
     add_crc_column,
     check_row,
@@ -60,6 +60,7 @@ class GrantTable:
         self._by_ns: dict[str, dict[str, GrantRecord]] = {}
         self._tally = TableTally("grants", head)
         required = False
+        self._path = path
         if path is not None and path.exists():
             add_crc_column(path, "grants")
             required = is_summed(path, "grants")
@@ -141,8 +142,13 @@ class GrantTable:
                 self._db.executemany("INSERT OR REPLACE INTO grants VALUES (?, ?, ?, ?)", summed)
                 self._tally.save(self._db, staged.counts)
         except sqlite3.Error as exc:
-            raise StoreUnavailableError(f"embedded store: writing grants failed ({exc})") from exc
+            raise StoreUnavailableError(
+                f"embedded store: writing grants failed ({self._why(exc)})"
+            ) from exc
         self._tally.committed(staged)
+
+    def _why(self, exc: sqlite3.Error) -> str:
+        return write_refused(self._path, exc) if self._path is not None else str(exc)
 
     def close(self) -> None:
         with self._lock:

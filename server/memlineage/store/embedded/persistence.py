@@ -58,9 +58,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -82,7 +84,12 @@ from memlineage.store.embedded.op_head import (
 )
 from memlineage.store.embedded.reading import FREEZE_ROWS, read_store, stray_log
 from memlineage.store.embedded.snapshot_parts import FORMAT, crc, dumps, write_snapshot
-from memlineage.store.embedded.sqlite_conn import connect_ro, connect_rw, transaction
+from memlineage.store.embedded.sqlite_conn import (
+    connect_ro,
+    connect_rw,
+    transaction,
+    write_refused,
+)
 from memlineage.store.embedded.state import State
 from memlineage.store.embedded.summary import Summary
 
@@ -98,6 +105,9 @@ __all__ = [
 ]
 
 DB_NAME = "lineage.sqlite3"
+
+log = logging.getLogger("memlineage.store")
+REFUSED_EVERY = 60.0  # seconds between two log lines of refused writes
 
 
 def _not_a_directory(directory: Path) -> OSError:
@@ -269,6 +279,9 @@ class SqliteLog:
         self._db: sqlite3.Connection | None = None
         self._seq = 0  # the last op written
         self._bytes = 0  # op text written since the snapshot
+        self._refused_at: float | None = None  # when a refused write was last logged
+        self._refusals = 0  # refused writes since then
+        self._said_refused = False  # a refusal was logged, and no write since
         self.decisions: DecisionTable | None = None  # opened by `open`
         self._checkpointer: Checkpointer | None = None  # started by `open`
         self._lock = DirLock(self._dir)
@@ -380,14 +393,32 @@ class SqliteLog:
                 "one data directory serves one store"
             ) from exc
         except sqlite3.Error as exc:
+            why = write_refused(self.path, exc)
+            self._refused(why)
             raise StoreUnavailableError(
-                f"embedded store {self.path}: the write failed ({exc})"
+                f"embedded store {self.path}: the write failed ({why})"
             ) from exc
+        if self._said_refused:
+            log.warning("embedded store %s: writes go through again", self.path)
+            self._said_refused = False
         self._seq = seq
         self._bytes += len(text)
         self.head.committed(seq)
         if self._checkpointer is not None:
             self._checkpointer.wrote()
+
+    def _refused(self, why: str) -> None:
+        """Log a refused write: once, then at most once a minute with the count. Near a
+        full disk a small write may fit where a larger one did not (SQLite reuses the
+        room a refused commit took), so refusals and writes can alternate: one line
+        each per minute, not one per write."""
+        now = time.monotonic()
+        if self._refused_at is not None and now - self._refused_at < REFUSED_EVERY:
+            self._refusals += 1
+            return
+        more = f" ({self._refusals} more refused since the last report)" if self._refusals else ""
+        log.error("embedded store %s: writes are refused%s: %s", self.path, more, why)
+        self._refused_at, self._refusals, self._said_refused = now, 0, True
 
     def size(self) -> int | None:
         """Bytes of op text written since the snapshot; None once closed."""

@@ -19,7 +19,7 @@ from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.proposals import Proposal
 from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.op_head import Head, OpHead
-from memlineage.store.embedded.sqlite_conn import open_loaded, transaction
+from memlineage.store.embedded.sqlite_conn import open_loaded, transaction, write_refused
 from memlineage.store.embedded.summed_rows import (
     add_crc_column,
     check_row,
@@ -51,6 +51,7 @@ class ProposalTable:
         self._rows: dict[tuple[str, str], Proposal] = {}
         self._tally = TableTally("proposals", head)
         required = False
+        self._path = path
         if path is not None and path.exists():
             add_crc_column(path, "proposals")
             required = is_summed(path, "proposals")
@@ -110,9 +111,12 @@ class ProposalTable:
                 self._tally.save(self._db, staged.counts)
         except sqlite3.Error as exc:
             raise StoreUnavailableError(
-                f"embedded store: writing proposals failed ({exc})"
+                f"embedded store: writing proposals failed ({self._why(exc)})"
             ) from exc
         self._tally.committed(staged)
+
+    def _why(self, exc: sqlite3.Error) -> str:
+        return write_refused(self._path, exc) if self._path is not None else str(exc)
 
     def close(self) -> None:
         with self._lock:
