@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from memlineage.engine.policies import PolicyHolder
 from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.model import MemoryRecord
 from memlineage.store.embedded import EmbeddedStore
+from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
 from memlineage_dsl.facts import Creator
 from support.serve_process import ServeProcess
 from support.sidecar import BUNDLED_POLICIES
@@ -214,3 +216,57 @@ def test_a_read_finding_many_reads_pending_is_answered_on_a_full_disk(small_fs: 
             engine.flush_access()
     finally:
         store.close()
+
+
+def test_a_snapshot_that_does_not_fit_is_refused_unavailable_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """Folding the op log into a snapshot (the flush's upkeep) on a disk without room
+    for it: StoreUnavailableError naming the full file system (before: sqlite3's own
+    error, logged with a traceback at every flush); the ops stay and the next fold,
+    once there is room, goes through."""
+    with tmpfs(tmp_path / "fs", "8m") as fs:
+        store = EmbeddedStore(fs / "data")
+        try:
+            for i in range(300):
+                rec = MemoryRecord(
+                    id=f"m{i}",
+                    namespace="ns",
+                    creator_id=ALICE.id,
+                    tags=tuple(f"t{j}-{'x' * 60}" for j in range(8)),
+                )
+                store.record(rec)
+            filler = fill(fs, leave=32 * 1024)
+            with pytest.raises(StoreUnavailableError, match="no room left on the file system"):
+                store.compact()
+            summary = store.check()
+            assert (summary.records, summary.snapshot_seq, summary.ops) == (300, 0, 300)
+            filler.unlink()
+            store.compact()
+            summary = store.check()
+            assert (summary.records, summary.snapshot_seq, summary.ops) == (300, 300, 0)
+        finally:
+            store.close()
+
+
+def test_a_transaction_sqlite_rolled_back_on_a_full_disk_says_the_disk(
+    tmp_path: Path,
+) -> None:
+    """SQLite rolls a transaction back itself when the disk fills under it; the
+    ROLLBACK that followed raised "cannot rollback - no transaction is active" over
+    the reason (a grant or proposal write was refused naming that)."""
+    with tmpfs(tmp_path / "fs", "1m") as fs:
+        db = connect_rw(fs / "t.sqlite3", False)
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("CREATE TABLE t (x TEXT)")
+            full = pytest.raises(sqlite3.OperationalError, match="database or disk is full")
+            with full, transaction(db):
+                for _ in range(20_000):  # past the page cache: spilled, not at COMMIT
+                    db.execute("INSERT INTO t VALUES (?)", ("y" * 500,))
+            assert not db.in_transaction
+            with transaction(db):  # the connection goes on
+                db.execute("INSERT INTO t VALUES ('z')")
+            assert db.execute("SELECT count(*) FROM t").fetchone()[0] == 1
+        finally:
+            db.close()

@@ -430,7 +430,14 @@ class SqliteLog:
         db = self._db
         if db is None:
             return
-        write_snapshot(db, state, self._seq)
+        try:
+            write_snapshot(db, state, self._seq)
+        except sqlite3.Error as exc:  # before: sqlite3's own error, a traceback per flush
+            raise StoreUnavailableError(
+                f"embedded store {self.path}: folding the op log into a snapshot failed "
+                f"({write_refused(self.path, exc)}); the ops stay in the log, and the fold "
+                "is tried again at the next flush"
+            ) from exc
         self._bytes = 0
         with contextlib.suppress(sqlite3.OperationalError):  # a reader holds it: later
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

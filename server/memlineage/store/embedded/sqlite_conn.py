@@ -160,6 +160,9 @@ def transaction(db: sqlite3.Connection) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        db.execute("ROLLBACK")
+        # SQLite rolls a transaction back itself on some errors (SQLITE_FULL: a full
+        # disk); a ROLLBACK then raised "no transaction is active" over the reason
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
