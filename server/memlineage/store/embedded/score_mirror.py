@@ -48,6 +48,12 @@ SCORED = frozenset(
 """The row fields the score columns mirror (derivations: ``Row.adopt``)."""
 
 
+INITIAL_ROWS = 4
+"""Rows (and pool slots) a namespace's columns start with, doubled as it grows: at 64,
+a namespace's 16 arrays cost ~11 KB before its second memory, so one token writing a
+memory into each of 100,000 namespaces held 1.8 GB (an outside audit); at 4, ~1.5 KB."""
+
+
 class Pairs:
     """Ragged per-row lists of interned sources (who confirmed / contradicted a row),
     each row's list contiguous in one growing ``pool`` at ``at[row]`` (``n[row]``
@@ -58,7 +64,7 @@ class Pairs:
     __slots__ = ("garbage", "pool", "used")
 
     def __init__(self) -> None:
-        self.pool = np.zeros(64, dtype=np.int64)
+        self.pool = np.zeros(INITIAL_ROWS, dtype=np.int64)
         self.used = 0
         self.garbage = 0
 
@@ -129,7 +135,7 @@ class Columns:
     order (``Pairs``), gathered as (row, source) pairs for the requested rows.
     """
 
-    def __init__(self, rows: Mapping[str, Row] | None = None, capacity: int = 64) -> None:
+    def __init__(self, rows: Mapping[str, Row] | None = None, capacity: int = INITIAL_ROWS) -> None:
         self.n = 0
         # id -> its row (the namespace's rows: `Space.rows`); an attached row knows
         # its column row (``_ix``), so no id -> column index of its own is kept (a
