@@ -6,8 +6,14 @@ from __future__ import annotations
 import gc
 import tracemalloc
 
+import grpc
+from memlineage.config import Config, TokenGrant
 from memlineage.store.embedded import EmbeddedStore
+from memlineage.v1 import memlineage_pb2 as pb
 from support.memories import NOW, memory
+from support.sidecar import BUNDLED_POLICIES, RunningSidecar
+
+ML = "/memlineage.v1.MemLineage/"
 
 
 def test_a_namespace_of_one_memory_costs_little() -> None:
@@ -31,3 +37,65 @@ def test_a_namespace_of_one_memory_costs_little() -> None:
     assert per_namespace < 8_000, per_namespace
     for i in range(0, namespaces, 97):  # still one memory each, readable
         assert store.get(f"n{i}", "m").id == "m"
+
+
+def test_decisions_kept_in_many_namespaces_are_bounded_in_all() -> None:
+    """The decisions kept for Explain and Feedback were bounded per namespace only
+    (10,000 each by default, ~5.5 MB): a token of many namespaces filling each with
+    FilterRanks grew the sidecar by that much per namespace. Past the journal's total
+    the namespaces holding the most lose their oldest; one holding few keeps them."""
+    spaces = [f"n{i}" for i in range(30)]
+    config = Config(
+        policy_dir=BUNDLED_POLICIES,
+        decision_log="off",
+        tokens=(
+            TokenGrant("attacker-secret", tuple(spaces), name="attacker"),
+            TokenGrant("victim-secret", ("v",), name="victim"),
+        ),
+    )
+    attacker = (("authorization", "Bearer attacker-secret"),)
+    victim = (("authorization", "Bearer victim-secret"),)
+    creator = pb.Creator(kind=pb.CREATOR_KIND_AGENT, id="agent:x")
+    with RunningSidecar(config) as running, grpc.insecure_channel(running.address) as channel:
+        assert running.sidecar is not None
+        journal = running.sidecar.engine.journal
+        journal.limit, journal.total = 200, 1_000  # the defaults (10,000, 200,000) scaled down
+        record = channel.unary_unary(ML + "Record")
+        check = channel.unary_unary(ML + "Check")
+        rank = channel.unary_unary(ML + "FilterRank")
+        explain = channel.unary_unary(ML + "Explain")
+        memory_v = pb.Memory(id="mine", creator=creator)
+        record(
+            pb.RecordRequest(namespace="v", memory=memory_v).SerializeToString(),
+            metadata=victim,
+            timeout=10,
+        )
+        for i in range(5):  # five decisions on the victim's memory (distinct: no reuse)
+            ask = pb.CheckRequest(
+                namespace="v",
+                operation=pb.OPERATION_READ,
+                memory_id="mine",
+                actor=pb.Actor(kind=pb.CREATOR_KIND_AGENT, id=f"agent:{i}"),
+            )
+            check(ask.SerializeToString(), metadata=victim, timeout=10)
+        ids = [f"m{k}" for k in range(50)]
+        for ns in spaces:
+            for k in ids:
+                mem = pb.Memory(id=k, creator=creator)
+                record(
+                    pb.RecordRequest(namespace=ns, memory=mem).SerializeToString(),
+                    metadata=attacker,
+                    timeout=10,
+                )
+            for round_ in range(2):
+                candidates = [pb.Candidate(memory_id=k, similarity=0.5 + round_ / 10) for k in ids]
+                ask_rank = pb.FilterRankRequest(namespace=ns, candidates=candidates)
+                rank(ask_rank.SerializeToString(), metadata=attacker, timeout=30)
+        # 30 namespaces x 100 decisions: 3,000 without a bound in all
+        held = sum(len(ring.slots) for ring in journal._rings.values())
+        assert held <= 1_000, held
+        ask_v = pb.ExplainRequest(namespace="v", memory_id="mine")
+        seen = pb.ExplainResponse.FromString(
+            explain(ask_v.SerializeToString(), metadata=victim, timeout=10)
+        )
+        assert len(seen.decisions) == 6, seen.decisions  # its Record's and five reads

@@ -229,7 +229,8 @@ class Config:
         10_000,
         "decisions kept per namespace for Explain and Feedback: by the store, for any sidecar "
         "and after a restart (Redis, an embedded data dir), and in the process (at most "
-        "100000); 1 to 10000000",
+        "100000 a namespace, 200000 in all: past that the namespaces holding the most "
+        "keep only their newest); 1 to 10000000",
         "decisions",
         range=Range(1, 10_000_000),
     )

@@ -154,6 +154,11 @@ _MANY = 0x5DEECE66D
 JOURNAL_MOST = 100_000
 """A namespace's journal keeps at most this many decisions (fewer when the store keeps
 fewer per namespace, `decision_retention`): with no data dir it is their only copy."""
+JOURNAL_TOTAL = 200_000
+"""... and at most this many in all namespaces (at least one namespace's worth): ~550 B
+a decision, ~110 MB. Each namespace's ring alone was bounded: a token of 20 namespaces
+filling each with FilterRanks held 5.5 MB a namespace, of 1,000 namespaces 5.5 GB (an
+outside audit)."""
 JOURNAL_BESIDE_STORE = 1_000
 """... and at most this many when the store keeps them too (Redis, a data dir): Explain
 and Feedback flush to the store first and read it, so the journal only saves a read;
@@ -188,8 +193,8 @@ class _Ring:
 
     def place(
         self, serial: int, entry: DecisionRecord | DecisionContext, key: int, at: float
-    ) -> None:
-        """Keep `entry` in the next slot (the caller holds `lock`)."""
+    ) -> int:
+        """Keep `entry` in the next slot (the caller holds `lock`); 1 if the ring grew."""
         pos = self.next
         self.next = pos + 1
         if pos < self.size:  # still growing: slot `pos` is new
@@ -198,7 +203,7 @@ class _Ring:
             self.times.append(at)
             self.keys.append(key)
             self.where[serial] = pos
-            return
+            return 1
         i = pos % self.size
         self.where.pop(self.serials[i], None)
         self.slots[i] = entry
@@ -206,6 +211,23 @@ class _Ring:
         self.times[i] = at
         self.keys[i] = key
         self.where[serial] = i
+        return 0
+
+    def held(self) -> int:
+        return len(self.slots)
+
+    def keep_newest(self, count: int) -> int:
+        """Keep only the newest `count` decisions (the caller holds `lock`), in slots
+        0 to count - 1, growing again from there; how many were dropped."""
+        order = sorted(range(len(self.slots)), key=self.serials.__getitem__)[-count:]
+        dropped = len(self.slots) - len(order)
+        self.slots = [self.slots[i] for i in order]
+        self.serials = array("q", (self.serials[i] for i in order))
+        self.times = array("d", (self.times[i] for i in order))
+        self.keys = array("q", (self.keys[i] for i in order))
+        self.where = {serial: i for i, serial in enumerate(self.serials)}
+        self.next = len(order)
+        return dropped
 
     def at(self, i: int) -> DecisionRecord:
         return _record(self.serials[i], self.slots[i], self.times[i])
@@ -233,10 +255,15 @@ class DecisionJournal:
     through each slot's `_key` (its memory id's hash): one vectorised comparison, then
     only the slots it names are read."""
 
-    def __init__(self, per_memory: int = 20, limit: int = JOURNAL_MOST) -> None:
+    def __init__(
+        self, per_memory: int = 20, limit: int = JOURNAL_MOST, total: int = JOURNAL_TOTAL
+    ) -> None:
         self._per_memory = per_memory
         self.limit = limit  # per namespace
+        self.total = total  # in all namespaces (`_grew`)
         self._rings: dict[str, _Ring] = {}
+        self._held = 0  # decisions in all rings
+        self._held_lock = threading.Lock()  # taken before a ring's lock, never after
         # Every decision kept is also appended here when set (one deque append: thread-
         # safe, no lock), for the store: a record, or (serial, context, time) of an issue.
         self.queue: deque[DecisionRecord | tuple[int, DecisionContext, float]] | None = None
@@ -257,7 +284,9 @@ class DecisionJournal:
         """`rec` in its namespace's ring (not queued)."""
         ring = self._ring(rec.namespace)
         with ring.lock:
-            ring.place(serial, rec, _key(rec.memory_ids), 0.0)
+            grew = ring.place(serial, rec, _key(rec.memory_ids), 0.0)
+        if grew:
+            self._grew(grew)
 
     def put_many(self, serials: Sequence[int], recs: Sequence[DecisionRecord]) -> None:
         """`put` of each (a FilterRank's batch: one namespace, one lock)."""
@@ -265,14 +294,20 @@ class DecisionJournal:
             return
         ns = recs[0].namespace
         ring = self._ring(ns)
+        grew = 0
+        others: list[tuple[int, DecisionRecord]] = []
         with ring.lock:
             place = ring.place
             for serial, rec in zip(serials, recs, strict=True):
                 if rec.namespace != ns:  # not a FilterRank's: each to its own ring
-                    self._keep(serial, rec)
+                    others.append((serial, rec))
                     continue
                 ids = rec.memory_ids
-                place(serial, rec, hash(ids[0]) if len(ids) == 1 else _MANY, 0.0)
+                grew += place(serial, rec, hash(ids[0]) if len(ids) == 1 else _MANY, 0.0)
+        for serial, rec in others:  # after: never two rings' locks at once
+            self._keep(serial, rec)
+        if grew:
+            self._grew(grew)
         if self.queue is not None:
             self.queue.extend(recs)  # in their order, each once
 
@@ -280,9 +315,40 @@ class DecisionJournal:
         """Keep the decision `context` issued with `serial` at `decided_at`."""
         ring = self._ring(context.namespace)
         with ring.lock:
-            ring.place(serial, context, _key(context.memory_ids), decided_at)
+            grew = ring.place(serial, context, _key(context.memory_ids), decided_at)
+        if grew:
+            self._grew(grew)
         if self.queue is not None:
             self.queue.append((serial, context, decided_at))
+
+    def _grew(self, count: int) -> None:
+        """`count` more decisions held; past `total` in all, the rings holding the most
+        keep only their newest, all cut to one size, until a tenth of `total` is free
+        (one pass over the rings per tenth of `total` decisions): a namespace loses
+        decisions to another only while it holds more than that one."""
+        with self._held_lock:
+            self._held += count
+            if self._held <= max(self.total, self.limit):
+                return
+            rings = list(self._rings.values())
+            sizes = [r.held() for r in rings]
+            excess = self._held - max(self.total, self.limit) * 9 // 10
+            # the highest level (>= 1) cutting every ring above it to it frees `excess`
+            low, high = 1, max(sizes)
+            while low < high:
+                mid = (low + high + 1) // 2
+                if sum(n - mid for n in sizes if n > mid) >= excess:
+                    low = mid
+                else:
+                    high = mid - 1
+            for ring, n in zip(rings, sizes, strict=True):
+                if n > low:
+                    with ring.lock:
+                        self._held -= ring.keep_newest(low)
+
+    def held(self) -> int:
+        """Decisions held in all namespaces."""
+        return self._held
 
     def recent(self, namespace: str, memory_id: str, limit: int) -> list[DecisionRecord]:
         """The newest decisions on `memory_id` in `namespace`, newest first."""
