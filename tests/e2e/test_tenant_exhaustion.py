@@ -8,6 +8,7 @@ import tracemalloc
 
 import grpc
 from memlineage.config import Config, TokenGrant
+from memlineage.lineage.model import MemoryRecord
 from memlineage.store.embedded import EmbeddedStore
 from memlineage.v1 import memlineage_pb2 as pb
 from support.memories import NOW, memory
@@ -99,3 +100,40 @@ def test_decisions_kept_in_many_namespaces_are_bounded_in_all() -> None:
             explain(ask_v.SerializeToString(), metadata=victim, timeout=10)
         )
         assert len(seen.decisions) == 6, seen.decisions  # its Record's and five reads
+
+
+def test_a_memory_with_many_children_is_held_once() -> None:
+    """The decision caches (facts, scores, ancestry heights) were keyed by the record
+    object and held it: each child recorded on one memory made that memory a new record
+    (one more derivation) and pinned the old one with all its derivations, until 100,000
+    were held: 20,000 children of one memory grew the sidecar by ~1.7 GB. They are keyed
+    by memory id now: a memory's earlier versions are let go."""
+    config = Config(
+        policy_dir=BUNDLED_POLICIES,
+        decision_log="off",
+        tokens=(TokenGrant("attacker-secret", ("a",), name="attacker"),),
+    )
+    attacker = (("authorization", "Bearer attacker-secret"),)
+    creator = pb.Creator(kind=pb.CREATOR_KIND_AGENT, id="agent:x")
+    with RunningSidecar(config) as running, grpc.insecure_channel(running.address) as channel:
+        record = channel.unary_unary(ML + "Record")
+        rank = channel.unary_unary(ML + "FilterRank")
+
+        def add(memory_id: str, *deps: str) -> None:
+            mem = pb.Memory(id=memory_id, creator=creator, dependencies=deps)
+            ask = pb.RecordRequest(namespace="a", memory=mem)
+            record(ask.SerializeToString(), metadata=attacker, timeout=10)
+
+        add("root")
+        children = 600
+        for i in range(children):
+            add(f"c{i}", "root")
+            if i % 50 == 0:  # rankings too (the ancestry heights of their candidates)
+                cands = [pb.Candidate(memory_id=f"c{k}", similarity=0.5) for k in range(i + 1)]
+                root = pb.Candidate(memory_id="root", similarity=0.5)
+                ask = pb.FilterRankRequest(namespace="a", candidates=[root, *cands])
+                rank(ask.SerializeToString(), metadata=attacker, timeout=10)
+        gc.collect()
+        versions = sum(1 for o in gc.get_objects() if type(o) is MemoryRecord and o.id == "root")
+    # the store's one (and a request's in flight); before: one per child
+    assert versions <= 3, versions

@@ -38,9 +38,11 @@ def own_view(
     return view
 
 
-Heights = dict[int, tuple[MemoryRecord, int]]
-"""Per record object (a store that shares immutable records): the height of its whole
-ancestry, known to be below the lineage depth it was found with."""
+Heights = dict[str, tuple[MemoryRecord, int]]
+"""Per memory id, for the record object it holds (a store that shares immutable
+records): the height of its whole ancestry, known to be below the lineage depth it was
+found with. Keyed by the id, not the object's: a changed record replaces its entry
+instead of pinning every earlier version (`snapshot._FACTS`)."""
 HEIGHTS_LIMIT = 100_000
 
 
@@ -74,7 +76,7 @@ def divergent(
         # whose loaded ancestry is shorter has all of it in its view (the common case).
         if not down:
             if recall is not None:
-                hit = recall(id(rec))
+                hit = recall(mid)
                 if hit is not None and hit[0] is rec and hit[1] < up:
                     continue
             height = _height(records, mid, heights, up)
@@ -82,7 +84,7 @@ def divergent(
                 if known is not None:
                     if len(known) >= HEIGHTS_LIMIT:
                         known.clear()
-                    known[id(rec)] = (rec, height)
+                    known[mid] = (rec, height)
                 continue
         view = own_view(records, mid, up, down)
         for rec in view.values():

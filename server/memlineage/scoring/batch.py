@@ -19,9 +19,12 @@ from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring import formulas, vectorized
 from memlineage.scoring.config import ScoringConfig
 
-Memo = dict[int, tuple[MemoryRecord, float | None, tuple[float, ...] | None]]
-"""`score`'s per record object: the record, its clipped confidence on the direct path
-(None: through numpy), its value inputs but the time (None: they take the time)."""
+Memo = dict[str, tuple[MemoryRecord, float | None, tuple[float, ...] | None]]
+"""`score`'s per memory id, for the record object it holds: the record, its clipped
+confidence on the direct path (None: through numpy), its value inputs but the time
+(None: they take the time). Keyed by the id, not the object's: a changed record
+replaces its entry instead of pinning every earlier version (`snapshot._FACTS`); an
+id of two namespaces only misses."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +104,7 @@ def score(
     vids: list[str] = []  # the records whose value is asked, in the records' order
     vrows: list[tuple[float, ...]] = []  # their value inputs (`_value_row`)
     for r in recs:
-        hit = recall(id(r))
+        hit = recall(r.id)
         if hit is not None and hit[0] is r:
             base, row = hit[1], hit[2]
         else:
@@ -116,7 +119,7 @@ def score(
                     memo.clear()
                 timeless = r.last_access is not None or r.created_at is not None
                 row = _value_row(cfg, r, now) if timeless else None
-                memo[id(r)] = (r, base, row)
+                memo[r.id] = (r, base, row)
         if every or r.id in wanted:
             vids.append(r.id)
             vrows.append(row if row is not None else _value_row(cfg, r, now))
