@@ -4,7 +4,10 @@ namespace or per decision must stay bounded whatever the number of namespaces.""
 from __future__ import annotations
 
 import gc
+import threading
+import time
 import tracemalloc
+from typing import Any
 
 import grpc
 from memlineage.config import Config, TokenGrant
@@ -137,3 +140,39 @@ def test_a_memory_with_many_children_is_held_once() -> None:
         versions = sum(1 for o in gc.get_objects() if type(o) is MemoryRecord and o.id == "root")
     # the store's one (and a request's in flight); before: one per child
     assert versions <= 3, versions
+
+
+def test_a_write_wakes_only_the_readers_of_its_namespace() -> None:
+    """Every event woke every reader waiting in the embedded store, whatever namespace
+    it watched, each to take the store's lock and look again: one token's 64 idle Watch
+    streams slowed another tenant's writes by half. A reader of one namespace now wakes
+    for that namespace's events only (its looks are counted here)."""
+    store = EmbeddedStore()
+    looks: list[str] = []
+    read = store._events_locked
+
+    def counted(namespace: str, after: str | None, limit: int) -> Any:
+        looks.append(namespace)
+        return read(namespace, after, limit)
+
+    store._events_locked = counted  # type: ignore[method-assign]
+    cursor = store.latest_cursor("a")
+    got: list[Any] = []
+    reader = threading.Thread(
+        target=lambda: got.append(store.wait_events("a", after=cursor, timeout=20)), daemon=True
+    )
+    reader.start()
+    deadline = time.monotonic() + 10
+    while not looks:  # the reader is waiting
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    for i in range(100):  # another namespace's writes, paced as requests come
+        store.record(memory(f"v{i}", ns="v"), now=NOW)
+        time.sleep(0.002)
+    store.record(memory("mine", ns="a"), now=NOW)
+    reader.join(timeout=10)
+    assert not reader.is_alive()
+    events, _ = got[0]
+    assert [e.memory_id for e in events] == ["mine"]
+    # its first look, the one its own event woke (and a spurious wake-up or two)
+    assert looks.count("a") <= 5, looks.count("a")

@@ -75,6 +75,7 @@ from memlineage.store.embedded.checkpointer import Checkpointer
 from memlineage.store.embedded.codec import StoreCorruptError
 from memlineage.store.embedded.decision_table import DecisionTable
 from memlineage.store.embedded.dir_lock import DirLock
+from memlineage.store.embedded.event_log import Wakeups
 from memlineage.store.embedded.op_head import (
     HEAD_NAME,
     Head,
@@ -165,7 +166,7 @@ def check(directory: str | os.PathLike[str], limits: StoreLimits | None = None) 
     ``StoreCorruptError`` (or ``FileNotFoundError`` when there is none)."""
     _existing_dir(Path(directory))
     path = Path(directory) / DB_NAME
-    changed = threading.Condition()
+    changed = Wakeups(threading.RLock())
     state = State(limits or StoreLimits(), changed)
     stray_log(path)
     if not path.exists():

@@ -12,7 +12,6 @@ group; feedback / schedule_review / unschedule_review are ops of their own.
 from __future__ import annotations
 
 import bisect
-import threading
 from collections import deque
 from collections.abc import Mapping
 from typing import Any, cast
@@ -30,6 +29,7 @@ from memlineage.lineage.model import (
 )
 from memlineage.lineage.validation import StoreLimits
 from memlineage.store.base import cascade_reason
+from memlineage.store.embedded.event_log import Wakeups
 from memlineage.store.embedded.row import STAMPS, Row
 from memlineage.store.embedded.space import Space
 from memlineage.store.revisions import revision_reason
@@ -43,7 +43,7 @@ class State:
     """Every namespace's state; the caller (the store) holds the lock of ``changed``
     around every call, which wakes the readers waiting for events."""
 
-    def __init__(self, limits: StoreLimits, changed: threading.Condition) -> None:
+    def __init__(self, limits: StoreLimits, changed: Wakeups) -> None:
         self.spaces: dict[str, Space] = {}
         self.limits = limits
         self._changed = changed
@@ -110,7 +110,7 @@ class State:
                 **fields,
             )
         )
-        self._changed.notify_all()
+        self._changed.notify(ns)
 
     @staticmethod
     def _push_history(row: Row, entry: StatusChange, cap: int) -> None:

@@ -55,7 +55,7 @@ from memlineage.lineage.validation import (
 from memlineage.store.base import MAX_BATCH_IDS, LineageStore
 from memlineage.store.embedded import persistence
 from memlineage.store.embedded.claim_record import ClaimRecordMixin
-from memlineage.store.embedded.event_log import EventLogMixin
+from memlineage.store.embedded.event_log import EventLogMixin, Wakeups
 from memlineage.store.embedded.grant_table import GrantTable
 from memlineage.store.embedded.persistence import SqliteLog, Summary
 from memlineage.store.embedded.proposal_table import ProposalTable
@@ -100,7 +100,7 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
         super().__init__(clock=clock, limits=limits)
         self._lock = threading.RLock()
         self._snapshot = self._lock  # traversals hold the lock: a consistent snapshot
-        self._changed = threading.Condition(self._lock)
+        self._changed = Wakeups(self._lock)
         self._state = State(self.limits, self._changed)
         self._spaces = self._state.spaces
         self.epoch = 0
