@@ -3,7 +3,9 @@
 Used by the store conformance suite and reusable by the gRPC end-to-end tests:
 ``start_redis_server`` (standalone, AOF on), ``RedisServer.restart`` (same port
 and directory, so AOF persistence can be checked), ``start_redis_cluster``
-(N masters built with ``redis-cli --cluster create``).  A missing binary is a
+(N masters, optionally each with replicas, built with ``redis-cli --cluster
+create``) and, for failover tests, ``RedisClusterHandle.master_of`` and
+``wait_slot_master`` (a replica promoted and serving a slot).  A missing binary is a
 hard failure with an install hint, never a skip.
 """
 
@@ -248,7 +250,7 @@ def start_redis_server(
 
 @dataclass
 class RedisClusterHandle:
-    """A running cluster of masters (no replicas) on loopback."""
+    """A running cluster on loopback: masters, and their replicas when asked."""
 
     servers: list[RedisServer]
 
@@ -264,13 +266,89 @@ class RedisClusterHandle:
         for s in self.servers:
             s.stop()
 
+    def alive(self) -> list[RedisServer]:
+        """The nodes whose process still runs."""
+        return [s for s in self.servers if s.proc is not None and s.proc.poll() is None]
 
-def start_redis_cluster(dir: Path, *, masters: int = 3) -> RedisClusterHandle:
-    """Start ``masters`` cluster-enabled servers and join them with redis-cli."""
+    def master_of(self, slot: int) -> RedisServer:
+        """The node a live node's CLUSTER NODES names master of `slot` (not failed)."""
+        for node in self.alive():
+            port = _slot_master_port(node, slot)
+            if port is not None:
+                return next(s for s in self.servers if s.port == port)
+        raise RuntimeError(f"no live node names a master of slot {slot}")
+
+    def replicas_of(self, master: RedisServer) -> list[RedisServer]:
+        """The live nodes replicating `master` (ROLE on each)."""
+        out = []
+        for node in self.alive():
+            c = node.client(decode_responses=True, socket_timeout=2)
+            try:
+                role = c.execute_command("ROLE")
+            finally:
+                c.close()
+            if role[0] == "slave" and int(role[2]) == master.port:
+                out.append(node)
+        return out
+
+
+def _slot_master_port(node: RedisServer, slot: int) -> int | None:
+    """The port of the master `node` sees serving `slot` and not failed, or None."""
+    c = node.client(decode_responses=True, socket_timeout=2)
+    try:
+        nodes = c.execute_command("CLUSTER", "NODES")
+    except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+        return None
+    finally:
+        c.close()
+    for line in str(nodes).splitlines():
+        fields = line.split()
+        flags = fields[2].split(",")
+        if "master" not in flags or "fail" in flags or "fail?" in flags:
+            continue
+        for spec in fields[8:]:
+            lo, _, hi = spec.partition("-")
+            if lo.isdigit() and int(lo) <= slot <= int(hi or lo):
+                return int(fields[1].split(":")[1].split("@")[0])
+    return None
+
+
+def wait_slot_master(
+    cluster: RedisClusterHandle, slot: int, *, not_port: int, timeout: float = 20.0
+) -> RedisServer:
+    """Wait until a node other than `not_port` (the killed master) is master of `slot`,
+    every live node agrees, and it says cluster_state:ok: the failover is over.
+    Returns the new master; RuntimeError after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        ports = {_slot_master_port(n, slot) for n in cluster.alive()}
+        port = ports.pop() if len(ports) == 1 else None
+        if port is not None and port != not_port:
+            master = next(s for s in cluster.servers if s.port == port)
+            c = master.client(decode_responses=True, socket_timeout=2)
+            try:
+                ok = "cluster_state:ok" in str(c.execute_command("CLUSTER", "INFO"))
+                if ok and c.execute_command("ROLE")[0] == "master":
+                    return master
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                pass
+            finally:
+                c.close()
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no new master serving slot {slot} after {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+def start_redis_cluster(
+    dir: Path, *, masters: int = 3, replicas: int = 0, node_timeout_ms: int = 5000
+) -> RedisClusterHandle:
+    """Start ``masters * (1 + replicas)`` cluster-enabled servers and join them with
+    redis-cli (``--cluster-replicas``); a short ``node_timeout_ms`` makes a replica
+    take over a killed master within seconds."""
     _, cli = require_binaries()
     servers: list[RedisServer] = []
     try:
-        for i in range(masters):
+        for i in range(masters * (1 + replicas)):
             servers.append(
                 start_redis_server(
                     Path(dir) / f"node{i}",
@@ -282,7 +360,7 @@ def start_redis_cluster(dir: Path, *, masters: int = 3) -> RedisClusterHandle:
                         "--cluster-config-file",
                         "nodes.conf",
                         "--cluster-node-timeout",
-                        "5000",
+                        str(node_timeout_ms),
                     ),
                 )
             )
@@ -293,7 +371,7 @@ def start_redis_cluster(dir: Path, *, masters: int = 3) -> RedisClusterHandle:
                 "create",
                 *(f"127.0.0.1:{s.port}" for s in servers),
                 "--cluster-replicas",
-                "0",
+                str(replicas),
                 "--cluster-yes",
             ],
             capture_output=True,
@@ -305,11 +383,32 @@ def start_redis_cluster(dir: Path, *, masters: int = 3) -> RedisClusterHandle:
                 f"redis-cli --cluster create failed:\n{create.stdout}\n{create.stderr}"
             )
         _wait_cluster_ok(servers)
+        if replicas:
+            _wait_replicas_linked(servers, masters * replicas)
     except BaseException:
         for s in servers:
             s.stop()
         raise
     return RedisClusterHandle(servers)
+
+
+def _wait_replicas_linked(servers: list[RedisServer], count: int) -> None:
+    """Until `count` replicas have finished their first sync (master_link_status up)."""
+    deadline = time.monotonic() + 30
+    while True:
+        linked = 0
+        for s in servers:
+            c = s.client(decode_responses=True)
+            try:
+                info = c.info("replication")
+            finally:
+                c.close()
+            linked += info.get("role") == "slave" and info.get("master_link_status") == "up"
+        if linked >= count:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{linked} of {count} replicas in sync after 30 s")
+        time.sleep(0.05)
 
 
 def _wait_cluster_ok(servers: list[RedisServer]) -> None:
