@@ -48,6 +48,8 @@ SAMPLES: dict[str, tuple[Any, Any, Any]] = {
     "fsync": (True, False, True),
     "redis_socket_timeout": (2.0, 3.0, 0.5),
     "redis_connect_timeout": (2.0, 3.0, 0.5),
+    "redis_wait_replicas": (1, 2, 3),
+    "redis_wait_timeout": (0.2, 0.3, 0.4),
     "compact_log_bytes": (1, 2, 3),
     "policy_dir": ("p1", "p2", "p3"),
     "fail_mode": ("degraded", "closed", "degraded"),

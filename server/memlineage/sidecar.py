@@ -145,6 +145,10 @@ async def start_sidecar(
         clock = ManualClock(clock())  # from now on it moves only with the requests' times
     # fsync is validated to come with an embedded store with a directory
     options: dict[str, Any] = {"fsync": True} if config.fsync else {}
+    if config.redis_wait_replicas and not config.store_url().startswith("embedded"):
+        options.update(
+            wait_replicas=config.redis_wait_replicas, wait_timeout=config.redis_wait_timeout
+        )
     store = open_store(
         config.store_url(),
         clock=clock,

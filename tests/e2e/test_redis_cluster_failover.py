@@ -3,10 +3,15 @@
 the failover fails UNAVAILABLE with a message (never UNKNOWN or INTERNAL), the sidecar
 serves again once the replica is promoted, without a restart (redis-py re-discovers
 the topology), and what it acknowledged and Redis kept is whole (read back strictly
-through the store, checked against the raw keys)."""
+through the store, checked against the raw keys). Redis replicates asynchronously: a
+Record acknowledged just before the kill is lost by a lagging replica, unless the
+sidecar waits for replicas (`redis_wait_replicas`), which then answers UNAVAILABLE
+instead of acknowledging what no replica holds."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,12 +21,20 @@ from pathlib import Path
 import grpc
 import pytest
 from memlineage.client import MemLineageClient, MemLineageError
-from memlineage.lineage.errors import NotFoundError
+from memlineage.config import Config, ConfigError
+from memlineage.lineage.errors import AlreadyExistsError, NotFoundError, StoreUnavailableError
+from memlineage.lineage.grants import GrantRecord
+from memlineage.lineage.model import MemoryRecord
 from memlineage.store import open_store
 from memlineage.store.redis_store import RedisStore
 from memlineage.v1 import memlineage_pb2 as pb
-from redis.cluster import key_slot
-from support.redis_servers import RedisClusterHandle, start_redis_cluster, wait_slot_master
+from redis.cluster import RedisCluster, key_slot
+from support.redis_servers import (
+    RedisClusterHandle,
+    start_redis_cluster,
+    start_redis_server,
+    wait_slot_master,
+)
 from support.serve_process import ServeProcess
 from support.sidecar import BUNDLED_POLICIES
 
@@ -31,16 +44,37 @@ TOKEN = "tok"
 DEADLINE = 3.0  # the client's deadline: no call may wait longer, failover or not
 FAILOVER_BOUND = 20.0  # node timeout 1 s: a replica takes over within a few seconds
 SERVES_AGAIN_BOUND = 10.0  # from the new master on, until a Record is recorded again
+UNACKED = "acknowledged by 0 of 1 replicas"
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[RedisClusterHandle]:
-    """Three masters, one replica each, node timeout 1 s (a test's own: it kills one)."""
-    handle = start_redis_cluster(tmp_path / "cluster", masters=3, replicas=1, node_timeout_ms=1000)
+@pytest.fixture(scope="module")
+def replicated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterHandle]:
+    """Three masters, one replica each, node timeout 1 s (this module's own: its tests
+    kill a master)."""
+    handle = start_redis_cluster(
+        tmp_path_factory.mktemp("failover"), masters=3, replicas=1, node_timeout_ms=1000
+    )
     try:
         yield handle
     finally:
         handle.stop()
+
+
+@pytest.fixture
+def cluster(replicated: RedisClusterHandle) -> RedisClusterHandle:
+    """The module's cluster emptied, a master a test killed back (as the replica of
+    the one promoted), the namespace's master with a replica in sync."""
+    for server in replicated.servers:
+        if server.proc is None:
+            server.start()  # its nodes.conf: it rejoins, as a replica
+    wait_replicated(replicated)
+    c = RedisCluster(host="127.0.0.1", port=replicated.master_of(SLOT).port)
+    try:
+        c.flushall(target_nodes=RedisCluster.PRIMARIES)
+    finally:
+        c.close()
+    wait_replicated(replicated)
+    return replicated
 
 
 def serve(cluster: RedisClusterHandle, *extra: str) -> ServeProcess:
@@ -107,9 +141,10 @@ class Load:
 def check_store_whole(cluster: RedisClusterHandle, load: Load) -> set[str]:
     """Every memory Redis holds in the namespace reads back strictly (a half-written
     hash is StoreCorruptError), its kept versions are older than it, its
-    dependencies and derivation lists name each other, its status history ends in its
-    status; no cascade is left half-way. What the sidecar acknowledged is there, as
-    acknowledged, unless lost whole (returned: async replication's window)."""
+    dependencies and derivation lists name each other, its status history (when it
+    changed) ends in its status; no cascade is left half-way. What the sidecar
+    acknowledged is there, as acknowledged, unless lost whole (returned: async
+    replication's window)."""
     store = open_store(cluster.url, socket_timeout=5, connect_timeout=5)
     assert isinstance(store, RedisStore)
     try:
@@ -134,7 +169,8 @@ def check_store_whole(cluster: RedisClusterHandle, load: Load) -> set[str]:
             kept = [v.version for v in versions]
             assert kept == sorted(set(kept), reverse=True), (mid, kept)
             assert not kept or (kept[0] < rec.version and kept[-1] == 1), (mid, kept)
-            assert rec.status_history and rec.status_history[-1].to_status == rec.status, mid
+            if rec.status_history:  # changes of status only
+                assert rec.status_history[-1].to_status == rec.status, mid
             for dep in rec.dependencies:
                 assert mid in store.get(NS, dep).derivations, (mid, dep)
             for kid in rec.derivations:
@@ -187,7 +223,11 @@ def test_master_killed_under_load_fails_over_and_serves_again(
             assert err.code == grpc.StatusCode.UNAVAILABLE, (name, err)
             assert err.reason == "STORE_UNAVAILABLE" and "redis" in err.details, (name, err)
         with client(sidecar.address) as c:
-            assert c.health() == "SERVING"
+            # health follows its next ping of every primary (the promoted one now)
+            deadline = time.monotonic() + SERVES_AGAIN_BOUND
+            while c.health() != "SERVING":
+                assert time.monotonic() < deadline, "health stays NOT_SERVING"
+                time.sleep(0.1)
             assert c.check("read", sorted(load.revoked)[0]).effect != pb.EFFECT_ALLOW
         assert sidecar.proc.poll() is None, "the sidecar died"
     finally:
@@ -200,3 +240,177 @@ def test_master_killed_under_load_fails_over_and_serves_again(
     for mid in lost:
         with pytest.raises(NotFoundError):
             open_store(cluster.url).get(NS, mid)
+
+
+def lag_then_fail_over(cluster: RedisClusterHandle, write: Callable[[], object]) -> object:
+    """Cut the slot's master from its replica (SIGSTOP the replica, CLIENT KILL its
+    link), run `write` through the sidecar, SIGKILL the master, continue the replica
+    and wait until it is promoted: a write the master applied and the replica never
+    got, as asynchronous replication allows. Returns what `write` returned or raised."""
+    master = cluster.master_of(SLOT)
+    (replica,) = cluster.replicas_of(master)
+    assert replica.proc is not None
+    os.kill(replica.proc.pid, signal.SIGSTOP)
+    try:
+        link = master.client(decode_responses=True, socket_timeout=2)
+        try:
+            assert link.execute_command("CLIENT", "KILL", "TYPE", "replica") == 1
+        finally:
+            link.close()
+        try:
+            outcome: object = write()
+        except MemLineageError as err:
+            outcome = err
+        master.stop(hard=True)
+    finally:
+        os.kill(replica.proc.pid, signal.SIGCONT)
+    promoted = wait_slot_master(cluster, SLOT, not_port=master.port, timeout=FAILOVER_BOUND)
+    assert promoted.port == replica.port
+    return outcome
+
+
+def until_answered(call: Callable[[], object], final: str = "") -> object:
+    """`call` again while the sidecar answers UNAVAILABLE (its client finds the new
+    master; an answer with `final` in its details ends it), within SERVES_AGAIN_BOUND;
+    what it finally returned or raised."""
+    deadline = time.monotonic() + SERVES_AGAIN_BOUND
+    while True:
+        try:
+            return call()
+        except MemLineageError as err:
+            if err.code != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                return err
+            if final and final in err.details:
+                return err
+        time.sleep(0.1)
+
+
+def test_an_acknowledged_record_is_lost_by_a_lagging_replica_without_waiting(
+    cluster: RedisClusterHandle,
+) -> None:
+    """The window docs/operating.md states, measured: by default a Record the master
+    applied is answered at once, and the replica promoted without it has never heard
+    of it."""
+    sidecar = serve(cluster)
+    try:
+        with client(sidecar.address) as c:
+            assert c.record("kept", creator="user:alice").recorded
+            wait_replicated(cluster)
+            out = lag_then_fail_over(cluster, lambda: c.record("lost", creator="user:alice"))
+            assert isinstance(out, pb.RecordResponse) and out.recorded  # acknowledged...
+            assert until_answered(lambda: c.explain("kept").memory.id) == "kept"
+            gone = until_answered(lambda: c.explain("lost"))
+            assert isinstance(gone, MemLineageError), gone  # ...and lost
+            assert gone.code == grpc.StatusCode.NOT_FOUND
+    finally:
+        sidecar.kill()
+
+
+def test_waiting_for_a_replica_acknowledges_only_what_the_replica_holds(
+    cluster: RedisClusterHandle,
+) -> None:
+    """`--redis-wait-replicas 1`: the Record the replica never got is answered
+    UNAVAILABLE, naming the replicas, not recorded=True; what was acknowledged
+    survives the failover. The promoted master has no replica left: writes are
+    UNAVAILABLE (reads serve) until the old master is back as its replica."""
+    sidecar = serve(cluster, "--redis-wait-replicas", "1", "--redis-wait-timeout", "0.3")
+    try:
+        with client(sidecar.address) as c:
+            assert c.record("kept", creator="user:alice").recorded
+            assert c.revise("kept", expected_version=1, creator="user:alice").applied
+            out = lag_then_fail_over(cluster, lambda: c.record("unsure", creator="user:alice"))
+            assert isinstance(out, MemLineageError), out
+            assert out.code == grpc.StatusCode.UNAVAILABLE and out.reason == "STORE_UNAVAILABLE"
+            assert UNACKED in out.details, out.details
+            # alone, the new master applies a write and cannot have it acknowledged
+            alone = until_answered(lambda: c.record("alone", creator="user:alice"), UNACKED)
+            assert isinstance(alone, MemLineageError), alone
+            assert alone.code == grpc.StatusCode.UNAVAILABLE
+            assert UNACKED in alone.details, alone.details
+            kept = until_answered(lambda: c.explain("kept").memory)
+            assert isinstance(kept, pb.Memory) and kept.version == 2, kept
+            assert c.check("read", "kept").effect == pb.EFFECT_ALLOW
+            old = next(s for s in cluster.servers if s.proc is None)
+            old.start()  # back with its nodes.conf: a replica of the new master
+            wait_replicated(cluster)
+            again = until_answered(lambda: c.record("again", creator="user:alice"))
+            assert isinstance(again, pb.RecordResponse) and again.recorded, again
+        assert sidecar.proc.poll() is None, "the sidecar died"
+    finally:
+        sidecar.kill()
+    assert not check_store_whole(cluster, Load(sidecar.address, recorded={"kept", "again"}))
+
+
+def wait_replicated(cluster: RedisClusterHandle) -> None:
+    """Until the slot's master has a replica in sync with it (WAIT on its own link
+    after a write of its own)."""
+    deadline = time.monotonic() + FAILOVER_BOUND
+    while True:
+        master = cluster.master_of(SLOT)
+        c = master.client(decode_responses=True, socket_timeout=2)
+        try:
+            c.set(f"probe:{{{NS}}}", "1")
+            if c.execute_command("WAIT", 1, 200) >= 1:
+                c.delete(f"probe:{{{NS}}}")
+                c.execute_command("WAIT", 1, 200)
+                return
+        finally:
+            c.close()
+        assert time.monotonic() < deadline, "the slot's master has no replica in sync"
+
+
+def test_waiting_on_one_redis_and_its_replica(tmp_path: Path) -> None:
+    """The same wait on a standalone Redis (one pipeline, one connection): answered
+    while the replica takes the writes; with the replica stopped, a Record is
+    UNAVAILABLE after the wait, applied on the master but never acknowledged; a
+    grant's use too. A refusal wrote nothing and is answered as it is."""
+    master = start_redis_server(tmp_path / "master", extra_args=("--repl-diskless-sync-delay", "0"))
+    replica = start_redis_server(
+        tmp_path / "replica", extra_args=("--replicaof", master.host, str(master.port))
+    )
+    try:
+        store = open_store(master.url, wait_replicas=1, wait_timeout=0.3)
+        try:
+            deadline = time.monotonic() + FAILOVER_BOUND
+            while replica.client().info("replication").get("master_link_status") != "up":
+                assert time.monotonic() < deadline, "the replica never synced"
+                time.sleep(0.05)
+            store.record(memory("a"))
+            grant = GrantRecord(
+                id="g", namespace=NS, issuer="user:alice", actions=("send",), memory_id="a"
+            )
+            store.put_grant(grant, now=1.0)
+            assert replica.client(decode_responses=True).hget(f"ml:{{{NS}}}:m:a", "V") == "1"
+            assert replica.proc is not None
+            os.kill(replica.proc.pid, signal.SIGSTOP)
+            try:
+                with pytest.raises(StoreUnavailableError, match="0 of 1 replicas within 300 ms"):
+                    store.record(memory("b"))
+                with pytest.raises(StoreUnavailableError, match="0 of 1 replicas"):
+                    store.use_grants(NS, ["g"], now=2.0)  # a use a failover could undo
+                # a refusal wrote nothing: answered as such, not UNAVAILABLE after the wait
+                assert not store.use_grants(NS, ["no-such-grant"], now=2.0)
+                with pytest.raises(AlreadyExistsError):
+                    store.record(
+                        MemoryRecord(id="a", namespace=NS, creator_kind="agent", creator_id="x")
+                    )
+            finally:
+                os.kill(replica.proc.pid, signal.SIGCONT)
+            assert master.client().exists(f"ml:{{{NS}}}:m:b")  # applied, not acknowledged
+        finally:
+            store.close()
+    finally:
+        replica.stop()
+        master.stop()
+
+
+def memory(mid: str) -> MemoryRecord:
+    return MemoryRecord(id=mid, namespace=NS, creator_kind="user", creator_id="alice")
+
+
+def test_a_wait_longer_than_the_socket_timeout_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"redis_wait_timeout \(1 s\) must be below"):
+        Config(store="redis://h:1/0", redis_wait_replicas=1, redis_wait_timeout=1.0).validated()
+    Config(store="redis://h:1/0", redis_wait_timeout=1.0).validated()  # no wait: no matter
+    with pytest.raises(ValueError, match="must be below the socket timeout"):
+        open_store("redis://127.0.0.1:1/0", wait_replicas=1, wait_timeout=2.0)

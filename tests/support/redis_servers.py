@@ -359,6 +359,8 @@ def start_redis_cluster(
                         "yes",
                         "--cluster-config-file",
                         "nodes.conf",
+                        "--repl-diskless-sync-delay",
+                        "0",
                         "--cluster-node-timeout",
                         str(node_timeout_ms),
                     ),

@@ -144,6 +144,23 @@ class Config:
         "store",
         range=Range(0, 60, lo_open=True),
     )
+    redis_wait_replicas: int = _setting(
+        0,
+        "Redis: replicas that must acknowledge each lineage write and grant use (`WAIT`) "
+        "before it is answered, 0 to 16; 0: the master's apply is enough, and a failover "
+        "can lose the last writes acknowledged (Redis replicates asynchronously; "
+        "docs/operating.md). The embedded store has no replicas and ignores it",
+        "store",
+        range=Range(0, 16),
+    )
+    redis_wait_timeout: float = _setting(
+        0.5,
+        "Redis, with `redis_wait_replicas`: seconds to wait for the replicas, in (0, 60] "
+        "and below `redis_socket_timeout`; fewer in time: the call is UNAVAILABLE (the "
+        "write stays on the master: retry it)",
+        "store",
+        range=Range(0, 60, lo_open=True),
+    )
     compact_log_bytes: int = _setting(
         16 * 1024 * 1024,
         "embedded data dir: fold the op log into a snapshot once this many bytes of ops were "
@@ -345,6 +362,12 @@ class Config:
             self.scoring.check()
         except ValueError as exc:
             raise ConfigError(f"scoring: {exc}") from None
+        if self.redis_wait_replicas and self.redis_wait_timeout >= self.redis_socket_timeout:
+            raise ConfigError(
+                f"redis_wait_timeout ({self.redis_wait_timeout:g} s) must be below "
+                f"redis_socket_timeout ({self.redis_socket_timeout:g} s): the WAIT is a "
+                "reply the store waits for"
+            )
         if self.fsync and not self.store_url().startswith("embedded://"):
             raise ConfigError(
                 "fsync applies to the embedded store with a data directory (data_dir, or "

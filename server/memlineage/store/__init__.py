@@ -41,7 +41,9 @@ def open_store(
     for a reply (the embedded store ignores both). Neither client sends a command
     again by itself: a connection broken after Redis applied a script would apply it
     twice (a grant use spent twice, a revoke answered "revoked to revoked"; an outside
-    audit through a proxy that dropped replies). A pooled connection the server closed
+    audit through a proxy that dropped replies). ``wait_replicas`` (with
+    ``wait_timeout``, below ``socket_timeout``): replicas that must acknowledge each
+    lineage write before it is answered (``RedisStore``). A pooled connection the server closed
     meanwhile (a Redis restart) is reconnected before it is used (redis-py's pool
     checks it), so only a call caught by the break fails, as UNAVAILABLE."""
     if url_or_kind == "embedded":
@@ -53,11 +55,16 @@ def open_store(
         return EmbeddedStore(unquote(path), clock=clock, limits=limits, **options)
     from memlineage.store.redis_store import RedisStore
 
-    store_keys = ("prefix", "cascade_chunk", "max_grants")
+    store_keys = ("prefix", "cascade_chunk", "max_grants", "wait_replicas", "wait_timeout")
     store_opts = {k: options.pop(k) for k in store_keys if k in options}
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
+    if store_opts.get("wait_replicas") and store_opts.get("wait_timeout", 0.5) >= socket_timeout:
+        raise ValueError(
+            f"wait_timeout ({store_opts.get('wait_timeout', 0.5)} s) must be below the socket "
+            f"timeout ({socket_timeout} s): a WAIT is a reply the client waits for"
+        )
     options.setdefault("socket_timeout", socket_timeout)
     options.setdefault("socket_connect_timeout", connect_timeout)
     if url_or_kind.startswith(("redis://", "rediss://", "unix://")):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import random
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -96,6 +97,11 @@ class RedisBase(LineageStore):
     _decision_scripts: dict[str, Any]
     _block_slice: float
     _identity: StoreIdentity
+    wait_replicas: int = 0
+    """Replicas that must acknowledge a lineage write or grant use before it is
+    answered (``redis_wait_replicas``; 0: the master's apply is enough)."""
+    wait_timeout_ms: int = 500
+    _refreshing: threading.Lock
 
     @contextlib.contextmanager
     def _guard(self, *keys: str, remedy: str = RECORD_REMEDY) -> Iterator[None]:
@@ -178,11 +184,65 @@ class RedisBase(LineageStore):
             args = [*args, random.getrandbits(52)]
         try:
             with self._guard():
+                if counter == "w" and self.wait_replicas:
+                    return self._replicated(self._scripts[name], keys, args)
                 return self._scripts[name](keys=keys, args=args)
         except rex.ResponseError as exc:
             if isinstance(exc, rex.NoScriptError) or not _DATA_ERROR.search(str(exc)):
                 raise  # the script's own bug: INTERNAL, with its traceback
             raise self._unreadable(name, keys, namespace, str(exc)) from None
+
+    def _replicated(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """Run a writing `script`, then ``WAIT`` for ``wait_replicas`` replicas, in one
+        pipeline on one connection (WAIT waits for that connection's own last write; on
+        a cluster the connection of the master serving the keys' slot): Redis
+        replicates asynchronously, so a write a master applied and answered can be lost
+        by the replica promoted when it fails. Fewer replicas in ``wait_timeout_ms``:
+        ``StoreUnavailableError`` (the write stays on the master, and is kept or lost
+        with it: a retry converges, as after a lost reply)."""
+        target: Any = self.client
+        cluster = isinstance(target, redis.cluster.RedisCluster)
+        if cluster:
+            target = target.get_redis_connection(target.get_node_from_key(keys[0]))
+        try:
+            for _ in range(2):  # once more after NOSCRIPT: nothing ran
+                pipe = target.pipeline(transaction=False)
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+                pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms)
+                result, acked = pipe.execute(raise_on_error=False)
+                if not isinstance(result, rex.NoScriptError):
+                    break
+                script.sha = target.script_load(script.script)
+        except _UNAVAILABLE:
+            if cluster:
+                self._refresh_slots()
+            raise
+        if isinstance(result, rex.AskError | rex.TryAgainError | rex.ClusterDownError):
+            self._refresh_slots()  # a MOVED: the slot's master changed (a failover)
+            raise StoreUnavailableError(f"redis unavailable: {result}")
+        if isinstance(result, Exception):
+            raise result
+        if result == 0 or (isinstance(result, list) and result and result[0] == 0):
+            return result  # a refusal, or nothing to write: nothing to acknowledge
+        if isinstance(acked, Exception) or int(acked) < self.wait_replicas:
+            raise StoreUnavailableError(
+                f"redis: the write was applied by the master but acknowledged by {acked} "
+                f"of {self.wait_replicas} replicas within {self.wait_timeout_ms} ms "
+                "(redis_wait_replicas): it may be lost if the master fails over; retry it"
+            )
+        return result
+
+    def _refresh_slots(self) -> None:
+        """After a cluster master did not answer a pinned pipeline: read the slots'
+        masters again (the cluster client's own commands do so on their errors), one
+        thread at a time, never failing the call for it."""
+        assert isinstance(self.client, redis.cluster.RedisCluster)
+        if self._refreshing.acquire(blocking=False):
+            try:
+                with contextlib.suppress(*_UNAVAILABLE, rex.RedisError, OSError):
+                    self.client.nodes_manager.initialize()
+            finally:
+                self._refreshing.release()
 
     def _unreadable(
         self, name: str, keys: list[str], namespace: str, error: str

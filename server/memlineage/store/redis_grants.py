@@ -161,7 +161,13 @@ class RedisGrants(RedisBase):
         keys = self._grant_keys(namespace)
         try:
             with self._guard(*keys):
-                done = self._grant_scripts["use"](keys=keys, args=[now, *ids])
+                args = [now, *ids]
+                script = self._grant_scripts["use"]
+                done = (
+                    self._replicated(script, keys, args)
+                    if self.wait_replicas
+                    else script(keys=keys, args=args)
+                )
         except rex.ResponseError as exc:
             if "user_script" not in str(exc):  # not the script's own error
                 raise

@@ -81,6 +81,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from typing import Any, cast
 
 import redis
@@ -117,7 +118,9 @@ class RedisStore(
     RedisProposals,
 ):
     """Lineage store over an injected redis-py client (standalone or cluster);
-    ``max_grants``: the grants a namespace holds at most (a smaller one for tests)."""
+    ``max_grants``: the grants a namespace holds at most (a smaller one for tests);
+    ``wait_replicas``: replicas that must acknowledge each lineage write and grant use
+    within ``wait_timeout`` seconds (``RedisBase._replicated``), 0 for none."""
 
     def __init__(
         self,
@@ -128,9 +131,19 @@ class RedisStore(
         prefix: str = "ml",
         cascade_chunk: int = 2000,
         max_grants: int = MAX_GRANTS_PER_NAMESPACE,
+        wait_replicas: int = 0,
+        wait_timeout: float = 0.5,
     ):
         super().__init__(clock=clock, limits=limits)
+        if wait_replicas < 0 or not 0 < wait_timeout <= 60:
+            raise ValueError(
+                f"wait_replicas must be >= 0 and wait_timeout in (0, 60], got "
+                f"{wait_replicas} and {wait_timeout}"
+            )
         self.client = client
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = max(1, round(wait_timeout * 1000))
+        self._refreshing = threading.Lock()
         self.max_grants = max_grants
         self.kind = "cluster" if isinstance(client, redis.cluster.RedisCluster) else "redis"
         self.keys = RedisKeys(prefix)
