@@ -414,3 +414,33 @@ def test_a_wait_longer_than_the_socket_timeout_is_refused() -> None:
     Config(store="redis://h:1/0", redis_wait_timeout=1.0).validated()  # no wait: no matter
     with pytest.raises(ValueError, match="must be below the socket timeout"):
         open_store("redis://127.0.0.1:1/0", wait_replicas=1, wait_timeout=2.0)
+
+
+def test_a_decision_kept_before_a_failover_is_not_reused_after_it(
+    cluster: RedisClusterHandle,
+) -> None:
+    """A repeated Check is answered from the decision kept under the namespace's write
+    counter. A failover that lost one write took the counter back one step, and the
+    next write (a revoke of the very memory) moved it forward to the value the kept
+    ALLOW was taken under: the revoked memory was ALLOWed, by this sidecar only, until
+    another write. The counter moves by random steps: it never comes back there."""
+    sidecar = serve(cluster)
+    try:
+        with client(sidecar.address) as c:
+            for mid in ("x", "other"):
+                assert c.record(mid, creator="user:alice").recorded
+            wait_replicated(cluster)
+
+            def lost_write_then_kept_allow() -> object:
+                assert c.revoke("other").applied  # lost with the master
+                return [c.check("read", "x").effect for _ in range(2)]  # the second: kept
+
+            kept = lag_then_fail_over(cluster, lost_write_then_kept_allow)
+            assert kept == [pb.EFFECT_ALLOW, pb.EFFECT_ALLOW]
+            gone = until_answered(lambda: c.explain("other").memory.status)
+            assert gone == pb.STATUS_ACTIVE, gone  # the revoke was lost
+            assert c.revoke("x").applied
+            assert c.explain("x").memory.status == pb.STATUS_REVOKED
+            assert c.check("read", "x").effect == pb.EFFECT_DENY
+    finally:
+        sidecar.kill()

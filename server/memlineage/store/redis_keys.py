@@ -15,7 +15,7 @@ Layout (prefix ``ml``)::
     ml:{ns}:c:<subject>|<attr>  string  id of the current holder of that claim
     ml:{ns}:w:<name>            zset    sliding-window counter events (score = time)
     ml:{ns}:e                   string  graph epoch: bumped by every add_dependencies and revision
-    ml:{ns}:cw                  string  write counter: every writing script (random start)
+    ml:{ns}:cw                  string  write counter: every writing script (random start, steps)
     ml:{ns}:ca                  string  access counter: every access-statistics flush
     ml:{ns}:ev                  stream  lineage event log (Watch), capped with MAXLEN ~
     ml:{ns}:cg:<subject>|<attr> set     claim group: every id ever recorded with that claim

@@ -398,8 +398,9 @@ return #live
 # counter key is the script's last KEY, the namespace's claim revivals (redis_keys: cr)
 # the one before it and, when the counter does not exist yet, its start value the last
 # ARGV (random: a counter lost with its data never repeats the values it had; the
-# revivals start there too); all are taken off before the script proper sees KEYS and
-# ARGV. A
+# revivals start there too; the counter also moves by a random step taken from it, so a
+# counter taken back by a failover does not repeat them either); all are taken off
+# before the script proper sees KEYS and ARGV. A
 # refusal ({0, ...}) or a write of nothing (0, or a replay {2, ...}) leaves the counter
 # alone, as it leaves every other key.
 _COUNTED_HEAD = (
@@ -488,7 +489,10 @@ local ml_result = ml_script()
 if not (ml_result == 0 or (type(ml_result) == 'table' and
     (ml_result[1] == 0 or ml_result[1] == 2))) then
   redis.call('SET', ml_counter, ml_counter_start, 'NX')
-  redis.call('INCR', ml_counter)
+  -- A random step (1 to 2^20, from the call's random ARGV): a counter a failover took
+  -- back (the promoted replica lacked the last writes) never comes back to a value a
+  -- sidecar kept a decision under, as the next write's +1 did.
+  redis.call('INCRBY', ml_counter, 1 + math.fmod(tonumber(ml_counter_start), 1048576))
   if ml_revived then
     redis.call('SET', ml_revivals, ml_counter_start, 'NX')
     redis.call('INCR', ml_revivals)
