@@ -444,3 +444,37 @@ def test_a_decision_kept_before_a_failover_is_not_reused_after_it(
             assert c.check("read", "x").effect == pb.EFFECT_DENY
     finally:
         sidecar.kill()
+
+
+def test_a_watch_past_events_a_failover_lost_is_told_to_resync(
+    cluster: RedisClusterHandle,
+) -> None:
+    """A Watch saw the event of a Record the failover then lost. Resumed from its
+    cursor once later events exist, it went on after them as if the lost one were
+    still the store's (the resumed read only compared the cursor with the log's end):
+    now it is CURSOR_EXPIRED, as a cursor ahead of the log is, and the watcher
+    re-syncs (the next event names its predecessor, which is not the cursor)."""
+    sidecar = serve(cluster)
+    try:
+        with client(sidecar.address) as c:
+            assert c.record("a", creator="user:alice").recorded
+            wait_replicated(cluster)
+
+            def lost_and_seen() -> object:
+                assert c.record("lost", creator="user:alice").recorded
+                with c.watch(from_oldest=True) as stream:
+                    for event in stream:
+                        if event.memory_id == "lost":
+                            return event.cursor
+                raise AssertionError("no event for the lost Record")
+
+            cursor = lag_then_fail_over(cluster, lost_and_seen)
+            assert isinstance(cursor, str) and cursor
+            later = until_answered(lambda: c.record("later", creator="user:alice"))
+            assert isinstance(later, pb.RecordResponse) and later.recorded, later
+            with c.watch(cursor=cursor) as stream, pytest.raises(MemLineageError) as refused:
+                next(stream)
+            assert refused.value.reason == "CURSOR_EXPIRED", refused.value
+            assert "not in this namespace's log any more" in refused.value.details
+    finally:
+        sidecar.kill()

@@ -39,6 +39,12 @@ class RedisEvents(RedisBase):
                     f"events after cursor {after} were dropped (the oldest retained follows "
                     f"{out[2]}); re-sync"
                 )
+            if out[1] == "LOST":
+                raise CursorExpiredError(
+                    f"cursor {after} is not in this namespace's log any more (the next event "
+                    f"follows {out[2]}): the events up to it were lost (a Redis failover to a "
+                    "replica without them, or data restored from an older copy); re-sync"
+                )
             raise CursorExpiredError(
                 f"cursor {after} is ahead of this namespace's log (at {out[2]}): the store "
                 "was reset or the cursor is not from it; re-sync"

@@ -310,7 +310,7 @@ EVENTS = """
 -- KEYS[1] event stream of the namespace
 -- ARGV[1] cursor, "" for the oldest retained   ARGV[2] count
 -- Returns {1, last entry id or "0-0", entries} | {0, "EXPIRED", oldest kept predecessor}
---       | {0, "AHEAD", last entry id}
+--       | {0, "AHEAD", last entry id} | {0, "LOST", the next entry's predecessor}
 local function less(a, b)
   local am, as = string.match(a, '^(%d+)-(%d+)$')
   local bm, bs = string.match(b, '^(%d+)-(%d+)$')
@@ -335,7 +335,19 @@ for j = 1, #first[2], 2 do
   if first[2][j] == 'p' then prev = first[2][j + 1] end
 end
 if less(after, prev) then return {0, 'EXPIRED', prev} end
-return {1, last[1], redis.call('XRANGE', KEYS[1], '(' .. after, '+', 'COUNT', ARGV[2])}
+local later = redis.call('XRANGE', KEYS[1], '(' .. after, '+', 'COUNT', ARGV[2])
+-- The entry after the cursor names its predecessor (field p): another one than the
+-- cursor means the cursor's entry is not in the log any more, though later ones are (a
+-- failover to a replica that never got it, then new writes): the reader saw changes
+-- the store no longer holds.
+if later[1] then
+  for j = 1, #later[1][2], 2 do
+    if later[1][2][j] == 'p' and later[1][2][j + 1] ~= after then
+      return {0, 'LOST', later[1][2][j + 1]}
+    end
+  end
+end
+return {1, last[1], later}
 """
 
 FEEDBACK = """
