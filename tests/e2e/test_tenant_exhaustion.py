@@ -18,6 +18,10 @@ from support.memories import NOW, memory
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
 ML = "/memlineage.v1.MemLineage/"
+PARENT = "exhaustion-parent-of-many"
+"""The memory of many children: a name no other test gives a memory, as the test counts
+every live record of it in this process (a test run before it in the same worker may
+keep a "root" of its own alive)."""
 
 
 def test_a_namespace_of_one_memory_costs_little() -> None:
@@ -127,17 +131,17 @@ def test_a_memory_with_many_children_is_held_once() -> None:
             ask = pb.RecordRequest(namespace="a", memory=mem)
             record(ask.SerializeToString(), metadata=attacker, timeout=10)
 
-        add("root")
+        add(PARENT)
         children = 600
         for i in range(children):
-            add(f"c{i}", "root")
+            add(f"c{i}", PARENT)
             if i % 50 == 0:  # rankings too (the ancestry heights of their candidates)
                 cands = [pb.Candidate(memory_id=f"c{k}", similarity=0.5) for k in range(i + 1)]
-                root = pb.Candidate(memory_id="root", similarity=0.5)
+                root = pb.Candidate(memory_id=PARENT, similarity=0.5)
                 ask = pb.FilterRankRequest(namespace="a", candidates=[root, *cands])
                 rank(ask.SerializeToString(), metadata=attacker, timeout=10)
         gc.collect()
-        versions = sum(1 for o in gc.get_objects() if type(o) is MemoryRecord and o.id == "root")
+        versions = sum(1 for o in gc.get_objects() if type(o) is MemoryRecord and o.id == PARENT)
     # the store's one (and a request's in flight); before: one per child
     assert versions <= 3, versions
 
