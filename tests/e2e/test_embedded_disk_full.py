@@ -25,7 +25,7 @@ from memlineage.engine.core import Engine
 from memlineage.engine.policies import PolicyHolder
 from memlineage.lineage.errors import StoreUnavailableError
 from memlineage.lineage.model import MemoryRecord
-from memlineage.store.embedded import EmbeddedStore
+from memlineage.store.embedded import EmbeddedStore, persistence
 from memlineage.store.embedded.sqlite_conn import connect_rw, transaction
 from memlineage_dsl.facts import Creator
 from support.serve_process import ServeProcess
@@ -270,3 +270,35 @@ def test_a_transaction_sqlite_rolled_back_on_a_full_disk_says_the_disk(
             assert db.execute("SELECT count(*) FROM t").fetchone()[0] == 1
         finally:
             db.close()
+
+
+def test_the_periodic_fold_waits_after_a_refused_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fold writes the whole state under the store's lock: on a disk without room
+    for it, every flush's fold stalled every request as long, only to be refused again.
+    After a refused fold the periodic one waits (5 s, doubling to 5 minutes); an
+    explicit `compact()` still tries at once, and one that goes through ends the wait."""
+    monkeypatch.setattr(persistence, "FOLD_WAIT_FIRST", 0.5)
+    with tmpfs(tmp_path / "fs", "8m") as fs:
+        store = EmbeddedStore(fs / "data")
+        try:
+            for i in range(300):
+                tags = tuple(f"t{j}-{'x' * 60}" for j in range(8))
+                store.record(
+                    MemoryRecord(id=f"m{i}", namespace="ns", creator_id=ALICE.id, tags=tags)
+                )
+            filler = fill(fs, leave=32 * 1024)
+            with pytest.raises(StoreUnavailableError, match=r"tried again in 0\.5 s"):
+                store.maybe_compact(0)
+            assert store.maybe_compact(0) is False  # within the wait: not tried (no error)
+            time.sleep(0.6)
+            with pytest.raises(StoreUnavailableError, match=r"tried again in 1 s"):  # doubled
+                store.maybe_compact(0)
+            filler.unlink()
+            store.compact()  # asked for: tried at once, and it fits
+            assert store.check().ops == 0
+            store.record(MemoryRecord(id="after", namespace="ns", creator_id=ALICE.id))
+            assert store.maybe_compact(0) is True  # the wait ended with the fold that fit
+        finally:
+            store.close()

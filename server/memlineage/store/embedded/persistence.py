@@ -270,6 +270,12 @@ def _create(path: Path, fsync: bool) -> sqlite3.Connection:
     return db
 
 
+FOLD_WAIT_FIRST = 5.0
+FOLD_WAIT_MOST = 300.0
+"""Seconds the periodic fold waits after a refused one, doubling to the most; a fold
+that goes through starts the wait over."""
+
+
 class SqliteLog:
     """The write-ahead op log and snapshot of one data directory, in SQLite."""
 
@@ -283,6 +289,8 @@ class SqliteLog:
         self._refused_at: float | None = None  # when a refused write was last logged
         self._refusals = 0  # refused writes since then
         self._said_refused = False  # a refusal was logged, and no write since
+        self._fold_wait = FOLD_WAIT_FIRST  # after the next refused fold (`fold_due`)
+        self._fold_again_at = 0.0  # monotonic time before which no fold is due
         self.decisions: DecisionTable | None = None  # opened by `open`
         self._checkpointer: Checkpointer | None = None  # started by `open`
         self._lock = DirLock(self._dir)
@@ -425,6 +433,13 @@ class SqliteLog:
         """Bytes of op text written since the snapshot; None once closed."""
         return None if self._db is None else self._bytes
 
+    def fold_due(self) -> bool:
+        """Whether the periodic fold may try now: not within its wait after a refused
+        one (`FOLD_WAIT_FIRST`, doubling to `FOLD_WAIT_MOST`). A fold writes the whole
+        state under the store's lock, so on a disk without room for it every flush
+        stalled every request for as long, only to be refused again."""
+        return time.monotonic() >= self._fold_again_at
+
     def compact(self, state: State) -> None:
         """Snapshot the whole state, replacing the ops it covers (one transaction),
         then checkpoint the WAL into the database."""
@@ -434,12 +449,16 @@ class SqliteLog:
         try:
             write_snapshot(db, state, self._seq)
         except sqlite3.Error as exc:  # before: sqlite3's own error, a traceback per flush
+            wait = self._fold_wait
+            self._fold_again_at = time.monotonic() + wait
+            self._fold_wait = min(FOLD_WAIT_MOST, wait * 2)
             raise StoreUnavailableError(
                 f"embedded store {self.path}: folding the op log into a snapshot failed "
                 f"({write_refused(self.path, exc)}); the ops stay in the log, and the fold "
-                "is tried again at the next flush"
+                f"is tried again in {wait:g} s"
             ) from exc
         self._bytes = 0
+        self._fold_wait, self._fold_again_at = FOLD_WAIT_FIRST, 0.0
         with contextlib.suppress(sqlite3.OperationalError):  # a reader holds it: later
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 

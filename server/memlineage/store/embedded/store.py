@@ -216,8 +216,9 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
         of JSON text (the server calls this periodically: every access flush is an op),
         so a restart's replay stays bounded."""
         with self._lock:
-            size = self._log.size() if self._log is not None else None
-            if size is None or size <= max_log_bytes:
+            oplog = self._log
+            size = oplog.size() if oplog is not None else None
+            if oplog is None or size is None or size <= max_log_bytes or not oplog.fold_due():
                 return False
         self.compact()
         return True
