@@ -35,6 +35,7 @@ Needs valgrind (``apt-get install valgrind``); nothing else of the project does.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import random
 import re
@@ -284,6 +285,11 @@ def child(workload: str, count: int) -> None:
         "search": _search_workload,
     }
     run = build[workload](count)
+    # The collector's state from here on depends only on the loop: where its
+    # collections fell otherwise depended on how the modules were loaded (bytecode
+    # from __pycache__ or compiled at import), a full one over the whole heap inside
+    # the loop (+8% of a Check's count, 2026-12-07) or not.
+    gc.collect()
     pid = str(os.getpid())
     subprocess.run(["callgrind_control", "-i", "on", pid], check=True, capture_output=True)
     run()
@@ -295,10 +301,7 @@ def measure(code: Path | None, workload: str, count: int) -> float:
     """Instructions per request of `workload` with the code of `code` (a checkout; None:
     the working tree)."""
     env = dict(os.environ, PYTHONHASHSEED="0")  # set iteration orders: the same work twice
-    # Both sides import their code from PYTHONPATH: the working tree through the
-    # editable install's import hook counted ~8% more instructions per Check than the
-    # same commit checked out (2026-12-07; the same wall time), which read as a change.
-    env["PYTHONPATH"] = pythonpath(code if code is not None else REPO)
+    env["PYTHONPATH"] = pythonpath(code if code is not None else REPO)  # both alike
     out = subprocess.run(
         [
             "valgrind",
