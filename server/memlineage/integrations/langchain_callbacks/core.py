@@ -15,6 +15,7 @@ from typing import Any
 from uuid import UUID
 
 from langchain_core.messages import ToolMessage
+from langchain_core.runnables.config import var_child_runnable_config
 
 from memlineage.client import ActArg
 from memlineage.integrations.langchain_callbacks.binding import (
@@ -60,6 +61,16 @@ _NOTHING = object()
 MOST_NAMED = 10_000
 """Calls a model named and that did not run yet, each with what its model read, kept
 at most (the oldest forgotten: such a call then rests on everything recorded)."""
+
+
+def _context_parent() -> UUID | None:
+    """The LangChain run the caller runs in (a tool's body, a chain's step), as LangChain
+    passes it to what that run calls, threads and tasks included: the parent of the run
+    tree its child runnables join. None outside any run (a top-level call)."""
+    config = var_child_runnable_config.get()
+    callbacks = config.get("callbacks") if config else None
+    parent = getattr(callbacks, "parent_run_id", None)
+    return parent if isinstance(parent, UUID) else None
 
 
 def _same_call(given: Mapping[str, Any], values: Mapping[str, Any]) -> bool:
@@ -171,6 +182,19 @@ class _Core:
                 parent = run.parent if run is not None else None
         return out
 
+    def _inside_tool(self, parent: UUID | None) -> bool:
+        """Whether the run ``parent`` (the caller's LangChain run) is a tool run of this
+        handler or runs under one. Before: whether any tool of this handler was running,
+        and a handler shared by concurrent runs took one run's user input for a
+        sub-agent's while another run's tool ran: never recorded, that user's own
+        payment was refused as the agent's choice."""
+        with self.lock:
+            for run_id in self.ancestors(parent):
+                run = self.runs.get(run_id)
+                if run is not None and run.name:
+                    return True
+        return False
+
     def _context(self, run_id: UUID, parent: UUID | None) -> dict[str, Any]:
         chain = self.ancestors(parent)
         root = chain[-1] if chain else run_id
@@ -187,10 +211,8 @@ class _Core:
             return []
         if root_only and _is_tool_call(value):
             return []  # a tool invoked through a wrapper at the root: the model's call
-        with self.lock:
-            inside_tool = any(r.name for r in self.runs.values())
-        if root_only and inside_tool:
-            # a root run started while a tool of this handler runs: a sub-agent the tool
+        if root_only and self._inside_tool(_context_parent()):
+            # a root run started from inside a tool of this handler: a sub-agent the tool
             # invoked with the model's text, not the user's (before: captured as the
             # user's, and a task written from injected text paid; an outside audit)
             return []
