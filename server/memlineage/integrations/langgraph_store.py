@@ -113,9 +113,10 @@ class _Call:
 @dataclass(frozen=True, slots=True)
 class _Calls:
     """Make these calls; the plan gets each one's answer, or the error it raised (any:
-    one raised in the driver skipped the plan's rollback of a write it had made)."""
+    one raised in the driver skipped a rollback). ``protected``: as `_StoreBatch`'s."""
 
     calls: list[_Call]
+    protected: bool = False
 
 
 _Step: TypeAlias = _StoreBatch | _Calls
@@ -213,8 +214,8 @@ class GuardedLangGraphStore(TTLSweeper, BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run a batch: the wrapped store's ``abatch``, the sidecar through `_acall`.
-        From its writes on, the batch ends (its records, or its rollback) even if the
-        caller is cancelled: the cancellation is raised once it has (`finished`)."""
+        From its first write (a new item's Record, or the store's) the batch ends even if
+        the caller is cancelled: the cancellation is raised once it has (`finished`)."""
         ops = list(ops)
         stripes = self._stripes(ops)
         await self._locks.aacquire(stripes)
@@ -228,7 +229,7 @@ class GuardedLangGraphStore(TTLSweeper, BaseStore):
                 except StopIteration as done:
                     result: list[Result] = done.value
                     return result
-                if isinstance(step, _StoreBatch) and step.protected:
+                if step.protected:
                     handed = True
                     return await finished(self._arest(plan, step, stripes))
                 reply = await self._astep(step)
@@ -434,7 +435,7 @@ class GuardedLangGraphStore(TTLSweeper, BaseStore):
             return False
         if not exists:
             call = _Call("record", (mid,), {**lineage, "actor": self.actor})
-            [reply] = yield _Calls([call])
+            [reply] = yield _Calls([call], protected=True)  # cancelled: recorded, unwritten
             if not _already_exists(reply):
                 response: pb.RecordResponse = _answer(reply)
                 if not response.recorded:
