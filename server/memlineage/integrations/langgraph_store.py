@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Generator, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
 from langgraph.store.base import (
     BaseStore,
@@ -39,7 +38,6 @@ from langgraph.store.base import (
 
 from memlineage.client.aio import AsyncMemLineageClient
 from memlineage.client.errors import (
-    MemLineageError,
     NotFound,
     PolicyDenied,
     revised_concurrently,
@@ -64,6 +62,13 @@ from memlineage.integrations.langgraph_ids import (
 )
 from memlineage.integrations.langgraph_lineage import LINEAGE_KEY, LineageHook, put_lineage
 from memlineage.integrations.langgraph_restore import PutSettings, restoring, safe_settings
+from memlineage.integrations.langgraph_steps import Call as _Call
+from memlineage.integrations.langgraph_steps import Calls as _Calls
+from memlineage.integrations.langgraph_steps import Plan as _Plan
+from memlineage.integrations.langgraph_steps import Step as _Step
+from memlineage.integrations.langgraph_steps import StoreBatch as _StoreBatch
+from memlineage.integrations.langgraph_steps import already_exists as _already_exists
+from memlineage.integrations.langgraph_steps import answer as _answer
 from memlineage.integrations.langgraph_ttl import TTLSweeper
 from memlineage.integrations.lineage_fields import LINEAGE_FIELDS, checked_lineage
 from memlineage.v1 import memlineage_pb2 as pb
@@ -86,53 +91,6 @@ sidecar's own default is the namespace's user, which let any node delete what th
 user stated; an outside audit)."""
 
 _RESERVED = (LINEAGE_KEY, DECISION_KEY)
-
-
-# ---------------------------------------------------------------- the plan's steps
-
-
-@dataclass(frozen=True, slots=True)
-class _StoreBatch:
-    """Run these ops on the wrapped store; the plan gets its results. From a
-    ``protected`` step on (the batch's writes), `abatch` runs the rest of the plan to
-    its end even if its caller is cancelled: a write ends with its record or rollback."""
-
-    ops: list[Op]
-    protected: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """One sidecar call, as data so a driver may make it sync, in a thread or async."""
-
-    method: Literal["record", "check", "filter_rank", "explain", "revise"]
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class _Calls:
-    """Make these calls; the plan gets each one's answer, or the error it raised (any:
-    one raised in the driver skipped a rollback). ``protected``: as `_StoreBatch`'s."""
-
-    calls: list[_Call]
-    protected: bool = False
-
-
-_Step: TypeAlias = _StoreBatch | _Calls
-_Plan: TypeAlias = Generator[_Step, Any, list[Result]]
-
-
-def _answer(reply: Any) -> Any:
-    if isinstance(reply, Exception):
-        raise reply
-    return reply
-
-
-def _already_exists(reply: Any) -> bool:
-    return isinstance(reply, MemLineageError) and getattr(reply.code, "name", "") == (
-        "ALREADY_EXISTS"
-    )
 
 
 _REVISE_ATTEMPTS = 4  # a concurrent put moved the version: read it again and revise
