@@ -235,13 +235,16 @@ def test_a_denied_put_raises_and_leaves_the_wrapped_store_untouched(
     web = {"text": "Paris", "_lineage": lineage("tool:web_search", claim=other)}
     with pytest.raises(PolicyDenied, match="a new claim cannot supersede what the user stated"):
         store.put(ns, "web-city", web)
-    # in one batch with an allowed put: nothing of the batch is written
+    # in one batch after an allowed new item: that one, recorded first, is written (its
+    # record names it: before, it was not, and the sidecar named a value never held)
     ok = {"text": "hotel", "_lineage": lineage("agent:planner")}
     with pytest.raises(PolicyDenied) as denied:
         store.batch([PutOp(ns, "hotel", ok), PutOp(ns, "web-city", web)])
     assert denied.value.decision.memory_ids == [memory_id(ns, "web-city")]
-    assert held(inner, ns) == before
-    assert inner.get(ns, "hotel") is None
+    assert held(inner, ns) == {**before, "hotel": {"text": "hotel"}}
+    assert ml.explain(memory_id(ns, "hotel")).memory.creator.id == "agent:planner"
+    with pytest.raises(NotFound):
+        ml.explain(memory_id(ns, "web-city"))
 
 
 def test_a_denied_read_is_hidden(

@@ -284,14 +284,32 @@ class GuardedLangGraphStore(TTLSweeper, BaseStore):
             held = yield _StoreBatch(probe)
             exists = {i: item is not None for i, item in zip(lineage, held, strict=True)}
         pending: list[int] = []  # updates decided, recorded once the store holds them
+        recorded: list[int] = []  # new items recorded: their values are due
         reads: dict[str, Any] = {}  # an update's record, read beside its decision
-        for i, op in enumerate(ops):
-            if isinstance(op, PutOp) and (
-                yield from self._authorise(
-                    ids[i], lineage.get(i), exists=exists.get(i, False), reads=reads
-                )
-            ):
-                pending.append(i)
+        # Deletes and updates are decided before any new item is recorded, and a refusal
+        # after a Record still writes the items recorded, so no record names a value the
+        # store never held (before, a put refused after another's Record left it so).
+        new = {i for i in lineage if not exists[i]}
+        puts = [i for i, op in enumerate(ops) if isinstance(op, PutOp)]
+        try:
+            for i in [i for i in puts if i not in new] + [i for i in puts if i in new]:
+                if (
+                    yield from self._authorise(
+                        ids[i], lineage.get(i), exists=exists.get(i, False), reads=reads
+                    )
+                ):
+                    pending.append(i)
+                elif i in new:
+                    recorded.append(i)
+        except Exception:
+            if recorded:  # protected: a cancellation meanwhile lets them be written
+                written = [self._forwarded(ops[i]) for i in recorded]
+                yield _StoreBatch(written, protected=True)
+                for i, op in zip(recorded, written, strict=True):
+                    assert isinstance(op, PutOp)
+                    self._settings.applied(ids[i], op)
+            raise
+        pending.sort()
         before = {  # what a rollback puts back: the item, and the settings it was put with
             i: (item, None if item is None else self._settings.of(ids[i], item.value))
             for i, item in zip(lineage, held, strict=True)
