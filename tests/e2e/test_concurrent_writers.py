@@ -1,0 +1,318 @@
+"""Writers racing each other through one real sidecar, as several agent processes
+writing to one sidecar do, on the embedded store, a real redis-server and a real Redis
+Cluster: children recorded while their parent is revoked, Revises racing each other and
+the Records of children, two memories revised onto each other at once. Afterwards the
+invariants are read from the store itself (not from the answers): no child of a revoked
+memory left active, derivations and dependencies agree both ways, versions and their
+history agree, every acknowledged write is there, one Revise per base version."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from memlineage.client import MemLineageClient, MemLineageError
+from memlineage.config import Config
+from memlineage.grpc_api.auth import TokenGrant
+from memlineage.lineage.clock import ManualClock
+from memlineage.lineage.model import MemoryRecord
+from memlineage.store import LineageStore
+from redis.cluster import RedisCluster
+from support.memories import T0
+from support.sidecar import BUNDLED_POLICIES, RunningSidecar
+
+NS = "race"
+TOKENS = (TokenGrant("tok", (NS,), name="t"),)
+JOIN = 60.0  # seconds any racing thread may take before the test fails
+
+
+@pytest.fixture(params=["embedded", "redis", "cluster"])
+def sidecar(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningSidecar]:
+    store = f"embedded://{tmp_path / 'data'}"
+    if request.param == "redis":
+        store = request.getfixturevalue("redis_server").emptied()
+    elif request.param == "cluster":
+        store = request.getfixturevalue("redis_cluster").url
+        c = RedisCluster.from_url(store.replace("redis+cluster://", "redis://").split(",")[0])
+        c.flushall(target_nodes=RedisCluster.PRIMARIES)
+        c.close()
+    config = Config(policy_dir=BUNDLED_POLICIES, store=store, tokens=TOKENS, decision_log="off")
+    with RunningSidecar(config, ManualClock(T0)) as s:
+        yield s
+
+
+def store_of(s: RunningSidecar) -> LineageStore:
+    assert s.sidecar is not None
+    return s.sidecar.store
+
+
+def race(address: str, jobs: list[Callable[[MemLineageClient], Any]]) -> list[Any]:
+    """Run every job at once, each on its own thread and client, released together;
+    returns each job's answer or the MemLineageError it raised (anything else fails)."""
+    clients = [MemLineageClient(address, token="tok", namespace=NS, timeout=30) for _ in jobs]
+    start = threading.Barrier(len(jobs))
+    out: list[Any] = [None] * len(jobs)
+
+    def run(i: int) -> None:
+        start.wait(JOIN)
+        try:
+            out[i] = jobs[i](clients[i])
+        except MemLineageError as exc:
+            out[i] = exc
+        except BaseException as exc:  # reported below, with the job
+            out[i] = ("unexpected", exc)
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(JOIN)
+    try:
+        assert not any(t.is_alive() for t in threads), "a racing call did not return"
+        unexpected = [o for o in out if isinstance(o, tuple) and o and o[0] == "unexpected"]
+        assert not unexpected, unexpected
+        return out
+    finally:
+        for c in clients:
+            c.close()
+
+
+def everything(store: LineageStore, ids: list[str]) -> dict[str, MemoryRecord]:
+    return store.get_many(NS, ids, with_history=True)
+
+
+def check_links(held: dict[str, MemoryRecord]) -> None:
+    """Each derivation link is the dependency seen from the other end, both ways."""
+    for rid, rec in held.items():
+        for d in rec.dependencies:
+            assert isinstance(d, str)
+            if d in held:
+                assert rid in held[d].derivations, (rid, d, held[d].derivations)
+        for child in rec.derivations:
+            assert child in held, (rid, child)
+            assert rid in held[child].dependencies, (rid, child, held[child].dependencies)
+        assert len(set(rec.derivations)) == len(rec.derivations), (rid, rec.derivations)
+
+
+def test_children_recorded_while_the_parent_is_revoked(sidecar: RunningSidecar) -> None:
+    """A child recorded on P while P is revoked, and a grandchild on it, end
+    pending_verification (or were refused), never active under a revoked P."""
+    store = store_of(sidecar)
+    with MemLineageClient(sidecar.address, token="tok", namespace=NS) as c:
+        for round_ in range(6):
+            p = f"p{round_}"
+            assert c.record(p, creator="user:alice").recorded
+            pre = [f"{p}-pre{i}" for i in range(4)]
+            for x in pre:  # already there: the cascade has descendants to walk
+                assert c.record(x, creator="agent:planner", dependencies=[p]).recorded
+            kids = [f"{p}-c{i}" for i in range(10)]
+
+            def child(x: str, on: str) -> Callable[[MemLineageClient], Any]:
+                def job(cl: MemLineageClient) -> Any:
+                    got = cl.record(x, creator="agent:planner", dependencies=[on])
+                    grand = cl.record(f"{x}-g", creator="agent:planner", dependencies=[x])
+                    return got, grand
+
+                return job
+
+            jobs: list[Callable[[MemLineageClient], Any]] = [
+                child(x, pre[i % len(pre)] if i % 2 else p) for i, x in enumerate(kids)
+            ]
+            jobs.insert(5, lambda cl, p=p: cl.revoke(p, reason="wrong"))
+            out = race(sidecar.address, jobs)
+            assert not isinstance(out[5], Exception), out[5]
+            ids = [p, *pre, *kids, *(f"{x}-g" for x in kids)]
+            held = everything(store, ids)
+            assert held[p].status == "revoked"
+            acked = [
+                x
+                for x, o in zip(kids, out[:5] + out[6:], strict=True)
+                if not isinstance(o, Exception) and o[0].recorded
+            ]
+            for x in acked:
+                assert x in held, f"acknowledged Record of {x} is missing"
+            active = [x for x, r in held.items() if x != p and r.status == "active"]
+            assert active == [], {x: held[x].status_history for x in active}
+            check_links(held)
+            check_no_active_on_tainted(held)
+
+
+def test_two_revises_of_one_version(sidecar: RunningSidecar) -> None:
+    """Of Revises racing from the same base version, exactly one is applied."""
+    store = store_of(sidecar)
+    with MemLineageClient(sidecar.address, token="tok", namespace=NS) as c:
+        assert c.record("base", creator="agent:planner").recorded
+        assert c.record("m", creator="agent:planner").recorded
+        for v in range(1, 7):
+
+            def rev(tag: str, v: int = v) -> Callable[[MemLineageClient], Any]:
+                return lambda cl: cl.revise(
+                    "m",
+                    expected_version=v,
+                    creator="agent:planner",
+                    tags=[tag],
+                    dependencies=["base"] if tag.endswith("0") else [],
+                )
+
+            out = race(sidecar.address, [rev(f"t{v}-{i}") for i in range(4)])
+            won = [o for o in out if not isinstance(o, Exception) and o.applied]
+            assert len(won) == 1, out
+            held = everything(store, ["m", "base"])
+            assert held["m"].version == v + 1
+            assert held["m"].tags == tuple(won[0].memory.tags)
+            check_links(held)
+        kept = store.versions(NS, "m")
+        assert [k.version for k in kept] == [6, 5, 4, 3, 2, 1]
+
+
+def test_revise_while_children_are_recorded(sidecar: RunningSidecar) -> None:
+    """Revises of M racing Records of its children: the links agree both ways, every
+    acknowledged child is there, every child recorded before the last Revise is pending."""
+    store = store_of(sidecar)
+    with MemLineageClient(sidecar.address, token="tok", namespace=NS) as c:
+        assert c.record("a", creator="agent:planner").recorded
+        assert c.record("b", creator="agent:planner").recorded
+        assert c.record("m", creator="agent:planner", dependencies=["a"]).recorded
+        applied = 0
+        for round_ in range(5):
+            v = store.get(NS, "m").version
+
+            def kid(i: int, r: int = round_) -> Callable[[MemLineageClient], Any]:
+                return lambda cl: cl.record(
+                    f"k{r}-{i}", creator="agent:planner", dependencies=["m"]
+                )
+
+            deps = ["a", "b"] if round_ % 2 == 0 else ["b"]
+            jobs = [kid(i) for i in range(8)]
+            jobs.insert(
+                4,
+                lambda cl, v=v, deps=deps: cl.revise(
+                    "m", expected_version=v, creator="agent:planner", dependencies=deps
+                ),
+            )
+            out = race(sidecar.address, jobs)
+            assert not isinstance(out[4], Exception), out[4]
+            applied += 1
+        ids = ["a", "b", "m", *(f"k{r}-{i}" for r in range(5) for i in range(8))]
+        held = everything(store, ids)
+        assert all(i in held for i in ids)
+        check_links(held)
+        assert sorted(held["m"].derivations) == sorted(i for i in ids if i.startswith("k"))
+        assert held["m"].version == 1 + applied
+        assert [k.version for k in store.versions(NS, "m")] == list(range(applied, 0, -1))
+
+
+def test_two_memories_revised_onto_each_other(sidecar: RunningSidecar) -> None:
+    """Revise x onto y and y onto x at once: at most one applies, the graph stays a DAG."""
+    store = store_of(sidecar)
+    with MemLineageClient(sidecar.address, token="tok", namespace=NS) as c:
+        for r in range(6):
+            x, y = f"x{r}", f"y{r}"
+            assert c.record(x, creator="agent:planner").recorded
+            assert c.record(y, creator="agent:planner").recorded
+            out = race(
+                sidecar.address,
+                [
+                    lambda cl, x=x, y=y: cl.revise(
+                        x, expected_version=1, creator="agent:planner", dependencies=[y]
+                    ),
+                    lambda cl, x=x, y=y: cl.revise(
+                        y, expected_version=1, creator="agent:planner", dependencies=[x]
+                    ),
+                ],
+            )
+            held = everything(store, [x, y])
+            assert not (x in held[y].dependencies and y in held[x].dependencies), out
+            check_links(held)
+
+
+TAINTED = {"pending_verification", "revoked", "superseded"}
+
+
+def check_no_active_on_tainted(held: dict[str, MemoryRecord]) -> None:
+    """With no Confirm among the writes, an active memory has no tainted dependency."""
+    bad = {
+        rid: [(d, held[d].status) for d in r.dependencies if isinstance(d, str) and d in held]
+        for rid, r in held.items()
+        if r.status == "active"
+        and any(
+            isinstance(d, str) and d in held and held[d].status in TAINTED for d in r.dependencies
+        )
+    }
+    assert bad == {}, {rid: (bad[rid], held[rid].status_history) for rid in bad}
+
+
+def test_claims_recorded_at_once(sidecar: RunningSidecar) -> None:
+    """New values of one claim racing each other, children of the holders and a Revise of
+    a holder: one holder left live, the others superseded, no child active on them."""
+    store = store_of(sidecar)
+    with MemLineageClient(sidecar.address, token="tok", namespace=NS) as c:
+        assert c.record("city0", creator="user:alice", claim=("user:alice", "city", "v0")).recorded
+        ids = ["city0"]
+        for r in range(1, 6):
+            holder = store.current_claim(NS, "user:alice", "city")
+            assert holder is not None
+            jobs: list[Callable[[MemLineageClient], Any]] = []
+            for i in range(3):
+                cid = f"city{r}-{i}"
+                ids.append(cid)
+                jobs.append(
+                    lambda cl, cid=cid, v=f"v{r}-{i}": cl.record(
+                        cid, creator="user:alice", claim=("user:alice", "city", v)
+                    )
+                )
+            for i in range(4):
+                kid = f"hk{r}-{i}"
+                ids.append(kid)
+                jobs.append(
+                    lambda cl, kid=kid, h=holder.id: cl.record(
+                        kid, creator="agent:planner", dependencies=[h]
+                    )
+                )
+            race(sidecar.address, jobs)
+            held = everything(store, ids)
+            live = [
+                i for i in ids if held.get(i) and held[i].claim and held[i].status not in TAINTED
+            ]
+            assert len(live) == 1, {i: held[i].status for i in ids if i in held and held[i].claim}
+            now = store.current_claim(NS, "user:alice", "city")
+            assert now is not None and now.id == live[0]
+            check_links(held)
+            check_no_active_on_tainted(held)
+
+
+def test_revise_racing_a_revoke_of_its_dependency(sidecar: RunningSidecar) -> None:
+    """Revise C (keeping or dropping P) while P is revoked and children of C are
+    recorded: C is active only without P, and nothing active rests on a tainted memory."""
+    store = store_of(sidecar)
+    with MemLineageClient(sidecar.address, token="tok", namespace=NS) as c:
+        ids: list[str] = []
+        for r in range(8):
+            p, q, cm = f"rp{r}", f"rq{r}", f"rc{r}"
+            assert c.record(p, creator="user:alice").recorded
+            assert c.record(q, creator="user:alice").recorded
+            assert c.record(cm, creator="agent:planner", dependencies=[p]).recorded
+            ids += [p, q, cm]
+            keep = [p, q] if r % 2 else [q]
+            jobs: list[Callable[[MemLineageClient], Any]] = [
+                lambda cl, p=p: cl.revoke(p, reason="wrong"),
+                lambda cl, cm=cm, keep=keep: cl.revise(
+                    cm, expected_version=1, creator="agent:planner", dependencies=keep
+                ),
+            ]
+            for i in range(4):
+                kid = f"{cm}-k{i}"
+                ids.append(kid)
+                jobs.append(
+                    lambda cl, kid=kid, cm=cm: cl.record(
+                        kid, creator="agent:planner", dependencies=[cm]
+                    )
+                )
+            race(sidecar.address, jobs)
+            held = everything(store, ids)
+            assert held[p].status == "revoked"
+            check_links(held)
+            check_no_active_on_tainted(held)
