@@ -4,12 +4,15 @@ Cluster: children recorded while their parent is revoked, Revises racing each ot
 the Records of children, two memories revised onto each other at once. Afterwards the
 invariants are read from the store itself (not from the answers): no child of a revoked
 memory left active, derivations and dependencies agree both ways, versions and their
-history agree, every acknowledged write is there, one Revise per base version."""
+history agree, every acknowledged write is there, one Revise per base version. And the
+sweep's eviction racing a child's Record (a hook at the racy point): never evicted under
+a live child."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +20,22 @@ import pytest
 from memlineage.client import MemLineageClient, MemLineageError
 from memlineage.config import Config
 from memlineage.grpc_api.auth import TokenGrant
+from memlineage.lifecycle import sweep as sweep_module
+from memlineage.lifecycle.sweep import sweep
 from memlineage.lineage.clock import ManualClock
+from memlineage.lineage.errors import TransitionError
 from memlineage.lineage.model import MemoryRecord
-from memlineage.store import LineageStore
+from memlineage.scoring.config import ScoringConfig
+from memlineage.store import LineageStore, open_store
+from memlineage.store.redis_base import RedisBase
 from redis.cluster import RedisCluster
-from support.memories import T0
+from support.memories import T0, memory
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
 NS = "race"
 TOKENS = (TokenGrant("tok", (NS,), name="t"),)
 JOIN = 60.0  # seconds any racing thread may take before the test fails
+agent = partial(memory, ns=NS, creator_id="agent:planner", creator_kind="agent", type="note")
 
 
 @pytest.fixture(params=["embedded", "redis", "cluster"])
@@ -316,3 +325,90 @@ def test_revise_racing_a_revoke_of_its_dependency(sidecar: RunningSidecar) -> No
             assert held[p].status == "revoked"
             check_links(held)
             check_no_active_on_tainted(held)
+
+
+DAY = 86400.0
+
+
+@pytest.fixture(params=["embedded", "redis", "cluster"])
+def swept(request: pytest.FixtureRequest) -> Iterator[tuple[LineageStore, ManualClock]]:
+    """A store holding `gone`, archived by the sweep and idle long enough to be evicted."""
+    url = "embedded"
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_server").emptied()
+    elif request.param == "cluster":
+        url = request.getfixturevalue("redis_cluster").url
+        c = RedisCluster.from_url(url.replace("redis+cluster://", "redis://").split(",")[0])
+        c.flushall(target_nodes=RedisCluster.PRIMARIES)
+        c.close()
+    clock = ManualClock(T0)
+    store = open_store(url, clock=clock)
+    try:
+        store.record(agent("gone"))
+        clock.advance(30 * DAY)
+        moved = sweep(store, ScoringConfig(), clock(), namespace=NS).transitions
+        assert [(t.memory_id, t.to_status) for t in moved] == [("gone", "archived")]
+        clock.advance(31 * DAY)
+        yield store, clock
+    finally:
+        store.close()
+
+
+def test_the_sweep_never_evicts_under_a_child_recorded_meanwhile(
+    swept: tuple[LineageStore, ManualClock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent records a child of `gone` after the sweep found it without live
+    derivations and before it evicts it: the eviction is refused (it is reviewed again
+    soon), `gone` stays archived under its active child. Before, `gone` was evicted
+    with an active derivation, the very case the sweep refuses."""
+    store, clock = swept
+    found = sweep_module._eviction_blocker
+
+    def blocker_then_a_child(s: LineageStore, rec: MemoryRecord) -> str | None:
+        out = found(s, rec)
+        s.record(agent("child", "gone"))  # another agent's Record, at this instant
+        return out
+
+    monkeypatch.setattr(sweep_module, "_eviction_blocker", blocker_then_a_child)
+    report = sweep(store, ScoringConfig(), clock(), namespace=NS)
+    assert report.transitions == []
+    assert [(t.memory_id, t.to_status, t.reason) for t in report.refused] == [
+        (
+            "gone",
+            "evicted",
+            "status: memory 'gone' has live derivations (child): not evicted [INVALID_TRANSITION]",
+        )
+    ]
+    held = store.get_many(NS, ["gone", "child"])
+    assert (held["gone"].status, held["gone"].derivations) == ("archived", ("child",))
+    assert (held["child"].status, held["child"].dependencies) == ("active", ("gone",))
+
+
+def test_evict_reads_the_derivations_with_the_change(
+    swept: tuple[LineageStore, ManualClock], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child recorded inside `evict` itself, after a Redis store read the derivation
+    list and before its script runs, still refuses the eviction (the script names the
+    child it was not given, and the call retries with it); a dead child does not."""
+    store, clock = swept
+    store.record(agent("old", "gone"))
+    store.revoke(NS, "old")  # not live: evicting over it is allowed
+    if isinstance(store, RedisBase):
+        run = store._run
+        calls: list[str] = []
+
+        def run_after_a_child(name: str, *args: Any, **kwargs: Any) -> Any:
+            calls.append(name)
+            if name == "set_status" and calls.count("set_status") == 1:
+                store.record(agent("child", "gone"))
+            return run(name, *args, **kwargs)
+
+        monkeypatch.setattr(store, "_run", run_after_a_child)
+    else:  # one lock: a Record waits until the eviction is answered
+        store.record(agent("child", "gone"))
+    with pytest.raises(TransitionError, match=r"has live derivations \(child\)"):
+        store.evict(NS, "gone", reason="idle", now=clock())
+    assert store.get(NS, "gone").status == "archived"
+    store.revoke(NS, "child")
+    assert store.evict(NS, "gone", reason="idle", now=clock()).root.status == "evicted"
+    assert [c.to_status for c in store.get(NS, "gone").status_history][-1] == "evicted"

@@ -241,7 +241,10 @@ def _review(
         if later is not None:
             return later
         try:
-            store.set_status(namespace, rid, move[0], reason=f"sweep: {move[1]}", now=now)
+            if move[0] is Status.EVICTED:  # refused by the store if a child came meanwhile
+                store.evict(namespace, rid, reason=f"sweep: {move[1]}", now=now)
+            else:
+                store.set_status(namespace, rid, move[0], reason=f"sweep: {move[1]}", now=now)
         except LineageError as exc:  # changed meanwhile: review again soon
             report.refused.append(Transition(rid, status, move[0].value, str(exc)))
             return now + cfg.near_interval

@@ -80,6 +80,9 @@ CLAIM_PEERS = frozenset({S.ACTIVE, S.PENDING_VERIFICATION})
 CLAIM_RELEASE = frozenset({S.REVOKED, S.SUPERSEDED, S.EVICTED})
 """Leaving for one of these releases the (subject, attribute) claim index entry."""
 
+EVICTION_BLOCKERS = frozenset({S.ACTIVE, S.PENDING_VERIFICATION})
+"""Statuses of a derivation that keep its dependency from being evicted (``evict``)."""
+
 MUTABLE_FIELDS = ("type", "tags", "value", "volatility", "creator_confidence", "context_id")
 """Fields a compare-and-set :meth:`update` may change; lineage itself is immutable."""
 

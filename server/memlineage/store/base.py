@@ -226,8 +226,12 @@ class LineageStore(
         expected_version: int | None,
         now: float,
         only_from: frozenset[Status] | None,
+        idle_only: bool = False,
     ) -> CascadeResult:
-        """Atomically check and apply a status change, then cascade if it revokes/supersedes."""
+        """Atomically check and apply a status change, then cascade if it revokes/supersedes.
+
+        ``idle_only``: refuse (TransitionError) while a derivation is live (active or
+        pending_verification), checked in the same atomic step as the change."""
 
     @abstractmethod
     def _update(

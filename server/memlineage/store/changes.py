@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from memlineage.lineage.errors import ValidationError
+from memlineage.lineage.errors import TransitionError, ValidationError
 from memlineage.lineage.model import CascadeResult, MemoryRecord, Status
 from memlineage.lineage.validation import (
     StoreLimits,
@@ -29,6 +29,18 @@ __all__ = ["LineageChangesMixin", "cascade_reason"]
 def cascade_reason(target: Status, reason: str) -> str:
     """The history reason written on descendants re-marked by a cascade."""
     return f"ancestor {target.value}: {reason}" if reason else f"ancestor {target.value}"
+
+
+def live_derivations(
+    memory_id: str, current: str, target: Status, live: list[str]
+) -> TransitionError:
+    """The refusal of an ``idle_only`` change (``evict``): the live derivations named."""
+    named = ", ".join(live[:3]) + (f" and {len(live) - 3} more" if len(live) > 3 else "")
+    return TransitionError(
+        f"memory {memory_id!r} has live derivations ({named}): not {target.value}",
+        current=current,
+        requested=target.value,
+    )
 
 
 class LineageChangesMixin:
@@ -54,6 +66,7 @@ class LineageChangesMixin:
             expected_version: int | None,
             now: float,
             only_from: frozenset[Status] | None,
+            idle_only: bool = False,
         ) -> CascadeResult: ...
 
         def _update(
@@ -188,6 +201,34 @@ class LineageChangesMixin:
             now=self._now(now),
             only_from=frozenset({Status.PENDING_VERIFICATION}),
         ).root
+
+    def evict(
+        self,
+        namespace: str,
+        memory_id: str,
+        *,
+        reason: str = "",
+        now: float | None = None,
+    ) -> CascadeResult:
+        """Evict a memory unless a derivation of it is live (active or
+        pending_verification): TransitionError naming them. The check is part of the
+        change's atomic step: the sweep read no live derivation, but an agent may record
+        a child in between, and an evicted memory under a live child broke the sweep's
+        own rule."""
+        ns = self._ns(namespace)
+        memory_id = self._id(memory_id)
+        reason = check_reason(reason, self.limits)
+        return self._change_status(
+            ns,
+            memory_id,
+            Status.EVICTED,
+            reason=reason,
+            successor=None,
+            expected_version=None,
+            now=self._now(now),
+            only_from=None,
+            idle_only=True,
+        )
 
     def update(
         self,

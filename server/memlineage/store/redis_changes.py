@@ -20,6 +20,7 @@ from memlineage.lineage.model import (
     CASCADE_MARKS,
     CASCADE_TRIGGERS,
     CLAIM_RELEASE,
+    EVICTION_BLOCKERS,
     TAINTED,
     CascadeResult,
     MemoryRecord,
@@ -28,6 +29,7 @@ from memlineage.lineage.model import (
 )
 from memlineage.lineage.validation import check_dependencies
 from memlineage.store.base import cascade_reason
+from memlineage.store.changes import live_derivations
 from memlineage.store.redis_base import RedisBase
 from memlineage.store.redis_codec import (
     FIELDS,
@@ -56,6 +58,7 @@ class RedisChanges(RedisBase):
         expected_version: int | None,
         now: float,
         only_from: frozenset[Status] | None,
+        idle_only: bool = False,
     ) -> CascadeResult:
         k = self.keys
         rkey = k.record(namespace, memory_id)
@@ -94,7 +97,24 @@ class RedisChanges(RedisBase):
         ]
         if cascades:  # before the walk's note: maintenance finds it by the registry
             self._register(namespace)
-        out = self._run("set_status", keys, args, namespace)
+        kids: list[str] = []
+        if idle_only:  # the derivations' records go in KEYS: read the list first
+            with self._guard(k.derivations(namespace, memory_id)):
+                kids = cast("list[str]", self.client.lrange(keys[1], 0, -1))
+        for _ in range(32):
+            out = self._run(
+                "set_status",
+                keys + [k.record(namespace, c) for c in kids],
+                [*args, "1" if idle_only else "", spaced(EVICTION_BLOCKERS), *kids],
+                namespace,
+            )
+            if out[0] != 0 or out[1] != "CLOSURE":
+                break
+            kids += [c for c in out[2] if c not in kids]  # recorded since the read
+        else:
+            raise StoreUnavailableError("the memory's derivations kept changing; retry later")
+        if out[0] == 0 and out[1] == "LIVE":
+            raise live_derivations(memory_id, out[3], target, out[2])
         if out[0] == 0:
             code, detail = out[1], out[2]
             if code == "NOTFOUND":

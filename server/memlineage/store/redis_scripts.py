@@ -66,13 +66,32 @@ SET_STATUS = (
 -- ARGV[10] event retention   ARGV[11] the cascade this change starts ("" when none),
 -- noted in KEYS[7] under the id with the change: the walk is chunked, and a stopped
 -- one is resumed from the note until it is removed (the walk's end)
+-- ARGV[12] "1": refuse while a derivation's status is in ARGV[13] (" statuses "), read
+-- here with the change (evict); KEYS[7+i] the record hash of derivation ARGV[13+i] as the
+-- caller read the list (one missing: CLOSURE naming the ones to add, the caller retries)
 -- Returns {1, HGETALL, history, derivations (the cascade's first frontier)} | {0, "NOTFOUND", ""}
 --       | {0, "VERSION", actual} | {0, "TRANSITION", current} | {0, "NOSUCCESSOR", ""}
+--       | {0, "CLOSURE", {ids}} | {0, "LIVE", {ids}, current}
 local cur = redis.call('HGET', KEYS[1], 'S')
 if not cur then return {0, 'NOTFOUND', ''} end
 local version = ml_int(KEYS[1], 'V')
 if ARGV[3] ~= '' and ARGV[3] ~= version then return {0, 'VERSION', version} end
 if not string.find(ARGV[2], ' ' .. cur .. ' ', 1, true) then return {0, 'TRANSITION', cur} end
+if ARGV[12] == '1' then
+  local at = {}
+  for i = 14, #ARGV do at[ARGV[i]] = i - 6 end
+  local missing, live = {}, {}
+  for _, kid in ipairs(redis.call('LRANGE', KEYS[2], 0, -1)) do
+    if not at[kid] then
+      missing[#missing + 1] = kid
+    else
+      local st = redis.call('HGET', KEYS[at[kid]], 'S')
+      if st and string.find(ARGV[13], ' ' .. st .. ' ', 1, true) then live[#live + 1] = kid end
+    end
+  end
+  if #missing > 0 then return {0, 'CLOSURE', missing} end
+  if #live > 0 then return {0, 'LIVE', live, cur} end
+end
 if ARGV[7] ~= '' and not ml_expect_type(KEYS[5], 'hash') then
   return {0, 'NOSUCCESSOR', ''}
 end

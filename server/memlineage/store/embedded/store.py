@@ -44,6 +44,7 @@ from memlineage.lineage.errors import (
     VersionConflictError,
 )
 from memlineage.lineage.grants import GrantRecord
+from memlineage.lineage.model import EVICTION_BLOCKERS as BLOCKERS
 from memlineage.lineage.model import CascadeResult, EventType, MemoryRecord, Status
 from memlineage.lineage.proposals import Proposal
 from memlineage.lineage.validation import (
@@ -53,6 +54,7 @@ from memlineage.lineage.validation import (
     validate_new,
 )
 from memlineage.store.base import MAX_BATCH_IDS, LineageStore
+from memlineage.store.changes import live_derivations
 from memlineage.store.embedded import persistence
 from memlineage.store.embedded.claim_record import ClaimRecordMixin
 from memlineage.store.embedded.event_log import EventLogMixin, Wakeups
@@ -369,6 +371,7 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
         expected_version: int | None,
         now: float,
         only_from: frozenset[Status] | None,
+        idle_only: bool = False,
     ) -> CascadeResult:
         with self._lock:
             row = self._get_row(namespace, memory_id)
@@ -382,6 +385,11 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
                     requested=target.value,
                 )
             check_transition(row.status, target, memory_id)
+            if idle_only:  # under the lock: no child is recorded meanwhile
+                rows = self._spaces[namespace].rows
+                live = [c for c in row.record().derivations if rows[c].status in BLOCKERS]
+                if live:
+                    raise live_derivations(memory_id, row.status, target, live)
             if successor is not None and successor not in self._spaces[namespace].rows:
                 raise NotFoundError(f"no memory {successor!r} in this namespace", field="successor")
             self._append(
