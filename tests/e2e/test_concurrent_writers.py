@@ -23,7 +23,7 @@ from memlineage.grpc_api.auth import TokenGrant
 from memlineage.lifecycle import sweep as sweep_module
 from memlineage.lifecycle.sweep import sweep
 from memlineage.lineage.clock import ManualClock
-from memlineage.lineage.errors import TransitionError
+from memlineage.lineage.errors import CycleError, TransitionError
 from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring.config import ScoringConfig
 from memlineage.store import LineageStore, open_store
@@ -412,3 +412,64 @@ def test_evict_reads_the_derivations_with_the_change(
     store.revoke(NS, "child")
     assert store.evict(NS, "gone", reason="idle", now=clock()).root.status == "evicted"
     assert [c.to_status for c in store.get(NS, "gone").status_history][-1] == "evicted"
+
+
+@pytest.fixture(params=["redis", "cluster"])
+def redis_store(request: pytest.FixtureRequest) -> Iterator[RedisBase]:
+    url = request.getfixturevalue("redis_server").emptied()
+    if request.param == "cluster":
+        url = request.getfixturevalue("redis_cluster").url
+        c = RedisCluster.from_url(url.replace("redis+cluster://", "redis://").split(",")[0])
+        c.flushall(target_nodes=RedisCluster.PRIMARIES)
+        c.close()
+    store = open_store(url, clock=ManualClock(T0))
+    assert isinstance(store, RedisBase)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def revision(memory_id: str, *deps: str, tag: str) -> MemoryRecord:
+    return agent(memory_id, *deps, tags=(tag,))
+
+
+def test_a_revise_adding_no_dependency_is_not_starved_by_other_revises(
+    redis_store: RedisBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer's Revise lands between each attempt's read of the graph epoch and
+    its script (a hook at that point, every time): a Revise adding no dependency closes
+    no cycle and is applied at once; one adding a dependency still checks again and
+    refuses the cycle the other writer closed meanwhile. Before, the first was retried
+    32 times and answered UNAVAILABLE ("the namespace graph kept changing")."""
+    store = redis_store
+    for m in ("m", "other", "x", "y"):
+        store.record(agent(m))
+    run = store._run
+    busy: list[str] = []
+
+    def another_revise_first(name: str, keys: list[str], args: list[Any], *rest: Any) -> Any:
+        if name == "revise" and args[0] == "m" and not busy:
+            busy.append("x")
+            other = store.get(NS, "other")
+            store.revise(revision("other", tag="b"), expected_version=other.version)
+            busy.clear()
+        return run(name, keys, args, *rest)
+
+    monkeypatch.setattr(store, "_run", another_revise_first)
+    out = store.revise(revision("m", tag="a"), expected_version=1)
+    assert (out.memory.version, out.memory.tags) == (2, ("a",))
+    assert store.get(NS, "other").version == 2  # the hook ran once: applied at once
+    assert [v.version for v in store.versions(NS, "m")] == [1]
+
+    def a_cycle_first(name: str, keys: list[str], args: list[Any], *rest: Any) -> Any:
+        if name == "revise" and args[0] == "x" and not busy:
+            busy.append("y")
+            store.revise(revision("y", "x", tag="c"), expected_version=1)
+        return run(name, keys, args, *rest)
+
+    monkeypatch.setattr(store, "_run", a_cycle_first)
+    with pytest.raises(CycleError, match="x -> y -> x"):
+        store.revise(revision("x", "y", tag="d"), expected_version=1)
+    held = store.get_many(NS, ["x", "y"])
+    assert (held["x"].dependencies, held["y"].dependencies) == ((), ("x",))

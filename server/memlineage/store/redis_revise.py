@@ -7,7 +7,9 @@ against the namespace's graph epoch (a pipeline per ancestor level, as
 ``add_dependencies`` does) and reads the memory's descendants, which the cascade needs
 in KEYS. The script then refuses when the version, the epoch or the descendants are
 no longer what was read (VERSION: the caller's conflict; RETRY and CLOSURE: read again),
-so a revision is written whole or not at all."""
+so a revision is written whole or not at all. The epoch only for a revision adding a
+dependency: one adding none closes no cycle (before, other writers' revisions moving
+the epoch starved it into UNAVAILABLE)."""
 
 from __future__ import annotations
 
@@ -91,7 +93,7 @@ class RedisRevise(RedisRecord):
                 args = [
                     memory_id,
                     str(expected_version),
-                    epoch,
+                    epoch if added else "*",  # no edge added: no cycle, whatever moved
                     len(deps),
                     len(added),
                     len(removed),

@@ -27,7 +27,8 @@ REVISE = (
 -- KEYS[7+n+j]        derivation list of added dependency j    (j = 1..a)
 -- KEYS[7+n+a+j]      derivation list of removed dependency j  (j = 1..r)
 -- KEYS[7+n+a+r+3k-2 .. +3k] record hash, derivation list, history list of descendant k
--- ARGV[1] id   ARGV[2] expected version   ARGV[3] epoch seen ("" unset)   ARGV[4] n
+-- ARGV[1] id   ARGV[2] expected version   ARGV[3] epoch seen ("" unset; "*" when no
+-- dependency is added: no cycle to close, so no check to keep)   ARGV[4] n
 -- ARGV[5] a   ARGV[6] r   ARGV[7] c = descendants passed   ARGV[8] now   ARGV[9] history cap
 -- ARGV[10] event retention   ARGV[11] " tainted statuses "   ARGV[12] " statuses a cascade
 -- marks "   ARGV[13] cascade reason   ARGV[14] reason of the updated event
@@ -50,7 +51,7 @@ local version = ml_int(KEYS[1], 'V')
 if not version then return {0, 'NOTFOUND', ''} end
 if version ~= ARGV[2] then return {0, 'VERSION', version} end
 local epoch = redis.call('GET', KEYS[4])
-if (epoch or '') ~= ARGV[3] then return {0, 'RETRY', ''} end
+if ARGV[3] ~= '*' and (epoch or '') ~= ARGV[3] then return {0, 'RETRY', ''} end
 if epoch and not ml_is_int(epoch) then ml_corrupt(KEYS[4], '') end
 local taint_i = nil
 local taint_st = nil
