@@ -10,6 +10,7 @@ when the decision is kept) would pass for the change and reuse the ALLOW."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -180,3 +181,58 @@ def test_a_check_after_a_racing_reload_is_decided_afresh(store: LineageStore) ->
     assert len(changed) == 2 and raced.decision.effect == ALLOW and ticket is not None
     assert engine.check(NS, "read", ["mid"], USER).decision.effect == DENY
     assert engine.reissue(ticket) is None
+
+
+def test_a_fresh_check_after_a_racing_feedback_reads_the_new_credibility(
+    store: LineageStore,
+) -> None:
+    """Reuse off (or closed: a shadow candidate loaded, a policy not time-exact), a
+    Redis sidecar keeps its sources' credibility a second (no counter to key it on),
+    dropped when it writes their statistics. A decision that read them before a
+    Feedback and kept them after the drop made the next decisions, after the
+    Feedback was acknowledged, use the credibility from before it for that second
+    (DEGRADE where the failure made it DENY): kept only when no drop came since."""
+    source = "tool:quotes"
+    probe = Engine(store, PolicyHolder(BUNDLED_POLICIES), record_access=False, credibility_ttl=0)
+    memory = MemoryRecord(
+        id="quote",
+        namespace="probe",
+        creator_kind="tool",
+        creator_id=source,
+        creator_confidence=0.9,
+    )
+    assert probe.record(memory).recorded
+    before = probe.filter_rank("probe", [("quote", 1.0)], USER)[0].reliability
+    probe.feedback("probe", "", ["quote"], False)
+    after = probe.filter_rank("probe", [("quote", 1.0)], USER)[0].reliability
+    assert after < before
+    files = {p.name: p.read_text() for p in Path(BUNDLED_POLICIES).glob("*.mlp")}
+    files["failing.mlp"] = (
+        f'policy failing priority 99 {{\n  on read\n  when memory.creator.id == "{source}"'
+        f' and memory.reliability < {(before + after) / 2!r}\n  deny "it failed"\n}}\n'
+    )
+    holder = PolicyHolder(BUNDLED_POLICIES)
+    assert holder.reload(files).applied
+    engine = Engine(store, holder, record_access=False, reuse_decisions=False)
+    assert engine.record(dataclasses.replace(memory, namespace=NS)).recorded
+
+    real = store.source_stats
+    done: list[Any] = []
+
+    def hooked(*args: Any, **kwargs: Any) -> Any:
+        stats = real(*args, **kwargs)
+        if not done:  # the Feedback lands after the read, acknowledged before the keep
+            worker = threading.Thread(
+                target=lambda: done.append(engine.feedback(NS, "", ["quote"], False))
+            )
+            worker.start()
+            worker.join(20)
+            assert done == [1], "the feedback was not acknowledged in 20 s"
+            store.source_stats = real  # type: ignore[method-assign]
+        return stats
+
+    store.source_stats = hooked  # type: ignore[method-assign]
+    raced = engine.check(NS, "read", ["quote"], USER)
+    assert done == [1]
+    assert raced.decision.effect != DENY  # decided on the statistics before the failure
+    assert engine.check(NS, "read", ["quote"], USER).decision.effect == DENY
