@@ -7,18 +7,12 @@ from memlineage.client import MemLineageClient
 from memlineage.config import Config
 from memlineage.lineage.clock import ManualClock
 from memlineage.v1 import memlineage_pb2 as pb
-from redis.cluster import RedisCluster
 from support.memories import T0
 from support.sidecar import BUNDLED_POLICIES, RunningSidecar
 
 
 def test_sidecar_on_redis_cluster(redis_cluster) -> None:
-    c = RedisCluster.from_url(
-        redis_cluster.url.replace("redis+cluster://", "redis://").split(",")[0]
-    )
-    c.flushall(target_nodes=RedisCluster.PRIMARIES)
-    c.close()
-    config = Config(policy_dir=BUNDLED_POLICIES, store=redis_cluster.url)
+    config = Config(policy_dir=BUNDLED_POLICIES, store=redis_cluster.emptied())
     with RunningSidecar(config) as s, MemLineageClient(s.address) as ml:
         ml.record("city", creator="user:alice", claim=("user:alice", "city", "Shanghai"))
         ml.record("hotel", creator="agent:planner", dependencies=["city"])

@@ -30,7 +30,7 @@ from memlineage.store import LineageStore, open_store
 from memlineage.store.redis_base import RedisBase
 from redis.cluster import RedisCluster
 from support.memories import T0, memory
-from support.sidecar import BUNDLED_POLICIES, RunningSidecar
+from support.sidecar import BUNDLED_POLICIES, STORES, RunningSidecar, store_of, store_url
 
 NS = "race"
 TOKENS = (TokenGrant("tok", (NS,), name="t"),)
@@ -38,24 +38,12 @@ JOIN = 60.0  # seconds any racing thread may take before the test fails
 agent = partial(memory, ns=NS, creator_id="agent:planner", creator_kind="agent", type="note")
 
 
-@pytest.fixture(params=["embedded", "redis", "cluster"])
+@pytest.fixture(params=STORES)
 def sidecar(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningSidecar]:
-    store = f"embedded://{tmp_path / 'data'}"
-    if request.param == "redis":
-        store = request.getfixturevalue("redis_server").emptied()
-    elif request.param == "cluster":
-        store = request.getfixturevalue("redis_cluster").url
-        c = RedisCluster.from_url(store.replace("redis+cluster://", "redis://").split(",")[0])
-        c.flushall(target_nodes=RedisCluster.PRIMARIES)
-        c.close()
+    store = store_url(request.param, request, tmp_path)
     config = Config(policy_dir=BUNDLED_POLICIES, store=store, tokens=TOKENS, decision_log="off")
     with RunningSidecar(config, ManualClock(T0)) as s:
         yield s
-
-
-def store_of(s: RunningSidecar) -> LineageStore:
-    assert s.sidecar is not None
-    return s.sidecar.store
 
 
 def race(address: str, jobs: list[Callable[[MemLineageClient], Any]]) -> list[Any]:

@@ -24,34 +24,20 @@ from memlineage.config import Config
 from memlineage.grpc_api.auth import TokenGrant
 from memlineage.lineage.clock import ManualClock
 from memlineage.prov_export import to_prov
-from memlineage.store import LineageStore
 from memlineage.v1 import memlineage_pb2 as pb
-from redis.cluster import RedisCluster
 from support.memories import T0
-from support.sidecar import BUNDLED_POLICIES, RunningSidecar
+from support.sidecar import BUNDLED_POLICIES, STORES, RunningSidecar, store_of, store_url
 
 NS = "rev"
 TOKENS = (TokenGrant("tok", (NS,), name="t"),)
 
 
-@pytest.fixture(params=["embedded", "redis", "cluster"])
+@pytest.fixture(params=STORES)
 def sidecar(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningSidecar]:
-    store = f"embedded://{tmp_path / 'data'}"
-    if request.param == "redis":
-        store = request.getfixturevalue("redis_server").emptied()
-    elif request.param == "cluster":
-        store = request.getfixturevalue("redis_cluster").url
-        c = RedisCluster.from_url(store.replace("redis+cluster://", "redis://").split(",")[0])
-        c.flushall(target_nodes=RedisCluster.PRIMARIES)
-        c.close()
+    store = store_url(request.param, request, tmp_path)
     config = Config(policy_dir=BUNDLED_POLICIES, store=store, tokens=TOKENS, decision_log="off")
     with RunningSidecar(config, ManualClock(T0)) as s:
         yield s
-
-
-def store_of(s: RunningSidecar) -> LineageStore:
-    assert s.sidecar is not None
-    return s.sidecar.store
 
 
 def held(s: RunningSidecar, ids: list[str]) -> dict[str, Any]:

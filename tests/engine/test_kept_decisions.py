@@ -232,12 +232,7 @@ def redis_url(request: pytest.FixtureRequest) -> Iterator[str]:
         yield server.emptied()
     else:
         cluster: RedisClusterHandle = request.getfixturevalue("redis_cluster")
-        from redis.cluster import RedisCluster
-
-        c = RedisCluster.from_url(cluster.url.replace("redis+cluster://", "redis://").split(",")[0])
-        c.flushall(target_nodes=RedisCluster.PRIMARIES)
-        c.close()
-        yield cluster.url
+        yield cluster.emptied()
 
 
 def test_two_engines_over_one_redis_share_decisions(redis_url: str) -> None:

@@ -48,12 +48,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[LineageStore]:
         s = open_store(server.emptied())
     else:
         cluster: RedisClusterHandle = request.getfixturevalue("redis_cluster")
-        from redis.cluster import RedisCluster
-
-        c = RedisCluster(host="127.0.0.1", port=cluster.servers[0].port)
-        c.flushall(target_nodes=RedisCluster.PRIMARIES)
-        c.close()
-        s = open_store(cluster.url)
+        s = open_store(cluster.emptied())
     yield s
     s.close()
 

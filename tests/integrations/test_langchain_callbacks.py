@@ -12,7 +12,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,14 +49,6 @@ BILL = "Invoice 77 from Acme Water. Amount due: 120.50 EUR. Pay to carol@acme.ex
 
 
 # ---------------------------------------------------------------- fixtures
-
-
-@pytest.fixture
-def ml(sidecar: RunningSidecar) -> Iterator[MemLineageClient]:
-    """A client of the sidecar's default namespace. The tests share it: each handler's
-    memory ids are its own (a random session), and every grant names one memory."""
-    with MemLineageClient(sidecar.address, timeout=10) as c:
-        yield c
 
 
 @dataclass

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import pytest
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
@@ -24,17 +22,10 @@ from memlineage.integrations.langchain_callbacks import (
     LineageCallbackHandler,
 )
 from memlineage.v1 import memlineage_pb2 as pb
-from support.sidecar import RunningSidecar
 
 BOUND = 20.0  # seconds any wait of these tests may take at most
 USER = "user:alice"
 ATTACKER = "eve@evil.example"
-
-
-@pytest.fixture
-def ml(sidecar: RunningSidecar) -> Iterator[MemLineageClient]:
-    with MemLineageClient(sidecar.address, timeout=10) as client:
-        yield client
 
 
 class Tools:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,17 +13,10 @@ from langgraph.store.base import GetOp, ListNamespacesOp, Op, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 from memlineage.client import InvalidArgument, MemLineageClient, NotFound, PolicyDenied
 from memlineage.integrations.langgraph_store import GuardedLangGraphStore, memory_id
-from support.sidecar import RunningSidecar
 
 BOUND = 20.0  # seconds any batch of these tests may take at most
 
 _users = itertools.count()
-
-
-@pytest.fixture
-def ml(sidecar: RunningSidecar) -> Iterator[MemLineageClient]:
-    with MemLineageClient(sidecar.address, timeout=10) as client:
-        yield client
 
 
 @pytest.fixture

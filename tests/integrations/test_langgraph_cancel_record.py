@@ -11,7 +11,6 @@ import asyncio
 import itertools
 import operator
 import threading
-from collections.abc import Iterator
 from typing import Annotated, Any, TypedDict
 
 import pytest
@@ -25,12 +24,6 @@ from support.sidecar import RunningSidecar
 BOUND = 20.0  # seconds any wait of these tests may take at most
 
 _users = itertools.count()
-
-
-@pytest.fixture
-def ml(sidecar: RunningSidecar) -> Iterator[MemLineageClient]:
-    with MemLineageClient(sidecar.address, timeout=10) as client:
-        yield client
 
 
 @pytest.fixture

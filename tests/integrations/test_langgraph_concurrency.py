@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,12 +24,6 @@ from support.sidecar import RunningSidecar
 
 BOUND = 20.0  # seconds any wait of these tests may take at most
 UNLOCKED = 2.0  # how long the second writer gets to run past a held first writer
-
-
-@pytest.fixture
-def ml(sidecar: RunningSidecar) -> Iterator[MemLineageClient]:
-    with MemLineageClient(sidecar.address, timeout=10) as client:
-        yield client
 
 
 _users = itertools.count()

@@ -30,12 +30,6 @@ def sidecar() -> Iterator[RunningSidecar]:
         yield s
 
 
-@pytest.fixture
-def ml(sidecar: RunningSidecar) -> Iterator[MemLineageClient]:
-    with MemLineageClient(sidecar.address, timeout=10) as client:
-        yield client
-
-
 _users = itertools.count()
 
 

@@ -59,12 +59,6 @@ UNTRUSTED = "from a tool that is not on the trusted list"
 # ---------------------------------------------------------------- fixtures
 
 
-@pytest.fixture
-def ml(sidecar: RunningSidecar) -> Iterator[MemLineageClient]:
-    with MemLineageClient(sidecar.address, timeout=10) as client:
-        yield client
-
-
 _users = itertools.count()
 
 

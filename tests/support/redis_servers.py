@@ -266,6 +266,18 @@ class RedisClusterHandle:
         for s in self.servers:
             s.stop()
 
+    def emptied(self) -> str:
+        """Drop every key on every master (a test's fresh data on the session's
+        cluster); the URL."""
+        from redis.cluster import RedisCluster
+
+        client = RedisCluster(host="127.0.0.1", port=self.alive()[0].port)
+        try:
+            client.flushall(target_nodes=RedisCluster.PRIMARIES)
+        finally:
+            client.close()
+        return self.url
+
     def alive(self) -> list[RedisServer]:
         """The nodes whose process still runs."""
         return [s for s in self.servers if s.proc is not None and s.proc.poll() is None]

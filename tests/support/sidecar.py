@@ -12,11 +12,13 @@ import re
 import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from memlineage.client import MemLineageClient
 from memlineage.config import Config
 from memlineage.lineage.clock import Clock, ManualClock
 from memlineage.sidecar import Sidecar, start_sidecar
+from memlineage.store import LineageStore
 from prometheus_client import generate_latest
 
 from support.memories import T0
@@ -102,3 +104,26 @@ class World:
     @property
     def now(self) -> float:
         return self.clock()
+
+
+STORES = ("embedded", "redis", "cluster")
+"""The stores a test runs on when it takes each (`store_url`)."""
+
+
+def store_url(kind: str, request: Any, tmp_path: Path) -> str:
+    """An empty store of `kind` (one of `STORES`) for one test: a data directory under
+    `tmp_path`, or the session's Redis or Redis Cluster emptied (pytest's `request`
+    gives the session fixtures)."""
+    if kind == "embedded":
+        return f"embedded://{tmp_path / 'data'}"
+    return str(
+        request.getfixturevalue(
+            {"redis": "redis_server", "cluster": "redis_cluster"}[kind]
+        ).emptied()
+    )
+
+
+def store_of(s: RunningSidecar) -> LineageStore:
+    """The store a running in-process sidecar serves from (to check it directly)."""
+    assert s.sidecar is not None
+    return s.sidecar.store
