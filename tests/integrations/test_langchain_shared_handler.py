@@ -53,6 +53,16 @@ class Tools:
         self.by_name: dict[str, BaseTool] = {t.name: t for t in (read_inbox, send_money)}
 
 
+def payee(who: str) -> str:
+    """Each user's payee, on a domain of their own: a user's text sharing half of a short
+    tool output is taken for a quote of it and not recorded as the user's, and ann's
+    "sent 20.0 to ann@friends.example", recorded while ben's run starts or not, shares
+    "@friends.example" (16 of its 33 characters) with ben's request on the same domain:
+    ben's payment was then refused in about one run in six under load."""
+    domain = {"ann": "friends", "ben": "family"}.get(who, "friends")
+    return f"{who}@{domain}.example"
+
+
 def _turns(who: str) -> FakeMessagesListChatModel:
     """Two parallel calls (read the inbox, pay the user's payee), then the injection."""
 
@@ -61,7 +71,7 @@ def _turns(who: str) -> FakeMessagesListChatModel:
 
     first = [
         call("read_inbox", "read", folder=f"{who}box"),
-        call("send_money", "pay", recipient=f"{who}@friends.example", amount=20),
+        call("send_money", "pay", recipient=payee(who), amount=20),
     ]
     responses: list[BaseMessage] = [
         AIMessage(content="", tool_calls=first),
@@ -74,7 +84,7 @@ def _turns(who: str) -> FakeMessagesListChatModel:
 
 
 def _question(who: str) -> dict[str, str]:
-    return {"input": f"Check folder {who}box and pay 20 to {who}@friends.example"}
+    return {"input": f"Check folder {who}box and pay 20 to {payee(who)}"}
 
 
 def _sync_run(handler: Any, tools: Tools, who: str, denied: list[tuple[str, str]]) -> None:
@@ -127,7 +137,7 @@ async def _async_run(handler: Any, tools: Tools, who: str, denied: list[tuple[st
 
 
 def _check(ml: MemLineageClient, handler: Any, tools: Tools, denied: list[tuple[str, str]]) -> None:
-    assert sorted(tools.paid) == [("ann@friends.example", 20.0), ("ben@friends.example", 20.0)]
+    assert sorted(tools.paid) == [(payee("ann"), 20.0), (payee("ben"), 20.0)]
     assert sorted(denied) == [("ann", "ann-evil"), ("ben", "ben-evil")]
     users = handler.user_memories
     assert len(users) == 2 and {ml.explain(m).memory.creator.id for m in users} == {USER}
@@ -135,7 +145,7 @@ def _check(ml: MemLineageClient, handler: Any, tools: Tools, denied: list[tuple[
     assert set(acts) == {f"{w}-{s}" for w in ("ann", "ben") for s in ("read", "pay", "evil")}
     for who in ("ann", "ben"):  # each call gated with its own arguments
         assert acts[f"{who}-read"].arguments["folder"].value == f"{who}box"
-        assert acts[f"{who}-pay"].arguments["recipient"].value == f"{who}@friends.example"
+        assert acts[f"{who}-pay"].arguments["recipient"].value == payee(who)
         assert acts[f"{who}-pay"].decision.effect == pb.EFFECT_ALLOW
         assert acts[f"{who}-evil"].decision.effect == pb.EFFECT_DENY
     # each tool result recorded once, under its own run: the run of its user input
@@ -236,7 +246,7 @@ def test_a_sub_agent_an_async_tool_starts_is_still_not_the_user(ml: MemLineageCl
             BOUND,
         )
     )
-    assert tools.paid == []  # the sub-agent's "pay 20 to sub@friends.example" is not the user's
+    assert tools.paid == []  # the sub-agent's "pay 20 to sub@..." is not the user's
     pay = next(a for a in handler.acts if a.tool_call_id == "sub-pay")
     assert pay.decision.effect == pb.EFFECT_DENY
     assert len(handler.user_memories) == 1
