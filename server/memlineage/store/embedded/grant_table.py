@@ -143,12 +143,9 @@ class GrantTable:
                 self._tally.save(self._db, staged.counts)
         except sqlite3.Error as exc:
             raise StoreUnavailableError(
-                f"embedded store: writing grants failed ({self._why(exc)})"
+                f"embedded store: writing grants failed ({write_refused(self._path, exc)})"
             ) from exc
         self._tally.committed(staged)
-
-    def _why(self, exc: sqlite3.Error) -> str:
-        return write_refused(self._path, exc) if self._path is not None else str(exc)
 
     def close(self) -> None:
         with self._lock:

@@ -141,12 +141,12 @@ def open_loaded(
         raise
 
 
-def write_refused(path: Path, exc: sqlite3.Error) -> str:
-    """Why SQLite refused a write to the store at `path`, for its error message: a full
-    file system (SQLITE_FULL) is named as such, with what it left (before: SQLite's
-    "database or disk is full" alone)."""
+def write_refused(path: Path | None, exc: sqlite3.Error) -> str:
+    """Why SQLite refused a write to the store at `path` (None: one in memory), for its
+    error message: a full file system (SQLITE_FULL) is named as such, with what it left
+    (before: SQLite's "database or disk is full" alone)."""
     code = getattr(exc, "sqlite_errorcode", None)
-    if code is None or code & 0xFF != sqlite3.SQLITE_FULL:
+    if path is None or code is None or code & 0xFF != sqlite3.SQLITE_FULL:
         return str(exc)
     return (
         f"no room left on the file system of {path.parent} ({exc}); nothing of it was "

@@ -219,8 +219,8 @@ class EmbeddedStore(ClaimRecordMixin, RevisionMixin, EventLogMixin, LineageStore
         so a restart's replay stays bounded."""
         with self._lock:
             oplog = self._log
-            size = oplog.size() if oplog is not None else None
-            if oplog is None or size is None or size <= max_log_bytes or not oplog.fold_due():
+            size = oplog.size() if oplog is not None and oplog.fold_due() else None
+            if size is None or size <= max_log_bytes:
                 return False
         self.compact()
         return True
