@@ -28,7 +28,6 @@ from memlineage.lineage.model import MemoryRecord
 from memlineage.scoring.config import ScoringConfig
 from memlineage.store import LineageStore, open_store
 from memlineage.store.redis_base import RedisBase
-from redis.cluster import RedisCluster
 from support.memories import T0, memory
 from support.sidecar import BUNDLED_POLICIES, STORES, RunningSidecar, store_of, store_url
 
@@ -322,13 +321,9 @@ DAY = 86400.0
 def swept(request: pytest.FixtureRequest) -> Iterator[tuple[LineageStore, ManualClock]]:
     """A store holding `gone`, archived by the sweep and idle long enough to be evicted."""
     url = "embedded"
-    if request.param == "redis":
-        url = request.getfixturevalue("redis_server").emptied()
-    elif request.param == "cluster":
-        url = request.getfixturevalue("redis_cluster").url
-        c = RedisCluster.from_url(url.replace("redis+cluster://", "redis://").split(",")[0])
-        c.flushall(target_nodes=RedisCluster.PRIMARIES)
-        c.close()
+    if request.param != "embedded":
+        fixture = "redis_cluster" if request.param == "cluster" else "redis_server"
+        url = request.getfixturevalue(fixture).emptied()
     clock = ManualClock(T0)
     store = open_store(url, clock=clock)
     try:
@@ -404,12 +399,8 @@ def test_evict_reads_the_derivations_with_the_change(
 
 @pytest.fixture(params=["redis", "cluster"])
 def redis_store(request: pytest.FixtureRequest) -> Iterator[RedisBase]:
-    url = request.getfixturevalue("redis_server").emptied()
-    if request.param == "cluster":
-        url = request.getfixturevalue("redis_cluster").url
-        c = RedisCluster.from_url(url.replace("redis+cluster://", "redis://").split(",")[0])
-        c.flushall(target_nodes=RedisCluster.PRIMARIES)
-        c.close()
+    fixture = "redis_cluster" if request.param == "cluster" else "redis_server"
+    url = request.getfixturevalue(fixture).emptied()
     store = open_store(url, clock=ManualClock(T0))
     assert isinstance(store, RedisBase)
     try:

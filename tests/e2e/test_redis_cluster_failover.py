@@ -28,7 +28,7 @@ from memlineage.lineage.model import MemoryRecord
 from memlineage.store import open_store
 from memlineage.store.redis_store import RedisStore
 from memlineage.v1 import memlineage_pb2 as pb
-from redis.cluster import RedisCluster, key_slot
+from redis.cluster import key_slot
 from support.redis_servers import (
     RedisClusterHandle,
     start_redis_cluster,
@@ -68,11 +68,7 @@ def cluster(replicated: RedisClusterHandle) -> RedisClusterHandle:
         if server.proc is None:
             server.start()  # its nodes.conf: it rejoins, as a replica
     wait_replicated(replicated)
-    c = RedisCluster(host="127.0.0.1", port=replicated.master_of(SLOT).port)
-    try:
-        c.flushall(target_nodes=RedisCluster.PRIMARIES)
-    finally:
-        c.close()
+    replicated.emptied()
     wait_replicated(replicated)
     return replicated
 
